@@ -1,0 +1,32 @@
+//! Portable core of ictus: time types, clocks, deadline arithmetic, latency
+//! histograms and their summaries.
+//!
+//! Nothing here calls the operating system, so all of it runs under Miri and
+//! is tested with a [`clock::MockClock`]. The Linux side (real clocks, the
+//! three ways to wait, scheduling) lives in `ictus-os`.
+//!
+//! ```
+//! use ictus_core::{histogram::LatencyHistogram, time::Nanos};
+//! let mut h = LatencyHistogram::new();
+//! for v in [12_000, 9_500, 31_000] {
+//!     h.record(Nanos::new(v));
+//! }
+//! let s = h.summary();
+//! assert_eq!(s.count, 3);
+//! assert_eq!(s.max_ns, Some(Nanos::new(31_000)));
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod cpulist;
+pub mod histogram;
+pub mod schedule;
+pub mod summary;
+pub mod time;
+
+pub use clock::{Clock, MockClock};
+pub use cpulist::{CpuListError, CpuSet};
+pub use histogram::LatencyHistogram;
+pub use schedule::{MissCounter, PeriodicDeadlines, Release};
+pub use summary::{Percentile, Summary};
+pub use time::Nanos;
