@@ -1,0 +1,19 @@
+//! The Linux layer of ictus: every system call and all of the FFI `unsafe`.
+//!
+//! - [`clock`]: `CLOCK_MONOTONIC` reads and their measured cost.
+//! - [`wait`]: the three ways to wait for an absolute deadline (nanosleep, hybrid, spin).
+//! - [`sched`]: scheduling policy, priority and CPU affinity of the calling thread,
+//!   set and read back, with refusals explained.
+//! - [`memory`]: memory locking and stack prefaulting.
+//! - [`procstat`]: steal time and other counters from `/proc/stat`.
+//! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
+//!   the audit and for the provenance of every record.
+//!
+//! Nothing here prints; everything returns data.
+
+pub mod clock;
+pub mod facts;
+pub mod memory;
+pub mod procstat;
+pub mod sched;
+pub mod wait;

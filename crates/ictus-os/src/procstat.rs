@@ -1,0 +1,187 @@
+//! Counters from `/proc/stat`: per-CPU time by kind, steal time above all (on a virtual
+//! machine, time the host ran something else while this guest wanted the CPU).
+//!
+//! ```
+//! let before = ictus_os::procstat::read().unwrap();
+//! let after = ictus_os::procstat::read().unwrap();
+//! let steal = after.steal_since(&before);
+//! assert!(steal.total_ns <= 1_000_000_000);
+//! ```
+
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+/// Time one CPU (or all of them) spent in each state, in clock ticks (`USER_HZ`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    /// User time.
+    pub user: u64,
+    /// Niced user time.
+    pub nice: u64,
+    /// System time.
+    pub system: u64,
+    /// Idle time.
+    pub idle: u64,
+    /// Waiting for I/O.
+    pub iowait: u64,
+    /// Serving interrupts.
+    pub irq: u64,
+    /// Serving softirqs.
+    pub softirq: u64,
+    /// Stolen by the hypervisor.
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// All accounted time (every counter above).
+    pub fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+}
+
+/// One reading of `/proc/stat`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatSnapshot {
+    /// All CPUs together.
+    pub total: CpuTimes,
+    /// Each CPU, by CPU number.
+    pub per_cpu: Vec<(usize, CpuTimes)>,
+    /// Clock ticks per second of these counters.
+    pub ticks_per_second: u64,
+}
+
+/// Steal time between two snapshots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StealDelta {
+    /// All CPUs together.
+    pub total_ns: u64,
+    /// Each CPU.
+    pub per_cpu_ns: Vec<(usize, u64)>,
+}
+
+/// Reads `/proc/stat`.
+pub fn read() -> io::Result<StatSnapshot> {
+    let text = std::fs::read_to_string("/proc/stat")?;
+    // SAFETY: sysconf only returns a value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Ok(parse(&text, u64::try_from(hz).unwrap_or(100).max(1)))
+}
+
+/// Parses the text of `/proc/stat` (counters in ticks of `ticks_per_second`).
+pub fn parse(text: &str, ticks_per_second: u64) -> StatSnapshot {
+    let mut snap = StatSnapshot {
+        ticks_per_second,
+        ..StatSnapshot::default()
+    };
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(name) = fields.next() else { continue };
+        let Some(rest) = name.strip_prefix("cpu") else {
+            continue;
+        };
+        let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
+        let get = |i: usize| v.get(i).copied().unwrap_or(0);
+        let times = CpuTimes {
+            user: get(0),
+            nice: get(1),
+            system: get(2),
+            idle: get(3),
+            iowait: get(4),
+            irq: get(5),
+            softirq: get(6),
+            steal: get(7),
+        };
+        if rest.is_empty() {
+            snap.total = times;
+        } else if let Ok(cpu) = rest.parse() {
+            snap.per_cpu.push((cpu, times));
+        }
+    }
+    snap
+}
+
+impl StatSnapshot {
+    fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        ticks.saturating_mul(1_000_000_000) / self.ticks_per_second.max(1)
+    }
+
+    /// Steal time accumulated since `earlier`.
+    pub fn steal_since(&self, earlier: &StatSnapshot) -> StealDelta {
+        StealDelta {
+            total_ns: self.ticks_to_ns(self.total.steal.saturating_sub(earlier.total.steal)),
+            per_cpu_ns: self
+                .per_cpu
+                .iter()
+                .map(|(cpu, t)| {
+                    let before = earlier
+                        .per_cpu
+                        .iter()
+                        .find(|(c, _)| c == cpu)
+                        .map_or(0, |(_, e)| e.steal);
+                    (*cpu, self.ticks_to_ns(t.steal.saturating_sub(before)))
+                })
+                .collect(),
+        }
+    }
+
+    /// Steal time since boot, all CPUs together.
+    pub fn steal_total_ns(&self) -> u64 {
+        self.ticks_to_ns(self.total.steal)
+    }
+
+    /// All accounted CPU time since boot, all CPUs together.
+    pub fn accounted_total_ns(&self) -> u64 {
+        self.ticks_to_ns(self.total.total())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = "cpu  10 0 5 100 0 0 0 7 0 0\ncpu0 5 0 2 50 0 0 0 3 0 0\ncpu1 5 0 3 50 0 0 0 4 0 0\nintr 1 2 3\n";
+    const AFTER: &str =
+        "cpu  20 0 5 100 0 0 0 19 0 0\ncpu0 5 0 2 50 0 0 0 3 0 0\ncpu1 15 0 3 50 0 0 0 16 0 0\n";
+
+    #[test]
+    fn steal_is_the_eighth_counter() {
+        let sut = parse(BEFORE, 100);
+        assert_eq!(sut.total.steal, 7);
+        assert_eq!(sut.per_cpu.len(), 2);
+        assert_eq!(
+            sut.per_cpu[1],
+            (
+                1,
+                CpuTimes {
+                    user: 5,
+                    system: 3,
+                    idle: 50,
+                    steal: 4,
+                    ..CpuTimes::default()
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn accounted_time_sums_every_counter() {
+        let sut = parse(BEFORE, 100);
+        assert_eq!(sut.accounted_total_ns(), (10 + 5 + 100 + 7) * 10_000_000);
+        assert_eq!(sut.steal_total_ns(), 70_000_000);
+    }
+
+    #[test]
+    fn steal_delta_converts_ticks_to_nanoseconds() {
+        let sut = parse(AFTER, 100).steal_since(&parse(BEFORE, 100));
+        assert_eq!(sut.total_ns, 120_000_000);
+        assert_eq!(sut.per_cpu_ns, vec![(0, 0), (1, 120_000_000)]);
+    }
+}
