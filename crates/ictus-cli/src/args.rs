@@ -1,0 +1,151 @@
+//! The command line, declared with clap.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// ictus: can this machine keep my beat? Measure real-time latency, set the machine
+/// up, run cyclic loops.
+#[derive(Debug, Parser)]
+#[command(name = "ictus", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Audit this machine's real-time features: one check per feature, with advice.
+    Doctor(DoctorArgs),
+    /// Run one measurement.
+    Probe(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Print the audit as JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProbeArgs {
+    #[command(subcommand)]
+    pub(crate) command: ProbeCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProbeCommand {
+    /// Timer wake-up latency (what cyclictest measures), counting missed periods.
+    Timer(TimerArgs),
+}
+
+/// Scheduling policies on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PolicyArg {
+    /// SCHED_OTHER (with --nice).
+    Other,
+    /// SCHED_BATCH (with --nice).
+    Batch,
+    /// SCHED_IDLE.
+    Idle,
+    /// SCHED_FIFO (with --priority).
+    Fifo,
+    /// SCHED_RR (with --priority).
+    Rr,
+    /// SCHED_DEADLINE (runtime --dl-runtime, deadline and period = --interval).
+    Deadline,
+}
+
+/// Wait modes on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ModeArg {
+    /// clock_nanosleep with TIMER_ABSTIME (as cyclictest).
+    Nanosleep,
+    /// Sleep until deadline minus a margin, then spin.
+    Hybrid,
+    /// Busy-wait on the clock.
+    Spin,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TimerArgs {
+    /// Period between wake-ups (e.g. 1ms, 100us).
+    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
+    pub(crate) interval: Duration,
+    /// How long to measure, after the warm-up (e.g. 10s, 2m).
+    #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration, conflicts_with = "loops")]
+    pub(crate) duration: Duration,
+    /// Measure this many periods per thread instead of a duration.
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) loops: Option<u64>,
+    /// CPUs to measure on, one thread each: a list like 0-3,6, or "all".
+    #[arg(short = 'a', long, default_value = "all")]
+    pub(crate) cpus: String,
+    /// Do not pin the threads to their CPUs.
+    #[arg(long)]
+    pub(crate) no_pin: bool,
+    /// Scheduling policy of the measuring threads.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub(crate) policy: PolicyArg,
+    /// Real-time priority for fifo and rr (1 to 99).
+    #[arg(short, long, default_value_t = 95, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub(crate) priority: u8,
+    /// Nice value for other and batch (-20 to 19).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub(crate) nice: i32,
+    /// Runtime per period for the deadline policy (default: a tenth of the interval).
+    #[arg(long, value_parser = positive_duration)]
+    pub(crate) dl_runtime: Option<Duration>,
+    /// Lock all memory (mlockall) before measuring.
+    #[arg(short, long)]
+    pub(crate) mlock: bool,
+    /// How to wait for each deadline.
+    #[arg(long, value_enum, default_value = "nanosleep")]
+    pub(crate) mode: ModeArg,
+    /// Hybrid mode: spin for this long before each deadline (default: calibrated from
+    /// the measured wake-up latency).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) margin: Option<Duration>,
+    /// Warm-up before measuring, discarded.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub(crate) warmup: Duration,
+    /// Print only the RunRecord, as JSON, on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the RunRecord as JSON to this file.
+    #[arg(short, long)]
+    pub(crate) output: Option<PathBuf>,
+}
+
+/// A duration greater than zero, in humantime form (`1ms`, `250us`, `10s`).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn zero_and_garbage_durations_are_refused() {
+        assert!(positive_duration("0s").is_err());
+        assert!(positive_duration("fast").is_err());
+        assert_eq!(
+            positive_duration("100us").unwrap(),
+            Duration::from_micros(100)
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! `ictus`: the command-line face of the ictus toolkit. Parses arguments, calls the
+//! libraries, prints. Nothing else lives here.
+#![forbid(unsafe_code)]
+// The binary is where printing belongs.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod args;
+mod doctor;
+mod timer;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use ictus_probe::progress::Progress;
+
+use crate::args::{Cli, Command, ProbeCommand};
+
+/// Exit code for bad input (as clap uses for usage errors).
+const EXIT_USAGE: u8 = 2;
+/// Exit code for a failure while running.
+const EXIT_FAILURE: u8 = 1;
+
+/// An error with the exit code it deserves.
+pub(crate) struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad input: the user can fix the command line.
+    pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code: EXIT_USAGE,
+            error: error.into(),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure {
+            code: EXIT_FAILURE,
+            error: error.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
+            }
+            // One clear line: clap's first line, without the usage block.
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            eprintln!("ictus: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("ictus: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Doctor(args) => {
+            let audit = ictus_probe::doctor::audit();
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&audit)?);
+            } else {
+                print!("{}", doctor::render(&audit));
+            }
+            Ok(())
+        }
+        Command::Probe(probe) => match probe.command {
+            ProbeCommand::Timer(args) => {
+                let progress = Arc::new(Progress::new());
+                install_stop_handler(&progress)?;
+                timer::run(&args, &progress)
+            }
+        },
+    }
+}
+
+/// Ctrl-C (and SIGTERM) asks the running probe to stop; it returns what it has,
+/// marked incomplete. A second Ctrl-C ends the process at once.
+fn install_stop_handler(progress: &Arc<Progress>) -> anyhow::Result<()> {
+    let progress = progress.clone();
+    ctrlc::set_handler(move || {
+        if progress.stop_requested() {
+            let _ = std::io::stderr().write_all(b"\nictus: stopped\n");
+            std::process::exit(130);
+        }
+        progress.request_stop();
+    })?;
+    Ok(())
+}

@@ -1,0 +1,656 @@
+//! `timer`: timer wake-up latency, what cyclictest measures (seed 002 §5.1 user
+//! latency; seed 003 tick generation).
+//!
+//! One measuring thread per selected CPU waits for absolute deadlines on a common
+//! grid; lateness is `now - deadline` in integer nanoseconds. Unlike cyclictest,
+//! periods missed entirely are counted (and the longest run of them), never silently
+//! skipped, so `count + missed` is always the number of periods of the run.
+//!
+//! Each thread is prepared first (pinned, policy set and read back, stack prefaulted,
+//! hybrid margin calibrated, histogram allocated), then all meet at a start barrier,
+//! run a discarded warm-up, and measure. The hot loop only reads the clock and records.
+//!
+//! ```no_run
+//! use ictus_probe::{progress::Progress, timer::{self, Length, TimerParams}};
+//! use ictus_core::Nanos;
+//! let params = TimerParams {
+//!     length: Length::Loops(1_000),
+//!     ..TimerParams::default()
+//! };
+//! let record = timer::run(&params, vec!["example".into()], &Progress::new()).unwrap();
+//! println!("{:?}", record.merged.summary.max_ns);
+//! ```
+
+use std::sync::{Condvar, Mutex};
+use std::thread;
+
+use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
+use ictus_os::clock::{self, monotonic_now};
+use ictus_os::sched::{self, Policy, SchedError};
+use ictus_os::wait::{self, WaitMode};
+use ictus_os::{facts, memory, procstat};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::progress::Progress;
+use crate::provenance::Provenance;
+use crate::record::{
+    ClockCost, CpuSteal, LatencyResult, Obtained, RunRecord, Steal, ThreadConfig, ThreadResult,
+    Warning,
+};
+
+/// The probe's name, as in records and on the command line.
+pub const PROBE: &str = "timer";
+
+/// How long a run lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Length {
+    /// A wall-clock duration: `duration / interval` periods.
+    Duration(Nanos),
+    /// A number of periods per thread.
+    Loops(u64),
+}
+
+/// How the measuring threads wait, as asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "mode")]
+pub enum ModeRequest {
+    /// `clock_nanosleep(TIMER_ABSTIME)`.
+    Nanosleep,
+    /// Sleep then spin; without a margin, it is calibrated per thread from the
+    /// measured wake-up latency.
+    Hybrid {
+        /// The margin, or `None` to calibrate.
+        margin: Option<Nanos>,
+    },
+    /// Busy wait.
+    Spin,
+}
+
+/// The timer probe's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerParams {
+    /// Period between deadlines.
+    pub interval: Nanos,
+    /// How long to measure (after the warm-up).
+    pub length: Length,
+    /// One measuring thread per CPU in this set.
+    pub cpus: CpuSet,
+    /// Pin each thread to its CPU (otherwise the threads float).
+    pub pin: bool,
+    /// Scheduling policy of the measuring threads.
+    pub policy: Policy,
+    /// Lock all memory (`mlockall`) before measuring.
+    pub mlock: bool,
+    /// How to wait for each deadline.
+    pub mode: ModeRequest,
+    /// Warm-up before measuring, discarded.
+    pub warmup: Nanos,
+}
+
+impl Default for TimerParams {
+    /// 1 ms interval for 10 s, on every online CPU, SCHED_FIFO 95, nanosleep, 100 ms warm-up.
+    fn default() -> Self {
+        TimerParams {
+            interval: Nanos::from_millis(1),
+            length: Length::Duration(Nanos::from_secs(10)),
+            cpus: facts::online_cpus(),
+            pin: true,
+            policy: Policy::Fifo { priority: 95 },
+            mlock: false,
+            mode: ModeRequest::Nanosleep,
+            warmup: Nanos::from_millis(100),
+        }
+    }
+}
+
+impl TimerParams {
+    /// Periods each thread measures.
+    pub fn loops(&self) -> u64 {
+        match self.length {
+            Length::Loops(n) => n,
+            Length::Duration(d) => d.as_u64() / self.interval.as_u64().max(1),
+        }
+    }
+
+    /// Periods of warm-up each thread runs first.
+    pub fn warmup_loops(&self) -> u64 {
+        self.warmup.as_u64() / self.interval.as_u64().max(1)
+    }
+}
+
+/// Parameters a run cannot start with.
+#[derive(Debug, Error)]
+pub enum TimerError {
+    /// Interval of zero.
+    #[error("the interval must be greater than zero")]
+    ZeroInterval,
+    /// No CPU selected.
+    #[error("no CPU selected")]
+    NoCpu,
+    /// Too short to measure anything.
+    #[error("the run is shorter than one interval ({interval}): nothing would be measured")]
+    TooShort {
+        /// The interval.
+        interval: Nanos,
+    },
+    /// A CPU that is not online.
+    #[error("CPU {cpu} is not online (online CPUs: {online})")]
+    CpuOffline {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs that are online.
+        online: CpuSet,
+    },
+    /// A policy the kernel can never accept (out of range).
+    #[error(transparent)]
+    Policy(SchedError),
+    /// A measuring thread could not be started.
+    #[error("starting measuring thread {thread} failed: {source}")]
+    Spawn {
+        /// Thread index.
+        thread: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Checks the parameters before anything is changed on the machine.
+pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
+    if params.interval == Nanos::ZERO {
+        return Err(TimerError::ZeroInterval);
+    }
+    if params.cpus.is_empty() {
+        return Err(TimerError::NoCpu);
+    }
+    if params.loops() == 0 {
+        return Err(TimerError::TooShort {
+            interval: params.interval,
+        });
+    }
+    let online = facts::online_cpus();
+    if let Some(&cpu) = params.cpus.cpus().iter().find(|&&c| !online.contains(c)) {
+        return Err(TimerError::CpuOffline { cpu, online });
+    }
+    match params.policy {
+        Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
+            Err(TimerError::Policy(SchedError::OutOfRange {
+                policy: params.policy,
+            }))
+        }
+        Policy::Other { nice } | Policy::Batch { nice } if !(-20..=19).contains(&nice) => {
+            Err(TimerError::Policy(SchedError::OutOfRange {
+                policy: params.policy,
+            }))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What one measuring thread hands back.
+struct ThreadOutcome {
+    config: ThreadConfig,
+    histogram: LatencyHistogram,
+    misses: MissCounter,
+    warnings: Vec<Warning>,
+}
+
+/// How many progress units a thread accumulates before publishing them.
+const PROGRESS_BATCH: u64 = 256;
+
+/// Runs the timer probe. Blocks until done or until `progress` asks to stop.
+pub fn run(
+    params: &TimerParams,
+    argv: Vec<String>,
+    progress: &Progress,
+) -> Result<RunRecord, TimerError> {
+    validate(params)?;
+    let mut provenance = Provenance::capture(argv);
+    let mut warnings = Vec::new();
+
+    let mut obtained = Obtained {
+        mlock_requested: params.mlock,
+        ..Obtained::default()
+    };
+    if params.mlock {
+        match memory::lock_all() {
+            Ok(()) => obtained.mlock = true,
+            Err(e) => warnings.push(Warning {
+                id: "mlock-refused".into(),
+                message: format!("memory is not locked: mlockall refused ({})", e.source),
+                advice: Some(e.advice),
+            }),
+        }
+    }
+
+    let read_cost = clock::measure_read_cost(100_000);
+    let clock_cost = ClockCost {
+        clocksource: facts::clocksource().current,
+        resolution_ns: clock::resolution().as_u64(),
+        read_cost: read_cost.summary(),
+    };
+
+    let loops = params.loops();
+    let warmup = params.warmup_loops();
+    let threads = params.cpus.len();
+    progress.set_total(loops * threads as u64);
+
+    let gate = StartGate::default();
+    let stat_before = procstat::read().ok();
+    let wall_before = monotonic_now();
+    let outcomes = thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(threads);
+        for (index, &cpu) in params.cpus.cpus().iter().enumerate() {
+            let gate = &gate;
+            let spawned = thread::Builder::new()
+                .name(format!("ictus-timer-{index}"))
+                .stack_size(2 * memory::PREFAULT_STACK_BYTES)
+                .spawn_scoped(scope, move || {
+                    measure(params, cpu, loops, warmup, progress, gate)
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(source) => {
+                    // Release the threads already waiting at the gate, then report.
+                    gate.abort();
+                    return Err(TimerError::Spawn {
+                        thread: index,
+                        source,
+                    });
+                }
+            }
+        }
+        gate.wait_for(threads);
+        // Every thread is prepared; the first deadline leaves time for all to arm it.
+        gate.open(monotonic_now() + params.interval.max(Nanos::from_millis(1)));
+        Ok(handles
+            .into_iter()
+            .map(|h| h.join().expect("measuring threads do not panic"))
+            .collect::<Vec<_>>())
+    })?;
+    let wall = monotonic_now().saturating_sub(wall_before);
+    let stat_after = procstat::read().ok();
+    provenance.finish();
+
+    let mut record = RunRecord::new(
+        PROBE,
+        provenance,
+        serde_json::to_value(ParamsRecord::from(params)).expect("parameters serialize"),
+        obtained,
+    );
+    record.obtained.locked_bytes = memory::locked_bytes();
+    record.environment.clock = Some(clock_cost);
+    if let (Some(before), Some(after)) = (stat_before, stat_after) {
+        let delta = after.steal_since(&before);
+        let cpu_time = wall.as_u64() as f64 * after.per_cpu.len().max(1) as f64;
+        let steal = Steal {
+            share: delta.total_ns as f64 / cpu_time.max(1.0),
+            total_ns: delta.total_ns,
+            per_cpu: delta
+                .per_cpu_ns
+                .iter()
+                .map(|&(cpu, steal_ns)| CpuSteal { cpu, steal_ns })
+                .collect(),
+        };
+        if steal.total_ns > 0 {
+            warnings.push(Warning {
+                id: "steal-time".into(),
+                message: format!(
+                    "the hypervisor stole {} of CPU time during the run ({:.2} % of all CPUs)",
+                    Nanos::new(steal.total_ns),
+                    steal.share * 100.0
+                ),
+                advice: Some(
+                    "This is a virtual machine whose host ran other work: latency spikes of \
+                     that size come from the host, not the guest kernel. Measure on bare metal \
+                     or with dedicated, pinned vCPUs for hard real-time figures."
+                        .into(),
+                ),
+            });
+        }
+        record.environment.steal = Some(steal);
+    }
+
+    let mut merged = LatencyHistogram::new();
+    let mut merged_misses = MissCounter::default();
+    let mut seen_warnings = std::collections::BTreeSet::new();
+    for (index, outcome) in outcomes.into_iter().enumerate() {
+        merged.merge(&outcome.histogram);
+        merged_misses.merge(&outcome.misses);
+        for w in outcome.warnings {
+            // The same refusal on every thread is one warning.
+            if seen_warnings.insert((w.id.clone(), w.message.clone())) {
+                warnings.push(w);
+            }
+        }
+        record.threads.push(ThreadResult {
+            thread: index,
+            config: outcome.config,
+            latency: LatencyResult::from_histogram(&outcome.histogram, outcome.misses),
+        });
+    }
+    record.merged = LatencyResult::from_histogram(&merged, merged_misses);
+    if matches!(params.mode, ModeRequest::Spin | ModeRequest::Hybrid { .. })
+        && params.policy.is_realtime()
+        && params.cpus.len() >= record.provenance.cpu_count
+    {
+        warnings.push(Warning {
+            id: "no-cpu-left".into(),
+            message: "real-time threads spin on every online CPU: the rest of the system only \
+                      runs while RT throttling stalls them"
+                .into(),
+            advice: Some("Leave at least one CPU out of --cpus for the system.".into()),
+        });
+    }
+    record.warnings = warnings;
+    record.complete = !progress.stop_requested();
+    progress.finish();
+    Ok(record)
+}
+
+/// The parameters as recorded (units in the key names).
+#[derive(Serialize)]
+struct ParamsRecord {
+    interval_ns: u64,
+    duration_ns: Option<u64>,
+    loops: u64,
+    warmup_ns: u64,
+    warmup_loops: u64,
+    cpus: CpuSet,
+    pin: bool,
+    policy: Policy,
+    mlock: bool,
+    mode: &'static str,
+    hybrid_margin_ns: Option<u64>,
+}
+
+impl From<&TimerParams> for ParamsRecord {
+    fn from(p: &TimerParams) -> Self {
+        ParamsRecord {
+            interval_ns: p.interval.as_u64(),
+            duration_ns: match p.length {
+                Length::Duration(d) => Some(d.as_u64()),
+                Length::Loops(_) => None,
+            },
+            loops: p.loops(),
+            warmup_ns: p.warmup.as_u64(),
+            warmup_loops: p.warmup_loops(),
+            cpus: p.cpus.clone(),
+            pin: p.pin,
+            policy: p.policy,
+            mlock: p.mlock,
+            mode: match p.mode {
+                ModeRequest::Nanosleep => "nanosleep",
+                ModeRequest::Hybrid { .. } => "hybrid",
+                ModeRequest::Spin => "spin",
+            },
+            hybrid_margin_ns: match p.mode {
+                ModeRequest::Hybrid { margin } => margin.map(Nanos::as_u64),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Where prepared threads wait for a common start (or an abort).
+struct StartGate {
+    state: Mutex<Gate>,
+    changed: Condvar,
+}
+
+impl Default for StartGate {
+    fn default() -> Self {
+        StartGate {
+            state: Mutex::new(Gate::Arrived(0)),
+            changed: Condvar::new(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Gate {
+    /// This many threads are prepared and waiting.
+    Arrived(usize),
+    /// Start: the first deadline.
+    Open(Nanos),
+    /// Give up without measuring.
+    Aborted,
+}
+
+impl StartGate {
+    /// A prepared thread arrives; returns the start time, or `None` on abort.
+    fn arrive_and_wait(&self) -> Option<Nanos> {
+        let mut state = self.state.lock().expect("gate lock is never poisoned");
+        if let Gate::Arrived(n) = *state {
+            *state = Gate::Arrived(n + 1);
+        }
+        self.changed.notify_all();
+        loop {
+            match *state {
+                Gate::Open(t0) => return Some(t0),
+                Gate::Aborted => return None,
+                _ => {
+                    state = self
+                        .changed
+                        .wait(state)
+                        .expect("gate lock is never poisoned")
+                }
+            }
+        }
+    }
+    /// Waits until `n` threads have arrived.
+    fn wait_for(&self, n: usize) {
+        let mut state = self.state.lock().expect("gate lock is never poisoned");
+        while !matches!(*state, Gate::Arrived(k) if k >= n) {
+            state = self
+                .changed
+                .wait(state)
+                .expect("gate lock is never poisoned");
+        }
+    }
+    fn open(&self, t0: Nanos) {
+        *self.state.lock().expect("gate lock is never poisoned") = Gate::Open(t0);
+        self.changed.notify_all();
+    }
+    fn abort(&self) {
+        *self.state.lock().expect("gate lock is never poisoned") = Gate::Aborted;
+        self.changed.notify_all();
+    }
+}
+
+/// One measuring thread: prepare, meet, warm up, measure.
+fn measure(
+    params: &TimerParams,
+    cpu: usize,
+    loops: u64,
+    warmup: u64,
+    progress: &Progress,
+    gate: &StartGate,
+) -> ThreadOutcome {
+    let mut warnings = Vec::new();
+    // Prepare: pin first, so the policy applies on the right CPU.
+    if params.pin
+        && let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu]))
+    {
+        warnings.push(Warning {
+            id: "affinity-refused".into(),
+            message: format!("thread for CPU {cpu} runs unpinned: {e}"),
+            advice: None,
+        });
+    }
+    if let Err(e) = sched::set_policy(params.policy) {
+        let (message, advice) = match &e {
+            SchedError::Refused { source, advice, .. } => (
+                format!(
+                    "{} refused ({source}); measured with the policy the thread already had",
+                    params.policy
+                ),
+                Some(advice.clone()),
+            ),
+            other => (other.to_string(), None),
+        };
+        warnings.push(Warning {
+            id: "policy-refused".into(),
+            message,
+            advice,
+        });
+    }
+    memory::prefault_stack();
+    let mode = match params.mode {
+        ModeRequest::Nanosleep => WaitMode::Nanosleep,
+        ModeRequest::Spin => WaitMode::Spin,
+        ModeRequest::Hybrid { margin: Some(m) } => WaitMode::Hybrid { margin: m },
+        ModeRequest::Hybrid { margin: None } => {
+            let samples =
+                (Nanos::from_millis(300).as_u64() / params.interval.as_u64()).clamp(100, 2_000);
+            let cal = wait::calibrate_margin(params.interval, samples);
+            WaitMode::Hybrid {
+                margin: cal.margin_ns,
+            }
+        }
+    };
+    let config = ThreadConfig {
+        tid: sched::thread_id(),
+        pinned_cpu: params.pin.then_some(cpu),
+        affinity: sched::current_affinity().unwrap_or_default(),
+        policy_requested: params.policy,
+        policy: sched::current_policy().unwrap_or(params.policy),
+        hybrid_margin_ns: match mode {
+            WaitMode::Hybrid { margin } => Some(margin.as_u64()),
+            _ => None,
+        },
+    };
+    let mut histogram = LatencyHistogram::new();
+    let mut misses = MissCounter::default();
+
+    let Some(t0) = gate.arrive_and_wait() else {
+        return ThreadOutcome {
+            config,
+            histogram,
+            misses,
+            warnings,
+        };
+    };
+
+    // Warm-up on the same grid, discarded.
+    let interval = params.interval;
+    let mut grid = PeriodicDeadlines::new(t0, interval, Some(warmup)).expect("interval > 0");
+    while let Some(deadline) = grid.next_deadline() {
+        if progress.stop_requested() {
+            break;
+        }
+        let woke = wait::wait_until(deadline, mode);
+        grid.complete(woke);
+    }
+    // Measure: the grid continues where the warm-up ended, so phase is kept.
+    let first = t0 + interval * grid.index();
+    let mut grid = PeriodicDeadlines::new(first, interval, Some(loops)).expect("interval > 0");
+    let mut unpublished = 0u64;
+    while let Some(deadline) = grid.next_deadline() {
+        if progress.stop_requested() {
+            break;
+        }
+        let woke = wait::wait_until(deadline, mode);
+        let release = grid.complete(woke);
+        histogram.record(release.lateness);
+        misses.add(&release);
+        unpublished += 1 + release.missed;
+        if unpublished >= PROGRESS_BATCH {
+            progress.advance(unpublished);
+            unpublished = 0;
+        }
+    }
+    progress.advance(unpublished);
+
+    // Teardown: leave the thread as an ordinary one (it ends right after).
+    let _ = sched::set_policy(Policy::Other { nice: 0 });
+    ThreadOutcome {
+        config,
+        histogram,
+        misses,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick() -> TimerParams {
+        TimerParams {
+            interval: Nanos::from_micros(500),
+            length: Length::Loops(200),
+            cpus: CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
+            policy: Policy::Other { nice: 0 },
+            warmup: Nanos::from_millis(5),
+            ..TimerParams::default()
+        }
+    }
+
+    #[test]
+    fn count_plus_missed_is_the_number_of_periods() {
+        let sut = run(&quick(), vec![], &Progress::new()).unwrap();
+        assert!(sut.complete);
+        assert_eq!(sut.threads.len(), 1);
+        let m = &sut.merged;
+        assert_eq!(m.summary.count + m.missed, 200);
+        assert!(m.longest_miss_run <= m.missed);
+    }
+
+    #[test]
+    fn a_stop_request_gives_an_incomplete_record() {
+        let progress = Progress::new();
+        progress.request_stop();
+        let sut = run(&quick(), vec![], &progress).unwrap();
+        assert!(!sut.complete);
+        assert!(sut.merged.summary.count < 200);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_before_anything_runs() {
+        let zero = TimerParams {
+            interval: Nanos::ZERO,
+            ..quick()
+        };
+        assert!(matches!(validate(&zero), Err(TimerError::ZeroInterval)));
+        let offline = TimerParams {
+            cpus: CpuSet::from_cpus([999]),
+            ..quick()
+        };
+        assert!(matches!(
+            validate(&offline),
+            Err(TimerError::CpuOffline { cpu: 999, .. })
+        ));
+        let prio = TimerParams {
+            policy: Policy::Fifo { priority: 200 },
+            ..quick()
+        };
+        assert!(matches!(validate(&prio), Err(TimerError::Policy(_))));
+        let short = TimerParams {
+            length: Length::Duration(Nanos::from_micros(100)),
+            ..quick()
+        };
+        assert!(matches!(validate(&short), Err(TimerError::TooShort { .. })));
+    }
+
+    #[test]
+    fn every_mode_measures() {
+        for mode in [
+            ModeRequest::Nanosleep,
+            ModeRequest::Hybrid { margin: None },
+            ModeRequest::Spin,
+        ] {
+            let params = TimerParams {
+                mode,
+                length: Length::Loops(50),
+                ..quick()
+            };
+            let sut = run(&params, vec![], &Progress::new()).unwrap();
+            assert_eq!(sut.merged.summary.count + sut.merged.missed, 50);
+            let margin = sut.threads[0].config.hybrid_margin_ns;
+            assert_eq!(margin.is_some(), matches!(mode, ModeRequest::Hybrid { .. }));
+        }
+    }
+}
