@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Validates `ictus probe timer` against cyclictest (Debian's rt-tests) on this machine,
+# in one run, alternating the two tools in the same configuration, and prints both
+# summaries side by side with their ratios. Then compares ictus's nanosleep and hybrid
+# modes at a 100 us interval. Installs nothing: without cyclictest it says so and stops.
+#
+#   bench/validate-timer.sh                 # CPU 1, 20 s per tool in 2 alternating rounds
+#   CPU=0 DURATION=60 ROUNDS=3 bench/validate-timer.sh
+#   ICTUS=/path/to/ictus bench/validate-timer.sh   # use a prebuilt binary
+#
+# Needs root (or CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO and mlockall, and python3.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+if ! command -v cyclictest >/dev/null; then
+  echo "cyclictest is not installed: install Debian's rt-tests (apt-get install rt-tests), then rerun." >&2
+  exit 3
+fi
+command -v python3 >/dev/null || { echo "python3 is needed to compare the records." >&2; exit 3; }
+
+if [ -z "${ICTUS:-}" ]; then
+  (cd "$root" && cargo build --release --quiet -p ictus-cli)
+  ICTUS="$root/target/release/ictus"
+fi
+export ICTUS
+export CPU=${CPU:-1} DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-2} HYBRID_DURATION=${HYBRID_DURATION:-10}
+export OUT_DIR=${OUT_DIR:-$root/target/validate-timer-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT_DIR"
+exec python3 "$here/validate_timer.py"
