@@ -213,12 +213,12 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(clock) = &record.environment.clock {
         let _ = writeln!(
             out,
-            "clock: {} (resolution {} ns), a read costs {} (p50), {} (max of {})",
+            "clock: {} (resolution {}), a read costs {} (p50), {} (max of {})",
             clock
                 .clocksource
                 .as_deref()
                 .unwrap_or("unknown clocksource"),
-            clock.resolution_ns,
+            fmt(clock.resolution_ns.map(Nanos::new)),
             fmt(clock.read_cost.p50_ns),
             fmt(clock.read_cost.max_ns),
             clock.read_cost.count

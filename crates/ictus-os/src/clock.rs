@@ -31,18 +31,25 @@ pub fn monotonic_now() -> Nanos {
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux,
     // so the call cannot fail and writes only `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    timespec_ns(&ts)
+}
+
+/// A timespec as nanoseconds (the monotonic clock is never negative).
+#[inline]
+fn timespec_ns(ts: &libc::timespec) -> Nanos {
     Nanos::new(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
-/// The resolution `clock_getres(CLOCK_MONOTONIC)` reports (1 ns with high-resolution timers).
-pub fn resolution() -> Nanos {
+/// The resolution `clock_getres(CLOCK_MONOTONIC)` reports (1 ns with high-resolution
+/// timers, a tick without them).
+pub fn resolution() -> Option<Nanos> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC exists.
-    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
-    Nanos::new(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call.
+    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
+    (rc == 0).then(|| timespec_ns(&ts))
 }
 
 /// The cost of one clock read: `samples` back-to-back pairs, the difference of each.
@@ -78,6 +85,6 @@ mod tests {
 
     #[test]
     fn resolution_is_positive() {
-        assert!(resolution() > Nanos::ZERO);
+        assert!(resolution().is_some_and(|r| r > Nanos::ZERO));
     }
 }

@@ -184,7 +184,7 @@ impl PlatformFacts {
             kernel: facts::kernel(),
             preemption: facts::preemption(),
             config: facts::kernel_config(),
-            clock_resolution: facts::clock_resolution(),
+            clock_resolution: ictus_os::clock::resolution(),
             clocksource: facts::clocksource(),
             fifo: facts::try_sched_fifo(),
             rtprio: facts::rlimit_rtprio(),

@@ -191,7 +191,7 @@ pub struct ClockCost {
     /// The current clocksource (`tsc`, `kvm-clock`, ...).
     pub clocksource: Option<String>,
     /// `clock_getres(CLOCK_MONOTONIC)`.
-    pub resolution_ns: u64,
+    pub resolution_ns: Option<u64>,
     /// Back-to-back read differences.
     pub read_cost: Summary,
 }

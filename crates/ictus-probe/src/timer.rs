@@ -228,7 +228,7 @@ pub fn run(
     let read_cost = clock::measure_read_cost(100_000);
     let clock_cost = ClockCost {
         clocksource: facts::clocksource().current,
-        resolution_ns: clock::resolution().as_u64(),
+        resolution_ns: clock::resolution().map(Nanos::as_u64),
         read_cost: read_cost.summary(),
     };
 

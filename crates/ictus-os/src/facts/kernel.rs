@@ -6,7 +6,6 @@ use std::fmt;
 use std::io::Read;
 use std::sync::OnceLock;
 
-use ictus_core::Nanos;
 use serde::{Deserialize, Serialize};
 
 use super::read_trimmed;
@@ -381,23 +380,6 @@ fn kernel_log() -> Option<String> {
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// Resolution of `CLOCK_MONOTONIC` (`clock_getres`).
-pub fn clock_resolution() -> Option<Nanos> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec that outlives the call.
-    if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
-        return None;
-    }
-    let secs = u64::try_from(ts.tv_sec).ok()?;
-    let nanos = u64::try_from(ts.tv_nsec).ok()?;
-    Some(Nanos::new(
-        secs.checked_mul(1_000_000_000)?.checked_add(nanos)?,
-    ))
-}
-
 /// The kernel's clocksource, in use and available.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Clocksource {
@@ -568,10 +550,9 @@ mod tests {
     }
 
     #[test]
-    fn the_running_kernel_has_a_release_and_a_timer_resolution() {
+    fn the_running_kernel_has_a_release_and_a_preemption_source() {
         let sut = kernel();
         assert!(!sut.release.is_empty());
-        assert!(clock_resolution().is_some());
         assert!(!preemption().source.is_empty());
     }
 }

@@ -33,8 +33,8 @@ pub use cpu::{
 };
 pub use kernel::{
     BootParams, Clocksource, KernelConfig, KernelInfo, PreemptModel, Preemption, boot_params,
-    clock_resolution, clocksource, cmdline, hz, kernel, kernel_config, parse_bracketed,
-    parse_dynamic_preempt_log, parse_kernel_config, parse_preempt_choice, preemption, tracers,
+    clocksource, cmdline, hz, kernel, kernel_config, parse_bracketed, parse_dynamic_preempt_log,
+    parse_kernel_config, parse_preempt_choice, preemption, tracers,
 };
 pub use system::{
     Attempt, Capabilities, CgroupMembership, CgroupMode, Cgroups, CpusetAccess, IrqAffinity,
