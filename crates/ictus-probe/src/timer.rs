@@ -394,6 +394,35 @@ impl From<&TimerParams> for ParamsRecord {
     }
 }
 
+/// The hot loop: wait for each deadline of `grid`, record the lateness, count and skip
+/// missed periods, until the grid ends or a stop is requested. Reads the clock,
+/// writes preallocated memory and one relaxed atomic per batch; never allocates,
+/// locks or makes a system call other than the wait.
+pub fn measure_grid(
+    grid: &mut PeriodicDeadlines,
+    mode: WaitMode,
+    histogram: &mut LatencyHistogram,
+    misses: &mut MissCounter,
+    progress: &Progress,
+) {
+    let mut unpublished = 0u64;
+    while let Some(deadline) = grid.next_deadline() {
+        if progress.stop_requested() {
+            break;
+        }
+        let woke = wait::wait_until(deadline, mode);
+        let release = grid.complete(woke);
+        histogram.record(release.lateness);
+        misses.add(&release);
+        unpublished += 1 + release.missed;
+        if unpublished >= PROGRESS_BATCH {
+            progress.advance(unpublished);
+            unpublished = 0;
+        }
+    }
+    progress.advance(unpublished);
+}
+
 /// Where prepared threads wait for a common start (or an abort).
 struct StartGate {
     state: Mutex<Gate>,
@@ -547,22 +576,7 @@ fn measure(
     // Measure: the grid continues where the warm-up ended, so phase is kept.
     let first = t0 + interval * grid.index();
     let mut grid = PeriodicDeadlines::new(first, interval, Some(loops)).expect("interval > 0");
-    let mut unpublished = 0u64;
-    while let Some(deadline) = grid.next_deadline() {
-        if progress.stop_requested() {
-            break;
-        }
-        let woke = wait::wait_until(deadline, mode);
-        let release = grid.complete(woke);
-        histogram.record(release.lateness);
-        misses.add(&release);
-        unpublished += 1 + release.missed;
-        if unpublished >= PROGRESS_BATCH {
-            progress.advance(unpublished);
-            unpublished = 0;
-        }
-    }
-    progress.advance(unpublished);
+    measure_grid(&mut grid, mode, &mut histogram, &mut misses, progress);
 
     // Teardown: leave the thread as an ordinary one (it ends right after).
     let _ = sched::set_policy(Policy::Other { nice: 0 });

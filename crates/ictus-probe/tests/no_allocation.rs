@@ -1,0 +1,69 @@
+//! The hot loops allocate nothing: a counting global allocator watches them.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use ictus_core::{LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
+use ictus_os::clock::monotonic_now;
+use ictus_os::wait::WaitMode;
+use ictus_probe::progress::Progress;
+use ictus_probe::timer::measure_grid;
+
+/// Counts allocations made while `WATCHING` is set (by any thread: the test runs alone
+/// in this binary).
+struct Counting;
+
+static WATCHING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
+// the GlobalAlloc contract; the counter has no effect on memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: a plain event counter, read after the watched section.
+        if WATCHING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with this layout (see `alloc`).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Relaxed: see `alloc`.
+        if WATCHING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn the_timer_hot_loop_allocates_nothing_in_any_mode() {
+    for mode in [
+        WaitMode::Nanosleep,
+        WaitMode::Hybrid {
+            margin: Nanos::from_micros(30),
+        },
+        WaitMode::Spin,
+    ] {
+        let mut histogram = LatencyHistogram::new();
+        let mut misses = MissCounter::default();
+        let progress = Progress::new();
+        let start = monotonic_now() + Nanos::from_micros(100);
+        let mut grid = PeriodicDeadlines::new(start, Nanos::from_micros(100), Some(2_000)).unwrap();
+        ALLOCATIONS.store(0, Ordering::Relaxed);
+        WATCHING.store(true, Ordering::Relaxed);
+        measure_grid(&mut grid, mode, &mut histogram, &mut misses, &progress);
+        WATCHING.store(false, Ordering::Relaxed);
+        assert_eq!(histogram.count() + misses.missed, 2_000, "{mode:?}");
+        assert_eq!(progress.done(), 2_000);
+        assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0, "{mode:?} allocated");
+    }
+}
