@@ -15,13 +15,15 @@
 //! assert_eq!(s.count, 3);
 //! assert_eq!(s.max_ns, Some(Nanos::new(31_000)));
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod clock;
 pub mod cpulist;
 pub mod histogram;
+pub mod mass;
 pub mod schedule;
 pub mod summary;
+pub mod sync;
 pub mod time;
 
 pub use clock::{Clock, MockClock};
