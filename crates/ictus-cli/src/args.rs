@@ -20,6 +20,8 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Run one measurement.
     Probe(ProbeArgs),
+    /// Run background loads (cpu, disk, net, syscall, cachemiss, membw) to measure under.
+    Load(crate::load::LoadCommandArgs),
 }
 
 #[derive(Debug, Args)]
@@ -39,6 +41,21 @@ pub(crate) struct ProbeArgs {
 pub(crate) enum ProbeCommand {
     /// Timer wake-up latency (what cyclictest measures), counting missed periods.
     Timer(TimerArgs),
+    /// Context switch and hand-off latency between two threads (seed 001 Table 3, seed 004 Table 2).
+    Pingpong(crate::pingpong::PingpongArgs),
+    /// Execution-time variation of a fixed routine (seed 002 Table 2, seed 000 Fig. 3).
+    Jitter(crate::jitter::JitterArgs),
+    /// Can this machine hold a fully synchronous K-core loop? (seed 000 §3.1, Table 1)
+    Loop(crate::loop_cmd::LoopArgs),
+    /// Memory access latency by working set: a random pointer chase and strided reads
+    /// and writes, with the cache stages found (seed 000 Table 5).
+    Memlat(crate::memlat::MemlatArgs),
+    /// Interrupt latency apart from thread latency, where the kernel has timerlat.
+    Irq(crate::irq::IrqArgs),
+    /// Computing power on a mass-interaction model, by size and split (seed 000 Table 7).
+    Compute(crate::compute::ComputeArgs),
+    /// Spin rendezvous between cores, against the bare cache-line round trip (seed 000 Table 6).
+    Rendezvous(crate::rendezvous::RendezvousArgs),
 }
 
 /// Scheduling policies on the command line.
@@ -69,20 +86,12 @@ pub(crate) enum ModeArg {
     Spin,
 }
 
+/// Where and how a probe's threads run: the options every probe shares.
 #[derive(Debug, Args)]
-pub(crate) struct TimerArgs {
-    /// Period between wake-ups (e.g. 1ms, 100us).
-    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
-    pub(crate) interval: Duration,
-    /// How long to measure, after the warm-up (e.g. 10s, 2m).
-    #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration, conflicts_with = "loops")]
-    pub(crate) duration: Duration,
-    /// Measure this many periods per thread instead of a duration.
-    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) loops: Option<u64>,
-    /// CPUs to measure on, one thread each: a list like 0-3,6, or "all".
-    #[arg(short = 'a', long, default_value = "all")]
-    pub(crate) cpus: String,
+pub(crate) struct SchedArgs {
+    /// CPUs to measure on: a list like 0-3,6, or "all" (the default of most probes).
+    #[arg(short = 'a', long)]
+    pub(crate) cpus: Option<String>,
     /// Do not pin the threads to their CPUs.
     #[arg(long)]
     pub(crate) no_pin: bool,
@@ -95,12 +104,45 @@ pub(crate) struct TimerArgs {
     /// Nice value for other and batch (-20 to 19).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub(crate) nice: i32,
-    /// Runtime per period for the deadline policy (default: a tenth of the interval).
+    /// Runtime per period for the deadline policy (default: a tenth of the period).
     #[arg(long, value_parser = positive_duration)]
     pub(crate) dl_runtime: Option<Duration>,
     /// Lock all memory (mlockall) before measuring.
     #[arg(short, long)]
     pub(crate) mlock: bool,
+    /// Measure under a background load: cpu, disk, net, syscall, cachemiss, membw, or
+    /// all (repeatable). What each load achieved goes into the record.
+    #[arg(long = "load", value_name = "KIND", value_parser = crate::load::parse_kind)]
+    pub(crate) loads: Vec<crate::load::KindArg>,
+    /// CPUs the loads run on (default: every online CPU).
+    #[arg(long, value_name = "LIST")]
+    pub(crate) load_cpus: Option<String>,
+}
+
+/// Where the result record goes: the options every probe shares.
+#[derive(Debug, Args)]
+pub(crate) struct OutputArgs {
+    /// Print only the RunRecord, as JSON, on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the RunRecord as JSON to this file.
+    #[arg(short, long)]
+    pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TimerArgs {
+    /// Period between wake-ups (e.g. 1ms, 100us).
+    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
+    pub(crate) interval: Duration,
+    /// How long to measure, after the warm-up (e.g. 10s, 2m).
+    #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration, conflicts_with = "loops")]
+    pub(crate) duration: Duration,
+    /// Measure this many periods per thread instead of a duration.
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) loops: Option<u64>,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
     /// How to wait for each deadline.
     #[arg(long, value_enum, default_value = "nanosleep")]
     pub(crate) mode: ModeArg,
@@ -111,16 +153,12 @@ pub(crate) struct TimerArgs {
     /// Warm-up before measuring, discarded.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub(crate) warmup: Duration,
-    /// Print only the RunRecord, as JSON, on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Also write the RunRecord as JSON to this file.
-    #[arg(short, long)]
-    pub(crate) output: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
 }
 
 /// A duration greater than zero, in humantime form (`1ms`, `250us`, `10s`).
-fn positive_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
     let d =
         humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
     if d.is_zero() {

@@ -5,7 +5,16 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
+mod common;
+mod compute;
 mod doctor;
+mod irq;
+mod jitter;
+mod load;
+mod loop_cmd;
+mod memlat;
+mod pingpong;
+mod rendezvous;
 mod timer;
 
 use std::io::Write;
@@ -82,19 +91,41 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Doctor(args) => {
             let audit = ictus_probe::doctor::audit();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&audit)?);
+                say(&(serde_json::to_string_pretty(&audit)? + "\n"))?;
             } else {
-                print!("{}", doctor::render(&audit));
+                say(&doctor::render(&audit))?;
             }
             Ok(())
         }
-        Command::Probe(probe) => match probe.command {
-            ProbeCommand::Timer(args) => {
-                let progress = Arc::new(Progress::new());
-                install_stop_handler(&progress)?;
-                timer::run(&args, &progress)
+        Command::Load(args) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            load::run(&args, &progress)
+        }
+        Command::Probe(probe) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            match probe.command {
+                ProbeCommand::Timer(args) => timer::run(&args, &progress),
+                ProbeCommand::Jitter(args) => jitter::run(&args, &progress),
+                ProbeCommand::Compute(args) => compute::run(&args, &progress),
+                ProbeCommand::Loop(args) => loop_cmd::run(&args, &progress),
+                ProbeCommand::Irq(args) => irq::run(&args, &progress),
+                ProbeCommand::Memlat(args) => memlat::run(&args, &progress),
+                ProbeCommand::Pingpong(args) => pingpong::run(&args, &progress),
+                ProbeCommand::Rendezvous(args) => rendezvous::run(&args, &progress),
             }
-        },
+        }
+    }
+}
+
+/// Writes `text` to stdout. A reader that went away (`ictus ... | head`) is not an
+/// error: the output is simply cut, as with every Unix tool.
+pub(crate) fn say(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
     }
 }
 

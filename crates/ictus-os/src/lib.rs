@@ -4,16 +4,23 @@
 //! - [`wait`]: the three ways to wait for an absolute deadline (nanosleep, hybrid, spin).
 //! - [`sched`]: scheduling policy, priority and CPU affinity of the calling thread,
 //!   set and read back, with refusals explained.
+//! - [`handoff`]: futex, eventfd, pipe, message queue and `sched_yield`: how one thread
+//!   wakes another.
 //! - [`memory`]: memory locking and stack prefaulting.
+//! - [`thread_time`]: CPU time consumed by the calling thread.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
 //!
 //! Nothing here prints; everything returns data.
 
+pub mod buffer;
 pub mod clock;
 pub mod facts;
+pub mod handoff;
 pub mod memory;
 pub mod procstat;
 pub mod sched;
+pub mod thread_time;
+pub mod tracefs;
 pub mod wait;

@@ -5,8 +5,18 @@
 //! [`progress::Progress`], which the caller may watch from another thread.
 #![forbid(unsafe_code)]
 
+pub mod compute;
 pub mod doctor;
+pub mod irq;
+pub mod jitter;
+pub mod load;
+pub mod r#loop;
+pub mod memlat;
+pub mod pingpong;
 pub mod progress;
 pub mod provenance;
 pub mod record;
+pub mod rendezvous;
+pub mod session;
+pub mod setup;
 pub mod timer;

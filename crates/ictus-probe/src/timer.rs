@@ -18,26 +18,24 @@
 //!     ..TimerParams::default()
 //! };
 //! let record = timer::run(&params, vec!["example".into()], &Progress::new()).unwrap();
-//! println!("{:?}", record.merged.summary.max_ns);
+//! println!("{:?}", record.merged.map(|m| m.summary.max_ns));
 //! ```
 
 use std::sync::{Condvar, Mutex};
 use std::thread;
 
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
-use ictus_os::clock::{self, monotonic_now};
-use ictus_os::sched::{self, Policy, SchedError};
+use ictus_os::clock::monotonic_now;
+use ictus_os::sched::{Policy, SchedError};
 use ictus_os::wait::{self, WaitMode};
-use ictus_os::{facts, memory, procstat};
+use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::progress::Progress;
-use crate::provenance::Provenance;
-use crate::record::{
-    ClockCost, CpuSteal, LatencyResult, Obtained, RunRecord, Steal, ThreadConfig, ThreadResult,
-    Warning,
-};
+use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
+use crate::session::Session;
+use crate::setup;
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "timer";
@@ -207,39 +205,13 @@ pub fn run(
     progress: &Progress,
 ) -> Result<RunRecord, TimerError> {
     validate(params)?;
-    let mut provenance = Provenance::capture(argv);
-    let mut warnings = Vec::new();
-
-    let mut obtained = Obtained {
-        mlock_requested: params.mlock,
-        ..Obtained::default()
-    };
-    if params.mlock {
-        match memory::lock_all() {
-            Ok(()) => obtained.mlock = true,
-            Err(e) => warnings.push(Warning {
-                id: "mlock-refused".into(),
-                message: format!("memory is not locked: mlockall refused ({})", e.source),
-                advice: Some(e.advice),
-            }),
-        }
-    }
-
-    let read_cost = clock::measure_read_cost(100_000);
-    let clock_cost = ClockCost {
-        clocksource: facts::clocksource().current,
-        resolution_ns: clock::resolution().map(Nanos::as_u64),
-        read_cost: read_cost.summary(),
-    };
-
+    let mut session = Session::begin(argv, params.mlock);
     let loops = params.loops();
     let warmup = params.warmup_loops();
     let threads = params.cpus.len();
     progress.set_total(loops * threads as u64);
 
     let gate = StartGate::default();
-    let stat_before = procstat::read().ok();
-    let wall_before = monotonic_now();
     let outcomes = thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
         for (index, &cpu) in params.cpus.cpus().iter().enumerate() {
@@ -270,73 +242,12 @@ pub fn run(
             .map(|h| h.join().expect("measuring threads do not panic"))
             .collect::<Vec<_>>())
     })?;
-    let wall = monotonic_now().saturating_sub(wall_before);
-    let stat_after = procstat::read().ok();
-    provenance.finish();
 
-    let mut record = RunRecord::new(
-        PROBE,
-        provenance,
-        serde_json::to_value(ParamsRecord::from(params)).expect("parameters serialize"),
-        obtained,
-    );
-    record.obtained.locked_bytes = memory::locked_bytes();
-    record.environment.clock = Some(clock_cost);
-    if let (Some(before), Some(after)) = (stat_before, stat_after) {
-        let delta = after.steal_since(&before);
-        let cpu_time = wall.as_u64() as f64 * after.per_cpu.len().max(1) as f64;
-        let steal = Steal {
-            share: delta.total_ns as f64 / cpu_time.max(1.0),
-            total_ns: delta.total_ns,
-            per_cpu: delta
-                .per_cpu_ns
-                .iter()
-                .map(|&(cpu, steal_ns)| CpuSteal { cpu, steal_ns })
-                .collect(),
-        };
-        if steal.total_ns > 0 {
-            warnings.push(Warning {
-                id: "steal-time".into(),
-                message: format!(
-                    "the hypervisor stole {} of CPU time during the run ({:.2} % of all CPUs)",
-                    Nanos::new(steal.total_ns),
-                    steal.share * 100.0
-                ),
-                advice: Some(
-                    "This is a virtual machine whose host ran other work: latency spikes of \
-                     that size come from the host, not the guest kernel. Measure on bare metal \
-                     or with dedicated, pinned vCPUs for hard real-time figures."
-                        .into(),
-                ),
-            });
-        }
-        record.environment.steal = Some(steal);
-    }
-
-    let mut merged = LatencyHistogram::new();
-    let mut merged_misses = MissCounter::default();
-    let mut seen_warnings = std::collections::BTreeSet::new();
-    for (index, outcome) in outcomes.into_iter().enumerate() {
-        merged.merge(&outcome.histogram);
-        merged_misses.merge(&outcome.misses);
-        for w in outcome.warnings {
-            // The same refusal on every thread is one warning.
-            if seen_warnings.insert((w.id.clone(), w.message.clone())) {
-                warnings.push(w);
-            }
-        }
-        record.threads.push(ThreadResult {
-            thread: index,
-            config: outcome.config,
-            latency: LatencyResult::from_histogram(&outcome.histogram, outcome.misses),
-        });
-    }
-    record.merged = LatencyResult::from_histogram(&merged, merged_misses);
     if matches!(params.mode, ModeRequest::Spin | ModeRequest::Hybrid { .. })
         && params.policy.is_realtime()
-        && params.cpus.len() >= record.provenance.cpu_count
+        && params.cpus.len() >= session.cpu_count()
     {
-        warnings.push(Warning {
+        session.warn(Warning {
             id: "no-cpu-left".into(),
             message: "real-time threads spin on every online CPU: the rest of the system only \
                       runs while RT throttling stalls them"
@@ -344,8 +255,22 @@ pub fn run(
             advice: Some("Leave at least one CPU out of --cpus for the system.".into()),
         });
     }
-    record.warnings = warnings;
-    record.complete = !progress.stop_requested();
+    let mut merged = LatencyHistogram::new();
+    let mut merged_misses = MissCounter::default();
+    let mut results = Vec::with_capacity(outcomes.len());
+    for (index, outcome) in outcomes.into_iter().enumerate() {
+        merged.merge(&outcome.histogram);
+        merged_misses.merge(&outcome.misses);
+        session.warn_all(outcome.warnings);
+        results.push(ThreadResult {
+            thread: index,
+            config: outcome.config,
+            latency: LatencyResult::from_histogram(&outcome.histogram, outcome.misses),
+        });
+    }
+    let mut record = session.finish(PROBE, &ParamsRecord::from(params), progress);
+    record.threads = results;
+    record.merged = Some(LatencyResult::from_histogram(&merged, merged_misses));
     progress.finish();
     Ok(record)
 }
@@ -498,35 +423,7 @@ fn measure(
     progress: &Progress,
     gate: &StartGate,
 ) -> ThreadOutcome {
-    let mut warnings = Vec::new();
-    // Prepare: pin first, so the policy applies on the right CPU.
-    if params.pin
-        && let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu]))
-    {
-        warnings.push(Warning {
-            id: "affinity-refused".into(),
-            message: format!("thread for CPU {cpu} runs unpinned: {e}"),
-            advice: None,
-        });
-    }
-    if let Err(e) = sched::set_policy(params.policy) {
-        let (message, advice) = match &e {
-            SchedError::Refused { source, advice, .. } => (
-                format!(
-                    "{} refused ({source}); measured with the policy the thread already had",
-                    params.policy
-                ),
-                Some(advice.clone()),
-            ),
-            other => (other.to_string(), None),
-        };
-        warnings.push(Warning {
-            id: "policy-refused".into(),
-            message,
-            advice,
-        });
-    }
-    memory::prefault_stack();
+    let (mut config, warnings) = setup::prepare_thread(params.pin.then_some(cpu), params.policy);
     let mode = match params.mode {
         ModeRequest::Nanosleep => WaitMode::Nanosleep,
         ModeRequest::Spin => WaitMode::Spin,
@@ -540,17 +437,9 @@ fn measure(
             }
         }
     };
-    let config = ThreadConfig {
-        tid: sched::thread_id(),
-        pinned_cpu: params.pin.then_some(cpu),
-        affinity: sched::current_affinity().unwrap_or_default(),
-        policy_requested: params.policy,
-        policy: sched::current_policy().unwrap_or(params.policy),
-        hybrid_margin_ns: match mode {
-            WaitMode::Hybrid { margin } => Some(margin.as_u64()),
-            _ => None,
-        },
-    };
+    if let WaitMode::Hybrid { margin } = mode {
+        config.hybrid_margin_ns = Some(margin.as_u64());
+    }
     let mut histogram = LatencyHistogram::new();
     let mut misses = MissCounter::default();
 
@@ -579,7 +468,7 @@ fn measure(
     measure_grid(&mut grid, mode, &mut histogram, &mut misses, progress);
 
     // Teardown: leave the thread as an ordinary one (it ends right after).
-    let _ = sched::set_policy(Policy::Other { nice: 0 });
+    setup::release_thread();
     ThreadOutcome {
         config,
         histogram,
@@ -608,7 +497,7 @@ mod tests {
         let sut = run(&quick(), vec![], &Progress::new()).unwrap();
         assert!(sut.complete);
         assert_eq!(sut.threads.len(), 1);
-        let m = &sut.merged;
+        let m = sut.merged.as_ref().unwrap();
         assert_eq!(m.summary.count + m.missed, 200);
         assert!(m.longest_miss_run <= m.missed);
     }
@@ -619,7 +508,7 @@ mod tests {
         progress.request_stop();
         let sut = run(&quick(), vec![], &progress).unwrap();
         assert!(!sut.complete);
-        assert!(sut.merged.summary.count < 200);
+        assert!(sut.merged.unwrap().summary.count < 200);
     }
 
     #[test]
@@ -662,7 +551,8 @@ mod tests {
                 ..quick()
             };
             let sut = run(&params, vec![], &Progress::new()).unwrap();
-            assert_eq!(sut.merged.summary.count + sut.merged.missed, 50);
+            let m = sut.merged.unwrap();
+            assert_eq!(m.summary.count + m.missed, 50);
             let margin = sut.threads[0].config.hybrid_margin_ns;
             assert_eq!(margin.is_some(), matches!(mode, ModeRequest::Hybrid { .. }));
         }

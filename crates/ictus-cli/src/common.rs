@@ -1,0 +1,278 @@
+//! What every probe's command shares: scheduling options to a [`SchedSpec`], the
+//! progress bar, writing the record, and the footer every human view ends with.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use comfy_table::Cell;
+use ictus_core::{CpuSet, Nanos, Percentile};
+use ictus_os::facts;
+use ictus_os::sched::Policy;
+use ictus_probe::progress::Progress;
+use ictus_probe::record::{LatencyResult, RunRecord};
+use ictus_probe::setup::SchedSpec;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::Failure;
+use crate::args::{OutputArgs, PolicyArg, SchedArgs};
+
+/// Parses `--cpus` (`all` or a list).
+pub(crate) fn cpus(text: &str) -> Result<CpuSet, Failure> {
+    if text.trim() == "all" {
+        return Ok(facts::online_cpus());
+    }
+    text.parse::<CpuSet>()
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--cpus {text}: {e}")))
+}
+
+/// The scheduling options as a [`SchedSpec`], every online CPU when `--cpus` is not
+/// given. `period` sizes a deadline reservation (deadline and period equal it; runtime
+/// `--dl-runtime`, by default a tenth).
+pub(crate) fn sched_spec(args: &SchedArgs, period: Nanos) -> Result<SchedSpec, Failure> {
+    sched_spec_or(args, period, facts::online_cpus)
+}
+
+/// [`sched_spec`] with the probe's own default CPUs when `--cpus` is not given.
+pub(crate) fn sched_spec_or(
+    args: &SchedArgs,
+    period: Nanos,
+    default_cpus: impl FnOnce() -> CpuSet,
+) -> Result<SchedSpec, Failure> {
+    let policy = match args.policy {
+        PolicyArg::Other => Policy::Other { nice: args.nice },
+        PolicyArg::Batch => Policy::Batch { nice: args.nice },
+        PolicyArg::Idle => Policy::Idle,
+        PolicyArg::Fifo => Policy::Fifo {
+            priority: args.priority,
+        },
+        PolicyArg::Rr => Policy::Rr {
+            priority: args.priority,
+        },
+        PolicyArg::Deadline => {
+            let runtime = args
+                .dl_runtime
+                .map(Nanos::from)
+                .unwrap_or(Nanos::new(period.as_u64() / 10));
+            if runtime > period {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--dl-runtime {runtime} is longer than the period {period}"
+                )));
+            }
+            Policy::Deadline {
+                runtime_ns: runtime.as_u64(),
+                deadline_ns: period.as_u64(),
+                period_ns: period.as_u64(),
+            }
+        }
+    };
+    let cpus = match &args.cpus {
+        Some(text) => cpus(text)?,
+        None => default_cpus(),
+    };
+    let online = facts::online_cpus();
+    if let Some(cpu) = cpus.cpus().iter().find(|&&c| !online.contains(c)) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "CPU {cpu} is not online (online CPUs: {online})"
+        )));
+    }
+    Ok(SchedSpec {
+        cpus,
+        pin: !args.no_pin,
+        policy,
+        mlock: args.mlock,
+    })
+}
+
+/// Runs `probe` under the loads `--load` names (none: just runs it), then stops them
+/// and puts what each achieved into the record. A load that cannot start is bad input
+/// and nothing runs; the loads stop on every path (their `Drop` joins them).
+pub(crate) fn with_loads<E>(
+    args: &SchedArgs,
+    probe: impl FnOnce() -> Result<RunRecord, E>,
+) -> Result<RunRecord, Failure>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    if args.loads.is_empty() {
+        return probe().map_err(|e| anyhow::Error::new(e).into());
+    }
+    let cpus = match &args.load_cpus {
+        Some(text) => cpus(text)?,
+        None => facts::online_cpus(),
+    };
+    let specs = crate::load::kinds_on(&args.loads, cpus)?;
+    let running = ictus_probe::load::start(&specs).context("starting the loads")?;
+    let result = probe();
+    let reports = running.stop();
+    let mut record = result.map_err(anyhow::Error::new)?;
+    record.environment.loads = reports;
+    Ok(record)
+}
+
+/// Draws a progress bar on stderr from `progress` until the probe finishes, when the
+/// run is expected to last over two seconds and the record is not going to stdout.
+/// Hidden automatically when stderr is not a terminal.
+pub(crate) struct Bar(Option<std::thread::JoinHandle<()>>);
+
+impl Bar {
+    /// Starts drawing (or not: see the type's documentation).
+    pub(crate) fn start(
+        progress: &Arc<Progress>,
+        expected: Duration,
+        out: &OutputArgs,
+        unit: &str,
+    ) -> Self {
+        if out.json || expected <= Duration::from_secs(2) {
+            return Bar(None);
+        }
+        let progress = progress.clone();
+        let template =
+            format!("{{elapsed:>4}} [{{wide_bar}}] {{percent:>3}}% {unit}, {{eta}} left");
+        Bar(Some(std::thread::spawn(move || {
+            let bar = ProgressBar::new(progress.total().max(1));
+            bar.set_style(
+                ProgressStyle::with_template(&template)
+                    .expect("constant template")
+                    .progress_chars("=> "),
+            );
+            while !progress.is_finished() {
+                bar.set_length(progress.total().max(1));
+                bar.set_position(progress.done());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            bar.finish_and_clear();
+        })))
+    }
+
+    /// Waits for the bar to clear (call after the probe returned).
+    pub(crate) fn done(self, progress: &Progress) {
+        progress.finish();
+        if let Some(h) = self.0 {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Writes the record where `out` says, or its human view on stdout.
+pub(crate) fn emit(
+    record: &RunRecord,
+    out: &OutputArgs,
+    render: impl FnOnce(&RunRecord) -> String,
+) -> Result<(), Failure> {
+    if let Some(path) = &out.output {
+        let json = serde_json::to_string_pretty(record)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("writing the record to {}", path.display()))?;
+    }
+    if out.json {
+        crate::say(&(serde_json::to_string_pretty(record)? + "\n"))?;
+    } else {
+        crate::say(&(render(record) + &footer(record)))?;
+    }
+    Ok(())
+}
+
+/// What every human view ends with: incompleteness, steal time, the clock, warnings.
+pub(crate) fn footer(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if !record.complete {
+        let _ = writeln!(
+            out,
+            "INCOMPLETE: stopped early; the figures cover what ran."
+        );
+    }
+    for l in &record.environment.loads {
+        let figures: Vec<String> = l
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.3e}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "load {} on CPUs {} ({} workers): {}",
+            l.kind.name(),
+            l.cpus,
+            l.workers,
+            figures.join(", ")
+        );
+    }
+    if let Some(steal) = &record.environment.steal {
+        let _ = writeln!(
+            out,
+            "steal time during the run: {} ({:.3} % of all CPUs)",
+            Nanos::new(steal.total_ns),
+            steal.share * 100.0
+        );
+    }
+    if let Some(clock) = &record.environment.clock {
+        let _ = writeln!(
+            out,
+            "clock: {} (resolution {}), a read costs {} (p50), {} (max of {})",
+            clock
+                .clocksource
+                .as_deref()
+                .unwrap_or("unknown clocksource"),
+            fmt(clock.resolution_ns.map(Nanos::new)),
+            fmt(clock.read_cost.p50_ns),
+            fmt(clock.read_cost.max_ns),
+            clock.read_cost.count
+        );
+    }
+    for w in &record.warnings {
+        let _ = writeln!(out, "warning: {}", w.message);
+        if let Some(a) = &w.advice {
+            let _ = writeln!(out, "  advice: {a}");
+        }
+    }
+    out
+}
+
+/// A time with its unit, or `-`.
+pub(crate) fn fmt(v: Option<Nanos>) -> String {
+    v.map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
+/// A latency in microseconds with 0.1 us resolution, or `-`.
+pub(crate) fn micros(v: Option<Nanos>) -> String {
+    v.map_or_else(|| "-".to_string(), |n| format!("{:.1}", n.as_micros_f64()))
+}
+
+/// The header cells of a latency row (after the caller's own leading columns).
+pub(crate) fn latency_header() -> Vec<&'static str> {
+    let mut header = vec!["count", "min", "mean"];
+    header.extend(Percentile::ALL.iter().map(|p| p.label()));
+    header.extend(["max", "missed (run)"]);
+    header
+}
+
+/// A latency row in microseconds; percentiles too few samples support are marked `~`.
+pub(crate) fn latency_cells(r: &LatencyResult) -> Vec<Cell> {
+    let s = &r.summary;
+    let mut cells = vec![
+        Cell::new(s.count),
+        Cell::new(micros(s.min_ns)),
+        Cell::new(micros(s.mean_ns.map(|m| Nanos::new(m.round() as u64)))),
+    ];
+    for p in Percentile::ALL {
+        let mut v = micros(s.percentile(p));
+        if !s.supports(p) {
+            v.insert(0, '~');
+        }
+        cells.push(Cell::new(v));
+    }
+    cells.push(Cell::new(micros(s.max_ns)));
+    cells.push(Cell::new(format!("{} ({})", r.missed, r.longest_miss_run)));
+    cells
+}
+
+/// The note explaining `~`, when any result in `results` has thin percentiles.
+pub(crate) fn thin_note<'a>(
+    results: impl IntoIterator<Item = &'a LatencyResult>,
+) -> Option<&'static str> {
+    results
+        .into_iter()
+        .any(|r| !r.thin_percentiles.is_empty())
+        .then_some("~ marks a percentile that too few samples support (p99.99 needs 10,000, p99.999 100,000).")
+}

@@ -1,0 +1,149 @@
+//! `ictus probe compute`: computing power on a mass-interaction model (seed 000 Table 7).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::compute::{self, ComputeParams};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::RunRecord;
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Options of `ictus probe compute`.
+#[derive(Debug, Args)]
+pub(crate) struct ComputeArgs {
+    /// Model sizes (modules) of the one-thread sweep.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "11,101,1001,10001,100001,1000001"
+    )]
+    pub(crate) sizes: Vec<usize>,
+    /// Model size (modules) split across threads.
+    #[arg(long, default_value_t = 100_001)]
+    pub(crate) split_modules: usize,
+    /// Thread counts of the split (default: 1 to the number of CPUs).
+    #[arg(short = 't', long, value_delimiter = ',')]
+    pub(crate) threads: Option<Vec<usize>>,
+    /// Time spent on each point.
+    #[arg(long, default_value = "200ms", value_parser = positive_duration)]
+    pub(crate) point_time: Duration,
+    /// A compute record (JSON) to express every figure against, as a time reduction.
+    #[arg(long)]
+    pub(crate) reference: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
+    let params = ComputeParams {
+        threads: args
+            .threads
+            .clone()
+            .unwrap_or_else(|| (1..=sched.cpus.len()).collect()),
+        sched,
+        sizes: args.sizes.clone(),
+        split_modules: args.split_modules,
+        point_time: Nanos::from(args.point_time),
+    };
+    compute::validate(&params).map_err(Failure::usage)?;
+    let reference = match &args.reference {
+        Some(path) => {
+            let r = RunRecord::load(path).map_err(Failure::usage)?;
+            compute::check_reference(&r)
+                .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+            Some(r)
+        }
+        None => None,
+    };
+    let points = (params.sizes.len() + params.threads.len()) as u32;
+    let bar = Bar::start(progress, args.point_time * points, &args.out, "points");
+    let record = common::with_loads(&args.sched, || {
+        compute::run(
+            &params,
+            std::env::args().collect(),
+            reference.as_ref(),
+            progress,
+        )
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// Time per step against model size, then the split with its speed-up.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    let with_reference = record
+        .measurements
+        .iter()
+        .any(|m| m.metrics.contains_key("time_reduction_vs_reference"));
+    for (name, title) in [
+        ("model-size", "one thread, by model size"),
+        (
+            "split",
+            "split across threads, spin rendezvous twice a step",
+        ),
+    ] {
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut header = vec![
+            "modules",
+            "threads",
+            "per step (p50)",
+            "per module",
+            "p99",
+            "max",
+        ];
+        if name == "split" {
+            header.push("speed-up");
+        }
+        if with_reference {
+            header.push("time reduction vs reference");
+        }
+        table.set_header(header);
+        for m in record.measurements.iter().filter(|m| m.name == name) {
+            let l = m.latency.as_ref().map(|l| &l.summary);
+            let mut row = vec![
+                Cell::new(&m.labels["modules"]),
+                Cell::new(&m.labels["threads"]),
+                Cell::new(Nanos::new(m.metrics["ns_per_step"] as u64)),
+                Cell::new(format!("{:.2} ns", m.metrics["ns_per_module_step"])),
+                Cell::new(common::fmt(l.and_then(|s| s.p99_ns))),
+                Cell::new(common::fmt(l.and_then(|s| s.max_ns))),
+            ];
+            if name == "split" {
+                row.push(Cell::new(format!("{:.2}", m.metrics["speedup"])));
+            }
+            if with_reference {
+                row.push(Cell::new(
+                    m.metrics
+                        .get("time_reduction_vs_reference")
+                        .map_or("no such point".into(), |v| format!("{v:.2}")),
+                ));
+            }
+            table.add_row(row);
+        }
+        for col in 2..table.column_count() {
+            if let Some(c) = table.column_mut(col) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(out, "{title}:\n{table}");
+    }
+    out
+}

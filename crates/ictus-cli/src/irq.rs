@@ -1,0 +1,90 @@
+//! `ictus probe irq`: interrupt latency where the kernel's timerlat tracer exists.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::irq::{self, IrqParams};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::RunRecord;
+
+use crate::Failure;
+use crate::args::{OutputArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Options of `ictus probe irq`.
+#[derive(Debug, Args)]
+pub(crate) struct IrqArgs {
+    /// CPUs whose timer IRQs are measured: a list like 0-3, or "all".
+    #[arg(short = 'a', long, default_value = "all")]
+    pub(crate) cpus: String,
+    /// Period of the tracer's timer.
+    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
+    pub(crate) interval: Duration,
+    /// How long to trace.
+    #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration)]
+    pub(crate) duration: Duration,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = IrqParams {
+        cpus: common::cpus(&args.cpus)?,
+        period: Nanos::from(args.interval),
+        duration: Nanos::from(args.duration),
+    };
+    irq::validate(&params).map_err(Failure::usage)?;
+    let expected = if irq::unavailable_reason().is_some() {
+        Duration::ZERO
+    } else {
+        args.duration
+    };
+    let bar = Bar::start(progress, expected, &args.out, "ms");
+    let record = irq::run(&params, std::env::args().collect(), progress);
+    bar.done(progress);
+    let record = record.map_err(anyhow::Error::new)?;
+    common::emit(&record, &args.out, render)
+}
+
+/// The verdict, then per CPU and context the latency distribution.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    if record.measurements.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "latency in microseconds:");
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut header = vec!["CPU", "context"];
+    let mut l = common::latency_header();
+    l.pop();
+    header.extend(l);
+    table.set_header(header);
+    for m in &record.measurements {
+        let mut row = vec![
+            Cell::new(&m.labels["cpu"]),
+            Cell::new(m.labels["context"].as_str().unwrap_or("?")),
+        ];
+        if let Some(l) = &m.latency {
+            let mut cells = common::latency_cells(l);
+            cells.pop();
+            row.extend(cells);
+        }
+        table.add_row(row);
+    }
+    for col in 2..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    out
+}

@@ -1,0 +1,194 @@
+//! `ictus probe jitter`: execution-time variation of a fixed routine.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::{CpuSet, Nanos};
+use ictus_os::facts;
+use ictus_probe::jitter::{self, JitterParams, Routine};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::RunRecord;
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs};
+use crate::common::{self, Bar};
+
+/// Options of `ictus probe jitter`.
+#[derive(Debug, Args)]
+pub(crate) struct JitterArgs {
+    /// Integer divisions per run (seed 002: one million).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) work: u64,
+    /// Timed runs per thread.
+    #[arg(short = 'n', long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) runs: u64,
+    /// Run the synchronised kernel instead (seed 000 Figure 3): this many threads on the
+    /// first CPUs of --cpus compute y = a x + y on their own data and meet at a spin
+    /// rendezvous every step.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    pub(crate) threads: Option<u64>,
+    /// Elements (f64) per thread for the synchronised kernel.
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) elements: u64,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) warmup_runs: u64,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// The command line as probe parameters. Without `--cpus`: the last online CPU (the
+/// divisions) or every online CPU (the synchronised kernel).
+pub(crate) fn params(args: &JitterArgs) -> Result<JitterParams, Failure> {
+    let mut sched = common::sched_spec_or(&args.sched, Nanos::from_millis(10), || {
+        let online = facts::online_cpus();
+        match args.threads {
+            Some(_) => online,
+            None => CpuSet::from_cpus(online.cpus().last().copied()),
+        }
+    })?;
+    let routine = match args.threads {
+        None => Routine::Divisions {
+            divisions: args.work,
+        },
+        Some(k) => {
+            let k = k as usize;
+            if sched.cpus.len() < k {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--threads {k} needs {k} CPUs, --cpus gives {} ({})",
+                    sched.cpus.len(),
+                    sched.cpus
+                )));
+            }
+            sched.cpus = CpuSet::from_cpus(sched.cpus.cpus()[..k].iter().copied());
+            Routine::Synchronised {
+                elements: args.elements as usize,
+            }
+        }
+    };
+    let params = JitterParams {
+        sched,
+        routine,
+        runs: args.runs,
+        warmup_runs: args.warmup_runs,
+    };
+    jitter::validate(&params).map_err(Failure::usage)?;
+    Ok(params)
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &JitterArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = params(args)?;
+    // About 2.5 ns per division here; the bar appears for runs expected over 2 s.
+    let expected = match params.routine {
+        Routine::Divisions { divisions } => Duration::from_nanos(divisions * params.runs * 2),
+        Routine::Synchronised { elements } => Duration::from_nanos(elements as u64 * params.runs),
+    };
+    let bar = Bar::start(progress, expected, &args.out, "runs");
+    let record = common::with_loads(&args.sched, || {
+        jitter::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// Seed 002 Table 2's columns per thread, then the duration distribution.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let routine = &record.parameters["routine"];
+    let what = match routine["kind"].as_str() {
+        Some("divisions") => format!("{} integer divisions", routine["divisions"]),
+        _ => format!(
+            "y = a x + y over {} f64 per thread, then a spin rendezvous",
+            routine["elements"]
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "jitter: {what}, {} runs per thread",
+        record.parameters["runs"]
+    );
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "thread",
+        "CPU",
+        "policy",
+        "Tmin",
+        "max - Tmin",
+        "% of Tmin",
+        "runs > 2 Tmin",
+    ]);
+    for t in &record.threads {
+        let m = record
+            .measurements
+            .iter()
+            .find(|m| m.name == "runs" && m.labels["thread"] == t.thread);
+        let metric = |k: &str| m.and_then(|m| m.metrics.get(k)).copied();
+        table.add_row(vec![
+            Cell::new(t.thread),
+            Cell::new(t.config.pinned_cpu.map_or("-".into(), |c| c.to_string())),
+            Cell::new(t.config.policy.to_string()),
+            Cell::new(common::fmt(metric("tmin_ns").map(|v| Nanos::new(v as u64)))),
+            Cell::new(common::fmt(
+                metric("max_minus_tmin_ns").map(|v| Nanos::new(v as u64)),
+            )),
+            Cell::new(metric("variation_percent").map_or("-".into(), |v| format!("{v:.1}"))),
+            Cell::new(metric("slow_runs").map_or("-".into(), |v| format!("{v}"))),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+    let _ = writeln!(out, "run duration in microseconds:");
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut header = vec!["thread"];
+    header.extend(common::latency_header());
+    header.pop(); // no missed periods here
+    table.set_header(header);
+    for t in &record.threads {
+        let mut row = vec![Cell::new(t.thread)];
+        let mut cells = common::latency_cells(&t.latency);
+        cells.pop();
+        row.extend(cells);
+        table.add_row(row);
+    }
+    for col in 1..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    let slow: Vec<String> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "slow-run")
+        .take(12)
+        .map(|m| {
+            format!(
+                "{} at {}",
+                Nanos::new(m.metrics["duration_ns"] as u64),
+                Nanos::new(m.labels["at_ns"].as_u64().unwrap_or(0))
+            )
+        })
+        .collect();
+    if !slow.is_empty() {
+        let _ = writeln!(
+            out,
+            "slow runs (duration at time since start): {}",
+            slow.join(", ")
+        );
+    }
+    if let Some(note) = common::thin_note(record.threads.iter().map(|t| &t.latency)) {
+        let _ = writeln!(out, "{note}");
+    }
+    out
+}

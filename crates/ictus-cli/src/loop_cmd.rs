@@ -1,0 +1,177 @@
+//! `ictus probe loop`: can this machine hold a fully synchronous loop (seed 000 §3.1)?
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::r#loop::{self, FindMax, LoopParams};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::RunRecord;
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Options of `ictus probe loop`.
+#[derive(Debug, Args)]
+pub(crate) struct LoopArgs {
+    /// Loop frequency: 10kHz (seed 000's gesture loop), 50kHz (its sound loop), 1000Hz...
+    #[arg(short = 'f', long, default_value = "10kHz", value_parser = parse_frequency)]
+    pub(crate) frequency: f64,
+    /// Threads in the loop, one per CPU (default: 2, or 1 on a one-CPU machine).
+    #[arg(short = 'k', long)]
+    pub(crate) threads: Option<usize>,
+    /// Size of the mass-interaction model, in modules.
+    #[arg(long, default_value_t = 1_001)]
+    pub(crate) modules: usize,
+    /// Bytes each thread sends at each of the two rendezvous per step.
+    #[arg(long, default_value_t = 512)]
+    pub(crate) exchange: usize,
+    /// Steps to run (per trial with --find-max).
+    #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) steps: u64,
+    /// Hybrid wait margin (default: calibrated from the measured wake-up latency).
+    #[arg(long, value_parser = positive_duration)]
+    pub(crate) margin: Option<Duration>,
+    /// Search for the highest frequency with zero misses over --steps steps.
+    #[arg(long)]
+    pub(crate) find_max: bool,
+    /// --find-max: the longest one trial may take (fewer steps at low frequencies).
+    #[arg(long, default_value = "5s", value_parser = positive_duration)]
+    pub(crate) max_trial: Duration,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// `10kHz`, `50 khz`, `500Hz`, `2000`.
+fn parse_frequency(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase().replace(' ', "");
+    let (num, scale) = if let Some(n) = t.strip_suffix("khz") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("hz") {
+        (n, 1.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+        _ => Err(format!(
+            "'{s}' is not a frequency (expected e.g. 10kHz, 500Hz)"
+        )),
+    }
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let period = Nanos::new((1e9 / args.frequency.max(1.0)) as u64);
+    let mut sched = common::sched_spec(&args.sched, period)?;
+    // The loop locks memory unless told otherwise by a refusal: a page fault in a
+    // 100 us period is a miss.
+    sched.mlock = true;
+    let threads = args.threads.unwrap_or(sched.cpus.len().min(2));
+    let params = LoopParams {
+        sched,
+        threads,
+        frequency_hz: args.frequency,
+        modules: args.modules,
+        exchange_bytes: args.exchange,
+        steps: args.steps,
+        margin: args.margin.map(Nanos::from),
+        find_max: args.find_max.then(|| FindMax {
+            max_trial: Nanos::from(args.max_trial),
+            ..FindMax::default()
+        }),
+    };
+    r#loop::validate(&params).map_err(Failure::usage)?;
+    let expected = if args.find_max {
+        Duration::from_secs(30)
+    } else {
+        Duration::from(period * args.steps)
+    };
+    let unit = if args.find_max { "trials" } else { "steps" };
+    let bar = Bar::start(progress, expected, &args.out, unit);
+    let record = common::with_loads(&args.sched, || {
+        r#loop::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// The verdict first, then one row per trial.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "frequency",
+        "period",
+        "steps",
+        "misses",
+        "late",
+        "skipped",
+        "longest run",
+        "step p50",
+        "step p99",
+        "step max",
+        "min slack",
+        "release p99",
+        "margin",
+    ]);
+    for m in record.measurements.iter().filter(|m| m.name == "trial") {
+        let n = |k: &str| m.metrics.get(k).map(|v| Nanos::new(*v as u64));
+        let l = m.latency.as_ref().map(|l| &l.summary);
+        table.add_row(vec![
+            Cell::new(format!(
+                "{} Hz",
+                m.labels["frequency_hz"].as_f64().unwrap_or(0.0).round()
+            )),
+            Cell::new(Nanos::new(m.labels["period_ns"].as_u64().unwrap_or(0))),
+            Cell::new(&m.labels["steps"]),
+            Cell::new(m.metrics["misses"]),
+            Cell::new(m.metrics["late_steps"]),
+            Cell::new(m.metrics["skipped_releases"]),
+            Cell::new(m.metrics["longest_miss_run"]),
+            Cell::new(common::fmt(l.and_then(|s| s.p50_ns))),
+            Cell::new(common::fmt(l.and_then(|s| s.p99_ns))),
+            Cell::new(common::fmt(l.and_then(|s| s.max_ns))),
+            Cell::new(common::fmt(n("min_slack_ns"))),
+            Cell::new(common::fmt(n("release_p99_ns"))),
+            Cell::new(common::fmt(n("hybrid_margin_ns"))),
+        ]);
+    }
+    for col in 1..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    let _ = writeln!(
+        out,
+        "step: from the deadline to the end of the step's output; a miss is a step that ends after its period, or a release skipped because an earlier step ran past it."
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frequencies_parse_with_or_without_units() {
+        assert_eq!(parse_frequency("10kHz"), Ok(10_000.0));
+        assert_eq!(parse_frequency("50 khz"), Ok(50_000.0));
+        assert_eq!(parse_frequency("500Hz"), Ok(500.0));
+        assert_eq!(parse_frequency("2000"), Ok(2_000.0));
+        assert!(parse_frequency("0Hz").is_err());
+        assert!(parse_frequency("fast").is_err());
+    }
+}

@@ -1,0 +1,415 @@
+//! `ictus probe memlat`: arguments to parameters, the run with its progress bar, and
+//! the human view of the record (chase by working set, strided by stride and size as
+//! in seed 000 Table 5, and the cache stages measured beside the kernel's).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, ValueEnum};
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_os::sched::Policy;
+use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::{Measurement, RunRecord};
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Memory access latency by working set: a random pointer chase and strided 64-bit
+/// reads and writes, each point in a fresh buffer, with the cache stages found.
+#[derive(Args, Debug)]
+pub(crate) struct MemlatArgs {
+    /// Working sets, e.g. 4K,64K,1M,256M (binary units; at least 4K, whole 64-byte
+    /// lines). Default: 4 KiB to 256 MiB by powers of 2.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) sizes: Option<String>,
+    /// Strides of the strided accesses, in bytes.
+    #[arg(long, value_name = "LIST", default_value = "4,44,64,4096")]
+    pub(crate) strides: String,
+    /// Which measurements run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub(crate) mode: MemlatMode,
+    /// Also measure with up to this many threads at once (2, 4, ... up to N), one per
+    /// CPU of --cpus, each on its own buffer.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) threads: usize,
+    /// Pages backing the buffers: 4k (MADV_NOHUGEPAGE) or thp (MADV_HUGEPAGE).
+    #[arg(long, value_enum, default_value = "4k")]
+    pub(crate) pages: PagesArg,
+    /// Timed repetitions per point.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) repeat: u32,
+    /// How long one repetition of a point runs (e.g. 20ms).
+    #[arg(long, default_value = "20ms", value_parser = positive_duration)]
+    pub(crate) point_time: Duration,
+    /// A quick look: working sets 4K,32K,256K,2M,16M,64M, strides 4 and 64, 2
+    /// repetitions of 5 ms (explicit --sizes and --strides still win).
+    #[arg(long)]
+    pub(crate) quick: bool,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MemlatMode {
+    /// The dependent random pointer chase.
+    Chase,
+    /// Strided 64-bit reads and writes.
+    Strided,
+    /// Both.
+    All,
+}
+
+/// `--pages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PagesArg {
+    /// 4 KiB base pages.
+    #[value(name = "4k")]
+    Base,
+    /// Transparent huge pages.
+    Thp,
+}
+
+/// A strided point with fewer accesses than this per pass is marked in the human view.
+const SHORT_PASS: u64 = 8;
+const QUICK_SIZES: &str = "4K,32K,256K,2M,16M,64M";
+const QUICK_STRIDES: &str = "4,64";
+
+/// Turns the command line into probe parameters, refusing what can never run.
+pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
+    let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
+    let usage = |flag: &str, e: String| Failure::usage(anyhow!("--{flag} {e}"));
+    let sizes = match (&args.sizes, args.quick) {
+        (Some(list), _) => memlat::parse_byte_list(list).map_err(|e| usage("sizes", e))?,
+        (None, true) => memlat::parse_byte_list(QUICK_SIZES).expect("constant list"),
+        (None, false) => memlat::default_sizes(),
+    };
+    // --quick replaces the default strides, not ones given explicitly.
+    let strides_text = if args.quick && args.strides == "4,44,64,4096" {
+        QUICK_STRIDES
+    } else {
+        args.strides.as_str()
+    };
+    let strides = memlat::parse_byte_list(strides_text).map_err(|e| usage("strides", e))?;
+    let (repeat, point_time) = if args.quick {
+        (
+            args.repeat.min(2),
+            Nanos::from(args.point_time).min(Nanos::from_millis(5)),
+        )
+    } else {
+        (args.repeat, Nanos::from(args.point_time))
+    };
+    let params = MemlatParams {
+        sizes,
+        strides,
+        mode: match args.mode {
+            MemlatMode::Chase => Mode::Chase,
+            MemlatMode::Strided => Mode::Strided,
+            MemlatMode::All => Mode::All,
+        },
+        threads: args.threads,
+        pages: match args.pages {
+            PagesArg::Base => PageSize::Base,
+            PagesArg::Thp => PageSize::Transparent,
+        },
+        repeat,
+        point_time,
+        sched,
+    };
+    memlat::validate(&params).map_err(Failure::usage)?;
+    Ok(params)
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = params(args)?;
+    let points = params.points().len() * params.thread_counts().len();
+    let expected = Duration::from(params.point_time * (points as u64 * u64::from(params.repeat)));
+    let bar = Bar::start(progress, expected, &args.out, "points");
+    let record = common::with_loads(&args.sched, || {
+        memlat::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+fn label_u64(m: &Measurement, key: &str) -> Option<u64> {
+    m.labels.get(key).and_then(serde_json::Value::as_u64)
+}
+
+fn is_aggregate(m: &Measurement) -> bool {
+    m.labels.get("thread").and_then(|t| t.as_str()) == Some("all")
+}
+
+fn bytes(n: u64) -> String {
+    memlat::format_bytes(n)
+}
+
+/// A latency in ns with three significant digits or so.
+fn ns(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn right_align(table: &mut Table, from: usize) {
+    for col in from..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// The human view: the chase curve, the strided table, the cache stages.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let p = &record.parameters;
+    let _ = writeln!(
+        out,
+        "memlat: up to {} thread(s) on CPUs {}, {} pages, {} repetitions of {} per point, {}{}",
+        p["threads"].as_u64().unwrap_or(1),
+        p["cpus"]
+            .as_array()
+            .map(|a| a
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","))
+            .unwrap_or_default(),
+        p["pages"].as_str().unwrap_or("?"),
+        p["repeat"].as_u64().unwrap_or(0),
+        Nanos::new(p["point_time_ns"].as_u64().unwrap_or(0)),
+        serde_json::from_value::<Policy>(p["policy"].clone())
+            .map_or_else(|_| "?".to_string(), |p| p.to_string()),
+        if record.obtained.mlock {
+            ", memory locked"
+        } else {
+            ""
+        },
+    );
+    render_chase(&mut out, record);
+    render_strided(&mut out, record);
+    render_stages(&mut out, record);
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "in short: {h}");
+    }
+    out
+}
+
+fn render_chase(out: &mut String, record: &RunRecord) {
+    let chase: Vec<&Measurement> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "chase")
+        .collect();
+    if chase.is_empty() {
+        return;
+    }
+    let counts: BTreeSet<u64> = chase
+        .iter()
+        .filter_map(|m| label_u64(m, "threads"))
+        .collect();
+    let sizes: BTreeSet<u64> = chase
+        .iter()
+        .filter_map(|m| label_u64(m, "working_set_bytes"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\npointer chase (one random cycle over 64-byte lines), ns per load, median of the \
+         repetitions [min-max]:"
+    );
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut header = vec!["working set".to_string()];
+    for &k in &counts {
+        if k == 1 {
+            header.push("1 thread".into());
+        } else {
+            header.push(format!("{k} threads (mean)"));
+            header.push(format!("{k} threads, each"));
+        }
+    }
+    table.set_header(header);
+    for &size in &sizes {
+        let mut row = vec![Cell::new(bytes(size))];
+        for &k in &counts {
+            let here: Vec<&&Measurement> = chase
+                .iter()
+                .filter(|m| {
+                    label_u64(m, "working_set_bytes") == Some(size)
+                        && label_u64(m, "threads") == Some(k)
+                })
+                .collect();
+            let agg = here.iter().find(|m| is_aggregate(m));
+            row.push(Cell::new(agg.map_or("-".into(), |m| {
+                format!(
+                    "{} [{}-{}]",
+                    ns(m.metrics["ns_per_load"]),
+                    ns(m.metrics["ns_per_load_min"]),
+                    ns(m.metrics["ns_per_load_max"])
+                )
+            })));
+            if k > 1 {
+                let each: Vec<String> = here
+                    .iter()
+                    .filter(|m| !is_aggregate(m))
+                    .map(|m| ns(m.metrics["ns_per_load"]))
+                    .collect();
+                row.push(Cell::new(each.join(" / ")));
+            }
+        }
+        table.add_row(row);
+    }
+    right_align(&mut table, 1);
+    let _ = writeln!(out, "{table}");
+}
+
+fn render_strided(out: &mut String, record: &RunRecord) {
+    let strided: Vec<&Measurement> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name.starts_with("strided-") && is_aggregate(m))
+        .collect();
+    if strided.is_empty() {
+        return;
+    }
+    let counts: BTreeSet<u64> = strided
+        .iter()
+        .filter_map(|m| label_u64(m, "threads"))
+        .collect();
+    let strides: BTreeSet<u64> = strided
+        .iter()
+        .filter_map(|m| label_u64(m, "stride_bytes"))
+        .collect();
+    let sizes: BTreeSet<u64> = strided
+        .iter()
+        .filter_map(|m| label_u64(m, "working_set_bytes"))
+        .collect();
+    for &k in &counts {
+        let _ = writeln!(
+            out,
+            "\nstrided 64-bit accesses ({}), ns per access (median), read / write, by stride:",
+            if k == 1 {
+                "1 thread".to_string()
+            } else {
+                format!("{k} threads at once, mean per thread")
+            }
+        );
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut header = vec!["working set".to_string()];
+        header.extend(strides.iter().map(|s| format!("{s} B")));
+        header.push("GB/s (lines, 64 B stride read)".into());
+        table.set_header(header);
+        let find = |name: &str, size: u64, stride: u64| {
+            strided.iter().find(|m| {
+                m.name == name
+                    && label_u64(m, "working_set_bytes") == Some(size)
+                    && label_u64(m, "stride_bytes") == Some(stride)
+                    && label_u64(m, "threads") == Some(k)
+            })
+        };
+        let mut any_short = false;
+        for &size in &sizes {
+            let mut row = vec![Cell::new(bytes(size))];
+            for &stride in &strides {
+                let fig = |name| {
+                    find(name, size, stride).map_or("-".into(), |m| ns(m.metrics["ns_per_access"]))
+                };
+                let short = size / stride < SHORT_PASS;
+                any_short |= short;
+                row.push(Cell::new(format!(
+                    "{}{} / {}",
+                    if short { "*" } else { "" },
+                    fig("strided-read"),
+                    fig("strided-write")
+                )));
+            }
+            let bw = find("strided-read", size, 64).map_or("-".into(), |m| {
+                format!("{:.1}", m.metrics["line_bytes_per_s"] / 1e9)
+            });
+            row.push(Cell::new(bw));
+            table.add_row(row);
+        }
+        right_align(&mut table, 1);
+        let _ = writeln!(out, "{table}");
+        if any_short {
+            let _ = writeln!(
+                out,
+                "* fewer than {SHORT_PASS} accesses per pass over the working set: the same few \
+                 words again and again, and the loop's own cost shows."
+            );
+        }
+    }
+}
+
+fn render_stages(out: &mut String, record: &RunRecord) {
+    let caches: Vec<&Measurement> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "cache")
+        .collect();
+    let knees: Vec<&Measurement> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "knee")
+        .collect();
+    let chase_ran = record.measurements.iter().any(|m| m.name == "chase");
+    if !chase_ran || (caches.is_empty() && knees.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\ncache stages: the kernel's caches beside the knees of the 1-thread chase \
+         (a rise of more than {}x between working sets):",
+        record.parameters["knee_ratio"].as_f64().unwrap_or(1.5)
+    );
+    let knee_text = |k: &Measurement| {
+        format!(
+            "knee between {} and {} (measured): {} -> {} ns",
+            bytes(label_u64(k, "lower_bytes").unwrap_or(0)),
+            bytes(label_u64(k, "upper_bytes").unwrap_or(0)),
+            ns(k.metrics["ns_below"]),
+            ns(k.metrics["ns_above"])
+        )
+    };
+    for c in &caches {
+        let name = c.labels["cache"].as_str().unwrap_or("?");
+        let size = bytes(label_u64(c, "cache_bytes").unwrap_or(0));
+        let shared = c.labels["shared_cpus"].as_str().unwrap_or("");
+        let scope = if shared.contains(['-', ',']) {
+            format!(" (kernel, shared by CPUs {shared})")
+        } else {
+            " (kernel)".to_string()
+        };
+        let knee = knees
+            .iter()
+            .find(|k| k.labels.get("cache").and_then(|v| v.as_str()) == Some(name));
+        let _ = writeln!(
+            out,
+            "  {name} {size}{scope} ~ {}",
+            knee.map_or("no knee measured near it".to_string(), |k| knee_text(k))
+        );
+    }
+    for k in knees.iter().filter(|k| !k.labels.contains_key("cache")) {
+        let _ = writeln!(
+            out,
+            "  {}; no kernel-reported cache of that size (TLB reach or a shared cache's \
+             effective size?)",
+            knee_text(k)
+        );
+    }
+}

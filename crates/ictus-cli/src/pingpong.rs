@@ -1,0 +1,262 @@
+//! `ictus probe pingpong`: arguments to parameters, the run with its progress bar,
+//! and the human view of the record.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::{Measurement, RunRecord};
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Hand-off primitives on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PrimitiveArg {
+    /// Futex wait and wake on a flag word (what semaphores and mutexes use).
+    Futex,
+    /// A pipe per direction, one u64 each way (as perf bench sched pipe).
+    Pipe,
+    /// An eventfd per direction.
+    Eventfd,
+    /// Mutex and condition variable (std).
+    Condvar,
+    /// A POSIX message queue per direction (as pmqtest).
+    Mq,
+    /// Poll a flag with sched_yield between checks (same CPU only).
+    Yield,
+    /// Every primitive in turn.
+    All,
+}
+
+/// Thread placements on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PlacementArg {
+    /// Both threads on the first CPU of --cpus.
+    SameCpu,
+    /// The threads on the first two CPUs of --cpus.
+    CrossCpu,
+    /// Same CPU, then across CPUs.
+    Both,
+}
+
+/// Context switch and hand-off latency: two threads wake each other in turn.
+#[derive(clap::Args, Debug)]
+pub(crate) struct PingpongArgs {
+    /// How the threads wake each other.
+    #[arg(long, value_enum, default_value = "futex")]
+    pub(crate) primitive: PrimitiveArg,
+    /// Where the two threads run.
+    #[arg(long, value_enum, default_value = "same-cpu")]
+    pub(crate) placement: PlacementArg,
+    /// How long to measure each primitive and placement, after the warm-up (e.g. 2s).
+    #[arg(short = 'D', long, default_value = "2s", value_parser = positive_duration, conflicts_with = "loops")]
+    pub(crate) duration: Duration,
+    /// Measure this many round trips per primitive and placement instead of a duration.
+    #[arg(short = 'l', long)]
+    pub(crate) loops: Option<u64>,
+    /// Warm-up before each primitive and placement, discarded.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub(crate) warmup: Duration,
+    /// Spin a SCHED_OTHER thread on each measured CPU (seed 001's "CPU load").
+    #[arg(long)]
+    pub(crate) cpu_load: bool,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// Turns the command line into probe parameters, refusing what can never run.
+pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
+    let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
+    if !sched.pin {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "pingpong always pins its two threads (--placement says where): drop --no-pin"
+        )));
+    }
+    let primitives = match args.primitive {
+        PrimitiveArg::All => Primitive::ALL.to_vec(),
+        PrimitiveArg::Futex => vec![Primitive::Futex],
+        PrimitiveArg::Pipe => vec![Primitive::Pipe],
+        PrimitiveArg::Eventfd => vec![Primitive::Eventfd],
+        PrimitiveArg::Condvar => vec![Primitive::Condvar],
+        PrimitiveArg::Mq => vec![Primitive::Mq],
+        PrimitiveArg::Yield => vec![Primitive::Yield],
+    };
+    let placements = match args.placement {
+        PlacementArg::SameCpu => vec![Placement::SameCpu],
+        PlacementArg::CrossCpu => vec![Placement::CrossCpu],
+        PlacementArg::Both => Placement::ALL.to_vec(),
+    };
+    let params = PingpongParams {
+        primitives,
+        placements,
+        length: match args.loops {
+            Some(n) => Length::Loops(n),
+            None => Length::Duration(Nanos::from(args.duration)),
+        },
+        warmup: Nanos::from(args.warmup),
+        cpus: sched.cpus,
+        policy: sched.policy,
+        mlock: sched.mlock,
+        cpu_load: args.cpu_load,
+    };
+    pingpong::validate(&params).map_err(Failure::usage)?;
+    Ok(params)
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &PingpongArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = params(args)?;
+    let points = params.points().len() as u32;
+    let (expected, unit) = match params.length {
+        // Same-CPU round trips take a few microseconds: assume 5 us for the estimate.
+        Length::Loops(n) => (Duration::from_micros(5 * n) * points, "round trips"),
+        Length::Duration(d) => (Duration::from(d) * points, "ms measured"),
+    };
+    let bar = Bar::start(
+        progress,
+        expected + Duration::from(params.warmup) * points,
+        &args.out,
+        unit,
+    );
+    let record = common::with_loads(&args.sched, || {
+        pingpong::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// Microseconds with 0.1 us resolution from a nanosecond figure, or `-`.
+fn micros(ns: Option<f64>) -> String {
+    ns.filter(|v| v.is_finite())
+        .map_or_else(|| "-".into(), |v| format!("{:.1}", v / 1_000.0))
+}
+
+fn label<'a>(m: &'a Measurement, key: &str) -> &'a str {
+    m.labels.get(key).and_then(|v| v.as_str()).unwrap_or("?")
+}
+
+/// The human view: one row per primitive and placement.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let p = &record.parameters;
+    let length = match (p["loops"].as_u64(), p["duration_ns"].as_u64()) {
+        (Some(n), _) => format!("{n} round trips"),
+        (None, Some(d)) => format!("{}", Nanos::new(d)),
+        _ => "?".into(),
+    };
+    let policy = record
+        .threads
+        .first()
+        .map_or_else(|| "?".into(), |t| t.config.policy.to_string());
+    let _ = writeln!(
+        out,
+        "pingpong: 2 threads, policy {policy}, {length} per point after {} warm-up, {}{}",
+        Nanos::new(p["warmup_ns"].as_u64().unwrap_or(0)),
+        if p["cpu_load"].as_bool().unwrap_or(false) {
+            "with a SCHED_OTHER spinner on each measured CPU"
+        } else {
+            "no CPU load"
+        },
+        if record.obtained.mlock {
+            ", memory locked"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(
+        out,
+        "round trip = 2 hand-offs; hand-off latency (one way, sender's stamp to receiver awake) in microseconds:"
+    );
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut header = vec![
+        "primitive",
+        "placement",
+        "CPUs",
+        "round trips/s",
+        "round trip ± sd",
+    ];
+    let mut latency = common::latency_header();
+    // Nothing is missed in a ping-pong: drop the missed column, show the stddev.
+    latency.pop();
+    latency.insert(3, "sd");
+    header.extend(latency);
+    table.set_header(header);
+    for m in &record.measurements {
+        let cpus = m.labels.get("cpus").and_then(|v| v.as_array()).map_or_else(
+            || "?".into(),
+            |c| {
+                c.iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        );
+        let metric = |k: &str| m.metrics.get(k).copied();
+        let mut row = vec![
+            Cell::new(label(m, "primitive")),
+            Cell::new(label(m, "placement")),
+            Cell::new(cpus),
+            Cell::new(metric("round_trips_per_s").map_or("-".into(), |r| format!("{r:.0}"))),
+            Cell::new(format!(
+                "{} ± {}",
+                micros(metric("round_trip_mean_ns")),
+                micros(metric("round_trip_stddev_ns"))
+            )),
+        ];
+        if let Some(l) = &m.latency {
+            let mut cells = common::latency_cells(l);
+            cells.pop();
+            cells.insert(3, Cell::new(micros(l.summary.stddev_ns)));
+            row.extend(cells);
+        }
+        table.add_row(row);
+    }
+    for col in 2..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    if let Some(skipped) = p["skipped"].as_array().filter(|s| !s.is_empty()) {
+        let names: Vec<_> = skipped.iter().filter_map(|s| s.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "not run: {} (yield means nothing across CPUs)",
+            names.join(", ")
+        );
+    }
+    let refused: Vec<_> = record
+        .threads
+        .iter()
+        .filter(|t| t.config.policy != t.config.policy_requested)
+        .collect();
+    if !refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} thread(s) ran with {} instead of {}",
+            refused.len(),
+            refused[0].config.policy,
+            refused[0].config.policy_requested
+        );
+    }
+    if let Some(note) = common::thin_note(
+        record
+            .measurements
+            .iter()
+            .filter_map(|m| m.latency.as_ref()),
+    ) {
+        let _ = writeln!(out, "{note}");
+    }
+    out
+}

@@ -1,0 +1,164 @@
+//! `ictus probe rendezvous`: spin rendezvous between cores (seed 000 Table 6).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::progress::Progress;
+use ictus_probe::record::RunRecord;
+use ictus_probe::rendezvous::{self, RendezvousParams, Spacing};
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs};
+use crate::common::{self, Bar};
+
+/// Options of `ictus probe rendezvous`.
+#[derive(Debug, Args)]
+pub(crate) struct RendezvousArgs {
+    /// Thread counts to measure, each from 2 to the number of CPUs (e.g. 2,3,4).
+    #[arg(short = 't', long, value_delimiter = ',', default_value = "2")]
+    pub(crate) threads: Vec<usize>,
+    /// Where the spin flags sit: same-line, adjacent, or a distance in bytes (e.g.
+    /// same-line,adjacent,5000).
+    #[arg(long, value_delimiter = ',', default_value = "same-line,adjacent,5000", value_parser = parse_spacing)]
+    pub(crate) spacing: Vec<Spacing>,
+    /// Bytes each thread sends to the others per rendezvous (e.g. 0,512).
+    #[arg(long, value_delimiter = ',', default_value = "0,512")]
+    pub(crate) payload: Vec<usize>,
+    /// Untimed rendezvous per point (for the rate).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) steps: u64,
+    /// Individually timed rendezvous per point (for the distribution).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) timed_steps: u64,
+    /// Round trips of the bare cache-line measurement.
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) round_trips: u64,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+fn parse_spacing(s: &str) -> Result<Spacing, String> {
+    match s {
+        "same-line" => Ok(Spacing::SameLine),
+        "adjacent" => Ok(Spacing::Adjacent),
+        n => match n.parse::<usize>() {
+            Ok(0) => Err("a spacing of 0 bytes puts every flag in the same byte".into()),
+            Ok(d) => Ok(Spacing::Bytes(d)),
+            Err(_) => Err(format!(
+                "'{n}' is not same-line, adjacent or a number of bytes"
+            )),
+        },
+    }
+}
+
+/// The command line as probe parameters.
+pub(crate) fn params(args: &RendezvousArgs) -> Result<RendezvousParams, Failure> {
+    let params = RendezvousParams {
+        sched: common::sched_spec(&args.sched, Nanos::from_millis(1))?,
+        threads: args.threads.clone(),
+        spacings: args.spacing.clone(),
+        payloads: args.payload.clone(),
+        steps: args.steps,
+        timed_steps: args.timed_steps,
+        round_trips: args.round_trips,
+    };
+    rendezvous::validate(&params).map_err(Failure::usage)?;
+    Ok(params)
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &RendezvousArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = params(args)?;
+    let points = (params.threads.len() * params.spacings.len() * params.payloads.len()) as u64;
+    // About 150 ns per rendezvous here.
+    let expected = Duration::from_nanos(points * (params.steps + params.timed_steps) * 150);
+    let bar = Bar::start(progress, expected, &args.out, "points");
+    let record = common::with_loads(&args.sched, || {
+        rendezvous::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// Seed 000 Table 6's shape: rate by thread count and spacing, then the distributions.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    if let Some(rt) = record
+        .measurements
+        .iter()
+        .find(|m| m.name == "cacheline-round-trip")
+    {
+        let _ = writeln!(
+            out,
+            "bare cache-line round trip on CPUs {}: {:.0} ns ({:.2} M/s)",
+            rt.labels["cpus"].as_str().unwrap_or("?"),
+            rt.metrics["ns_per_round_trip"],
+            rt.metrics["round_trips_per_s"] / 1e6
+        );
+    }
+    let _ = writeln!(
+        out,
+        "per-rendezvous time in microseconds (each sample includes one clock read):"
+    );
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut header = vec!["threads", "flags", "payload", "kHz", "ns each", "vs limit"];
+    let mut latency = common::latency_header();
+    latency.pop();
+    header.extend(latency);
+    table.set_header(header);
+    for m in record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "rendezvous")
+    {
+        let mut row = vec![
+            Cell::new(&m.labels["threads"]),
+            Cell::new(m.labels["spacing"].as_str().unwrap_or("?")),
+            Cell::new(format!("{} B", m.labels["payload_bytes"])),
+            Cell::new(format!("{:.0}", m.metrics["rendezvous_per_s"] / 1e3)),
+            Cell::new(format!("{:.0}", m.metrics["ns_per_rendezvous"])),
+            Cell::new(format!("{:.2}x", m.metrics["vs_cacheline_limit"])),
+        ];
+        if let Some(l) = &m.latency {
+            let mut cells = common::latency_cells(l);
+            cells.pop();
+            row.extend(cells);
+        }
+        table.add_row(row);
+    }
+    for col in 3..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    let _ = writeln!(
+        out,
+        "vs limit: the rendezvous rate over the bare cache-line round-trip rate (the issue's bar for 2 threads: at least 0.8)."
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spacings_parse_by_name_or_bytes() {
+        assert_eq!(parse_spacing("same-line"), Ok(Spacing::SameLine));
+        assert_eq!(parse_spacing("5000"), Ok(Spacing::Bytes(5000)));
+        assert!(parse_spacing("0").is_err());
+        assert!(parse_spacing("far").is_err());
+    }
+}

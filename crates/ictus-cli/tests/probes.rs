@@ -1,0 +1,202 @@
+//! End-to-end: every probe gives a valid record from a tiny run, and refuses bad
+//! options with one line and exit code 2.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn ictus() -> Command {
+    Command::cargo_bin("ictus").expect("the ictus binary is built")
+}
+
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+/// Runs `ictus probe ARGS --json` and returns the record after the checks every
+/// record must pass.
+fn record(probe: &str, args: &[&str]) -> Value {
+    let out = ictus()
+        .args(["probe", probe])
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("ictus runs");
+    assert!(
+        out.status.success(),
+        "ictus probe {probe} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON record");
+    assert_eq!(r["schema"], "ictus.run-record");
+    assert_eq!(r["probe"], probe);
+    assert_eq!(r["complete"], true);
+    assert!(r["provenance"]["end_time"].is_string());
+    assert!(r["environment"]["clock"]["read_cost"]["count"].is_u64());
+    for m in r["measurements"].as_array().expect("measurements") {
+        assert!(m["name"].is_string());
+        if let Some(l) = m.get("latency").filter(|l| !l.is_null()) {
+            let count = l["summary"]["count"].as_u64().unwrap();
+            let buckets: u64 = l["histogram"]["buckets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["count"].as_u64().unwrap())
+                .sum();
+            assert_eq!(count, buckets, "histogram holds every sample");
+        }
+    }
+    r
+}
+
+fn points<'a>(r: &'a Value, name: &str) -> Vec<&'a Value> {
+    r["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == name)
+        .collect()
+}
+
+#[test]
+fn jitter_gives_tmin_and_the_spread_per_thread() {
+    let r = record(
+        "jitter",
+        &[
+            "--work", "20000", "--runs", "30", "--cpus", "0", "--policy", "other",
+        ],
+    );
+    let runs = points(&r, "runs");
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0]["metrics"]["tmin_ns"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["threads"][0]["latency"]["summary"]["count"], 30);
+    assert!(r["headline"].as_str().unwrap().starts_with("Tmin "));
+}
+
+#[test]
+fn rendezvous_gives_a_rate_per_point_and_the_cacheline_limit() {
+    if !two_cpus() {
+        return;
+    }
+    let r = record(
+        "rendezvous",
+        &[
+            "--spacing",
+            "same-line,5000",
+            "--payload",
+            "0,512",
+            "--steps",
+            "2000",
+            "--timed-steps",
+            "200",
+            "--round-trips",
+            "2000",
+            "--policy",
+            "other",
+        ],
+    );
+    assert_eq!(points(&r, "rendezvous").len(), 4);
+    assert_eq!(points(&r, "cacheline-round-trip").len(), 1);
+}
+
+#[test]
+fn compute_sweeps_sizes_and_splits() {
+    let r = record(
+        "compute",
+        &[
+            "--sizes",
+            "11,1001",
+            "--split-modules",
+            "1001",
+            "--point-time",
+            "5ms",
+            "--policy",
+            "other",
+        ],
+    );
+    assert_eq!(points(&r, "model-size").len(), 2);
+    assert!(!points(&r, "split").is_empty());
+}
+
+#[test]
+fn loop_answers_in_one_line_and_counts_every_step() {
+    let r = record(
+        "loop",
+        &[
+            "--frequency",
+            "1kHz",
+            "--steps",
+            "300",
+            "--modules",
+            "101",
+            "--threads",
+            "1",
+            "--policy",
+            "other",
+        ],
+    );
+    let h = r["headline"].as_str().unwrap();
+    assert!(
+        h.contains("sustain") && h.contains("1 kHz on 1 core"),
+        "{h}"
+    );
+    let merged = &r["merged"];
+    assert_eq!(
+        merged["summary"]["count"].as_u64().unwrap() + merged["missed"].as_u64().unwrap(),
+        300
+    );
+}
+
+#[test]
+fn irq_measures_or_says_why_not() {
+    let r = record("irq", &["--duration", "200ms"]);
+    let h = r["headline"].as_str().unwrap();
+    assert!(
+        h.starts_with("IRQ latency not measured: ") || h.starts_with("timer IRQ latency"),
+        "{h}"
+    );
+}
+
+#[test]
+fn a_probe_under_load_records_what_the_load_achieved() {
+    let r = record(
+        "timer",
+        &[
+            "--loops",
+            "100",
+            "--cpus",
+            "0",
+            "--policy",
+            "other",
+            "--load",
+            "cpu",
+            "--load-cpus",
+            "0",
+        ],
+    );
+    let loads = r["environment"]["loads"].as_array().unwrap();
+    assert_eq!(loads.len(), 1);
+    assert_eq!(loads[0]["kind"], "cpu");
+    assert!(loads[0]["metrics"]["ops_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bad_options_give_one_line_and_exit_two() {
+    for args in [
+        vec!["jitter", "--runs", "0"],
+        vec!["jitter", "--threads", "64"],
+        vec!["rendezvous", "--threads", "1"],
+        vec!["rendezvous", "--spacing", "far"],
+        vec!["compute", "--sizes", "2"],
+        vec!["compute", "--reference", "/nonexistent.json"],
+        vec!["loop", "--frequency", "fast"],
+        vec!["loop", "--threads", "64"],
+        vec!["irq", "--interval", "1us"],
+        vec!["timer", "--load", "bogus"],
+    ] {
+        let out = ictus().arg("probe").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+}

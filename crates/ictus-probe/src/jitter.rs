@@ -1,0 +1,422 @@
+//! `jitter`: execution-time variation (seed 002 Table 2; seed 000 Figure 3).
+//!
+//! A fixed routine (by default one million integer divisions, as seed 002's) is timed
+//! many times on each selected CPU. The record gives, per thread, Tmin, `max - Tmin`
+//! and that as a percentage of Tmin (seed 002 Table 2's columns), the histogram of
+//! durations, and the runs that took more than twice Tmin with the time they started,
+//! so periodic stalls (RT throttling's 50 ms every second, a host's quota) show.
+//!
+//! With `synchronised` set, the threads instead run a representative arithmetic kernel
+//! on large data (`y = a x + y` over their own arrays) and meet at a spin rendezvous
+//! after every step (seed 000 Figure 3): the step time then includes waiting for the
+//! slowest thread.
+//!
+//! ```no_run
+//! use ictus_probe::{jitter::{self, JitterParams}, progress::Progress};
+//! let params = JitterParams { runs: 100, ..JitterParams::default() };
+//! let record = jitter::run(&params, vec![], &Progress::new()).unwrap();
+//! println!("{}", record.headline.unwrap());
+//! ```
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use ictus_core::sync::SpinBarrier;
+use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
+use ictus_os::clock::monotonic_now;
+use ictus_os::facts;
+use ictus_os::sched::Policy;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::progress::Progress;
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadResult, Warning};
+use crate::session::Session;
+use crate::setup::{self, SchedSpec};
+
+/// The probe's name.
+pub const PROBE: &str = "jitter";
+
+/// Synchronised threads agree on stopping every this many steps.
+const STOP_CHECK_EVERY: u64 = 64;
+
+/// How many slow runs are listed per thread, at most.
+const MAX_OUTLIERS: usize = 200;
+
+/// What each thread computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Routine {
+    /// `divisions` dependent integer divisions (seed 002).
+    Divisions {
+        /// Number of divisions per run.
+        divisions: u64,
+    },
+    /// `y = a x + y` over `elements` f64 per thread, then a spin rendezvous of all
+    /// threads (seed 000 Figure 3).
+    Synchronised {
+        /// Array length per thread.
+        elements: usize,
+    },
+}
+
+/// The jitter probe's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JitterParams {
+    /// Threads, CPUs, policy, memory locking.
+    pub sched: SchedSpec,
+    /// The routine.
+    pub routine: Routine,
+    /// Timed runs per thread.
+    pub runs: u64,
+    /// Untimed runs first.
+    pub warmup_runs: u64,
+}
+
+impl Default for JitterParams {
+    /// One thread on the last online CPU at FIFO 95, one million divisions, 2000 runs.
+    fn default() -> Self {
+        let online = facts::online_cpus();
+        let last = online.cpus().last().copied().unwrap_or(0);
+        JitterParams {
+            sched: SchedSpec {
+                cpus: CpuSet::from_cpus([last]),
+                pin: true,
+                policy: Policy::Fifo { priority: 95 },
+                mlock: false,
+            },
+            routine: Routine::Divisions {
+                divisions: 1_000_000,
+            },
+            runs: 2_000,
+            warmup_runs: 10,
+        }
+    }
+}
+
+/// Parameters a run cannot start with.
+#[derive(Debug, Error)]
+pub enum JitterError {
+    /// Nothing to time.
+    #[error("runs and the amount of work must be greater than zero")]
+    NoWork,
+    /// No CPU selected.
+    #[error("no CPU selected")]
+    NoCpu,
+    /// The synchronised routine needs two threads or more.
+    #[error("--threads 2 or more is needed for the synchronised kernel (got {0} CPU)")]
+    TooFewThreads(usize),
+    /// A thread could not be started.
+    #[error("starting thread {thread} failed: {source}")]
+    Spawn {
+        /// Thread index.
+        thread: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Checks the parameters before anything runs.
+pub fn validate(params: &JitterParams) -> Result<(), JitterError> {
+    if params.sched.cpus.is_empty() {
+        return Err(JitterError::NoCpu);
+    }
+    let work = match params.routine {
+        Routine::Divisions { divisions } => divisions as usize,
+        Routine::Synchronised { elements } => {
+            if params.sched.cpus.len() < 2 {
+                return Err(JitterError::TooFewThreads(params.sched.cpus.len()));
+            }
+            elements
+        }
+    };
+    if params.runs == 0 || work == 0 {
+        return Err(JitterError::NoWork);
+    }
+    Ok(())
+}
+
+/// One thread's durations.
+struct Outcome {
+    config: crate::record::ThreadConfig,
+    warnings: Vec<Warning>,
+    durations: LatencyHistogram,
+    /// (run index, start offset from the thread's first run, duration) of slow runs.
+    outliers: Vec<(u64, Nanos, Nanos)>,
+}
+
+/// Runs the probe.
+pub fn run(
+    params: &JitterParams,
+    argv: Vec<String>,
+    progress: &Progress,
+) -> Result<RunRecord, JitterError> {
+    validate(params)?;
+    let mut session = Session::begin(argv, params.sched.mlock);
+    let threads = params.sched.cpus.len();
+    progress.set_total(params.runs * threads as u64);
+    let barrier = SpinBarrier::new(threads);
+    let halt = &AtomicBool::new(false);
+    let outcomes = thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (index, &cpu) in params.sched.cpus.cpus().iter().enumerate() {
+            let barrier = &barrier;
+            let h = thread::Builder::new()
+                .name(format!("ictus-jitter-{index}"))
+                .spawn_scoped(scope, move || {
+                    measure(params, index, cpu, barrier, halt, progress)
+                })
+                .map_err(|source| JitterError::Spawn {
+                    thread: index,
+                    source,
+                })?;
+            handles.push(h);
+        }
+        Ok::<_, JitterError>(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("jitter threads do not panic"))
+                .collect::<Vec<_>>(),
+        )
+    })?;
+
+    if params.sched.policy.is_realtime() && facts::rt_throttling().is_some_and(|b| b.throttles()) {
+        session.warn(Warning {
+            id: "rt-throttling".into(),
+            message: "RT throttling is on: a busy real-time thread is stalled for the rest of \
+                      each period once it used its runtime (about 50 ms every second with the \
+                      default 950000 of 1000000 us); those stalls are in these figures"
+                .into(),
+            advice: Some(
+                "Measure with `sysctl kernel.sched_rt_runtime_us=-1` (restore it afterwards, \
+                 and keep a watchdog: a runaway loop then owns its CPU)."
+                    .into(),
+            ),
+        });
+    }
+
+    let mut merged = LatencyHistogram::new();
+    let mut results = Vec::new();
+    let mut measurements = Vec::new();
+    let mut worst: Option<(f64, usize)> = None;
+    for (index, o) in outcomes.into_iter().enumerate() {
+        session.warn_all(o.warnings);
+        merged.merge(&o.durations);
+        let latency = LatencyResult::from_histogram(&o.durations, MissCounter::default());
+        let cpu = o.config.pinned_cpu;
+        if let (Some(tmin), Some(max)) = (o.durations.min(), o.durations.max()) {
+            let spread = max.saturating_sub(tmin);
+            let percent = 100.0 * spread.as_u64() as f64 / tmin.as_u64().max(1) as f64;
+            if worst.is_none_or(|(p, _)| percent > p) {
+                worst = Some((percent, index));
+            }
+            measurements.push(
+                Measurement::new("runs")
+                    .label("thread", index)
+                    .label("cpu", cpu)
+                    .metric("tmin_ns", tmin.as_u64() as f64)
+                    .metric("max_minus_tmin_ns", spread.as_u64() as f64)
+                    .metric("variation_percent", percent)
+                    .metric("slow_runs", o.outliers.len() as f64)
+                    .with_latency(latency.clone()),
+            );
+        }
+        for &(run, at, duration) in &o.outliers {
+            measurements.push(
+                Measurement::new("slow-run")
+                    .label("thread", index)
+                    .label("run", run)
+                    .label("at_ns", at.as_u64())
+                    .metric("duration_ns", duration.as_u64() as f64),
+            );
+        }
+        results.push(ThreadResult {
+            thread: index,
+            config: o.config,
+            latency,
+        });
+    }
+    let mut record = session.finish(PROBE, params, progress);
+    record.headline = worst.and_then(|(percent, index)| {
+        let m = measurements
+            .iter()
+            .find(|m| m.name == "runs" && m.labels["thread"] == index)?;
+        Some(format!(
+            "Tmin {}, max - Tmin {} ({percent:.1} % of Tmin) over {} runs{}",
+            Nanos::new(m.metrics["tmin_ns"] as u64),
+            Nanos::new(m.metrics["max_minus_tmin_ns"] as u64),
+            params.runs,
+            if results.len() > 1 {
+                format!(" (worst of {} threads)", results.len())
+            } else {
+                String::new()
+            }
+        ))
+    });
+    record.threads = results;
+    record.merged = Some(LatencyResult::from_histogram(
+        &merged,
+        MissCounter::default(),
+    ));
+    record.measurements = measurements;
+    progress.finish();
+    Ok(record)
+}
+
+/// One thread: prepare, warm up, time each run.
+fn measure(
+    params: &JitterParams,
+    index: usize,
+    cpu: usize,
+    barrier: &SpinBarrier,
+    halt: &AtomicBool,
+    progress: &Progress,
+) -> Outcome {
+    let (config, warnings) =
+        setup::prepare_thread(params.sched.pin.then_some(cpu), params.sched.policy);
+    let mut durations = LatencyHistogram::new();
+    let mut outliers = Vec::with_capacity(MAX_OUTLIERS);
+    let mut data = match params.routine {
+        Routine::Synchronised { elements } => (vec![1.0f64; elements], vec![0.5f64; elements]),
+        Routine::Divisions { .. } => (Vec::new(), Vec::new()),
+    };
+    let mut tmin = Nanos::MAX;
+    let mut runs_started = Nanos::ZERO;
+    let synchronised = matches!(params.routine, Routine::Synchronised { .. });
+    let total = params.warmup_runs + params.runs;
+    for i in 0..total {
+        if synchronised && i % STOP_CHECK_EVERY == 0 {
+            // All threads must stop at the same step or the rendezvous would wait
+            // forever: thread 0 decides before an extra (untimed) rendezvous, whose
+            // synchronisation makes its decision visible to every thread after it.
+            if index == 0 {
+                // Relaxed: ordered by the barrier that follows.
+                halt.store(progress.stop_requested(), Ordering::Relaxed);
+            }
+            barrier.wait();
+            // Relaxed: ordered by the barrier above.
+            if halt.load(Ordering::Relaxed) {
+                break;
+            }
+        } else if !synchronised && progress.stop_requested() {
+            break;
+        }
+        let t0 = monotonic_now();
+        match params.routine {
+            Routine::Divisions { divisions } => divide(divisions),
+            Routine::Synchronised { .. } => {
+                axpy(&mut data.1, &data.0, 1.000_001);
+                barrier.wait();
+            }
+        }
+        let t1 = monotonic_now();
+        if i < params.warmup_runs {
+            runs_started = t1;
+            continue;
+        }
+        let d = t1.saturating_sub(t0);
+        durations.record(d);
+        tmin = tmin.min(d);
+        if d > tmin * 2 && outliers.len() < MAX_OUTLIERS {
+            outliers.push((i - params.warmup_runs, t0.saturating_sub(runs_started), d));
+        }
+        progress.advance(1);
+    }
+    // Runs recorded as slow before Tmin was known are re-judged against the final Tmin.
+    outliers.retain(|&(_, _, d)| d > tmin * 2);
+    black_box(&data);
+    setup::release_thread();
+    Outcome {
+        config,
+        warnings,
+        durations,
+        outliers,
+    }
+}
+
+/// `n` 64-bit integer divisions the compiler can neither remove nor fold: each reads
+/// its operands and writes its result through an optimisation barrier, like the
+/// `volatile` operands of the C routine this machine's baseline was measured with.
+#[inline(never)]
+fn divide(n: u64) {
+    let dividend = u64::MAX - 12_345;
+    let divisor = 7u64;
+    for _ in 0..n {
+        black_box(black_box(dividend) / black_box(divisor));
+    }
+}
+
+/// `y = a x + y`.
+#[inline(never)]
+fn axpy(y: &mut [f64], x: &[f64], a: f64) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = a.mul_add(*x, *y) * 0.999_999;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick(routine: Routine, cpus: &[usize]) -> JitterParams {
+        JitterParams {
+            sched: SchedSpec {
+                cpus: CpuSet::from_cpus(cpus.iter().copied()),
+                pin: true,
+                policy: Policy::Other { nice: 0 },
+                mlock: false,
+            },
+            routine,
+            runs: 50,
+            warmup_runs: 2,
+        }
+    }
+
+    #[test]
+    fn every_run_is_timed_and_tmin_is_the_minimum() {
+        let cpu = facts::online_cpus().cpus()[0];
+        let sut = run(
+            &quick(Routine::Divisions { divisions: 10_000 }, &[cpu]),
+            vec![],
+            &Progress::new(),
+        )
+        .unwrap();
+        assert_eq!(sut.probe, "jitter");
+        assert_eq!(sut.threads[0].latency.summary.count, 50);
+        let runs = &sut.measurements[0];
+        assert_eq!(runs.name, "runs");
+        assert_eq!(
+            runs.metrics["tmin_ns"] as u64,
+            sut.threads[0].latency.summary.min_ns.unwrap().as_u64()
+        );
+        assert!(sut.headline.unwrap().starts_with("Tmin "));
+    }
+
+    #[test]
+    fn synchronised_threads_each_time_every_step() {
+        let online = facts::online_cpus();
+        if online.len() < 2 {
+            return;
+        }
+        let cpus = &online.cpus()[..2];
+        let sut = run(
+            &quick(Routine::Synchronised { elements: 4_096 }, cpus),
+            vec![],
+            &Progress::new(),
+        )
+        .unwrap();
+        assert_eq!(sut.threads.len(), 2);
+        assert!(sut.threads.iter().all(|t| t.latency.summary.count == 50));
+        assert_eq!(sut.merged.unwrap().summary.count, 100);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let p = quick(Routine::Divisions { divisions: 0 }, &[0]);
+        assert!(matches!(validate(&p), Err(JitterError::NoWork)));
+        let p = quick(Routine::Synchronised { elements: 8 }, &[0]);
+        assert!(matches!(validate(&p), Err(JitterError::TooFewThreads(1))));
+    }
+}

@@ -1,0 +1,763 @@
+//! `loop`: can this machine hold a fully synchronous loop? (seed 000 §3.1, Table 1:
+//! the headline question.)
+//!
+//! K threads on K CPUs run, every period T: input (the leader reads 64 samples of 16
+//! bits and moves the model's input point), a rendezvous exchanging 512 bytes
+//! (positions), each thread's share of the mass-interaction model's forces, a
+//! rendezvous exchanging 512 bytes (forces), each thread's share of the integration,
+//! output (the leader writes 64 samples of 16 bits). The leader is released by
+//! absolute deadline with the hybrid wait; the others sleep until just before the
+//! same deadline and are released by the first rendezvous, which also carries the
+//! leader's release number, so all threads always run the same step.
+//!
+//! A step misses when it completes after its period, or when its release was skipped
+//! because an earlier step ran past it. The record gives the completion time and slack
+//! distributions, the misses and their longest run; with `find_max`, the highest
+//! frequency with zero misses over the given number of steps.
+//!
+//! ```no_run
+//! use ictus_probe::{r#loop::{self, LoopParams}, progress::Progress};
+//! let record = r#loop::run(&LoopParams::default(), vec![], &Progress::new()).unwrap();
+//! println!("{}", record.headline.unwrap());
+//! ```
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use ictus_core::mass::{Model, Params, Part};
+use ictus_core::{LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines};
+use ictus_os::clock::monotonic_now;
+use ictus_os::facts;
+use ictus_os::sched::Policy;
+use ictus_os::wait::{self, WaitMode};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::progress::Progress;
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
+use crate::rendezvous::Shared;
+use crate::session::Session;
+use crate::setup::{self, SchedSpec};
+
+/// The probe's name.
+pub const PROBE: &str = "loop";
+
+/// Samples the leader reads and writes each step (16 bits each).
+pub const SAMPLES_PER_STEP: usize = 64;
+
+/// The highest frequency `find_max` tries.
+const MAX_FREQUENCY_HZ: f64 = 200_000.0;
+/// The lowest frequency `find_max` tries.
+const MIN_FREQUENCY_HZ: f64 = 100.0;
+
+/// How to search for the highest sustained frequency.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FindMax {
+    /// Stop refining when the passing and failing frequencies are within this ratio.
+    pub resolution: f64,
+    /// Longest time one trial may take (fewer steps at low frequencies).
+    pub max_trial: Nanos,
+    /// The lowest frequency tried (at least 100 Hz).
+    pub floor_hz: f64,
+}
+
+impl Default for FindMax {
+    /// Within 5 %, trials of at most 5 s, down to 100 Hz.
+    fn default() -> Self {
+        FindMax {
+            resolution: 0.05,
+            max_trial: Nanos::from_secs(5),
+            floor_hz: MIN_FREQUENCY_HZ,
+        }
+    }
+}
+
+/// The loop probe's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopParams {
+    /// CPUs (the first `threads` carry the loop), policy, memory locking.
+    pub sched: SchedSpec,
+    /// Threads (and CPUs) in the loop.
+    pub threads: usize,
+    /// Loop frequency (the first trial's, with `find_max`).
+    pub frequency_hz: f64,
+    /// Model size in modules (masses plus links).
+    pub modules: usize,
+    /// Bytes each thread sends at each of the two rendezvous.
+    pub exchange_bytes: usize,
+    /// Steps to run (per trial, with `find_max`).
+    pub steps: u64,
+    /// Hybrid margin; `None` calibrates it from the measured wake-up latency.
+    pub margin: Option<Nanos>,
+    /// Search for the highest frequency with zero misses.
+    pub find_max: Option<FindMax>,
+}
+
+impl Default for LoopParams {
+    /// 10 kHz (seed 000's gesture loop) on 2 CPUs at FIFO 95, 1001 modules, 512 bytes,
+    /// 50,000 steps (5 s).
+    fn default() -> Self {
+        LoopParams {
+            sched: SchedSpec {
+                cpus: facts::online_cpus(),
+                pin: true,
+                policy: Policy::Fifo { priority: 95 },
+                mlock: true,
+            },
+            threads: 2,
+            frequency_hz: 10_000.0,
+            modules: 1_001,
+            exchange_bytes: 512,
+            steps: 50_000,
+            margin: None,
+            find_max: None,
+        }
+    }
+}
+
+/// Parameters a run cannot start with.
+#[derive(Debug, Error)]
+pub enum LoopError {
+    /// Threads out of range.
+    #[error("the loop runs 1 to {cpus} threads here (one per CPU), got {threads}")]
+    Threads {
+        /// Asked for.
+        threads: usize,
+        /// CPUs given.
+        cpus: usize,
+    },
+    /// Frequency out of range.
+    #[error(
+        "the frequency must be between {MIN_FREQUENCY_HZ} Hz and {MAX_FREQUENCY_HZ} Hz, got {0} Hz"
+    )]
+    Frequency(f64),
+    /// Model too small.
+    #[error("the model needs at least 3 modules per thread ({needed}), got {got}")]
+    Model {
+        /// Needed.
+        needed: usize,
+        /// Given.
+        got: usize,
+    },
+    /// Nothing to run.
+    #[error("steps must be greater than zero")]
+    NoSteps,
+    /// Unpinned threads.
+    #[error("the loop pins each thread to its own CPU; --no-pin is not supported")]
+    Unpinned,
+}
+
+/// Checks the parameters.
+pub fn validate(p: &LoopParams) -> Result<(), LoopError> {
+    if !p.sched.pin {
+        return Err(LoopError::Unpinned);
+    }
+    let cpus = p.sched.cpus.len();
+    if p.threads == 0 || p.threads > cpus {
+        return Err(LoopError::Threads {
+            threads: p.threads,
+            cpus,
+        });
+    }
+    if !(MIN_FREQUENCY_HZ..=MAX_FREQUENCY_HZ).contains(&p.frequency_hz) {
+        return Err(LoopError::Frequency(p.frequency_hz));
+    }
+    if p.modules < 3 * p.threads {
+        return Err(LoopError::Model {
+            needed: 3 * p.threads,
+            got: p.modules,
+        });
+    }
+    if p.steps == 0 {
+        return Err(LoopError::NoSteps);
+    }
+    Ok(())
+}
+
+fn period_of(frequency_hz: f64) -> Nanos {
+    Nanos::new((1e9 / frequency_hz).round() as u64)
+}
+
+/// One trial's outcome.
+struct Trial {
+    frequency_hz: f64,
+    steps: u64,
+    /// Deadline to end of step, serviced steps.
+    completion: LatencyHistogram,
+    /// Period minus completion, steps that made it.
+    slack: LatencyHistogram,
+    /// Deadline to leader wake-up.
+    release: LatencyHistogram,
+    /// Steps completed after their period.
+    late: u64,
+    /// Releases skipped.
+    skipped: MissCounter,
+    /// Longest run of consecutive missed steps (late or skipped).
+    longest_run: u64,
+    margin: Nanos,
+    configs: Vec<ThreadConfig>,
+    warnings: Vec<Warning>,
+    stopped: bool,
+}
+
+impl Trial {
+    fn misses(&self) -> u64 {
+        self.late + self.skipped.missed
+    }
+}
+
+/// Runs the probe.
+pub fn run(
+    params: &LoopParams,
+    argv: Vec<String>,
+    progress: &Progress,
+) -> Result<RunRecord, LoopError> {
+    validate(params)?;
+    let mut session = Session::begin(argv, params.sched.mlock);
+    if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
+        session.warn(Warning {
+            id: "no-cpu-left".into(),
+            message: "the loop's real-time threads take every online CPU: the rest of the \
+                      system only runs in their idle time and while RT throttling stalls them"
+                .into(),
+            advice: Some("On a machine with more CPUs, leave one for the system.".into()),
+        });
+    }
+    let mut trials = Vec::new();
+    match params.find_max {
+        None => {
+            progress.set_total(params.steps);
+            let t = trial(params, params.frequency_hz, params.steps, progress);
+            trials.push(t);
+        }
+        Some(fm) => {
+            progress.set_total(12);
+            let mut pass: Option<f64> = None;
+            let mut fail: Option<f64> = None;
+            let mut f = params.frequency_hz;
+            loop {
+                if progress.stop_requested() {
+                    break;
+                }
+                let steps = trial_steps(params.steps, f, fm.max_trial);
+                let t = trial(params, f, steps, &Progress::new());
+                progress.advance(1);
+                let ok = t.misses() == 0 && !t.stopped;
+                trials.push(t);
+                if ok {
+                    pass = Some(pass.map_or(f, |p: f64| p.max(f)));
+                } else {
+                    fail = Some(fail.map_or(f, |x: f64| x.min(f)));
+                }
+                f = match (pass, fail) {
+                    (Some(p), None) if p * 2.0 <= MAX_FREQUENCY_HZ => p * 2.0,
+                    (Some(_), None) => break,
+                    (None, Some(x)) if x / 2.0 >= fm.floor_hz.max(MIN_FREQUENCY_HZ) => x / 2.0,
+                    (None, Some(_)) => break,
+                    (Some(p), Some(x)) if x / p > 1.0 + fm.resolution => (p * x).sqrt(),
+                    _ => break,
+                };
+                if trials.len() >= 16 {
+                    break;
+                }
+            }
+        }
+    }
+
+    let mut measurements = Vec::new();
+    for t in &trials {
+        measurements.push(trial_measurement(params, t));
+    }
+    let best = trials
+        .iter()
+        .filter(|t| t.misses() == 0 && !t.stopped)
+        .max_by(|a, b| a.frequency_hz.total_cmp(&b.frequency_hz));
+    let headline = headline(params, &trials, best);
+    let shown = best.or(trials.first());
+    let mut threads = Vec::new();
+    let mut merged = None;
+    if let Some(t) = shown {
+        session.warn_all(t.warnings.clone());
+        threads = t
+            .configs
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, config)| ThreadResult {
+                thread: i,
+                config,
+                latency: if i == 0 {
+                    completion_result(t)
+                } else {
+                    LatencyResult::from_histogram(&LatencyHistogram::new(), MissCounter::default())
+                },
+            })
+            .collect();
+        merged = Some(completion_result(t));
+    }
+    let mut record = session.finish(PROBE, params, progress);
+    record.headline = Some(headline);
+    record.threads = threads;
+    record.merged = merged;
+    record.measurements = measurements;
+    progress.finish();
+    Ok(record)
+}
+
+fn completion_result(t: &Trial) -> LatencyResult {
+    let mut r = LatencyResult::from_histogram(&t.completion, t.skipped);
+    r.longest_miss_run = t.longest_run;
+    r
+}
+
+/// Steps of one search trial: the requested count, fewer when that would take longer
+/// than `max_trial`, never fewer than 1,000.
+fn trial_steps(steps: u64, frequency_hz: f64, max_trial: Nanos) -> u64 {
+    let fit = (max_trial.as_secs_f64() * frequency_hz) as u64;
+    steps.min(fit).max(1_000)
+}
+
+fn trial_measurement(params: &LoopParams, t: &Trial) -> Measurement {
+    let s = t.completion.summary();
+    let period = period_of(t.frequency_hz);
+    let mut m = Measurement::new("trial")
+        .label("frequency_hz", t.frequency_hz)
+        .label("period_ns", period.as_u64())
+        .label("threads", params.threads)
+        .label("modules", params.modules)
+        .label("exchange_bytes", params.exchange_bytes)
+        .label("steps", t.steps)
+        .metric("misses", t.misses() as f64)
+        .metric("late_steps", t.late as f64)
+        .metric("skipped_releases", t.skipped.missed as f64)
+        .metric("longest_miss_run", t.longest_run as f64)
+        .metric("hybrid_margin_ns", t.margin.as_u64() as f64)
+        .with_latency(completion_result(t));
+    if let Some(max) = s.max_ns {
+        m = m.metric("worst_completion_ns", max.as_u64() as f64);
+    }
+    if let Some(min_slack) = t.slack.min() {
+        m = m.metric("min_slack_ns", min_slack.as_u64() as f64);
+    }
+    if let Some(p) = t.release.percentile(Percentile::P99) {
+        m = m.metric("release_p99_ns", p.as_u64() as f64);
+    }
+    if let Some(p) = t.release.max() {
+        m = m.metric("release_max_ns", p.as_u64() as f64);
+    }
+    m
+}
+
+fn khz(f: f64) -> String {
+    if f >= 1_000.0 {
+        let v = format!("{:.3}", f / 1e3);
+        format!("{} kHz", v.trim_end_matches('0').trim_end_matches('.'))
+    } else {
+        format!("{f:.0} Hz")
+    }
+}
+
+fn headline(params: &LoopParams, trials: &[Trial], best: Option<&Trial>) -> String {
+    let what = format!(
+        "on {} core{}, model {} modules, exchange {} B",
+        params.threads,
+        if params.threads == 1 { "" } else { "s" },
+        params.modules,
+        params.exchange_bytes
+    );
+    let describe = |t: &Trial| {
+        format!(
+            "{} of {} steps missed (longest run {}), worst step {} against a {} period",
+            t.misses(),
+            t.steps,
+            t.longest_run,
+            t.completion.max().unwrap_or(Nanos::ZERO),
+            period_of(t.frequency_hz)
+        )
+    };
+    match (params.find_max, best) {
+        (None, Some(t)) => format!(
+            "sustains {} {what}: 0 misses in {} steps, worst step {} of its {} period",
+            khz(t.frequency_hz),
+            t.steps,
+            t.completion.max().unwrap_or(Nanos::ZERO),
+            period_of(t.frequency_hz)
+        ),
+        (None, None) => match trials.first() {
+            Some(t) => format!(
+                "does not sustain {} {what}: {}",
+                khz(t.frequency_hz),
+                describe(t)
+            ),
+            None => format!("no trial ran {what}"),
+        },
+        (Some(_), Some(t)) => {
+            let next_fail = trials
+                .iter()
+                .filter(|x| x.frequency_hz > t.frequency_hz && x.misses() > 0)
+                .min_by(|a, b| a.frequency_hz.total_cmp(&b.frequency_hz));
+            format!(
+                "sustains {} {what}: the highest frequency with 0 misses over {} steps{}",
+                khz(t.frequency_hz),
+                t.steps,
+                next_fail.map_or(String::new(), |x| format!(
+                    "; at {}: {}",
+                    khz(x.frequency_hz),
+                    describe(x)
+                ))
+            )
+        }
+        (Some(_), None) => match trials
+            .iter()
+            .min_by(|a, b| a.frequency_hz.total_cmp(&b.frequency_hz))
+        {
+            Some(t) => format!(
+                "does not sustain even {} {what}: {}",
+                khz(t.frequency_hz),
+                describe(t)
+            ),
+            None => format!("no trial ran {what}"),
+        },
+    }
+}
+
+/// What the leader tells the others at the first rendezvous of a step.
+const CONTROL_STOP: u64 = u64::MAX;
+
+/// One trial at `frequency_hz` for `steps` steps.
+fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress) -> Trial {
+    let period = period_of(frequency_hz);
+    let k = params.threads;
+    let masses = (params.modules.saturating_sub(1) / 2).max(k);
+    let model = Model::chain(masses, &Params::default()).expect("default parameters build a chain");
+    let parts = model.partition(k);
+    let exchange = Shared::new(k, 128, params.exchange_bytes.max(16));
+    let cpus: Vec<usize> = params.sched.cpus.cpus()[..k].to_vec();
+    // The leader publishes the start of the grid and the margin here before the first
+    // rendezvous; the others read them after it.
+    let start = AtomicU64::new(0);
+    let margin_shared = AtomicU64::new(0);
+    let ready = std::sync::Barrier::new(k);
+
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..k)
+            .map(|me| {
+                let (model, part, exchange) = (&model, &parts[me], &exchange);
+                let (start, margin_shared, ready) = (&start, &margin_shared, &ready);
+                let cpu = cpus[me];
+                s.spawn(move || {
+                    let (config, warnings) = setup::prepare_thread(Some(cpu), params.sched.policy);
+                    let margin = if me == 0 {
+                        let m = params.margin.unwrap_or_else(|| {
+                            let samples = (Nanos::from_millis(200).as_u64() / period.as_u64())
+                                .clamp(100, 2_000);
+                            wait::calibrate_margin(period, samples).margin_ns
+                        });
+                        // Relaxed: published by the `ready` barrier below.
+                        margin_shared.store(m.as_u64(), Ordering::Relaxed);
+                        start.store(
+                            (monotonic_now() + Nanos::from_millis(2)).as_u64(),
+                            Ordering::Relaxed,
+                        );
+                        m
+                    } else {
+                        Nanos::ZERO
+                    };
+                    ready.wait();
+                    // Relaxed: ordered by the barrier above.
+                    let margin = if me == 0 {
+                        margin
+                    } else {
+                        Nanos::new(margin_shared.load(Ordering::Relaxed))
+                    };
+                    let t0 = Nanos::new(start.load(Ordering::Relaxed));
+                    let mut out = if me == 0 {
+                        Some(lead(
+                            model, part, exchange, k, t0, period, steps, margin, progress,
+                        ))
+                    } else {
+                        follow(model, part, exchange, me, k, t0, period, margin);
+                        None
+                    };
+                    setup::release_thread();
+                    if let Some(o) = out.as_mut() {
+                        o.margin = margin;
+                    }
+                    (config, warnings, out)
+                })
+            })
+            .collect();
+        let mut configs = Vec::new();
+        let mut warnings = Vec::new();
+        let mut leader = None;
+        for h in handles {
+            let (c, w, o) = h.join().expect("loop threads do not panic");
+            configs.push(c);
+            warnings.extend(w);
+            if o.is_some() {
+                leader = o;
+            }
+        }
+        let mut t = leader.expect("the leader always returns");
+        t.frequency_hz = frequency_hz;
+        t.configs = configs;
+        t.warnings = warnings;
+        t
+    })
+}
+
+/// The leader: released by the deadline, tells the others which step it is.
+#[allow(clippy::too_many_arguments)]
+fn lead(
+    model: &Model,
+    part: &Part,
+    exchange: &Shared,
+    k: usize,
+    t0: Nanos,
+    period: Nanos,
+    steps: u64,
+    margin: Nanos,
+    progress: &Progress,
+) -> Trial {
+    let mode = WaitMode::Hybrid { margin };
+    let input: Vec<i16> = (0..SAMPLES_PER_STEP * 64)
+        .map(|i| ((i as f64 * 0.05).sin() * 1000.0) as i16)
+        .collect();
+    let mut output = vec![0i16; SAMPLES_PER_STEP * 64];
+    let mut grid = PeriodicDeadlines::new(t0, period, Some(steps)).expect("period > 0");
+    let mut completion = LatencyHistogram::new();
+    let mut slack = LatencyHistogram::new();
+    let mut release_hist = LatencyHistogram::new();
+    let mut skipped = MissCounter::default();
+    let (mut late, mut run, mut longest) = (0u64, 0u64, 0u64);
+    let mut rv = 0u64;
+    let mut stopped = false;
+    let mut sink = 0u64;
+    let mut done = 0u64;
+    while let Some(deadline) = grid.next_deadline() {
+        if progress.stop_requested() {
+            stopped = true;
+            break;
+        }
+        let woke = wait::wait_until(deadline, mode);
+        let release = grid.complete(woke);
+        release_hist.record(release.lateness);
+        // Input: 64 samples of 16 bits; the first moves the model's input point.
+        let at = (release.index as usize % 64) * SAMPLES_PER_STEP;
+        let mut acc = 0i64;
+        for &x in &input[at..at + SAMPLES_PER_STEP] {
+            acc += i64::from(x);
+        }
+        model.set_position(0, acc as f64 * 1e-6);
+        // Rendezvous 1: positions, with the release number in word 0.
+        rv += 1;
+        exchange.exchange(
+            0,
+            k,
+            rv,
+            |i| {
+                if i == 0 {
+                    release.index
+                } else {
+                    model.position((i + 1) % model.n_points()).to_bits()
+                }
+            },
+            |_, _, w| sink ^= w,
+        );
+        model.forces(part);
+        // Rendezvous 2: forces.
+        rv += 1;
+        exchange.exchange(
+            0,
+            k,
+            rv,
+            |i| model.force_on(i % model.n_points()).to_bits(),
+            |_, _, w| sink ^= w,
+        );
+        model.integrate(part);
+        // Output: 64 samples of 16 bits from the first mass.
+        let y = (model.position(1) * 1e6) as i16;
+        for o in &mut output[at..at + SAMPLES_PER_STEP] {
+            *o = y;
+        }
+        let took = monotonic_now().saturating_sub(deadline);
+        completion.record(took);
+        if took > period {
+            late += 1;
+            run += 1;
+        } else {
+            slack.record(period - took);
+            run = 0;
+        }
+        skipped.add(&release);
+        if release.missed > 0 {
+            run += release.missed;
+        }
+        longest = longest.max(run);
+        done += 1 + release.missed;
+        if done >= 256 {
+            progress.advance(done);
+            done = 0;
+        }
+    }
+    progress.advance(done);
+    // Tell the others to stop.
+    rv += 1;
+    exchange.exchange(0, k, rv, |_| CONTROL_STOP, |_, _, _| {});
+    black_box((sink, &output));
+    Trial {
+        frequency_hz: 0.0,
+        steps: grid.index(),
+        completion,
+        slack,
+        release: release_hist,
+        late,
+        skipped,
+        longest_run: longest,
+        margin,
+        configs: Vec::new(),
+        warnings: Vec::new(),
+        stopped,
+    }
+}
+
+/// A follower: sleeps until just before the expected deadline, then is released by
+/// the first rendezvous, which tells it the step (or to stop).
+#[allow(clippy::too_many_arguments)]
+fn follow(
+    model: &Model,
+    part: &Part,
+    exchange: &Shared,
+    me: usize,
+    k: usize,
+    t0: Nanos,
+    period: Nanos,
+    margin: Nanos,
+) {
+    let mut next = 0u64;
+    let mut rv = 0u64;
+    let mut sink = 0u64;
+    loop {
+        let expected = t0 + period * next;
+        let wake = expected.saturating_sub(margin);
+        if monotonic_now() < wake {
+            wait::sleep_until(wake);
+        }
+        rv += 1;
+        let mut control = 0u64;
+        exchange.exchange(
+            me,
+            k,
+            rv,
+            |i| model.position(i % model.n_points()).to_bits(),
+            |from, i, w| {
+                if from == 0 && i == 0 {
+                    control = w;
+                }
+                sink ^= w;
+            },
+        );
+        if control == CONTROL_STOP {
+            break;
+        }
+        next = control + 1;
+        model.forces(part);
+        rv += 1;
+        exchange.exchange(
+            me,
+            k,
+            rv,
+            |i| model.force_on(i % model.n_points()).to_bits(),
+            |_, _, w| sink ^= w,
+        );
+        model.integrate(part);
+    }
+    black_box(sink);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick(threads: usize) -> LoopParams {
+        LoopParams {
+            sched: SchedSpec {
+                cpus: facts::online_cpus(),
+                pin: true,
+                policy: Policy::Other { nice: 0 },
+                mlock: false,
+            },
+            threads,
+            frequency_hz: 1_000.0,
+            modules: 101,
+            exchange_bytes: 512,
+            steps: 200,
+            margin: Some(Nanos::from_micros(50)),
+            find_max: None,
+        }
+    }
+
+    #[test]
+    fn every_step_is_completed_or_counted_missed() {
+        for k in 1..=facts::online_cpus().len().min(2) {
+            let sut = run(&quick(k), vec![], &Progress::new()).unwrap();
+            let m = &sut.measurements[0];
+            let merged = sut.merged.as_ref().unwrap();
+            assert_eq!(
+                merged.summary.count + merged.missed,
+                200,
+                "{k} threads: serviced + skipped = steps"
+            );
+            assert_eq!(m.labels["steps"], 200);
+            assert_eq!(sut.threads.len(), k);
+            let h = sut.headline.unwrap();
+            assert!(
+                h.starts_with("sustains 1 kHz") || h.starts_with("does not sustain 1 kHz"),
+                "{h}"
+            );
+        }
+    }
+
+    #[test]
+    fn find_max_runs_several_trials_and_names_the_result() {
+        let mut p = quick(1);
+        p.steps = 1_000;
+        p.frequency_hz = 2_000.0;
+        p.find_max = Some(FindMax {
+            resolution: 0.5,
+            max_trial: Nanos::from_millis(100),
+            floor_hz: 1_000.0,
+        });
+        let sut = run(&p, vec![], &Progress::new()).unwrap();
+        assert!(sut.measurements.len() >= 2);
+        assert!(sut.headline.unwrap().contains("sustain"));
+    }
+
+    #[test]
+    fn trial_steps_fit_the_time_but_never_drop_below_a_thousand() {
+        assert_eq!(trial_steps(50_000, 10_000.0, Nanos::from_secs(5)), 50_000);
+        assert_eq!(trial_steps(50_000, 100.0, Nanos::from_secs(5)), 1_000);
+        assert_eq!(trial_steps(50_000, 2_000.0, Nanos::from_secs(5)), 10_000);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let mut p = quick(1);
+        p.threads = 99;
+        assert!(matches!(validate(&p), Err(LoopError::Threads { .. })));
+        let mut p = quick(1);
+        p.frequency_hz = 1e9;
+        assert!(matches!(validate(&p), Err(LoopError::Frequency(_))));
+        let mut p = quick(2);
+        p.modules = 4;
+        assert!(matches!(validate(&p), Err(LoopError::Model { .. })));
+    }
+
+    #[test]
+    fn frequencies_read_as_people_write_them() {
+        assert_eq!(khz(10_000.0), "10 kHz");
+        assert_eq!(khz(12_500.0), "12.5 kHz");
+        assert_eq!(khz(500.0), "500 Hz");
+    }
+}

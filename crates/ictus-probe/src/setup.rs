@@ -1,0 +1,97 @@
+//! Setting up measuring threads, the same way for every probe: pin, set the policy,
+//! prefault the stack, and read back what was obtained. A refusal is a [`Warning`]
+//! with its cause and fix; the thread goes on with what it has.
+//!
+//! ```no_run
+//! use ictus_os::sched::Policy;
+//! let (config, warnings) = ictus_probe::setup::prepare_thread(Some(1), Policy::Fifo { priority: 80 });
+//! assert_eq!(config.pinned_cpu, Some(1));
+//! for w in warnings {
+//!     eprintln!("{}", w.message);
+//! }
+//! ```
+
+use ictus_core::CpuSet;
+use ictus_os::memory;
+use ictus_os::sched::{self, Policy, SchedError};
+use serde::{Deserialize, Serialize};
+
+use crate::record::{ThreadConfig, Warning};
+
+/// How a probe's threads are scheduled (the options every probe shares).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedSpec {
+    /// CPUs to run on (one measuring thread each, where the probe says so).
+    pub cpus: CpuSet,
+    /// Pin each thread to its CPU.
+    pub pin: bool,
+    /// Scheduling policy of the measuring threads.
+    pub policy: Policy,
+    /// Lock all memory first.
+    pub mlock: bool,
+}
+
+/// Prepares the calling thread: pins it to `cpu` (if given), sets `policy`, prefaults
+/// its stack, then reads back the affinity and policy actually obtained.
+pub fn prepare_thread(cpu: Option<usize>, policy: Policy) -> (ThreadConfig, Vec<Warning>) {
+    let mut warnings = Vec::new();
+    // Pin first, so the policy applies on the right CPU.
+    if let Some(cpu) = cpu
+        && let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu]))
+    {
+        warnings.push(Warning {
+            id: "affinity-refused".into(),
+            message: format!("thread for CPU {cpu} runs unpinned: {e}"),
+            advice: None,
+        });
+    }
+    if let Err(e) = sched::set_policy(policy) {
+        let (message, advice) = match &e {
+            SchedError::Refused { source, advice, .. } => (
+                format!(
+                    "{policy} refused ({source}); measured with the policy the thread already had"
+                ),
+                Some(advice.clone()),
+            ),
+            other => (other.to_string(), None),
+        };
+        warnings.push(Warning {
+            id: "policy-refused".into(),
+            message,
+            advice,
+        });
+    }
+    memory::prefault_stack();
+    let config = ThreadConfig {
+        tid: sched::thread_id(),
+        pinned_cpu: cpu,
+        affinity: sched::current_affinity().unwrap_or_default(),
+        policy_requested: policy,
+        policy: sched::current_policy().unwrap_or(policy),
+        hybrid_margin_ns: None,
+    };
+    (config, warnings)
+}
+
+/// Returns the calling thread to SCHED_OTHER (teardown of a measuring thread).
+pub fn release_thread() {
+    let _ = sched::set_policy(Policy::Other { nice: 0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_normal_thread_is_prepared_without_warnings() {
+        std::thread::spawn(|| {
+            let cpu = ictus_os::facts::online_cpus().cpus()[0];
+            let (sut, warnings) = prepare_thread(Some(cpu), Policy::Other { nice: 1 });
+            assert!(warnings.is_empty(), "{warnings:?}");
+            assert_eq!(sut.affinity, CpuSet::from_cpus([cpu]));
+            assert_eq!(sut.policy, Policy::Other { nice: 1 });
+        })
+        .join()
+        .unwrap();
+    }
+}
