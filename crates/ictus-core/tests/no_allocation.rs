@@ -3,17 +3,21 @@
 //! counting global allocator watches them.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::mass::{Model, Params};
 use ictus_core::sync::{SpinBarrier, spsc};
 use ictus_core::{LatencyHistogram, Nanos};
 
-/// Counts allocations while `WATCHING` is set (every thread; this binary's tests run
-/// one at a time under `SERIAL`).
+/// Counts allocations of the threads that set `WATCHING` (this binary's tests run one
+/// at a time under `SERIAL`, since the counter is shared).
 struct Counting;
 
-static WATCHING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether this thread's allocations are counted (the test harness's own threads
+    /// allocate at any time and are never watched).
+    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -22,7 +26,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // Relaxed: a plain event counter, read after the watched section.
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(|w| w.get()) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
@@ -34,7 +38,7 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // Relaxed: see `alloc`.
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(|w| w.get()) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
@@ -48,15 +52,15 @@ static GLOBAL: Counting = Counting;
 /// Runs `f` with the counter on; returns the allocations it made.
 fn allocations_of(f: impl FnOnce()) -> u64 {
     ALLOCATIONS.store(0, Ordering::Relaxed);
-    WATCHING.store(true, Ordering::Relaxed);
+    WATCHING.with(|w| w.set(true));
     f();
-    WATCHING.store(false, Ordering::Relaxed);
+    WATCHING.with(|w| w.set(false));
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 
 #[test]
 fn ring_traffic_allocates_nothing() {
-    let _serial = SERIAL.lock().unwrap();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut tx, mut rx) = spsc::channel::<u64>(64);
     let (mut btx, mut brx) = spsc::bytes::channel(512, 8);
     let n = allocations_of(|| {
@@ -75,7 +79,7 @@ fn ring_traffic_allocates_nothing() {
 
 #[test]
 fn the_spin_barrier_and_the_model_step_allocate_nothing() {
-    let _serial = SERIAL.lock().unwrap();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut model = Model::chain(1_000, &Params::default()).unwrap();
     let parts = model.partition(2);
     let barrier = SpinBarrier::new(2);
@@ -96,18 +100,23 @@ fn the_spin_barrier_and_the_model_step_allocate_nothing() {
             let (model, barrier, start, done) = (&model, &barrier, &start, &done);
             s.spawn(move || {
                 start.wait();
+                WATCHING.with(|w| w.set(true));
                 for _ in 0..1_000 {
                     model.step_part(part, || {
                         barrier.wait();
                     });
                 }
+                WATCHING.with(|w| w.set(false));
                 done.wait();
             });
         }
-        let n = allocations_of(|| {
-            start.wait();
-            done.wait();
-        });
-        assert_eq!(n, 0, "partitioned steps with spin rendezvous");
+        ALLOCATIONS.store(0, Ordering::Relaxed);
+        start.wait();
+        done.wait();
+        assert_eq!(
+            ALLOCATIONS.load(Ordering::Relaxed),
+            0,
+            "partitioned steps with spin rendezvous"
+        );
     });
 }

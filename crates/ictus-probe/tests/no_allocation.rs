@@ -1,7 +1,7 @@
 //! The hot loops allocate nothing: a counting global allocator watches them.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::{LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
 use ictus_os::clock::monotonic_now;
@@ -13,7 +13,11 @@ use ictus_probe::timer::measure_grid;
 /// in this binary).
 struct Counting;
 
-static WATCHING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Whether this thread's allocations are counted (the test harness's own threads
+    /// allocate at any time and are never watched).
+    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: every call is forwarded unchanged to the system allocator, which upholds
@@ -21,7 +25,7 @@ static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // Relaxed: a plain event counter, read after the watched section.
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(|w| w.get()) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
@@ -33,7 +37,7 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // Relaxed: see `alloc`.
-        if WATCHING.load(Ordering::Relaxed) {
+        if WATCHING.with(|w| w.get()) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
@@ -59,9 +63,9 @@ fn the_timer_hot_loop_allocates_nothing_in_any_mode() {
         let start = monotonic_now() + Nanos::from_micros(100);
         let mut grid = PeriodicDeadlines::new(start, Nanos::from_micros(100), Some(2_000)).unwrap();
         ALLOCATIONS.store(0, Ordering::Relaxed);
-        WATCHING.store(true, Ordering::Relaxed);
+        WATCHING.with(|w| w.set(true));
         measure_grid(&mut grid, mode, &mut histogram, &mut misses, &progress);
-        WATCHING.store(false, Ordering::Relaxed);
+        WATCHING.with(|w| w.set(false));
         assert_eq!(histogram.count() + misses.missed, 2_000, "{mode:?}");
         assert_eq!(progress.done(), 2_000);
         assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0, "{mode:?} allocated");
