@@ -20,6 +20,8 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Run one measurement.
     Probe(ProbeArgs),
+    /// Turn another tool's results into an ictus record (cyclictest --json).
+    Import(crate::import::ImportArgs),
     /// Run background loads (cpu, disk, net, syscall, cachemiss, membw) to measure under.
     Load(crate::load::LoadCommandArgs),
 }
@@ -56,6 +58,9 @@ pub(crate) enum ProbeCommand {
     Compute(crate::compute::ComputeArgs),
     /// Spin rendezvous between cores, against the bare cache-line round trip (seed 000 Table 6).
     Rendezvous(crate::rendezvous::RendezvousArgs),
+    /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
+    /// Unix socket and buffer handover (seed 004 Figures 6 and 7).
+    Throughput(crate::throughput::ThroughputArgs),
 }
 
 /// Scheduling policies on the command line.

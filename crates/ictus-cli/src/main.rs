@@ -8,6 +8,7 @@ mod args;
 mod common;
 mod compute;
 mod doctor;
+mod import;
 mod irq;
 mod jitter;
 mod load;
@@ -15,6 +16,7 @@ mod loop_cmd;
 mod memlat;
 mod pingpong;
 mod rendezvous;
+mod throughput;
 mod timer;
 
 use std::io::Write;
@@ -97,6 +99,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Import(args) => import::run(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;
@@ -114,6 +117,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 ProbeCommand::Memlat(args) => memlat::run(&args, &progress),
                 ProbeCommand::Pingpong(args) => pingpong::run(&args, &progress),
                 ProbeCommand::Rendezvous(args) => rendezvous::run(&args, &progress),
+                ProbeCommand::Throughput(args) => throughput::run(&args, &progress),
             }
         }
     }

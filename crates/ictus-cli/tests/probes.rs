@@ -200,3 +200,30 @@ fn bad_options_give_one_line_and_exit_two() {
         assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
     }
 }
+
+#[test]
+fn a_cyclictest_file_imports_as_a_timer_record() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ictus-probe/tests/fixtures/cyclictest-2threads.json"
+    );
+    let out = ictus()
+        .args(["import", "cyclictest", fixture])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["probe"], "timer");
+    assert_eq!(r["provenance"]["tool"], "cyclictest");
+    assert_eq!(r["threads"].as_array().unwrap().len(), 2);
+    let bad = ictus()
+        .args(["import", "cyclictest", "/nonexistent.json"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent.json"));
+}

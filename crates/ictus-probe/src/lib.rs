@@ -7,6 +7,7 @@
 
 pub mod compute;
 pub mod doctor;
+pub mod import;
 pub mod irq;
 pub mod jitter;
 pub mod load;
@@ -19,4 +20,6 @@ pub mod record;
 pub mod rendezvous;
 pub mod session;
 pub mod setup;
+pub mod survey;
+pub mod throughput;
 pub mod timer;

@@ -439,7 +439,7 @@ fn point(
 /// The bare cache-line round trip between `a` and `b`: one thread writes a counter,
 /// the other echoes it, `round_trips` times. Returns the total time and the two
 /// threads' configurations.
-fn cacheline_round_trip(
+pub(crate) fn cacheline_round_trip(
     params: &RendezvousParams,
     a: usize,
     b: usize,

@@ -1,0 +1,365 @@
+//! `ictus probe throughput`: arguments to parameters, the run with its progress bar,
+//! and the human view of the record (seed 004 Figures 6 and 7 as tables).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::Nanos;
+use ictus_probe::progress::Progress;
+use ictus_probe::record::{Measurement, RunRecord};
+use ictus_probe::throughput::{
+    self, Length, MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputParams, Transport,
+};
+
+use crate::Failure;
+use crate::args::{OutputArgs, SchedArgs, positive_duration};
+use crate::common::{self, Bar};
+
+/// Thread placements on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PlacementArg {
+    /// Both threads on the first CPU of --cpus (ring sides yield between checks).
+    SameCpu,
+    /// Sender on the first CPU of --cpus, receiver on the second.
+    CrossCpu,
+    /// Same CPU, then across CPUs.
+    Both,
+}
+
+/// Port semantics on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ModeArg {
+    /// Each message is acknowledged before the next is sent (seed 004's port).
+    Sync,
+    /// The sender waits only when the transport is full.
+    Stream,
+}
+
+/// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
+/// Unix socket pair and buffer handover (seed 004 Figures 6 and 7).
+///
+/// The default policy (fifo 95) makes the spinning sides real-time on every CPU
+/// they use: on a two-CPU machine the rest of the system then runs only while the
+/// kernel's real-time throttle stalls them (about 50 ms each second), which shows
+/// as max latencies of that size. Use --policy other for a quick look.
+#[derive(Debug, Args)]
+pub(crate) struct ThroughputArgs {
+    /// Transports to measure: spsc, pipe, unix, handover, or all (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "all", value_parser = parse_transport)]
+    pub(crate) transport: Vec<TransportChoice>,
+    /// Where the two threads run.
+    #[arg(long, value_enum, default_value = "both")]
+    pub(crate) placement: PlacementArg,
+    /// Whether the sender waits for each message to be taken (sync) or only when
+    /// the transport is full (stream).
+    #[arg(long, value_enum, default_value = "sync")]
+    pub(crate) mode: ModeArg,
+    /// Largest payload of the sweep 0, 1, 2, 4 ... (bytes; K, KiB, M, MiB accepted).
+    #[arg(long, default_value = "32768", value_parser = parse_bytes)]
+    pub(crate) max_payload: usize,
+    /// Payload sizes to measure instead of the sweep (bytes, comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes, conflicts_with = "max_payload")]
+    pub(crate) sizes: Option<Vec<usize>>,
+    /// How long to measure each point, after its warm-up (e.g. 100ms).
+    #[arg(long, default_value = "100ms", value_parser = positive_duration, conflicts_with = "messages")]
+    pub(crate) point_time: Duration,
+    /// Measure this many messages per point instead of a duration.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) messages: Option<u64>,
+    /// Warm-up before each point, discarded.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub(crate) warmup: Duration,
+    /// Round trips of the bare cache-line reference between the first two CPUs.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) round_trips: u64,
+    #[command(flatten)]
+    pub(crate) sched: SchedArgs,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+/// One `--transport` word: a transport or `all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransportChoice {
+    /// One transport.
+    One(Transport),
+    /// Every transport.
+    All,
+}
+
+fn parse_transport(s: &str) -> Result<TransportChoice, String> {
+    if s == "all" {
+        return Ok(TransportChoice::All);
+    }
+    Transport::from_name(s)
+        .map(TransportChoice::One)
+        .ok_or_else(|| format!("'{s}' is not spsc, pipe, unix, handover or all"))
+}
+
+/// A byte count: a number, optionally with K, KiB, M or MiB (powers of 1024).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" | "k" => 1024,
+        "M" | "MiB" => 1024 * 1024,
+        other => return Err(format!("unknown unit '{other}' (use bytes, K or M)")),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is not a byte count (e.g. 4096, 32K)"))?;
+    n.checked_mul(scale)
+        .filter(|&b| b <= MAX_PAYLOAD_BYTES)
+        .ok_or_else(|| format!("{s} is larger than the {MAX_PAYLOAD_BYTES}-byte limit"))
+}
+
+/// Turns the command line into probe parameters, refusing what can never run.
+pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure> {
+    let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
+    let mut transports = Vec::new();
+    for choice in &args.transport {
+        let add: &[Transport] = match choice {
+            TransportChoice::All => &Transport::ALL,
+            TransportChoice::One(t) => std::slice::from_ref(t),
+        };
+        for t in add {
+            if !transports.contains(t) {
+                transports.push(*t);
+            }
+        }
+    }
+    let placements = match args.placement {
+        PlacementArg::SameCpu => vec![Placement::SameCpu],
+        PlacementArg::CrossCpu => vec![Placement::CrossCpu],
+        PlacementArg::Both => Placement::ALL.to_vec(),
+    };
+    let sizes = match &args.sizes {
+        Some(sizes) => sizes.clone(),
+        None => throughput::sizes_up_to(args.max_payload),
+    };
+    let params = ThroughputParams {
+        sched,
+        transports,
+        placements,
+        mode: match args.mode {
+            ModeArg::Sync => Mode::Sync,
+            ModeArg::Stream => Mode::Stream,
+        },
+        sizes,
+        length: match args.messages {
+            Some(n) => Length::Messages(n),
+            None => Length::Time(Nanos::from(args.point_time)),
+        },
+        warmup: Nanos::from(args.warmup),
+        round_trips: args.round_trips,
+    };
+    throughput::validate(&params).map_err(Failure::usage)?;
+    Ok(params)
+}
+
+/// Runs the probe and prints the record.
+pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let params = params(args)?;
+    let points = params.points().len() as u32;
+    let per_point = match params.length {
+        Length::Time(d) => Duration::from(d),
+        // Assume a few microseconds per message for the estimate.
+        Length::Messages(n) => Duration::from_micros(5 * n),
+    };
+    let memcpy = match params.length {
+        Length::Time(d) => Duration::from(d),
+        Length::Messages(_) => Duration::from_millis(10),
+    };
+    // About 200 ns per cache-line round trip.
+    let expected = (per_point + Duration::from(params.warmup)) * points
+        + memcpy * params.sizes.len() as u32
+        + Duration::from_nanos(200 * params.round_trips);
+    let bar = Bar::start(progress, expected, &args.out, "points");
+    let record = common::with_loads(&args.sched, || {
+        throughput::run(&params, std::env::args().collect(), progress)
+    });
+    bar.done(progress);
+    let record = record?;
+    common::emit(&record, &args.out, render)
+}
+
+/// A figure from a measurement, if present.
+fn metric(m: &Measurement, key: &str) -> Option<f64> {
+    m.metrics.get(key).copied().filter(|v| v.is_finite())
+}
+
+/// Microseconds with 0.01 us resolution from a nanosecond figure, or `-`.
+fn micros(ns: Option<f64>) -> String {
+    ns.map_or_else(|| "-".into(), |v| format!("{:.2}", v / 1e3))
+}
+
+/// A payload size for tables: `0 B`, `512 B`, `32 KiB`.
+fn size(n: u64) -> String {
+    if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// One table per transport and placement (seed 004 Figures 6 and 7 as numbers), the
+/// references, then the targets.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    let memcpy: Vec<(u64, f64)> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "memcpy")
+        .filter_map(|m| {
+            Some((
+                m.labels["payload_bytes"].as_u64()?,
+                metric(m, "bytes_per_s")?,
+            ))
+        })
+        .collect();
+    let transfers: Vec<&Measurement> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == throughput::MEASUREMENT)
+        .collect();
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for m in &transfers {
+        let key = (
+            m.labels["transport"].as_str().unwrap_or("?").to_string(),
+            m.labels["placement"].as_str().unwrap_or("?").to_string(),
+        );
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    for (transport, placement) in &groups {
+        let rows: Vec<&&Measurement> = transfers
+            .iter()
+            .filter(|m| m.labels["transport"] == transport.as_str())
+            .filter(|m| m.labels["placement"] == placement.as_str())
+            .collect();
+        let mode = rows
+            .first()
+            .and_then(|m| m.labels["mode"].as_str())
+            .unwrap_or("?");
+        let cpus = rows.first().map(|m| m.labels["cpus"].to_string());
+        let _ = writeln!(
+            out,
+            "\n{transport}, {placement} (CPUs {}), {mode} mode; latencies in microseconds:",
+            cpus.as_deref().unwrap_or("?")
+        );
+        let sync = mode == Mode::Sync.name();
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut header = vec![
+            "payload",
+            "MB/s",
+            "x memcpy",
+            "msgs/s",
+            "one-way p50",
+            "p99",
+            "max",
+        ];
+        if sync {
+            header.push("round trip p50");
+        }
+        table.set_header(header);
+        for m in rows {
+            let n = m.labels["payload_bytes"].as_u64().unwrap_or(0);
+            let rate = metric(m, "bytes_per_s");
+            let vs_memcpy = memcpy
+                .iter()
+                .find(|(size, _)| *size == n)
+                .and_then(|&(_, r)| Some(rate? / r).filter(|_| n > 0 && r > 0.0));
+            let mut row = vec![
+                Cell::new(size(n)),
+                Cell::new(rate.map_or("-".into(), |r| format!("{:.1}", r / 1e6))),
+                Cell::new(vs_memcpy.map_or("-".into(), |v| format!("{v:.3}"))),
+                Cell::new(metric(m, "messages_per_s").map_or("-".into(), |r| format!("{r:.0}"))),
+                Cell::new(micros(metric(m, "one_way_p50_ns"))),
+                Cell::new(micros(metric(m, "one_way_p99_ns"))),
+                Cell::new(micros(metric(m, "one_way_max_ns"))),
+            ];
+            if sync {
+                row.push(Cell::new(micros(metric(m, "round_trip_p50_ns"))));
+            }
+            table.add_row(row);
+        }
+        for col in 0..table.column_count() {
+            if let Some(c) = table.column_mut(col) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(out, "{table}");
+    }
+    if let Some(rt) = record
+        .measurements
+        .iter()
+        .find(|m| m.name == "cacheline-round-trip")
+        && let Some(ns) = metric(rt, "ns_per_round_trip")
+    {
+        let _ = writeln!(
+            out,
+            "\nbare cache-line round trip on CPUs {}: {ns:.0} ns (half: {:.0} ns)",
+            rt.labels["cpus"],
+            ns / 2.0
+        );
+    }
+    if let Some(big) = memcpy.iter().max_by_key(|(n, _)| *n) {
+        let _ = writeln!(
+            out,
+            "memcpy on one CPU: {:.0} MB/s at {}",
+            big.1 / 1e6,
+            size(big.0)
+        );
+    }
+    if let Some(t) = record.measurements.iter().find(|m| m.name == "targets") {
+        let one_way = metric(t, "spsc_one_way_vs_half_round_trip")
+            .map_or("not measured".into(), |r| {
+                format!("{r:.2} ({})", if r <= 1.5 { "met" } else { "missed" })
+            });
+        let bandwidth = metric(t, "spsc_vs_memcpy").map_or("not measured".into(), |r| {
+            format!("{r:.2} ({})", if r >= 0.5 { "met" } else { "missed" })
+        });
+        let _ = writeln!(
+            out,
+            "targets: spsc one-way p50 / half round trip = {one_way}, target <= 1.5; \
+             spsc / memcpy at {} = {bandwidth}, target >= 0.5",
+            size(t.labels["bandwidth_payload_bytes"].as_u64().unwrap_or(0))
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_take_binary_units() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("32K"), Ok(32 * 1024));
+        assert_eq!(parse_bytes("1MiB"), Ok(1024 * 1024));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("1024M").is_err());
+    }
+
+    #[test]
+    fn transports_parse_by_name_or_all() {
+        assert_eq!(
+            parse_transport("unix"),
+            Ok(TransportChoice::One(Transport::Unix))
+        );
+        assert_eq!(parse_transport("all"), Ok(TransportChoice::All));
+        assert!(parse_transport("carrier-pigeon").is_err());
+    }
+}

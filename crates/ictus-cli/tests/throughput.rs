@@ -1,0 +1,163 @@
+//! End-to-end: `ictus probe throughput` gives a valid record from a tiny run, and
+//! refuses bad options with one line and exit code 2.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn ictus() -> Command {
+    Command::cargo_bin("ictus").expect("the ictus binary is built")
+}
+
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+/// Runs `ictus probe throughput ARGS --json` and returns the record after the checks
+/// every record must pass.
+fn record(args: &[&str]) -> Value {
+    let out = ictus()
+        .args(["probe", "throughput"])
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("ictus runs");
+    assert!(
+        out.status.success(),
+        "ictus probe throughput {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON record");
+    assert_eq!(r["schema"], "ictus.run-record");
+    assert_eq!(r["probe"], "throughput");
+    assert_eq!(r["complete"], true);
+    assert!(r["provenance"]["end_time"].is_string());
+    for m in r["measurements"].as_array().expect("measurements") {
+        if let Some(l) = m.get("latency").filter(|l| !l.is_null()) {
+            let count = l["summary"]["count"].as_u64().unwrap();
+            let buckets: u64 = l["histogram"]["buckets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["count"].as_u64().unwrap())
+                .sum();
+            assert_eq!(count, buckets, "histogram holds every sample");
+        }
+    }
+    r
+}
+
+fn points<'a>(r: &'a Value, name: &str) -> Vec<&'a Value> {
+    r["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == name)
+        .collect()
+}
+
+#[test]
+fn a_tiny_run_gives_every_point_the_references_and_the_targets() {
+    let placement = if two_cpus() { "both" } else { "same-cpu" };
+    let r = record(&[
+        "--sizes",
+        "0,64,4096",
+        "--point-time",
+        "5ms",
+        "--warmup",
+        "1ms",
+        "--round-trips",
+        "10000",
+        "--placement",
+        placement,
+        "--policy",
+        "other",
+    ]);
+    let placements = if two_cpus() { 2 } else { 1 };
+    let transfers = points(&r, "transfer");
+    assert_eq!(transfers.len(), 4 * placements * 3);
+    for m in &transfers {
+        assert!(m["metrics"]["messages"].as_f64().unwrap() >= 1.0, "{m}");
+        assert!(m["metrics"]["messages_per_s"].as_f64().unwrap() > 0.0);
+        assert!(m["metrics"]["one_way_mean_ns"].as_f64().unwrap() > 0.0);
+        assert_eq!(m["labels"]["mode"], "sync");
+        let bytes = m["metrics"]["bytes_per_s"].as_f64().unwrap();
+        assert_eq!(bytes > 0.0, m["labels"]["payload_bytes"] != 0, "{m}");
+    }
+    assert_eq!(points(&r, "memcpy").len(), 3);
+    assert_eq!(
+        r["parameters"]["payload_bytes"],
+        serde_json::json!([0, 64, 4096])
+    );
+    if two_cpus() {
+        assert_eq!(points(&r, "cacheline-round-trip").len(), 1);
+        let targets = points(&r, "targets");
+        assert_eq!(targets.len(), 1);
+        assert!(targets[0]["metrics"]["spsc_vs_memcpy"].as_f64().unwrap() > 0.0);
+        assert!(r["headline"].as_str().unwrap().contains("memcpy"));
+    }
+}
+
+#[test]
+fn the_human_view_has_a_table_per_transport_and_placement() {
+    let out = ictus()
+        .args([
+            "probe",
+            "throughput",
+            "--transport",
+            "spsc,pipe",
+            "--placement",
+            "same-cpu",
+            "--mode",
+            "stream",
+            "--sizes",
+            "0,1K",
+            "--messages",
+            "200",
+            "--round-trips",
+            "1000",
+            "--policy",
+            "other",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("spsc, same-cpu"), "{text}");
+    assert!(text.contains("pipe, same-cpu"), "{text}");
+    assert!(text.contains("stream mode"), "{text}");
+    assert!(text.contains("1 KiB"), "{text}");
+    assert!(!text.contains("unix"), "{text}");
+}
+
+#[test]
+fn bad_options_give_one_line_and_exit_two() {
+    let mut cases = vec![
+        vec!["--transport", "carrier-pigeon"],
+        vec!["--mode", "async"],
+        vec!["--max-payload", "12 parsecs"],
+        vec!["--sizes", "1G"],
+        vec!["--messages", "0"],
+        vec!["--point-time", "0s"],
+        vec!["--sizes", "64", "--max-payload", "128"],
+        vec!["--no-pin"],
+        vec!["--cpus", "999"],
+    ];
+    if two_cpus() {
+        cases.push(vec!["--cpus", "0", "--placement", "cross-cpu"]);
+    }
+    for args in cases {
+        let out = ictus()
+            .args(["probe", "throughput"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+}
