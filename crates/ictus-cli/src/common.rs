@@ -140,6 +140,7 @@ impl Bar {
             while !progress.is_finished() {
                 bar.set_length(progress.total().max(1));
                 bar.set_position(progress.done());
+                bar.set_message(progress.label());
                 std::thread::sleep(Duration::from_millis(100));
             }
             bar.finish_and_clear();

@@ -49,7 +49,7 @@ pub(crate) struct LoopArgs {
 }
 
 /// `10kHz`, `50 khz`, `500Hz`, `2000`.
-fn parse_frequency(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_frequency(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase().replace(' ', "");
     let (num, scale) = if let Some(n) = t.strip_suffix("khz") {
         (n, 1e3)

@@ -11,6 +11,7 @@
 //! assert!(p.stop_requested());
 //! ```
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Shared progress counters and stop flag. All operations are lock-free.
@@ -20,6 +21,7 @@ pub struct Progress {
     total: AtomicU64,
     stop: AtomicBool,
     finished: AtomicBool,
+    label: Mutex<String>,
 }
 
 impl Progress {
@@ -37,6 +39,21 @@ impl Progress {
     pub fn advance(&self, n: u64) {
         // Relaxed: see `set_total`.
         self.done.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Sets the units done (for a watcher that computes it).
+    pub fn set_done(&self, done: u64) {
+        // Relaxed: see `set_total`.
+        self.done.store(done, Ordering::Relaxed);
+    }
+    /// Names what is being done now (a survey's current step). Not for hot paths.
+    pub fn set_label(&self, label: &str) {
+        let mut l = self.label.lock().unwrap_or_else(|e| e.into_inner());
+        l.clear();
+        l.push_str(label);
+    }
+    /// What is being done now.
+    pub fn label(&self) -> String {
+        self.label.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     /// Units done so far.
     pub fn done(&self) -> u64 {

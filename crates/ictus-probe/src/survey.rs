@@ -1,7 +1,23 @@
 //! `survey`: the main job. A campaign of probes over a matrix of configurations
 //! (scheduling class x load), ending in a results directory that `ictus-report`
-//! renders. This module holds the manifest written beside the records.
+//! renders: the plan (which probe, in which configuration, for how long), the
+//! runner (each record written as it completes, the manifest after every step), and
+//! the verdict against the target loop.
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ictus_core::{CpuSet, Nanos};
+use ictus_os::facts;
+use ictus_os::sched::Policy;
+use thiserror::Error;
+
+use crate::load::{LoadKind, LoadSpec};
+use crate::progress::Progress;
+use crate::record::RunRecord;
+use crate::setup::SchedSpec;
+use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
 use serde::{Deserialize, Serialize};
 
 /// The value of the manifest's `schema` field.
@@ -125,4 +141,808 @@ pub struct Manifest {
     pub steps: Vec<Step>,
     /// The verdict (absent when stopped before the loop probe ran).
     pub verdict: Option<Verdict>,
+}
+
+// The runner.
+
+impl Class {
+    /// The name used in step ids and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::NormalUnpinned => "normal-unpinned",
+            Class::RtPinned => "rt-pinned",
+            Class::Shielded => "shielded",
+        }
+    }
+    /// What it means, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Class::NormalUnpinned => "SCHED_OTHER, unpinned",
+            Class::RtPinned => "SCHED_FIFO 95, pinned, memory locked",
+            Class::Shielded => "SCHED_FIFO 95 on a shielded CPU",
+        }
+    }
+}
+
+impl LoadCase {
+    /// The name used in step ids and tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LoadCase::Idle => "idle",
+            LoadCase::One(k) => k.name(),
+            LoadCase::All => "all-loads",
+        }
+    }
+    /// The loads it starts, on `cpus`.
+    pub fn specs(&self, cpus: &CpuSet) -> Vec<LoadSpec> {
+        let kinds: Vec<LoadKind> = match self {
+            LoadCase::Idle => Vec::new(),
+            LoadCase::One(k) => vec![*k],
+            LoadCase::All => LoadKind::ALL.to_vec(),
+        };
+        kinds
+            .into_iter()
+            .map(|kind| LoadSpec {
+                kind,
+                cpus: cpus.clone(),
+            })
+            .collect()
+    }
+    /// Idle, each load alone, then all together.
+    pub fn matrix() -> Vec<LoadCase> {
+        let mut v = vec![LoadCase::Idle];
+        v.extend(LoadKind::ALL.into_iter().map(LoadCase::One));
+        v.push(LoadCase::All);
+        v
+    }
+}
+
+impl Profile {
+    /// The profile's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Quick => "quick",
+            Profile::Standard => "standard",
+            Profile::Full => "full",
+        }
+    }
+}
+
+impl Default for Target {
+    /// Seed 000 Table 1's gesture loop: 10 kHz on 2 cores, 512 bytes exchanged.
+    fn default() -> Self {
+        Target {
+            frequency_hz: 10_000.0,
+            cores: 2,
+            exchange_bytes: 512,
+        }
+    }
+}
+
+/// What one step runs.
+#[derive(Clone, Debug)]
+enum Action {
+    Timer(timer::TimerParams),
+    Pingpong(pingpong::PingpongParams),
+    Jitter(jitter::JitterParams),
+    Memlat(memlat::MemlatParams),
+    Compute(compute::ComputeParams),
+    Throughput(throughput::ThroughputParams),
+    Rendezvous(rendezvous::RendezvousParams),
+    Loop(r#loop::LoopParams),
+}
+
+/// One planned step: what it is, what it runs, how long it should take.
+#[derive(Clone, Debug)]
+pub struct PlannedStep {
+    step: Step,
+    action: Option<Action>,
+    estimate: Duration,
+}
+
+impl PlannedStep {
+    /// The step as the manifest will list it.
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+    /// Its expected duration.
+    pub fn estimate(&self) -> Duration {
+        self.estimate
+    }
+}
+
+/// The survey's options.
+#[derive(Clone, Debug)]
+pub struct SurveyOptions {
+    /// How long.
+    pub profile: Profile,
+    /// The loop the verdict is about.
+    pub target: Target,
+    /// CPUs the survey measures on (and loads).
+    pub cpus: CpuSet,
+}
+
+impl Default for SurveyOptions {
+    /// Quick, seed 000's gesture loop, every online CPU.
+    fn default() -> Self {
+        SurveyOptions {
+            profile: Profile::Quick,
+            target: Target::default(),
+            cpus: facts::online_cpus(),
+        }
+    }
+}
+
+/// Why a survey could not run.
+#[derive(Debug, Error)]
+pub enum SurveyError {
+    /// The results directory could not be written.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No CPU.
+    #[error("no CPU to measure on")]
+    NoCpu,
+    /// The target cannot be planned on this machine.
+    #[error("the target asks for {cores} cores; {cpus} CPUs are selected")]
+    TargetCores {
+        /// Asked.
+        cores: usize,
+        /// Available.
+        cpus: usize,
+    },
+}
+
+/// Scale factor of a profile's run lengths.
+fn scale(p: Profile) -> u64 {
+    match p {
+        Profile::Quick => 1,
+        Profile::Standard => 5,
+        Profile::Full => 30,
+    }
+}
+
+/// Whether this process may use SCHED_FIFO; the reason when not.
+fn fifo_refusal() -> Option<String> {
+    match facts::try_sched_fifo() {
+        facts::Attempt::Succeeded => None,
+        facts::Attempt::Failed { error, .. } => Some(format!(
+            "SCHED_FIFO refused ({error}); see `ictus doctor` for the fix"
+        )),
+    }
+}
+
+fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
+    match class {
+        Class::NormalUnpinned => SchedSpec {
+            cpus: cpus.clone(),
+            pin: pin_always,
+            policy: Policy::Other { nice: 0 },
+            mlock: false,
+        },
+        Class::RtPinned | Class::Shielded => SchedSpec {
+            cpus: cpus.clone(),
+            pin: true,
+            policy: Policy::Fifo { priority: 95 },
+            mlock: true,
+        },
+    }
+}
+
+/// The steps of a survey, in order, before any runs.
+pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
+    if opts.cpus.is_empty() {
+        return Err(SurveyError::NoCpu);
+    }
+    let k = scale(opts.profile);
+    let cpus = &opts.cpus;
+    let last = CpuSet::from_cpus(cpus.cpus().last().copied());
+    let fifo = fifo_refusal();
+    let mut steps = Vec::new();
+    let mut push = |probe: &str,
+                    class: Class,
+                    load: LoadCase,
+                    action: Option<Action>,
+                    estimate: Duration,
+                    skip: Option<String>| {
+        let id = format!("{probe}-{}-{}", class.name(), load.name());
+        let (status, reason, action) = match (skip, class) {
+            (Some(r), _) => (StepStatus::Skipped, Some(r), None),
+            (None, Class::Shielded) => (
+                StepStatus::Skipped,
+                Some("no shield: `ictus shield` does not exist yet".to_string()),
+                None,
+            ),
+            (None, Class::RtPinned) if fifo.is_some() => (StepStatus::Skipped, fifo.clone(), None),
+            (None, _) => (StepStatus::NotRun, None, action),
+        };
+        steps.push(PlannedStep {
+            step: Step {
+                id,
+                probe: probe.to_string(),
+                class,
+                load,
+                status,
+                file: None,
+                reason,
+            },
+            estimate: if action.is_some() {
+                estimate
+            } else {
+                Duration::ZERO
+            },
+            action,
+        });
+    };
+
+    // timer, pingpong, jitter over the matrix.
+    let timer_len = match opts.profile {
+        Profile::Full => (Nanos::from_micros(100), Nanos::from_secs(100)),
+        _ => (Nanos::from_millis(1), Nanos::from_secs(2 * k)),
+    };
+    for class in [Class::RtPinned, Class::NormalUnpinned, Class::Shielded] {
+        for load in LoadCase::matrix() {
+            let s = sched(class, cpus, false);
+            let t = timer::TimerParams {
+                interval: timer_len.0,
+                length: timer::Length::Duration(timer_len.1),
+                cpus: if class == Class::NormalUnpinned {
+                    last.clone()
+                } else {
+                    cpus.clone()
+                },
+                pin: s.pin,
+                policy: s.policy,
+                mlock: s.mlock,
+                mode: timer::ModeRequest::Nanosleep,
+                warmup: Nanos::from_millis(100),
+            };
+            push(
+                "timer",
+                class,
+                load.clone(),
+                Some(Action::Timer(t)),
+                Duration::from(timer_len.1) + Duration::from_millis(400),
+                None,
+            );
+            let mut placements = vec![pingpong::Placement::SameCpu];
+            if cpus.len() >= 2 {
+                placements.push(pingpong::Placement::CrossCpu);
+            }
+            let point = Nanos::from_millis(500 * k);
+            let p = pingpong::PingpongParams {
+                primitives: vec![pingpong::Primitive::Futex],
+                placements: placements.clone(),
+                length: pingpong::Length::Duration(point),
+                warmup: Nanos::from_millis(50),
+                cpus: cpus.clone(),
+                policy: s.policy,
+                mlock: s.mlock,
+                cpu_load: false,
+            };
+            push(
+                "pingpong",
+                class,
+                load.clone(),
+                Some(Action::Pingpong(p)),
+                Duration::from(point) * placements.len() as u32 + Duration::from_millis(400),
+                None,
+            );
+            let j = jitter::JitterParams {
+                sched: SchedSpec {
+                    cpus: last.clone(),
+                    pin: class != Class::NormalUnpinned,
+                    ..s.clone()
+                },
+                routine: jitter::Routine::Divisions {
+                    divisions: 1_000_000,
+                },
+                runs: 300 * k,
+                warmup_runs: 5,
+            };
+            push(
+                "jitter",
+                class,
+                load,
+                Some(Action::Jitter(j)),
+                Duration::from_millis(3 * 300 * k) + Duration::from_millis(400),
+                None,
+            );
+        }
+    }
+
+    // memlat, compute, throughput, rendezvous: idle.
+    let rt_or_normal = if fifo.is_some() {
+        Class::NormalUnpinned
+    } else {
+        Class::RtPinned
+    };
+    let m = memlat::MemlatParams {
+        sizes: match opts.profile {
+            Profile::Quick => vec![4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20],
+            _ => memlat::default_sizes(),
+        },
+        strides: match opts.profile {
+            Profile::Quick => vec![4, 64],
+            _ => vec![4, 44, 64, 4096],
+        },
+        mode: memlat::Mode::All,
+        threads: 1,
+        pages: memlat::PageSize::Base,
+        repeat: if opts.profile == Profile::Quick { 3 } else { 5 },
+        point_time: Nanos::from_millis(if opts.profile == Profile::Quick {
+            5
+        } else {
+            20
+        }),
+        sched: SchedSpec {
+            cpus: last.clone(),
+            ..sched(rt_or_normal, cpus, true)
+        },
+    };
+    push(
+        "memlat",
+        rt_or_normal,
+        LoadCase::Idle,
+        Some(Action::Memlat(m)),
+        Duration::from_secs(if opts.profile == Profile::Quick {
+            8
+        } else {
+            25
+        }),
+        None,
+    );
+    let c = compute::ComputeParams {
+        sched: sched(rt_or_normal, cpus, true),
+        sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
+        split_modules: 100_001,
+        threads: (1..=cpus.len()).collect(),
+        point_time: Nanos::from_millis(100 * k),
+    };
+    let points = (c.sizes.len() + c.threads.len()) as u32;
+    push(
+        "compute",
+        rt_or_normal,
+        LoadCase::Idle,
+        Some(Action::Compute(c)),
+        Duration::from_millis(100 * k) * points + Duration::from_secs(1),
+        None,
+    );
+    let two_cpus = (cpus.len() < 2).then(|| "needs two CPUs".to_string());
+    let t = throughput::ThroughputParams {
+        sched: sched(Class::NormalUnpinned, cpus, true),
+        transports: throughput::Transport::ALL.to_vec(),
+        placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
+        mode: throughput::Mode::Sync,
+        sizes: vec![0, 64, 1024, 4096, 32768],
+        length: throughput::Length::Time(Nanos::from_millis(20 * k)),
+        warmup: Nanos::from_millis(5),
+        round_trips: 200_000,
+    };
+    push(
+        "throughput",
+        Class::NormalUnpinned,
+        LoadCase::Idle,
+        Some(Action::Throughput(t)),
+        Duration::from_millis(20 * k * 4 * 2 * 5) + Duration::from_secs(2),
+        two_cpus.clone(),
+    );
+    let r = rendezvous::RendezvousParams {
+        sched: sched(Class::NormalUnpinned, cpus, true),
+        threads: (2..=cpus.len().min(4)).collect(),
+        spacings: vec![
+            rendezvous::Spacing::SameLine,
+            rendezvous::Spacing::Adjacent,
+            rendezvous::Spacing::Bytes(5000),
+        ],
+        payloads: vec![0, 512],
+        steps: 200_000 * k,
+        timed_steps: 50_000 * k,
+        round_trips: 500_000,
+    };
+    push(
+        "rendezvous",
+        Class::NormalUnpinned,
+        LoadCase::Idle,
+        Some(Action::Rendezvous(r)),
+        Duration::from_secs(3 * k),
+        two_cpus,
+    );
+
+    // The target loop: real-time and normal, idle and under every load; then the
+    // highest frequency.
+    let cores = opts.target.cores;
+    if cores > cpus.len() {
+        return Err(SurveyError::TargetCores {
+            cores,
+            cpus: cpus.len(),
+        });
+    }
+    let loop_steps = 20_000 * k;
+    for class in [Class::RtPinned, Class::NormalUnpinned] {
+        for load in [LoadCase::Idle, LoadCase::All] {
+            let l = r#loop::LoopParams {
+                sched: sched(class, cpus, true),
+                threads: cores,
+                frequency_hz: opts.target.frequency_hz,
+                modules: 1_001,
+                exchange_bytes: opts.target.exchange_bytes,
+                steps: loop_steps,
+                margin: None,
+                find_max: None,
+            };
+            let secs = loop_steps as f64 / opts.target.frequency_hz;
+            push(
+                "loop",
+                class,
+                load,
+                Some(Action::Loop(l)),
+                Duration::from_secs_f64(secs + 0.6),
+                None,
+            );
+        }
+    }
+    let find = r#loop::LoopParams {
+        sched: sched(rt_or_normal, cpus, true),
+        threads: cores,
+        frequency_hz: opts.target.frequency_hz,
+        modules: 1_001,
+        exchange_bytes: opts.target.exchange_bytes,
+        steps: 10_000 * k,
+        margin: None,
+        find_max: Some(r#loop::FindMax {
+            max_trial: Nanos::from_millis(1_000 * k),
+            ..r#loop::FindMax::default()
+        }),
+    };
+    let mut last_step = PlannedStep {
+        step: Step {
+            id: format!("loop-find-max-{}-idle", rt_or_normal.name()),
+            probe: "loop".into(),
+            class: rt_or_normal,
+            load: LoadCase::Idle,
+            status: StepStatus::NotRun,
+            file: None,
+            reason: None,
+        },
+        action: Some(Action::Loop(find)),
+        estimate: Duration::from_secs(10 * k),
+    };
+    if let Some(reason) = (rt_or_normal == Class::RtPinned)
+        .then(|| fifo.clone())
+        .flatten()
+    {
+        last_step.step.status = StepStatus::Skipped;
+        last_step.step.reason = Some(reason);
+        last_step.action = None;
+    }
+    steps.push(last_step);
+    Ok(steps)
+}
+
+/// Runs one action under its loads; returns the record.
+fn execute(
+    action: &Action,
+    load: &LoadCase,
+    cpus: &CpuSet,
+    argv: &[String],
+    progress: &Progress,
+) -> Result<RunRecord, String> {
+    let specs = load.specs(cpus);
+    let running = if specs.is_empty() {
+        None
+    } else {
+        Some(crate::load::start(&specs).map_err(|e| format!("starting the loads: {e}"))?)
+    };
+    let argv = argv.to_vec();
+    let result = match action {
+        Action::Timer(p) => timer::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Pingpong(p) => pingpong::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Jitter(p) => jitter::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Memlat(p) => memlat::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Compute(p) => compute::run(p, argv, None, progress).map_err(|e| e.to_string()),
+        Action::Throughput(p) => throughput::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Rendezvous(p) => rendezvous::run(p, argv, progress).map_err(|e| e.to_string()),
+        Action::Loop(p) => r#loop::run(p, argv, progress).map_err(|e| e.to_string()),
+    };
+    let reports = running
+        .map(crate::load::RunningLoads::stop)
+        .unwrap_or_default();
+    let mut record = result?;
+    record.environment.loads = reports;
+    Ok(record)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SurveyError> {
+    let text = serde_json::to_string_pretty(value).expect("survey data serializes") + "\n";
+    // Written beside, then renamed: a reader never sees half a file.
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| SurveyError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
+/// Runs the planned steps into `dir` (which must exist), writing each record as it
+/// completes and the manifest after every step, so a crash or Ctrl-C leaves a
+/// consistent, incomplete directory. `progress` counts milliseconds of estimated
+/// work; its label names the current step; a stop request ends the current probe
+/// early (its record is kept, marked incomplete) and leaves the rest not run.
+pub fn run(
+    opts: &SurveyOptions,
+    steps: Vec<PlannedStep>,
+    dir: &Path,
+    argv: Vec<String>,
+    progress: &Progress,
+) -> Result<Manifest, SurveyError> {
+    let total: Duration = steps.iter().map(|s| s.estimate).sum();
+    progress.set_total(total.as_millis() as u64);
+    let mut manifest = Manifest {
+        schema: MANIFEST_SCHEMA.into(),
+        schema_version: MANIFEST_VERSION,
+        complete: false,
+        profile: opts.profile,
+        target: opts.target,
+        provenance: crate::provenance::Provenance::capture(argv.clone()),
+        steps: steps.iter().map(|s| s.step.clone()).collect(),
+        verdict: None,
+    };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    write_json(&manifest_path, &manifest)?;
+    write_json(&dir.join(DOCTOR_FILE), &crate::doctor::audit())?;
+
+    let mut done_ms = 0u64;
+    for (i, planned) in steps.iter().enumerate() {
+        let Some(action) = &planned.action else {
+            continue;
+        };
+        if progress.stop_requested() {
+            break;
+        }
+        progress.set_label(&planned.step.id);
+        let inner = Progress::new();
+        let finished = AtomicBool::new(false);
+        let estimate_ms = planned.estimate.as_millis() as u64;
+        let outcome = std::thread::scope(|s| {
+            // Forwards a stop request to the step, and the step's progress to the
+            // survey's, until the step finishes.
+            s.spawn(|| {
+                // Relaxed: a polling flag; the scope's join orders everything after.
+                while !finished.load(Ordering::Relaxed) {
+                    if progress.stop_requested() {
+                        inner.request_stop();
+                    }
+                    let frac = if inner.total() > 0 {
+                        (inner.done() as f64 / inner.total() as f64).min(1.0)
+                    } else {
+                        0.0
+                    };
+                    progress.set_done(done_ms + (frac * estimate_ms as f64) as u64);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+            let r = execute(action, &planned.step.load, &opts.cpus, &argv, &inner);
+            finished.store(true, Ordering::Relaxed);
+            r
+        });
+        done_ms += estimate_ms;
+        progress.set_done(done_ms);
+        let step = &mut manifest.steps[i];
+        match outcome {
+            Ok(record) => {
+                let file = format!("{}.json", step.id);
+                write_json(&dir.join(&file), &record)?;
+                step.status = StepStatus::Done;
+                step.file = Some(file);
+                if !record.complete {
+                    step.reason = Some("stopped early: the record covers what ran".into());
+                }
+            }
+            Err(e) => {
+                step.status = StepStatus::Failed;
+                step.reason = Some(e);
+            }
+        }
+        write_json(&manifest_path, &manifest)?;
+    }
+    manifest.complete = !progress.stop_requested();
+    manifest.provenance.finish();
+    manifest.verdict = verdict(&manifest, dir);
+    write_json(&manifest_path, &manifest)?;
+    Ok(manifest)
+}
+
+/// The loop records of a finished survey, with their steps.
+fn loop_records<'a>(manifest: &'a Manifest, dir: &Path) -> Vec<(&'a Step, RunRecord)> {
+    manifest
+        .steps
+        .iter()
+        .filter(|s| s.probe == "loop" && s.status == StepStatus::Done)
+        .filter_map(|s| {
+            let file = s.file.as_ref()?;
+            RunRecord::load(&dir.join(file)).ok().map(|r| (s, r))
+        })
+        .collect()
+}
+
+fn trial_metric(record: &RunRecord, key: &str) -> Option<f64> {
+    record
+        .measurements
+        .iter()
+        .find(|m| m.name == "trial")
+        .and_then(|m| m.metrics.get(key).copied())
+}
+
+/// Plain words first: does the target hold, where, and what breaks it.
+pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
+    let t = manifest.target;
+    let loops = loop_records(manifest, dir);
+    let fixed: Vec<&(&Step, RunRecord)> = loops
+        .iter()
+        .filter(|(s, _)| !s.id.starts_with("loop-find-max"))
+        .collect();
+    if fixed.is_empty() {
+        return None;
+    }
+    let what = format!(
+        "a {} loop on {} core{} (model 1001 modules, {} B exchanged twice a step)",
+        khz(t.frequency_hz),
+        t.cores,
+        if t.cores == 1 { "" } else { "s" },
+        t.exchange_bytes
+    );
+    let period = Nanos::new((1e9 / t.frequency_hz) as u64);
+    let mut evidence = Vec::new();
+    let mut holding = Vec::new();
+    for (step, record) in &fixed {
+        let misses = trial_metric(record, "misses").unwrap_or(f64::NAN);
+        let steps = record
+            .measurements
+            .first()
+            .and_then(|m| m.labels.get("steps"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let worst = trial_metric(record, "worst_completion_ns").map(|v| Nanos::new(v as u64));
+        let where_ = format!(
+            "{} ({}), {}",
+            step.class.name(),
+            step.class.describe(),
+            step.load.name()
+        );
+        evidence.push(format!(
+            "{where_}: {} misses in {steps} steps, worst step {} against the {period} period",
+            misses,
+            worst.map_or("-".into(), |w| w.to_string()),
+        ));
+        if misses == 0.0 {
+            holding.push(where_);
+        }
+    }
+    let best = loops
+        .iter()
+        .find(|(s, _)| s.id.starts_with("loop-find-max"))
+        .and_then(|(_, r)| {
+            r.measurements
+                .iter()
+                .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
+                .filter_map(|m| m.labels.get("frequency_hz").and_then(|f| f.as_f64()))
+                .reduce(f64::max)
+        });
+    let holds = !holding.is_empty();
+    let line = if holds {
+        let broken: Vec<String> = fixed
+            .iter()
+            .filter(|(_, r)| trial_metric(r, "misses").is_some_and(|m| m > 0.0))
+            .map(|(s, _)| format!("{} under {}", s.class.name(), s.load.name()))
+            .collect();
+        format!(
+            "Yes: this machine holds {what} in {}.{}",
+            holding.join(" and in "),
+            if broken.is_empty() {
+                String::new()
+            } else {
+                format!(" It misses deadlines in: {}.", broken.join(", "))
+            }
+        )
+    } else {
+        format!(
+            "No: this machine does not hold {what} in any configuration tried.{}",
+            match best {
+                Some(f) => format!(
+                    " The highest frequency it held with zero misses: {}.",
+                    khz(f)
+                ),
+                None => " It held no frequency tried with zero misses.".into(),
+            }
+        )
+    };
+    let sound_line = best.map(|f| {
+        if f >= 50_000.0 {
+            format!("The 50 kHz sound loop of seed 000 also holds (zero misses up to {}).", khz(f))
+        } else {
+            format!(
+                "The 50 kHz sound loop of seed 000 does not hold: the highest frequency with zero misses was {}.",
+                khz(f)
+            )
+        }
+    });
+    Some(Verdict {
+        line,
+        holds,
+        evidence,
+        sound_line,
+    })
+}
+
+fn khz(f: f64) -> String {
+    if f >= 1_000.0 {
+        let v = format!("{:.2}", f / 1e3);
+        format!("{} kHz", v.trim_end_matches('0').trim_end_matches('.'))
+    } else {
+        format!("{f:.0} Hz")
+    }
+}
+
+/// The results directory's name: `HOST-YYYYMMDD-HHMMSS` under `root`.
+pub fn results_dir(root: &Path) -> PathBuf {
+    let host = facts::kernel().hostname;
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let stamp: String = now
+        .trim_end_matches('Z')
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .map(|c| if c == 'T' { '-' } else { c })
+        .collect();
+    root.join(format!("{host}-{stamp}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quick_plan_covers_the_matrix_and_ends_with_the_loop() {
+        let sut = plan(&SurveyOptions::default()).unwrap();
+        for probe in ["timer", "pingpong", "jitter"] {
+            let n = sut.iter().filter(|s| s.step.probe == probe).count();
+            assert_eq!(n, 3 * 8, "{probe}: 3 classes x 8 load cases");
+        }
+        assert!(
+            sut.iter()
+                .filter(|s| s.step.class == Class::Shielded)
+                .all(|s| s.step.status == StepStatus::Skipped && s.action.is_none())
+        );
+        assert!(sut.last().unwrap().step.id.starts_with("loop-find-max"));
+        let ids: std::collections::BTreeSet<_> = sut.iter().map(|s| &s.step.id).collect();
+        assert_eq!(
+            ids.len(),
+            sut.len(),
+            "step ids are unique (they name files)"
+        );
+    }
+
+    #[test]
+    fn the_quick_profile_is_planned_for_about_three_minutes() {
+        let total: Duration = plan(&SurveyOptions::default())
+            .unwrap()
+            .iter()
+            .map(|s| s.estimate)
+            .sum();
+        assert!(total < Duration::from_secs(300), "{total:?}");
+    }
+
+    #[test]
+    fn results_directories_are_named_by_host_and_time() {
+        let sut = results_dir(Path::new("ictus-results"));
+        let name = sut.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.starts_with(&facts::kernel().hostname));
+        assert_eq!(name.rsplit('-').next().unwrap().len(), 6, "{name}");
+    }
 }
