@@ -16,6 +16,9 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// The main job: audit, then every probe over the configurations and loads, then
+    /// the verdict on a target loop; writes a results directory with a report.
+    Survey(crate::survey::SurveyArgs),
     /// Audit this machine's real-time features: one check per feature, with advice.
     Doctor(DoctorArgs),
     /// Run one measurement.
@@ -24,6 +27,10 @@ pub(crate) enum Command {
     Import(crate::import::ImportArgs),
     /// Run background loads (cpu, disk, net, syscall, cachemiss, membw) to measure under.
     Load(crate::load::LoadCommandArgs),
+    /// Render a results directory (or one record) again: writes report.md and report.html.
+    Report(crate::report::ReportArgs),
+    /// Set two or more results directories or records side by side, with ratios.
+    Compare(crate::report::CompareArgs),
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,8 @@ mod loop_cmd;
 mod memlat;
 mod pingpong;
 mod rendezvous;
+mod survey;
+mod report;
 mod throughput;
 mod timer;
 
@@ -100,6 +102,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Import(args) => import::run(&args),
+        Command::Survey(args) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            survey::run(&args, &progress)
+        }
+        Command::Report(args) => report::report(&args),
+        Command::Compare(args) => report::compare(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;

@@ -89,9 +89,12 @@ impl Measurement {
         self.labels.insert(key.to_string(), value.into());
         self
     }
-    /// Adds a figure.
+    /// Adds a figure. A value that is not finite (a mean of no samples) is left out:
+    /// an absent figure reads as "not measured", and JSON has no NaN.
     pub fn metric(mut self, key: &str, value: f64) -> Self {
-        self.metrics.insert(key.to_string(), value);
+        if value.is_finite() {
+            self.metrics.insert(key.to_string(), value);
+        }
         self
     }
     /// Sets the distribution.

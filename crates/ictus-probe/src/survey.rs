@@ -57,6 +57,8 @@ pub enum LoadCase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
+    /// A tenth of quick: checks that everything runs (tests), figures too short to use.
+    Smoke,
     /// About 3 minutes on 2 cores.
     Quick,
     /// Longer runs.
@@ -201,6 +203,7 @@ impl Profile {
     /// The profile's name.
     pub fn name(self) -> &'static str {
         match self {
+            Profile::Smoke => "smoke",
             Profile::Quick => "quick",
             Profile::Standard => "standard",
             Profile::Full => "full",
@@ -298,12 +301,13 @@ pub enum SurveyError {
     },
 }
 
-/// Scale factor of a profile's run lengths.
+/// A profile's run lengths, in tenths of the quick profile's.
 fn scale(p: Profile) -> u64 {
     match p {
-        Profile::Quick => 1,
-        Profile::Standard => 5,
-        Profile::Full => 30,
+        Profile::Smoke => 1,
+        Profile::Quick => 10,
+        Profile::Standard => 50,
+        Profile::Full => 300,
     }
 }
 
@@ -383,7 +387,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
     // timer, pingpong, jitter over the matrix.
     let timer_len = match opts.profile {
         Profile::Full => (Nanos::from_micros(100), Nanos::from_secs(100)),
-        _ => (Nanos::from_millis(1), Nanos::from_secs(2 * k)),
+        _ => (Nanos::from_millis(1), Nanos::from_millis(2_000 * k / 10)),
     };
     for class in [Class::RtPinned, Class::NormalUnpinned, Class::Shielded] {
         for load in LoadCase::matrix() {
@@ -414,7 +418,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
             if cpus.len() >= 2 {
                 placements.push(pingpong::Placement::CrossCpu);
             }
-            let point = Nanos::from_millis(500 * k);
+            let point = Nanos::from_millis(500 * k / 10);
             let p = pingpong::PingpongParams {
                 primitives: vec![pingpong::Primitive::Futex],
                 placements: placements.clone(),
@@ -442,7 +446,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
                 routine: jitter::Routine::Divisions {
                     divisions: 1_000_000,
                 },
-                runs: 300 * k,
+                runs: 300 * k / 10,
                 warmup_runs: 5,
             };
             push(
@@ -450,7 +454,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
                 class,
                 load,
                 Some(Action::Jitter(j)),
-                Duration::from_millis(3 * 300 * k) + Duration::from_millis(400),
+                Duration::from_millis(3 * 300 * k / 10) + Duration::from_millis(400),
                 None,
             );
         }
@@ -464,11 +468,12 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
     };
     let m = memlat::MemlatParams {
         sizes: match opts.profile {
+            Profile::Smoke => vec![4 << 10, 64 << 10],
             Profile::Quick => vec![4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20],
             _ => memlat::default_sizes(),
         },
         strides: match opts.profile {
-            Profile::Quick => vec![4, 64],
+            Profile::Quick | Profile::Smoke => vec![4, 64],
             _ => vec![4, 44, 64, 4096],
         },
         mode: memlat::Mode::All,
@@ -502,7 +507,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
         split_modules: 100_001,
         threads: (1..=cpus.len()).collect(),
-        point_time: Nanos::from_millis(100 * k),
+        point_time: Nanos::from_millis(100 * k / 10),
     };
     let points = (c.sizes.len() + c.threads.len()) as u32;
     push(
@@ -510,7 +515,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         rt_or_normal,
         LoadCase::Idle,
         Some(Action::Compute(c)),
-        Duration::from_millis(100 * k) * points + Duration::from_secs(1),
+        Duration::from_millis(100 * k / 10) * points + Duration::from_secs(1),
         None,
     );
     let two_cpus = (cpus.len() < 2).then(|| "needs two CPUs".to_string());
@@ -520,7 +525,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
         mode: throughput::Mode::Sync,
         sizes: vec![0, 64, 1024, 4096, 32768],
-        length: throughput::Length::Time(Nanos::from_millis(20 * k)),
+        length: throughput::Length::Time(Nanos::from_millis((20 * k / 10).max(1))),
         warmup: Nanos::from_millis(5),
         round_trips: 200_000,
     };
@@ -529,7 +534,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         Class::NormalUnpinned,
         LoadCase::Idle,
         Some(Action::Throughput(t)),
-        Duration::from_millis(20 * k * 4 * 2 * 5) + Duration::from_secs(2),
+        Duration::from_millis(20 * k / 10 * 4 * 2 * 5) + Duration::from_secs(2),
         two_cpus.clone(),
     );
     let r = rendezvous::RendezvousParams {
@@ -541,8 +546,8 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
             rendezvous::Spacing::Bytes(5000),
         ],
         payloads: vec![0, 512],
-        steps: 200_000 * k,
-        timed_steps: 50_000 * k,
+        steps: 200_000 * k / 10,
+        timed_steps: 50_000 * k / 10,
         round_trips: 500_000,
     };
     push(
@@ -550,7 +555,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         Class::NormalUnpinned,
         LoadCase::Idle,
         Some(Action::Rendezvous(r)),
-        Duration::from_secs(3 * k),
+        Duration::from_millis(300 * k),
         two_cpus,
     );
 
@@ -563,7 +568,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
             cpus: cpus.len(),
         });
     }
-    let loop_steps = 20_000 * k;
+    let loop_steps = 20_000 * k / 10;
     for class in [Class::RtPinned, Class::NormalUnpinned] {
         for load in [LoadCase::Idle, LoadCase::All] {
             let l = r#loop::LoopParams {
@@ -593,10 +598,15 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
         frequency_hz: opts.target.frequency_hz,
         modules: 1_001,
         exchange_bytes: opts.target.exchange_bytes,
-        steps: 10_000 * k,
+        steps: 10_000 * k / 10,
         margin: None,
         find_max: Some(r#loop::FindMax {
-            max_trial: Nanos::from_millis(1_000 * k),
+            max_trial: Nanos::from_millis(100 * k),
+            floor_hz: if opts.profile == Profile::Smoke {
+                1_000.0
+            } else {
+                100.0
+            },
             ..r#loop::FindMax::default()
         }),
     };
@@ -611,7 +621,7 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
             reason: None,
         },
         action: Some(Action::Loop(find)),
-        estimate: Duration::from_secs(10 * k),
+        estimate: Duration::from_secs(k),
     };
     if let Some(reason) = (rt_or_normal == Class::RtPinned)
         .then(|| fifo.clone())
@@ -810,14 +820,40 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
         let worst = trial_metric(record, "worst_completion_ns").map(|v| Nanos::new(v as u64));
-        let where_ = format!(
-            "{} ({}), {}",
-            step.class.name(),
-            step.class.describe(),
-            step.load.name()
+        // Say what the threads really ran as (the loop pins even in the normal class).
+        let obtained = record.threads.first().map_or_else(
+            || step.class.describe().to_string(),
+            |t| {
+                format!(
+                    "{}{}{}",
+                    t.config.policy,
+                    if t.config.pinned_cpu.is_some() {
+                        ", pinned"
+                    } else {
+                        ""
+                    },
+                    if record.obtained.mlock {
+                        ", memory locked"
+                    } else {
+                        ""
+                    }
+                )
+            },
         );
+        let where_ = format!("{} ({obtained}), {}", step.class.name(), step.load.name());
+        let cause = match worst {
+            Some(w)
+                if (Nanos::from_millis(40)..=Nanos::from_millis(60)).contains(&w)
+                    && step.class != Class::NormalUnpinned
+                    && facts::rt_throttling().is_some_and(|b| b.throttles()) =>
+            {
+                " (about 50 ms: RT throttling stalled the busy real-time threads for the rest of \
+                 a second; see sched_rt_runtime_us in the audit)"
+            }
+            _ => "",
+        };
         evidence.push(format!(
-            "{where_}: {} misses in {steps} steps, worst step {} against the {period} period",
+            "{where_}: {} misses in {steps} steps, worst step {} against the {period} period{cause}",
             misses,
             worst.map_or("-".into(), |w| w.to_string()),
         ));

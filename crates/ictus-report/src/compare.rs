@@ -1,0 +1,214 @@
+//! Several runs side by side: the same tables with one column per run and ratios
+//! against a reference run.
+
+use std::fmt::Write as _;
+
+use crate::format;
+use crate::markdown::{front, md_table};
+use crate::results::Results;
+use crate::tables::{self, Table};
+
+/// The note under a table where a ratio compares thin tails.
+pub const THIN_COMPARE_NOTE: &str = "† at least one side of this ratio is a tail percentile that rests on too few samples (p99.999 needs 100,000): the tails of short runs do not compare like with like.";
+
+/// One table across runs.
+pub(crate) struct Side {
+    pub(crate) id: &'static str,
+    pub(crate) title: String,
+    pub(crate) seed: &'static str,
+    pub(crate) keys: Vec<String>,
+    /// Keys (with the figure's name last), then one text per run.
+    pub(crate) rows: Vec<(Vec<String>, Vec<String>)>,
+    pub(crate) notes: Vec<String>,
+}
+
+/// Column headers: `1: vm 2026-11-22 18:36 (reference)`.
+pub(crate) fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut h = format!("{}: {}", i + 1, r.label());
+            if i == reference {
+                h.push_str(" (reference)");
+            }
+            h
+        })
+        .collect()
+}
+
+pub(crate) fn sides(runs: &[Results], reference: usize) -> Vec<Side> {
+    let per_run: Vec<Vec<Table>> = runs.iter().map(tables::tables).collect();
+    let n_tables = per_run.first().map_or(0, Vec::len);
+    (0..n_tables)
+        .map(|k| {
+            side(
+                &per_run.iter().map(|t| &t[k]).collect::<Vec<_>>(),
+                reference,
+            )
+        })
+        .collect()
+}
+
+fn side(tables: &[&Table], reference: usize) -> Side {
+    let first = tables[0];
+    let mut s = Side {
+        id: first.id,
+        title: first.title.clone(),
+        seed: first.seed,
+        keys: Vec::new(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    // The keys of the first table that has rows.
+    let model = tables.iter().find(|t| t.absent.is_none()).unwrap_or(&first);
+    s.keys = model.keys.clone();
+    s.keys.push("figure".to_string());
+    // Row identities: (keys, column name), in order of first appearance.
+    let mut ids: Vec<(Vec<String>, String)> = Vec::new();
+    for t in tables {
+        for row in &t.rows {
+            for (c, col) in t.columns.iter().enumerate() {
+                if !col.compared || c >= row.cells.len() {
+                    continue;
+                }
+                let id = (row.keys.clone(), col.name.clone());
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    let find = |t: &Table, keys: &[String], col: &str| {
+        let c = t.columns.iter().position(|x| x.name == col)?;
+        t.rows
+            .iter()
+            .find(|r| r.keys == keys)?
+            .cells
+            .get(c)
+            .cloned()
+    };
+    let mut thin_ratio = false;
+    for (keys, col) in ids {
+        let reference_cell = tables.get(reference).and_then(|t| find(t, &keys, &col));
+        let texts = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if let Some(why) = &t.absent {
+                    return why.clone();
+                }
+                let Some(c) = find(t, &keys, &col) else {
+                    return "—".to_string();
+                };
+                let mut text = c.text.clone();
+                if i != reference
+                    && let (Some(v), Some(rc)) = (c.value, &reference_cell)
+                    && let Some(rv) = rc.value
+                    && rv != 0.0
+                {
+                    let _ = write!(text, " ({}", format::ratio(v / rv));
+                    if c.thin || rc.thin {
+                        text.push('†');
+                        thin_ratio = true;
+                    }
+                    text.push(')');
+                }
+                text
+            })
+            .collect();
+        let mut k = keys;
+        k.push(col);
+        s.rows.push((k, texts));
+    }
+    // Align key widths: tables with a configuration column in some runs only.
+    let width = s.rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    if width > s.keys.len() {
+        for _ in s.keys.len()..width {
+            s.keys.insert(0, String::new());
+        }
+    }
+    for (k, _) in &mut s.rows {
+        while k.len() < s.keys.len() {
+            k.insert(0, String::new());
+        }
+    }
+    if thin_ratio {
+        s.notes.push(THIN_COMPARE_NOTE.to_string());
+    }
+    if s.id == "compute" {
+        s.notes.push("Time reduction against the reference, as seed 000 Table 7 gives it: 1 − the ratio of the time per step.".to_string());
+    }
+    s
+}
+
+/// The comparison in Markdown: one column per run, ratios against `reference` (an
+/// index into `runs`; out of range means the first).
+pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
+    let reference = if reference < runs.len() { reference } else { 0 };
+    let headers = run_headers(runs, reference);
+    let mut out = String::new();
+    let _ = writeln!(out, "# ictus compare: {} runs\n", runs.len());
+    let _ = writeln!(
+        out,
+        "Ratios in parentheses are against run {} (value / reference value).\n",
+        reference + 1
+    );
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .zip(&headers)
+        .map(|(r, h)| {
+            let f = front(r);
+            let mut v = vec![h.clone(), r.source.display().to_string()];
+            v.push(f.host.first().cloned().unwrap_or_default());
+            v.push(match &f.incomplete {
+                Some(i) => format!("{i} {}", f.verdict),
+                None => f.verdict,
+            });
+            v
+        })
+        .collect();
+    md_table(
+        &mut out,
+        &["run", "source", "host", "verdict"].map(String::from),
+        &[false; 4],
+        &rows,
+    );
+    out.push('\n');
+    for (n, s) in sides(runs, reference).iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "## {}. {} ({}) <a id=\"{}\"></a>\n",
+            n + 1,
+            s.title,
+            s.seed,
+            s.id
+        );
+        if s.rows.is_empty() {
+            let _ = writeln!(out, "Not measured in any of the runs.\n");
+            continue;
+        }
+        let header: Vec<String> = s
+            .keys
+            .iter()
+            .cloned()
+            .chain(headers.iter().cloned())
+            .collect();
+        let right: Vec<bool> = s
+            .keys
+            .iter()
+            .map(|_| false)
+            .chain(headers.iter().map(|_| true))
+            .collect();
+        let rows: Vec<Vec<String>> = s
+            .rows
+            .iter()
+            .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
+            .collect();
+        md_table(&mut out, &header, &right, &rows);
+        for note in &s.notes {
+            let _ = writeln!(out, "\n- {note}");
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,632 @@
+//! The HTML report: the Markdown report's content with inline SVG plots, in one
+//! self-contained file (no script, no network).
+
+use std::fmt::Write as _;
+
+use ictus_core::histogram::HistogramData;
+
+use crate::compare::{run_headers, sides};
+use crate::format;
+use crate::markdown::{capitalise, front, warning_list};
+use crate::plots::{self, Axes};
+use crate::results::{Results, Run, class_name, load_name, step_reason};
+use crate::tables::{self, Table, caches};
+
+/// Escapes text for HTML.
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `code` spans from Markdown backticks, on escaped text.
+fn inline(s: &str) -> String {
+    let e = escape(s);
+    let mut out = String::new();
+    for (i, part) in e.split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+const STYLE: &str = r#"
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2430; max-width: 1180px; margin: 2em auto; padding: 0 1.5em; line-height: 1.45; }
+h1 { font-size: 1.8em; margin-bottom: 0.2em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #d5dae3; padding-bottom: 0.2em; }
+.host { color: #4a5568; margin: 0.1em 0; }
+.seed { color: #6b7280; font-style: italic; margin-top: -0.6em; }
+.incomplete { background: #fde8e8; border: 2px solid #c53030; color: #9b2c2c; padding: 0.6em 1em; font-weight: bold; font-size: 1.2em; }
+.verdict { background: #f1f5fb; border-left: 6px solid #2b6cb0; padding: 0.8em 1.2em; }
+.verdict.fails { border-left-color: #c05621; }
+.verdict p.line { font-size: 1.2em; font-weight: 600; margin: 0.2em 0 0.5em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
+th, td { border: 1px solid #d5dae3; padding: 0.3em 0.6em; vertical-align: top; }
+th { background: #edf1f7; text-align: left; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+tr:nth-child(even) td { background: #fafbfd; }
+td.key { font-weight: 500; }
+ul.notes { color: #4a5568; font-size: 0.9em; }
+.plots { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0; border: 1px solid #e2e8f0; padding: 4px; background: #fff; }
+figcaption { font-size: 0.85em; color: #4a5568; max-width: 560px; padding: 2px 4px; }
+p.note { color: #4a5568; font-size: 0.9em; }
+nav ol { columns: 2; }
+code { background: #f1f3f6; padding: 0 0.25em; border-radius: 3px; }
+"#;
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        escape(title)
+    )
+}
+
+fn figure(out: &mut String, svg: Option<String>, caption: &str) {
+    if let Some(svg) = svg {
+        let _ = writeln!(
+            out,
+            "<figure>{svg}<figcaption>{}</figcaption></figure>",
+            inline(caption)
+        );
+    }
+}
+
+/// A table; `num[i]` right-aligns column `i` (numbers).
+fn html_table(out: &mut String, header: &[String], num: &[bool], rows: &[Vec<String>]) {
+    out.push_str("<table>\n<tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr>\n");
+    for row in rows {
+        out.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let class = if num.get(i).copied().unwrap_or(false) {
+                "num"
+            } else {
+                "key"
+            };
+            let _ = write!(out, "<td class=\"{class}\">{}</td>", inline(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+fn render_table(out: &mut String, n: usize, t: &Table) {
+    let _ = writeln!(out, "<h2 id=\"{}\">{n}. {}</h2>", t.id, escape(&t.title));
+    let _ = writeln!(out, "<p class=\"seed\">{}</p>", escape(&capitalise(t.seed)));
+    if let Some(why) = &t.absent {
+        let _ = writeln!(out, "<p>{}</p>", inline(&capitalise(why)));
+        return;
+    }
+    let _ = writeln!(out, "<p>{}</p>", inline(&t.caption));
+    let header: Vec<String> = t
+        .keys
+        .iter()
+        .cloned()
+        .chain(t.columns.iter().map(|c| c.name.clone()))
+        .collect();
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| {
+            r.keys
+                .iter()
+                .cloned()
+                .chain(r.cells.iter().map(|c| c.text.clone()))
+                .collect()
+        })
+        .collect();
+    let num: Vec<bool> = t
+        .keys
+        .iter()
+        .map(|_| false)
+        .chain(t.columns.iter().map(|c| c.compared))
+        .collect();
+    html_table(out, &header, &num, &rows);
+    if !t.notes.is_empty() {
+        out.push_str("<ul class=\"notes\">");
+        for note in &t.notes {
+            let _ = write!(out, "<li>{}</li>", inline(note));
+        }
+        out.push_str("</ul>\n");
+    }
+}
+
+fn front_html(out: &mut String, r: &Results) {
+    let f = front(r);
+    let _ = writeln!(out, "<h1>{}</h1>", escape(&f.title));
+    if let Some(i) = &f.incomplete {
+        let _ = writeln!(out, "<p class=\"incomplete\">{}</p>", escape(i));
+    }
+    for h in &f.host {
+        let _ = writeln!(out, "<p class=\"host\">{}</p>", escape(h));
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"host\">Source: <code>{}</code></p>",
+        escape(&r.source.display().to_string())
+    );
+    let holds = r
+        .manifest
+        .as_ref()
+        .and_then(|m| m.verdict.as_ref())
+        .is_some_and(|v| v.holds);
+    let _ = writeln!(
+        out,
+        "<h2 id=\"verdict\">Verdict</h2>\n<div class=\"verdict{}\"><p class=\"line\">{}</p>",
+        if holds { "" } else { " fails" },
+        escape(&f.verdict)
+    );
+    if !f.evidence.is_empty() {
+        out.push_str("<ul>");
+        for e in &f.evidence {
+            let _ = write!(out, "<li>{}</li>", escape(e));
+        }
+        out.push_str("</ul>");
+    }
+    if let Some(a) = &f.audit {
+        let _ = write!(out, "<p>{}</p>", escape(a));
+    }
+    out.push_str("</div>\n");
+}
+
+/// The whole HTML report.
+pub fn html(r: &Results) -> String {
+    let tables = tables::tables(r);
+    let mut out = String::new();
+    front_html(&mut out, r);
+    out.push_str("<h2>Contents</h2>\n<nav><ol>");
+    for t in &tables {
+        let _ = write!(
+            out,
+            "<li><a href=\"#{}\">{}</a> ({})</li>",
+            t.id,
+            escape(&t.title),
+            escape(t.seed)
+        );
+    }
+    out.push_str("</ol><p><a href=\"#warnings\">Warnings</a>");
+    if r.manifest.is_some() {
+        out.push_str(" · <a href=\"#steps\">Steps of the survey</a>");
+    }
+    out.push_str("</p></nav>\n");
+    for (i, t) in tables.iter().enumerate() {
+        render_table(&mut out, i + 1, t);
+        if t.absent.is_none() {
+            out.push_str("<div class=\"plots\">\n");
+            plots_for(&mut out, r, t.id);
+            out.push_str("</div>\n");
+        }
+    }
+    warnings(&mut out, r);
+    steps(&mut out, r);
+    page(&front(r).title, &out)
+}
+
+fn merged(run: &Run) -> Option<&HistogramData> {
+    run.record
+        .merged
+        .as_ref()
+        .map(|l| &l.histogram)
+        .filter(|h| !h.buckets.is_empty())
+}
+
+fn plots_for(out: &mut String, r: &Results, id: &str) {
+    match id {
+        "timer" => {
+            let mut runs: Vec<&Run> = r.of("timer").collect();
+            runs.sort_by_key(|x| x.config());
+            let series: Vec<(String, &HistogramData)> = runs
+                .iter()
+                .filter_map(|x| Some((x.config().to_string(), merged(x)?)))
+                .collect();
+            figure(
+                out,
+                plots::exceedance("Wake-up latency tails", &series),
+                "Share of wake-ups at least this late, per configuration (log-log): the right end of each line is the max, each decade down is one more nine.",
+            );
+            for run in runs {
+                if let Some(h) = merged(run) {
+                    figure(
+                        out,
+                        plots::histogram(&format!("Wake-up latency: {}", run.config()), h, None),
+                        &format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">A timeline of wake-up latency needs the raw samples, which the records do not carry yet; the execution-time timeline under the next table shows when slow runs happened.</p>"
+            );
+        }
+        "jitter" => {
+            let mut series = Vec::new();
+            for run in r.of("jitter") {
+                let points: Vec<(f64, f64)> = run
+                    .record
+                    .measurements
+                    .iter()
+                    .filter(|m| m.name == "slow-run")
+                    .filter_map(|m| {
+                        Some((
+                            m.labels.get("at_ns")?.as_f64()? / 1e9,
+                            *m.metrics.get("duration_ns")?,
+                        ))
+                    })
+                    .collect();
+                if !points.is_empty() {
+                    series.push((run.config().to_string(), points));
+                }
+            }
+            match plots::timeline("Slow runs over time", &series) {
+                Some(svg) => figure(
+                    out,
+                    Some(svg),
+                    "Every run that took more than twice Tmin, at the time it started. A regular pattern with a 1 s period is real-time throttling (95 % of each second by default); on a VM, steal time.",
+                ),
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "<p class=\"note\">No run took more than twice Tmin: no slow-run timeline to plot.</p>"
+                    );
+                }
+            }
+        }
+        "memlat" => {
+            for run in r.of("memlat") {
+                let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+                for m in &run.record.measurements {
+                    if m.labels
+                        .get("threads")
+                        .and_then(|v| v.as_u64())
+                        .is_some_and(|n| n != 1)
+                    {
+                        continue;
+                    }
+                    let (name, key) = match m.name.as_str() {
+                        "chase" => ("random chase".to_string(), "ns_per_load"),
+                        "strided-read" | "strided-write" => (
+                            format!(
+                                "{}, space {} B",
+                                m.name.trim_start_matches("strided-"),
+                                m.labels
+                                    .get("stride_bytes")
+                                    .and_then(|v| v.as_u64())
+                                    .unwrap_or(0)
+                            ),
+                            "ns_per_access",
+                        ),
+                        _ => continue,
+                    };
+                    let (Some(ws), Some(&v)) = (
+                        m.labels.get("working_set_bytes").and_then(|v| v.as_f64()),
+                        m.metrics.get(key),
+                    ) else {
+                        continue;
+                    };
+                    match series.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, p)) => p.push((ws, v)),
+                        None => series.push((name, vec![(ws, v)])),
+                    }
+                }
+                let marks: Vec<(f64, String)> = caches(run)
+                    .into_iter()
+                    .map(|(n, s)| (s as f64, format!("{n} {}", format::bytes(s as f64))))
+                    .collect();
+                let axes = Axes {
+                    x_desc: "working set",
+                    y_desc: "time per access",
+                    x_fmt: &plots::tick_bytes,
+                    y_fmt: &plots::tick_ns,
+                    x_bytes: true,
+                };
+                figure(
+                    out,
+                    plots::curves("Memory latency by working set", &axes, &series, &marks),
+                    "Time per access against the working set (log-log); vertical lines are the cache sizes the kernel reports. The random chase steps up at each level.",
+                );
+            }
+        }
+        "compute" => {
+            for run in r.of("compute") {
+                let points: Vec<(f64, f64)> = run
+                    .record
+                    .measurements
+                    .iter()
+                    .filter(|m| m.name == "model-size")
+                    .filter_map(|m| {
+                        Some((
+                            m.labels.get("modules")?.as_f64()?,
+                            *m.metrics.get("ns_per_module_step")?,
+                        ))
+                    })
+                    .collect();
+                let axes = Axes {
+                    x_desc: "model size (modules)",
+                    y_desc: "time per module and step",
+                    x_fmt: &|v| format::count(*v as u64),
+                    y_fmt: &plots::tick_ns,
+                    x_bytes: false,
+                };
+                figure(
+                    out,
+                    plots::curves(
+                        "Computing cost by model size",
+                        &axes,
+                        &[("one thread".to_string(), points)],
+                        &[],
+                    ),
+                    "Time per module and step as the model grows: flat while it fits in cache.",
+                );
+            }
+        }
+        "pingpong" => {
+            let mut series = Vec::new();
+            let mut runs: Vec<&Run> = r.of("pingpong").collect();
+            runs.sort_by_key(|x| x.config());
+            for run in runs {
+                for m in run
+                    .record
+                    .measurements
+                    .iter()
+                    .filter(|m| m.name == "handoff")
+                {
+                    if let Some(l) = &m.latency {
+                        let load =
+                            if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
+                                "cpu load".to_string()
+                            } else {
+                                load_name(&run.load)
+                            };
+                        series.push((
+                            format!(
+                                "{}, {load}, {}",
+                                class_name(run.class),
+                                m.labels
+                                    .get("placement")
+                                    .and_then(|v| v.as_str())
+                                    .unwrap_or("?")
+                            ),
+                            &l.histogram,
+                        ));
+                    }
+                }
+            }
+            figure(
+                out,
+                plots::exceedance("Hand-off time tails", &series),
+                "Share of hand-offs taking at least this long, per configuration, load and placement (log-log).",
+            );
+        }
+        "throughput" => {
+            let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+            for run in r.of("throughput") {
+                for m in &run.record.measurements {
+                    let name = match m.name.as_str() {
+                        "transfer" => format!(
+                            "{}, {}",
+                            m.labels
+                                .get("transport")
+                                .and_then(|v| v.as_str())
+                                .unwrap_or("?"),
+                            m.labels
+                                .get("placement")
+                                .and_then(|v| v.as_str())
+                                .unwrap_or("?")
+                        ),
+                        "memcpy" => "memcpy (one CPU)".to_string(),
+                        _ => continue,
+                    };
+                    let (Some(size), Some(&rate)) = (
+                        m.labels.get("payload_bytes").and_then(|v| v.as_f64()),
+                        m.metrics.get("bytes_per_s"),
+                    ) else {
+                        continue;
+                    };
+                    match series.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, p)) => p.push((size, rate / 1e6)),
+                        None => series.push((name, vec![(size, rate / 1e6)])),
+                    }
+                }
+            }
+            let axes = Axes {
+                x_desc: "payload",
+                y_desc: "MB/s",
+                x_fmt: &plots::tick_bytes,
+                y_fmt: &plots::tick_num,
+                x_bytes: true,
+            };
+            figure(
+                out,
+                plots::curves("Throughput by payload", &axes, &series, &[]),
+                "Payload throughput against payload size (log-log), as seed 004's Figures 6 and 7.",
+            );
+        }
+        "loop" => {
+            for run in r.of("loop") {
+                let period = run
+                    .record
+                    .measurements
+                    .iter()
+                    .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
+                    .filter_map(|m| m.labels.get("period_ns")?.as_f64())
+                    .fold(f64::INFINITY, f64::min);
+                if let Some(h) = merged(run) {
+                    figure(
+                        out,
+                        plots::histogram(
+                            "Loop step completion",
+                            h,
+                            period.is_finite().then_some((period, "period")),
+                        ),
+                        "Step completion (deadline to the end of the output phase) in the fastest trial held without a miss (the first trial when none held); the red line is that trial's period. The gap between them is the slack.",
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn warnings(out: &mut String, r: &Results) {
+    let _ = writeln!(out, "<h2 id=\"warnings\">Warnings</h2>");
+    let list = warning_list(r);
+    if list.is_empty() {
+        out.push_str("<p>None of the records carries a warning.</p>\n");
+        return;
+    }
+    out.push_str("<ul>");
+    for (id, message, advice, steps) in list {
+        let _ = write!(
+            out,
+            "<li><b>{}</b> ({}): {}",
+            escape(&id),
+            escape(&steps.join(", ")),
+            escape(&message)
+        );
+        if let Some(a) = advice {
+            let _ = write!(out, " <i>Advice:</i> {}", escape(&a));
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul>\n");
+}
+
+fn steps(out: &mut String, r: &Results) {
+    let Some(m) = &r.manifest else {
+        return;
+    };
+    let _ = writeln!(out, "<h2 id=\"steps\">Steps of the survey</h2>");
+    let rows: Vec<Vec<String>> = m
+        .steps
+        .iter()
+        .map(|s| {
+            let outcome = if r.runs.iter().any(|x| x.id == s.id) {
+                format!("done: {}", s.file.as_deref().unwrap_or(""))
+            } else {
+                step_reason(s)
+            };
+            vec![
+                s.id.clone(),
+                s.probe.clone(),
+                class_name(s.class).to_string(),
+                load_name(&s.load),
+                outcome,
+            ]
+        })
+        .collect();
+    html_table(
+        out,
+        &["step", "probe", "class", "load", "outcome"].map(String::from),
+        &[],
+        &rows,
+    );
+}
+
+/// The comparison as HTML: the same tables as [`crate::compare_markdown`], and the
+/// wake-up latency tails of every run overlaid per configuration.
+pub fn compare_html(runs: &[Results], reference: usize) -> String {
+    let reference = if reference < runs.len() { reference } else { 0 };
+    let headers = run_headers(runs, reference);
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>ictus compare: {} runs</h1>", runs.len());
+    let _ = writeln!(
+        out,
+        "<p class=\"host\">Ratios in parentheses are against run {} (value / reference value).</p>",
+        reference + 1
+    );
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .zip(&headers)
+        .map(|(r, h)| {
+            let f = front(r);
+            vec![
+                h.clone(),
+                r.source.display().to_string(),
+                f.host.first().cloned().unwrap_or_default(),
+                match &f.incomplete {
+                    Some(i) => format!("{i} {}", f.verdict),
+                    None => f.verdict,
+                },
+            ]
+        })
+        .collect();
+    html_table(
+        &mut out,
+        &["run", "source", "host", "verdict"].map(String::from),
+        &[],
+        &rows,
+    );
+    for (n, s) in sides(runs, reference).iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"{}\">{}. {}</h2>",
+            s.id,
+            n + 1,
+            escape(&s.title)
+        );
+        let _ = writeln!(out, "<p class=\"seed\">{}</p>", escape(&capitalise(s.seed)));
+        if s.rows.is_empty() {
+            out.push_str("<p>Not measured in any of the runs.</p>\n");
+            continue;
+        }
+        let header: Vec<String> = s
+            .keys
+            .iter()
+            .cloned()
+            .chain(headers.iter().cloned())
+            .collect();
+        let rows: Vec<Vec<String>> = s
+            .rows
+            .iter()
+            .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
+            .collect();
+        let num: Vec<bool> = s
+            .keys
+            .iter()
+            .map(|_| false)
+            .chain(headers.iter().map(|_| true))
+            .collect();
+        html_table(&mut out, &header, &num, &rows);
+        if !s.notes.is_empty() {
+            out.push_str("<ul class=\"notes\">");
+            for note in &s.notes {
+                let _ = write!(out, "<li>{}</li>", inline(note));
+            }
+            out.push_str("</ul>\n");
+        }
+        if s.id == "timer" {
+            out.push_str("<div class=\"plots\">\n");
+            let mut configs: Vec<_> = runs
+                .iter()
+                .flat_map(|r| r.of("timer").map(|x| x.config()))
+                .collect();
+            configs.sort();
+            configs.dedup();
+            for c in configs {
+                let series: Vec<(String, &HistogramData)> = runs
+                    .iter()
+                    .zip(&headers)
+                    .filter_map(|(r, h)| {
+                        let run = r.of("timer").find(|x| x.config() == c)?;
+                        Some((h.clone(), merged(run)?))
+                    })
+                    .collect();
+                figure(
+                    &mut out,
+                    plots::exceedance(&format!("Wake-up latency tails: {c}"), &series),
+                    "Share of wake-ups at least this late, one line per run (log-log).",
+                );
+            }
+            out.push_str("</div>\n");
+        }
+    }
+    page(&format!("ictus compare: {} runs", runs.len()), &out)
+}

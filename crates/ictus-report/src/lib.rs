@@ -1,0 +1,121 @@
+//! Reports of ictus results: the seeds' tables reproduced for one machine, in
+//! Markdown and in a self-contained HTML page with plots, and several runs compared
+//! side by side.
+//!
+//! A results directory (what `ictus survey` writes) holds one record per step, the
+//! survey's manifest (`survey.json`) and the platform audit (`doctor.json`); a single
+//! record file works too. Nothing here prints: every function returns a `String` or
+//! writes files.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! let results = ictus_report::load(Path::new("ictus-results/vm-20260101T000000Z"))?;
+//! let (md, html) = ictus_report::write_reports(Path::new("ictus-results/vm-20260101T000000Z"), &results)?;
+//! let other = ictus_report::load(Path::new("ictus-results/other-host"))?;
+//! let side_by_side = ictus_report::compare_markdown(&[results, other], 0);
+//! # let _ = (md, html, side_by_side);
+//! # Ok::<(), ictus_report::ReportError>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod compare;
+mod format;
+pub mod html;
+pub mod markdown;
+mod plots;
+pub mod results;
+pub mod tables;
+
+use std::path::{Path, PathBuf};
+
+use ictus_probe::record::RecordError;
+
+pub use compare::compare_markdown;
+pub use html::{compare_html, html};
+pub use markdown::markdown;
+pub use results::{Results, Run, load};
+
+/// The Markdown report's file name in a results directory.
+pub const MARKDOWN_FILE: &str = "report.md";
+/// The HTML report's file name in a results directory.
+pub const HTML_FILE: &str = "report.html";
+
+/// Why results could not be read or a report not written. Every message names the
+/// file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A record file is unreadable, not JSON, foreign, or of another schema version.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A file or directory could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `survey.json` or `doctor.json` is not valid JSON of its kind.
+    #[error("{path}:{line}:{column}: {message}")]
+    Json {
+        /// The file.
+        path: String,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// What was expected.
+        message: String,
+    },
+    /// `survey.json` of another schema.
+    #[error("{path}: not an ictus survey manifest (schema '{found}', expected '{expected}')")]
+    Schema {
+        /// The file.
+        path: String,
+        /// Its schema field.
+        found: String,
+        /// The schema expected.
+        expected: &'static str,
+    },
+    /// `survey.json` of a version this ictus cannot read.
+    #[error(
+        "{path}: survey manifest version {found} is not supported by this ictus (it reads version {supported}); use the ictus version that wrote it"
+    )]
+    Version {
+        /// The file.
+        path: String,
+        /// Its version.
+        found: u64,
+        /// The version this ictus reads.
+        supported: u32,
+    },
+    /// A directory without any ictus result in it.
+    #[error("{path}: no ictus results here (no record, survey.json or doctor.json)")]
+    Empty {
+        /// The directory.
+        path: String,
+    },
+    /// A report could not be written.
+    #[error("{path}: cannot write the report: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writes `report.md` and `report.html` into `dir` and returns their paths.
+pub fn write_reports(dir: &Path, r: &Results) -> Result<(PathBuf, PathBuf), ReportError> {
+    let md = dir.join(MARKDOWN_FILE);
+    let html_path = dir.join(HTML_FILE);
+    for (path, text) in [(&md, markdown(r)), (&html_path, html(r))] {
+        std::fs::write(path, text).map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok((md, html_path))
+}

@@ -1,0 +1,334 @@
+//! The Markdown report: title and host, the verdict, contents, then the seeds' tables
+//! in order, warnings and the survey's steps.
+
+use std::fmt::Write as _;
+
+use ictus_probe::survey::StepStatus;
+
+use crate::format;
+use crate::results::{Results, class_name, load_name, short_time, step_reason};
+use crate::tables::{self, Table};
+
+/// What the top of both reports says.
+pub(crate) struct Front {
+    pub(crate) title: String,
+    pub(crate) incomplete: Option<String>,
+    pub(crate) host: Vec<String>,
+    pub(crate) verdict: String,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) audit: Option<String>,
+}
+
+pub(crate) fn front(r: &Results) -> Front {
+    let p = r.provenance();
+    let title = match p {
+        Some(p) if r.manifest.is_some() => format!("ictus survey of {}", p.hostname),
+        Some(p) => format!("ictus results from {}", p.hostname),
+        None => "ictus results".to_string(),
+    };
+    let incomplete = (!r.complete()).then(|| {
+        let mut why = Vec::new();
+        if r.manifest.as_ref().is_some_and(|m| !m.complete) {
+            why.push("the survey was stopped before its end".to_string());
+        }
+        let partial: Vec<&str> = r
+            .runs
+            .iter()
+            .filter(|x| !x.record.complete)
+            .map(|x| x.id.as_str())
+            .collect();
+        if !partial.is_empty() {
+            why.push(format!("stopped early: {}", partial.join(", ")));
+        }
+        format!(
+            "INCOMPLETE: {}. The figures cover what ran.",
+            why.join("; ")
+        )
+    });
+    let mut host = Vec::new();
+    if let Some(p) = p {
+        let preempt = format!(
+            "preemption {}{}",
+            p.preemption.model,
+            if p.preemption.dynamic {
+                " (dynamic)"
+            } else {
+                ""
+            }
+        );
+        host.push(format!(
+            "{} · Linux {} ({preempt}) · {}, {} CPUs{} · {}",
+            p.hostname,
+            p.kernel_release,
+            p.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            p.cpu_count,
+            match p.smt {
+                Some(true) => ", SMT on",
+                Some(false) => ", SMT off",
+                None => "",
+            },
+            p.virtualization
+                .as_deref()
+                .map_or("bare metal".to_string(), |v| format!(
+                    "virtual machine: {v}"
+                )),
+        ));
+        let mut when = format!(
+            "Measured {} to {} UTC with ictus {}",
+            short_time(&p.start_time),
+            p.end_time.as_deref().map_or("?".to_string(), short_time),
+            p.tool_version
+        );
+        if let Some(m) = &r.manifest {
+            let profile = serde_json::to_value(m.profile)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let _ = write!(
+                when,
+                ", profile {profile}; target loop: {} on {} cores exchanging {} B",
+                format::hz(m.target.frequency_hz),
+                m.target.cores,
+                m.target.exchange_bytes
+            );
+        }
+        when.push('.');
+        host.push(when);
+    }
+    let (verdict, evidence) = match r.manifest.as_ref().and_then(|m| m.verdict.as_ref()) {
+        Some(v) => {
+            let mut e = v.evidence.clone();
+            e.extend(v.sound_line.clone());
+            (v.line.clone(), e)
+        }
+        None => match r.of("loop").find_map(|x| x.record.headline.clone()) {
+            Some(h) => (
+                format!("No survey verdict here; the loop probe found: {h}."),
+                Vec::new(),
+            ),
+            None if r.manifest.is_some() => (
+                "No verdict: the survey stopped before the loop probe ran.".to_string(),
+                Vec::new(),
+            ),
+            None => (
+                "No verdict: these results have no loop record.".to_string(),
+                Vec::new(),
+            ),
+        },
+    };
+    let audit = r.audit.as_ref().map(|a| {
+        let mut s = format!("Platform audit: {}", a.verdict.summary);
+        if !a.verdict.blockers.is_empty() {
+            let _ = write!(s, " Blockers: {}.", a.verdict.blockers.join("; "));
+        }
+        s
+    });
+    Front {
+        title,
+        incomplete,
+        host,
+        verdict,
+        evidence,
+        audit,
+    }
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// A Markdown table from a header and rows; `right` tells which columns are numbers.
+pub(crate) fn md_table(out: &mut String, header: &[String], right: &[bool], rows: &[Vec<String>]) {
+    let _ = writeln!(
+        out,
+        "| {} |",
+        header
+            .iter()
+            .map(|h| cell(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|{}|",
+        right
+            .iter()
+            .map(|&r| if r { "---:" } else { "---" })
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+        );
+    }
+}
+
+fn render_table(out: &mut String, n: usize, t: &Table) {
+    let _ = writeln!(
+        out,
+        "## {n}. {} ({}) <a id=\"{}\"></a>\n",
+        t.title, t.seed, t.id
+    );
+    if let Some(why) = &t.absent {
+        let _ = writeln!(out, "\n{}\n", capitalise(why));
+        return;
+    }
+    let _ = writeln!(out, "{}\n", t.caption);
+    let header: Vec<String> = t
+        .keys
+        .iter()
+        .cloned()
+        .chain(t.columns.iter().map(|c| c.name.clone()))
+        .collect();
+    let right: Vec<bool> = t
+        .keys
+        .iter()
+        .map(|_| false)
+        .chain(t.columns.iter().map(|c| c.compared))
+        .collect();
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| {
+            r.keys
+                .iter()
+                .cloned()
+                .chain(r.cells.iter().map(|c| c.text.clone()))
+                .collect()
+        })
+        .collect();
+    md_table(out, &header, &right, &rows);
+    if !t.notes.is_empty() {
+        out.push('\n');
+        for note in &t.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+    }
+    out.push('\n');
+}
+
+pub(crate) fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The whole report.
+pub fn markdown(r: &Results) -> String {
+    let f = front(r);
+    let tables = tables::tables(r);
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}\n", f.title);
+    if let Some(i) = &f.incomplete {
+        let _ = writeln!(out, "> **{i}**\n");
+    }
+    for h in &f.host {
+        let _ = writeln!(out, "{h}  ");
+    }
+    let _ = writeln!(out, "Source: `{}`\n", r.source.display());
+    let _ = writeln!(out, "## Verdict\n\n**{}**\n", f.verdict);
+    for e in &f.evidence {
+        let _ = writeln!(out, "- {e}");
+    }
+    if !f.evidence.is_empty() {
+        out.push('\n');
+    }
+    if let Some(a) = &f.audit {
+        let _ = writeln!(out, "{a}\n");
+    }
+    let _ = writeln!(out, "## Contents\n");
+    for (i, t) in tables.iter().enumerate() {
+        let _ = writeln!(out, "{}. [{}](#{}) ({})", i + 1, t.title, t.id, t.seed);
+    }
+    let _ = writeln!(out, "- [Warnings](#warnings)");
+    if r.manifest.is_some() {
+        let _ = writeln!(out, "- [Steps of the survey](#steps)");
+    }
+    let _ = writeln!(
+        out,
+        "\nPlots (latency histograms and tails, memory latency, throughput, the loop) are in `report.html`.\n"
+    );
+    for (i, t) in tables.iter().enumerate() {
+        render_table(&mut out, i + 1, t);
+    }
+    warnings(&mut out, r);
+    steps(&mut out, r);
+    out
+}
+
+/// Distinct warnings with the steps that met them.
+pub(crate) fn warning_list(r: &Results) -> Vec<(String, String, Option<String>, Vec<String>)> {
+    let mut list: Vec<(String, String, Option<String>, Vec<String>)> = Vec::new();
+    for run in &r.runs {
+        for w in &run.record.warnings {
+            match list
+                .iter_mut()
+                .find(|(id, m, _, _)| *id == w.id && *m == w.message)
+            {
+                Some(entry) => entry.3.push(run.id.clone()),
+                None => list.push((
+                    w.id.clone(),
+                    w.message.clone(),
+                    w.advice.clone(),
+                    vec![run.id.clone()],
+                )),
+            }
+        }
+    }
+    list
+}
+
+fn warnings(out: &mut String, r: &Results) {
+    let _ = writeln!(out, "## Warnings <a id=\"warnings\"></a>\n");
+    let list = warning_list(r);
+    if list.is_empty() {
+        let _ = writeln!(out, "None of the records carries a warning.\n");
+        return;
+    }
+    for (id, message, advice, steps) in list {
+        let _ = write!(out, "- **{id}** ({}): {message}", steps.join(", "));
+        if let Some(a) = advice {
+            let _ = write!(out, " *Advice:* {a}");
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+fn steps(out: &mut String, r: &Results) {
+    let Some(m) = &r.manifest else {
+        return;
+    };
+    let _ = writeln!(out, "## Steps of the survey <a id=\"steps\"></a>\n");
+    let rows: Vec<Vec<String>> = m
+        .steps
+        .iter()
+        .map(|s| {
+            let outcome = match s.status {
+                StepStatus::Done if r.runs.iter().any(|x| x.id == s.id) => {
+                    format!("done: {}", s.file.as_deref().unwrap_or(""))
+                }
+                _ => step_reason(s),
+            };
+            vec![
+                s.id.clone(),
+                s.probe.clone(),
+                class_name(s.class).to_string(),
+                load_name(&s.load),
+                outcome,
+            ]
+        })
+        .collect();
+    md_table(
+        out,
+        &["step", "probe", "class", "load", "outcome"].map(String::from),
+        &[false; 5],
+        &rows,
+    );
+    out.push('\n');
+}

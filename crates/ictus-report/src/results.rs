@@ -1,0 +1,332 @@
+//! Loading a results directory (or one record file) into [`Results`].
+//!
+//! A directory holds `survey.json` (the survey's [`Manifest`], optional), `doctor.json`
+//! (the [`Audit`], optional) and one [`RunRecord`] per other `*.json` file. Every file
+//! is checked: a broken, truncated or foreign file is an error naming it, never a
+//! half-read report.
+//!
+//! ```no_run
+//! let results = ictus_report::load(std::path::Path::new("ictus-results/vm-20260101T000000Z")).unwrap();
+//! for run in &results.runs {
+//!     println!("{}: {} in {}", run.file, run.record.probe, run.config());
+//! }
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ictus_os::sched::Policy;
+use ictus_probe::doctor::Audit;
+use ictus_probe::load::LoadKind;
+use ictus_probe::provenance::Provenance;
+use ictus_probe::record::RunRecord;
+use ictus_probe::survey::{
+    Class, DOCTOR_FILE, LoadCase, MANIFEST_FILE, MANIFEST_SCHEMA, MANIFEST_VERSION, Manifest, Step,
+    StepStatus,
+};
+
+use crate::ReportError;
+
+/// Everything one survey (or one record) holds, ready to render.
+#[derive(Clone, Debug)]
+pub struct Results {
+    /// The directory or file it was read from.
+    pub source: PathBuf,
+    /// The survey's manifest, when the directory has one.
+    pub manifest: Option<Manifest>,
+    /// The platform audit, when the directory has one.
+    pub audit: Option<Audit>,
+    /// Every record, in file-name order.
+    pub runs: Vec<Run>,
+}
+
+/// One record with the configuration it ran in.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The file name within the directory (`timer-rt-pinned-idle.json`).
+    pub file: String,
+    /// The step id: the manifest's, or the file stem.
+    pub id: String,
+    /// Scheduling class: the manifest's, or read from the record.
+    pub class: Class,
+    /// Load: the manifest's, or read from the record.
+    pub load: LoadCase,
+    /// The record.
+    pub record: RunRecord,
+}
+
+impl Run {
+    /// The configuration, for people: `real-time pinned, idle`.
+    pub fn config(&self) -> Config {
+        Config {
+            class: self.class,
+            load: self.load.clone(),
+        }
+    }
+}
+
+/// A cell of the survey matrix: scheduling class and load.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Config {
+    /// Scheduling class.
+    pub class: Class,
+    /// Load.
+    pub load: LoadCase,
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, {}", class_name(self.class), load_name(&self.load))
+    }
+}
+
+/// `normal, unpinned`, `real-time, pinned`, `shielded`.
+pub fn class_name(class: Class) -> &'static str {
+    match class {
+        Class::NormalUnpinned => "normal, unpinned",
+        Class::RtPinned => "real-time, pinned",
+        Class::Shielded => "shielded",
+    }
+}
+
+/// `idle`, `cpu load`, `all loads`.
+pub fn load_name(load: &LoadCase) -> String {
+    match load {
+        LoadCase::Idle => "idle".to_string(),
+        LoadCase::One(kind) => format!("{kind} load"),
+        LoadCase::All => "all loads".to_string(),
+    }
+}
+
+impl Results {
+    /// The provenance of the whole: the manifest's, else the first record's.
+    pub fn provenance(&self) -> Option<&Provenance> {
+        self.manifest
+            .as_ref()
+            .map(|m| &m.provenance)
+            .or_else(|| self.runs.first().map(|r| &r.record.provenance))
+    }
+
+    /// False when the survey or any record was stopped early.
+    pub fn complete(&self) -> bool {
+        self.manifest.as_ref().is_none_or(|m| m.complete)
+            && self.runs.iter().all(|r| r.record.complete)
+    }
+
+    /// The records of one probe.
+    pub fn of<'a>(&'a self, probe: &'a str) -> impl Iterator<Item = &'a Run> + 'a {
+        self.runs.iter().filter(move |r| r.record.probe == probe)
+    }
+
+    /// The manifest's steps of one probe that have no record here, with why.
+    pub fn missing<'a>(&'a self, probe: &'a str) -> Vec<(Config, String)> {
+        let Some(m) = &self.manifest else {
+            return Vec::new();
+        };
+        m.steps
+            .iter()
+            .filter(|s| s.probe == probe)
+            .filter(|s| !self.runs.iter().any(|r| r.id == s.id))
+            .map(|s| {
+                (
+                    Config {
+                        class: s.class,
+                        load: s.load.clone(),
+                    },
+                    step_reason(s),
+                )
+            })
+            .collect()
+    }
+
+    /// A short name for this run in comparisons: host and start time.
+    pub fn label(&self) -> String {
+        match self.provenance() {
+            Some(p) => format!("{} {}", p.hostname, short_time(&p.start_time)),
+            None => self.source.display().to_string(),
+        }
+    }
+}
+
+/// `2026-11-22 18:34` from an RFC 3339 time.
+pub(crate) fn short_time(t: &str) -> String {
+    let t = t.replace('T', " ");
+    t.chars().take(16).collect()
+}
+
+/// Why a step has no record: `skipped: shield not available`.
+pub(crate) fn step_reason(s: &Step) -> String {
+    let why = s.reason.as_deref().unwrap_or("no reason given");
+    match s.status {
+        StepStatus::Done => format!(
+            "missing: {} not found",
+            s.file.as_deref().unwrap_or("record")
+        ),
+        StepStatus::Skipped => format!("skipped: {why}"),
+        StepStatus::Failed => format!("failed: {why}"),
+        StepStatus::NotRun => "not run: the survey was stopped".to_string(),
+    }
+}
+
+/// Reads a results directory, or a single record file.
+pub fn load(path: &Path) -> Result<Results, ReportError> {
+    let meta = std::fs::metadata(path).map_err(|source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        let record = RunRecord::load(path)?;
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return Ok(Results {
+            source: path.to_path_buf(),
+            manifest: None,
+            audit: None,
+            runs: vec![run_of(file, record, None)],
+        });
+    }
+    let entries = std::fs::read_dir(path).map_err(|source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ReportError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") && entry.path().is_file() {
+            files.push(name);
+        }
+    }
+    files.sort();
+    let manifest = if files.iter().any(|f| f == MANIFEST_FILE) {
+        Some(load_manifest(&path.join(MANIFEST_FILE))?)
+    } else {
+        None
+    };
+    let audit = if files.iter().any(|f| f == DOCTOR_FILE) {
+        Some(load_json::<Audit>(&path.join(DOCTOR_FILE))?)
+    } else {
+        None
+    };
+    let mut runs = Vec::new();
+    for name in files
+        .iter()
+        .filter(|f| *f != MANIFEST_FILE && *f != DOCTOR_FILE)
+    {
+        let record = RunRecord::load(&path.join(name))?;
+        let step = manifest.as_ref().and_then(|m| {
+            m.steps
+                .iter()
+                .find(|s| s.file.as_deref() == Some(name.as_str()))
+        });
+        runs.push(run_of(name.clone(), record, step));
+    }
+    if runs.is_empty() && manifest.is_none() && audit.is_none() {
+        return Err(ReportError::Empty {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(Results {
+        source: path.to_path_buf(),
+        manifest,
+        audit,
+        runs,
+    })
+}
+
+fn run_of(file: String, record: RunRecord, step: Option<&Step>) -> Run {
+    match step {
+        Some(s) => Run {
+            file,
+            id: s.id.clone(),
+            class: s.class,
+            load: s.load.clone(),
+            record,
+        },
+        None => Run {
+            id: file.trim_end_matches(".json").to_string(),
+            class: class_of(&record),
+            load: load_of(&record),
+            file,
+            record,
+        },
+    }
+}
+
+/// The class a record ran in, read from its threads or parameters.
+fn class_of(r: &RunRecord) -> Class {
+    let policy: Option<Policy> = r.threads.first().map(|t| t.config.policy).or_else(|| {
+        let p = r
+            .parameters
+            .get("policy")
+            .or_else(|| r.parameters.get("sched").and_then(|s| s.get("policy")))?;
+        serde_json::from_value(p.clone()).ok()
+    });
+    match policy {
+        Some(Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline { .. }) => Class::RtPinned,
+        _ => Class::NormalUnpinned,
+    }
+}
+
+/// The load a record ran under, read from its environment.
+fn load_of(r: &RunRecord) -> LoadCase {
+    let mut kinds: Vec<LoadKind> = r.environment.loads.iter().map(|l| l.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    let cpu_load = r.parameters.get("cpu_load").and_then(|v| v.as_bool()) == Some(true);
+    match kinds.as_slice() {
+        [] if cpu_load => LoadCase::One(LoadKind::Cpu),
+        [] => LoadCase::Idle,
+        [k] => LoadCase::One(*k),
+        _ => LoadCase::All,
+    }
+}
+
+fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
+    let value: serde_json::Value = load_json(path)?;
+    let name = path.display().to_string();
+    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    if schema != MANIFEST_SCHEMA {
+        return Err(ReportError::Schema {
+            path: name,
+            found: schema.to_string(),
+            expected: MANIFEST_SCHEMA,
+        });
+    }
+    let version = value
+        .get("schema_version")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    if version != u64::from(MANIFEST_VERSION) {
+        return Err(ReportError::Version {
+            path: name,
+            found: version,
+            supported: MANIFEST_VERSION,
+        });
+    }
+    load_json(path)
+}
+
+fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ReportError::Json {
+        path: name,
+        line: e.line(),
+        column: e.column(),
+        message: e
+            .to_string()
+            .split(" at line ")
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    })
+}

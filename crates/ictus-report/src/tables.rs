@@ -1,0 +1,943 @@
+//! The seeds' tables, reproduced for one machine, as data: [`tables`] builds them from
+//! [`Results`]; the Markdown and HTML renderers and `compare` only lay them out.
+//!
+//! ```no_run
+//! let results = ictus_report::load(std::path::Path::new("ictus-results/vm-20260101T000000Z")).unwrap();
+//! for table in ictus_report::tables::tables(&results) {
+//!     println!("{} ({}): {} rows", table.title, table.seed, table.rows.len());
+//! }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ictus_core::Percentile;
+use ictus_probe::doctor::Status;
+use ictus_probe::record::{LatencyResult, Measurement};
+use ictus_probe::survey::{Class, LoadCase};
+
+use crate::format;
+use crate::results::{Config, Results, Run, class_name, load_name};
+
+/// One table: what it shows, its columns and rows, and its notes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// Stable id, also the HTML anchor: `timer`, `memlat`, ...
+    pub id: &'static str,
+    /// The title: `Latency by configuration and load`.
+    pub title: String,
+    /// Where the table comes from: `seed 002 Table 1`.
+    pub seed: &'static str,
+    /// One or two sentences: what the table shows and how it was measured.
+    pub caption: String,
+    /// Names of the key columns (the row headers).
+    pub keys: Vec<String>,
+    /// Names of the value columns.
+    pub columns: Vec<Column>,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// Footnotes (thin percentiles, refused policies, what is missing).
+    pub notes: Vec<String>,
+    /// Why the table is empty, when it is.
+    pub absent: Option<String>,
+}
+
+/// A value column.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    /// Its header, with the unit where all cells share one.
+    pub name: String,
+    /// Whether `compare` sets this column side by side (long text columns are left out).
+    pub compared: bool,
+}
+
+impl Column {
+    fn new(name: impl Into<String>) -> Self {
+        Column {
+            name: name.into(),
+            compared: true,
+        }
+    }
+    fn text(name: impl Into<String>) -> Self {
+        Column {
+            name: name.into(),
+            compared: false,
+        }
+    }
+}
+
+/// One row: its keys, then one cell per value column.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// The row headers, one per key column.
+    pub keys: Vec<String>,
+    /// The values, one per value column.
+    pub cells: Vec<Cell>,
+}
+
+/// One value: its text, the number behind it (for ratios), and whether too few
+/// samples support it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    /// What is shown, units included (`~` before a thin percentile).
+    pub text: String,
+    /// The number compared across runs.
+    pub value: Option<f64>,
+    /// A percentile the sample count does not support.
+    pub thin: bool,
+}
+
+impl Cell {
+    fn text(text: impl Into<String>) -> Self {
+        Cell {
+            text: text.into(),
+            value: None,
+            thin: false,
+        }
+    }
+    fn num(text: String, value: f64) -> Self {
+        Cell {
+            text,
+            value: Some(value),
+            thin: false,
+        }
+    }
+    fn ns(v: f64) -> Self {
+        Cell::num(format::ns(v), v)
+    }
+    fn empty() -> Self {
+        Cell::text("—")
+    }
+}
+
+/// The note every table with `~` cells carries.
+pub const THIN_NOTE: &str = "~ marks a percentile that rests on fewer samples than it needs (p99.999 needs 100,000, p99.99 needs 10,000): it is shown, but it is the tail of a short run, not a measured p99.999.";
+
+/// Every table, in the seeds' order.
+pub fn tables(r: &Results) -> Vec<Table> {
+    vec![
+        features(r),
+        memlat(r),
+        rendezvous(r),
+        compute(r),
+        timer(r),
+        jitter(r),
+        pingpong(r),
+        throughput(r),
+        loop_trials(r),
+    ]
+}
+
+fn table(id: &'static str, title: &str, seed: &'static str) -> Table {
+    Table {
+        id,
+        title: title.to_string(),
+        seed,
+        caption: String::new(),
+        keys: Vec::new(),
+        columns: Vec::new(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+        absent: None,
+    }
+}
+
+/// Why a probe's table is empty: the manifest's reason, or that nothing ran.
+fn absent_reason(r: &Results, probe: &str) -> String {
+    match r.missing(probe).into_iter().next() {
+        Some((_, why)) => why,
+        None if r.manifest.is_some() => format!("not measured: the survey has no {probe} step"),
+        None => format!("not measured: no {probe} record here"),
+    }
+}
+
+/// How the record's threads were set up, in a few words.
+fn setup_words(run: &Run) -> String {
+    let r = &run.record;
+    let policy = r
+        .threads
+        .first()
+        .map(|t| t.config.policy.to_string())
+        .or_else(|| {
+            let p = r
+                .parameters
+                .get("policy")
+                .or_else(|| r.parameters.get("sched").and_then(|s| s.get("policy")))?;
+            serde_json::from_value::<ictus_os::sched::Policy>(p.clone())
+                .ok()
+                .map(|p| p.to_string())
+        })
+        .unwrap_or_else(|| "policy unknown".to_string());
+    let mlock = if r.obtained.mlock {
+        ", memory locked"
+    } else {
+        ""
+    };
+    format!("{policy}{mlock}")
+}
+
+fn refused_note(t: &mut Table, run: &Run) {
+    for w in &run.record.warnings {
+        if w.id == "policy-refused" || w.id == "mlock-refused" {
+            let note = format!("{}: {}", run.id, w.message);
+            if !t.notes.contains(&note) {
+                t.notes.push(note);
+            }
+        }
+    }
+}
+
+// --- seed 000 Table 3 -----------------------------------------------------------
+
+fn features(r: &Results) -> Table {
+    let mut t = table("features", "OS real-time features", "seed 000 Table 3");
+    t.caption = "The real-time features of this machine's OS, as `ictus doctor` found them, in the seed's letters: O available, N not available, R root (privilege) only, empty unknown.".to_string();
+    t.keys = vec!["feature".into(), "seed 000 column".into()];
+    t.columns = vec![Column::new("status"), Column::text("detail")];
+    let Some(audit) = &r.audit else {
+        t.absent = Some("not measured: no doctor.json here".to_string());
+        return t;
+    };
+    for c in &audit.checks {
+        let seed = match c.id.as_str() {
+            "cpus" => "Multi-processor; Processor affinity management",
+            "rt-privileges" => "Process priority management; Access rights management",
+            "rt-throttling" => "Deactivation of the scheduler",
+            "sched-deadline" => "Synchronization means/scheduling",
+            "cpu-shielding" => "Shielding against processes",
+            "irq-affinity" => "Shielding against interruptions",
+            "memory" => "Protection against memory swap",
+            _ => "—",
+        };
+        let status = match c.status {
+            Status::Available => "O (available)",
+            Status::Missing => "N (missing)",
+            Status::NeedsPrivilege => "R (needs privilege)",
+            Status::Unknown => "(unknown)",
+        };
+        t.rows.push(Row {
+            keys: vec![c.title.clone(), seed.to_string()],
+            cells: vec![Cell::text(status), Cell::text(c.detail.clone())],
+        });
+    }
+    t.notes
+        .push(format!("Audit verdict: {}", audit.verdict.summary));
+    t
+}
+
+// --- seed 000 Table 5 -----------------------------------------------------------
+
+fn label_u64(m: &Measurement, key: &str) -> Option<u64> {
+    m.labels.get(key).and_then(|v| v.as_u64())
+}
+
+fn label_f64(m: &Measurement, key: &str) -> Option<f64> {
+    m.labels.get(key).and_then(|v| v.as_f64())
+}
+
+fn label_str<'a>(m: &'a Measurement, key: &str) -> Option<&'a str> {
+    m.labels.get(key).and_then(|v| v.as_str())
+}
+
+/// The data caches a memlat record lists, smallest first (`L1d`, `L2`, `L3`).
+pub(crate) fn caches(run: &Run) -> Vec<(String, u64)> {
+    let mut c: Vec<(String, u64)> = run
+        .record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "cache")
+        .filter(|m| label_str(m, "cache") != Some("L1i"))
+        .filter_map(|m| {
+            Some((
+                label_str(m, "cache")?.to_string(),
+                label_u64(m, "cache_bytes")?,
+            ))
+        })
+        .collect();
+    c.sort_by_key(|(_, size)| *size);
+    c
+}
+
+fn memlat(r: &Results) -> Table {
+    let mut t = table("memlat", "Memory access time by stride", "seed 000 Table 5");
+    let runs: Vec<&Run> = r.of("memlat").collect();
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "memlat"));
+        return t;
+    }
+    let several = runs.len() > 1;
+    if several {
+        t.keys.push("configuration".into());
+    }
+    t.keys
+        .extend(["working set".to_string(), "fits in".to_string()]);
+    // Columns: the chase, then reads and writes by stride (the seed's "space").
+    let mut strides = BTreeSet::new();
+    for run in &runs {
+        for m in &run.record.measurements {
+            if m.name.starts_with("strided-")
+                && let Some(s) = label_u64(m, "stride_bytes")
+            {
+                strides.insert(s);
+            }
+        }
+    }
+    let mut kinds = vec![("chase".to_string(), None)];
+    t.columns.push(Column::new("random chase, per load"));
+    for kind in ["strided-read", "strided-write"] {
+        for &s in &strides {
+            kinds.push((kind.to_string(), Some(s)));
+            let verb = if kind == "strided-read" {
+                "read"
+            } else {
+                "write"
+            };
+            t.columns.push(Column::new(format!("{verb}, space {s} B")));
+        }
+    }
+    let mut repeat = None;
+    for run in &runs {
+        repeat = run.record.parameters.get("repeat").and_then(|v| v.as_u64());
+        let caches = caches(run);
+        let one_thread = |m: &&Measurement| label_u64(m, "threads").is_none_or(|n| n == 1);
+        let sizes: BTreeSet<u64> = run
+            .record
+            .measurements
+            .iter()
+            .filter(one_thread)
+            .filter_map(|m| label_u64(m, "working_set_bytes"))
+            .collect();
+        for size in sizes {
+            let fits = caches
+                .iter()
+                .find(|(_, c)| size <= *c)
+                .map_or("memory".to_string(), |(n, _)| n.clone());
+            let mut keys = Vec::new();
+            if several {
+                keys.push(run.config().to_string());
+            }
+            keys.extend([format::bytes(size as f64), fits]);
+            let cells = kinds
+                .iter()
+                .map(|(kind, stride)| {
+                    let m = run.record.measurements.iter().filter(one_thread).find(|m| {
+                        &m.name == kind
+                            && label_u64(m, "working_set_bytes") == Some(size)
+                            && label_u64(m, "stride_bytes") == *stride
+                    });
+                    let key = if kind == "chase" {
+                        "ns_per_load"
+                    } else {
+                        "ns_per_access"
+                    };
+                    match m.and_then(|m| m.metrics.get(key)) {
+                        Some(&v) => Cell::ns(v),
+                        None => Cell::empty(),
+                    }
+                })
+                .collect();
+            t.rows.push(Row { keys, cells });
+        }
+    }
+    let cache_list: Vec<String> = runs
+        .first()
+        .map(|run| {
+            caches(run)
+                .iter()
+                .map(|(n, s)| format!("{n} {}", format::bytes(*s as f64)))
+                .collect()
+        })
+        .unwrap_or_default();
+    t.caption = format!(
+        "Average time per 64-bit access, one thread, no load ({}): reads and writes `space` bytes apart, as the seed's columns, and a dependent random chase, whose steps show the cache stages{}. Median of {} repetitions.",
+        setup_words(runs[0]),
+        if cache_list.is_empty() {
+            String::new()
+        } else {
+            format!(" (the kernel reports {})", cache_list.join(", "))
+        },
+        repeat.map_or("the".to_string(), |n| n.to_string()),
+    );
+    t
+}
+
+// --- seed 000 Table 6 -----------------------------------------------------------
+
+fn rendezvous(r: &Results) -> Table {
+    let mut t = table(
+        "rendezvous",
+        "Rendezvous frequency by threads and spacing",
+        "seed 000 Table 6",
+    );
+    let runs: Vec<&Run> = r.of("rendezvous").collect();
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "rendezvous"));
+        return t;
+    }
+    let several = runs.len() > 1;
+    if several {
+        t.keys.push("configuration".into());
+    }
+    t.keys.extend([
+        "threads".to_string(),
+        "position of the flags".to_string(),
+        "data".to_string(),
+    ]);
+    t.columns = vec![
+        Column::new("frequency"),
+        Column::new("per rendezvous"),
+        Column::new("vs bare cache-line round trip"),
+    ];
+    let mut limit = None;
+    for run in &runs {
+        for m in &run.record.measurements {
+            if m.name == "cacheline-round-trip" {
+                limit = m.metrics.get("ns_per_round_trip").copied();
+            }
+            if m.name != "rendezvous" {
+                continue;
+            }
+            let mut keys = Vec::new();
+            if several {
+                keys.push(run.config().to_string());
+            }
+            let payload = label_u64(m, "payload_bytes").unwrap_or(0);
+            keys.extend([
+                label_u64(m, "threads").map_or("?".into(), |n| n.to_string()),
+                label_str(m, "spacing").unwrap_or("?").to_string(),
+                if payload == 0 {
+                    "none".to_string()
+                } else {
+                    format!("{payload} B each way")
+                },
+            ]);
+            let rate = m.metrics.get("rendezvous_per_s").copied();
+            let per = m.metrics.get("ns_per_rendezvous").copied();
+            let vs = m.metrics.get("vs_cacheline_limit").copied();
+            t.rows.push(Row {
+                keys,
+                cells: vec![
+                    rate.map_or(Cell::empty(), |v| {
+                        Cell::num(format!("{} kHz", format::sig3(v / 1e3)), v)
+                    }),
+                    per.map_or(Cell::empty(), Cell::ns),
+                    vs.map_or(Cell::empty(), |v| Cell::num(format!("{v:.2}"), v)),
+                ],
+            });
+        }
+    }
+    t.caption = format!(
+        "Rendezvous per second by spinning on shared flags, without extra load ({}), by number of threads and the distance between their flags, as the seed measured; with and without 512 B exchanged each way (seed 000 Table 1a's payload).{}",
+        setup_words(runs[0]),
+        limit.map_or(String::new(), |l| format!(
+            " The last column compares with the bare cache-line round trip between the two CPUs ({}), the hardware's limit.",
+            format::ns(l)
+        )),
+    );
+    t
+}
+
+// --- seed 000 Table 7 -----------------------------------------------------------
+
+fn compute(r: &Results) -> Table {
+    let mut t = table("compute", "Computing power", "seed 000 Table 7");
+    let runs: Vec<&Run> = r.of("compute").collect();
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "compute"));
+        return t;
+    }
+    let several = runs.len() > 1;
+    if several {
+        t.keys.push("configuration".into());
+    }
+    t.keys.extend(["model".to_string(), "threads".to_string()]);
+    t.columns = vec![
+        Column::new("time per step"),
+        Column::new("per module and step"),
+        Column::new("speed-up"),
+        Column::new("time reduction vs reference"),
+    ];
+    let mut reference = None;
+    for run in &runs {
+        if let Some(w) = run.record.warnings.iter().find(|w| w.id == "reference") {
+            reference = Some(w.message.clone());
+        }
+        for m in &run.record.measurements {
+            if m.name != "model-size" && m.name != "split" {
+                continue;
+            }
+            let mut keys = Vec::new();
+            if several {
+                keys.push(run.config().to_string());
+            }
+            keys.push(format!("{} modules", label_u64(m, "modules").unwrap_or(0)));
+            keys.push(label_u64(m, "threads").unwrap_or(1).to_string());
+            let step = m.metrics.get("ns_per_step").copied();
+            let module = m.metrics.get("ns_per_module_step").copied();
+            let speedup = m.metrics.get("speedup").copied();
+            let reduction = match m.metrics.get("time_reduction_vs_reference") {
+                // The metric is reference time / our time; the seed's reduction is
+                // 1 - our time / reference time.
+                Some(&x) if x > 0.0 => {
+                    let red = 1.0 - 1.0 / x;
+                    Cell::num(
+                        format!("{:.0} % (speed ×{})", red * 100.0, format::sig3(x)),
+                        red * 100.0,
+                    )
+                }
+                _ => Cell::text(if m.labels.contains_key("reference") {
+                    "no such point in the reference"
+                } else {
+                    "no reference"
+                }),
+            };
+            t.rows.push(Row {
+                keys,
+                cells: vec![
+                    step.map_or(Cell::empty(), Cell::ns),
+                    module.map_or(Cell::empty(), Cell::ns),
+                    speedup.map_or(Cell::empty(), |v| Cell::num(format!("{v:.2}"), v)),
+                    reduction,
+                ],
+            });
+        }
+    }
+    t.caption = format!(
+        "Time per step of a mass-interaction model (CORDIS-ANIMA chain) growing on one thread, then split over threads that meet twice a step ({}); the seed's measure is the time reduction against a reference machine.",
+        setup_words(runs[0])
+    );
+    match reference {
+        Some(msg) => t.notes.push(format!("Time reduction = 1 − this time / reference time, as the seed's; {msg}.")),
+        None => t.notes.push("No reference record: `ictus compare REFERENCE THIS` sets another machine's survey beside this one, or `ictus probe compute --reference FILE` measures against a record.".to_string()),
+    }
+    t
+}
+
+// --- seed 002 Table 1 -----------------------------------------------------------
+
+fn thin(l: &LatencyResult, p: Percentile) -> bool {
+    l.thin_percentiles.contains(&p)
+}
+
+fn pct_cell(l: &LatencyResult, p: Percentile) -> Cell {
+    match l.summary.percentile(p) {
+        Some(v) => {
+            let v = v.as_u64() as f64;
+            if thin(l, p) {
+                Cell {
+                    text: format!("~{}", format::ns(v)),
+                    value: Some(v),
+                    thin: true,
+                }
+            } else {
+                Cell::ns(v)
+            }
+        }
+        None => Cell::empty(),
+    }
+}
+
+/// Rows in matrix order: class, then load (idle, each load, all).
+fn matrix<'a>(r: &'a Results, probe: &'a str) -> Vec<(Config, Result<&'a Run, String>)> {
+    let mut rows: Vec<(Config, Result<&Run, String>)> =
+        r.of(probe).map(|run| (run.config(), Ok(run))).collect();
+    rows.extend(r.missing(probe).into_iter().map(|(c, why)| (c, Err(why))));
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows
+}
+
+fn timer(r: &Results) -> Table {
+    let mut t = table(
+        "timer",
+        "Wake-up latency by configuration and load",
+        "seed 002 Table 1",
+    );
+    t.keys = vec!["configuration".into(), "load".into()];
+    t.columns = vec![
+        Column::new("samples"),
+        Column::new("mean"),
+        Column::new("99 %"),
+        Column::new("99.999 %"),
+        Column::new("max"),
+        Column::new("missed periods"),
+    ];
+    let rows = matrix(r, "timer");
+    if rows.is_empty() {
+        t.absent = Some(absent_reason(r, "timer"));
+        return t;
+    }
+    let mut interval = None;
+    for (config, run) in rows {
+        let keys = vec![
+            class_name(config.class).to_string(),
+            load_name(&config.load),
+        ];
+        let cells = match run {
+            Err(why) => why_cells(why, t.columns.len()),
+            Ok(run) => {
+                refused_note(&mut t, run);
+                interval = interval.or(run
+                    .record
+                    .parameters
+                    .get("interval_ns")
+                    .and_then(|v| v.as_f64()));
+                match &run.record.merged {
+                    None => why_cells("no latency in the record".into(), t.columns.len()),
+                    Some(l) => {
+                        let s = &l.summary;
+                        vec![
+                            Cell::num(format::count(s.count), s.count as f64),
+                            s.mean_ns.map_or(Cell::empty(), Cell::ns),
+                            pct_cell(l, Percentile::P99),
+                            pct_cell(l, Percentile::P99999),
+                            s.max_ns
+                                .map_or(Cell::empty(), |v| Cell::ns(v.as_u64() as f64)),
+                            Cell::num(format::count(l.missed), l.missed as f64),
+                        ]
+                    }
+                }
+            }
+        };
+        t.rows.push(Row { keys, cells });
+    }
+    t.caption = format!(
+        "How late a thread wakes after its absolute deadline (`clock_nanosleep`, every {}), all measuring threads together, per scheduling class and background load: the seed's user latency, 99.999 % and max.",
+        interval.map_or("period".to_string(), format::ns)
+    );
+    if t.rows.iter().any(|r| r.cells.iter().any(|c| c.thin)) {
+        t.notes.push(THIN_NOTE.to_string());
+    }
+    t
+}
+
+fn why_cells(why: String, n: usize) -> Vec<Cell> {
+    let mut cells = vec![Cell::text(why)];
+    cells.extend((1..n).map(|_| Cell::empty()));
+    cells
+}
+
+// --- seed 002 Table 2 -----------------------------------------------------------
+
+fn jitter(r: &Results) -> Table {
+    let mut t = table(
+        "jitter",
+        "Execution-time variation by priority and load",
+        "seed 002 Table 2",
+    );
+    let rows = matrix(r, "jitter");
+    if rows.is_empty() {
+        t.absent = Some(absent_reason(r, "jitter"));
+        return t;
+    }
+    // Tmin: the shortest run among all configurations, as the seed defines it.
+    let tmin = r
+        .of("jitter")
+        .filter_map(|run| run.record.merged.as_ref()?.summary.min_ns)
+        .map(|v| v.as_u64() as f64)
+        .fold(f64::INFINITY, f64::min);
+    let classes: BTreeSet<Class> = rows.iter().map(|(c, _)| c.class).collect();
+    let loads: BTreeSet<LoadCase> = rows.iter().map(|(c, _)| c.load.clone()).collect();
+    t.keys = vec!["load".into()];
+    t.columns = classes
+        .iter()
+        .map(|c| {
+            Column::new(match c {
+                Class::NormalUnpinned => "normal priority (unpinned)",
+                Class::RtPinned => "real-time priority (pinned)",
+                Class::Shielded => "shielded (RT0)",
+            })
+        })
+        .collect();
+    for load in &loads {
+        let cells = classes
+            .iter()
+            .map(|class| {
+                match rows
+                    .iter()
+                    .find(|(c, _)| c.class == *class && &c.load == load)
+                {
+                    None => Cell::text("not in the survey"),
+                    Some((_, Err(why))) => Cell::text(why.clone()),
+                    Some((_, Ok(run))) => {
+                        refused_note(&mut t, run);
+                        match run.record.merged.as_ref().and_then(|l| l.summary.max_ns) {
+                            Some(max) => {
+                                let spread = max.as_u64() as f64 - tmin;
+                                Cell::num(
+                                    format!(
+                                        "{} ({} %)",
+                                        format::ns(spread),
+                                        format::sig3(100.0 * spread / tmin)
+                                    ),
+                                    spread,
+                                )
+                            }
+                            None => Cell::empty(),
+                        }
+                    }
+                }
+            })
+            .collect();
+        t.rows.push(Row {
+            keys: vec![load_name(load)],
+            cells,
+        });
+    }
+    let first = r.of("jitter").next();
+    let routine = first
+        .and_then(|run| run.record.parameters.get("routine"))
+        .map(|v| {
+            match (
+                v.get("kind").and_then(|k| k.as_str()),
+                v.get("divisions").and_then(|d| d.as_u64()),
+            ) {
+                (Some("divisions"), Some(n)) => format!("{} integer divisions", format::count(n)),
+                (Some(k), _) => format!("the {k} routine"),
+                _ => "the routine".to_string(),
+            }
+        })
+        .unwrap_or_else(|| "the routine".to_string());
+    let runs = first
+        .and_then(|run| run.record.parameters.get("runs"))
+        .and_then(|v| v.as_u64())
+        .map_or(String::new(), |n| {
+            format!(", {} runs per configuration", format::count(n))
+        });
+    t.caption = format!(
+        "The longest run of {routine} minus Tmin, and that as a share of Tmin, per scheduling priority and load{runs}. Tmin = {}, the shortest run of all configurations, as the seed defines it.",
+        format::ns(tmin)
+    );
+    t
+}
+
+// --- seed 001 Table 3 -----------------------------------------------------------
+
+fn pingpong(r: &Results) -> Table {
+    let mut t = table(
+        "pingpong",
+        "Context switch time with and without CPU load",
+        "seed 001 Table 3",
+    );
+    let runs: Vec<&Run> = r.of("pingpong").collect();
+    let missing = r.missing("pingpong");
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "pingpong"));
+        return t;
+    }
+    // Rows: class x primitive x placement; columns: loads.
+    let mut cells: BTreeMap<(Class, String), BTreeMap<LoadCase, Cell>> = BTreeMap::new();
+    let mut loads = BTreeSet::new();
+    for run in &runs {
+        refused_note(&mut t, run);
+        for m in run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "handoff")
+        {
+            let load = if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
+                LoadCase::One(ictus_probe::load::LoadKind::Cpu)
+            } else {
+                run.load.clone()
+            };
+            loads.insert(load.clone());
+            let what = format!(
+                "{}, {}",
+                label_str(m, "primitive").unwrap_or("?"),
+                label_str(m, "placement").unwrap_or("?")
+            );
+            let cell = match &m.latency {
+                Some(l) => match (l.summary.mean_ns, l.summary.stddev_ns) {
+                    (Some(mean), Some(sd)) => Cell::num(
+                        format!("{} (SD={})", format::ns(mean), format::ns(sd)),
+                        mean,
+                    ),
+                    _ => Cell::empty(),
+                },
+                None => Cell::empty(),
+            };
+            cells
+                .entry((run.class, what))
+                .or_default()
+                .insert(load, cell);
+        }
+    }
+    for (c, _) in &missing {
+        loads.insert(c.load.clone());
+    }
+    t.keys = vec!["configuration".into(), "primitive, placement".into()];
+    t.columns = loads
+        .iter()
+        .map(|l| {
+            Column::new(match l {
+                LoadCase::Idle => "no load".to_string(),
+                other => load_name(other),
+            })
+        })
+        .collect();
+    for ((class, what), by_load) in &cells {
+        t.rows.push(Row {
+            keys: vec![class_name(*class).to_string(), what.clone()],
+            cells: loads
+                .iter()
+                .map(|l| {
+                    by_load.get(l).cloned().unwrap_or_else(|| {
+                        missing
+                            .iter()
+                            .find(|(c, _)| c.class == *class && &c.load == l)
+                            .map_or(Cell::text("not in the survey"), |(_, why)| {
+                                Cell::text(why.clone())
+                            })
+                    })
+                })
+                .collect(),
+        });
+    }
+    t.caption = "One-way hand-off time between two threads (one wakes the other and the kernel switches to it), mean and standard deviation, as the seed's context switch time; CPU load is a busy thread on each measured CPU. Futex hand-offs are what semaphores and mutexes use; same-cpu is a true context switch, cross-cpu a wake-up on another CPU.".to_string();
+    t
+}
+
+// --- seed 004 Figures 6 and 7 ---------------------------------------------------
+
+fn throughput(r: &Results) -> Table {
+    let mut t = table(
+        "throughput",
+        "Port throughput by payload",
+        "seed 004 Figures 6 and 7",
+    );
+    let runs: Vec<&Run> = r.of("throughput").collect();
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "throughput"));
+        return t;
+    }
+    let mut series: Vec<String> = Vec::new();
+    let mut points: BTreeMap<u64, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut mode = None;
+    for run in &runs {
+        for m in &run.record.measurements {
+            let name = match m.name.as_str() {
+                "transfer" => {
+                    mode = mode.or(label_str(m, "mode").map(str::to_string));
+                    format!(
+                        "{}, {}",
+                        label_str(m, "transport").unwrap_or("?"),
+                        label_str(m, "placement").unwrap_or("?")
+                    )
+                }
+                "memcpy" => "memcpy (one CPU)".to_string(),
+                _ => continue,
+            };
+            let (Some(size), Some(&rate)) =
+                (label_u64(m, "payload_bytes"), m.metrics.get("bytes_per_s"))
+            else {
+                continue;
+            };
+            if !series.contains(&name) {
+                series.push(name.clone());
+            }
+            points.entry(size).or_default().insert(name, rate);
+        }
+    }
+    // memcpy last: it is the bound, not a transport.
+    series.sort_by_key(|s| s.starts_with("memcpy"));
+    t.keys = vec!["payload".into()];
+    t.columns = series.iter().map(|s| Column::new(s.clone())).collect();
+    for (size, by) in &points {
+        t.rows.push(Row {
+            keys: vec![format::bytes(*size as f64)],
+            cells: series
+                .iter()
+                .map(|s| {
+                    by.get(s)
+                        .map_or(Cell::empty(), |&v| Cell::num(format::mb_per_s(v), v))
+                })
+                .collect(),
+        });
+    }
+    t.caption = format!(
+        "Payload bytes per second from one thread to another by payload size, as seed 004's port test ({} mode: {}), with a plain memcpy on one CPU as the bound; {}.",
+        mode.as_deref().unwrap_or("sync"),
+        if mode.as_deref() == Some("stream") {
+            "the sender waits only when the transport is full"
+        } else {
+            "each message is acknowledged before the next is sent"
+        },
+        setup_words(runs[0])
+    );
+    t
+}
+
+// --- the loop (seed 000 §3.1) ---------------------------------------------------
+
+fn loop_trials(r: &Results) -> Table {
+    let mut t = table(
+        "loop",
+        "Fully synchronous loop: trials",
+        "seed 000 §3.1 and Table 1",
+    );
+    let runs: Vec<&Run> = r.of("loop").collect();
+    if runs.is_empty() {
+        t.absent = Some(absent_reason(r, "loop"));
+        return t;
+    }
+    let several = runs.len() > 1;
+    if several {
+        t.keys.push("configuration".into());
+    }
+    t.keys.push("frequency".into());
+    t.columns = vec![
+        Column::new("period"),
+        Column::new("steps"),
+        Column::new("missed"),
+        Column::new("worst step"),
+        Column::new("least slack"),
+        Column::text("outcome"),
+    ];
+    for run in &runs {
+        let mut trials: Vec<&Measurement> = run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "trial")
+            .collect();
+        trials.sort_by(|a, b| {
+            label_f64(a, "frequency_hz")
+                .unwrap_or(0.0)
+                .total_cmp(&label_f64(b, "frequency_hz").unwrap_or(0.0))
+        });
+        for m in trials {
+            let mut keys = Vec::new();
+            if several {
+                keys.push(run.config().to_string());
+            }
+            keys.push(format::hz(label_f64(m, "frequency_hz").unwrap_or(0.0)));
+            let misses = m.metrics.get("misses").copied().unwrap_or(0.0);
+            let get = |k: &str| m.metrics.get(k).copied();
+            t.rows.push(Row {
+                keys,
+                cells: vec![
+                    label_f64(m, "period_ns").map_or(Cell::empty(), Cell::ns),
+                    label_u64(m, "steps")
+                        .map_or(Cell::empty(), |n| Cell::num(format::count(n), n as f64)),
+                    Cell::num(format::count(misses as u64), misses),
+                    get("worst_completion_ns").map_or(Cell::empty(), Cell::ns),
+                    get("min_slack_ns").map_or(Cell::empty(), Cell::ns),
+                    Cell::text(if misses == 0.0 { "held" } else { "missed" }),
+                ],
+            });
+        }
+    }
+    let p = &runs[0].record.parameters;
+    t.caption = format!(
+        "The loop of seed 000 Figure 1 (input, rendezvous, compute, rendezvous, output inside one period) on {} threads, a model of {} modules, {} B exchanged per rendezvous ({}), tried at rising frequencies until a step misses its deadline.",
+        p.get("threads").and_then(|v| v.as_u64()).unwrap_or(0),
+        p.get("modules").and_then(|v| v.as_u64()).unwrap_or(0),
+        p.get("exchange_bytes")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0),
+        setup_words(runs[0]),
+    );
+    if let Some(h) = &runs[0].record.headline {
+        t.notes.push(format!("The probe's conclusion: {h}."));
+    }
+    t
+}

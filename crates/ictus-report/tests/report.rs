@@ -1,0 +1,278 @@
+//! The reports of the fixture surveys (real probe runs with tiny parameters, made by
+//! `tests/fixtures/make-fixtures.sh`): Markdown snapshots, the HTML's content, and
+//! every kind of bad input named by its file.
+
+use std::path::{Path, PathBuf};
+
+use ictus_report::{
+    ReportError, compare_html, compare_markdown, html, load, markdown, write_reports,
+};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The source path differs between checkouts: snapshots show it as `FIXTURES/...`.
+fn portable(text: &str) -> String {
+    text.replace(&fixture("").display().to_string(), "FIXTURES/")
+}
+
+/// A copy of a fixture directory that a test may change.
+fn copy(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn markdown_report_of_a_survey() {
+    let sut = load(&fixture("survey-a")).unwrap();
+    insta::assert_snapshot!("survey_a", portable(&markdown(&sut)));
+}
+
+#[test]
+fn markdown_comparison_of_two_surveys() {
+    let runs = [
+        load(&fixture("survey-a")).unwrap(),
+        load(&fixture("survey-b")).unwrap(),
+    ];
+    insta::assert_snapshot!("compare_a_b", portable(&compare_markdown(&runs, 0)));
+}
+
+#[test]
+fn the_report_puts_host_then_verdict_then_contents_then_the_seed_tables_in_order() {
+    let text = markdown(&load(&fixture("survey-a")).unwrap());
+    let at = |s: &str| {
+        text.find(s)
+            .unwrap_or_else(|| panic!("no {s:?} in the report"))
+    };
+    assert!(text.starts_with("# ictus survey of "));
+    assert!(at("AMD") < at("## Verdict") || at("Linux") < at("## Verdict"));
+    assert!(at("## Verdict") < at("## Contents"));
+    let order = [
+        "(seed 000 Table 3)",
+        "(seed 000 Table 5)",
+        "(seed 000 Table 6)",
+        "(seed 000 Table 7)",
+        "(seed 002 Table 1)",
+        "(seed 002 Table 2)",
+        "(seed 001 Table 3)",
+        "(seed 004 Figures 6 and 7)",
+    ];
+    let heads: Vec<usize> = order
+        .iter()
+        .map(|s| {
+            text.rfind(&format!("{s} <a id="))
+                .unwrap_or_else(|| panic!("no table {s}"))
+        })
+        .collect();
+    assert!(heads.windows(2).all(|w| w[0] < w[1]), "{heads:?}");
+    assert!(!text.contains("INCOMPLETE"));
+}
+
+#[test]
+fn skipped_and_failed_steps_say_why_in_their_cells() {
+    let text = markdown(&load(&fixture("survey-a")).unwrap());
+    assert!(text.contains("| shielded | idle | skipped: shield not available |"));
+    assert!(text.contains("failed: load net: could not bind"));
+    assert!(text.contains("~"), "thin p99.999 are marked");
+    assert!(text.contains(ictus_report::tables::THIN_NOTE));
+}
+
+#[test]
+fn a_survey_without_rendezvous_memlat_or_throughput_says_they_were_not_measured() {
+    let text = markdown(&load(&fixture("survey-b")).unwrap());
+    assert!(text.contains("Not measured: the survey has no rendezvous step"));
+    assert!(text.contains("Not measured: the survey has no memlat step"));
+    assert!(text.contains("Not measured: the survey has no throughput step"));
+    // survey-b's compute ran against survey-a's: the seed's time reduction is there.
+    assert!(text.contains("% (speed ×"), "{text}");
+}
+
+#[test]
+fn an_incomplete_survey_says_so_at_the_top_of_both_reports() {
+    let dir = copy("survey-a");
+    let path = dir.path().join("survey.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["complete"] = false.into();
+    manifest["verdict"] = serde_json::Value::Null;
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    std::fs::remove_file(dir.path().join("loop-rt-pinned-idle.json")).unwrap();
+    let sut = load(dir.path()).unwrap();
+    let md = markdown(&sut);
+    let first_lines: Vec<&str> = md.lines().take(3).collect();
+    assert!(first_lines[2].contains("INCOMPLETE"), "{first_lines:?}");
+    assert!(md.contains("No verdict: the survey stopped before the loop probe ran."));
+    assert!(
+        md.contains("Missing: loop-rt-pinned-idle.json not found"),
+        "{md}"
+    );
+    let page = html(&sut);
+    let banner = page.find("class=\"incomplete\"").unwrap();
+    assert!(banner < page.find("Verdict").unwrap());
+}
+
+#[test]
+fn write_reports_writes_both_files_into_the_directory() {
+    let dir = copy("survey-b");
+    let sut = load(dir.path()).unwrap();
+    let (md, page) = write_reports(dir.path(), &sut).unwrap();
+    assert_eq!(md, dir.path().join("report.md"));
+    assert!(
+        std::fs::read_to_string(md)
+            .unwrap()
+            .starts_with("# ictus survey of ")
+    );
+    assert!(
+        std::fs::read_to_string(page)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    // The reports do not get in the way of reading the directory again.
+    assert_eq!(load(dir.path()).unwrap().runs.len(), sut.runs.len());
+}
+
+#[test]
+fn the_html_is_self_contained_with_inline_svg_plots() {
+    let page = html(&load(&fixture("survey-a")).unwrap());
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(!page.contains("<script"), "no JavaScript");
+    // No network: nothing loaded from elsewhere (the SVG namespace URI is only a name).
+    assert!(!page.contains("<link") && !page.contains("src=") && !page.contains("href=\"http"));
+    assert!(!page.contains("@import") && !page.contains("url("));
+    // Tails, six histograms, memlat, compute, hand-off tails, throughput, timeline, loop.
+    let svgs = page.matches("<svg").count();
+    assert!(svgs >= 12, "{svgs} plots");
+    assert!(page.contains("Wake-up latency tails"));
+    assert!(page.contains("Memory latency by working set"));
+    assert!(page.contains("Throughput by payload"));
+    assert!(page.contains("Loop step completion"));
+    assert!(page.contains("do not carry yet"));
+}
+
+#[test]
+fn the_comparison_html_overlays_the_runs_tails() {
+    let runs = [
+        load(&fixture("survey-a")).unwrap(),
+        load(&fixture("survey-b")).unwrap(),
+    ];
+    let page = compare_html(&runs, 1);
+    assert!(page.contains("Wake-up latency tails: real-time, pinned, idle"));
+    assert!(page.contains("(reference)"));
+    assert!(!page.contains("<script"));
+}
+
+#[test]
+fn a_single_record_file_is_a_report_too() {
+    let sut = load(&fixture("survey-a").join("timer-rt-pinned-idle.json")).unwrap();
+    assert_eq!(sut.runs.len(), 1);
+    let text = markdown(&sut);
+    assert!(text.starts_with("# ictus results from "));
+    assert!(
+        text.contains("| real-time, pinned | idle | 500 |"),
+        "{text}"
+    );
+    assert!(text.contains("Not measured: no doctor.json here"));
+}
+
+// --- bad input ------------------------------------------------------------------
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn error_of(dir: &Path) -> String {
+    let e = load(dir).expect_err("bad input must be refused");
+    e.to_string()
+}
+
+#[test]
+fn a_truncated_record_is_refused_naming_the_file_line_and_column() {
+    let dir = copy("survey-b");
+    let text = std::fs::read_to_string(dir.path().join("timer-rt-pinned-idle.json")).unwrap();
+    write(
+        dir.path(),
+        "timer-rt-pinned-idle.json",
+        &text[..text.len() / 2],
+    );
+    let e = error_of(dir.path());
+    assert!(e.contains("timer-rt-pinned-idle.json:"), "{e}");
+    assert!(e.contains("EOF"), "{e}");
+    assert_eq!(e.lines().count(), 1);
+}
+
+#[test]
+fn foreign_json_and_other_schema_versions_are_refused() {
+    let dir = copy("survey-b");
+    write(
+        dir.path(),
+        "cyclictest.json",
+        r#"{"file_version": 1, "thread": {}}"#,
+    );
+    let e = error_of(dir.path());
+    assert!(
+        e.contains("cyclictest.json") && e.contains("not an ictus result record"),
+        "{e}"
+    );
+
+    let dir = copy("survey-b");
+    write(
+        dir.path(),
+        "future.json",
+        r#"{"schema": "ictus.run-record", "schema_version": 99}"#,
+    );
+    let e = error_of(dir.path());
+    assert!(
+        e.contains("future.json") && e.contains("schema version 99"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_broken_manifest_or_audit_is_refused_naming_the_file() {
+    let dir = copy("survey-b");
+    write(
+        dir.path(),
+        "survey.json",
+        r#"{"schema": "ictus.survey", "schema_version": 1, "complete": tr"#,
+    );
+    let e = load(dir.path()).unwrap_err();
+    assert!(matches!(e, ReportError::Json { .. }), "{e}");
+    assert!(e.to_string().contains("survey.json:1:"), "{e}");
+
+    let dir = copy("survey-b");
+    write(dir.path(), "survey.json", r#"{"schema": "something.else"}"#);
+    assert!(matches!(load(dir.path()), Err(ReportError::Schema { .. })));
+
+    let dir = copy("survey-b");
+    write(
+        dir.path(),
+        "survey.json",
+        r#"{"schema": "ictus.survey", "schema_version": 7}"#,
+    );
+    assert!(matches!(
+        load(dir.path()),
+        Err(ReportError::Version { found: 7, .. })
+    ));
+
+    let dir = copy("survey-b");
+    write(dir.path(), "doctor.json", r#"{"checks": 3}"#);
+    let e = error_of(dir.path());
+    assert!(e.contains("doctor.json:1:"), "{e}");
+}
+
+#[test]
+fn an_empty_directory_or_a_missing_path_is_an_error_not_an_empty_report() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(load(dir.path()), Err(ReportError::Empty { .. })));
+    let e = load(&dir.path().join("nope")).unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+}
