@@ -16,8 +16,8 @@ mod loop_cmd;
 mod memlat;
 mod pingpong;
 mod rendezvous;
-mod survey;
 mod report;
+mod survey;
 mod throughput;
 mod timer;
 

@@ -82,7 +82,7 @@ fn a_survey_writes_every_record_the_manifest_and_both_reports() {
 fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
     let root = temp_dir("stopped");
     let bin = assert_cmd::cargo::cargo_bin("ictus");
-    let mut child = std::process::Command::new(bin)
+    let child = std::process::Command::new(bin)
         .args(["survey", "--profile", "smoke", "--results"])
         .arg(&root)
         .stdout(std::process::Stdio::piped())

@@ -110,6 +110,46 @@ fn byte_messages_cross_a_ring_of_two_intact() {
     });
 }
 
+/// A ring of one slot: the consumer hands the slot back and the producer
+/// refills it for the very next position, so the two sequence-word states
+/// alternate in the same word. The producer waits for each message to be taken
+/// (`is_empty`, as the throughput probe's sync mode does); the sizes of the two
+/// ends agree once quiet.
+#[test]
+fn byte_messages_cross_a_ring_of_one_slot_intact() {
+    model(|| {
+        let (mut tx, mut sut) = spsc::bytes::channel(2, 1);
+        let producer = thread::spawn(move || {
+            for i in 1..3u8 {
+                while !tx.try_write(|buf| {
+                    buf[..usize::from(i)].fill(i);
+                    usize::from(i)
+                }) {
+                    thread::yield_now();
+                }
+                while !tx.is_empty() {
+                    thread::yield_now();
+                }
+            }
+            tx
+        });
+        let mut i = 1u8;
+        while i < 3 {
+            let intact = sut.try_read(|m| m.len() == usize::from(i) && m.iter().all(|&b| b == i));
+            match intact {
+                Some(ok) => {
+                    assert!(ok, "message {i} arrived damaged");
+                    i += 1;
+                }
+                None => thread::yield_now(),
+            }
+        }
+        let tx = producer.join().unwrap();
+        assert_eq!((tx.len(), sut.len()), (0, 0));
+        assert_eq!(sut.try_read(|m| m.len()), None);
+    });
+}
+
 #[test]
 fn the_barrier_orders_two_threads_over_two_generations() {
     const GENERATIONS: usize = 2;

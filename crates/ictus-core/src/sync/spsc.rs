@@ -4,8 +4,8 @@
 //! - [`channel`] carries values of one type `T`.
 //! - [`bytes::channel`] carries variable-length byte messages in fixed-size slots.
 //!
-//! Both are built on the same shared part, a `#[repr(C)]` block that holds
-//! only two indices, each in its own [`CachePadded`] pair of lines: `head`
+//! The typed ring's shared part is a `#[repr(C)]` block that holds only two
+//! indices, each in its own [`CachePadded`] pair of lines: `head`
 //! (the next position to read, written only by the consumer) and `tail` (the
 //! next position to write, written only by the producer). Each side keeps its
 //! own index in a private field and a cached copy of the other side's index,
@@ -13,6 +13,8 @@
 //! (consumer). In steady state a push or a pop therefore touches one shared
 //! line it owns and the slot, and nothing the other core is writing. (The
 //! design follows Erik Rigtorp's `SPSCQueue` and iceoryx2's lock-free queue.)
+//! The byte ring has no shared index at all: a sequence word in each slot's
+//! first line carries the signal next to the data (see [`bytes`]).
 //!
 //! Positions run over `0..2 * capacity` and the slot of position `p` is
 //! `p % capacity`, so full (`tail - head == capacity`) and empty
