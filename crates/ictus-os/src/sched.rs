@@ -77,6 +77,20 @@ impl Policy {
         )
     }
 
+    /// Refuses a priority or nice value the kernel never accepts, before any call.
+    pub fn check_range(&self) -> Result<(), SchedError> {
+        let ok = match *self {
+            Policy::Fifo { priority } | Policy::Rr { priority } => (1..=99).contains(&priority),
+            Policy::Other { nice } | Policy::Batch { nice } => (-20..=19).contains(&nice),
+            Policy::Idle | Policy::Deadline { .. } => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(SchedError::OutOfRange { policy: *self })
+        }
+    }
+
     fn kernel_id(&self) -> u32 {
         (match self {
             Policy::Other { .. } => libc::SCHED_OTHER,
@@ -179,18 +193,11 @@ pub fn set_policy(policy: Policy) -> Result<(), SchedError> {
         sched_policy: policy.kernel_id(),
         ..SchedAttr::default()
     };
+    policy.check_range()?;
     match policy {
-        Policy::Other { nice } | Policy::Batch { nice } => {
-            if !(-20..=19).contains(&nice) {
-                return Err(SchedError::OutOfRange { policy });
-            }
-            attr.sched_nice = nice;
-        }
+        Policy::Other { nice } | Policy::Batch { nice } => attr.sched_nice = nice,
         Policy::Idle => {}
         Policy::Fifo { priority } | Policy::Rr { priority } => {
-            if !(1..=99).contains(&priority) {
-                return Err(SchedError::OutOfRange { policy });
-            }
             attr.sched_priority = u32::from(priority);
         }
         Policy::Deadline {

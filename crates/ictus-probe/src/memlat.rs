@@ -368,16 +368,11 @@ pub fn validate(params: &MemlatParams) -> Result<(), MemlatError> {
     {
         return Err(MemlatError::CpuOffline { cpu, online });
     }
-    let policy = params.sched.policy;
-    match policy {
-        Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
-            Err(MemlatError::Policy(SchedError::OutOfRange { policy }))
-        }
-        Policy::Other { nice } | Policy::Batch { nice } if !(-20..=19).contains(&nice) => {
-            Err(MemlatError::Policy(SchedError::OutOfRange { policy }))
-        }
-        _ => Ok(()),
-    }
+    params
+        .sched
+        .policy
+        .check_range()
+        .map_err(MemlatError::Policy)
 }
 
 /// Runs the probe. Blocks until done or until `progress` asks to stop (checked between

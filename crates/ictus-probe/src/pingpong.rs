@@ -321,19 +321,7 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
     if let Some(&cpu) = used.iter().find(|&&c| !online.contains(c)) {
         return Err(PingpongError::CpuOffline { cpu, online });
     }
-    match params.policy {
-        Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
-            Err(PingpongError::Policy(SchedError::OutOfRange {
-                policy: params.policy,
-            }))
-        }
-        Policy::Other { nice } | Policy::Batch { nice } if !(-20..=19).contains(&nice) => {
-            Err(PingpongError::Policy(SchedError::OutOfRange {
-                policy: params.policy,
-            }))
-        }
-        _ => Ok(()),
-    }
+    params.policy.check_range().map_err(PingpongError::Policy)
 }
 
 /// Runs the probe: every point in turn. Blocks until done or until `progress` asks

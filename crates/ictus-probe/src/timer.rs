@@ -172,19 +172,7 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
     if let Some(&cpu) = params.cpus.cpus().iter().find(|&&c| !online.contains(c)) {
         return Err(TimerError::CpuOffline { cpu, online });
     }
-    match params.policy {
-        Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
-            Err(TimerError::Policy(SchedError::OutOfRange {
-                policy: params.policy,
-            }))
-        }
-        Policy::Other { nice } | Policy::Batch { nice } if !(-20..=19).contains(&nice) => {
-            Err(TimerError::Policy(SchedError::OutOfRange {
-                policy: params.policy,
-            }))
-        }
-        _ => Ok(()),
-    }
+    params.policy.check_range().map_err(TimerError::Policy)
 }
 
 /// What one measuring thread hands back.
