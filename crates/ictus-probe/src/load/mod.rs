@@ -748,20 +748,38 @@ mod tests {
             .count()
     }
 
+    /// Load threads once the joined ones have left /proc: a thread that `join` has
+    /// returned for can still be listed for a moment while the kernel reaps it, so
+    /// this waits up to a second; one that outlived `stop` stays listed.
+    fn load_threads_after_stop() -> usize {
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let n = load_threads();
+            if n == 0 || std::time::Instant::now() > deadline {
+                return n;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn all_cpus() -> CpuSet {
         facts::online_cpus()
     }
 
     fn run_for(kind: LoadKind, cpus: CpuSet) -> LoadReport {
         let _serial = serial();
-        assert_eq!(load_threads(), 0);
+        assert_eq!(load_threads_after_stop(), 0);
         let sut = start(&[LoadSpec { kind, cpus }]).unwrap();
         assert_eq!(load_threads(), sut.workers());
         let dirs = sut.scratch_dirs();
         assert!(dirs.iter().all(|d| d.is_dir()));
         thread::sleep(Duration::from_millis(200));
         let mut reports = sut.stop();
-        assert_eq!(load_threads(), 0, "{kind}: a worker outlived stop");
+        assert_eq!(
+            load_threads_after_stop(),
+            0,
+            "{kind}: a worker outlived stop"
+        );
         assert!(dirs.iter().all(|d| !d.exists()), "{kind}: scratch left");
         assert_eq!(reports.len(), 1);
         let report = reports.remove(0);
@@ -858,7 +876,7 @@ mod tests {
         assert_eq!(dirs.len(), 1);
         assert!(load_threads() >= 2);
         drop(sut);
-        assert_eq!(load_threads(), 0);
+        assert_eq!(load_threads_after_stop(), 0);
         assert!(!dirs[0].exists());
     }
 
@@ -962,6 +980,6 @@ mod tests {
         shared.request_stop();
         good.join().unwrap();
         bad.join().unwrap();
-        assert_eq!(load_threads(), 0);
+        assert_eq!(load_threads_after_stop(), 0);
     }
 }
