@@ -36,7 +36,7 @@ use thiserror::Error;
 
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
-use crate::rendezvous::Shared;
+use crate::rendezvous::Exchange;
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
@@ -432,7 +432,7 @@ fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress
     let masses = (params.modules.saturating_sub(1) / 2).max(k);
     let model = Model::chain(masses, &Params::default()).expect("default parameters build a chain");
     let parts = model.partition(k);
-    let exchange = Shared::new(k, 128, params.exchange_bytes.max(16));
+    let exchange = Exchange::new(k, 128, params.exchange_bytes.max(16));
     let cpus: Vec<usize> = params.sched.cpus.cpus()[..k].to_vec();
     // The leader publishes the start of the grid and the margin here before the first
     // rendezvous; the others read them after it.
@@ -512,7 +512,7 @@ fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress
 fn lead(
     model: &Model,
     part: &Part,
-    exchange: &Shared,
+    exchange: &Exchange,
     k: usize,
     t0: Nanos,
     period: Nanos,
@@ -628,7 +628,7 @@ fn lead(
 fn follow(
     model: &Model,
     part: &Part,
-    exchange: &Shared,
+    exchange: &Exchange,
     me: usize,
     k: usize,
     t0: Nanos,

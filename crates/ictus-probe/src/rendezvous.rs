@@ -159,10 +159,20 @@ pub fn validate(p: &RendezvousParams) -> Result<(), RendezvousError> {
     Ok(())
 }
 
-/// The shared memory of one point: flags at the chosen spacing, and per thread two
+/// A spin rendezvous with a payload: flags at the chosen spacing, and per thread two
 /// payload slots (by step parity, so a thread one step ahead never overwrites what
-/// another still reads).
-pub(crate) struct Shared {
+/// another still reads). The `rendezvous` probe measures it; the `loop` probe runs
+/// its steps on it.
+///
+/// ```
+/// use ictus_probe::rendezvous::Exchange;
+/// let ex = Exchange::new(1, 64, 16);
+/// let mut seen = 0;
+/// ex.exchange(0, 1, 1, |i| i as u64, |_, _, _| seen += 1);
+/// assert_eq!(seen, 0, "alone, there is no one else's payload to read");
+/// ```
+#[derive(Debug)]
+pub struct Exchange {
     flags: Vec<AtomicU8>,
     flag_base: usize,
     spacing: usize,
@@ -170,9 +180,9 @@ pub(crate) struct Shared {
     payload: Vec<[Vec<AtomicU64>; 2]>,
 }
 
-impl Shared {
+impl Exchange {
     /// Flags for `threads` threads `spacing` bytes apart, payloads of `payload_bytes`.
-    pub(crate) fn new(threads: usize, spacing: usize, payload_bytes: usize) -> Self {
+    pub fn new(threads: usize, spacing: usize, payload_bytes: usize) -> Self {
         // Room for the flags plus slack to start them on a 128-byte boundary.
         let flags: Vec<AtomicU8> = (0..threads * spacing + 256)
             .map(|_| AtomicU8::new(0))
@@ -188,7 +198,7 @@ impl Shared {
                 ]
             })
             .collect();
-        Shared {
+        Exchange {
             flags,
             flag_base,
             spacing,
@@ -220,7 +230,7 @@ impl Shared {
     /// post, wait for every other thread, then hand each of their words to
     /// `read(thread, i, word)`. Steps must go up by one each time.
     #[inline]
-    pub(crate) fn exchange(
+    pub fn exchange(
         &self,
         me: usize,
         threads: usize,
@@ -387,7 +397,7 @@ fn point(
     payload: usize,
     progress: &Progress,
 ) -> (Vec<PointOutcome>, Vec<Warning>) {
-    let shared = Shared::new(threads, spacing.bytes(), payload);
+    let shared = Exchange::new(threads, spacing.bytes(), payload);
     let start = Barrier::new(threads);
     let cpus = params.sched.cpus.cpus();
     thread::scope(|scope| {
@@ -545,7 +555,7 @@ mod tests {
 
     #[test]
     fn flags_sit_at_the_requested_spacing() {
-        let sut = Shared::new(3, 5000, 0);
+        let sut = Exchange::new(3, 5000, 0);
         let a = sut.flag(0) as *const AtomicU8 as usize;
         let b = sut.flag(1) as *const AtomicU8 as usize;
         let c = sut.flag(2) as *const AtomicU8 as usize;

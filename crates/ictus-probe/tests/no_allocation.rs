@@ -48,8 +48,40 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The tests share the counter: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn the_rendezvous_exchange_allocates_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ex = ictus_probe::rendezvous::Exchange::new(2, 64, 512);
+    let start = std::sync::Barrier::new(3);
+    let done = std::sync::Barrier::new(3);
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    std::thread::scope(|s| {
+        for me in 0..2 {
+            let (ex, start, done) = (&ex, &start, &done);
+            s.spawn(move || {
+                let mut sum = 0u64;
+                start.wait();
+                WATCHING.with(|w| w.set(true));
+                for step in 1..=5_000u64 {
+                    ex.exchange(me, 2, step, |i| step ^ i as u64, |_, _, w| sum ^= w);
+                }
+                WATCHING.with(|w| w.set(false));
+                done.wait();
+                std::hint::black_box(sum);
+            });
+        }
+        start.wait();
+        done.wait();
+    });
+    assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0);
+}
+
 #[test]
 fn the_timer_hot_loop_allocates_nothing_in_any_mode() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for mode in [
         WaitMode::Nanosleep,
         WaitMode::Hybrid {
