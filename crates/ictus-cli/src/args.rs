@@ -31,6 +31,8 @@ pub(crate) enum Command {
     Report(crate::report::ReportArgs),
     /// Set two or more results directories or records side by side, with ratios.
     Compare(crate::report::CompareArgs),
+    /// Partition the CPUs into RT and NRT sets (cpusets, tasks, IRQs), with exact undo.
+    Shield(crate::shield::ShieldArgs),
 }
 
 #[derive(Debug, Args)]

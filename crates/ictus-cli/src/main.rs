@@ -17,6 +17,7 @@ mod memlat;
 mod pingpong;
 mod rendezvous;
 mod report;
+mod shield;
 mod survey;
 mod throughput;
 mod timer;
@@ -109,6 +110,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Report(args) => report::report(&args),
         Command::Compare(args) => report::compare(&args),
+        Command::Shield(args) => shield::run(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;

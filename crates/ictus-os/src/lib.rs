@@ -4,6 +4,7 @@
 //! - [`wait`]: the three ways to wait for an absolute deadline (nanosleep, hybrid, spin).
 //! - [`sched`]: scheduling policy, priority and CPU affinity of the calling thread,
 //!   set and read back, with refusals explained.
+//! - [`affinity_of`]: CPU affinity of another thread, read and set (for the shield).
 //! - [`handoff`]: futex, eventfd, pipe, message queue and `sched_yield`: how one thread
 //!   wakes another.
 //! - [`memory`]: memory locking and stack prefaulting.
@@ -14,6 +15,7 @@
 //!
 //! Nothing here prints; everything returns data.
 
+pub mod affinity_of;
 pub mod buffer;
 pub mod clock;
 pub mod facts;

@@ -1,0 +1,414 @@
+//! Applying a [`Plan`] step by step behind the journal, and undoing it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ShieldError;
+use crate::journal::{self, Entry, Journal};
+use crate::plan::{self, Plan, Request, Skip, Step};
+use crate::snapshot::{self, CpusetRoot};
+
+/// What `apply` did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Applied {
+    /// The plan that was run.
+    pub plan: Plan,
+    /// Steps the kernel refused (managed IRQs, bound kernel threads), and why.
+    pub refused: Vec<Skip>,
+    /// Whether irqbalance was running and was stopped (reset starts it again).
+    pub irqbalance_stopped: bool,
+    /// The journal that `reset` will replay.
+    pub journal: PathBuf,
+}
+
+/// What `reset` did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResetOutcome {
+    /// Whether a journal was found (a shield, perhaps partial, was applied).
+    pub was_applied: bool,
+    /// Values written back.
+    pub restored: usize,
+    /// Entries whose object is gone (exited threads, vanished IRQs): nothing to restore.
+    pub vanished: usize,
+    /// What could not be restored; the journal is kept so reset can be run again.
+    pub problems: Vec<String>,
+}
+
+/// What the shield needs, when this process lacks it.
+pub fn privilege_shortfall() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|u| u.parse::<u32>().ok());
+    (euid != Some(0)).then(|| {
+        "root (CAP_SYS_ADMIN to create cpusets and move tasks, write access to \
+         /proc/irq/*/smp_affinity, CAP_SYS_NICE for other tasks' affinity)"
+            .to_owned()
+    })
+}
+
+fn require_privilege() -> Result<(), ShieldError> {
+    match privilege_shortfall() {
+        Some(need) => Err(ShieldError::NotPrivileged { need }),
+        None => Ok(()),
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// One `write(2)` of `value`, as kernel files want it.
+fn write_value(path: &Path, value: &str) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.write_all(value.as_bytes())
+}
+
+fn write_error(path: &Path, value: &str, source: std::io::Error) -> ShieldError {
+    ShieldError::Write {
+        path: path.to_path_buf(),
+        value: value.to_owned(),
+        source,
+    }
+}
+
+/// Applies a shield: `--rt-cpus` on the RT side, everything else on the NRT CPUs.
+/// Refuses when a shield is already applied. On a failure it resets what it did.
+pub fn apply(request: &Request, journal_path: &Path) -> Result<Applied, ShieldError> {
+    apply_stopping_after(request, journal_path, None)
+}
+
+/// [`apply`], stopped as if killed at point `stop_at` (the fault-injection hook):
+/// point `2k` is before step `k` is journaled, `2k + 1` after it is journaled and
+/// before it is carried out. Nothing is undone; the journal stays.
+#[doc(hidden)]
+pub fn apply_stopping_after(
+    request: &Request,
+    journal_path: &Path,
+    stop_at: Option<usize>,
+) -> Result<Applied, ShieldError> {
+    if journal_path.exists() {
+        return Err(ShieldError::AlreadyApplied {
+            journal: journal_path.to_path_buf(),
+        });
+    }
+    let machine = snapshot::machine();
+    let plan = plan::plan(&machine, request)?;
+    require_privilege()?;
+    let mut journal = Journal::create(journal_path)?;
+    let root = machine
+        .cpuset
+        .as_ref()
+        .map(CpusetRoot::dir)
+        .unwrap_or(Path::new("/"));
+    journal.append(&Entry::Header {
+        path: root.to_path_buf(),
+        prior_value: String::new(),
+        rt_cpus: plan.rt_cpus.clone(),
+        nrt_cpus: plan.nrt_cpus.clone(),
+        cgroup_version: plan.cgroup_version,
+        pid: std::process::id(),
+    })?;
+    let mut applied = Applied {
+        plan,
+        refused: Vec::new(),
+        irqbalance_stopped: false,
+        journal: journal_path.to_path_buf(),
+    };
+    match run_steps(&mut applied, &mut journal, stop_at) {
+        Ok(()) => Ok(applied),
+        Err(e @ ShieldError::Stopped { .. }) => Err(e),
+        Err(e) => {
+            // Leave the machine as it was; the error says what went wrong.
+            let _ = reset(journal_path);
+            Err(e)
+        }
+    }
+}
+
+fn run_steps(
+    applied: &mut Applied,
+    journal: &mut Journal,
+    stop_at: Option<usize>,
+) -> Result<(), ShieldError> {
+    let mut created: Vec<PathBuf> = Vec::new();
+    for (done, step) in applied.plan.steps.clone().iter().enumerate() {
+        if stop_at == Some(2 * done) {
+            return Err(ShieldError::Stopped { at: 2 * done });
+        }
+        // Every journal entry of this step is followed by the second stop point.
+        let append = |journal: &mut Journal, entry: &Entry| -> Result<(), ShieldError> {
+            journal.append(entry)?;
+            if stop_at == Some(2 * done + 1) {
+                return Err(ShieldError::Stopped { at: 2 * done + 1 });
+            }
+            Ok(())
+        };
+        match step {
+            Step::Write { path, value } => {
+                // Files of a group the shield created go away with the group.
+                let inside_new = path
+                    .parent()
+                    .is_some_and(|d| created.iter().any(|c| c == d));
+                if !inside_new {
+                    let Some(prior_value) = read_trimmed(path) else {
+                        continue; // vanished (an IRQ freed meanwhile)
+                    };
+                    append(
+                        journal,
+                        &Entry::Write {
+                            path: path.clone(),
+                            prior_value,
+                        },
+                    )?;
+                }
+                let mut result = write_value(path, value);
+                if result.is_err() && value == "isolated" {
+                    // Kernels before 5.15 know only `root` partitions.
+                    result = write_value(path, "root");
+                }
+                if let Err(e) = result {
+                    if path.starts_with("/proc/irq") {
+                        applied.refused.push(Skip {
+                            what: format!("{}", path.display()),
+                            why: format!(
+                                "the kernel refused ({e}); a managed IRQ stays where it is"
+                            ),
+                        });
+                    } else {
+                        return Err(write_error(path, value, e));
+                    }
+                }
+            }
+            Step::Mkdir { path } => {
+                append(
+                    journal,
+                    &Entry::Mkdir {
+                        path: path.clone(),
+                        prior_value: "absent".into(),
+                    },
+                )?;
+                std::fs::create_dir(path).map_err(|e| write_error(path, "(mkdir)", e))?;
+                created.push(path.clone());
+            }
+            Step::MoveTask {
+                tid,
+                start_time,
+                from,
+                to,
+            } => {
+                let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
+                else {
+                    continue; // exited
+                };
+                let Some(affinity) = task.affinity else {
+                    continue;
+                };
+                append(
+                    journal,
+                    &Entry::Task {
+                        path: from.clone(),
+                        prior_value: affinity,
+                        tid: *tid,
+                        start_time: *start_time,
+                        cpuset: task.cpuset.clone(),
+                    },
+                )?;
+                if let Err(e) = write_value(to, &tid.to_string())
+                    && e.raw_os_error() != Some(3)
+                {
+                    applied.refused.push(Skip {
+                        what: format!("task {tid} ({})", task.comm),
+                        why: format!(
+                            "the kernel refused the move ({e}); kthreadd stays in the root cpuset"
+                        ),
+                    });
+                }
+            }
+            Step::StopIrqbalance { pid } => {
+                append(
+                    journal,
+                    &Entry::Irqbalance {
+                        path: PathBuf::from(format!("/proc/{pid}")),
+                        prior_value: "running".into(),
+                    },
+                )?;
+                let stopped = run_quietly("systemctl", &["stop", "irqbalance"])
+                    || run_quietly("kill", &[&pid.to_string()]);
+                applied.irqbalance_stopped = stopped;
+                if !stopped {
+                    applied.refused.push(Skip {
+                        what: format!("irqbalance (pid {pid})"),
+                        why: "could not be stopped; it may undo the IRQ affinity".into(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_quietly(program: &str, args: &[&str]) -> bool {
+    std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Undoes the shield recorded in the journal, newest change first, then removes the
+/// journal. Without a journal it does nothing: reset is idempotent. Threads and IRQs
+/// that vanished meanwhile are passed over.
+pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
+    let Some(entries) = journal::read(journal_path)? else {
+        return Ok(ResetOutcome::default());
+    };
+    require_privilege()?;
+    let root = entries
+        .iter()
+        .find_map(|e| match e {
+            Entry::Header { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut out = ResetOutcome {
+        was_applied: true,
+        ..ResetOutcome::default()
+    };
+    for entry in entries.iter().rev() {
+        match entry {
+            Entry::Header { .. } => {}
+            Entry::Write { path, prior_value } => restore_write(path, prior_value, &mut out),
+            Entry::Task {
+                path,
+                prior_value,
+                tid,
+                start_time,
+                cpuset,
+            } => {
+                let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
+                else {
+                    out.vanished += 1;
+                    continue;
+                };
+                let group = path
+                    .parent()
+                    .and_then(|d| d.strip_prefix(&root).ok())
+                    .map(|g| format!("/{}", g.display()));
+                let home = task.cpuset == *cpuset || Some(&task.cpuset) == group.as_ref();
+                if let Err(e) = write_value(path, &tid.to_string())
+                    && !home
+                {
+                    if e.raw_os_error() == Some(3) {
+                        out.vanished += 1;
+                        continue;
+                    }
+                    out.problems
+                        .push(format!("moving task {tid} back to {}: {e}", path.display()));
+                }
+                // Joining a v1 cpuset resets the affinity to the cpuset's CPUs.
+                let now = ictus_os::affinity_of::affinity_of(*tid)
+                    .ok()
+                    .or(task.affinity);
+                if now.as_ref() != Some(prior_value) {
+                    match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
+                        Ok(()) => out.restored += 1,
+                        Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
+                        Err(e) => out
+                            .problems
+                            .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
+                    }
+                }
+            }
+            Entry::Mkdir { path, .. } => remove_group(path, &mut out),
+            Entry::Irqbalance { .. } => {
+                if !snapshot::irqbalance_running()
+                    && !run_quietly("systemctl", &["start", "irqbalance"])
+                    && !run_quietly("irqbalance", &[])
+                {
+                    out.problems
+                        .push("irqbalance could not be started again".into());
+                }
+            }
+        }
+    }
+    if out.problems.is_empty() {
+        journal::remove(journal_path)?;
+    }
+    Ok(out)
+}
+
+fn restore_write(path: &Path, prior: &str, out: &mut ResetOutcome) {
+    let Some(current) = read_trimmed(path) else {
+        out.vanished += 1;
+        return;
+    };
+    if current == prior {
+        return;
+    }
+    if path
+        .file_name()
+        .is_some_and(|n| n == "cgroup.subtree_control")
+    {
+        // Only what the shield added is taken away again.
+        let before: Vec<&str> = prior.split_whitespace().collect();
+        for added in current.split_whitespace().filter(|c| !before.contains(c)) {
+            if let Err(e) = write_value(path, &format!("-{added}")) {
+                out.problems
+                    .push(format!("{}: -{added}: {e}", path.display()));
+            }
+        }
+        out.restored += 1;
+        return;
+    }
+    match write_value(path, prior) {
+        Ok(()) => out.restored += 1,
+        Err(e) => out
+            .problems
+            .push(format!("writing {prior:?} back to {}: {e}", path.display())),
+    }
+}
+
+fn remove_group(dir: &Path, out: &mut ResetOutcome) {
+    if !dir.is_dir() {
+        return;
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let members = if dir.join("tasks").exists() {
+        "tasks"
+    } else {
+        "cgroup.procs"
+    };
+    // A v2 partition goes back to an ordinary member first.
+    if dir.join("cpuset.cpus.partition").exists() {
+        let _ = write_value(&dir.join("cpuset.cpus.partition"), "member");
+    }
+    for _ in 0..100 {
+        let ids = read_trimmed(&dir.join(members)).unwrap_or_default();
+        for id in ids.split_whitespace() {
+            // Threads that exit meanwhile are fine.
+            let _ = write_value(&parent.join(members), id);
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => {
+                out.restored += 1;
+                return;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    if let Err(e) = std::fs::remove_dir(dir) {
+        out.problems
+            .push(format!("removing {}: {e}", dir.display()));
+    }
+}

@@ -1,0 +1,120 @@
+//! The shield: an RT/NRT partition of the CPUs with exact undo.
+//!
+//! `apply` computes a [`plan::Plan`] from a [`snapshot::Machine`] (pure), then runs its
+//! steps one by one, appending each prior value to a [`journal`] (fsync'd) *before* the
+//! change. `reset` replays the journal backwards, so it restores the machine after an
+//! `apply` killed at any point, and does nothing the second time.
+//!
+//! - cgroup v1: exclusive cpusets `ictus-rt` and `ictus-nrt` under the cpuset root;
+//!   every movable thread of the root goes to `ictus-nrt`.
+//! - cgroup v2: a child `ictus-rt` made a cpuset partition (`isolated` where the
+//!   kernel offers it); the root partition loses those CPUs by itself.
+//! - IRQs (and the default IRQ affinity) go to the NRT CPUs, except those named for the
+//!   RT tasks, which go to the RT CPUs; the workqueue cpumask goes to the NRT CPUs.
+//!
+//! Nothing here prints; everything returns data.
+#![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod journal;
+pub mod mask;
+pub mod plan;
+pub mod snapshot;
+pub mod status;
+
+use std::path::PathBuf;
+
+use ictus_core::CpuSet;
+use thiserror::Error;
+
+pub use apply::{Applied, ResetOutcome, apply, reset};
+pub use plan::Request;
+pub use status::{Status, status};
+
+/// Where the journal lives unless told otherwise.
+pub const DEFAULT_JOURNAL: &str = "/run/ictus/shield.journal";
+
+/// Why a shield command refused or failed.
+#[derive(Debug, Error)]
+pub enum ShieldError {
+    /// Every online CPU was asked for the RT side: nothing would be left for the rest.
+    #[error(
+        "--rt-cpus {rt} leaves no CPU for the rest of the system (online: {online}); keep at least one CPU out"
+    )]
+    NoNrtCpu {
+        /// The RT CPUs asked for.
+        rt: CpuSet,
+        /// The online CPUs.
+        online: CpuSet,
+    },
+    /// An RT CPU is not online.
+    #[error("CPU {cpu} is not online (online: {online})")]
+    CpuOffline {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The online CPUs.
+        online: CpuSet,
+    },
+    /// No RT CPU given.
+    #[error("--rt-cpus is empty; name at least one CPU")]
+    NoRtCpu,
+    /// An `--irq-for` IRQ does not exist.
+    #[error("IRQ {irq} does not exist (see /proc/interrupts)")]
+    NoSuchIrq {
+        /// The IRQ asked for.
+        irq: u32,
+    },
+    /// The process lacks the privilege; nothing was changed.
+    #[error("the shield needs {need}; nothing was changed")]
+    NotPrivileged {
+        /// What it would need.
+        need: String,
+    },
+    /// Neither a cgroup v1 cpuset hierarchy nor a v2 hierarchy with the cpuset controller.
+    #[error(
+        "no cpuset controller is mounted (neither cgroup v1 cpuset nor v2 with cpuset); nothing was changed"
+    )]
+    NoCpuset,
+    /// A shield (perhaps partial) is already applied.
+    #[error("a shield is already applied (journal {journal}); run `ictus shield reset` first")]
+    AlreadyApplied {
+        /// The journal found.
+        journal: PathBuf,
+    },
+    /// The journal could not be written or read.
+    #[error("journal {path}: {source}")]
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The journal holds a line that is not an entry (and not a torn last line).
+    #[error("journal {path} line {line}: {what}")]
+    BadJournal {
+        /// The journal file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        what: String,
+    },
+    /// A change the shield needs was refused.
+    #[error("writing {value:?} to {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The value.
+        value: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `apply` was stopped by the fault-injection hook at this point.
+    #[error("stopped at point {at} (fault injection)")]
+    Stopped {
+        /// The stop point (see `apply::apply_stopping_after`).
+        at: usize,
+    },
+}

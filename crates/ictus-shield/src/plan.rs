@@ -1,0 +1,367 @@
+//! The changes a shield makes, computed from a [`Machine`] by pure functions: tested
+//! on fake machines, run by [`crate::apply()`].
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use ictus_core::CpuSet;
+use serde::{Deserialize, Serialize};
+
+use crate::ShieldError;
+use crate::mask::{format_mask, parse_mask};
+use crate::snapshot::{CpusetRoot, DEFAULT_IRQ_AFFINITY, Machine, WORKQUEUE_CPUMASK};
+
+/// The shield's cpuset groups, under the cpuset root.
+pub const RT_GROUP: &str = "ictus-rt";
+/// The group every movable thread goes to (cgroup v1).
+pub const NRT_GROUP: &str = "ictus-nrt";
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// CPUs for the real-time work.
+    pub rt_cpus: CpuSet,
+    /// IRQs that serve the RT tasks: steered to the RT CPUs instead.
+    pub irq_for: Vec<u32>,
+}
+
+/// One change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Write `value` to a file (its prior value is journaled first).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The new value.
+        value: String,
+    },
+    /// Create a cgroup directory (journaled: reset empties and removes it).
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Move a thread into a cgroup (its affinity and prior group are journaled).
+    MoveTask {
+        /// Thread id.
+        tid: i32,
+        /// Its start time, to tell a reused id apart.
+        start_time: u64,
+        /// The `tasks` file of its group now (where reset puts it back).
+        from: PathBuf,
+        /// The `tasks` file of the group it goes to.
+        to: PathBuf,
+    },
+    /// Stop irqbalance (it would undo the IRQ affinity).
+    StopIrqbalance {
+        /// Its pid.
+        pid: i32,
+    },
+}
+
+/// Something left as it is, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skip {
+    /// What (`task 12 (ksoftirqd/1)`, `IRQ 36`).
+    pub what: String,
+    /// Why.
+    pub why: String,
+}
+
+/// The changes, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// RT CPUs.
+    pub rt_cpus: CpuSet,
+    /// NRT CPUs: every other online CPU.
+    pub nrt_cpus: CpuSet,
+    /// cgroup version used: 1 or 2.
+    pub cgroup_version: u8,
+    /// The steps.
+    pub steps: Vec<Step>,
+    /// What the plan leaves alone, known in advance.
+    pub skipped: Vec<Skip>,
+}
+
+/// Checks the RT CPUs against the online ones and returns the NRT CPUs.
+pub fn split(rt: &CpuSet, online: &CpuSet) -> Result<CpuSet, ShieldError> {
+    if rt.is_empty() {
+        return Err(ShieldError::NoRtCpu);
+    }
+    if let Some(&cpu) = rt.cpus().iter().find(|&&c| !online.contains(c)) {
+        return Err(ShieldError::CpuOffline {
+            cpu,
+            online: online.clone(),
+        });
+    }
+    let nrt = CpuSet::from_cpus(online.cpus().iter().copied().filter(|&c| !rt.contains(c)));
+    if nrt.is_empty() {
+        return Err(ShieldError::NoNrtCpu {
+            rt: rt.clone(),
+            online: online.clone(),
+        });
+    }
+    Ok(nrt)
+}
+
+/// Computes the plan. Fails on bad input only; changes nothing.
+pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
+    let rt = &request.rt_cpus;
+    let nrt = split(rt, &machine.online)?;
+    let known: BTreeSet<u32> = machine.irqs.iter().map(|i| i.irq).collect();
+    if let Some(&irq) = request.irq_for.iter().find(|i| !known.contains(i)) {
+        return Err(ShieldError::NoSuchIrq { irq });
+    }
+    let Some(cpuset) = &machine.cpuset else {
+        return Err(ShieldError::NoCpuset);
+    };
+    let mut steps = Vec::new();
+    let mut skipped = Vec::new();
+    let root = cpuset.dir();
+    let write = |path: PathBuf, value: String| Step::Write { path, value };
+    let rt_dir = root.join(RT_GROUP);
+    let cgroup_version = match cpuset {
+        CpusetRoot::V1(_) => {
+            let nrt_dir = root.join(NRT_GROUP);
+            for (dir, cpus, balance) in [(&rt_dir, rt, "0"), (&nrt_dir, &nrt, "1")] {
+                steps.push(Step::Mkdir { path: dir.clone() });
+                steps.push(write(dir.join("cpuset.cpus"), cpus.to_string()));
+                steps.push(write(dir.join("cpuset.mems"), machine.mems.clone()));
+                steps.push(write(dir.join("cpuset.cpu_exclusive"), "1".into()));
+                steps.push(write(dir.join("cpuset.sched_load_balance"), balance.into()));
+            }
+            // The root stops balancing across all CPUs, so the RT CPUs form their own
+            // scheduling domain.
+            if machine
+                .root_files
+                .get("cpuset.sched_load_balance")
+                .map(String::as_str)
+                != Some("0")
+            {
+                steps.push(write(root.join("cpuset.sched_load_balance"), "0".into()));
+            }
+            let from = root.join("tasks");
+            let to = nrt_dir.join("tasks");
+            for task in machine.threads.iter().filter(|t| t.cpuset == "/") {
+                if task.is_movable() {
+                    steps.push(Step::MoveTask {
+                        tid: task.tid,
+                        start_time: task.start_time,
+                        from: from.clone(),
+                        to: to.clone(),
+                    });
+                } else {
+                    skipped.push(Skip {
+                        what: format!("task {} ({})", task.tid, task.comm),
+                        why: "kernel thread with a fixed affinity (PF_NO_SETAFFINITY)".into(),
+                    });
+                }
+            }
+            1
+        }
+        CpusetRoot::V2(_) => {
+            let controls = machine
+                .root_files
+                .get("cgroup.subtree_control")
+                .map(String::as_str)
+                .unwrap_or("");
+            if !controls.split_whitespace().any(|c| c == "cpuset") {
+                steps.push(write(root.join("cgroup.subtree_control"), "+cpuset".into()));
+            }
+            steps.push(Step::Mkdir {
+                path: rt_dir.clone(),
+            });
+            steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
+            steps.push(write(rt_dir.join("cpuset.mems"), machine.mems.clone()));
+            // apply falls back to `root` where the kernel does not know `isolated`.
+            steps.push(write(
+                rt_dir.join("cpuset.cpus.partition"),
+                "isolated".into(),
+            ));
+            2
+        }
+    };
+    for irq in &machine.irqs {
+        let target = if request.irq_for.contains(&irq.irq) {
+            rt
+        } else {
+            &nrt
+        };
+        if irq.affinity.parse::<CpuSet>().ok().as_ref() != Some(target) {
+            steps.push(write(
+                PathBuf::from(format!("/proc/irq/{}/smp_affinity_list", irq.irq)),
+                target.to_string(),
+            ));
+        }
+    }
+    let mask_step = |current: &Option<String>, path: &str, steps: &mut Vec<Step>| {
+        if let Some(current) = current
+            && parse_mask(current).as_ref() != Some(&nrt)
+        {
+            steps.push(write(PathBuf::from(path), format_mask(&nrt)));
+        }
+    };
+    mask_step(
+        &machine.default_irq_affinity,
+        DEFAULT_IRQ_AFFINITY,
+        &mut steps,
+    );
+    mask_step(&machine.workqueue_cpumask, WORKQUEUE_CPUMASK, &mut steps);
+    if let Some(pid) = machine.irqbalance {
+        // First, so it cannot undo the IRQ affinity while the rest is applied.
+        steps.insert(0, Step::StopIrqbalance { pid });
+    }
+    Ok(Plan {
+        rt_cpus: rt.clone(),
+        nrt_cpus: nrt,
+        cgroup_version,
+        steps,
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::snapshot::{Irq, PF_KTHREAD, PF_NO_SETAFFINITY, Task};
+
+    fn task(tid: i32, flags: u64, cpuset: &str) -> Task {
+        Task {
+            tid,
+            start_time: 100 + tid as u64,
+            flags,
+            comm: format!("t{tid}"),
+            affinity: Some("0-3".parse().unwrap()),
+            cpuset: cpuset.into(),
+            last_cpu: Some(0),
+        }
+    }
+
+    fn fake(cpuset: CpusetRoot) -> Machine {
+        Machine {
+            online: "0-3".parse().unwrap(),
+            cpuset: Some(cpuset),
+            mems: "0".into(),
+            root_files: BTreeMap::from([
+                ("cpuset.sched_load_balance".into(), "1".into()),
+                ("cgroup.subtree_control".into(), "memory".into()),
+            ]),
+            threads: vec![
+                task(1, 0, "/"),
+                task(2, PF_KTHREAD | PF_NO_SETAFFINITY, "/"),
+                task(3, 0, "/other"),
+            ],
+            irqs: vec![
+                Irq {
+                    irq: 10,
+                    affinity: "0-3".into(),
+                },
+                Irq {
+                    irq: 11,
+                    affinity: "0-1".into(),
+                },
+                Irq {
+                    irq: 12,
+                    affinity: "0".into(),
+                },
+            ],
+            default_irq_affinity: Some("f".into()),
+            workqueue_cpumask: Some("f".into()),
+            irqbalance: None,
+        }
+    }
+
+    fn request(rt: &str, irq_for: &[u32]) -> Request {
+        Request {
+            rt_cpus: rt.parse().unwrap(),
+            irq_for: irq_for.to_vec(),
+        }
+    }
+
+    fn writes(plan: &Plan) -> Vec<(String, String)> {
+        plan.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Write { path, value } => Some((path.display().to_string(), value.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_online_cpu_as_rt_is_refused() {
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &request("0-3", &[]));
+        assert!(matches!(sut, Err(ShieldError::NoNrtCpu { .. })));
+    }
+
+    #[test]
+    fn offline_cpu_and_unknown_irq_are_refused() {
+        let m = fake(CpusetRoot::V1("/cs".into()));
+        assert!(matches!(
+            plan(&m, &request("9", &[])),
+            Err(ShieldError::CpuOffline { cpu: 9, .. })
+        ));
+        assert!(matches!(
+            plan(&m, &request("3", &[99])),
+            Err(ShieldError::NoSuchIrq { irq: 99 })
+        ));
+    }
+
+    #[test]
+    fn v1_moves_movable_root_threads_and_skips_per_cpu_kthreads() {
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &request("2-3", &[])).unwrap();
+        assert_eq!(sut.nrt_cpus.to_string(), "0-1");
+        let moved: Vec<i32> = sut
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::MoveTask { tid, to, .. } => {
+                    assert_eq!(to, &PathBuf::from("/cs/ictus-nrt/tasks"));
+                    Some(*tid)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moved, vec![1]);
+        assert_eq!(sut.skipped.len(), 1);
+        assert!(writes(&sut).contains(&("/cs/ictus-rt/cpuset.cpus".into(), "2-3".into())));
+        assert!(writes(&sut).contains(&("/cs/cpuset.sched_load_balance".into(), "0".into())));
+    }
+
+    #[test]
+    fn irqs_go_to_nrt_except_those_for_rt_tasks_and_unchanged_ones_are_left() {
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &request("2-3", &[12])).unwrap();
+        let w = writes(&sut);
+        assert!(w.contains(&("/proc/irq/10/smp_affinity_list".into(), "0-1".into())));
+        assert!(!w.iter().any(|(p, _)| p == "/proc/irq/11/smp_affinity_list"));
+        assert!(w.contains(&("/proc/irq/12/smp_affinity_list".into(), "2-3".into())));
+        assert!(w.contains(&(DEFAULT_IRQ_AFFINITY.into(), "3".into())));
+        assert!(w.contains(&(WORKQUEUE_CPUMASK.into(), "3".into())));
+    }
+
+    #[test]
+    fn v2_makes_an_isolated_partition_and_moves_no_thread() {
+        let sut = plan(&fake(CpusetRoot::V2("/cg".into())), &request("3", &[])).unwrap();
+        assert_eq!(sut.cgroup_version, 2);
+        assert!(!sut.steps.iter().any(|s| matches!(s, Step::MoveTask { .. })));
+        let w = writes(&sut);
+        assert_eq!(
+            w[0],
+            ("/cg/cgroup.subtree_control".into(), "+cpuset".into())
+        );
+        assert!(w.contains(&(
+            "/cg/ictus-rt/cpuset.cpus.partition".into(),
+            "isolated".into()
+        )));
+    }
+
+    #[test]
+    fn irqbalance_is_stopped_first() {
+        let mut m = fake(CpusetRoot::V1("/cs".into()));
+        m.irqbalance = Some(77);
+        let sut = plan(&m, &request("3", &[])).unwrap();
+        assert_eq!(sut.steps[0], Step::StopIrqbalance { pid: 77 });
+    }
+}

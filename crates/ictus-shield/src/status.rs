@@ -1,0 +1,232 @@
+//! `status`: what the partition is, and what still disturbs each RT CPU.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ictus_core::CpuSet;
+use serde::{Deserialize, Serialize};
+
+use crate::ShieldError;
+use crate::journal::{self, Entry};
+use crate::plan::RT_GROUP;
+use crate::snapshot;
+
+/// A thread that may run on an RT CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intruder {
+    /// Thread id.
+    pub tid: i32,
+    /// Command name.
+    pub comm: String,
+    /// Whether it is a kernel thread (most cannot be moved; per-CPU ones are normal
+    /// and mostly idle).
+    pub kernel_thread: bool,
+    /// Whether it last ran on this CPU.
+    pub last_ran_here: bool,
+}
+
+/// Interrupts taken on an RT CPU during the window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqCount {
+    /// The `/proc/interrupts` row: a number, or a name like `LOC`, `RES`.
+    pub irq: String,
+    /// Its description.
+    pub name: String,
+    /// How many in the window.
+    pub count: u64,
+}
+
+/// What disturbs one RT CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuDisturbance {
+    /// The CPU.
+    pub cpu: usize,
+    /// Threads outside the shield's RT group allowed to run there.
+    pub tasks: Vec<Intruder>,
+    /// Interrupts on it during the window, most first.
+    pub irqs: Vec<IrqCount>,
+}
+
+/// The shield's state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    /// The journal consulted.
+    pub journal: PathBuf,
+    /// Whether a shield is applied (its journal exists).
+    pub applied: bool,
+    /// RT CPUs, when applied.
+    pub rt_cpus: Option<CpuSet>,
+    /// NRT CPUs, when applied.
+    pub nrt_cpus: Option<CpuSet>,
+    /// cgroup version used, when applied.
+    pub cgroup_version: Option<u8>,
+    /// The IRQ counting window, in milliseconds.
+    pub window_ms: u64,
+    /// Per RT CPU.
+    pub cpus: Vec<CpuDisturbance>,
+    /// What a person can do.
+    pub advice: Vec<String>,
+}
+
+/// One `/proc/interrupts` row: name, per-CPU counts, description.
+pub type InterruptRow = (String, Vec<u64>, String);
+
+/// Parses `/proc/interrupts`.
+pub fn parse_interrupts(text: &str) -> Vec<InterruptRow> {
+    let mut lines = text.lines();
+    let ncpu = lines.next().map_or(0, |h| h.split_whitespace().count());
+    lines
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let mut fields = rest.split_whitespace();
+            let mut counts = Vec::new();
+            let mut desc = Vec::new();
+            for f in fields.by_ref() {
+                match f.parse::<u64>() {
+                    Ok(n) if counts.len() < ncpu => counts.push(n),
+                    _ => {
+                        desc.push(f);
+                        break;
+                    }
+                }
+            }
+            desc.extend(fields);
+            Some((name.trim().to_owned(), counts, desc.join(" ")))
+        })
+        .collect()
+}
+
+/// Interrupts per CPU between two readings, for `cpus`.
+pub fn interrupt_deltas(
+    before: &[InterruptRow],
+    after: &[InterruptRow],
+    cpus: &CpuSet,
+) -> BTreeMap<usize, Vec<IrqCount>> {
+    let old: BTreeMap<&str, &Vec<u64>> = before.iter().map(|(n, c, _)| (n.as_str(), c)).collect();
+    let mut out: BTreeMap<usize, Vec<IrqCount>> = BTreeMap::new();
+    for &cpu in cpus.cpus() {
+        let mut counts: Vec<IrqCount> = after
+            .iter()
+            .filter_map(|(name, counts, desc)| {
+                let now = *counts.get(cpu)?;
+                let then = old
+                    .get(name.as_str())
+                    .and_then(|c| c.get(cpu))
+                    .copied()
+                    .unwrap_or(0);
+                (now > then).then(|| IrqCount {
+                    irq: name.clone(),
+                    name: desc.clone(),
+                    count: now - then,
+                })
+            })
+            .collect();
+        counts.sort_by_key(|c| std::cmp::Reverse(c.count));
+        out.insert(cpu, counts);
+    }
+    out
+}
+
+/// Reads the shield's state; counts interrupts over `window`.
+pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldError> {
+    let entries = journal::read(journal_path)?;
+    let header = entries.as_ref().and_then(|e| {
+        e.iter().find_map(|e| match e {
+            Entry::Header {
+                rt_cpus,
+                nrt_cpus,
+                cgroup_version,
+                ..
+            } => Some((rt_cpus.clone(), nrt_cpus.clone(), *cgroup_version)),
+            _ => None,
+        })
+    });
+    let mut status = Status {
+        journal: journal_path.to_path_buf(),
+        applied: entries.is_some(),
+        rt_cpus: header.as_ref().map(|h| h.0.clone()),
+        nrt_cpus: header.as_ref().map(|h| h.1.clone()),
+        cgroup_version: header.as_ref().map(|h| h.2),
+        window_ms: window.as_millis() as u64,
+        cpus: Vec::new(),
+        advice: Vec::new(),
+    };
+    let Some((rt, _, _)) = header else {
+        status.advice.push(
+            "No shield is applied: `ictus shield apply --rt-cpus LIST` keeps other work off those CPUs."
+                .into(),
+        );
+        return Ok(status);
+    };
+    let before = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    std::thread::sleep(window);
+    let after = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    let mut deltas = interrupt_deltas(&parse_interrupts(&before), &parse_interrupts(&after), &rt);
+    let threads = snapshot::threads();
+    let rt_group = format!("/{RT_GROUP}");
+    for &cpu in rt.cpus() {
+        let tasks: Vec<Intruder> = threads
+            .iter()
+            .filter(|t| {
+                t.cpuset != rt_group && t.affinity.as_ref().is_some_and(|a| a.contains(cpu))
+            })
+            .map(|t| Intruder {
+                tid: t.tid,
+                comm: t.comm.clone(),
+                kernel_thread: t.is_kernel_thread(),
+                last_ran_here: t.last_cpu == Some(cpu),
+            })
+            .collect();
+        let movable = tasks.iter().filter(|t| !t.kernel_thread).count();
+        if movable > 0 {
+            status.advice.push(format!(
+                "CPU {cpu}: {movable} user thread(s) may still run here (started in another cgroup, or with an explicit affinity); move them or reset and apply again."
+            ));
+        }
+        let irqs = deltas.remove(&cpu).unwrap_or_default();
+        if let Some(top) = irqs.iter().find(|i| i.irq.parse::<u32>().is_ok()) {
+            status.advice.push(format!(
+                "CPU {cpu}: device IRQ {} ({}) fired {} time(s); if it is not for your RT task, steer it away (it may be a managed IRQ the kernel keeps per CPU).",
+                top.irq, top.name, top.count
+            ));
+        }
+        if let Some(loc) = irqs.iter().find(|i| i.irq == "LOC" && i.count > 100) {
+            status.advice.push(format!(
+                "CPU {cpu}: {} local timer interrupts in the window; a nohz_full=… boot parameter stops the tick on an RT CPU running one task.",
+                loc.count
+            ));
+        }
+        status.cpus.push(CpuDisturbance { cpu, tasks, irqs });
+    }
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = "           CPU0       CPU1       \n  24:         10          5   PCI-MSI 1-edge      virtio0\nLOC:       100        200   Local timer interrupts\nERR:          0\n";
+    const AFTER: &str = "           CPU0       CPU1       \n  24:         12          9   PCI-MSI 1-edge      virtio0\nLOC:       150        210   Local timer interrupts\nERR:          0\n";
+
+    #[test]
+    fn interrupts_rows_split_counts_from_description() {
+        let sut = parse_interrupts(BEFORE);
+        assert_eq!(
+            sut[0],
+            ("24".into(), vec![10, 5], "PCI-MSI 1-edge virtio0".into())
+        );
+        assert_eq!(sut[2], ("ERR".into(), vec![0], String::new()));
+    }
+
+    #[test]
+    fn deltas_are_per_cpu_and_most_first() {
+        let cpus: CpuSet = "1".parse().unwrap();
+        let sut = interrupt_deltas(&parse_interrupts(BEFORE), &parse_interrupts(AFTER), &cpus);
+        let cpu1 = &sut[&1];
+        assert_eq!(cpu1[0].irq, "LOC");
+        assert_eq!(cpu1[0].count, 10);
+        assert_eq!(cpu1[1].irq, "24");
+        assert_eq!(cpu1[1].count, 4);
+    }
+}
