@@ -84,7 +84,7 @@ pub struct Target {
 pub enum StepStatus {
     /// Ran; its record is in `file`.
     Done,
-    /// Not run, for a reason (e.g. the shield does not exist yet, FIFO refused).
+    /// Not run, for a reason (e.g. the survey does not drive the shield yet, FIFO refused).
     Skipped,
     /// Started and failed (the error in `reason`).
     Failed,
@@ -359,7 +359,9 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
             (Some(r), _) => (StepStatus::Skipped, Some(r), None),
             (None, Class::Shielded) => (
                 StepStatus::Skipped,
-                Some("no shield: `ictus shield` does not exist yet".to_string()),
+                Some(
+                    "shield not driven by the survey yet: apply `ictus shield` and run the rt probes on its CPUs".to_string(),
+                ),
                 None,
             ),
             (None, Class::RtPinned) if fifo.is_some() => (StepStatus::Skipped, fifo.clone(), None),
