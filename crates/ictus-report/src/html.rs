@@ -9,7 +9,7 @@ use crate::compare::{run_headers, sides};
 use crate::format;
 use crate::markdown::{capitalise, front, warning_list};
 use crate::plots::{self, Axes};
-use crate::results::{Results, Run, class_name, load_name, step_reason};
+use crate::results::{Results, Run, STEP_HEADER, class_name, load_name, step_rows};
 use crate::tables::{self, Table, caches};
 
 /// Escapes text for HTML.
@@ -500,34 +500,11 @@ fn warnings(out: &mut String, r: &Results) {
 }
 
 fn steps(out: &mut String, r: &Results) {
-    let Some(m) = &r.manifest else {
+    let Some(rows) = step_rows(r) else {
         return;
     };
     let _ = writeln!(out, "<h2 id=\"steps\">Steps of the survey</h2>");
-    let rows: Vec<Vec<String>> = m
-        .steps
-        .iter()
-        .map(|s| {
-            let outcome = if r.runs.iter().any(|x| x.id == s.id) {
-                format!("done: {}", s.file.as_deref().unwrap_or(""))
-            } else {
-                step_reason(s)
-            };
-            vec![
-                s.id.clone(),
-                s.probe.clone(),
-                class_name(s.class).to_string(),
-                load_name(&s.load),
-                outcome,
-            ]
-        })
-        .collect();
-    html_table(
-        out,
-        &["step", "probe", "class", "load", "outcome"].map(String::from),
-        &[],
-        &rows,
-    );
+    html_table(out, &STEP_HEADER.map(String::from), &[], &rows);
 }
 
 /// The comparison as HTML: the same tables as [`crate::compare_markdown`], and the

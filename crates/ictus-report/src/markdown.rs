@@ -3,10 +3,8 @@
 
 use std::fmt::Write as _;
 
-use ictus_probe::survey::StepStatus;
-
 use crate::format;
-use crate::results::{Results, class_name, load_name, short_time, step_reason};
+use crate::results::{Results, STEP_HEADER, short_time, step_rows};
 use crate::tables::{self, Table};
 
 /// What the top of both reports says.
@@ -301,34 +299,10 @@ fn warnings(out: &mut String, r: &Results) {
 }
 
 fn steps(out: &mut String, r: &Results) {
-    let Some(m) = &r.manifest else {
+    let Some(rows) = step_rows(r) else {
         return;
     };
     let _ = writeln!(out, "## Steps of the survey <a id=\"steps\"></a>\n");
-    let rows: Vec<Vec<String>> = m
-        .steps
-        .iter()
-        .map(|s| {
-            let outcome = match s.status {
-                StepStatus::Done if r.runs.iter().any(|x| x.id == s.id) => {
-                    format!("done: {}", s.file.as_deref().unwrap_or(""))
-                }
-                _ => step_reason(s),
-            };
-            vec![
-                s.id.clone(),
-                s.probe.clone(),
-                class_name(s.class).to_string(),
-                load_name(&s.load),
-                outcome,
-            ]
-        })
-        .collect();
-    md_table(
-        out,
-        &["step", "probe", "class", "load", "outcome"].map(String::from),
-        &[false; 5],
-        &rows,
-    );
+    md_table(out, &STEP_HEADER.map(String::from), &[false; 5], &rows);
     out.push('\n');
 }

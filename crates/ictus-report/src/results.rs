@@ -330,3 +330,34 @@ fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportErr
             .to_string(),
     })
 }
+
+/// The header of the table of survey steps.
+pub(crate) const STEP_HEADER: [&str; 5] = ["step", "probe", "class", "load", "outcome"];
+
+/// One row per survey step (Markdown and HTML show the same): a step is "done" only
+/// when the manifest says so and its record was loaded; otherwise the reason.
+pub(crate) fn step_rows(r: &Results) -> Option<Vec<Vec<String>>> {
+    let m = r.manifest.as_ref()?;
+    Some(
+        m.steps
+            .iter()
+            .map(|s| {
+                let outcome = match s.status {
+                    ictus_probe::survey::StepStatus::Done
+                        if r.runs.iter().any(|x| x.id == s.id) =>
+                    {
+                        format!("done: {}", s.file.as_deref().unwrap_or(""))
+                    }
+                    _ => step_reason(s),
+                };
+                vec![
+                    s.id.clone(),
+                    s.probe.clone(),
+                    class_name(s.class).to_string(),
+                    load_name(&s.load),
+                    outcome,
+                ]
+            })
+            .collect(),
+    )
+}
