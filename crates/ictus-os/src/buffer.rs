@@ -376,16 +376,19 @@ impl ChaseRing {
     }
 }
 
-/// `AnonHugePages` (in bytes) of the mapping that starts at `start` in an smaps text.
+/// `AnonHugePages` (in bytes) of the mapping that contains `start` in an smaps text
+/// (it may span a neighbouring anonymous mapping the kernel merged with it).
 fn anon_huge_bytes(smaps: &str, start: usize) -> Option<u64> {
     let mut inside = false;
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, _hi)) = first.split_once('-')
+        if let Some((lo, hi)) = first.split_once('-')
             && !first.ends_with(':')
-            && let Ok(lo) = usize::from_str_radix(lo, 16)
+            && let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
         {
-            inside = lo == start;
+            // The kernel may merge the buffer's mapping with an adjacent anonymous one
+            // of the same protection, so look for the mapping that contains it.
+            inside = (lo..hi).contains(&start);
             continue;
         }
         if inside && let Some(v) = line.strip_prefix("AnonHugePages:") {
@@ -472,6 +475,11 @@ AnonHugePages:         0 kB
 ";
         assert_eq!(anon_huge_bytes(smaps, 0x7f00_0000_0000), Some(2048 * 1024));
         assert_eq!(anon_huge_bytes(smaps, 0x7f00_0040_0000), Some(0));
+        assert_eq!(
+            anon_huge_bytes(smaps, 0x7f00_0000_1000),
+            Some(2048 * 1024),
+            "merged"
+        );
         assert_eq!(anon_huge_bytes(smaps, 0x1000), None);
         let sut = Buffer::new(4096, Pages::Base).unwrap();
         assert_eq!(sut.huge_bytes(), Some(0));
