@@ -188,6 +188,13 @@ struct SchedAttr {
 
 /// Sets the calling thread's policy with `sched_setattr`.
 pub fn set_policy(policy: Policy) -> Result<(), SchedError> {
+    set_policy_of(0, policy)
+}
+
+/// Sets thread `tid`'s policy with `sched_setattr` (`tid` 0 is the calling thread).
+/// Changing another user's thread, or raising any thread to a real-time policy, needs
+/// `CAP_SYS_NICE` (or a large enough `RLIMIT_RTPRIO`).
+pub fn set_policy_of(tid: i32, policy: Policy) -> Result<(), SchedError> {
     let mut attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         sched_policy: policy.kernel_id(),
@@ -211,8 +218,9 @@ pub fn set_policy(policy: Policy) -> Result<(), SchedError> {
         }
     }
     // SAFETY: `attr` is a fully initialised sched_attr whose `size` field matches its
-    // layout; pid 0 names the calling thread; the kernel only reads `attr`.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    // layout; `tid` is a plain integer (0 names the calling thread); the kernel only
+    // reads `attr`.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     if rc == 0 {
         return Ok(());
     }
@@ -227,13 +235,18 @@ pub fn set_policy(policy: Policy) -> Result<(), SchedError> {
 
 /// Reads the calling thread's policy back with `sched_getattr`.
 pub fn current_policy() -> Result<Policy, SchedError> {
+    policy_of(0)
+}
+
+/// Reads thread `tid`'s policy with `sched_getattr` (`tid` 0 is the calling thread).
+pub fn policy_of(tid: i32) -> Result<Policy, SchedError> {
     let mut attr = SchedAttr::default();
-    // SAFETY: `attr` is writable and as large as the size passed; pid 0 is the calling
-    // thread; the kernel writes at most `size` bytes into it.
+    // SAFETY: `attr` is writable and as large as the size passed; `tid` is a plain
+    // integer; the kernel writes at most `size` bytes into `attr`.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_sched_getattr,
-            0,
+            tid,
             &mut attr as *mut SchedAttr,
             std::mem::size_of::<SchedAttr>() as u32,
             0,
@@ -408,6 +421,13 @@ mod tests {
     #[test]
     fn sched_attr_has_the_kernels_first_layout() {
         assert_eq!(std::mem::size_of::<SchedAttr>(), 48);
+    }
+
+    #[test]
+    fn policy_of_own_tid_is_the_current_policy() {
+        let tid = thread_id() as i32;
+        assert_eq!(policy_of(tid).unwrap(), current_policy().unwrap());
+        set_policy_of(tid, Policy::Other { nice: 0 }).unwrap();
     }
 
     #[test]
