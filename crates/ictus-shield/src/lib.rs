@@ -16,8 +16,12 @@
 #![forbid(unsafe_code)]
 
 pub mod apply;
+pub mod balancer;
+pub mod class;
 pub mod journal;
 pub mod mask;
+pub mod migrate;
+pub mod partition;
 pub mod plan;
 pub mod snapshot;
 pub mod status;
