@@ -33,6 +33,9 @@ pub(crate) enum Command {
     Compare(crate::report::CompareArgs),
     /// Partition the CPUs into RT and NRT sets (cpusets, tasks, IRQs), with exact undo.
     Shield(crate::shield::ShieldArgs),
+    /// Run a command in a task class: rt0 (FIFO 99, one RT CPU), rt1 (FIFO/RR 1-98,
+    /// RT and NRT CPUs) or normal.
+    Exec(crate::exec::ExecArgs),
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod args;
 mod common;
 mod compute;
 mod doctor;
+mod exec;
 mod import;
 mod irq;
 mod jitter;
@@ -111,6 +112,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => report::report(&args),
         Command::Compare(args) => report::compare(&args),
         Command::Shield(args) => shield::run(&args),
+        Command::Exec(args) => exec::run(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;

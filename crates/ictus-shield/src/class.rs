@@ -82,11 +82,9 @@ pub enum Class {
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Class::Rt0 { cpu } => write!(f, "RT0 on CPU {cpu}"),
-            Class::Rt1 { policy, priority } => {
-                write!(f, "RT{priority} ({})", policy.at(*priority).name())
-            }
-            Class::Normal => f.write_str("normal"),
+            Class::Rt0 { cpu } => write!(f, "RT0 (fifo {RT0_PRIORITY}) on CPU {cpu}"),
+            Class::Rt1 { policy, priority } => write!(f, "RT1+ ({})", policy.at(*priority)),
+            Class::Normal => f.write_str("normal (other)"),
         }
     }
 }
