@@ -1,17 +1,39 @@
 //! End-to-end: `ictus shield` refuses bad input with one line and changes nothing;
-//! `status` and `reset` without a shield say so. (The apply/reset cycle on the real
-//! machine is tested in ictus-shield's fault-injection test.)
+//! `status` and `reset` without a shield say so; where the machine allows (root, a
+//! writable cpuset), `apply --rt-throttle off --watchdog` turns the RT throttle off
+//! with a watchdog process running, and `reset` brings both back. (Every stop point
+//! of apply is tested in ictus-shield's fault-injection test.)
 
-use std::path::PathBuf;
+// A skipped test says so on stderr, visibly.
+#![allow(clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use assert_cmd::Command;
-use ictus_shield::snapshot::{differences, state};
+use ictus_shield::journal::{self, Entry};
+use ictus_shield::snapshot::{self, RT_RUNTIME, differences, state};
+use ictus_shield::watchdog::{self, LogEvent};
+
+/// The tests compare snapshots of the whole machine, and one of them applies a
+/// shield: they run one at a time.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn machine() -> MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn journal(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("ictus-cli-shield-{}-{name}", std::process::id()))
 }
 
+fn last_online_cpu() -> String {
+    let online = ictus_os::facts::online_cpus();
+    online.cpus().last().unwrap().to_string()
+}
+
 fn refused_with_one_line(args: &[&str], name: &str) -> String {
+    let _machine = machine();
     let path = journal(name);
     let before = state();
     let out = Command::cargo_bin("ictus")
@@ -62,7 +84,27 @@ fn a_malformed_list_is_refused_with_exit_2() {
 }
 
 #[test]
+fn rt_throttle_off_without_a_watchdog_is_refused_with_exit_2() {
+    let cpu = last_online_cpu();
+    let stderr = refused_with_one_line(
+        &["shield", "apply", "--rt-cpus", &cpu, "--rt-throttle", "off"],
+        "throttle",
+    );
+    assert!(stderr.contains("needs --watchdog"), "{stderr}");
+}
+
+#[test]
+fn a_zero_watchdog_limit_is_refused_with_exit_2() {
+    let cpu = last_online_cpu();
+    refused_with_one_line(
+        &["shield", "apply", "--rt-cpus", &cpu, "--watchdog", "0s"],
+        "zero-limit",
+    );
+}
+
+#[test]
 fn status_and_reset_without_a_shield_say_so() {
+    let _machine = machine();
     let path = journal("none");
     Command::cargo_bin("ictus")
         .unwrap()
@@ -82,4 +124,134 @@ fn status_and_reset_without_a_shield_say_so() {
         .clone();
     let sut: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(sut["applied"], false);
+}
+
+fn skip_reason() -> Option<String> {
+    if let Some(need) = ictus_shield::apply::privilege_shortfall() {
+        return Some(format!("the shield needs {need}"));
+    }
+    if !ictus_os::facts::cgroups()
+        .cpuset
+        .is_some_and(|c| c.writable)
+    {
+        return Some("no writable cpuset".into());
+    }
+    if ictus_os::facts::online_cpus().len() < 2 {
+        return Some("fewer than two online CPUs".into());
+    }
+    if std::fs::read_to_string(RT_RUNTIME).is_err() {
+        return Some(format!("no {RT_RUNTIME}"));
+    }
+    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists()
+        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
+    {
+        return Some("a shield is applied on this machine".into());
+    }
+    None
+}
+
+/// Resets the shield and removes the watchdog's log, whatever happened.
+struct Restore(PathBuf);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Err(e) = ictus_shield::reset(&self.0) {
+            eprintln!("guard reset failed: {e}");
+        }
+        let _ = std::fs::remove_file(watchdog::log_path(&self.0));
+    }
+}
+
+fn ictus(args: &[&str], journal: &Path) -> Vec<u8> {
+    Command::cargo_bin("ictus")
+        .unwrap()
+        .args(args)
+        .arg("--journal")
+        .arg(journal)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone()
+}
+
+fn rt_runtime() -> String {
+    std::fs::read_to_string(RT_RUNTIME)
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
+    let _machine = machine();
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: apply --rt-throttle off --watchdog: {why}");
+        return;
+    }
+    let path = journal("watchdog");
+    let guard = Restore(path.clone());
+    let prior = rt_runtime();
+    let before = state();
+    // A long limit: the watchdog watches the whole machine while it runs, and must not
+    // demote a benchmark that runs meanwhile. Demotion itself is tested in ictus-shield.
+    let cpu = last_online_cpu();
+    ictus(
+        &[
+            "shield",
+            "apply",
+            "--rt-cpus",
+            &cpu,
+            "--rt-throttle",
+            "off",
+            "--watchdog",
+            "60s",
+        ],
+        &path,
+    );
+    assert_eq!(rt_runtime(), "-1", "the RT throttle is off");
+    let (pid, start_time) = journal::read(&path)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e {
+            Entry::Watchdog {
+                pid, start_time, ..
+            } => Some((pid, start_time)),
+            _ => None,
+        })
+        .expect("the watchdog is journaled");
+    assert!(
+        snapshot::process_alive(pid, start_time),
+        "the watchdog runs"
+    );
+
+    let status: serde_json::Value =
+        serde_json::from_slice(&ictus(&["shield", "status", "--json"], &path)).unwrap();
+    let w = &status["watchdog"];
+    assert_eq!(w["pid"], pid, "{status:#}");
+    assert_eq!(w["running"], true, "{status:#}");
+    assert_eq!(w["limit_ms"], 60_000, "{status:#}");
+    assert_eq!(w["demotions"], serde_json::json!([]), "{status:#}");
+    assert_eq!(status["rt_runtime_us"], "-1", "{status:#}");
+
+    ictus(&["shield", "reset"], &path);
+    assert_eq!(rt_runtime(), prior, "the RT throttle is back");
+    assert!(
+        !snapshot::process_alive(pid, start_time),
+        "the watchdog is gone"
+    );
+    assert!(!path.exists());
+    let diff: Vec<String> = differences(&before, &state());
+    assert!(diff.is_empty(), "{diff:#?}");
+    let events = watchdog::read_log(&watchdog::log_path(&path));
+    assert!(
+        matches!(events.first(), Some(LogEvent::Started { .. })),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.last(), Some(LogEvent::Stopped { why, .. }) if why == "signal"),
+        "{events:?}"
+    );
+    drop(guard);
 }

@@ -21,6 +21,7 @@ pub mod clock;
 pub mod facts;
 pub mod handoff;
 pub mod memory;
+pub mod process;
 pub mod procstat;
 pub mod sched;
 pub mod thread_time;

@@ -10,6 +10,12 @@ use crate::ShieldError;
 use crate::journal::{self, Entry, Journal};
 use crate::plan::{self, Plan, Request, Skip, Step};
 use crate::snapshot::{self, CpusetRoot};
+use crate::watchdog;
+
+/// How long `apply` waits for the watchdog process to report ready.
+const WATCHDOG_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `reset` waits for the watchdog process to end after SIGTERM (then SIGKILL).
+const WATCHDOG_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What `apply` did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -22,6 +28,21 @@ pub struct Applied {
     pub irqbalance_stopped: bool,
     /// The journal that `reset` will replay.
     pub journal: PathBuf,
+    /// The watchdog process, when one was started.
+    pub watchdog: Option<StartedWatchdog>,
+}
+
+/// The watchdog process `apply` started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedWatchdog {
+    /// Its pid.
+    pub pid: i32,
+    /// Its start time (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// Its limit, in milliseconds.
+    pub limit_ms: u64,
+    /// Its log of demotions.
+    pub log: PathBuf,
 }
 
 /// What `reset` did.
@@ -121,6 +142,7 @@ pub fn apply_stopping_after(
         refused: Vec::new(),
         irqbalance_stopped: false,
         journal: journal_path.to_path_buf(),
+        watchdog: None,
     };
     match run_steps(&mut applied, &mut journal, stop_at) {
         Ok(()) => Ok(applied),
@@ -250,6 +272,52 @@ fn run_steps(
                     });
                 }
             }
+            Step::StartWatchdog {
+                limit_ms,
+                program,
+                args,
+            } => {
+                // The order keeps `reset` exact after a kill -9 at any point:
+                // 1. spawn: the process starts but waits for GO on its stdin;
+                // 2. journal its pid and start time (known only after the spawn);
+                // 3. send GO, then wait for READY.
+                // Killed before 2: nothing journaled, and the process reads end of
+                // file instead of GO (the pipe closes with us) and exits having done
+                // nothing. Killed between 2 and 3: same exit; reset finds it gone.
+                // Killed after 3: reset stops it by pid, only if the start time still
+                // matches. The RT throttle goes off in a later step, after READY, so
+                // it is never off unless a watchdog was watching first. (Journaling an
+                // intent before the spawn would not help: the pid is unknown then.)
+                let start_error = |why: String| ShieldError::WatchdogStart {
+                    program: program.clone(),
+                    why,
+                };
+                let log = watchdog::log_path(&applied.journal);
+                let log = std::path::absolute(&log).unwrap_or(log);
+                let pending = watchdog::spawn_pending(program, args, &log)
+                    .map_err(|e| start_error(e.to_string()))?;
+                let (pid, start_time) = (pending.pid, pending.start_time);
+                append(
+                    journal,
+                    &Entry::Watchdog {
+                        path: PathBuf::from(format!("/proc/{pid}")),
+                        prior_value: "absent".into(),
+                        pid,
+                        start_time,
+                        limit_ms: *limit_ms,
+                        log: log.clone(),
+                    },
+                )?;
+                pending
+                    .release(WATCHDOG_READY_TIMEOUT)
+                    .map_err(|e| start_error(e.to_string()))?;
+                applied.watchdog = Some(StartedWatchdog {
+                    pid,
+                    start_time,
+                    limit_ms: *limit_ms,
+                    log,
+                });
+            }
         }
     }
     Ok(())
@@ -330,6 +398,9 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                 }
             }
             Entry::Mkdir { path, .. } => remove_group(path, &mut out),
+            Entry::Watchdog {
+                pid, start_time, ..
+            } => stop_watchdog(*pid, *start_time, &mut out),
             Entry::Irqbalance { .. } => {
                 if !snapshot::irqbalance_running()
                     && !run_quietly("systemctl", &["start", "irqbalance"])
@@ -345,6 +416,51 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
         journal::remove(journal_path)?;
     }
     Ok(out)
+}
+
+/// Stops the watchdog process: SIGTERM (it writes the RT throttle back and exits),
+/// SIGKILL if it has not ended in time. Replayed backwards, the journal has already
+/// restored the throttle by then. Only the process with the journaled start time is
+/// signalled, never a reused pid.
+fn stop_watchdog(pid: i32, start_time: u64, out: &mut ResetOutcome) {
+    let gone_within = |limit: Duration| {
+        let begin = std::time::Instant::now();
+        while snapshot::process_alive(pid, start_time) {
+            if begin.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    };
+    if !snapshot::process_alive(pid, start_time) {
+        out.vanished += 1;
+        return;
+    }
+    for (sig, wait) in [
+        (ictus_os::process::SIGTERM, WATCHDOG_STOP_TIMEOUT),
+        (ictus_os::process::SIGKILL, Duration::from_secs(1)),
+    ] {
+        match ictus_os::process::signal(pid, sig) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(3) => {
+                out.vanished += 1;
+                return;
+            }
+            Err(e) => {
+                out.problems
+                    .push(format!("stopping the watchdog (pid {pid}): {e}"));
+                return;
+            }
+        }
+        if gone_within(wait) {
+            out.restored += 1;
+            return;
+        }
+    }
+    out.problems.push(format!(
+        "the watchdog (pid {pid}) is still running after SIGKILL"
+    ));
 }
 
 fn restore_write(path: &Path, prior: &str, out: &mut ResetOutcome) {

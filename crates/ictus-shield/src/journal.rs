@@ -66,6 +66,22 @@ pub enum Entry {
         /// `running`.
         prior_value: String,
     },
+    /// The shield started a watchdog process (`path` is its `/proc/<pid>` directory);
+    /// reset stops it, by pid only while its start time matches.
+    Watchdog {
+        /// `/proc/<pid>`.
+        path: PathBuf,
+        /// Always `absent`: there was no watchdog before.
+        prior_value: String,
+        /// Its process id.
+        pid: i32,
+        /// Its start time (`/proc/<pid>/stat` field 22), to tell a reused id apart.
+        start_time: u64,
+        /// Its limit, in milliseconds.
+        limit_ms: u64,
+        /// Its log of demotions (JSON lines).
+        log: PathBuf,
+    },
 }
 
 /// An open journal, appending.
@@ -187,6 +203,15 @@ mod tests {
             prior_value: "0-1".into(),
         };
         sut.append(&entry).unwrap();
+        let watchdog = Entry::Watchdog {
+            path: "/proc/77".into(),
+            prior_value: "absent".into(),
+            pid: 77,
+            start_time: 1234,
+            limit_ms: 1000,
+            log: "/run/ictus/shield.watchdog.log".into(),
+        };
+        sut.append(&watchdog).unwrap();
         assert!(matches!(
             Journal::create(&path),
             Err(ShieldError::AlreadyApplied { .. })
@@ -194,7 +219,7 @@ mod tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(r#"{"kind":"write","path":"#));
         text.push_str(r#"{"kind":"wri"#);
-        assert_eq!(parse(&path, &text).unwrap(), vec![entry]);
+        assert_eq!(parse(&path, &text).unwrap(), vec![entry, watchdog]);
         remove(&path).unwrap();
         assert_eq!(read(&path).unwrap(), None);
         let _ = std::fs::remove_dir(&dir);

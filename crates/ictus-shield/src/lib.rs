@@ -11,6 +11,9 @@
 //!   kernel offers it); the root partition loses those CPUs by itself.
 //! - IRQs (and the default IRQ affinity) go to the NRT CPUs, except those named for the
 //!   RT tasks, which go to the RT CPUs; the workqueue cpumask goes to the NRT CPUs.
+//! - Optionally a [`watchdog`] process on the NRT CPUs that demotes a real-time thread
+//!   which keeps its CPU longer than a limit; only with it may the RT throttle
+//!   (`sched_rt_runtime_us`) be turned off, and only after it runs.
 //!
 //! Nothing here prints; everything returns data.
 #![forbid(unsafe_code)]
@@ -25,6 +28,7 @@ pub mod partition;
 pub mod plan;
 pub mod snapshot;
 pub mod status;
+pub mod watchdog;
 
 use std::path::PathBuf;
 
@@ -32,7 +36,7 @@ use ictus_core::CpuSet;
 use thiserror::Error;
 
 pub use apply::{Applied, ResetOutcome, apply, reset};
-pub use plan::Request;
+pub use plan::{Request, WatchdogLaunch};
 pub use status::{Status, status};
 
 /// Where the journal lives unless told otherwise.
@@ -114,6 +118,27 @@ pub enum ShieldError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// `--rt-throttle off` without a watchdog: a busy FIFO loop would freeze the machine.
+    #[error(
+        "--rt-throttle off needs --watchdog LIMIT: without throttling a runaway real-time loop freezes the machine"
+    )]
+    ThrottleWithoutWatchdog,
+    /// A watchdog limit too short to scan for.
+    #[error("--watchdog {limit_ms} ms is too short; give at least {min_ms} ms")]
+    WatchdogTooShort {
+        /// The limit asked for, in milliseconds.
+        limit_ms: u64,
+        /// The shortest accepted, in milliseconds.
+        min_ms: u64,
+    },
+    /// The watchdog process could not be started, or did not report ready.
+    #[error("starting the watchdog ({program}): {why}")]
+    WatchdogStart {
+        /// The program started.
+        program: PathBuf,
+        /// What went wrong.
+        why: String,
     },
     /// `apply` was stopped by the fault-injection hook at this point.
     #[error("stopped at point {at} (fault injection)")]

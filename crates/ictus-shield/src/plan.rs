@@ -3,13 +3,14 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ShieldError;
 use crate::mask::{format_mask, parse_mask};
-use crate::snapshot::{CpusetRoot, DEFAULT_IRQ_AFFINITY, Machine, WORKQUEUE_CPUMASK};
+use crate::snapshot::{CpusetRoot, DEFAULT_IRQ_AFFINITY, Machine, RT_RUNTIME, WORKQUEUE_CPUMASK};
 
 /// The shield's cpuset groups, under the cpuset root.
 pub const RT_GROUP: &str = "ictus-rt";
@@ -23,7 +24,40 @@ pub struct Request {
     pub rt_cpus: CpuSet,
     /// IRQs that serve the RT tasks: steered to the RT CPUs instead.
     pub irq_for: Vec<u32>,
+    /// Turn the RT throttle off (`sched_rt_runtime_us` = -1). Refused without
+    /// `watchdog`; written only after the watchdog runs.
+    pub rt_throttle_off: bool,
+    /// Start a watchdog process (see [`crate::watchdog`]).
+    pub watchdog: Option<WatchdogLaunch>,
 }
+
+impl Request {
+    /// A request for a partition only: no watchdog, the RT throttle left as it is.
+    pub fn partition(rt_cpus: CpuSet, irq_for: Vec<u32>) -> Request {
+        Request {
+            rt_cpus,
+            irq_for,
+            rt_throttle_off: false,
+            watchdog: None,
+        }
+    }
+}
+
+/// How to start the watchdog process. The shield starts `program args`, detached, and
+/// speaks the handshake of [`crate::watchdog::GO`] and [`crate::watchdog::READY`] with it
+/// (the CLI re-executes itself as `ictus shield watchdog ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchdogLaunch {
+    /// Its limit (recorded in the journal and shown by `status`).
+    pub limit: Duration,
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// The shortest watchdog limit accepted: it scans four times per limit.
+pub const MIN_WATCHDOG_LIMIT: Duration = Duration::from_millis(10);
 
 /// One change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +90,15 @@ pub enum Step {
     StopIrqbalance {
         /// Its pid.
         pid: i32,
+    },
+    /// Start the watchdog process (journaled with its pid and start time; reset stops it).
+    StartWatchdog {
+        /// Its limit, in milliseconds.
+        limit_ms: u64,
+        /// The program.
+        program: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
     },
 }
 
@@ -106,6 +149,17 @@ pub fn split(rt: &CpuSet, online: &CpuSet) -> Result<CpuSet, ShieldError> {
 
 /// Computes the plan. Fails on bad input only; changes nothing.
 pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
+    if request.rt_throttle_off && request.watchdog.is_none() {
+        return Err(ShieldError::ThrottleWithoutWatchdog);
+    }
+    if let Some(w) = &request.watchdog
+        && w.limit < MIN_WATCHDOG_LIMIT
+    {
+        return Err(ShieldError::WatchdogTooShort {
+            limit_ms: w.limit.as_millis() as u64,
+            min_ms: MIN_WATCHDOG_LIMIT.as_millis() as u64,
+        });
+    }
     let rt = &request.rt_cpus;
     let nrt = split(rt, &machine.online)?;
     let known: BTreeSet<u32> = machine.irqs.iter().map(|i| i.irq).collect();
@@ -211,6 +265,27 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
         // First, so it cannot undo the IRQ affinity while the rest is applied.
         steps.insert(0, Step::StopIrqbalance { pid });
     }
+    // Last: the watchdog, and only once it runs, the RT throttle off.
+    if let Some(w) = &request.watchdog {
+        steps.push(Step::StartWatchdog {
+            limit_ms: w.limit.as_millis() as u64,
+            program: w.program.clone(),
+            args: w.args.clone(),
+        });
+    }
+    if request.rt_throttle_off {
+        match machine.rt_runtime_us.as_deref() {
+            Some("-1") => skipped.push(Skip {
+                what: RT_RUNTIME.into(),
+                why: "RT throttling is already off".into(),
+            }),
+            Some(_) => steps.push(write(PathBuf::from(RT_RUNTIME), "-1".into())),
+            None => skipped.push(Skip {
+                what: RT_RUNTIME.into(),
+                why: "this kernel has no RT throttle".into(),
+            }),
+        }
+    }
     Ok(Plan {
         rt_cpus: rt.clone(),
         nrt_cpus: nrt,
@@ -270,13 +345,19 @@ mod tests {
             default_irq_affinity: Some("f".into()),
             workqueue_cpumask: Some("f".into()),
             irqbalance: None,
+            rt_runtime_us: Some("950000".into()),
         }
     }
 
     fn request(rt: &str, irq_for: &[u32]) -> Request {
-        Request {
-            rt_cpus: rt.parse().unwrap(),
-            irq_for: irq_for.to_vec(),
+        Request::partition(rt.parse().unwrap(), irq_for.to_vec())
+    }
+
+    fn launch(limit: Duration) -> WatchdogLaunch {
+        WatchdogLaunch {
+            limit,
+            program: "/bin/ictus".into(),
+            args: vec!["shield".into(), "watchdog".into()],
         }
     }
 
@@ -363,5 +444,58 @@ mod tests {
         m.irqbalance = Some(77);
         let sut = plan(&m, &request("3", &[])).unwrap();
         assert_eq!(sut.steps[0], Step::StopIrqbalance { pid: 77 });
+    }
+
+    #[test]
+    fn throttle_off_without_a_watchdog_is_refused() {
+        let mut r = request("3", &[]);
+        r.rt_throttle_off = true;
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &r);
+        assert!(matches!(sut, Err(ShieldError::ThrottleWithoutWatchdog)));
+    }
+
+    #[test]
+    fn a_watchdog_limit_below_the_minimum_is_refused() {
+        let mut r = request("3", &[]);
+        r.watchdog = Some(launch(Duration::from_millis(1)));
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &r);
+        assert!(matches!(
+            sut,
+            Err(ShieldError::WatchdogTooShort { limit_ms: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn the_throttle_goes_off_last_and_only_after_the_watchdog_starts() {
+        let mut r = request("3", &[]);
+        r.rt_throttle_off = true;
+        r.watchdog = Some(launch(Duration::from_secs(1)));
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &r).unwrap();
+        let n = sut.steps.len();
+        assert!(matches!(
+            &sut.steps[n - 2],
+            Step::StartWatchdog { limit_ms: 1000, .. }
+        ));
+        assert_eq!(
+            sut.steps[n - 1],
+            Step::Write {
+                path: RT_RUNTIME.into(),
+                value: "-1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_watchdog_alone_leaves_the_throttle_and_an_absent_throttle_is_skipped() {
+        let mut r = request("3", &[]);
+        r.watchdog = Some(launch(Duration::from_secs(1)));
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &r).unwrap();
+        assert!(!writes(&sut).iter().any(|(p, _)| p == RT_RUNTIME));
+        r.rt_throttle_off = true;
+        let mut m = fake(CpusetRoot::V1("/cs".into()));
+        m.rt_runtime_us = None;
+        let sut = plan(&m, &r).unwrap();
+        assert!(!writes(&sut).iter().any(|(p, _)| p == RT_RUNTIME));
+        assert!(sut.skipped.iter().any(|s| s.what == RT_RUNTIME));
     }
 }

@@ -95,12 +95,18 @@ pub struct Machine {
     pub workqueue_cpumask: Option<String>,
     /// The pid of a running irqbalance.
     pub irqbalance: Option<i32>,
+    /// `/proc/sys/kernel/sched_rt_runtime_us` (the RT throttle; `-1` is off), where present.
+    #[serde(default)]
+    pub rt_runtime_us: Option<String>,
 }
 
 /// The workqueue cpumask file.
 pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 /// The default IRQ affinity file.
 pub const DEFAULT_IRQ_AFFINITY: &str = "/proc/irq/default_smp_affinity";
+/// The RT throttle: microseconds per `sched_rt_period_us` that real-time tasks may use;
+/// `-1` turns throttling off.
+pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path)
@@ -108,7 +114,7 @@ fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-fn numeric_entries(dir: &str) -> Vec<u32> {
+pub(crate) fn numeric_entries(dir: &str) -> Vec<u32> {
     let mut out: Vec<u32> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -152,6 +158,25 @@ pub fn parse_stat(stat: &str) -> Option<(u64, u64, Option<usize>)> {
     let start_time = f.get(22 - 3)?.parse().ok()?;
     let last_cpu = f.get(39 - 3).and_then(|c| c.parse().ok());
     Some((start_time, flags, last_cpu))
+}
+
+/// Whether process `pid` still runs and is the one that started at `start_time` (not a
+/// reused id). A zombie (exited, not yet reaped) does not run.
+pub fn process_alive(pid: i32, start_time: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X" | "x"))
+        && parse_stat(&stat).is_some_and(|(start, _, _)| start == start_time)
+}
+
+/// The start time of process `pid` (`/proc/<pid>/stat` field 22), while it exists.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat).map(|(start, _, _)| start)
 }
 
 /// Reads one thread; `None` when it vanished.
@@ -223,6 +248,7 @@ pub fn machine() -> Machine {
         default_irq_affinity: read_trimmed(DEFAULT_IRQ_AFFINITY),
         workqueue_cpumask: read_trimmed(WORKQUEUE_CPUMASK),
         irqbalance: irqbalance_pid(),
+        rt_runtime_us: read_trimmed(RT_RUNTIME),
     }
 }
 
@@ -282,11 +308,7 @@ pub fn state() -> BTreeMap<String, String> {
             out.insert(path, v);
         }
     }
-    for path in [
-        DEFAULT_IRQ_AFFINITY,
-        WORKQUEUE_CPUMASK,
-        "/proc/sys/kernel/sched_rt_runtime_us",
-    ] {
+    for path in [DEFAULT_IRQ_AFFINITY, WORKQUEUE_CPUMASK, RT_RUNTIME] {
         if let Some(v) = read_trimmed(path) {
             out.insert(path.to_owned(), v);
         }
@@ -336,6 +358,14 @@ mod tests {
         assert_eq!(flags, 69238880);
         assert_eq!(cpu, Some(1));
         assert!(flags & PF_NO_SETAFFINITY != 0);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let pid = std::process::id() as i32;
+        let start = process_start_time(pid).unwrap();
+        assert!(process_alive(pid, start));
+        assert!(!process_alive(pid, start + 1));
     }
 
     #[test]

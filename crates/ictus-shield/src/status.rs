@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::ShieldError;
 use crate::journal::{self, Entry};
 use crate::plan::RT_GROUP;
-use crate::snapshot;
+use crate::snapshot::{self, RT_RUNTIME};
+use crate::watchdog::{self, Demotion, LogEvent};
 
 /// A thread that may run on an RT CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +49,29 @@ pub struct CpuDisturbance {
     pub irqs: Vec<IrqCount>,
 }
 
+/// The watchdog process the shield started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogStatus {
+    /// Its pid.
+    pub pid: i32,
+    /// Whether it runs (the pid is alive and its start time matches the journal's).
+    pub running: bool,
+    /// Its limit, in milliseconds.
+    pub limit_ms: u64,
+    /// Its log.
+    pub log: PathBuf,
+    /// The CPUs it watches; `None`: all.
+    pub watched_cpus: Option<CpuSet>,
+    /// Its thread's policy as obtained (`fifo 99`), once it reported.
+    pub policy: Option<String>,
+    /// The CPUs its thread is pinned to, once it reported.
+    pub pinned_to: Option<CpuSet>,
+    /// What it was refused (FIFO, pinning), with the fix.
+    pub refused: Vec<String>,
+    /// Its demotions so far.
+    pub demotions: Vec<Demotion>,
+}
+
 /// The shield's state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
@@ -65,6 +89,10 @@ pub struct Status {
     pub window_ms: u64,
     /// Per RT CPU.
     pub cpus: Vec<CpuDisturbance>,
+    /// The RT throttle now (`sched_rt_runtime_us`; `-1` is off).
+    pub rt_runtime_us: Option<String>,
+    /// The watchdog, when the shield started one.
+    pub watchdog: Option<WatchdogStatus>,
     /// What a person can do.
     pub advice: Vec<String>,
 }
@@ -128,6 +156,48 @@ pub fn interrupt_deltas(
     out
 }
 
+/// The watchdog's state from the journal (its pid) and its log (what it did).
+fn watchdog_status(entries: &[Entry]) -> Option<WatchdogStatus> {
+    let (pid, start_time, limit_ms, log) = entries.iter().find_map(|e| match e {
+        Entry::Watchdog {
+            pid,
+            start_time,
+            limit_ms,
+            log,
+            ..
+        } => Some((*pid, *start_time, *limit_ms, log.clone())),
+        _ => None,
+    })?;
+    let mut out = WatchdogStatus {
+        pid,
+        running: snapshot::process_alive(pid, start_time),
+        limit_ms,
+        watched_cpus: None,
+        policy: None,
+        pinned_to: None,
+        refused: Vec::new(),
+        demotions: Vec::new(),
+        log,
+    };
+    for event in watchdog::read_log(&out.log) {
+        match event {
+            LogEvent::Started {
+                watched_cpus,
+                placement,
+                ..
+            } => {
+                out.watched_cpus = watched_cpus;
+                out.policy = Some(placement.policy);
+                out.pinned_to = placement.pinned_to;
+                out.refused = placement.refused;
+            }
+            LogEvent::Demotion(d) => out.demotions.push(d),
+            LogEvent::Stopped { .. } => {}
+        }
+    }
+    Some(out)
+}
+
 /// Reads the shield's state; counts interrupts over `window`.
 pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldError> {
     let entries = journal::read(journal_path)?;
@@ -150,8 +220,34 @@ pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldErr
         cgroup_version: header.as_ref().map(|h| h.2),
         window_ms: window.as_millis() as u64,
         cpus: Vec::new(),
+        rt_runtime_us: std::fs::read_to_string(RT_RUNTIME)
+            .ok()
+            .map(|v| v.trim().to_owned()),
+        watchdog: entries.as_deref().and_then(watchdog_status),
         advice: Vec::new(),
     };
+    if let Some(w) = &status.watchdog {
+        if !w.running && status.rt_runtime_us.as_deref() == Some("-1") {
+            status.advice.push(format!(
+                "RT throttling is off and the watchdog (pid {}) is not running: a runaway real-time loop can freeze the machine; run `ictus shield reset`.",
+                w.pid
+            ));
+        } else if !w.running {
+            status.advice.push(format!(
+                "The watchdog (pid {}) is not running (see {}); `ictus shield reset` and apply again to restart it.",
+                w.pid,
+                w.log.display()
+            ));
+        }
+        let done = w.demotions.iter().filter(|d| d.refused.is_none()).count();
+        if done > 0 {
+            status.advice.push(format!(
+                "The watchdog demoted {done} real-time thread(s) that held a CPU for {} ms or more without sleeping; each now runs SCHED_OTHER (details in {}).",
+                w.limit_ms,
+                w.log.display()
+            ));
+        }
+    }
     let Some((rt, _, _)) = header else {
         status.advice.push(
             "No shield is applied: `ictus shield apply --rt-cpus LIST` keeps other work off those CPUs."

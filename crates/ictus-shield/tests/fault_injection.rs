@@ -1,6 +1,13 @@
 //! Fault injection on the real machine: `apply` is stopped at every point (before and
 //! after each journal entry), then `reset` must bring back an identical snapshot of
-//! every cpuset, IRQ affinity, task affinity and sysctl that `apply` touched.
+//! every cpuset, IRQ affinity, task affinity and sysctl that `apply` touched, the RT
+//! throttle (`sched_rt_runtime_us`, turned off by the last step) included, and no
+//! watchdog process may survive it.
+//!
+//! The watchdog here is a stand-in that speaks the shield's handshake (wait for GO,
+//! answer READY) and then sleeps: what is tested is the journal, the spawn order and
+//! the stop by pid and start time. The real watchdog is tested in `tests/watchdog.rs`
+//! and, as a process, in ictus-cli's shield tests.
 //!
 //! Needs root and a writable cpuset; skips visibly otherwise. The machine is restored
 //! by a guard even when an assertion fails.
@@ -10,10 +17,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ictus_shield::apply::{apply_stopping_after, privilege_shortfall};
-use ictus_shield::snapshot::{self, differences};
-use ictus_shield::{Request, ShieldError, reset};
+use ictus_shield::journal::{self, Entry};
+use ictus_shield::snapshot::{self, RT_RUNTIME, differences};
+use ictus_shield::{Request, ShieldError, WatchdogLaunch, reset};
 
 /// Runs `reset` on drop, whatever happened.
 struct Restore(PathBuf);
@@ -38,10 +47,37 @@ fn skip_reason() -> Option<String> {
     if ictus_os::facts::online_cpus().len() < 2 {
         return Some("fewer than two online CPUs".into());
     }
-    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists() {
+    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists()
+        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
+    {
         return Some("a shield is applied on this machine".into());
     }
     None
+}
+
+/// A stand-in watchdog: the handshake, then nothing but sleep.
+fn stand_in_watchdog() -> WatchdogLaunch {
+    WatchdogLaunch {
+        limit: Duration::from_secs(1),
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            r#"read line; [ "$line" = go ] || exit 0; echo ready; exec sleep 600"#.into(),
+        ],
+    }
+}
+
+/// The watchdog the journal names: (pid, start time).
+fn journaled_watchdog(journal: &Path) -> Option<(i32, u64)> {
+    journal::read(journal)
+        .ok()??
+        .into_iter()
+        .find_map(|e| match e {
+            Entry::Watchdog {
+                pid, start_time, ..
+            } => Some((pid, start_time)),
+            _ => None,
+        })
 }
 
 fn state() -> BTreeMap<String, String> {
@@ -61,8 +97,9 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
     let online = ictus_os::facts::online_cpus();
     let last = *online.cpus().last().unwrap();
     let request = Request {
-        rt_cpus: ictus_core::CpuSet::from_cpus([last]),
-        irq_for: Vec::new(),
+        rt_throttle_off: true,
+        watchdog: Some(stand_in_watchdog()),
+        ..Request::partition(ictus_core::CpuSet::from_cpus([last]), Vec::new())
     };
 
     // The full apply first: how many steps there are, and that a second is refused.
@@ -72,6 +109,15 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         !differences(&before, &state()).is_empty(),
         "apply changes what the snapshot sees"
     );
+    let watchdog = applied.watchdog.clone().expect("a watchdog was started");
+    assert!(snapshot::process_alive(watchdog.pid, watchdog.start_time));
+    assert_eq!(
+        journaled_watchdog(&journal),
+        Some((watchdog.pid, watchdog.start_time))
+    );
+    if before.get(RT_RUNTIME).is_some_and(|v| v != "-1") {
+        assert_eq!(state()[RT_RUNTIME], "-1", "the RT throttle is off");
+    }
     assert!(matches!(
         apply_stopping_after(&request, &journal, None),
         Err(ShieldError::AlreadyApplied { .. })
@@ -82,6 +128,7 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         "a second reset does nothing"
     );
     assert_eq!(differences(&before, &state()), Vec::<String>::new());
+    assert!(!snapshot::process_alive(watchdog.pid, watchdog.start_time));
 
     let points = 2 * applied.plan.steps.len() + 1;
     for stop_at in 0..points {
@@ -90,11 +137,18 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
             Err(ShieldError::Stopped { .. }) | Ok(_) => {}
             Err(e) => panic!("apply stopped at {stop_at} failed otherwise: {e}"),
         }
+        let started = journaled_watchdog(&journal);
         let outcome = reset(&journal).unwrap();
         assert!(outcome.problems.is_empty(), "{:?}", outcome.problems);
         assert!(!journal.exists());
         let diff = differences(&before, &state());
         assert!(diff.is_empty(), "stopped at {stop_at}: {diff:#?}");
+        if let Some((pid, start_time)) = started {
+            assert!(
+                !snapshot::process_alive(pid, start_time),
+                "stopped at {stop_at}: the watchdog {pid} survived reset"
+            );
+        }
     }
     drop(guard);
 }
