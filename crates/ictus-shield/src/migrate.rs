@@ -63,7 +63,7 @@ impl MigrationStats {
     /// before two attempts: no period known).
     pub fn predicted_next_ns(&self) -> Option<u64> {
         (self.attempts >= 2)
-            .then(|| self.last_attempt_ns)
+            .then_some(self.last_attempt_ns)
             .flatten()
             .map(|last| last + self.mean_period_ns as u64)
     }

@@ -179,11 +179,18 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     parse_stat(&stat).map(|(start, _, _)| start)
 }
 
-/// Reads one thread; `None` when it vanished.
+/// Reads one thread; `None` when it vanished or has exited (a zombie not yet reaped:
+/// it cannot be moved, runs nowhere, and keeps the cpuset it died in).
 pub fn read_task(tid: i32) -> Option<Task> {
     let dir = format!("/proc/{tid}");
-    let (start_time, flags, last_cpu) =
-        parse_stat(&std::fs::read_to_string(format!("{dir}/stat")).ok()?)?;
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    if matches!(state, None | Some("Z" | "X" | "x")) {
+        return None;
+    }
+    let (start_time, flags, last_cpu) = parse_stat(&stat)?;
     Some(Task {
         tid,
         start_time,
