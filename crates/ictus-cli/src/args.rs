@@ -33,6 +33,9 @@ pub(crate) enum Command {
     Compare(crate::report::CompareArgs),
     /// Partition the CPUs into RT and NRT sets (cpusets, tasks, IRQs), with exact undo.
     Shield(crate::shield::ShieldArgs),
+    /// Test a load balancer: run a scenario's fake tasks under stock Linux placement or
+    /// the ictus balancer (seed 002 §5.3); writes result.json, report.md, timeline.svg.
+    Scenario(crate::scenario::ScenarioArgs),
     /// Run a command in a task class: rt0 (FIFO 99, one RT CPU), rt1 (FIFO/RR 1-98,
     /// RT and NRT CPUs) or normal.
     Exec(crate::exec::ExecArgs),

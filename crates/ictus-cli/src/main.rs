@@ -18,6 +18,7 @@ mod memlat;
 mod pingpong;
 mod rendezvous;
 mod report;
+mod scenario;
 mod shield;
 mod survey;
 mod throughput;
@@ -112,6 +113,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => report::report(&args),
         Command::Compare(args) => report::compare(&args),
         Command::Shield(args) => shield::run(&args),
+        Command::Scenario(args) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            scenario::run(&args, &progress)
+        }
         Command::Exec(args) => exec::run(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());

@@ -24,6 +24,7 @@ pub mod html;
 pub mod markdown;
 mod plots;
 pub mod results;
+pub mod scenario;
 pub mod tables;
 
 use std::path::{Path, PathBuf};

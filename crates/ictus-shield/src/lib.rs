@@ -26,6 +26,7 @@ pub mod mask;
 pub mod migrate;
 pub mod partition;
 pub mod plan;
+pub mod scenario;
 pub mod snapshot;
 pub mod status;
 pub mod watchdog;

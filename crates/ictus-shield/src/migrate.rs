@@ -9,6 +9,16 @@
 //! the last one. The balancer reads them, through a lock-free SPSC ring, to predict
 //! the next attempt and not move the task back to an RT CPU just before it.
 //!
+//! The ring also tells the balancer when the task is inside a section, so that it never
+//! pins the task onto an RT CPU in the middle of one: a section sends one report when
+//! it starts, **before** the task touches its affinity, and one when it ends
+//! ([`Attempt::in_section`]). Sending the start first matters: if the balancer's move
+//! lands just after the task's own, the kernel serialises the two affinity changes of
+//! the task under that task's lock, so the balancer's check of the ring right after its
+//! move is bound to see the report, and it moves the task off the RT CPU again (see
+//! `balancer`). The task never waits for the balancer: a full ring drops the report and
+//! counts it.
+//!
 //! ```no_run
 //! use ictus_core::CpuSet;
 //! use ictus_shield::migrate::{Migrator, Return};
@@ -101,19 +111,31 @@ pub enum Return {
     Never,
 }
 
-/// One attempt, as the balancer receives it.
+/// One report of a section, as the balancer receives it: its start (the attempt) or
+/// its end.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The task's thread id.
     pub tid: i32,
     /// When.
     pub at_ns: u64,
-    /// The CPU it was on.
+    /// The CPU it was on (at the start: before any move; at the end: after the section).
     pub cpu: Option<usize>,
-    /// Whether it moved.
+    /// Whether the section moves the task off an RT CPU. The start report is sent
+    /// before the move, so there it says the move is being made; the end report says
+    /// whether the kernel carried it out.
     pub moved: bool,
     /// Its statistics after this attempt.
     pub stats: MigrationStats,
+    /// Whether the task is inside the section after this report: true for the report
+    /// sent when a section starts, false for the one sent when it ends.
+    #[serde(default = "in_section_default")]
+    pub in_section: bool,
+}
+
+/// Reports written before end reports existed were all section starts.
+fn in_section_default() -> bool {
+    true
 }
 
 /// A task's migration guard factory and statistics.
@@ -165,14 +187,18 @@ impl Migrator {
     }
 
     /// Enters a section that endangers latency (`artis_try_to_migrate`): records the
-    /// attempt and, on an RT CPU, moves to the NRT CPUs first.
+    /// attempt, reports it, and, on an RT CPU, moves to the NRT CPUs first.
     pub fn section(&mut self) -> Section<'_> {
         let now = clock::monotonic_now().as_u64();
         let cpu = sched::current_cpu();
         self.stats.record(now);
+        let moving = self.ret != Return::Never && cpu.is_some_and(|c| self.partition.is_rt(c));
+        // The start is reported before the affinity changes: the balancer's check
+        // after its own move relies on this order (see the module docs).
+        self.report(now, cpu, moving, true);
         let mut restore = None;
         let mut moved = false;
-        if self.ret != Return::Never && cpu.is_some_and(|c| self.partition.is_rt(c)) {
+        if moving {
             let before = sched::current_affinity().ok();
             match sched::set_affinity(&self.partition.nrt) {
                 Ok(()) => {
@@ -185,30 +211,37 @@ impl Migrator {
                 Err(_) => self.failures += 1,
             }
         }
+        Section {
+            migrator: self,
+            restore,
+            moved,
+        }
+    }
+
+    /// Sends one report to the balancer, if there is one; never waits.
+    fn report(&mut self, at_ns: u64, cpu: Option<usize>, moved: bool, in_section: bool) {
         if let Some(r) = &mut self.reporter {
             let attempt = Attempt {
                 tid: self.tid,
-                at_ns: now,
+                at_ns,
                 cpu,
                 moved,
                 stats: self.stats,
+                in_section,
             };
             if r.push(attempt).is_err() {
                 self.dropped_reports += 1;
             }
         }
-        Section {
-            migrator: self,
-            restore,
-        }
     }
 }
 
-/// A section in progress; dropping it ends the section.
+/// A section in progress; dropping it ends the section (and reports the end).
 #[derive(Debug)]
 pub struct Section<'a> {
     migrator: &'a mut Migrator,
     restore: Option<ictus_core::CpuSet>,
+    moved: bool,
 }
 
 impl Section<'_> {
@@ -225,6 +258,11 @@ impl Drop for Section<'_> {
         {
             self.migrator.failures += 1;
         }
+        // The end is reported after the affinity is back: until the balancer reads it,
+        // it still treats the task as inside the section.
+        let now = clock::monotonic_now().as_u64();
+        let cpu = sched::current_cpu();
+        self.migrator.report(now, cpu, self.moved, false);
     }
 }
 
@@ -310,8 +348,13 @@ mod tests {
                 (sched::current_affinity().unwrap(), sched::current_cpu())
             };
             let after = sched::current_affinity().unwrap();
-            let report = rx.pop().unwrap();
-            assert!(report.moved);
+            let start = rx.pop().unwrap();
+            assert!(start.moved && start.in_section);
+            assert_eq!(start.cpu, Some(rt_cpu));
+            let end = rx.pop().unwrap();
+            assert!(end.moved && !end.in_section);
+            assert!(end.at_ns >= start.at_ns);
+            assert_eq!(rx.pop(), None);
             (inside, after, m.stats())
         })
         .join()
@@ -320,6 +363,54 @@ mod tests {
         assert!(inside.1.is_some_and(|c| nrt.contains(c)));
         assert_eq!(after, CpuSet::from_cpus([rt_cpu]));
         assert_eq!((stats.attempts, stats.moves), (1, 1));
+    }
+
+    #[test]
+    fn every_section_reports_its_start_then_its_end() {
+        let online = facts::online_cpus();
+        if online.len() < 2 {
+            return;
+        }
+        let rt_cpu = *online.cpus().last().unwrap();
+        let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+        let reports = std::thread::spawn(move || {
+            let (tx, mut rx) = ictus_core::sync::spsc::channel(8);
+            let mut m = Migrator::new(partition, Return::Never).report_to(tx);
+            for _ in 0..3 {
+                let _s = m.section();
+            }
+            std::iter::from_fn(|| rx.pop()).collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap();
+        let phases: Vec<bool> = reports.iter().map(|r| r.in_section).collect();
+        assert_eq!(phases, [true, false, true, false, true, false]);
+        assert_eq!(reports[5].stats.attempts, 3);
+        assert!(reports.iter().all(|r| !r.moved));
+    }
+
+    #[test]
+    fn a_full_ring_drops_and_counts_reports_without_waiting() {
+        let online = facts::online_cpus();
+        let partition = match online.cpus().last() {
+            Some(&last) if online.len() >= 2 => {
+                Partition::new(CpuSet::from_cpus([last]), &online).unwrap()
+            }
+            _ => return,
+        };
+        let (tx, mut rx) = ictus_core::sync::spsc::channel(1);
+        let mut sut = Migrator::new(partition, Return::Never).report_to(tx);
+        drop(sut.section());
+        assert_eq!(sut.dropped_reports(), 1, "the end did not fit");
+        assert!(rx.pop().unwrap().in_section);
+    }
+
+    #[test]
+    fn an_attempt_without_in_section_reads_as_a_start() {
+        let json = r#"{"tid":1,"at_ns":5,"cpu":null,"moved":false,
+            "stats":{"attempts":1,"moves":0,"mean_period_ns":0.0,"last_attempt_ns":5}}"#;
+        let sut: Attempt = serde_json::from_str(json).unwrap();
+        assert!(sut.in_section);
     }
 
     #[test]

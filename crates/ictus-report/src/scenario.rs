@@ -1,0 +1,785 @@
+//! Reports of a load-balancer scenario (`ictus scenario`, seed 002 §5.3): the seed's
+//! Tables 3 to 5 for one run in Markdown, the timeline of running tasks per CPU as an
+//! SVG (one panel per CPU, one line per group), and runs of the same scenario under
+//! different placements side by side.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use ictus_report::scenario;
+//! let none = scenario::read_result(Path::new("none/result.json"))?;
+//! let ictus = scenario::read_result(Path::new("ictus/result.json"))?;
+//! let page = scenario::compare_markdown(&[none, ictus]);
+//! # let _ = page;
+//! # Ok::<(), ictus_report::ReportError>(())
+//! ```
+
+use std::error::Error;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use ictus_shield::scenario::run::{CpuShare, GroupStats, MinAvgMax, ScenarioResult};
+use ictus_shield::scenario::{RESULT_SCHEMA, RESULT_VERSION};
+use plotters::prelude::*;
+
+use crate::ReportError;
+use crate::format::sig3;
+use crate::markdown::md_table;
+use crate::plots::colour;
+
+/// The result's file name in a scenario's output directory.
+pub const RESULT_FILE: &str = "result.json";
+/// The timeline's file name.
+pub const TIMELINE_FILE: &str = "timeline.svg";
+/// The side-by-side page's file name (runs of one scenario under several placements).
+pub const COMPARE_FILE: &str = "compare.md";
+
+/// A count or mean: whole numbers as such, others with three significant digits.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        sig3(v)
+    }
+}
+
+/// Seconds with three significant digits.
+fn secs(ns: f64) -> String {
+    sig3(ns / 1e9)
+}
+
+/// Milliseconds with three significant digits.
+fn millis(ns: f64) -> String {
+    num(ns / 1e6)
+}
+
+/// `min / avg / max` of nanoseconds, in seconds.
+fn span_secs(v: Option<MinAvgMax>) -> String {
+    v.map_or_else(
+        || "-".to_string(),
+        |m| format!("{} / {} / {}", secs(m.min), secs(m.avg), secs(m.max)),
+    )
+}
+
+/// `min / avg / max` of counts.
+fn span_count(v: Option<MinAvgMax>) -> String {
+    v.map_or_else(
+        || "-".to_string(),
+        |m| format!("{} / {} / {}", num(m.min), num(m.avg), num(m.max)),
+    )
+}
+
+/// The mean of counts, or `-`.
+fn avg(v: Option<MinAvgMax>) -> String {
+    v.map_or_else(|| "-".to_string(), |m| num(m.avg))
+}
+
+/// One percentage per CPU of `cpus`, space separated as the seed prints them.
+fn shares_row(cpus: &[usize], shares: &[CpuShare]) -> String {
+    if shares.is_empty() {
+        return "-".to_string();
+    }
+    cpus.iter()
+        .map(|c| {
+            shares
+                .iter()
+                .find(|s| s.cpu == *c)
+                .map_or_else(|| "-".to_string(), |s| format!("{:.1}", s.percent))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `NRT RT RT RT`: the partition in CPU order.
+fn roles(r: &ScenarioResult) -> String {
+    r.cpus
+        .iter()
+        .map(|c| if c.rt { "RT" } else { "NRT" })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cpu_list(r: &ScenarioResult) -> Vec<usize> {
+    r.cpus.iter().map(|c| c.cpu).collect()
+}
+
+/// Reads a `result.json`, checking its schema and version.
+pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| json_error(&name, &e))?;
+    let schema = value["schema"].as_str().unwrap_or("");
+    if schema != RESULT_SCHEMA {
+        return Err(ReportError::Schema {
+            path: name,
+            found: schema.to_string(),
+            expected: RESULT_SCHEMA,
+        });
+    }
+    let version = value["version"].as_u64().unwrap_or(0);
+    if version != u64::from(RESULT_VERSION) {
+        return Err(ReportError::Version {
+            path: name,
+            found: version,
+            supported: RESULT_VERSION,
+        });
+    }
+    serde_json::from_str(&text).map_err(|e| json_error(&name, &e))
+}
+
+fn json_error(name: &str, e: &serde_json::Error) -> ReportError {
+    ReportError::Json {
+        path: name.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: e
+            .to_string()
+            .split(" at line ")
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+/// Writes `result.json`, `report.md` and `timeline.svg` into `dir` (which exists) and
+/// returns their paths.
+pub fn write_files(dir: &Path, r: &ScenarioResult) -> Result<[PathBuf; 3], ReportError> {
+    let json = serde_json::to_string_pretty(r).map_err(|e| ReportError::Write {
+        path: dir.join(RESULT_FILE).display().to_string(),
+        source: std::io::Error::other(e),
+    })? + "\n";
+    let files = [
+        (dir.join(RESULT_FILE), json),
+        (
+            dir.join(crate::MARKDOWN_FILE),
+            markdown(r, Some(TIMELINE_FILE)),
+        ),
+        (dir.join(TIMELINE_FILE), timeline_svg(r)),
+    ];
+    for (path, text) in &files {
+        std::fs::write(path, text).map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    let [(a, _), (b, _), (c, _)] = files;
+    Ok([a, b, c])
+}
+
+/// The report of one run: the seed's table for it, the groups, the CPUs, every task,
+/// the timeline (linked as `timeline`, when given), the balancer's account, warnings.
+pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
+    let mut out = String::new();
+    let s = &r.scenario;
+    let _ = writeln!(
+        out,
+        "# Scenario `{}` under balancer `{}`\n",
+        s.name, r.balancer
+    );
+    if !s.description.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", s.description.trim());
+    }
+    let _ = writeln!(
+        out,
+        "Host `{}`, kernel `{}`, ictus {}. CPUs in play {} as {} (RT CPUs {}, NRT CPUs {}). \
+         {} tasks in {} group(s); one loop = {} ns (calibrated). Wall time {} s{}.\n",
+        r.hostname,
+        r.kernel,
+        r.tool_version,
+        r.cpus_in_play,
+        roles(r),
+        r.partition.rt,
+        r.partition.nrt,
+        r.tasks.len(),
+        r.groups.len(),
+        sig3(r.loop_ns),
+        secs(r.wall_ns as f64),
+        r.source
+            .as_deref()
+            .map_or_else(String::new, |p| format!("; scenario file `{p}`"))
+    );
+    if let Some(why) = &r.stopped {
+        let _ = writeln!(out, "**INCOMPLETE**: {why}; the figures cover what ran.\n");
+    }
+
+    let _ = writeln!(out, "## Summary (as seed 002 Tables 3 to 5)\n");
+    let cpus = cpu_list(r);
+    let mut rows = vec![
+        vec![
+            "CPU idle time until the first task ended (ms)".to_string(),
+            idle_row(r, true),
+        ],
+        vec![
+            "CPU idle time over the run (ms)".to_string(),
+            idle_row(r, false),
+        ],
+    ];
+    for g in &r.groups {
+        rows.push(vec![
+            format!("CPU repartition of {} tasks (%)", g.name),
+            shares_row(&cpus, &g.cpu_share),
+        ]);
+    }
+    for g in &r.groups {
+        rows.push(vec![
+            format!("{} tasks completion time (s)", g.name),
+            span_secs(g.completion_ns),
+        ]);
+    }
+    for g in &r.groups {
+        rows.push(vec![
+            format!("{} tasks involuntary ctxt switches", g.name),
+            avg(g.involuntary_ctxt_switches),
+        ]);
+    }
+    md_table(
+        &mut out,
+        &[
+            String::new(),
+            format!("CPUs {} ({})", join(&cpus), roles(r)),
+        ],
+        &[false, true],
+        &rows,
+    );
+    let _ = writeln!(
+        out,
+        "\nCompletion time is minimum / average / maximum; shares are of the samples that saw a \
+         task of the group running (state R) on each CPU; context switches are the mean per task.\n"
+    );
+
+    let _ = writeln!(out, "## Groups\n");
+    let rows: Vec<Vec<String>> = r.groups.iter().map(group_row).collect();
+    md_table(
+        &mut out,
+        &[
+            "group",
+            "class",
+            "tasks (finished)",
+            "completion (s) min / avg / max",
+            "CPU time (s) avg",
+            "voluntary ctxt sw. min / avg / max",
+            "involuntary ctxt sw. min / avg / max",
+            "migrations min / avg / max",
+            "sections avg (moved)",
+        ]
+        .map(String::from),
+        &[false, false, true, true, true, true, true, true, true],
+        &rows,
+    );
+    out.push('\n');
+
+    let _ = writeln!(out, "## CPUs\n");
+    let rows: Vec<Vec<String>> = r
+        .cpus
+        .iter()
+        .map(|c| {
+            vec![
+                c.cpu.to_string(),
+                if c.rt { "RT" } else { "NRT" }.to_string(),
+                c.idle_until_first_end_ns
+                    .map_or_else(|| "-".to_string(), |v| millis(v as f64)),
+                millis(c.idle_ns as f64),
+                millis(c.steal_ns as f64),
+            ]
+        })
+        .collect();
+    md_table(
+        &mut out,
+        &[
+            "CPU",
+            "role",
+            "idle until the first end (ms)",
+            "idle over the run (ms)",
+            "steal (ms)",
+        ]
+        .map(String::from),
+        &[true, false, true, true, true],
+        &rows,
+    );
+    let _ = writeln!(
+        out,
+        "\nIdle time is `/proc/stat` idle plus iowait, in clock ticks ({}).\n",
+        r.first_end_ns.map_or_else(
+            || "no task finished".to_string(),
+            |t| format!("the first task finished at {} s", secs(t as f64))
+        )
+    );
+
+    let _ = writeln!(out, "## Timeline\n");
+    let _ = writeln!(
+        out,
+        "Mean running tasks (state R) of each group on each CPU, in buckets of {} ms, \
+         sampled every {} ms by a thread running {} on CPUs {} ({} samples, {} periods missed, \
+         {} ms of CPU time).\n",
+        sig3(r.timeline.bucket_ns as f64 / 1e6),
+        sig3(r.sampler.period_ns as f64 / 1e6),
+        r.sampler.policy,
+        r.sampler.cpus,
+        r.sampler.samples,
+        r.sampler.missed,
+        millis(r.sampler.cpu_time_ns as f64)
+    );
+    if let Some(file) = timeline {
+        let _ = writeln!(out, "![running tasks per CPU over time]({file})\n");
+    }
+
+    let _ = writeln!(out, "## Tasks\n");
+    let rows: Vec<Vec<String>> = r
+        .tasks
+        .iter()
+        .map(|t| {
+            vec![
+                format!("{}/{}", t.group, t.index),
+                t.tid.to_string(),
+                t.policy.clone(),
+                t.affinity.to_string(),
+                if t.finished {
+                    secs(t.completion_ns as f64)
+                } else {
+                    format!("{} (stopped)", secs(t.completion_ns as f64))
+                },
+                secs(t.cpu_time_ns as f64),
+                shares_row(&cpus, &t.cpu_share),
+                opt(t.voluntary_ctxt_switches),
+                opt(t.involuntary_ctxt_switches),
+                match t.migrations {
+                    Some(k) => format!("{k} ({} sampled)", t.migrations_sampled),
+                    None => format!("{} (sampled)", t.migrations_sampled),
+                },
+                format!("{} ({})", t.sections.attempts, t.sections.moves),
+            ]
+        })
+        .collect();
+    md_table(
+        &mut out,
+        &[
+            "task".to_string(),
+            "tid".to_string(),
+            "policy".to_string(),
+            "CPUs".to_string(),
+            "completion (s)".to_string(),
+            "CPU time (s)".to_string(),
+            format!("% on CPUs {}", join(&cpus)),
+            "voluntary".to_string(),
+            "involuntary".to_string(),
+            "migrations".to_string(),
+            "sections (moved)".to_string(),
+        ],
+        &[
+            false, true, false, false, true, true, true, true, true, true, true,
+        ],
+        &rows,
+    );
+    out.push('\n');
+
+    if !r.policies.is_empty() {
+        let _ = writeln!(out, "## Policies\n");
+        let rows: Vec<Vec<String>> = r
+            .policies
+            .iter()
+            .map(|p| {
+                vec![
+                    p.group.clone(),
+                    p.asked.clone(),
+                    p.obtained.clone(),
+                    p.refused_tasks.to_string(),
+                    p.reason.clone().unwrap_or_else(|| "-".to_string()),
+                ]
+            })
+            .collect();
+        md_table(
+            &mut out,
+            &[
+                "group",
+                "asked",
+                "obtained",
+                "refused tasks",
+                "the kernel's reason",
+            ]
+            .map(String::from),
+            &[false, false, false, true, false],
+            &rows,
+        );
+        out.push('\n');
+    }
+
+    if let Some(b) = &r.balancer_report {
+        let _ = writeln!(out, "## Balancer\n");
+        let _ = writeln!(
+            out,
+            "{} decision(s) over {} pass(es) and {} sample(s); {} move(s) back to an RT CPU withheld \
+             (anti ping-pong); {} migration attempt(s) received; {} move(s) refused by the kernel.\n",
+            b.decisions.len(),
+            b.passes,
+            b.samples,
+            b.withheld,
+            b.attempts_received,
+            b.refused
+        );
+        if !b.rt_share.is_empty() {
+            let _ = writeln!(
+                out,
+                "Real-time share at the end: {}.\n",
+                b.rt_share
+                    .iter()
+                    .map(|(c, s)| format!("CPU {c} {:.1} %", s * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        for note in &b.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        if !b.notes.is_empty() {
+            out.push('\n');
+        }
+        const SHOWN: usize = 20;
+        if !b.decisions.is_empty() {
+            let rows: Vec<Vec<String>> = b
+                .decisions
+                .iter()
+                .take(SHOWN)
+                .map(|d| {
+                    vec![
+                        millis(d.at_ns as f64),
+                        d.tid.to_string(),
+                        d.from.map_or_else(|| "-".to_string(), |c| c.to_string()),
+                        d.to.to_string(),
+                        d.reason.clone(),
+                    ]
+                })
+                .collect();
+            md_table(
+                &mut out,
+                &["at (ms)", "tid", "from", "to", "why"].map(String::from),
+                &[true, true, true, true, false],
+                &rows,
+            );
+            if b.decisions.len() > SHOWN {
+                let _ = writeln!(
+                    out,
+                    "\n(the first {SHOWN} of {}; all are in `result.json`)",
+                    b.decisions.len()
+                );
+            }
+            out.push('\n');
+        }
+    }
+
+    if !r.warnings.is_empty() {
+        let _ = writeln!(out, "## Warnings\n");
+        for w in &r.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn join(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn idle_row(r: &ScenarioResult, until_first: bool) -> String {
+    r.cpus
+        .iter()
+        .map(|c| {
+            let v = if until_first {
+                c.idle_until_first_end_ns
+            } else {
+                Some(c.idle_ns)
+            };
+            v.map_or_else(|| "-".to_string(), |v| millis(v as f64))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn group_row(g: &GroupStats) -> Vec<String> {
+    vec![
+        g.name.clone(),
+        g.class.to_string(),
+        format!("{} ({})", g.tasks, g.finished),
+        span_secs(g.completion_ns),
+        g.cpu_time_ns
+            .map_or_else(|| "-".to_string(), |m| secs(m.avg)),
+        span_count(g.voluntary_ctxt_switches),
+        span_count(g.involuntary_ctxt_switches),
+        format!("{} ({})", span_count(g.migrations), g.migrations_source),
+        match (g.section_attempts, g.section_moves) {
+            (Some(a), Some(m)) => format!("{} ({})", num(a.avg), num(m.avg)),
+            _ => "-".to_string(),
+        },
+    ]
+}
+
+/// Runs of one scenario side by side (`none` against `ictus`), in the seed's layout:
+/// one column per run, per-CPU figures space separated in CPU order.
+pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
+    let mut out = String::new();
+    let Some(first) = runs.first() else {
+        return "No scenario results to compare.\n".to_string();
+    };
+    let labels: Vec<String> = runs
+        .iter()
+        .map(|r| format!("balancer `{}`", r.balancer))
+        .collect();
+    let _ = writeln!(
+        out,
+        "# Scenario `{}`: {}\n",
+        first.scenario.name,
+        runs.iter()
+            .map(|r| r.balancer.name())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    if !first.scenario.description.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
+    }
+    if runs.iter().any(|r| r.scenario != first.scenario) {
+        let _ = writeln!(
+            out,
+            "**Note**: these runs are not of the same scenario; compare with care.\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
+        first.hostname,
+        join(&cpu_list(first)),
+        roles(first)
+    );
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        for g in &r.groups {
+            if !names.contains(&g.name.as_str()) {
+                names.push(&g.name);
+            }
+        }
+    }
+    let group = |r: &ScenarioResult, name: &str| -> Option<GroupStats> {
+        r.groups.iter().find(|g| g.name == name).cloned()
+    };
+    type Row = (String, Box<dyn Fn(&ScenarioResult) -> String>);
+    let mut metrics: Vec<Row> = vec![
+        (
+            "CPU idle time until the first task ended (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, true)),
+        ),
+        (
+            "CPU idle time over the run (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, false)),
+        ),
+    ];
+    for name in &names {
+        let n = name.to_string();
+        metrics.push((
+            format!("CPU repartition of {name} tasks (%)"),
+            Box::new(move |r: &ScenarioResult| {
+                group(r, &n).map_or_else(
+                    || "-".to_string(),
+                    |g| shares_row(&cpu_list(r), &g.cpu_share),
+                )
+            }),
+        ));
+    }
+    for name in &names {
+        let n = name.to_string();
+        metrics.push((
+            format!("{name} tasks completion time (s)"),
+            Box::new(move |r: &ScenarioResult| {
+                group(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
+            }),
+        ));
+    }
+    for (label, pick) in [
+        ("involuntary ctxt switches", 0usize),
+        ("voluntary ctxt switches", 1),
+        ("migrations", 2),
+    ] {
+        for name in &names {
+            let n = name.to_string();
+            metrics.push((
+                format!("{name} tasks {label} (avg)"),
+                Box::new(move |r: &ScenarioResult| {
+                    group(r, &n).map_or_else(
+                        || "-".to_string(),
+                        |g| {
+                            avg(match pick {
+                                0 => g.involuntary_ctxt_switches,
+                                1 => g.voluntary_ctxt_switches,
+                                _ => g.migrations,
+                            })
+                        },
+                    )
+                }),
+            ));
+        }
+    }
+    metrics.push((
+        "wall time (s)".into(),
+        Box::new(|r: &ScenarioResult| secs(r.wall_ns as f64)),
+    ));
+    metrics.push((
+        "balancer decisions (withheld)".into(),
+        Box::new(|r: &ScenarioResult| {
+            r.balancer_report.as_ref().map_or_else(
+                || "-".to_string(),
+                |b| format!("{} ({})", b.decisions.len(), b.withheld),
+            )
+        }),
+    ));
+    let rows: Vec<Vec<String>> = metrics
+        .iter()
+        .map(|(label, f)| {
+            std::iter::once(label.clone())
+                .chain(runs.iter().map(f))
+                .collect()
+        })
+        .collect();
+    let header: Vec<String> = std::iter::once(String::new()).chain(labels).collect();
+    let right: Vec<bool> = std::iter::once(false)
+        .chain(runs.iter().map(|_| true))
+        .collect();
+    md_table(&mut out, &header, &right, &rows);
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Completion time is minimum / average / maximum. As seed 002 notes for Table 3, a high \
+         average with a low spread means equity; only the maximum measures computing power.\n"
+    );
+    for r in runs {
+        if let Some(why) = &r.stopped {
+            let _ = writeln!(out, "- balancer `{}`: INCOMPLETE, {why}", r.balancer);
+        }
+        for w in &r.warnings {
+            let _ = writeln!(out, "- balancer `{}`: {w}", r.balancer);
+        }
+    }
+    out
+}
+
+/// Panel height of the timeline, per CPU.
+const PANEL_H: u32 = 190;
+/// Timeline width.
+const TIMELINE_W: u32 = 760;
+
+/// The timeline as an SVG: one panel per CPU, one line per group, x in seconds since
+/// the start, y the mean running tasks.
+pub fn timeline_svg(r: &ScenarioResult) -> String {
+    let t = &r.timeline;
+    let ncpu = t.cpus.len().max(1);
+    let height = 40 + PANEL_H * ncpu as u32;
+    let mut svg = String::new();
+    let result = {
+        let root = SVGBackend::with_string(&mut svg, (TIMELINE_W, height)).into_drawing_area();
+        draw_timeline(&root, r)
+            .and_then(|()| root.present().map_err(|e| Box::new(e) as Box<dyn Error>))
+    };
+    match result {
+        Ok(()) => svg,
+        Err(e) => format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{TIMELINE_W}\" height=\"40\"><text x=\"10\" y=\"25\">timeline not drawn: {}</text></svg>\n",
+            crate::html::escape(&e.to_string())
+        ),
+    }
+}
+
+fn draw_timeline(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    r: &ScenarioResult,
+) -> Result<(), Box<dyn Error>> {
+    let t = &r.timeline;
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        &format!(
+            "{}: running tasks per CPU (balancer {})",
+            r.scenario.name, r.balancer
+        ),
+        ("sans-serif", 17),
+    )?;
+    if t.buckets.is_empty() || t.cpus.is_empty() {
+        root.draw(&Text::new(
+            "no samples",
+            (20, 20),
+            ("sans-serif", 14).into_font(),
+        ))?;
+        return Ok(());
+    }
+    let width = t.bucket_ns as f64 / 1e9;
+    let xmax = t
+        .buckets
+        .iter()
+        .map(|b| b.start_ns as f64 / 1e9 + width)
+        .fold(0.0f64, f64::max)
+        .max(r.wall_ns as f64 / 1e9)
+        .max(1e-3);
+    let ymax = t
+        .buckets
+        .iter()
+        .flat_map(|b| b.running.iter().flatten().copied())
+        .fold(1.0f64, f64::max)
+        .ceil()
+        + 0.5;
+    let panels = root.split_evenly((t.cpus.len(), 1));
+    for (i, panel) in panels.iter().enumerate() {
+        let cpu = t.cpus[i];
+        let rt = r.partition.is_rt(cpu);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(
+                format!("CPU {cpu} ({})", if rt { "RT" } else { "NRT" }),
+                ("sans-serif", 14),
+            )
+            .margin(6)
+            .x_label_area_size(36)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the start")
+            .y_desc("running tasks")
+            .y_label_formatter(&crate::plots::tick_num)
+            .x_label_formatter(&crate::plots::tick_num)
+            .draw()?;
+        for (g, name) in t.groups.iter().enumerate() {
+            let c = colour(g);
+            let points: Vec<(f64, f64)> = t
+                .buckets
+                .iter()
+                .map(|b| {
+                    (
+                        b.start_ns as f64 / 1e9 + width / 2.0,
+                        b.running
+                            .get(i)
+                            .and_then(|row| row.get(g))
+                            .copied()
+                            .unwrap_or(0.0),
+                    )
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
+    Ok(())
+}
