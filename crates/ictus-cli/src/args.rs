@@ -39,6 +39,11 @@ pub(crate) enum Command {
     /// Run a command in a task class: rt0 (FIFO 99, one RT CPU), rt1 (FIFO/RR 1-98,
     /// RT and NRT CPUs) or normal.
     Exec(crate::exec::ExecArgs),
+    /// Run a cyclic executive schedule (subsystems, cells, frames) with a live status
+    /// line; writes a RunRecord with per-subsystem statistics.
+    Run(crate::run::RunArgs),
+    /// Command a running schedule: run, pause, off or a mode; status; stop.
+    Ctl(crate::run::CtlArgs),
 }
 
 #[derive(Debug, Args)]

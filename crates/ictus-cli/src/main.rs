@@ -18,6 +18,7 @@ mod memlat;
 mod pingpong;
 mod rendezvous;
 mod report;
+mod run;
 mod scenario;
 mod shield;
 mod survey;
@@ -119,6 +120,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             scenario::run(&args, &progress)
         }
         Command::Exec(args) => exec::run(&args),
+        Command::Run(args) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            run::run(&args, &progress)
+        }
+        Command::Ctl(args) => run::ctl(&args),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;

@@ -2,6 +2,12 @@
 //! eventfd, pipes, POSIX message queues, and `sched_yield`. The `pingpong` probe
 //! measures hand-offs through each of them.
 //!
+//! The futex calls come in two kinds: [`Futex`] (process-private, its own word)
+//! and functions on any `&AtomicU32` that use the shared futex operations, so
+//! that they work on words in memory shared between processes
+//! ([`futex_wait_shared`], [`futex_wake_shared`], the [`FutexPark`] of the hubs,
+//! and the priority-inheritance lock [`PiLock`]).
+//!
 //! Each primitive is created (and allocates) up front; sending and receiving then
 //! make exactly one system call each (a futex wait may repeat after a spurious
 //! wake-up), never allocate, and retry when a signal interrupts them.
@@ -21,7 +27,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use ictus_core::sync::hub::Park;
 use thiserror::Error;
 
 /// Why a hand-off primitive could not be created or used.
@@ -139,6 +147,235 @@ impl Futex {
             )
         };
         rc.max(0) as u32
+    }
+}
+
+/// Sleeps while `word` holds `expected` (`FUTEX_WAIT`, not private: the word may
+/// be in memory shared between processes), for at most `timeout`. Returns when
+/// woken, at once when the word differs, after a signal or the timeout: the caller
+/// re-checks the word, as with any futex.
+#[inline]
+pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the address is that of a live, aligned AtomicU32 borrowed for the whole
+    // call; FUTEX_WAIT only reads it. `ts_ptr` is null (no timeout) or points to `ts`,
+    // a relative timespec that outlives the call. Every failure (EAGAIN: the word
+    // changed, EINTR, ETIMEDOUT) means "re-check", so the return value is ignored.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+        );
+    }
+}
+
+/// Wakes up to `n` threads, of any process, sleeping on `word` (`FUTEX_WAKE`, not
+/// private); returns how many were woken.
+#[inline]
+pub fn futex_wake_shared(word: &AtomicU32, n: u32) -> u32 {
+    let n = n.min(i32::MAX as u32) as i32;
+    // SAFETY: the address is that of a live, aligned AtomicU32; FUTEX_WAKE does not
+    // access the memory, it only looks up sleepers keyed by the address (for a shared
+    // mapping, by the page and offset, so sleepers of other processes are found).
+    let rc = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n) };
+    rc.max(0) as u32
+}
+
+/// The [`Park`] of the hubs: spin a little, then sleep in the kernel with the
+/// shared futex operations (so hubs in shared memory work between processes).
+#[derive(Clone, Copy, Debug)]
+pub struct FutexPark {
+    /// Re-checks (spinning) before sleeping.
+    pub spins: u32,
+}
+
+impl Default for FutexPark {
+    /// 100 re-checks: a few microseconds of spinning.
+    fn default() -> Self {
+        FutexPark { spins: 100 }
+    }
+}
+
+impl Park for FutexPark {
+    fn spins(&self) -> u32 {
+        self.spins
+    }
+
+    fn park(&self, word: &AtomicU32, expected: u32, deadline: Option<Instant>) {
+        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        futex_wait_shared(word, expected, timeout);
+    }
+
+    fn unpark(&self, word: &AtomicU32, count: u32) {
+        futex_wake_shared(word, count);
+    }
+}
+
+/// The kernel's id of the calling thread (`gettid(2)`), what a [`PiLock`] word holds.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// A mutex with priority inheritance on a 32-bit word the caller owns (in process
+/// or shared memory): the kernel's PI futex protocol (`FUTEX_LOCK_PI`,
+/// `FUTEX_UNLOCK_PI`, see `futex(2)`).
+///
+/// The word is 0 when free and holds the owner's thread id when locked (with the
+/// `FUTEX_WAITERS` bit once someone waits). Locking and unlocking without
+/// contention are one compare-and-swap in user space; under contention the kernel
+/// queues the waiters by priority and lends the owner the priority of the highest
+/// waiter until it unlocks, so a low-priority owner cannot be starved by
+/// medium-priority threads while a high-priority one waits (priority inversion).
+///
+/// The owner is a thread: unlock from the thread that locked.
+///
+/// ```
+/// use ictus_os::handoff::PiLock;
+/// use std::sync::atomic::AtomicU32;
+/// let word = AtomicU32::new(0);
+/// let sut = PiLock::new(&word);
+/// sut.lock().unwrap();
+/// assert_eq!(sut.owner(), Some(ictus_os::handoff::gettid()));
+/// assert!(!sut.try_lock().unwrap(), "not recursive");
+/// sut.unlock().unwrap();
+/// assert_eq!(sut.owner(), None);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct PiLock<'a> {
+    word: &'a AtomicU32,
+}
+
+/// The bits of a PI futex word that hold the owner's thread id.
+const PI_TID_MASK: u32 = libc::FUTEX_TID_MASK;
+
+impl<'a> PiLock<'a> {
+    /// The lock kept in `word` (0: free).
+    pub fn new(word: &'a AtomicU32) -> Self {
+        PiLock { word }
+    }
+
+    /// The thread id of the owner, if locked.
+    pub fn owner(&self) -> Option<u32> {
+        // Relaxed: a snapshot to look at, pairs with nothing.
+        let tid = self.word.load(Ordering::Relaxed) & PI_TID_MASK;
+        (tid != 0).then_some(tid)
+    }
+
+    /// Locks, sleeping (in priority order, lending our priority to the owner)
+    /// while another thread holds it.
+    ///
+    /// Errors: `EDEADLK` when the caller already holds it; `ESRCH` or
+    /// `EOWNERDEAD` when the owner died holding it (the protected data may be
+    /// half updated; see [`PiLock::force_release`]).
+    pub fn lock(&self) -> io::Result<()> {
+        if self.try_fast() {
+            return Ok(());
+        }
+        loop {
+            match self.pi_op(libc::FUTEX_LOCK_PI) {
+                Ok(()) => return Ok(()),
+                // EAGAIN: the owner is exiting; EINTR: a signal. Try again.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Locks if free now; `Ok(false)` when another thread (or this one) holds it.
+    pub fn try_lock(&self) -> io::Result<bool> {
+        if self.try_fast() {
+            return Ok(true);
+        }
+        match self.pi_op(libc::FUTEX_TRYLOCK_PI) {
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EDEADLK | libc::EBUSY | libc::EINTR)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Unlocks; the kernel hands the lock to the highest-priority waiter.
+    ///
+    /// Errors: `EPERM` when the caller does not hold it.
+    pub fn unlock(&self) -> io::Result<()> {
+        let tid = gettid();
+        // Release: pairs with the Acquire of the next locker's compare-and-swap (or
+        // the kernel's hand-over), so our critical section happens before theirs.
+        if self
+            .word
+            .compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Ok(());
+        }
+        self.pi_op(libc::FUTEX_UNLOCK_PI)
+    }
+
+    /// Frees a lock whose owner died (for the owner of the memory, once it
+    /// knows the holder is gone); returns the dead owner's thread id. Waiters
+    /// sleeping in the kernel are not woken by this: use it when nobody waits.
+    pub fn force_release(&self) -> Option<u32> {
+        // AcqRel: takes what the dead owner wrote, publishes the free state.
+        let old = self.word.swap(0, Ordering::AcqRel) & PI_TID_MASK;
+        (old != 0).then_some(old)
+    }
+
+    /// What an error of [`lock`](Self::lock), [`try_lock`](Self::try_lock) or
+    /// [`unlock`](Self::unlock) means, in words.
+    pub fn meaning(error: &io::Error) -> &'static str {
+        match error.raw_os_error() {
+            Some(libc::EDEADLK) => "this thread already holds it",
+            Some(libc::ESRCH | libc::EOWNERDEAD) => "the owner died holding it",
+            Some(libc::EPERM) => "this thread does not hold it",
+            _ => "the lock operation failed",
+        }
+    }
+
+    /// The uncontended path: 0 -> our tid.
+    #[inline]
+    fn try_fast(&self) -> bool {
+        // Acquire: pairs with the Release of `unlock`, so the previous critical
+        // section happens before ours.
+        self.word
+            .compare_exchange(0, gettid(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// One PI futex operation on the word (not private: may be shared memory).
+    fn pi_op(&self, op: libc::c_int) -> io::Result<()> {
+        // SAFETY: the address is that of a live, aligned AtomicU32 borrowed for the
+        // call; the PI operations read and compare-and-swap it (as an atomic, like our
+        // own accesses) and take no timeout here (null: wait without limit).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                op,
+                0,
+                std::ptr::null::<libc::timespec>(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 }
 
@@ -482,6 +719,100 @@ mod tests {
         sut.word().store(1, Ordering::Release);
         sut.wake(1);
         sleeper.join().unwrap();
+    }
+
+    #[test]
+    fn a_shared_futex_wake_releases_a_sleeper() {
+        let word = Arc::new(AtomicU32::new(0));
+        let other = Arc::clone(&word);
+        let sleeper = std::thread::spawn(move || {
+            // Acquire: pairs with the Release store below.
+            while other.load(Ordering::Acquire) == 0 {
+                futex_wait_shared(&other, 0, Some(Duration::from_secs(1)));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(5));
+        // Release: pairs with the sleeper's Acquire load.
+        word.store(1, Ordering::Release);
+        futex_wake_shared(&word, 1);
+        sleeper.join().unwrap();
+    }
+
+    #[test]
+    fn a_shared_futex_wait_times_out() {
+        let word = AtomicU32::new(0);
+        let start = Instant::now();
+        futex_wait_shared(&word, 0, Some(Duration::from_millis(2)));
+        assert!(start.elapsed() >= Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_pi_lock_excludes_other_threads() {
+        const ROUNDS: u64 = 2_000;
+        let word = Arc::new(AtomicU32::new(0));
+        // Only touched under the lock: a plain load and store would do, the
+        // atomic just keeps the test free of unsafe.
+        let counter = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let (word, counter) = (Arc::clone(&word), Arc::clone(&counter));
+                std::thread::spawn(move || {
+                    let sut = PiLock::new(&word);
+                    for _ in 0..ROUNDS {
+                        sut.lock().unwrap();
+                        // Relaxed: ordered by the lock.
+                        let v = counter.load(Ordering::Relaxed);
+                        std::hint::spin_loop();
+                        counter.store(v + 1, Ordering::Relaxed);
+                        sut.unlock().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        // Relaxed: after join.
+        assert_eq!(counter.load(Ordering::Relaxed), 3 * ROUNDS);
+        assert_eq!(PiLock::new(&word).owner(), None);
+    }
+
+    #[test]
+    fn a_pi_lock_refuses_a_second_lock_and_a_foreign_unlock() {
+        let word = Arc::new(AtomicU32::new(0));
+        let sut = PiLock::new(&word);
+        sut.lock().unwrap();
+        assert_eq!(sut.lock().unwrap_err().raw_os_error(), Some(libc::EDEADLK));
+        let other = Arc::clone(&word);
+        let foreign = std::thread::spawn(move || {
+            let sut = PiLock::new(&other);
+            (
+                sut.try_lock().unwrap(),
+                sut.unlock().unwrap_err().raw_os_error(),
+            )
+        })
+        .join()
+        .unwrap();
+        assert_eq!(foreign, (false, Some(libc::EPERM)));
+        sut.unlock().unwrap();
+    }
+
+    #[test]
+    fn a_pi_lock_held_by_a_dead_thread_reports_it() {
+        let word = Arc::new(AtomicU32::new(0));
+        let other = Arc::clone(&word);
+        let tid = std::thread::spawn(move || {
+            PiLock::new(&other).lock().unwrap();
+            gettid()
+        })
+        .join()
+        .unwrap();
+        let sut = PiLock::new(&word);
+        assert_eq!(sut.owner(), Some(tid));
+        assert!(sut.lock().is_err(), "the owner is gone");
+        assert_eq!(sut.force_release(), Some(tid));
+        sut.lock().unwrap();
+        sut.unlock().unwrap();
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - [`handoff`]: futex, eventfd, pipe, message queue and `sched_yield`: how one thread
 //!   wakes another.
 //! - [`memory`]: memory locking and stack prefaulting.
+//! - [`shm`]: POSIX shared memory segments named by their owner, so that a crash
+//!   never leaves a stale one in the way.
 //! - [`thread_time`]: CPU time consumed by the calling thread.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
@@ -24,6 +26,7 @@ pub mod memory;
 pub mod process;
 pub mod procstat;
 pub mod sched;
+pub mod shm;
 pub mod thread_time;
 pub mod tracefs;
 pub mod wait;

@@ -13,15 +13,27 @@ pub(crate) use loom::{
     cell::UnsafeCell,
     hint::spin_loop,
     sync::Arc,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicUsize, Ordering, fence},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::{
     hint::spin_loop,
     sync::Arc,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicUsize, Ordering, fence},
 };
+
+/// The words that shared regions (seqlocks, hubs) are made of. Public, so that
+/// memory the caller owns (a shared-memory mapping) can be handed in as
+/// `&[AtomicU64]` / `&[AtomicU32]`.
+#[cfg(loom)]
+pub use loom::sync::atomic::{AtomicU32, AtomicU64};
+
+/// The words that shared regions (seqlocks, hubs) are made of. Public, so that
+/// memory the caller owns (a shared-memory mapping) can be handed in as
+/// `&[AtomicU64]` / `&[AtomicU32]`.
+#[cfg(not(loom))]
+pub use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `std::cell::UnsafeCell` with loom's access API.
 #[cfg(not(loom))]

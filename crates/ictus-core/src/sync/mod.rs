@@ -1,5 +1,11 @@
 //! Lock-free building blocks for threads that must never block: a cache-line
-//! wrapper, single-producer single-consumer rings, and a spinning barrier.
+//! wrapper, single-producer single-consumer rings, a spinning barrier, the
+//! byte-region [`seqlock`] of the communication cells, and the word-level
+//! protocols of the [`hub`]s (semaphore, event, port, FIFO ring).
+//!
+//! The seqlock and the hubs work on atomic words the caller owns
+//! (`&[AtomicU64]`, `&[AtomicU32]`), so the same code serves process memory
+//! and a shared-memory mapping between processes.
 //!
 //! Everything here is portable (no system calls) and allocates only at
 //! construction. The atomics go through a private facade that switches to
@@ -34,9 +40,12 @@
 
 mod atomic;
 mod barrier;
+pub mod hub;
 mod padded;
+pub mod seqlock;
 #[allow(unsafe_code)]
 pub mod spsc;
 
+pub use atomic::{AtomicU32, AtomicU64};
 pub use barrier::SpinBarrier;
 pub use padded::CachePadded;

@@ -1,0 +1,373 @@
+//! `ictus run SCHEDULE`: runs a cyclic executive schedule, with a live status line,
+//! and writes a RunRecord with per-subsystem statistics; `ictus ctl STATE`: commands
+//! a running schedule.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+use comfy_table::{Cell, CellAlignment, Table, presets};
+use ictus_core::{Nanos, Percentile};
+use ictus_exec::run::{self as exec_run, Distribution, LiveStatus, RunOptions, RunReport};
+use ictus_exec::schedule::{Schedule, ScheduleError};
+use ictus_probe::progress::Progress;
+use ictus_probe::record::{LatencyResult, Measurement, RunRecord, Warning};
+use ictus_probe::session::Session;
+
+use crate::Failure;
+use crate::args::OutputArgs;
+use crate::common;
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The schedule (TOML: tick, major frame, subsystems; see examples/stress/).
+    pub(crate) schedule: PathBuf,
+    /// Stop after this long (e.g. 10s, 2m); default: until Ctrl-C or `ictus ctl stop`.
+    #[arg(short = 'D', long, value_parser = crate::args::positive_duration)]
+    pub(crate) duration: Option<Duration>,
+    /// Override the schedule's tick (e.g. 250us): the same schedule, faster or slower.
+    #[arg(long, value_parser = crate::args::positive_duration)]
+    pub(crate) tick: Option<Duration>,
+    /// No live status line.
+    #[arg(long)]
+    pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CtlArgs {
+    /// `run`, `pause`, `off` or a mode of the schedule; `status` or `stop`.
+    pub(crate) command: String,
+    /// The run (its schedule's name); default: the only run active.
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+}
+
+/// Loads the schedule; a malformed one is bad input (exit code 2), before anything starts.
+fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
+    Schedule::from_file(path, &ictus_os::facts::online_cpus()).map_err(|e| match e {
+        e @ ScheduleError::Invalid { .. } | e @ ScheduleError::Io { .. } => Failure::usage(e),
+    })
+}
+
+pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let mut schedule = load(&args.schedule)?;
+    if let Some(t) = args.tick {
+        let tick = Nanos::from(t);
+        if let ictus_exec::schedule::WaitSpec::Hybrid { margin: Some(m) } = schedule.wait
+            && m >= tick
+        {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--tick {tick} is not longer than the schedule's hybrid margin {m}"
+            )));
+        }
+        schedule.tick = tick;
+    }
+    // The cell table is checked here too, so a malformed one starts nothing.
+    exec_run::cell_table(&schedule).map_err(Failure::usage)?;
+    let session = Session::begin(std::env::args().collect(), false);
+    let stop = Arc::new(AtomicBool::new(false));
+    let show = !args.quiet && !args.out.json && std::io::stderr().is_terminal();
+    let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
+    let options = RunOptions {
+        duration: args.duration,
+        stop: Arc::clone(&stop),
+        on_status: Some(Box::new(move |s: &LiveStatus| {
+            if watch.stop_requested() {
+                // Relaxed: a stop request, polled by the coordinator.
+                flag.store(true, Ordering::Relaxed);
+            }
+            if show {
+                let _ =
+                    std::io::stderr().write_all(format!("\r\x1b[2K{}", status_line(s)).as_bytes());
+            }
+        })),
+        status_every: Duration::from_millis(100),
+        ..RunOptions::default()
+    };
+    let result = exec_run::run(&schedule, &mut exec_run::builtin, options);
+    if show {
+        let _ = std::io::stderr().write_all(b"\r\x1b[2K");
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e @ exec_run::RunError::Cells(_)) | Err(e @ exec_run::RunError::NoSubsystem { .. }) => {
+            return Err(Failure::usage(e));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("running {}", args.schedule.display()))
+                .into());
+        }
+    };
+    let mut record = session.finish("run", &parameters(&schedule, args), progress);
+    fill(&mut record, &report);
+    common::emit(&record, &args.out, render)
+}
+
+/// One line: the frame, the state, and per subsystem its frames and overruns.
+fn status_line(s: &LiveStatus) -> String {
+    let mut line = format!("{} frame {} {}", s.name, s.frame, s.state.to_uppercase());
+    for sub in &s.subsystems {
+        let _ = write!(
+            line,
+            " | {} {} ovr {}",
+            sub.name, sub.frames_run, sub.overruns
+        );
+        if sub.status != "running" {
+            let _ = write!(line, " ({})", sub.status);
+        }
+    }
+    if !s.pending.is_empty() {
+        let names: Vec<String> = s.pending.iter().map(|(n, f)| format!("{n} {f}f")).collect();
+        let _ = write!(line, " | no ack: {}", names.join(", "));
+    }
+    line
+}
+
+fn parameters(schedule: &Schedule, args: &RunArgs) -> serde_json::Value {
+    serde_json::json!({
+        "schedule": schedule.path.display().to_string(),
+        "name": schedule.name,
+        "tick_ns": schedule.tick.as_u64(),
+        "major_frame": schedule.major_frame,
+        "wait": schedule.wait,
+        "duration_ns": args.duration.map(|d| Nanos::from(d).as_u64()),
+        "subsystems": schedule.subsystems.iter().map(|s| serde_json::json!({
+            "name": s.name,
+            "start": s.start,
+            "period": s.period,
+            "cpu": s.cpu,
+            "class": s.class,
+            "process": s.process,
+            "builtin": s.builtin,
+            "group": s.group,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn latency(d: &Distribution, missed: u64, longest: u64) -> LatencyResult {
+    LatencyResult {
+        thin_percentiles: d.summary.thin_percentiles(),
+        summary: d.summary.clone(),
+        max_index: d.max_index,
+        missed,
+        longest_miss_run: longest,
+        histogram: d.histogram.clone(),
+    }
+}
+
+/// Puts the run's figures into the record: per subsystem a `release-jitter` and an
+/// `execution-time` measurement, the stress check, the warnings and the headline.
+pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
+    record.complete = record.complete && report.complete;
+    for w in &report.warnings {
+        record.warnings.push(Warning {
+            id: w.id.clone(),
+            message: w.message.clone(),
+            advice: w.advice.clone(),
+        });
+    }
+    for s in &report.subsystems {
+        let labels = |m: Measurement| {
+            let mut m = m
+                .label("subsystem", s.name.as_str())
+                .label("process", s.process.as_str())
+                .label("start_frame", s.start)
+                .label("period_frames", s.period);
+            if let Some(cpu) = s.cpu {
+                m = m.label("cpu", cpu);
+            }
+            if let Some(o) = &s.outcome {
+                m = m
+                    .label("class", o.class_obtained.as_str())
+                    .label("policy", o.policy.as_str());
+            }
+            if let Some(c) = &s.crashed {
+                m = m.label("crashed", c.as_str());
+            }
+            m.metric("releases_due", s.releases_due as f64)
+                .metric("frames_run", s.frames_run as f64)
+                .metric("overruns", s.overruns as f64)
+                .metric("longest_overrun_streak", s.longest_overrun_streak as f64)
+                .metric("lost_frames", s.lost as f64)
+        };
+        let mut jitter = labels(Measurement::new("release-jitter"));
+        let mut exec = labels(Measurement::new("execution-time"));
+        if let Some(o) = &s.outcome {
+            jitter = jitter.with_latency(latency(&o.jitter, s.overruns, s.longest_overrun_streak));
+            exec = exec.with_latency(latency(&o.exec, s.overruns, s.longest_overrun_streak));
+            if let Some(m) = o.hybrid_margin_ns {
+                jitter = jitter.metric("hybrid_margin_ns", m as f64);
+            }
+        }
+        record.measurements.push(jitter);
+        record.measurements.push(exec);
+    }
+    let mut run = Measurement::new("frames")
+        .label("tick_ns", report.tick_ns)
+        .label("major_frame", report.major_frame)
+        .label("wait", report.wait.as_str())
+        .metric("frames", report.frames as f64);
+    for (state, frames) in &report.state_frames {
+        run = run.metric(&format!("{state}_frames"), *frames as f64);
+    }
+    record.measurements.push(run);
+    if let Some(st) = &report.stress {
+        record.measurements.push(
+            Measurement::new("stress")
+                .metric("run_frames", st.run_frames as f64)
+                .metric("final_value", st.final_value as f64)
+                .metric("missed_frames", st.missed_frames as f64)
+                .metric("incoherent_cells", st.incoherent_cells as f64),
+        );
+    }
+    let overruns: u64 = report.subsystems.iter().map(|s| s.overruns).sum();
+    let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
+    record.headline = Some(match &report.stress {
+        Some(st) => format!(
+            "stress: {} frames in RUN at {}, final value {}: {} missed frames ({} overruns, {} lost)",
+            st.run_frames,
+            Nanos::new(report.tick_ns),
+            st.final_value,
+            st.missed_frames,
+            overruns,
+            lost
+        ),
+        None => format!(
+            "{} frames at {}: {} overruns, {} frames lost",
+            report.frames,
+            Nanos::new(report.tick_ns),
+            overruns,
+            lost
+        ),
+    });
+    if !report.events.is_empty() {
+        record.parameters["events"] = serde_json::json!(report.events);
+    }
+}
+
+/// The human view: one row per subsystem, the stress check, the events.
+pub(crate) fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let p = &record.parameters;
+    let _ = writeln!(
+        out,
+        "run {}: tick {}, major frame {} ticks, wait {}",
+        p["name"].as_str().unwrap_or("?"),
+        Nanos::new(p["tick_ns"].as_u64().unwrap_or(0)),
+        p["major_frame"].as_u64().unwrap_or(0),
+        p["wait"]["mode"].as_str().unwrap_or("?"),
+    );
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "subsystem",
+        "process",
+        "class",
+        "run",
+        "due",
+        "overruns (streak)",
+        "lost",
+        "jitter p99 us",
+        "jitter max us",
+        "exec p99 us",
+        "exec max us",
+    ]);
+    let mut by_name: BTreeMap<String, (Option<&Measurement>, Option<&Measurement>)> =
+        BTreeMap::new();
+    for m in &record.measurements {
+        let Some(name) = m.labels.get("subsystem").and_then(|v| v.as_str()) else {
+            continue;
+        };
+        let e = by_name.entry(name.to_string()).or_default();
+        match m.name.as_str() {
+            "release-jitter" => e.0 = Some(m),
+            "execution-time" => e.1 = Some(m),
+            _ => {}
+        }
+    }
+    let order: Vec<String> = p["subsystems"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    for name in order {
+        let Some((Some(j), e)) = by_name.get(&name) else {
+            continue;
+        };
+        let metric = |k: &str| j.metrics.get(k).copied().unwrap_or(0.0) as u64;
+        let pct = |m: Option<&Measurement>, p: Option<Percentile>| {
+            common::micros(m.and_then(|m| m.latency.as_ref()).and_then(|l| match p {
+                Some(p) => l.summary.percentile(p),
+                None => l.summary.max_ns,
+            }))
+        };
+        let label = |k: &str| {
+            j.labels
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("-")
+                .to_string()
+        };
+        let mut process = label("process");
+        if let Some(c) = j.labels.get("crashed").and_then(|v| v.as_str()) {
+            let _ = write!(process, " ({c})");
+        }
+        table.add_row(vec![
+            Cell::new(&name),
+            Cell::new(process),
+            Cell::new(label("class")),
+            Cell::new(metric("frames_run")),
+            Cell::new(metric("releases_due")),
+            Cell::new(format!(
+                "{} ({})",
+                metric("overruns"),
+                metric("longest_overrun_streak")
+            )),
+            Cell::new(metric("lost_frames")),
+            Cell::new(pct(Some(j), Some(Percentile::P99))),
+            Cell::new(pct(Some(j), None)),
+            Cell::new(pct(*e, Some(Percentile::P99))),
+            Cell::new(pct(*e, None)),
+        ]);
+    }
+    for col in 3..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    if let Some(events) = p["events"].as_array() {
+        for e in events {
+            let _ = writeln!(out, "event: {}", e.as_str().unwrap_or(""));
+        }
+    }
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    out
+}
+
+pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {
+    let socket = ictus_exec::ctl::find_run(args.name.as_deref()).map_err(Failure::usage)?;
+    let line = match args.command.as_str() {
+        "status" => "status".to_string(),
+        "stop" => "stop".to_string(),
+        state => format!("state {state}"),
+    };
+    let reply = ictus_exec::ctl::request(&socket, &line)?;
+    if let Some(err) = reply.strip_prefix("error ") {
+        return Err(Failure::usage(anyhow::anyhow!("{err}")));
+    }
+    crate::say(&(reply + "\n"))
+}

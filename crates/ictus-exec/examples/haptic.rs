@@ -1,0 +1,155 @@
+//! A 10 kHz haptic-style loop: one mass-interaction model split over two CPUs that
+//! meet at a spin rendezvous inside every step. See `examples/haptic/schedule.toml`.
+//!
+//! ```text
+//! cargo run --release -p ictus-exec --example haptic -- examples/haptic/schedule.toml --duration 5s
+//! ```
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ictus_core::mass::{Model, Params, Part};
+use ictus_exec::run::{self, RunOptions};
+use ictus_exec::schedule::{Schedule, SubsystemSpec};
+use ictus_exec::state::StateId;
+use ictus_exec::subsystem::{Frame, Output, Registry, RegistryError, Subsystem};
+
+/// One CPU's share of the model. The part that owns the device's end moves it and
+/// publishes the force on it.
+struct HapticPart {
+    model: Arc<Model>,
+    part: Part,
+    device: bool,
+    force: Option<Output<f64>>,
+    position: Option<Output<f64>>,
+}
+
+impl Subsystem for HapticPart {
+    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+        if self.device {
+            self.force = Some(reg.output("haptic.force")?);
+            self.position = Some(reg.output("haptic.position")?);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, frame: &mut Frame) {
+        if frame.state() != StateId::RUN {
+            return;
+        }
+        // Forces, rendezvous, integration, rendezvous: the fully synchronous step.
+        self.model.step_part(&self.part, || frame.rendezvous());
+        if let (Some(force), Some(position)) = (&self.force, &self.position) {
+            // The device: a 1 mm, 1 Hz sine on point 0, the string's fixed left end,
+            // which this part owns; moved after its integration, before the next step.
+            let t = frame.time().as_secs_f64();
+            let x = 1e-3 * (2.0 * std::f64::consts::PI * t).sin();
+            self.model.set_position(0, x);
+            frame.set(position, x);
+            frame.set(force, self.model.force_on(0));
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut path = "examples/haptic/schedule.toml".to_string();
+    let mut duration = Duration::from_secs(5);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--duration" => {
+                let Some(d) = args.next().and_then(|d| humantime::parse_duration(&d).ok()) else {
+                    return fail("--duration needs a duration (e.g. 5s)");
+                };
+                duration = d;
+            }
+            other => path = other.to_string(),
+        }
+    }
+    let schedule = match Schedule::from_file(path.as_ref(), &ictus_os::facts::online_cpus()) {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let masses = schedule
+        .subsystems
+        .first()
+        .and_then(|s| s.config.get("masses"))
+        .and_then(|v| v.as_integer())
+        .unwrap_or(200) as usize;
+    let params = Params {
+        dt: schedule.tick,
+        ..Params::default()
+    };
+    let model = match Model::chain(masses, &params) {
+        Ok(m) => Arc::new(m),
+        Err(e) => return fail(&e.to_string()),
+    };
+    let members = schedule.subsystems.len();
+    let parts = model.partition(members);
+    let mut factory = |spec: &SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
+        let k = schedule
+            .subsystems
+            .iter()
+            .position(|s| s.name == spec.name)
+            .ok_or("unknown subsystem")?;
+        Ok(Box::new(HapticPart {
+            model: Arc::clone(&model),
+            part: parts[k].clone(),
+            device: spec.config.get("device").and_then(|v| v.as_bool()) == Some(true),
+            force: None,
+            position: None,
+        }))
+    };
+    let options = RunOptions {
+        duration: Some(duration),
+        control_socket: false,
+        ..RunOptions::default()
+    };
+    let report = match run::run(&schedule, &mut factory, options) {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let mut out = String::new();
+    out += &format!(
+        "haptic: {} masses, {} steps at {} us over {} CPUs\n",
+        masses,
+        report.frames,
+        report.tick_ns / 1_000,
+        members
+    );
+    for s in &report.subsystems {
+        let (j, e) = s
+            .outcome
+            .as_ref()
+            .map(|o| (&o.jitter.summary, &o.exec.summary))
+            .unzip();
+        let us = |v: Option<ictus_core::Nanos>| {
+            v.map_or("-".to_string(), |n| format!("{:.1}", n.as_micros_f64()))
+        };
+        out += &format!(
+            "  {:<6} run {} of {}, overruns {} (longest {}), jitter p99 {} us max {} us, step p99 {} us max {} us\n",
+            s.name,
+            s.frames_run,
+            s.releases_due,
+            s.overruns,
+            s.longest_overrun_streak,
+            us(j.and_then(|j| j.p99_ns)),
+            us(j.and_then(|j| j.max_ns)),
+            us(e.and_then(|e| e.p99_ns)),
+            us(e.and_then(|e| e.max_ns)),
+        );
+    }
+    for w in &report.warnings {
+        out += &format!("warning: {}\n", w.message);
+    }
+    out += &format!("model energy at the end: {:.3e} J\n", model.energy());
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    ExitCode::SUCCESS
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "haptic: {message}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,162 @@
+//! The entry point of a subsystem in its own process.
+//!
+//! `ictus run` launches the programs a schedule names with the run's coordinates in
+//! the environment (`ICTUS_RUN`, `ICTUS_SCHEDULE`, `ICTUS_SUBSYSTEM`, `ICTUS_SLOT`,
+//! `ICTUS_OUTCOME`, `ICTUS_SOCKET`). The program calls [`run`] with its subsystem:
+//! it reads the schedule, opens the run's cells and control block by name, enters
+//! the subsystem's class, runs `init`, and joins the frame beat: it waits for the
+//! coordinator's epoch, then for its own releases, exactly as a thread of the
+//! coordinator would. It leaves at the stop frame, or when the coordinator's
+//! heartbeat stops (an `ictus run` that died), and writes its figures for the
+//! coordinator's report.
+//!
+//! ```no_run
+//! use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+//! struct Nothing;
+//! impl Subsystem for Nothing {
+//!     fn init(&mut self, _: &mut Registry) -> Result<(), RegistryError> { Ok(()) }
+//!     fn run(&mut self, _: &mut Frame) {}
+//! }
+//! fn main() -> std::process::ExitCode {
+//!     ictus_exec::child::main("B", Nothing)
+//! }
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ictus_core::Nanos;
+use thiserror::Error;
+
+use crate::cell::Cells;
+use crate::control::Control;
+use crate::run::{ThreadOutcome, cells_segment, control_segment, env};
+use crate::schedule::{Schedule, ScheduleError};
+use crate::state::States;
+use crate::subsystem::{SetupClient, Subsystem};
+
+/// How long the coordinator's heartbeat may be silent before a child leaves.
+pub const HEARTBEAT_TIMEOUT: Nanos = Nanos::from_secs(2);
+
+/// Why a child could not join its run.
+#[derive(Debug, Error)]
+pub enum ChildError {
+    /// The program was not started by `ictus run`.
+    #[error(
+        "{0} is not set: this program runs a subsystem of a schedule; start it with `ictus run SCHEDULE`"
+    )]
+    NotLaunched(&'static str),
+    /// The schedule no longer reads.
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    /// The program was asked to run another subsystem than it implements.
+    #[error("this program runs subsystem '{ours}', but the schedule launched it as '{asked}'")]
+    WrongSubsystem {
+        /// What the program implements.
+        ours: String,
+        /// What the schedule asked for.
+        asked: String,
+    },
+    /// The cells or control block could not be opened.
+    #[error("joining run '{run}': {message}")]
+    Join {
+        /// The run.
+        run: String,
+        /// Why.
+        message: String,
+    },
+    /// `init` failed.
+    #[error("{0}")]
+    Init(String),
+    /// The figures could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Outcome {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn var(name: &'static str) -> Result<String, ChildError> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or(ChildError::NotLaunched(name))
+}
+
+/// Runs `subsystem`, named `name` in the schedule, as a child of `ictus run`.
+pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, ChildError> {
+    let run_name = var(env::RUN)?;
+    let schedule_path = PathBuf::from(var(env::SCHEDULE)?);
+    let asked = var(env::SUBSYSTEM)?;
+    let outcome_path = PathBuf::from(var(env::OUTCOME)?);
+    if asked != name {
+        return Err(ChildError::WrongSubsystem {
+            ours: name.to_string(),
+            asked,
+        });
+    }
+    let schedule = Schedule::from_file(&schedule_path, &ictus_os::facts::online_cpus())?;
+    let join = |message: String| ChildError::Join {
+        run: run_name.clone(),
+        message,
+    };
+    let slot = schedule
+        .subsystems
+        .iter()
+        .position(|s| s.name == name)
+        .ok_or_else(|| join(format!("the schedule has no subsystem '{name}'")))?;
+    let spec = &schedule.subsystems[slot];
+    let cells = Cells::open_shared(&cells_segment(&run_name)).map_err(|e| join(e.to_string()))?;
+    let control = Control::open_shared_named(&control_segment(&run_name)).map_err(join)?;
+    let coordinator = control.coordinator_pid();
+    let states = States::new(&schedule.modes);
+    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+    let setup = match std::env::var_os(env::SOCKET) {
+        Some(s) => SetupClient::remote(PathBuf::from(s)),
+        None => SetupClient::local(crate::state::SetupStore::new()),
+    };
+    let prepared = crate::run::Prepared {
+        schedule: &schedule,
+        spec,
+        slot,
+        control: &control,
+        cells,
+        states: &states,
+        names: &names,
+        setup,
+        group: None,
+        heartbeat_timeout: Some(HEARTBEAT_TIMEOUT),
+    };
+    let start = ictus_os::clock::monotonic_now();
+    let mut give_up = || {
+        let now = ictus_os::clock::monotonic_now();
+        // Before the epoch: leave when the coordinator is gone.
+        ictus_os::process::signal(coordinator as i32, 0).is_err()
+            || (now.saturating_sub(control.heartbeat()) > HEARTBEAT_TIMEOUT
+                && now.saturating_sub(start) > HEARTBEAT_TIMEOUT)
+    };
+    let outcome = prepared
+        .run(&mut subsystem, &mut give_up)
+        .map_err(ChildError::Init)?;
+    let json = serde_json::to_string(&outcome).unwrap_or_default();
+    std::fs::write(&outcome_path, json).map_err(|source| ChildError::Outcome {
+        path: outcome_path.clone(),
+        source,
+    })?;
+    Ok(outcome)
+}
+
+/// [`run`] for a program's `main`: an error is one line on stderr and exit code 1.
+pub fn main(name: &str, subsystem: impl Subsystem) -> ExitCode {
+    match run(name, subsystem) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

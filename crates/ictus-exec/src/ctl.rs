@@ -1,0 +1,409 @@
+//! The control socket of a run: a Unix stream socket named after the run, served by
+//! the coordinator on a normal-class thread outside the real-time CPUs.
+//!
+//! One request per connection, one line each way:
+//!
+//! | request                  | reply                                    |
+//! |--------------------------|------------------------------------------|
+//! | `state NAME`             | `ok NAME from frame F` or `error ...`    |
+//! | `status`                 | one line of JSON ([`crate::run::LiveStatus`]) |
+//! | `stop`                   | `ok stopping`                            |
+//! | `put KEY HEX`            | `ok`                                     |
+//! | `get KEY TIMEOUT_MS`     | `value HEX` or `error ...`               |
+//!
+//! `ictus ctl run|pause|off` sends `state`; the setup channel of child processes
+//! sends `put` and `get` (seed 003's non-real-time client-server channel).
+//!
+//! ```no_run
+//! let dir = ictus_exec::ctl::run_dir();
+//! let reply = ictus_exec::ctl::request(&dir.join("stress.sock"), "state pause").unwrap();
+//! assert!(reply.starts_with("ok"));
+//! ```
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::state::{SetupError, SetupStore};
+
+/// Why talking to a run failed.
+#[derive(Debug, Error)]
+pub enum CtlError {
+    /// No run of that name is listening.
+    #[error("no run is listening at {}; is `ictus run` running?", path.display())]
+    NotRunning {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another live run already uses the name.
+    #[error("a run named '{name}' is already running (its socket {} answers)", path.display())]
+    NameTaken {
+        /// The run name.
+        name: String,
+        /// Its socket.
+        path: PathBuf,
+    },
+    /// The run folder or socket could not be made.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No run is active, or several are and none was named.
+    #[error("{0}")]
+    Which(String),
+}
+
+/// The folder of run sockets and files: `/run/ictus/runs` for root, else
+/// `$XDG_RUNTIME_DIR/ictus/runs`, else `/tmp/ictus-<uid>/runs`.
+pub fn run_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("ICTUS_RUN_DIR")
+        && !dir.is_empty()
+    {
+        return PathBuf::from(dir);
+    }
+    let uid = uid();
+    if uid == Some(0) {
+        return PathBuf::from("/run/ictus/runs");
+    }
+    if let Ok(x) = std::env::var("XDG_RUNTIME_DIR")
+        && !x.is_empty()
+    {
+        return Path::new(&x).join("ictus/runs");
+    }
+    PathBuf::from(format!("/tmp/ictus-{}/runs", uid.unwrap_or(0)))
+}
+
+fn uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// The socket of run `name`.
+pub fn socket_path(name: &str) -> PathBuf {
+    run_dir().join(format!("{name}.sock"))
+}
+
+/// The names of the runs whose sockets answer.
+pub fn live_runs() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(run_dir()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let p = e.path();
+            let name = p.file_name()?.to_str()?.strip_suffix(".sock")?.to_string();
+            UnixStream::connect(&p).ok().map(|_| name)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The socket of the run named `name`, or of the only live run when `name` is `None`.
+pub fn find_run(name: Option<&str>) -> Result<PathBuf, CtlError> {
+    if let Some(n) = name {
+        return Ok(socket_path(n));
+    }
+    let live = live_runs();
+    match live.as_slice() {
+        [one] => Ok(socket_path(one)),
+        [] => Err(CtlError::Which(format!(
+            "no run is active (no socket answers in {})",
+            run_dir().display()
+        ))),
+        many => Err(CtlError::Which(format!(
+            "{} runs are active ({}); name one with --name",
+            many.len(),
+            many.join(", ")
+        ))),
+    }
+}
+
+/// Sends one request line and returns the reply line.
+pub fn request(socket: &Path, line: &str) -> Result<String, CtlError> {
+    request_timeout(socket, line, Duration::from_secs(5))
+}
+
+fn request_timeout(socket: &Path, line: &str, timeout: Duration) -> Result<String, CtlError> {
+    let not_running = |source| CtlError::NotRunning {
+        path: socket.to_path_buf(),
+        source,
+    };
+    let mut s = UnixStream::connect(socket).map_err(not_running)?;
+    s.set_read_timeout(Some(timeout)).map_err(not_running)?;
+    s.write_all(format!("{line}\n").as_bytes())
+        .map_err(not_running)?;
+    let mut reply = String::new();
+    BufReader::new(s)
+        .read_line(&mut reply)
+        .map_err(not_running)?;
+    Ok(reply.trim_end().to_string())
+}
+
+pub(crate) fn setup_put(socket: &Path, key: &str, value: &[u8]) -> Result<(), SetupError> {
+    match request(socket, &format!("put {key} {}", hex(value))) {
+        Ok(r) if r == "ok" => Ok(()),
+        Ok(r) => Err(SetupError::Closed(r)),
+        Err(e) => Err(SetupError::Closed(e.to_string())),
+    }
+}
+
+pub(crate) fn setup_get(
+    socket: &Path,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, SetupError> {
+    let line = format!("get {key} {}", timeout.as_millis());
+    match request_timeout(socket, &line, timeout + Duration::from_secs(5)) {
+        Ok(r) => {
+            if let Some(h) = r.strip_prefix("value ") {
+                unhex(h).ok_or_else(|| SetupError::Closed(format!("malformed reply '{r}'")))
+            } else if r.starts_with("error timeout") {
+                Err(SetupError::Timeout {
+                    key: key.to_string(),
+                    waited: timeout,
+                })
+            } else {
+                Err(SetupError::Closed(r))
+            }
+        }
+        Err(e) => Err(SetupError::Closed(e.to_string())),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "-".to_string();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text == "-" {
+        return Some(Vec::new());
+    }
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A request the coordinator must answer itself (the store answers the others).
+#[derive(Debug)]
+pub enum Command {
+    /// Move to the named state; reply with the outcome.
+    State(String, mpsc::Sender<String>),
+    /// Report the live status as a JSON line.
+    Status(mpsc::Sender<String>),
+    /// Stop the run.
+    Stop(mpsc::Sender<String>),
+}
+
+/// The serving side: owns the socket file and removes it on drop.
+#[derive(Debug)]
+pub struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens at the socket of run `name` in `dir` (normally [`run_dir`]; a stale socket left by a crashed run is
+    /// replaced; a live one is refused). Serves `store` itself and sends the other
+    /// requests to `commands`. `cpus`, when given, is where the serving thread runs
+    /// (outside the real-time CPUs).
+    pub fn start(
+        dir: &Path,
+        name: &str,
+        store: SetupStore,
+        commands: mpsc::Sender<Command>,
+        cpus: Option<ictus_core::CpuSet>,
+    ) -> Result<Server, CtlError> {
+        std::fs::create_dir_all(dir).map_err(|source| CtlError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(format!("{name}.sock"));
+        if path.exists() {
+            if UnixStream::connect(&path).is_ok() {
+                return Err(CtlError::NameTaken {
+                    name: name.to_string(),
+                    path,
+                });
+            }
+            // Nobody answers: the socket of a run that died. Reclaim the name.
+            let _ = std::fs::remove_file(&path);
+        }
+        let listener = UnixListener::bind(&path).map_err(|source| CtlError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| CtlError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("ictus-ctl".into())
+            .spawn(move || {
+                if let Some(c) = cpus {
+                    let _ = ictus_os::sched::set_affinity(&c);
+                }
+                // Relaxed: a stop request, polled.
+                while !flag.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((conn, _)) => {
+                            let (store, commands) = (store.clone(), commands.clone());
+                            std::thread::spawn(move || serve(conn, &store, &commands));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            })
+            .map_err(|source| CtlError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Server {
+            path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Relaxed: see the serving loop.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(conn: UnixStream, store: &SetupStore, commands: &mpsc::Sender<Command>) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let Ok(mut writer) = conn.try_clone() else {
+        return;
+    };
+    let mut line = String::new();
+    if BufReader::new(conn).read_line(&mut line).is_err() {
+        return;
+    }
+    let mut words = line.split_whitespace();
+    let reply = match (words.next(), words.next(), words.next()) {
+        (Some("state"), Some(name), None) => {
+            ask(commands, |tx| Command::State(name.to_string(), tx))
+        }
+        (Some("status"), None, None) => ask(commands, Command::Status),
+        (Some("stop"), None, None) => ask(commands, Command::Stop),
+        (Some("put"), Some(key), Some(value)) => match unhex(value) {
+            Some(v) => {
+                store.put(key, v);
+                "ok".to_string()
+            }
+            None => "error the value is not hexadecimal".to_string(),
+        },
+        (Some("get"), Some(key), Some(ms)) => match ms.parse::<u64>() {
+            Ok(ms) => match store.get(key, Duration::from_millis(ms)) {
+                Ok(v) => format!("value {}", hex(&v)),
+                Err(SetupError::Timeout { .. }) => "error timeout".to_string(),
+                Err(e) => format!("error {e}"),
+            },
+            Err(_) => "error the timeout is not a number of milliseconds".to_string(),
+        },
+        _ => format!(
+            "error unknown request '{}' (state NAME, status, stop, put KEY HEX, get KEY MS)",
+            line.trim()
+        ),
+    };
+    let _ = writer.write_all(format!("{reply}\n").as_bytes());
+}
+
+fn ask(
+    commands: &mpsc::Sender<Command>,
+    make: impl FnOnce(mpsc::Sender<String>) -> Command,
+) -> String {
+    let (tx, rx) = mpsc::channel();
+    if commands.send(make(tx)).is_err() {
+        return "error the run is ending".to_string();
+    }
+    rx.recv_timeout(Duration::from_secs(3))
+        .unwrap_or_else(|_| "error the coordinator did not answer".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips() {
+        for v in [&b""[..], b"\x00\xffab"] {
+            assert_eq!(unhex(&hex(v)).unwrap(), v);
+        }
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+
+    #[test]
+    fn a_server_answers_setup_and_forwards_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SetupStore::new();
+        let (tx, rx) = mpsc::channel();
+        let sut = Server::start(dir.path(), "t", store.clone(), tx, None).unwrap();
+        let path = sut.path().to_path_buf();
+        setup_put(&path, "route", b"loop-3").unwrap();
+        assert_eq!(
+            setup_get(&path, "route", Duration::from_millis(100)).unwrap(),
+            b"loop-3"
+        );
+        assert!(matches!(
+            setup_get(&path, "none", Duration::from_millis(10)),
+            Err(SetupError::Timeout { .. })
+        ));
+        let coordinator = std::thread::spawn(move || {
+            if let Ok(Command::State(name, reply)) = rx.recv() {
+                reply.send(format!("ok {name} from frame 30")).unwrap();
+            }
+        });
+        assert_eq!(
+            request(&path, "state pause").unwrap(),
+            "ok pause from frame 30"
+        );
+        coordinator.join().unwrap();
+        assert!(
+            request(&path, "bogus")
+                .unwrap()
+                .starts_with("error unknown request")
+        );
+        drop(sut);
+        assert!(!path.exists());
+    }
+}

@@ -1,0 +1,680 @@
+//! The timing core of the executive: the release cadence of one subsystem on the
+//! frame grid, the frame loop every subsystem thread runs, and the synchronous group.
+//!
+//! Each subsystem waits for its own absolute deadlines `epoch + frame * tick` (the
+//! beat is the clock; see [`crate::control`]). After a frame it moves to the first
+//! release whose deadline has not passed: every release that passed while it was
+//! still running (or before it woke) is an **overrun**, counted and skipped, and the
+//! next release stays on the grid (never drift, never reset to now).
+//!
+//! The loop is written against a [`Beat`] (a clock and a way to wait), so tests drive
+//! it with a [`MockBeat`] over [`ictus_core::MockClock`], deterministically:
+//!
+//! ```
+//! use ictus_core::{MockClock, Nanos};
+//! use ictus_exec::executive::Cadence;
+//! let ms = Nanos::from_millis;
+//! // Start frame 1, period 3, 1 ms ticks, epoch at 10 ms.
+//! let mut sut = Cadence::new(ms(10), ms(1), 1, 3);
+//! assert_eq!((sut.frame(), sut.deadline()), (1, ms(11)));
+//! // Frame 1 ran until 17.5 ms: the releases of frames 4 and 7 passed meanwhile.
+//! assert_eq!(sut.complete(ms(17) + Nanos::new(500_000), u64::MAX), 2);
+//! assert_eq!((sut.frame(), sut.deadline()), (10, ms(20)));
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ictus_core::sync::SpinBarrier;
+use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
+use ictus_os::wait::{self, WaitMode};
+
+use crate::control::{Control, Counters, Status};
+use crate::state::{Ack, StateId};
+use crate::subsystem::{Frame, Ports, Subsystem};
+
+/// A clock and a way to wait for an absolute deadline on it.
+pub trait Beat: Sync {
+    /// The current reading.
+    fn now(&self) -> Nanos;
+    /// Waits until `deadline`; returns the first reading after the wait.
+    fn wait_until(&self, deadline: Nanos) -> Nanos;
+}
+
+/// The real beat: `CLOCK_MONOTONIC` and one of the three ways to wait.
+#[derive(Clone, Copy, Debug)]
+pub struct OsBeat {
+    /// How to wait.
+    pub mode: WaitMode,
+}
+
+impl Beat for OsBeat {
+    #[inline]
+    fn now(&self) -> Nanos {
+        ictus_os::clock::monotonic_now()
+    }
+    #[inline]
+    fn wait_until(&self, deadline: Nanos) -> Nanos {
+        wait::wait_until(deadline, self.mode)
+    }
+}
+
+/// A beat over a [`MockClock`]: waiting moves the clock to the deadline (when it is
+/// earlier), so a test advances time only by what its subsystems "execute".
+#[derive(Clone, Copy, Debug)]
+pub struct MockBeat<'a>(pub &'a MockClock);
+
+impl Beat for MockBeat<'_> {
+    fn now(&self) -> Nanos {
+        self.0.now()
+    }
+    fn wait_until(&self, deadline: Nanos) -> Nanos {
+        if self.0.now() < deadline {
+            self.0.set(deadline);
+        }
+        self.0.now()
+    }
+}
+
+/// The releases of one subsystem: frames `start + k * period`, due at
+/// `epoch + frame * tick`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cadence {
+    epoch: Nanos,
+    tick: Nanos,
+    start: u64,
+    period: u64,
+    index: u64,
+}
+
+impl Cadence {
+    /// The cadence of a subsystem with `start` frame and `period` (in frames, at
+    /// least one) on a grid of `tick` from `epoch`, at its first release.
+    pub fn new(epoch: Nanos, tick: Nanos, start: u64, period: u64) -> Cadence {
+        Cadence {
+            epoch,
+            tick,
+            start,
+            period: period.max(1),
+            index: 0,
+        }
+    }
+
+    /// The frame of the next release.
+    #[inline]
+    pub fn frame(&self) -> u64 {
+        self.start + self.index * self.period
+    }
+
+    /// When the next release is due.
+    #[inline]
+    pub fn deadline(&self) -> Nanos {
+        self.epoch + self.tick * self.frame()
+    }
+
+    /// The frame in progress at time `t` (the last whose deadline is at or before `t`),
+    /// `None` before the epoch.
+    #[inline]
+    pub fn frame_at(&self, t: Nanos) -> Option<u64> {
+        t.checked_sub(self.epoch)
+            .map(|d| d.as_u64() / self.tick.as_u64())
+    }
+
+    /// Closes the current release, which finished at `end`, and moves to the first
+    /// release whose deadline lies after `end`. Returns the releases skipped on the
+    /// way (the overruns), counting only those before `stop_frame`.
+    #[inline]
+    pub fn complete(&mut self, end: Nanos, stop_frame: u64) -> u64 {
+        let next = match self.frame_at(end) {
+            // First release frame strictly after frame `f`.
+            Some(f) if f >= self.start => (f - self.start) / self.period + 1,
+            _ => 0,
+        }
+        .max(self.index + 1);
+        let skipped = self.count_before_stop(self.index + 1, next, stop_frame);
+        self.index = next;
+        skipped
+    }
+
+    /// Moves to the release of `frame` (a release frame at or after the current
+    /// one), as a synchronous group does to follow its latest member. Returns the
+    /// releases skipped, counting only those before `stop_frame`.
+    pub fn skip_to(&mut self, frame: u64, stop_frame: u64) -> u64 {
+        let target = frame
+            .saturating_sub(self.start)
+            .div_ceil(self.period)
+            .max(self.index);
+        let skipped = self.count_before_stop(self.index, target, stop_frame);
+        self.index = target;
+        skipped
+    }
+
+    /// Releases with an index in `from..to` and a frame before `stop_frame`.
+    fn count_before_stop(&self, from: u64, to: u64, stop_frame: u64) -> u64 {
+        let before_stop = if stop_frame <= self.start {
+            0
+        } else {
+            (stop_frame - self.start).div_ceil(self.period)
+        };
+        to.min(before_stop).saturating_sub(from.min(before_stop))
+    }
+}
+
+/// What a subsystem thread measures, kept without allocation on the hot path.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// Release jitter: wake-up time minus deadline.
+    pub jitter: LatencyHistogram,
+    /// Execution time: wake-up to the end of the output copy.
+    pub exec: LatencyHistogram,
+    /// Overruns: total and the longest run of consecutive ones.
+    pub overruns: MissCounter,
+    /// The live counters.
+    pub counters: Counters,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            jitter: LatencyHistogram::new(),
+            exec: LatencyHistogram::new(),
+            overruns: MissCounter::default(),
+            counters: Counters {
+                last_frame: u64::MAX,
+                ..Counters::default()
+            },
+        }
+    }
+}
+
+/// The members of a synchronous group: they agree on each frame and meet at a spin
+/// rendezvous before it (seed 000's fully synchronous loop).
+#[derive(Debug)]
+pub struct Group {
+    barrier: SpinBarrier,
+    /// The largest frame any member has reached (only grows).
+    frame: AtomicU64,
+}
+
+impl Group {
+    /// A group of `members` threads.
+    pub fn new(members: usize) -> Group {
+        Group {
+            barrier: SpinBarrier::new(members),
+            frame: AtomicU64::new(0),
+        }
+    }
+
+    /// The rendezvous every member calls the same number of times in each frame.
+    #[inline]
+    pub fn rendezvous(&self) {
+        self.barrier.wait();
+    }
+
+    /// Posts `frame`, meets the others, and returns the frame they all run: the
+    /// latest any of them reached (its deadline has passed for all of them).
+    #[inline]
+    fn agree(&self, frame: u64) -> u64 {
+        // Relaxed: ordered by the barrier that follows (its AcqRel arrival).
+        self.frame.fetch_max(frame, Ordering::Relaxed);
+        self.barrier.wait();
+        // Relaxed: every member's fetch_max happens before the barrier above.
+        let agreed = self.frame.load(Ordering::Relaxed);
+        // Nobody posts the next frame before everybody has read this one.
+        self.barrier.wait();
+        agreed
+    }
+}
+
+/// Why a frame loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopEnd {
+    /// Its next release was at or after the stop frame.
+    Stopped,
+    /// The run was abandoned before the epoch.
+    Aborted,
+    /// The coordinator's heartbeat stopped (a child whose `ictus run` died).
+    CoordinatorGone,
+}
+
+/// Everything one subsystem thread needs to run its frames.
+pub struct Runner<'a> {
+    /// The shared control block.
+    pub control: &'a Control,
+    /// This subsystem's slot in it.
+    pub slot: usize,
+    /// Its start frame.
+    pub start: u64,
+    /// Its period in frames.
+    pub period: u64,
+    /// Its synchronous group, if any.
+    pub group: Option<&'a Group>,
+    /// How long the coordinator's heartbeat may be silent before a child leaves
+    /// (`None`: never checked, as for threads of the coordinator's own process).
+    pub heartbeat_timeout: Option<Nanos>,
+    /// Whether the subsystem acknowledges states itself (else each frame does).
+    pub explicit_ack: bool,
+}
+
+impl Runner<'_> {
+    /// Runs frames until the stop frame, on `beat`, once the epoch is published
+    /// (call [`wait_for_epoch`] first). Allocates nothing.
+    pub fn run(
+        &self,
+        beat: &dyn Beat,
+        subsystem: &mut dyn Subsystem,
+        ports: &mut Ports,
+        stats: &mut Stats,
+    ) -> LoopEnd {
+        let Some(epoch) = self.control.epoch() else {
+            return LoopEnd::Aborted;
+        };
+        let tick = self.control.tick();
+        let slot = self.control.slot(self.slot);
+        let period = tick * self.period;
+        let mut cadence = Cadence::new(epoch, tick, self.start, self.period);
+        let mut last_ack: Option<StateId> = None;
+        slot.set_status(Status::Running);
+        loop {
+            // A group decides to stop together, after agreeing on the frame.
+            if self.group.is_none() && cadence.frame() >= self.control.stop_frame() {
+                return LoopEnd::Stopped;
+            }
+            let deadline = cadence.deadline();
+            let woke = beat.wait_until(deadline);
+            if let Some(limit) = self.heartbeat_timeout
+                && woke.saturating_sub(self.control.heartbeat()) > limit
+            {
+                return LoopEnd::CoordinatorGone;
+            }
+            stats.jitter.record(woke.saturating_sub(deadline));
+            let mut frame = cadence.frame();
+            if let Some(g) = self.group {
+                let agreed = g.agree(frame);
+                if agreed > frame {
+                    let skipped = cadence.skip_to(agreed, self.control.stop_frame());
+                    note_overruns(stats, skipped);
+                    frame = cadence.frame();
+                }
+            }
+            if frame >= self.control.stop_frame() {
+                return LoopEnd::Stopped;
+            }
+            let state = self.control.state().at(frame);
+            ports.pull();
+            let mut ack = None;
+            {
+                let mut f = Frame::new(
+                    frame,
+                    state,
+                    deadline.saturating_sub(epoch),
+                    period,
+                    ports,
+                    &mut ack,
+                    self.group,
+                );
+                subsystem.run(&mut f);
+            }
+            ports.push();
+            let ack = match ack {
+                Some(a) => Some(a),
+                None if !self.explicit_ack => Some(state),
+                None => None,
+            };
+            if let Some(a) = ack
+                && last_ack != Some(a)
+            {
+                slot.acknowledge(Ack { state: a, frame });
+                last_ack = Some(a);
+            }
+            let end = beat.now();
+            let exec = end.saturating_sub(woke);
+            stats.exec.record(exec);
+            let skipped = cadence.complete(end, self.control.stop_frame());
+            note_overruns(stats, skipped);
+            let c = &mut stats.counters;
+            c.frames_run += 1;
+            c.last_frame = frame;
+            c.last_exec = exec;
+            c.max_exec = c.max_exec.max(exec);
+            c.max_jitter = c.max_jitter.max(woke.saturating_sub(deadline));
+            slot.publish(c);
+        }
+    }
+}
+
+fn note_overruns(stats: &mut Stats, skipped: u64) {
+    stats.overruns.missed += skipped;
+    stats.overruns.longest_run = stats.overruns.longest_run.max(skipped);
+    stats.counters.overruns = stats.overruns.missed;
+    stats.counters.longest_streak = stats.overruns.longest_run;
+}
+
+/// Waits (sleeping, off the hot path) until the epoch is published or the run is
+/// abandoned, or `give_up` says so. Returns whether the epoch came.
+pub fn wait_for_epoch(control: &Control, mut give_up: impl FnMut() -> bool) -> bool {
+    loop {
+        if control.aborted() {
+            return false;
+        }
+        if control.epoch().is_some() {
+            return true;
+        }
+        if give_up() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+}
+
+/// The first frame the coordinator may announce a change for, when it reads `now`:
+/// the start of the first major frame at least `lead` after `now`. Announcing for
+/// that frame leaves every subsystem time to see the change before the frame begins.
+pub fn announce_frame(epoch: Nanos, tick: Nanos, major: u64, now: Nanos, lead: Nanos) -> u64 {
+    let at = now.saturating_add(lead);
+    let frames = at.saturating_sub(epoch).as_u64().div_ceil(tick.as_u64());
+    frames.div_ceil(major.max(1)) * major.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellTable, Cells};
+    use crate::state::{self, StateWord};
+    use crate::subsystem::{Registry, RegistryError};
+
+    fn ms(v: u64) -> Nanos {
+        Nanos::from_millis(v)
+    }
+
+    fn us(v: u64) -> Nanos {
+        Nanos::from_micros(v)
+    }
+
+    fn no_ports() -> Ports {
+        Ports::new(Cells::in_process(&CellTable::default()))
+    }
+
+    /// Runs for `exec(frame)` of mock time, and notes each frame it ran.
+    struct Busy<'a, F: Fn(u64) -> Nanos> {
+        clock: &'a MockClock,
+        exec: F,
+        frames: Vec<u64>,
+        ack_from: Option<u64>,
+    }
+
+    impl<F: Fn(u64) -> Nanos + Send> Subsystem for Busy<'_, F> {
+        fn init(&mut self, _: &mut Registry) -> Result<(), RegistryError> {
+            Ok(())
+        }
+        fn run(&mut self, frame: &mut Frame) {
+            self.frames.push(frame.number());
+            if let Some(from) = self.ack_from
+                && frame.number() >= from
+            {
+                frame.ack(frame.state());
+            }
+            self.clock.advance((self.exec)(frame.number()));
+        }
+    }
+
+    fn busy<F: Fn(u64) -> Nanos>(clock: &MockClock, exec: F) -> Busy<'_, F> {
+        Busy {
+            clock,
+            exec,
+            frames: Vec::new(),
+            ack_from: None,
+        }
+    }
+
+    fn runner(control: &Control, start: u64, period: u64) -> Runner<'_> {
+        Runner {
+            control,
+            slot: 0,
+            start,
+            period,
+            group: None,
+            heartbeat_timeout: None,
+            explicit_ack: false,
+        }
+    }
+
+    fn block(tick: Nanos, epoch: Nanos, stop: u64) -> Control {
+        let c = Control::in_process(1, tick.as_u64());
+        c.set_stop_frame(stop);
+        c.set_epoch(epoch);
+        c
+    }
+
+    #[test]
+    fn an_overrun_skips_the_releases_it_covers_and_keeps_phase() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 30);
+        // Frame 6 runs 2.5 ms: the releases of frames 7 and 8 pass while it runs.
+        let mut sut = busy(&clock, |f| if f == 6 { us(2_500) } else { us(200) });
+        let mut stats = Stats::default();
+        let end =
+            runner(&control, 0, 1).run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(end, LoopEnd::Stopped);
+        let expected: Vec<u64> = (0..=6).chain(9..30).collect();
+        assert_eq!(sut.frames, expected);
+        assert_eq!(stats.overruns.missed, 2);
+        assert_eq!(stats.overruns.longest_run, 2);
+        assert_eq!(stats.counters.frames_run + stats.overruns.missed, 30);
+        // Frame 9 was released on the grid (19 ms), not "end of frame 6 + period".
+        assert_eq!(stats.jitter.max(), Some(Nanos::ZERO));
+        assert_eq!(stats.exec.max(), Some(us(2_500)));
+        assert_eq!(control.slot(0).view().overruns, 2);
+    }
+
+    #[test]
+    fn a_frame_that_ends_exactly_on_the_next_release_overruns_it() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(1), 6);
+        let mut sut = busy(&clock, |f| if f == 2 { ms(1) } else { us(10) });
+        let mut stats = Stats::default();
+        runner(&control, 0, 1).run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(sut.frames, [0, 1, 2, 4, 5]);
+        assert_eq!(stats.overruns.missed, 1);
+    }
+
+    #[test]
+    fn overruns_past_the_stop_frame_are_not_counted() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(1), 10);
+        // Frame 8 runs 5 ms: releases 9 (before the stop) and 10..12 (after) pass.
+        let mut sut = busy(&clock, |f| if f == 8 { ms(5) } else { us(10) });
+        let mut stats = Stats::default();
+        runner(&control, 0, 1).run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(stats.overruns.missed, 1);
+        assert_eq!(stats.counters.frames_run + stats.overruns.missed, 10);
+    }
+
+    #[test]
+    fn start_frames_and_periods_hold_over_several_major_frames() {
+        // Figure 2: A (start 0, period 3), B (period 1), C (start 3, period 6); major 6.
+        let majors = 4;
+        for (start, period) in [(0, 3), (0, 1), (3, 6)] {
+            let clock = MockClock::new(Nanos::ZERO);
+            let control = block(ms(5), ms(5), 6 * majors);
+            let mut sut = busy(&clock, |_| ms(1));
+            let mut stats = Stats::default();
+            runner(&control, start, period).run(
+                &MockBeat(&clock),
+                &mut sut,
+                &mut no_ports(),
+                &mut stats,
+            );
+            let expected: Vec<u64> = (start..6 * majors).step_by(period as usize).collect();
+            assert_eq!(sut.frames, expected, "start {start} period {period}");
+            assert_eq!(stats.overruns.missed, 0);
+            let spec = crate::schedule::SubsystemSpec {
+                name: "x".into(),
+                start,
+                period,
+                cpu: None,
+                class: ictus_shield::class::Class::Normal,
+                process: crate::schedule::Process::InProcess,
+                builtin: None,
+                group: None,
+                config: toml::Table::new(),
+                location: Default::default(),
+            };
+            assert_eq!(spec.releases_before(6 * majors), stats.counters.frames_run);
+        }
+    }
+
+    #[test]
+    fn a_long_overrun_of_a_slow_subsystem_skips_whole_periods() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), Nanos::ZERO, 60);
+        // Start 2, period 6: releases 2, 8, 14, ... Frame 14 runs 13 ms: 20 and 26 pass.
+        let mut sut = busy(&clock, |f| if f == 14 { ms(13) } else { ms(1) });
+        let mut stats = Stats::default();
+        runner(&control, 2, 6).run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(sut.frames, [2, 8, 14, 32, 38, 44, 50, 56]);
+        assert_eq!((stats.overruns.missed, stats.overruns.longest_run), (2, 2));
+    }
+
+    /// A beat that wakes late for some deadlines (a preempted thread).
+    struct LateBeat<'a> {
+        clock: &'a MockClock,
+        late: fn(Nanos) -> Nanos,
+    }
+
+    impl Beat for LateBeat<'_> {
+        fn now(&self) -> Nanos {
+            self.clock.now()
+        }
+        fn wait_until(&self, deadline: Nanos) -> Nanos {
+            let at = deadline + (self.late)(deadline);
+            if self.clock.now() < at {
+                self.clock.set(at);
+            }
+            self.clock.now()
+        }
+    }
+
+    #[test]
+    fn a_late_wake_up_is_jitter_and_the_releases_it_passed_are_overruns() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 12);
+        // The wake-up for frame 4 comes 2.3 ms late: frames 5 and 6 pass before it ends.
+        let beat = LateBeat {
+            clock: &clock,
+            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
+        };
+        let mut sut = busy(&clock, |_| us(100));
+        let mut stats = Stats::default();
+        runner(&control, 0, 1).run(&beat, &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(sut.frames, [0, 1, 2, 3, 4, 7, 8, 9, 10, 11]);
+        assert_eq!(stats.jitter.max(), Some(us(2_300)));
+        assert_eq!(stats.overruns.missed, 2);
+    }
+
+    #[test]
+    fn acknowledgements_are_tracked_and_a_silent_subsystem_times_out() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), Nanos::ZERO, 20);
+        control.set_state(StateWord {
+            previous: StateId::OFF,
+            next: StateId::RUN,
+            from_frame: 10,
+        });
+        // Explicit acknowledgement, given only from frame 14 on.
+        let mut sut = busy(&clock, |_| us(100));
+        sut.ack_from = Some(14);
+        let mut stats = Stats::default();
+        let mut r = runner(&control, 0, 1);
+        r.explicit_ack = true;
+        // Frame by frame: run up to each frame, then ask who is pending.
+        let mut pending_at = Vec::new();
+        for stop in 1..=20 {
+            let c = block(ms(1), Nanos::ZERO, stop);
+            c.set_state(control.state());
+            let clock = MockClock::new(Nanos::ZERO);
+            let mut sut = busy(&clock, |_| us(100));
+            sut.ack_from = Some(14);
+            let mut rr = runner(&c, 0, 1);
+            rr.explicit_ack = true;
+            rr.run(
+                &MockBeat(&clock),
+                &mut sut,
+                &mut no_ports(),
+                &mut Stats::default(),
+            );
+            let p = state::pending(c.state(), stop - 1, [("a", c.slot(0).ack())]);
+            pending_at.push(p.first().map(|p| p.frames));
+        }
+        // Nobody is pending before frame 10; frames 10..13 wait 0..3 frames; acked at 14.
+        let expected: Vec<Option<u64>> = (0..20)
+            .map(|f| (10..14).contains(&f).then(|| f - 10))
+            .collect();
+        assert_eq!(pending_at, expected);
+        // A timeout of 3 frames is first reached at frame 13.
+        let first_timeout = pending_at.iter().position(|p| p.is_some_and(|n| n >= 3));
+        assert_eq!(first_timeout, Some(13));
+        // The whole run: the last acknowledgement is RUN, made at frame 14.
+        r.run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        assert_eq!(
+            control.slot(0).ack(),
+            Some(state::Ack {
+                state: StateId::RUN,
+                frame: 14
+            })
+        );
+    }
+
+    #[test]
+    fn without_explicit_acknowledgement_a_frame_in_the_new_state_acknowledges_it() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), Nanos::ZERO, 8);
+        control.set_state(StateWord {
+            previous: StateId::OFF,
+            next: StateId::PAUSE,
+            from_frame: 6,
+        });
+        let mut sut = busy(&clock, |_| us(10));
+        runner(&control, 0, 2).run(
+            &MockBeat(&clock),
+            &mut sut,
+            &mut no_ports(),
+            &mut Stats::default(),
+        );
+        assert_eq!(
+            control.slot(0).ack(),
+            Some(state::Ack {
+                state: StateId::PAUSE,
+                frame: 6
+            })
+        );
+        assert!(state::pending(control.state(), 7, [("a", control.slot(0).ack())]).is_empty());
+    }
+
+    #[test]
+    fn changes_are_announced_for_a_major_frame_boundary_after_the_lead() {
+        // 1 ms ticks, major frame 3, epoch 0: at 10.2 ms with a 20 ms lead, the first
+        // major boundary at or after 30.2 ms is frame 33.
+        assert_eq!(
+            announce_frame(Nanos::ZERO, ms(1), 3, us(10_200), ms(20)),
+            33
+        );
+        assert_eq!(announce_frame(ms(5), ms(1), 1, ms(5), ms(2)), 2);
+    }
+
+    #[test]
+    fn a_group_agrees_on_the_latest_frame_and_skips_together() {
+        let group = Group::new(2);
+        let (a, b) = std::thread::scope(|s| {
+            let g = &group;
+            let a = s.spawn(move || (g.agree(5), g.agree(9)));
+            let b = s.spawn(move || (g.agree(7), g.agree(8)));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert_eq!(a, (7, 9));
+        assert_eq!(b, (7, 9));
+        let mut sut = Cadence::new(Nanos::ZERO, ms(1), 1, 2);
+        // At release 1 (index 0), the group runs frame 5: releases 1 and 3 are skipped.
+        assert_eq!(sut.skip_to(5, u64::MAX), 2);
+        assert_eq!(sut.frame(), 5);
+    }
+}

@@ -1,0 +1,1649 @@
+//! Hubs (seed 004): the synchronisation and communication objects that
+//! subsystems share by name, between threads or between processes, besides
+//! the cells.
+//!
+//! | kind | what it does |
+//! |---|---|
+//! | [`Semaphore`] | counting: `give` adds a token, `take` waits for one |
+//! | [`Event`] | binary: `raise` sets it, `wait` waits for it and clears it |
+//! | FIFO ([`FifoSender`], [`FifoReceiver`]) | a bounded lock-free ring of fixed-size [`Element`] messages, one sender and one receiver |
+//! | [`Port`] | synchronous hand-over with copy: `send` returns once a receiver has copied the message |
+//! | [`Resource`] | a mutex with priority inheritance (the kernel's PI futex) |
+//!
+//! A hub table is a list of [`HubDecl`]s (in code, or `[[hub]]` tables in
+//! TOML: `name`, `kind`, and `initial` for a semaphore, `type`, `len` and
+//! `capacity` for a FIFO, `type` and `len` for a port). [`Hubs`] places them
+//! in process memory ([`Hubs::in_process`]) or in a POSIX shared memory
+//! segment ([`Hubs::create_shared`] / [`Hubs::open_shared`], with the same
+//! stale-segment cleaning as the cells), each hub in its own 128 bytes.
+//! Handles are looked up by name and checked against the declaration (kind,
+//! and message type for FIFOs and ports).
+//!
+//! Waiting spins a little, then sleeps on a futex; the futex operations used
+//! are the shared ones, so a hub in shared memory wakes threads of other
+//! processes. The word-level protocols are in [`ictus_core::sync::hub`] (and
+//! are checked with loom there). Nothing allocates after a handle is made.
+//!
+//! The two ends of a FIFO are claimed: a second sender (or receiver) is
+//! refused while the first is alive, in any process, and the end is freed
+//! when its handle is dropped or its process dies.
+//!
+//! ```
+//! use ictus_exec::hub::{HubDecl, Hubs};
+//!
+//! let hubs = Hubs::in_process(&[
+//!     HubDecl::semaphore("ready", 0),
+//!     HubDecl::fifo::<[f32; 3]>("forces", 16),
+//!     HubDecl::port::<u64>("setup"),
+//!     HubDecl::resource("device"),
+//! ])
+//! .unwrap();
+//!
+//! let ready = hubs.semaphore("ready").unwrap();
+//! ready.give();
+//! ready.take();
+//!
+//! let mut tx = hubs.fifo_sender::<[f32; 3]>("forces").unwrap();
+//! let mut rx = hubs.fifo_receiver::<[f32; 3]>("forces").unwrap();
+//! tx.try_send([1.0, 2.0, 3.0]).unwrap();
+//! assert_eq!(rx.try_recv(), Some([1.0, 2.0, 3.0]));
+//! assert!(hubs.fifo_sender::<[f32; 3]>("forces").is_err(), "one sender at a time");
+//!
+//! let device = hubs.resource("device").unwrap();
+//! {
+//!     let _guard = device.lock().unwrap();
+//!     // ... use the device ...
+//! }
+//! assert!(hubs.port::<u32>("setup").is_err(), "declared as u64");
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
+use ictus_core::sync::spsc::Full;
+use ictus_os::handoff::{FutexPark, PiLock};
+use ictus_os::shm::{Owner, Segment, ShmError};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::cell::{ElemShape, ElemType, Element, line_col};
+
+/// What a hub is, with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubKind {
+    /// A counting semaphore holding `initial` tokens at the start.
+    Semaphore {
+        /// Tokens at the start.
+        initial: u32,
+    },
+    /// A binary event, not raised at the start.
+    Event,
+    /// A ring of `capacity` messages of shape `message`.
+    Fifo {
+        /// The type of each message.
+        message: ElemShape,
+        /// Messages it holds when full.
+        capacity: u32,
+    },
+    /// A synchronous hand-over of messages of shape `message`.
+    Port {
+        /// The type of each message.
+        message: ElemShape,
+    },
+    /// A mutex with priority inheritance.
+    Resource,
+}
+
+impl HubKind {
+    /// The kind's name: `semaphore`, `event`, `fifo`, `port`, `resource`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HubKind::Semaphore { .. } => "semaphore",
+            HubKind::Event => "event",
+            HubKind::Fifo { .. } => "fifo",
+            HubKind::Port { .. } => "port",
+            HubKind::Resource => "resource",
+        }
+    }
+}
+
+/// A hub's name and kind. In TOML, a `[[hub]]` table:
+///
+/// ```toml
+/// [[hub]]
+/// name = "forces"
+/// kind = "fifo"
+/// type = "f32"
+/// len = 3          # default 1
+/// capacity = 16
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "HubRepr", into = "HubRepr")]
+pub struct HubDecl {
+    name: String,
+    kind: HubKind,
+}
+
+impl HubDecl {
+    /// A hub of any kind.
+    pub fn new(name: &str, kind: HubKind) -> Self {
+        HubDecl {
+            name: name.to_owned(),
+            kind,
+        }
+    }
+
+    /// A counting semaphore with `initial` tokens.
+    pub fn semaphore(name: &str, initial: u32) -> Self {
+        HubDecl::new(name, HubKind::Semaphore { initial })
+    }
+
+    /// A binary event.
+    pub fn event(name: &str) -> Self {
+        HubDecl::new(name, HubKind::Event)
+    }
+
+    /// A FIFO of `capacity` messages of type `T`.
+    pub fn fifo<T: Element>(name: &str, capacity: u32) -> Self {
+        HubDecl::new(
+            name,
+            HubKind::Fifo {
+                message: ElemShape::of::<T>(),
+                capacity,
+            },
+        )
+    }
+
+    /// A port for messages of type `T`.
+    pub fn port<T: Element>(name: &str) -> Self {
+        HubDecl::new(
+            name,
+            HubKind::Port {
+                message: ElemShape::of::<T>(),
+            },
+        )
+    }
+
+    /// A resource (mutex with priority inheritance).
+    pub fn resource(name: &str) -> Self {
+        HubDecl::new(name, HubKind::Resource)
+    }
+
+    /// The hub's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its kind and parameters.
+    pub fn kind(&self) -> HubKind {
+        self.kind
+    }
+
+    /// Checks the name and the parameters.
+    fn check(&self) -> Result<(), HubError> {
+        let bad = |reason: String| HubError::BadDecl {
+            name: self.name.clone(),
+            reason,
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(bad(
+                "a hub name is ASCII letters, digits, `_`, `-` and `.`".into()
+            ));
+        }
+        match self.kind {
+            HubKind::Fifo { message, capacity } => {
+                if !(1..=1 << 20).contains(&capacity) {
+                    return Err(bad(format!(
+                        "capacity {capacity}: a FIFO holds 1 to 1048576 messages"
+                    )));
+                }
+                check_message(message).map_err(bad)
+            }
+            HubKind::Port { message } => check_message(message).map_err(bad),
+            _ => Ok(()),
+        }
+    }
+
+    /// 32-bit words of the hub's region.
+    fn words(&self) -> usize {
+        match self.kind {
+            HubKind::Semaphore { .. } => words::Semaphore::WORDS,
+            HubKind::Event => words::Event::WORDS,
+            HubKind::Port { message } => words::Port::words_for(message_bytes(message)),
+            HubKind::Fifo { message, capacity } => {
+                FIFO_RING + Ring::words_for(capacity, message_bytes(message))
+            }
+            HubKind::Resource => 1,
+        }
+    }
+}
+
+/// The largest message of a FIFO or port.
+const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+fn check_message(message: ElemShape) -> Result<(), String> {
+    match message.bytes() {
+        Some(b) if message.len >= 1 && b <= MAX_MESSAGE_BYTES => Ok(()),
+        _ => Err(format!(
+            "message `{message}`: the length must be 1 or more and the size at most 1 MiB"
+        )),
+    }
+}
+
+fn message_bytes(message: ElemShape) -> usize {
+    message.bytes().unwrap_or(0)
+}
+
+/// Word of a FIFO region holding the pid of the process whose sender is attached.
+const FIFO_SENDER: usize = 0;
+/// Word holding the pid of the receiver's process.
+const FIFO_RECEIVER: usize = 1;
+/// Where the ring starts in a FIFO region (128 bytes on).
+const FIFO_RING: usize = 32;
+/// Hub regions start on multiples of this many words (128 bytes).
+const REGION_ALIGN_WORDS: usize = 32;
+
+/// The flat TOML/JSON form of a [`HubDecl`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HubRepr {
+    name: String,
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    initial: Option<u32>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    ty: Option<ElemType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    len: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capacity: Option<u32>,
+}
+
+impl TryFrom<HubRepr> for HubDecl {
+    type Error = String;
+
+    fn try_from(r: HubRepr) -> Result<Self, String> {
+        let only = |allowed: &[&str]| -> Result<(), String> {
+            let given = [
+                ("initial", r.initial.is_some()),
+                ("type", r.ty.is_some()),
+                ("len", r.len.is_some()),
+                ("capacity", r.capacity.is_some()),
+            ];
+            match given
+                .iter()
+                .find(|(key, set)| *set && !allowed.contains(key))
+            {
+                Some((key, _)) => Err(format!("a {} hub has no `{key}`", r.kind)),
+                None => Ok(()),
+            }
+        };
+        let message = || -> Result<ElemShape, String> {
+            let ty =
+                r.ty.ok_or_else(|| format!("a {} hub needs the message `type`", r.kind))?;
+            Ok(ElemShape::array(ty, r.len.unwrap_or(1)))
+        };
+        let kind = match r.kind.as_str() {
+            "semaphore" => {
+                only(&["initial"])?;
+                HubKind::Semaphore {
+                    initial: r.initial.unwrap_or(0),
+                }
+            }
+            "event" => {
+                only(&[])?;
+                HubKind::Event
+            }
+            "resource" => {
+                only(&[])?;
+                HubKind::Resource
+            }
+            "port" => {
+                only(&["type", "len"])?;
+                HubKind::Port {
+                    message: message()?,
+                }
+            }
+            "fifo" => {
+                only(&["type", "len", "capacity"])?;
+                HubKind::Fifo {
+                    message: message()?,
+                    capacity: r
+                        .capacity
+                        .ok_or("a fifo hub needs a `capacity`".to_owned())?,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown hub kind `{other}` (expected semaphore, event, fifo, port or resource)"
+                ));
+            }
+        };
+        let decl = HubDecl { name: r.name, kind };
+        decl.check().map_err(|e| e.to_string())?;
+        Ok(decl)
+    }
+}
+
+impl From<HubDecl> for HubRepr {
+    fn from(d: HubDecl) -> Self {
+        let mut r = HubRepr {
+            name: d.name,
+            kind: d.kind.name().to_owned(),
+            initial: None,
+            ty: None,
+            len: None,
+            capacity: None,
+        };
+        match d.kind {
+            HubKind::Semaphore { initial } => r.initial = Some(initial),
+            HubKind::Fifo { message, capacity } => {
+                r.ty = Some(message.ty);
+                r.len = Some(message.len);
+                r.capacity = Some(capacity);
+            }
+            HubKind::Port { message } => {
+                r.ty = Some(message.ty);
+                r.len = Some(message.len);
+            }
+            HubKind::Event | HubKind::Resource => {}
+        }
+        r
+    }
+}
+
+/// Parses a TOML file of `[[hub]]` tables (and nothing else); `file` labels
+/// the errors, which carry line and column.
+pub fn decls_from_toml(text: &str, file: &str) -> Result<Vec<HubDecl>, HubError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct HubFile {
+        #[serde(default)]
+        hub: Vec<HubDecl>,
+    }
+    let doc: HubFile = toml::from_str(text).map_err(|e| {
+        let (line, column) = line_col(text, e.span().map_or(0, |s| s.start));
+        HubError::File {
+            file: file.to_owned(),
+            line,
+            column,
+            message: e.message().trim().to_owned(),
+        }
+    })?;
+    Ok(doc.hub)
+}
+
+/// What went wrong with a hub table or a hub.
+#[derive(Debug, Error)]
+pub enum HubError {
+    /// No hub of that name.
+    #[error("there is no hub `{name}`")]
+    UnknownHub {
+        /// The name asked for.
+        name: String,
+    },
+    /// The hub is of another kind.
+    #[error("hub `{name}` is a {declared}, not a {requested}")]
+    WrongKind {
+        /// The hub.
+        name: String,
+        /// Its declared kind.
+        declared: &'static str,
+        /// The kind asked for.
+        requested: &'static str,
+    },
+    /// The hub's messages are of another type.
+    #[error("hub `{name}` carries `{declared}` but was requested for `{requested}`")]
+    TypeMismatch {
+        /// The hub.
+        name: String,
+        /// The declared message type.
+        declared: ElemShape,
+        /// The type asked for.
+        requested: ElemShape,
+    },
+    /// The FIFO end is attached elsewhere.
+    #[error("the {end} of FIFO `{name}` is already attached, by process {pid}")]
+    EndTaken {
+        /// The FIFO.
+        name: String,
+        /// `sender` or `receiver`.
+        end: &'static str,
+        /// The process that holds it.
+        pid: u32,
+    },
+    /// Two hubs of one name.
+    #[error("hub `{name}` is declared twice")]
+    DuplicateHub {
+        /// The name.
+        name: String,
+    },
+    /// A declaration breaks a rule.
+    #[error("hub `{name}`: {reason}")]
+    BadDecl {
+        /// The hub.
+        name: String,
+        /// The rule broken.
+        reason: String,
+    },
+    /// A hub file that is not valid, with the place.
+    #[error("{file}:{line}:{column}: {message}")]
+    File {
+        /// The file (or a label).
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser expected.
+        message: String,
+    },
+    /// The shared table lacks a declared hub or has it otherwise.
+    #[error("hub `{name}` differs from the shared hubs `{shared}`: {detail}")]
+    TableMismatch {
+        /// The shared hubs' name.
+        shared: String,
+        /// The hub that differs.
+        name: String,
+        /// How.
+        detail: String,
+    },
+    /// The segment does not hold a usable hub table.
+    #[error("shared memory `{name}` does not hold a usable hub table: {reason}")]
+    NotHubs {
+        /// The shared hubs' name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A resource's lock operation failed.
+    #[error("resource `{name}`: {what}: {source}")]
+    Lock {
+        /// The resource.
+        name: String,
+        /// What failed, in words (`the owner died holding it`, ...).
+        what: &'static str,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// Creating, finding or mapping the shared memory failed.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+}
+
+/// "ictusHUB": the first word of a hubs segment's 64-bit area.
+const HUBS_MAGIC: u64 = u64::from_le_bytes(*b"ictusHUB");
+/// The version of the hubs layout.
+const HUBS_VERSION: u64 = 1;
+/// 64-bit words before the table JSON: magic, version, JSON length.
+const HUBS_HEADER_WORDS: usize = 3;
+
+/// Checks the declarations and lays them out: each hub's word range, and the
+/// words in all.
+fn layout(decls: &[HubDecl]) -> Result<(Vec<Range<usize>>, usize), HubError> {
+    let mut seen = HashSet::new();
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(decls.len());
+    for d in decls {
+        d.check()?;
+        if !seen.insert(d.name.as_str()) {
+            return Err(HubError::DuplicateHub {
+                name: d.name.clone(),
+            });
+        }
+        let n = d.words();
+        out.push(at..at + n);
+        at = (at + n).next_multiple_of(REGION_ALIGN_WORDS);
+    }
+    Ok((out, at))
+}
+
+/// Sets the starting state of every hub (zeros are the rest).
+fn init(decls: &[HubDecl], regions: &[Range<usize>], w: &[AtomicU32]) {
+    for (d, r) in decls.iter().zip(regions) {
+        if let HubKind::Semaphore { initial } = d.kind {
+            words::Semaphore::new(&w[r.clone()]).init(initial);
+        }
+    }
+}
+
+/// Where the hub words live.
+enum Memory {
+    Owned(Box<[AtomicU32]>),
+    Shared(Segment),
+}
+
+struct Inner {
+    decls: Vec<HubDecl>,
+    regions: Vec<Range<usize>>,
+    memory: Memory,
+    park: FutexPark,
+}
+
+impl Inner {
+    fn words(&self) -> &[AtomicU32] {
+        match &self.memory {
+            Memory::Owned(w) => w,
+            Memory::Shared(s) => s.words32(),
+        }
+    }
+}
+
+/// A table of hubs in process or shared memory; handles are looked up by
+/// name. Cloning shares the same hubs (`Arc`).
+#[derive(Clone)]
+pub struct Hubs {
+    inner: Arc<Inner>,
+}
+
+impl Hubs {
+    /// The hubs `decls` in this process's memory.
+    pub fn in_process(decls: &[HubDecl]) -> Result<Hubs, HubError> {
+        let (regions, n) = layout(decls)?;
+        let w: Box<[AtomicU32]> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        init(decls, &regions, &w);
+        Ok(Hubs::new(decls.to_vec(), regions, Memory::Owned(w)))
+    }
+
+    /// Creates the shared memory `name` holding the hubs `decls` (stale
+    /// segments of dead owners are removed, a live owner is refused; see
+    /// [`ictus_os::shm::Segment::create`]). Removed when the last clone of the
+    /// returned `Hubs` is dropped.
+    pub fn create_shared(decls: &[HubDecl], name: &str) -> Result<Hubs, HubError> {
+        let (regions, n) = layout(decls)?;
+        let json = serde_json::to_vec(decls).expect("hub declarations always serialize");
+        let json_words = json.len().div_ceil(8);
+        let segment = Segment::create(name, HUBS_HEADER_WORDS + json_words, n, |w64, w32| {
+            // Relaxed (all): published by the segment's ready flag (Release).
+            w64[0].store(HUBS_MAGIC, Ordering::Relaxed);
+            w64[1].store(HUBS_VERSION, Ordering::Relaxed);
+            w64[2].store(json.len() as u64, Ordering::Relaxed);
+            for (chunk, word) in json.chunks(8).zip(&w64[HUBS_HEADER_WORDS..]) {
+                let mut bytes = [0u8; 8];
+                bytes[..chunk.len()].copy_from_slice(chunk);
+                word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+            }
+            init(decls, &regions, w32);
+        })?;
+        Ok(Hubs::new(decls.to_vec(), regions, Memory::Shared(segment)))
+    }
+
+    /// Maps the shared hubs `name` of their live owner, with the declarations
+    /// stored in them.
+    pub fn open_shared(name: &str) -> Result<Hubs, HubError> {
+        let segment = Segment::open(name)?;
+        let not_hubs = |reason: String| HubError::NotHubs {
+            name: name.to_owned(),
+            reason,
+        };
+        let w = segment.words();
+        if w.len() < HUBS_HEADER_WORDS {
+            return Err(not_hubs("the segment is too small".into()));
+        }
+        // Relaxed (all): ordered after the creator's stores by the segment's ready
+        // flag (Acquire in Segment::open).
+        if w[0].load(Ordering::Relaxed) != HUBS_MAGIC {
+            return Err(not_hubs("it holds something else than hubs".into()));
+        }
+        let version = w[1].load(Ordering::Relaxed);
+        if version != HUBS_VERSION {
+            return Err(not_hubs(format!(
+                "layout version {version} (this build reads {HUBS_VERSION})"
+            )));
+        }
+        let json_len = usize::try_from(w[2].load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+        let json_words = json_len.div_ceil(8);
+        if HUBS_HEADER_WORDS.saturating_add(json_words) > w.len() {
+            return Err(not_hubs("the table runs past the segment".into()));
+        }
+        let mut json = Vec::with_capacity(json_words * 8);
+        for word in &w[HUBS_HEADER_WORDS..HUBS_HEADER_WORDS + json_words] {
+            json.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        json.truncate(json_len);
+        let decls: Vec<HubDecl> =
+            serde_json::from_slice(&json).map_err(|e| not_hubs(format!("table: {e}")))?;
+        let (regions, n) = layout(&decls).map_err(|e| not_hubs(format!("table: {e}")))?;
+        if n > segment.words32().len() {
+            return Err(not_hubs(format!(
+                "the hubs need {n} words, the segment has {}",
+                segment.words32().len()
+            )));
+        }
+        Ok(Hubs::new(decls, regions, Memory::Shared(segment)))
+    }
+
+    /// [`open_shared`](Self::open_shared), then checks that every hub of
+    /// `expected` is there with the same kind and parameters.
+    pub fn open_shared_matching(name: &str, expected: &[HubDecl]) -> Result<Hubs, HubError> {
+        let hubs = Hubs::open_shared(name)?;
+        for want in expected {
+            let detail = match hubs.inner.decls.iter().find(|d| d.name == want.name) {
+                None => Some("it is not in the shared table".to_owned()),
+                Some(d) if d.kind != want.kind => Some(format!(
+                    "declared {:?} here and {:?} in the shared table",
+                    want.kind, d.kind
+                )),
+                Some(_) => None,
+            };
+            if let Some(detail) = detail {
+                return Err(HubError::TableMismatch {
+                    shared: name.to_owned(),
+                    name: want.name.clone(),
+                    detail,
+                });
+            }
+        }
+        Ok(hubs)
+    }
+
+    fn new(decls: Vec<HubDecl>, regions: Vec<Range<usize>>, memory: Memory) -> Hubs {
+        Hubs {
+            inner: Arc::new(Inner {
+                decls,
+                regions,
+                memory,
+                park: FutexPark::default(),
+            }),
+        }
+    }
+
+    /// The declarations.
+    pub fn decls(&self) -> &[HubDecl] {
+        &self.inner.decls
+    }
+
+    /// The name of the shared memory, if shared.
+    pub fn shared_name(&self) -> Option<&str> {
+        match &self.inner.memory {
+            Memory::Owned(_) => None,
+            Memory::Shared(s) => Some(s.name()),
+        }
+    }
+
+    /// The shared memory segment, if shared.
+    pub fn segment(&self) -> Option<&Segment> {
+        match &self.inner.memory {
+            Memory::Owned(_) => None,
+            Memory::Shared(s) => Some(s),
+        }
+    }
+
+    /// The index and declaration of hub `name`, checked to be of kind
+    /// `requested`.
+    fn find(&self, name: &str, requested: &'static str) -> Result<(usize, HubKind), HubError> {
+        let (index, decl) = self
+            .inner
+            .decls
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.name == name)
+            .ok_or_else(|| HubError::UnknownHub {
+                name: name.to_owned(),
+            })?;
+        if decl.kind.name() != requested {
+            return Err(HubError::WrongKind {
+                name: name.to_owned(),
+                declared: decl.kind.name(),
+                requested,
+            });
+        }
+        Ok((index, decl.kind))
+    }
+
+    /// Checks a message type against a declaration.
+    fn check_message<T: Element>(name: &str, declared: ElemShape) -> Result<(), HubError> {
+        let requested = ElemShape::of::<T>();
+        if declared != requested {
+            return Err(HubError::TypeMismatch {
+                name: name.to_owned(),
+                declared,
+                requested,
+            });
+        }
+        Ok(())
+    }
+
+    fn handle(&self, index: usize, name: &str) -> Handle {
+        Handle {
+            hubs: self.clone(),
+            region: self.inner.regions[index].clone(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The semaphore `name`.
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore, HubError> {
+        let (index, _) = self.find(name, "semaphore")?;
+        Ok(Semaphore {
+            h: self.handle(index, name),
+        })
+    }
+
+    /// The event `name`.
+    pub fn event(&self, name: &str) -> Result<Event, HubError> {
+        let (index, _) = self.find(name, "event")?;
+        Ok(Event {
+            h: self.handle(index, name),
+        })
+    }
+
+    /// The port `name`, for messages of type `T`. Any number of handles may
+    /// send and receive.
+    pub fn port<T: Element>(&self, name: &str) -> Result<Port<T>, HubError> {
+        let (index, kind) = self.find(name, "port")?;
+        let HubKind::Port { message } = kind else {
+            unreachable!("find checked the kind")
+        };
+        Hubs::check_message::<T>(name, message)?;
+        Ok(Port {
+            h: self.handle(index, name),
+            scratch: vec![0; T::SIZE].into_boxed_slice(),
+            _type: PhantomData,
+        })
+    }
+
+    /// The resource `name`.
+    pub fn resource(&self, name: &str) -> Result<Resource, HubError> {
+        let (index, _) = self.find(name, "resource")?;
+        Ok(Resource {
+            h: self.handle(index, name),
+        })
+    }
+
+    /// Attaches as the sender of FIFO `name` (messages of type `T`); refused
+    /// while another sender is attached in a live process.
+    pub fn fifo_sender<T: Element>(&self, name: &str) -> Result<FifoSender<T>, HubError> {
+        let (h, capacity) = self.fifo_end::<T>(name, FIFO_SENDER, "sender")?;
+        let cursor = h.ring::<T>(capacity).producer();
+        Ok(FifoSender {
+            h,
+            capacity,
+            cursor,
+            scratch: vec![0; T::SIZE].into_boxed_slice(),
+            _type: PhantomData,
+        })
+    }
+
+    /// Attaches as the receiver of FIFO `name` (messages of type `T`);
+    /// refused while another receiver is attached in a live process.
+    pub fn fifo_receiver<T: Element>(&self, name: &str) -> Result<FifoReceiver<T>, HubError> {
+        let (h, capacity) = self.fifo_end::<T>(name, FIFO_RECEIVER, "receiver")?;
+        let cursor = h.ring::<T>(capacity).consumer();
+        Ok(FifoReceiver {
+            h,
+            capacity,
+            cursor,
+            scratch: vec![0; T::SIZE].into_boxed_slice(),
+            _type: PhantomData,
+        })
+    }
+
+    /// Claims one end of a FIFO.
+    fn fifo_end<T: Element>(
+        &self,
+        name: &str,
+        end_word: usize,
+        end: &'static str,
+    ) -> Result<(Handle, u32), HubError> {
+        let (index, kind) = self.find(name, "fifo")?;
+        let HubKind::Fifo { message, capacity } = kind else {
+            unreachable!("find checked the kind")
+        };
+        Hubs::check_message::<T>(name, message)?;
+        let h = self.handle(index, name);
+        let me = std::process::id();
+        let claim = &h.words()[end_word];
+        loop {
+            // Acquire: pairs with the Release store of 0 when the previous end was
+            // dropped, so its last ring operations happen before ours.
+            match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(holder) if holder == me || Owner::of(holder).is_some() => {
+                    return Err(HubError::EndTaken {
+                        name: name.to_owned(),
+                        end,
+                        pid: holder,
+                    });
+                }
+                // The holder's process is gone: take the end over.
+                Err(holder) => {
+                    if claim
+                        .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok((h, capacity))
+    }
+}
+
+impl fmt::Debug for Hubs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hubs")
+            .field("hubs", &self.inner.decls.len())
+            .field("shared", &self.shared_name())
+            .finish()
+    }
+}
+
+/// What every hub handle holds: the hubs and its region.
+struct Handle {
+    hubs: Hubs,
+    region: Range<usize>,
+    name: String,
+}
+
+impl Handle {
+    fn words(&self) -> &[AtomicU32] {
+        &self.hubs.inner.words()[self.region.clone()]
+    }
+
+    fn park(&self) -> &FutexPark {
+        &self.hubs.inner.park
+    }
+
+    fn ring<T: Element>(&self, capacity: u32) -> Ring<'_> {
+        Ring::new(&self.words()[FIFO_RING..], capacity, T::SIZE)
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// The deadline `timeout` from now.
+fn deadline(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// A counting semaphore hub.
+#[derive(Debug)]
+pub struct Semaphore {
+    h: Handle,
+}
+
+impl Semaphore {
+    fn words(&self) -> words::Semaphore<'_> {
+        words::Semaphore::new(self.h.words())
+    }
+
+    /// Adds a token, waking a waiter; `false` when the count is at its
+    /// maximum (`u32::MAX`) and nothing was added.
+    pub fn give(&self) -> bool {
+        self.words().give(self.h.park())
+    }
+
+    /// Takes a token if there is one.
+    pub fn try_take(&self) -> bool {
+        self.words().try_take()
+    }
+
+    /// Waits for a token and takes it.
+    pub fn take(&self) {
+        self.words().take(self.h.park(), None);
+    }
+
+    /// Waits at most `timeout` for a token; whether one was taken.
+    pub fn take_timeout(&self, timeout: Duration) -> bool {
+        self.words().take(self.h.park(), deadline(timeout))
+    }
+
+    /// Tokens now.
+    pub fn count(&self) -> u32 {
+        self.words().count()
+    }
+}
+
+/// A binary event hub.
+#[derive(Debug)]
+pub struct Event {
+    h: Handle,
+}
+
+impl Event {
+    fn words(&self) -> words::Event<'_> {
+        words::Event::new(self.h.words())
+    }
+
+    /// Raises the event, waking a waiter.
+    pub fn raise(&self) {
+        self.words().raise(self.h.park());
+    }
+
+    /// Clears the event if raised; whether it was.
+    pub fn try_wait(&self) -> bool {
+        self.words().try_wait()
+    }
+
+    /// Waits until the event is raised, and clears it.
+    pub fn wait(&self) {
+        self.words().wait(self.h.park(), None);
+    }
+
+    /// Waits at most `timeout`; whether the event was raised (and is now
+    /// cleared).
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        self.words().wait(self.h.park(), deadline(timeout))
+    }
+
+    /// Whether the event is raised now.
+    pub fn is_raised(&self) -> bool {
+        self.words().is_raised()
+    }
+}
+
+/// A port hub for messages of type `T`: synchronous hand-over with copy.
+pub struct Port<T> {
+    h: Handle,
+    scratch: Box<[u8]>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Port<T> {
+    fn words(&self) -> words::Port<'_> {
+        words::Port::new(self.h.words(), T::SIZE)
+    }
+
+    /// Sends `message` and waits until a receiver has copied it.
+    pub fn send(&mut self, message: &T) {
+        message.encode(&mut self.scratch);
+        let port = words::Port::new(self.h.words(), T::SIZE);
+        port.send(&self.scratch, self.h.park());
+    }
+
+    /// Waits for a message.
+    pub fn receive(&mut self) -> T {
+        let port = words::Port::new(self.h.words(), T::SIZE);
+        port.receive(&mut self.scratch, self.h.park(), None);
+        T::decode(&self.scratch)
+    }
+
+    /// Waits at most `timeout` for a message.
+    pub fn receive_timeout(&mut self, timeout: Duration) -> Option<T> {
+        let port = words::Port::new(self.h.words(), T::SIZE);
+        port.receive(&mut self.scratch, self.h.park(), deadline(timeout))
+            .then(|| T::decode(&self.scratch))
+    }
+
+    /// A message if one waits now.
+    pub fn try_receive(&mut self) -> Option<T> {
+        let port = words::Port::new(self.h.words(), T::SIZE);
+        port.try_receive(&mut self.scratch, self.h.park())
+            .then(|| T::decode(&self.scratch))
+    }
+
+    /// Whether a message waits for a receiver now.
+    pub fn is_full(&self) -> bool {
+        self.words().is_full()
+    }
+}
+
+impl<T> fmt::Debug for Port<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Port").field("name", &self.h).finish()
+    }
+}
+
+/// The sending end of a FIFO hub.
+pub struct FifoSender<T> {
+    h: Handle,
+    capacity: u32,
+    cursor: RingProducer,
+    scratch: Box<[u8]>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> FifoSender<T> {
+    /// Appends `message`, or gives it back when the FIFO is full. Never
+    /// blocks or allocates.
+    pub fn try_send(&mut self, message: T) -> Result<(), Full<T>> {
+        message.encode(&mut self.scratch);
+        let ring = self.h.ring::<T>(self.capacity);
+        if ring.try_push(&mut self.cursor, &self.scratch, self.h.park()) {
+            Ok(())
+        } else {
+            Err(Full(message))
+        }
+    }
+
+    /// Appends `message`, waiting while the FIFO is full.
+    pub fn send(&mut self, message: T) {
+        message.encode(&mut self.scratch);
+        let ring = self.h.ring::<T>(self.capacity);
+        ring.push(&mut self.cursor, &self.scratch, self.h.park(), None);
+    }
+
+    /// Appends `message`, waiting at most `timeout` while the FIFO is full.
+    pub fn send_timeout(&mut self, message: T, timeout: Duration) -> Result<(), Full<T>> {
+        message.encode(&mut self.scratch);
+        let ring = self.h.ring::<T>(self.capacity);
+        if ring.push(
+            &mut self.cursor,
+            &self.scratch,
+            self.h.park(),
+            deadline(timeout),
+        ) {
+            Ok(())
+        } else {
+            Err(Full(message))
+        }
+    }
+
+    /// Messages in the FIFO now.
+    pub fn len(&self) -> u32 {
+        self.h.ring::<T>(self.capacity).len()
+    }
+
+    /// Whether the FIFO is empty now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Messages the FIFO holds when full.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+}
+
+impl<T> Drop for FifoSender<T> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire claim of the next sender.
+        self.h.words()[FIFO_SENDER].store(0, Ordering::Release);
+    }
+}
+
+impl<T> fmt::Debug for FifoSender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FifoSender").field("name", &self.h).finish()
+    }
+}
+
+/// The receiving end of a FIFO hub.
+pub struct FifoReceiver<T> {
+    h: Handle,
+    capacity: u32,
+    cursor: RingConsumer,
+    scratch: Box<[u8]>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> FifoReceiver<T> {
+    /// The oldest message, if any. Never blocks or allocates.
+    pub fn try_recv(&mut self) -> Option<T> {
+        let ring = self.h.ring::<T>(self.capacity);
+        ring.try_pop(&mut self.cursor, &mut self.scratch, self.h.park())
+            .then(|| T::decode(&self.scratch))
+    }
+
+    /// The oldest message, waiting while the FIFO is empty.
+    pub fn recv(&mut self) -> T {
+        let ring = self.h.ring::<T>(self.capacity);
+        ring.pop(&mut self.cursor, &mut self.scratch, self.h.park(), None);
+        T::decode(&self.scratch)
+    }
+
+    /// The oldest message, waiting at most `timeout` while the FIFO is empty.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<T> {
+        let ring = self.h.ring::<T>(self.capacity);
+        ring.pop(
+            &mut self.cursor,
+            &mut self.scratch,
+            self.h.park(),
+            deadline(timeout),
+        )
+        .then(|| T::decode(&self.scratch))
+    }
+
+    /// Messages in the FIFO now.
+    pub fn len(&self) -> u32 {
+        self.h.ring::<T>(self.capacity).len()
+    }
+
+    /// Whether the FIFO is empty now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T> Drop for FifoReceiver<T> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire claim of the next receiver.
+        self.h.words()[FIFO_RECEIVER].store(0, Ordering::Release);
+    }
+}
+
+impl<T> fmt::Debug for FifoReceiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FifoReceiver")
+            .field("name", &self.h)
+            .finish()
+    }
+}
+
+/// A resource hub: a mutex with priority inheritance. The owner is a thread:
+/// a [`ResourceGuard`] unlocks when dropped, on the thread that locked.
+#[derive(Debug)]
+pub struct Resource {
+    h: Handle,
+}
+
+impl Resource {
+    fn lock_word(&self) -> PiLock<'_> {
+        PiLock::new(&self.h.words()[0])
+    }
+
+    fn error(&self, source: io::Error) -> HubError {
+        HubError::Lock {
+            name: self.h.name.clone(),
+            what: PiLock::meaning(&source),
+            source,
+        }
+    }
+
+    /// Locks, sleeping while another thread holds it; a waiting thread of
+    /// higher priority lends its priority to the holder.
+    pub fn lock(&self) -> Result<ResourceGuard<'_>, HubError> {
+        self.lock_word().lock().map_err(|e| self.error(e))?;
+        Ok(ResourceGuard {
+            resource: self,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// Locks if free now.
+    pub fn try_lock(&self) -> Result<Option<ResourceGuard<'_>>, HubError> {
+        let locked = self.lock_word().try_lock().map_err(|e| self.error(e))?;
+        Ok(locked.then_some(ResourceGuard {
+            resource: self,
+            _not_send: PhantomData,
+        }))
+    }
+
+    /// The thread id of the holder, if held.
+    pub fn holder(&self) -> Option<u32> {
+        self.lock_word().owner()
+    }
+
+    /// Frees the resource after its holder died (for the owner of the hubs,
+    /// once it knows); returns the dead holder's thread id.
+    pub fn force_release(&self) -> Option<u32> {
+        self.lock_word().force_release()
+    }
+}
+
+/// A held [`Resource`]; unlocks when dropped. Not `Send`: the kernel knows
+/// the holder by its thread.
+pub struct ResourceGuard<'a> {
+    resource: &'a Resource,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ResourceGuard<'_> {
+    fn drop(&mut self) {
+        // Cannot fail: this thread holds the lock (the guard is not Send).
+        let _ = self.resource.lock_word().unlock();
+    }
+}
+
+impl fmt::Debug for ResourceGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceGuard")
+            .field("resource", &self.resource.h)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn unique(tag: &str) -> String {
+        format!("test-hubs-{tag}-{}", std::process::id())
+    }
+
+    fn all() -> Vec<HubDecl> {
+        vec![
+            HubDecl::semaphore("sem", 1),
+            HubDecl::event("ev"),
+            HubDecl::fifo::<[u16; 3]>("fifo", 4),
+            HubDecl::port::<[f64; 2]>("port"),
+            HubDecl::resource("res"),
+        ]
+    }
+
+    #[test]
+    fn handles_are_checked_by_name_kind_and_type() {
+        let sut = Hubs::in_process(&all()).unwrap();
+        assert!(matches!(
+            sut.semaphore("nope"),
+            Err(HubError::UnknownHub { .. })
+        ));
+        let err = sut.event("sem").unwrap_err();
+        assert_eq!(err.to_string(), "hub `sem` is a semaphore, not a event");
+        let err = sut.port::<[f32; 2]>("port").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "hub `port` carries `[f64; 2]` but was requested for `[f32; 2]`"
+        );
+        assert!(matches!(
+            sut.fifo_sender::<u16>("fifo"),
+            Err(HubError::TypeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_declarations_are_refused() {
+        let dup = [HubDecl::event("a"), HubDecl::resource("a")];
+        assert!(matches!(
+            Hubs::in_process(&dup),
+            Err(HubError::DuplicateHub { .. })
+        ));
+        let empty = [HubDecl::fifo::<u8>("f", 0)];
+        assert!(matches!(
+            Hubs::in_process(&empty),
+            Err(HubError::BadDecl { .. })
+        ));
+        let name = [HubDecl::event("a b")];
+        assert!(matches!(
+            Hubs::in_process(&name),
+            Err(HubError::BadDecl { .. })
+        ));
+    }
+
+    #[test]
+    fn every_hub_starts_in_its_declared_state() {
+        let sut = Hubs::in_process(&all()).unwrap();
+        assert_eq!(sut.semaphore("sem").unwrap().count(), 1);
+        assert!(!sut.event("ev").unwrap().is_raised());
+        assert!(sut.fifo_sender::<[u16; 3]>("fifo").unwrap().is_empty());
+        assert!(!sut.port::<[f64; 2]>("port").unwrap().is_full());
+        assert_eq!(sut.resource("res").unwrap().holder(), None);
+    }
+
+    #[test]
+    fn a_semaphore_loop_between_threads_passes_every_token() {
+        let sut = Hubs::in_process(&[HubDecl::semaphore("ping", 0), HubDecl::semaphore("pong", 0)])
+            .unwrap();
+        let other = sut.clone();
+        let peer = std::thread::spawn(move || {
+            let (ping, pong) = (
+                other.semaphore("ping").unwrap(),
+                other.semaphore("pong").unwrap(),
+            );
+            for _ in 0..10_000 {
+                ping.take();
+                pong.give();
+            }
+        });
+        let (ping, pong) = (
+            sut.semaphore("ping").unwrap(),
+            sut.semaphore("pong").unwrap(),
+        );
+        for _ in 0..10_000 {
+            ping.give();
+            pong.take();
+        }
+        peer.join().unwrap();
+        assert!(!pong.take_timeout(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn an_event_wakes_a_sleeping_waiter() {
+        let sut = Hubs::in_process(&[HubDecl::event("go")]).unwrap();
+        let other = sut.clone();
+        let waiter = std::thread::spawn(move || {
+            let ev = other.event("go").unwrap();
+            ev.wait();
+            ev.is_raised()
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        sut.event("go").unwrap().raise();
+        assert!(!waiter.join().unwrap(), "the wait cleared it");
+        let ev = sut.event("go").unwrap();
+        assert!(!ev.wait_timeout(Duration::from_millis(1)));
+        ev.raise();
+        assert!(ev.try_wait());
+    }
+
+    #[test]
+    fn a_fifo_carries_typed_messages_in_order_and_blocks_when_full() {
+        let sut = Hubs::in_process(&[HubDecl::fifo::<[u16; 3]>("f", 4)]).unwrap();
+        let mut tx = sut.fifo_sender::<[u16; 3]>("f").unwrap();
+        let other = sut.clone();
+        let consumer = std::thread::spawn(move || {
+            let mut rx = other.fifo_receiver::<[u16; 3]>("f").unwrap();
+            for i in 0..20_000u32 {
+                let v = i as u16;
+                assert_eq!(rx.recv(), [v, v.wrapping_add(1), v.wrapping_add(2)]);
+            }
+            assert_eq!(rx.recv_timeout(Duration::from_millis(1)), None);
+        });
+        for i in 0..20_000u32 {
+            let v = i as u16;
+            tx.send([v, v.wrapping_add(1), v.wrapping_add(2)]);
+        }
+        consumer.join().unwrap();
+        assert_eq!(tx.capacity(), 4);
+        for _ in 0..4 {
+            tx.try_send([0; 3]).unwrap();
+        }
+        assert_eq!(tx.try_send([9; 3]).unwrap_err().into_inner(), [9; 3]);
+        assert!(
+            tx.send_timeout([9; 3], Duration::from_millis(1)).is_err(),
+            "full, nobody reads"
+        );
+    }
+
+    #[test]
+    fn a_fifo_end_is_claimed_until_dropped() {
+        let sut = Hubs::in_process(&[HubDecl::fifo::<u8>("f", 2)]).unwrap();
+        let tx = sut.fifo_sender::<u8>("f").unwrap();
+        let err = sut.fifo_sender::<u8>("f").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the sender of FIFO `f` is already attached, by process {}",
+                std::process::id()
+            )
+        );
+        let _rx = sut.fifo_receiver::<u8>("f").unwrap();
+        drop(tx);
+        let mut tx = sut.fifo_sender::<u8>("f").unwrap();
+        tx.try_send(1).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_end_of_a_dead_process_is_taken_over() {
+        let sut = Hubs::in_process(&[HubDecl::fifo::<u8>("f", 2)]).unwrap();
+        let tx = sut.fifo_sender::<u8>("f").unwrap();
+        // A sender whose process died: its pid is no longer running.
+        tx.h.words()[FIFO_SENDER].store(999_999, Ordering::Relaxed);
+        std::mem::forget(tx);
+        assert!(sut.fifo_sender::<u8>("f").is_ok());
+    }
+
+    #[test]
+    fn a_port_send_returns_only_once_the_message_is_taken() {
+        let sut = Hubs::in_process(&[HubDecl::port::<[f64; 2]>("p")]).unwrap();
+        let received = Arc::new(AtomicU64::new(0));
+        let (other, seen) = (sut.clone(), Arc::clone(&received));
+        let receiver = std::thread::spawn(move || {
+            let mut port = other.port::<[f64; 2]>("p").unwrap();
+            for i in 0..1_000 {
+                let m = port.receive();
+                assert_eq!(m, [f64::from(i), -f64::from(i)]);
+                // Release: the sender reads it after its next send returns.
+                seen.store(u64::from(i as u32) + 1, Ordering::Release);
+            }
+        });
+        let mut port = sut.port::<[f64; 2]>("p").unwrap();
+        for i in 0..1_000 {
+            port.send(&[f64::from(i), -f64::from(i)]);
+            if i > 0 {
+                // Acquire: pairs with the receiver's Release store; message i - 1
+                // was received before message i could be taken.
+                assert!(received.load(Ordering::Acquire) >= u64::from(i as u32));
+            }
+        }
+        receiver.join().unwrap();
+        assert_eq!(port.try_receive(), None);
+        assert_eq!(port.receive_timeout(Duration::from_millis(1)), None);
+    }
+
+    #[test]
+    fn a_resource_excludes_and_reports_its_holder() {
+        let sut = Hubs::in_process(&[HubDecl::resource("r")]).unwrap();
+        let counter = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let (hubs, counter) = (sut.clone(), Arc::clone(&counter));
+                std::thread::spawn(move || {
+                    let r = hubs.resource("r").unwrap();
+                    for _ in 0..1_000 {
+                        let _g = r.lock().unwrap();
+                        // Relaxed: ordered by the resource.
+                        let v = counter.load(Ordering::Relaxed);
+                        counter.store(v + 1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        // Relaxed: after join.
+        assert_eq!(counter.load(Ordering::Relaxed), 3_000);
+        let r = sut.resource("r").unwrap();
+        let g = r.lock().unwrap();
+        assert_eq!(r.holder(), Some(ictus_os::handoff::gettid()));
+        let err = r.lock().unwrap_err();
+        assert!(err.to_string().contains("already holds it"), "{err}");
+        assert!(r.try_lock().unwrap().is_none());
+        drop(g);
+        assert!(r.try_lock().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_resource_held_by_a_dead_thread_is_reported_and_can_be_freed() {
+        let sut = Hubs::in_process(&[HubDecl::resource("r")]).unwrap();
+        let other = sut.clone();
+        std::thread::spawn(move || {
+            let r = other.resource("r").unwrap();
+            std::mem::forget(r.lock().unwrap());
+        })
+        .join()
+        .unwrap();
+        let r = sut.resource("r").unwrap();
+        let err = r.lock().unwrap_err();
+        assert!(err.to_string().contains("the owner died"), "{err}");
+        assert!(r.force_release().is_some());
+        drop(r.lock().unwrap());
+    }
+
+    #[test]
+    fn shared_hubs_work_across_two_mappings() {
+        let name = unique("mappings");
+        let owner = Hubs::create_shared(&all(), &name).unwrap();
+        let other = Hubs::open_shared_matching(&name, &all()).unwrap();
+        assert_eq!(other.decls(), owner.decls());
+        let peer = std::thread::spawn(move || {
+            let sem = other.semaphore("sem").unwrap();
+            let mut rx = other.fifo_receiver::<[u16; 3]>("fifo").unwrap();
+            let mut port = other.port::<[f64; 2]>("port").unwrap();
+            // The initial token, and the one the owner gives.
+            sem.take();
+            sem.take();
+            assert_eq!(rx.recv(), [1, 2, 3]);
+            assert_eq!(port.receive(), [0.5, 1.5]);
+            other.event("ev").unwrap().raise();
+        });
+        let sem = owner.semaphore("sem").unwrap();
+        sem.give();
+        owner
+            .fifo_sender::<[u16; 3]>("fifo")
+            .unwrap()
+            .send([1, 2, 3]);
+        owner.port::<[f64; 2]>("port").unwrap().send(&[0.5, 1.5]);
+        owner.event("ev").unwrap().wait();
+        peer.join().unwrap();
+        let path = owner.segment().unwrap().path();
+        // Handles keep the hubs (and so the segment) alive.
+        drop(owner);
+        assert!(std::path::Path::new(&path).exists());
+        drop(sem);
+        assert!(!std::path::Path::new(&path).exists());
+    }
+
+    #[test]
+    fn a_declaration_that_differs_from_the_shared_hubs_names_the_hub() {
+        let name = unique("mismatch");
+        let _owner = Hubs::create_shared(&all(), &name).unwrap();
+        let err =
+            Hubs::open_shared_matching(&name, &[HubDecl::fifo::<[u16; 3]>("fifo", 8)]).unwrap_err();
+        assert!(err.to_string().starts_with("hub `fifo` differs"), "{err}");
+        let err = Hubs::open_shared_matching(&name, &[HubDecl::event("other")]).unwrap_err();
+        assert!(err.to_string().contains("not in the shared table"), "{err}");
+    }
+
+    #[test]
+    fn hub_declarations_parse_from_toml_with_places() {
+        let text = r#"
+[[hub]]
+name = "ready"
+kind = "semaphore"
+initial = 2
+
+[[hub]]
+name = "forces"
+kind = "fifo"
+type = "f32"
+len = 3
+capacity = 16
+
+[[hub]]
+name = "setup"
+kind = "port"
+type = "u64"
+
+[[hub]]
+name = "device"
+kind = "resource"
+
+[[hub]]
+name = "go"
+kind = "event"
+"#;
+        let decls = decls_from_toml(text, "hubs.toml").unwrap();
+        assert_eq!(
+            decls,
+            vec![
+                HubDecl::semaphore("ready", 2),
+                HubDecl::fifo::<[f32; 3]>("forces", 16),
+                HubDecl::port::<u64>("setup"),
+                HubDecl::resource("device"),
+                HubDecl::event("go"),
+            ]
+        );
+        let json = serde_json::to_string(&decls).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<HubDecl>>(&json).unwrap(), decls);
+        let bad = "[[hub]]\nname = \"x\"\nkind = \"fifo\"\ntype = \"f32\"\n";
+        let err = decls_from_toml(bad, "hubs.toml").unwrap_err().to_string();
+        assert!(err.starts_with("hubs.toml:1:1:"), "{err}");
+        assert!(err.contains("needs a `capacity`"), "{err}");
+        let extra = "[[hub]]\nname = \"x\"\nkind = \"event\"\ncapacity = 3\n";
+        let err = decls_from_toml(extra, "hubs.toml").unwrap_err().to_string();
+        assert!(err.contains("a event hub has no `capacity`"), "{err}");
+        let kind = "[[hub]]\nname = \"x\"\nkind = \"mailbox\"\n";
+        let err = decls_from_toml(kind, "hubs.toml").unwrap_err().to_string();
+        assert!(err.contains("unknown hub kind `mailbox`"), "{err}");
+        let unknown = "[[hub]]\nname = \"x\"\nkind = \"event\"\ncolour = 1\n";
+        let err = decls_from_toml(unknown, "hubs.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `colour`"), "{err}");
+    }
+
+    /// The environment variable that makes [`cross_process_child`] act.
+    const CHILD_ENV: &str = "ICTUS_HUB_TEST_CHILD";
+
+    /// The other process of [`hubs_work_between_processes`]: run by it as a
+    /// copy of this test binary; does nothing when run on its own.
+    #[test]
+    #[ignore = "run by hubs_work_between_processes in a child process"]
+    fn cross_process_child() {
+        let Ok(name) = std::env::var(CHILD_ENV) else {
+            return;
+        };
+        let hubs = Hubs::open_shared(&name).unwrap();
+        let (ping, pong) = (
+            hubs.semaphore("ping").unwrap(),
+            hubs.semaphore("pong").unwrap(),
+        );
+        for _ in 0..1_000 {
+            ping.take();
+            pong.give();
+        }
+        let mut rx = hubs.fifo_receiver::<u64>("numbers").unwrap();
+        let sum: u64 = (0..1_000).map(|_| rx.recv()).sum();
+        let mut port = hubs.port::<u64>("answer").unwrap();
+        port.send(&sum);
+        // Die holding the resource.
+        std::mem::forget(hubs.resource("lock").unwrap().lock().unwrap());
+    }
+
+    #[test]
+    fn hubs_work_between_processes() {
+        let name = unique("xproc");
+        let hubs = Hubs::create_shared(
+            &[
+                HubDecl::semaphore("ping", 0),
+                HubDecl::semaphore("pong", 0),
+                HubDecl::fifo::<u64>("numbers", 8),
+                HubDecl::port::<u64>("answer"),
+                HubDecl::resource("lock"),
+            ],
+            &name,
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "hub::tests::cross_process_child",
+                "--exact",
+                "--ignored",
+                "--quiet",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, &name)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let (ping, pong) = (
+            hubs.semaphore("ping").unwrap(),
+            hubs.semaphore("pong").unwrap(),
+        );
+        for _ in 0..1_000 {
+            ping.give();
+            assert!(
+                pong.take_timeout(Duration::from_secs(10)),
+                "the child stopped answering"
+            );
+        }
+        let mut tx = hubs.fifo_sender::<u64>("numbers").unwrap();
+        for i in 0..1_000 {
+            tx.send_timeout(i, Duration::from_secs(10))
+                .expect("the child stopped receiving");
+        }
+        let answer = hubs
+            .port::<u64>("answer")
+            .unwrap()
+            .receive_timeout(Duration::from_secs(10));
+        assert_eq!(answer, Some((0..1_000).sum()));
+        assert!(child.wait().unwrap().success());
+        // The child exited holding the resource: its thread is gone.
+        let lock = hubs.resource("lock").unwrap();
+        assert!(lock.holder().is_some());
+        assert!(lock.lock().is_err());
+        lock.force_release();
+        drop(lock.lock().unwrap());
+    }
+}

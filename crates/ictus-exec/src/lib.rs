@@ -1,0 +1,22 @@
+//! The cyclic executive of ictus (seed 003, with the hubs of seed 004):
+//! subsystems that run on a static frame schedule and talk through typed,
+//! frame-coherent communication cells, plus hubs for the rest.
+//!
+//! - [`cell`]: the cell table (TOML or built in code), typed elements and
+//!   their storage, in process memory or in POSIX shared memory.
+//! - [`hub`]: semaphores, events, FIFOs, ports and resources, by name,
+//!   between threads or processes.
+#![forbid(unsafe_code)]
+
+pub mod cell;
+pub mod child;
+pub mod control;
+pub mod ctl;
+pub mod executive;
+pub mod hub;
+pub mod run;
+pub mod schedule;
+mod shared;
+pub mod state;
+pub mod stress;
+pub mod subsystem;

@@ -1,0 +1,1251 @@
+//! Running a schedule: the coordinator.
+//!
+//! [`run`] prepares everything first (the cells, the control block, the in-process
+//! subsystems, the control socket), so a bad schedule, cell table or subsystem starts
+//! nothing. Then it starts one thread per in-process subsystem (pinned, in its class,
+//! running `init`), launches the programs the schedule names (each joins through
+//! shared memory with [`crate::child::run`]), waits until every subsystem is ready,
+//! publishes the epoch, and coordinates: state commands, the heartbeat, crashed
+//! children, acknowledgements, the live status, the stop. It ends with a
+//! [`RunReport`], and leaves no segment, socket or process behind.
+//!
+//! ```no_run
+//! use ictus_exec::{run, schedule::Schedule};
+//! let schedule = Schedule::from_file("examples/stress/schedule.toml".as_ref(),
+//!     &ictus_os::facts::online_cpus()).unwrap();
+//! let report = run::run(&schedule, &mut run::builtin, run::RunOptions::default()).unwrap();
+//! println!("{} frames", report.frames);
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as ProcessCommand};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use ictus_core::histogram::HistogramData;
+use ictus_core::{CpuSet, LatencyHistogram, Nanos, Summary};
+use ictus_os::clock::monotonic_now;
+use ictus_os::facts;
+use ictus_os::sched;
+use ictus_shield::class::{self, Class, ClassError, Options};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::cell::{CellFileError, CellTable, Cells};
+use crate::control::{Control, Status};
+use crate::ctl::{self, Command, CtlError, Server};
+use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::schedule::{CellSource, Process, Schedule, SubsystemSpec};
+use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
+use crate::subsystem::element_count;
+use crate::subsystem::{Registry, RegistryError, SetupClient, Subsystem};
+
+/// A distribution with its exact summary, as records carry it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Count, extremes, moments, percentiles.
+    pub summary: Summary,
+    /// 0-based index of the first max sample.
+    pub max_index: Option<u64>,
+    /// Non-empty buckets.
+    pub histogram: HistogramData,
+}
+
+impl Distribution {
+    /// The distribution of `h`.
+    pub fn of(h: &LatencyHistogram) -> Distribution {
+        Distribution {
+            summary: h.summary(),
+            max_index: h.max_index(),
+            histogram: h.data(),
+        }
+    }
+}
+
+/// A shortfall with advice (a refused policy, an unlocked memory, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunWarning {
+    /// Stable identifier: `policy-refused`, `mlock-refused`, `affinity-refused`,
+    /// `late-announcement`, `ack-timeout`, `crash`.
+    pub id: String,
+    /// What happened.
+    pub message: String,
+    /// What to do about it.
+    pub advice: Option<String>,
+}
+
+/// What one subsystem thread reports when it ends (a child sends it in a file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadOutcome {
+    /// The subsystem.
+    pub subsystem: String,
+    /// Its process.
+    pub pid: u32,
+    /// Its thread.
+    pub tid: u64,
+    /// The class asked for, in words.
+    pub class_requested: String,
+    /// The class obtained, in words (differs when a policy was refused).
+    pub class_obtained: String,
+    /// The policy read back.
+    pub policy: String,
+    /// The CPUs it could run on, read back.
+    pub affinity: String,
+    /// Whether the process's memory was locked.
+    pub memory_locked: bool,
+    /// The hybrid wait's margin, when hybrid.
+    pub hybrid_margin_ns: Option<u64>,
+    /// Frames run.
+    pub frames_run: u64,
+    /// Releases skipped while still running (or waking late).
+    pub overruns: u64,
+    /// Longest run of consecutive skipped releases.
+    pub longest_overrun_streak: u64,
+    /// Release jitter (wake-up minus deadline).
+    pub jitter: Distribution,
+    /// Execution time (wake-up to outputs published).
+    pub exec: Distribution,
+    /// How its loop ended: `stopped`, `aborted`, `coordinator-gone`.
+    pub end: String,
+    /// Shortfalls met while setting it up.
+    pub warnings: Vec<RunWarning>,
+}
+
+/// One subsystem's figures for the whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubsystemReport {
+    /// Its name.
+    pub name: String,
+    /// `in-process` or the program's path.
+    pub process: String,
+    /// Start frame.
+    pub start: u64,
+    /// Period in frames.
+    pub period: u64,
+    /// Its CPU, if pinned.
+    pub cpu: Option<usize>,
+    /// Releases due before the stop frame.
+    pub releases_due: u64,
+    /// Frames it ran.
+    pub frames_run: u64,
+    /// Releases it skipped (overruns).
+    pub overruns: u64,
+    /// Longest run of consecutive overruns.
+    pub longest_overrun_streak: u64,
+    /// Releases lost otherwise: `due - run - overruns` (a crashed process's frames).
+    pub lost: u64,
+    /// Why it stopped early, if it did (`killed by signal 9 after frame 1234`).
+    pub crashed: Option<String>,
+    /// The thread's own report (absent when it crashed).
+    pub outcome: Option<ThreadOutcome>,
+}
+
+/// The seed 003 stress-test result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StressReport {
+    /// Frames spent in RUN.
+    pub run_frames: u64,
+    /// The final value of each counter.
+    pub counters: Vec<(String, i64)>,
+    /// The largest.
+    pub final_value: i64,
+    /// `run_frames - final_value`.
+    pub missed_frames: i64,
+    /// Cells whose elements do not all carry the counter's value (a torn or
+    /// incoherent transfer; zero when every transfer was frame-coherent).
+    pub incoherent_cells: u64,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The run's name.
+    pub name: String,
+    /// The schedule file.
+    pub schedule: PathBuf,
+    /// The tick.
+    pub tick_ns: u64,
+    /// Minor frames per major frame.
+    pub major_frame: u64,
+    /// The wait mode.
+    pub wait: String,
+    /// Frames run: the stop frame.
+    pub frames: u64,
+    /// Frames spent in each state.
+    pub state_frames: BTreeMap<String, u64>,
+    /// Transitions: `(first frame, state)`.
+    pub transitions: Vec<(u64, String)>,
+    /// Per subsystem.
+    pub subsystems: Vec<SubsystemReport>,
+    /// The stress check, when the schedule has one.
+    pub stress: Option<StressReport>,
+    /// Shortfalls, each with advice.
+    pub warnings: Vec<RunWarning>,
+    /// What happened during the run, in order (crashes, late acknowledgements).
+    pub events: Vec<String>,
+    /// False when stopped by a signal rather than by the duration.
+    pub complete: bool,
+}
+
+/// A snapshot of the run for a status line or `ictus ctl status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiveStatus {
+    /// The run.
+    pub name: String,
+    /// The current frame.
+    pub frame: u64,
+    /// The state commanded.
+    pub state: String,
+    /// Per subsystem: name, status, frames run, overruns.
+    pub subsystems: Vec<LiveSubsystem>,
+    /// Who has not acknowledged the state, and for how many frames.
+    pub pending: Vec<(String, u64)>,
+}
+
+/// One subsystem in a [`LiveStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveSubsystem {
+    /// Its name.
+    pub name: String,
+    /// Its life stage.
+    pub status: String,
+    /// The process it runs in.
+    pub pid: u32,
+    /// Frames run.
+    pub frames_run: u64,
+    /// Overruns.
+    pub overruns: u64,
+}
+
+/// A callback that receives the live status.
+pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
+
+/// Makes the in-process subsystem of a schedule line, or says why it cannot.
+pub type Factory<'a> = dyn FnMut(&SubsystemSpec) -> Result<Box<dyn Subsystem>, String> + 'a;
+
+/// How to run.
+pub struct RunOptions {
+    /// Stop after this long (from the epoch); `None`: until stopped.
+    pub duration: Option<Duration>,
+    /// Set to stop the run (Ctrl-C).
+    pub stop: Arc<AtomicBool>,
+    /// Called with the live status every [`status_every`](Self::status_every).
+    pub on_status: Option<StatusHook>,
+    /// How often `on_status` is called.
+    pub status_every: Duration,
+    /// Serve the control socket (`ictus ctl`); always on when programs are launched.
+    pub control_socket: bool,
+    /// The folder of control sockets and run files.
+    pub run_dir: PathBuf,
+    /// More folders to look for programs in (before `PATH`).
+    pub program_dirs: Vec<PathBuf>,
+    /// Frames a subsystem may take to acknowledge a state before it is reported
+    /// (`None`: one second's worth).
+    pub ack_timeout_frames: Option<u64>,
+    /// How long subsystems may take to become ready.
+    pub ready_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            on_status: None,
+            status_every: Duration::from_millis(200),
+            control_socket: true,
+            run_dir: ctl::run_dir(),
+            program_dirs: Vec::new(),
+            ack_timeout_frames: None,
+            ready_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("duration", &self.duration)
+            .field("run_dir", &self.run_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a run could not start or failed.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The cell table is malformed (file, line, column).
+    #[error(transparent)]
+    Cells(#[from] CellFileError),
+    /// The cell storage could not be made.
+    #[error("cells: {0}")]
+    Storage(String),
+    /// An in-process subsystem has no implementation here.
+    #[error("{}:{}: subsystem '{name}': {message}", path.display(), location)]
+    NoSubsystem {
+        /// The schedule.
+        path: PathBuf,
+        /// Where the subsystem is declared.
+        location: crate::schedule::Location,
+        /// The subsystem.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// A program could not be found or started.
+    #[error("subsystem '{name}': cannot start '{program}': {message}")]
+    Launch {
+        /// The subsystem.
+        name: String,
+        /// The program.
+        program: String,
+        /// Why.
+        message: String,
+    },
+    /// A subsystem failed in `init` (or its process exited before it was ready).
+    #[error("subsystem '{name}' did not start: {message}")]
+    Init {
+        /// The subsystem.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// The control socket.
+    #[error(transparent)]
+    Ctl(#[from] CtlError),
+    /// The control block's shared memory.
+    #[error("control block: {0}")]
+    Control(String),
+}
+
+/// The built-in subsystems `ictus run` hosts in-process: `increment` (the stress
+/// test's ring: copies cell `from` to cell `to`, adding one to every element) and
+/// `idle` (does nothing; a placeholder).
+pub fn builtin(spec: &SubsystemSpec) -> Result<Box<dyn Subsystem>, String> {
+    match spec.builtin.as_deref() {
+        Some("increment") => Ok(Box::new(crate::stress::Increment::new())),
+        Some("idle") => Ok(Box::new(Idle)),
+        Some(other) => Err(format!(
+            "unknown builtin '{other}' (ictus run hosts increment and idle; link ictus-exec to host your own)"
+        )),
+        None => Err(
+            "in-process subsystems under `ictus run` name a builtin (increment, idle); \
+             run your own from a program that calls ictus_exec::run::run, or as a process"
+                .to_string(),
+        ),
+    }
+}
+
+/// A subsystem that does nothing.
+#[derive(Debug, Default)]
+pub struct Idle;
+
+impl Subsystem for Idle {
+    fn init(&mut self, _reg: &mut Registry) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    fn run(&mut self, _frame: &mut crate::subsystem::Frame) {}
+}
+
+/// The cell table a schedule names (empty when none).
+pub fn cell_table(schedule: &Schedule) -> Result<CellTable, CellFileError> {
+    match &schedule.cells {
+        CellSource::None => Ok(CellTable::default()),
+        CellSource::File(p) => CellTable::load(p),
+        CellSource::Inline(t) => Ok(t.clone()),
+    }
+}
+
+/// Name of the control block's segment of run `name`.
+pub fn control_segment(name: &str) -> String {
+    format!("{name}.ctl")
+}
+
+/// Name of the cells' segment of run `name`.
+pub fn cells_segment(name: &str) -> String {
+    format!("{name}.cells")
+}
+
+/// The environment a launched program finds its run in.
+pub(crate) mod env {
+    /// The run's name.
+    pub(crate) const RUN: &str = "ICTUS_RUN";
+    /// The schedule file (absolute).
+    pub(crate) const SCHEDULE: &str = "ICTUS_SCHEDULE";
+    /// The subsystem the program is to run.
+    pub(crate) const SUBSYSTEM: &str = "ICTUS_SUBSYSTEM";
+    /// Its slot in the control block.
+    pub(crate) const SLOT: &str = "ICTUS_SLOT";
+    /// Where it writes its [`super::ThreadOutcome`].
+    pub(crate) const OUTCOME: &str = "ICTUS_OUTCOME";
+    /// The control socket (setup channel).
+    pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
+}
+
+/// The outcome of entering a class on the calling thread.
+pub(crate) struct Placement {
+    pub(crate) class_obtained: String,
+    pub(crate) memory_locked: bool,
+    pub(crate) warnings: Vec<RunWarning>,
+}
+
+/// Enters the subsystem's class on the calling thread; when a real-time policy is
+/// refused, goes on as normal and says which privilege was missing. Then pins to the
+/// subsystem's CPU.
+pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
+    let mut warnings = Vec::new();
+    let rt0 = matches!(spec.class, Class::Rt0 { .. });
+    let mut options = Options {
+        lock_memory: rt0,
+        prefault_stack: true,
+    };
+    let mut obtained = spec.class.clone();
+    let mut result = class::enter(spec.class.clone(), options, None);
+    if let Err(ClassError::Memory(e)) = &result {
+        warnings.push(RunWarning {
+            id: "mlock-refused".into(),
+            message: format!("{}: memory is not locked ({e})", spec.name),
+            advice: Some(e.advice.clone()),
+        });
+        options.lock_memory = false;
+        result = class::enter(spec.class.clone(), options, None);
+    }
+    if let Err(e) = &result {
+        let advice = match e {
+            ClassError::Policy(sched::SchedError::Refused { advice, .. }) => Some(advice.clone()),
+            _ => Some(
+                "real-time classes need CAP_SYS_NICE (run as root, or grant it with \
+                 `setcap cap_sys_nice+ep`, or raise RLIMIT_RTPRIO)"
+                    .to_string(),
+            ),
+        };
+        warnings.push(RunWarning {
+            id: "policy-refused".into(),
+            message: format!(
+                "{}: {} refused ({e}); it runs in the normal class",
+                spec.name, spec.class
+            ),
+            advice,
+        });
+        obtained = Class::Normal;
+        result = class::enter(Class::Normal, options, None);
+    }
+    let memory_locked = result.as_ref().is_ok_and(|e| e.memory_locked);
+    if !rt0 && let Some(cpu) = spec.cpu {
+        if let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu])) {
+            warnings.push(RunWarning {
+                id: "affinity-refused".into(),
+                message: format!("{}: not pinned to CPU {cpu} ({e})", spec.name),
+                advice: None,
+            });
+        }
+    } else if rt0
+        && matches!(obtained, Class::Normal)
+        && let Some(cpu) = spec.cpu
+    {
+        let _ = sched::set_affinity(&CpuSet::from_cpus([cpu]));
+    }
+    Placement {
+        class_obtained: obtained.to_string(),
+        memory_locked,
+        warnings,
+    }
+}
+
+/// The hybrid margin for `schedule` on the calling thread (calibrated if not given).
+pub(crate) fn margin_for(schedule: &Schedule, tick: Nanos) -> Option<Nanos> {
+    match schedule.wait {
+        crate::schedule::WaitSpec::Hybrid { margin: Some(m) } => Some(m),
+        crate::schedule::WaitSpec::Hybrid { margin: None } => {
+            let samples = (100_000_000 / tick.as_u64().max(1)).clamp(20, 200);
+            Some(ictus_os::wait::calibrate_margin(tick, samples).margin_ns)
+        }
+        _ => None,
+    }
+}
+
+/// Everything a subsystem thread or child needs to run its frames after `init`.
+pub(crate) struct Prepared<'a> {
+    pub(crate) schedule: &'a Schedule,
+    pub(crate) spec: &'a SubsystemSpec,
+    pub(crate) slot: usize,
+    pub(crate) control: &'a Control,
+    pub(crate) cells: Cells,
+    pub(crate) states: &'a States,
+    pub(crate) names: &'a [String],
+    pub(crate) setup: SetupClient,
+    pub(crate) group: Option<&'a Group>,
+    pub(crate) heartbeat_timeout: Option<Nanos>,
+}
+
+impl Prepared<'_> {
+    /// Places the thread, runs `init`, waits for the epoch, runs the frames, shuts
+    /// down. The slot follows each step; a failed `init` is returned as an error.
+    pub(crate) fn run(
+        &self,
+        subsystem: &mut dyn Subsystem,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Result<ThreadOutcome, String> {
+        let slot = self.control.slot(self.slot);
+        slot.set_ids(std::process::id(), sched::thread_id() as u64);
+        slot.set_status(Status::Starting);
+        let placement = place(self.spec);
+        let margin = margin_for(self.schedule, self.control.tick());
+        let mode = self.schedule.wait.mode(margin.unwrap_or(Nanos::ZERO));
+        let mut reg = Registry::new(
+            self.slot,
+            self.names,
+            &self.spec.config,
+            self.states,
+            self.cells.clone(),
+            self.control,
+            self.setup.clone(),
+        );
+        if let Err(e) = subsystem.init(&mut reg) {
+            slot.set_status(Status::Failed);
+            return Err(e.to_string());
+        }
+        let registered = reg.finish();
+        let mut ports = registered.ports;
+        let mut stats = Stats::default();
+        ports.warm_up();
+        ictus_os::memory::prefault_stack();
+        slot.set_status(Status::Ready);
+        let end = if executive::wait_for_epoch(self.control, give_up) {
+            let runner = Runner {
+                control: self.control,
+                slot: self.slot,
+                start: self.spec.start,
+                period: self.spec.period,
+                group: self.group,
+                heartbeat_timeout: self.heartbeat_timeout,
+                explicit_ack: registered.explicit_ack,
+            };
+            runner.run(&OsBeat { mode }, subsystem, &mut ports, &mut stats)
+        } else {
+            LoopEnd::Aborted
+        };
+        subsystem.shutdown();
+        let outcome = ThreadOutcome {
+            subsystem: self.spec.name.clone(),
+            pid: std::process::id(),
+            tid: sched::thread_id() as u64,
+            class_requested: self.spec.class.to_string(),
+            class_obtained: placement.class_obtained,
+            policy: sched::current_policy().map_or_else(|e| e.to_string(), |p| p.to_string()),
+            affinity: sched::current_affinity().map_or_else(|e| e.to_string(), |c| c.to_string()),
+            memory_locked: placement.memory_locked,
+            hybrid_margin_ns: margin.map(Nanos::as_u64),
+            frames_run: stats.counters.frames_run,
+            overruns: stats.overruns.missed,
+            longest_overrun_streak: stats.overruns.longest_run,
+            jitter: Distribution::of(&stats.jitter),
+            exec: Distribution::of(&stats.exec),
+            end: match end {
+                LoopEnd::Stopped => "stopped",
+                LoopEnd::Aborted => "aborted",
+                LoopEnd::CoordinatorGone => "coordinator-gone",
+            }
+            .to_string(),
+            warnings: placement.warnings,
+        };
+        slot.publish(&stats.counters);
+        slot.set_status(Status::Finished);
+        Ok(outcome)
+    }
+}
+
+/// The program a schedule names: a path with a slash is relative to the schedule's
+/// folder; a bare name is looked up in `dirs`, next to the running executable, in its
+/// `examples/` folder (and its parent's, for test binaries), then in `PATH`.
+pub fn resolve_program(program: &str, schedule_dir: &Path, dirs: &[PathBuf]) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = Path::new(program);
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            schedule_dir.join(p)
+        };
+        return p.is_file().then_some(p);
+    }
+    let mut candidates: Vec<PathBuf> = dirs.to_vec();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        candidates.push(dir.to_path_buf());
+        candidates.push(dir.join("examples"));
+        if let Some(up) = dir.parent() {
+            candidates.push(up.to_path_buf());
+            candidates.push(up.join("examples"));
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path));
+    }
+    candidates
+        .into_iter()
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+enum Storage {
+    Local,
+    Shared,
+}
+
+struct ChildProc {
+    slot: usize,
+    child: Child,
+    program: String,
+    exited: Option<String>,
+    outcome_file: PathBuf,
+}
+
+/// Runs `schedule` (see the module documentation). `factory` makes the in-process
+/// subsystems ([`builtin`] is what `ictus run` uses).
+pub fn run(
+    schedule: &Schedule,
+    factory: &mut Factory<'_>,
+    mut options: RunOptions,
+) -> Result<RunReport, RunError> {
+    // 1. Everything that can be refused, before anything starts.
+    let table = cell_table(schedule)?;
+    let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
+    let mut programs: Vec<(usize, PathBuf)> = Vec::new();
+    for (k, spec) in schedule.subsystems.iter().enumerate() {
+        match &spec.process {
+            Process::InProcess => {
+                let s = factory(spec).map_err(|message| RunError::NoSubsystem {
+                    path: schedule.path.clone(),
+                    location: spec.location,
+                    name: spec.name.clone(),
+                    message,
+                })?;
+                in_process.push((k, s));
+            }
+            Process::Program { program, .. } => {
+                let path = resolve_program(program, schedule.folder(), &options.program_dirs)
+                    .ok_or_else(|| RunError::Launch {
+                        name: spec.name.clone(),
+                        program: program.clone(),
+                        message: "not found (a bare name is looked up next to ictus, in its \
+                                  examples/ folder and in PATH; build examples with \
+                                  `cargo build --examples`)"
+                            .to_string(),
+                    })?;
+                programs.push((k, path));
+            }
+        }
+    }
+    let storage = if programs.is_empty() {
+        Storage::Local
+    } else {
+        Storage::Shared
+    };
+    let n = schedule.subsystems.len();
+    let tick = schedule.tick;
+    let elements = element_count(&table);
+    let (cells, control) = match storage {
+        Storage::Local => (
+            Cells::in_process(&table),
+            Control::in_process_with_claims(n, tick.as_u64(), elements),
+        ),
+        Storage::Shared => {
+            let cells = Cells::create_shared(&table, &cells_segment(&schedule.name))
+                .map_err(|e| RunError::Storage(e.to_string()))?;
+            let control = Control::create_shared_named(
+                &control_segment(&schedule.name),
+                n,
+                tick.as_u64(),
+                elements,
+            )
+            .map_err(RunError::Control)?;
+            (cells, control)
+        }
+    };
+    let states = States::new(&schedule.modes);
+    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+    let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
+    let mut log = StateLog::new(initial);
+    control.set_state(StateWord::constant(initial));
+    let store = SetupStore::new();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>();
+    let rt_cpus: CpuSet = CpuSet::from_cpus(
+        schedule
+            .subsystems
+            .iter()
+            .filter(|s| !matches!(s.class, Class::Normal))
+            .filter_map(|s| s.cpu),
+    );
+    let online = facts::online_cpus();
+    let nrt = CpuSet::from_cpus(
+        online
+            .cpus()
+            .iter()
+            .copied()
+            .filter(|c| !rt_cpus.contains(*c)),
+    );
+    let server = if options.control_socket || !programs.is_empty() {
+        Some(Server::start(
+            &options.run_dir,
+            &schedule.name,
+            store.clone(),
+            cmd_tx.clone(),
+            (!nrt.is_empty()).then_some(nrt.clone()),
+        )?)
+    } else {
+        None
+    };
+    // The coordinator itself stays off the real-time CPUs when there are others (and
+    // gets its own affinity back at the end).
+    let affinity_before = sched::current_affinity().ok();
+    if !nrt.is_empty() {
+        let _ = sched::set_affinity(&nrt);
+    }
+
+    // 2. Groups.
+    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+    for s in &schedule.subsystems {
+        if let Some(g) = &s.group {
+            let members = schedule
+                .subsystems
+                .iter()
+                .filter(|o| o.group.as_ref() == Some(g))
+                .count();
+            groups
+                .entry(g.clone())
+                .or_insert_with(|| Group::new(members));
+        }
+    }
+
+    // 3. Start.
+    control.beat(monotonic_now());
+    let mut events = Vec::new();
+    let mut warnings = Vec::new();
+    let mut children: Vec<ChildProc> = Vec::new();
+    let abort_flag = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| -> Result<RunReport, RunError> {
+        let mut handles = Vec::new();
+        for (k, mut sub) in in_process.drain(..) {
+            let spec = &schedule.subsystems[k];
+            let prepared = Prepared {
+                schedule,
+                spec,
+                slot: k,
+                control: &control,
+                cells: cells.clone(),
+                states: &states,
+                names: &names,
+                setup: SetupClient::local(store.clone()),
+                group: spec.group.as_ref().and_then(|g| groups.get(g)),
+                heartbeat_timeout: None,
+            };
+            let abort = &abort_flag;
+            let h = std::thread::Builder::new()
+                .name(format!("ictus-{}", spec.name))
+                .spawn_scoped(scope, move || {
+                    // Relaxed: a stop request, polled.
+                    prepared.run(sub.as_mut(), &mut || abort.load(Ordering::Relaxed))
+                })
+                .map_err(|e| RunError::Init {
+                    name: spec.name.clone(),
+                    message: e.to_string(),
+                })?;
+            handles.push((k, h));
+        }
+        let socket = server.as_ref().map(|s| s.path().to_path_buf());
+        let schedule_abs = std::fs::canonicalize(&schedule.path).unwrap_or(schedule.path.clone());
+        for (k, path) in &programs {
+            let spec = &schedule.subsystems[*k];
+            let Process::Program { program, args } = &spec.process else {
+                continue;
+            };
+            let outcome_file = options
+                .run_dir
+                .join(format!("{}.{}.outcome.json", schedule.name, spec.name));
+            let _ = std::fs::remove_file(&outcome_file);
+            let mut cmd = ProcessCommand::new(path);
+            cmd.args(args)
+                .env(env::RUN, &schedule.name)
+                .env(env::SCHEDULE, &schedule_abs)
+                .env(env::SUBSYSTEM, &spec.name)
+                .env(env::SLOT, k.to_string())
+                .env(env::OUTCOME, &outcome_file);
+            if let Some(s) = &socket {
+                cmd.env(env::SOCKET, s);
+            }
+            match cmd.spawn() {
+                Ok(child) => children.push(ChildProc {
+                    slot: *k,
+                    child,
+                    program: program.clone(),
+                    exited: None,
+                    outcome_file,
+                }),
+                Err(e) => {
+                    abort_flag.store(true, Ordering::Relaxed);
+                    control.abort();
+                    kill_all(&mut children);
+                    return Err(RunError::Launch {
+                        name: spec.name.clone(),
+                        program: program.clone(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+
+        // 4. Wait until every subsystem is ready.
+        let ready_by = monotonic_now() + Nanos::from(options.ready_timeout);
+        let failure = loop {
+            control.beat(monotonic_now());
+            let mut all_ready = true;
+            let mut failed = None;
+            for k in 0..n {
+                match control.slot(k).status() {
+                    Status::Ready => {}
+                    Status::Failed => failed = Some((k, "init failed".to_string())),
+                    _ => all_ready = false,
+                }
+            }
+            for c in &mut children {
+                if let Ok(Some(status)) = c.child.try_wait() {
+                    failed = Some((
+                        c.slot,
+                        format!("its process exited before it was ready ({status})"),
+                    ));
+                }
+            }
+            for (k, h) in &handles {
+                if h.is_finished() && control.slot(*k).status() != Status::Ready {
+                    failed = Some((*k, "its thread ended before it was ready".to_string()));
+                }
+            }
+            if let Some(f) = failed {
+                break Some(f);
+            }
+            if all_ready {
+                break None;
+            }
+            if monotonic_now() > ready_by {
+                let slow = (0..n)
+                    .find(|&k| control.slot(k).status() != Status::Ready)
+                    .unwrap_or(0);
+                break Some((slow, format!("not ready after {:?}", options.ready_timeout)));
+            }
+            // Relaxed: a stop request, polled.
+            if options.stop.load(Ordering::Relaxed) {
+                break Some((0, "stopped before the start".to_string()));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        if let Some((k, why)) = failure {
+            abort_flag.store(true, Ordering::Relaxed);
+            control.abort();
+            let mut message = why;
+            for (hk, h) in handles {
+                if let Ok(Err(e)) = h.join()
+                    && hk == k
+                {
+                    message = e;
+                }
+            }
+            wait_children(&mut children, Duration::from_secs(2));
+            return Err(RunError::Init {
+                name: names[k].clone(),
+                message,
+            });
+        }
+
+        // 5. The epoch.
+        let lead = Nanos::from_millis(20).max(tick * 2);
+        let epoch = monotonic_now() + Nanos::from_millis(30).max(tick * 4);
+        let major = schedule.major_frame;
+        let mut stop_frame = u64::MAX;
+        if let Some(d) = options.duration {
+            let frames = Nanos::from(d).as_u64().div_ceil(tick.as_u64());
+            stop_frame = frames.div_ceil(major) * major;
+            control.set_stop_frame(stop_frame);
+        }
+        control.beat(monotonic_now());
+        control.set_epoch(epoch);
+        let frame_now = |now: Nanos| now.saturating_sub(epoch).as_u64() / tick.as_u64();
+        let ack_timeout = options
+            .ack_timeout_frames
+            .unwrap_or_else(|| (1_000_000_000 / tick.as_u64()).max(1));
+        let mut reported: Vec<bool> = vec![false; n];
+        let mut queue: Vec<(StateId, String, mpsc::Sender<String>)> = Vec::new();
+        let mut last_status = monotonic_now();
+        let mut complete = true;
+        let mut stop_requested = false;
+        let mut killed = false;
+
+        // 6. Coordinate.
+        loop {
+            let now = monotonic_now();
+            control.beat(now);
+            let f = frame_now(now);
+            // Children that died.
+            for c in &mut children {
+                if c.exited.is_none()
+                    && let Ok(Some(status)) = c.child.try_wait()
+                {
+                    let view = control.slot(c.slot).view();
+                    let clean = view.status == Status::Finished;
+                    let what = describe_exit(status);
+                    c.exited = Some(what.clone());
+                    if !clean {
+                        control.slot(c.slot).set_status(Status::Failed);
+                        let recovered = recover_writer(&cells, &control, c.slot);
+                        let msg = format!(
+                            "{}: its process ({}) {what} after frame {}; its frames count as lost{}",
+                            names[c.slot],
+                            c.program,
+                            view.last_frame.map_or("-".to_string(), |v| v.to_string()),
+                            if recovered > 0 {
+                                format!(", {recovered} cell(s) it was writing reopened")
+                            } else {
+                                String::new()
+                            }
+                        );
+                        events.push(format!("frame {f}: {msg}"));
+                        warnings.push(RunWarning {
+                            id: "crash".into(),
+                            message: msg,
+                            advice: Some(
+                                "the other subsystems kept their beat; rerun with `ictus run` \
+                                 (no cleanup needed)"
+                                    .into(),
+                            ),
+                        });
+                    }
+                }
+            }
+            // Commands.
+            while let Ok(cmd) = cmd_rx.try_recv() {
+                match cmd {
+                    Command::State(name, reply) => match states.id(&name) {
+                        Some(id) => queue.push((id, name, reply)),
+                        None => {
+                            let _ = reply.send(format!(
+                                "error unknown state '{name}' (states: {})",
+                                states.names().join(", ")
+                            ));
+                        }
+                    },
+                    Command::Status(reply) => {
+                        let s = live(schedule, &control, &states, &log, f);
+                        let _ = reply.send(serde_json::to_string(&s).unwrap_or_default());
+                    }
+                    Command::Stop(reply) => {
+                        options.stop.store(true, Ordering::Relaxed);
+                        let _ = reply.send("ok stopping".into());
+                    }
+                }
+            }
+            // One transition at a time: the next once the last is in force.
+            if !queue.is_empty() && f >= log.since() {
+                let (id, name, reply) = queue.remove(0);
+                let at = executive::announce_frame(epoch, tick, major, now, lead);
+                if at >= stop_frame {
+                    let _ = reply.send(format!(
+                        "error the run stops at frame {stop_frame}, before the change could take effect"
+                    ));
+                } else {
+                    let word = log.command(id, at);
+                    control.set_state(word);
+                    check_announcement(&mut warnings, epoch, tick, at, "state change");
+                    reported.iter_mut().for_each(|r| *r = false);
+                    events.push(format!("frame {f}: state {name} commanded from frame {at}"));
+                    let _ = reply.send(format!("ok {} from frame {at}", states.name(id)));
+                }
+            }
+            // Acknowledgements.
+            let word = control.state();
+            let acks: Vec<(&str, Option<state::Ack>)> = (0..n)
+                .map(|k| (names[k].as_str(), control.slot(k).ack()))
+                .collect();
+            for p in state::pending(word, f.min(stop_frame), acks) {
+                let k = names.iter().position(|x| *x == p.subsystem).unwrap_or(0);
+                if p.frames >= ack_timeout
+                    && !reported[k]
+                    && control.slot(k).status() == Status::Running
+                {
+                    reported[k] = true;
+                    let msg = ack_message(&p, &states);
+                    events.push(format!("frame {f}: {msg}"));
+                    warnings.push(RunWarning {
+                        id: "ack-timeout".into(),
+                        message: msg,
+                        advice: Some("a subsystem that acknowledges explicitly calls frame.ack(state) once it has reached the state".into()),
+                    });
+                }
+            }
+            // Status.
+            if let Some(cb) = options.on_status.as_mut()
+                && now.saturating_sub(last_status) >= Nanos::from(options.status_every)
+            {
+                last_status = now;
+                cb(&live(schedule, &control, &states, &log, f));
+            }
+            // Stop on request (Ctrl-C, `ictus ctl stop`), at the first major frame that
+            // can still be announced, unless the duration ends the run before.
+            // Relaxed: a stop request, polled.
+            if !stop_requested && options.stop.load(Ordering::Relaxed) {
+                stop_requested = true;
+                let at = executive::announce_frame(epoch, tick, major, now, lead);
+                if at < stop_frame {
+                    stop_frame = at;
+                    control.set_stop_frame(at);
+                    check_announcement(&mut warnings, epoch, tick, at, "stop");
+                    complete = options.duration.is_none();
+                }
+            }
+            if stop_frame != u64::MAX {
+                let stop_at = epoch + tick * stop_frame;
+                let threads_done = handles.iter().all(|(_, h)| h.is_finished());
+                let children_done = children
+                    .iter_mut()
+                    .all(|c| c.exited.is_some() || matches!(c.child.try_wait(), Ok(Some(_))));
+                if threads_done && children_done && now >= stop_at {
+                    break;
+                }
+                if !killed && now > stop_at + Nanos::from_secs(5) {
+                    // A program that does not leave is ended.
+                    killed = true;
+                    kill_all(&mut children);
+                    events.push(format!(
+                        "frame {f}: programs still running 5 s after the stop were killed"
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for (_, reply) in queue.drain(..).map(|(_, n, r)| (n, r)) {
+            let _ = reply.send("error the run ended".into());
+        }
+
+        // 7. Gather.
+        let mut outcomes: BTreeMap<usize, ThreadOutcome> = BTreeMap::new();
+        for (k, h) in handles {
+            match h.join() {
+                Ok(Ok(o)) => {
+                    outcomes.insert(k, o);
+                }
+                Ok(Err(e)) => events.push(format!("{}: {e}", names[k])),
+                Err(_) => events.push(format!("{}: its thread panicked", names[k])),
+            }
+        }
+        for c in &mut children {
+            if let Ok(text) = std::fs::read_to_string(&c.outcome_file)
+                && let Ok(o) = serde_json::from_str::<ThreadOutcome>(&text)
+            {
+                outcomes.insert(c.slot, o);
+            }
+            let _ = std::fs::remove_file(&c.outcome_file);
+        }
+        let mut subsystems = Vec::new();
+        for (k, spec) in schedule.subsystems.iter().enumerate() {
+            let view = control.slot(k).view();
+            let outcome = outcomes.remove(&k);
+            let (frames_run, overruns, streak) = match &outcome {
+                Some(o) => (o.frames_run, o.overruns, o.longest_overrun_streak),
+                None => (view.frames_run, view.overruns, view.longest_streak),
+            };
+            for w in outcome.iter().flat_map(|o| o.warnings.iter()) {
+                warnings.push(w.clone());
+            }
+            let due = spec.releases_before(stop_frame);
+            let crashed = children
+                .iter()
+                .find(|c| c.slot == k)
+                .and_then(|c| c.exited.clone().filter(|_| outcome.is_none()));
+            subsystems.push(SubsystemReport {
+                name: spec.name.clone(),
+                process: match &spec.process {
+                    Process::InProcess => "in-process".to_string(),
+                    Process::Program { program, .. } => program.clone(),
+                },
+                start: spec.start,
+                period: spec.period,
+                cpu: spec.cpu,
+                releases_due: due,
+                frames_run,
+                overruns,
+                longest_overrun_streak: streak,
+                lost: due.saturating_sub(frames_run + overruns),
+                crashed,
+                outcome,
+            });
+        }
+        let stress = schedule.stress.as_ref().map(|s| {
+            crate::stress::check(&cells, &s.counters, log.frames_in(StateId::RUN, stop_frame))
+        });
+        let mut state_frames = BTreeMap::new();
+        for (i, name) in states.names().iter().enumerate() {
+            let frames = log.frames_in(StateId(i as u8), stop_frame);
+            if frames > 0 {
+                state_frames.insert(name.clone(), frames);
+            }
+        }
+        Ok(RunReport {
+            name: schedule.name.clone(),
+            schedule: schedule.path.clone(),
+            tick_ns: tick.as_u64(),
+            major_frame: major,
+            wait: schedule.wait.mode(Nanos::ZERO).name().to_string(),
+            frames: stop_frame,
+            state_frames,
+            transitions: log
+                .changes()
+                .iter()
+                .map(|&(f, s)| (f, states.name(s).to_string()))
+                .collect(),
+            subsystems,
+            stress: stress
+                .transpose()
+                .map_err(|e| RunError::Storage(e.to_string()))?,
+            warnings: dedup(warnings),
+            events,
+            complete,
+        })
+    });
+    kill_all(&mut children);
+    drop(server);
+    if let Some(a) = affinity_before {
+        let _ = sched::set_affinity(&a);
+    }
+    outcome
+}
+
+/// Reopens every cell the subsystem in `slot` writes and that its death left in
+/// the middle of a write; returns how many were.
+fn recover_writer(cells: &Cells, control: &Control, slot: usize) -> usize {
+    let table = cells.table();
+    let mut index = 0;
+    let mut recovered = 0;
+    for (c, cell) in table.cells().iter().enumerate() {
+        let n = cell.elements().len();
+        if (index..index + n).any(|e| control.writer_of(e) == Some(slot)) && cells.recover_cell(c) {
+            recovered += 1;
+        }
+        index += n;
+    }
+    recovered
+}
+
+fn dedup(warnings: Vec<RunWarning>) -> Vec<RunWarning> {
+    let mut out: Vec<RunWarning> = Vec::new();
+    for w in warnings {
+        if !out.iter().any(|o| o.id == w.id && o.message == w.message) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+fn ack_message(p: &Pending, states: &States) -> String {
+    format!(
+        "{} has not acknowledged state {} {} frames after it took effect (last acknowledged: {})",
+        p.subsystem,
+        states.name(p.commanded),
+        p.frames,
+        p.acknowledged.map_or("nothing", |a| states.name(a))
+    )
+}
+
+/// Warns when a change was announced so late that a subsystem may already have
+/// started the frame it applies to.
+fn check_announcement(
+    warnings: &mut Vec<RunWarning>,
+    epoch: Nanos,
+    tick: Nanos,
+    frame: u64,
+    what: &str,
+) {
+    let now = monotonic_now();
+    if now >= epoch + tick * frame.saturating_sub(1) {
+        warnings.push(RunWarning {
+            id: "late-announcement".into(),
+            message: format!(
+                "the {what} for frame {frame} was announced only at frame {}; a subsystem may have missed it",
+                now.saturating_sub(epoch).as_u64() / tick.as_u64()
+            ),
+            advice: Some("the coordinator was delayed: keep a CPU free of real-time work for it".into()),
+        });
+    }
+}
+
+fn live(
+    schedule: &Schedule,
+    control: &Control,
+    states: &States,
+    log: &StateLog,
+    frame: u64,
+) -> LiveStatus {
+    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+    let acks: Vec<(&str, Option<state::Ack>)> = (0..names.len())
+        .map(|k| (names[k].as_str(), control.slot(k).ack()))
+        .collect();
+    let pending = state::pending(control.state(), frame, acks)
+        .into_iter()
+        .map(|p| (p.subsystem, p.frames))
+        .collect();
+    LiveStatus {
+        name: schedule.name.clone(),
+        frame,
+        state: states.name(log.at(frame)).to_string(),
+        subsystems: (0..names.len())
+            .map(|k| {
+                let v = control.slot(k).view();
+                LiveSubsystem {
+                    name: names[k].clone(),
+                    status: v.status.name().to_string(),
+                    pid: v.pid,
+                    frames_run: v.frames_run,
+                    overruns: v.overruns,
+                }
+            })
+            .collect(),
+        pending,
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".to_string(),
+    }
+}
+
+fn kill_all(children: &mut [ChildProc]) {
+    for c in children.iter_mut() {
+        if c.exited.is_none() {
+            match c.child.try_wait() {
+                Ok(Some(status)) => c.exited = Some(describe_exit(status)),
+                _ => {
+                    let _ = c.child.kill();
+                    if let Ok(status) = c.child.wait() {
+                        c.exited = Some(describe_exit(status));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn wait_children(children: &mut [ChildProc], timeout: Duration) {
+    let until = monotonic_now() + Nanos::from(timeout);
+    while monotonic_now() < until
+        && children
+            .iter_mut()
+            .any(|c| matches!(c.child.try_wait(), Ok(None)))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill_all(children);
+}

@@ -1,0 +1,1100 @@
+//! The frame schedule of seed 003 (Figure 2), read from TOML and checked on load.
+//!
+//! A schedule names the minor tick (one *frame*), the major frame in minor frames, how
+//! to wait for each tick, where the cells are declared, and per subsystem its start
+//! frame, its period in minor frames, its CPU, its task class and the process it runs
+//! in. Subsystem `s` is released at every frame `f` with `f >= s.start` and
+//! `(f - s.start) % s.period == 0`; since the period divides the major frame, the
+//! pattern repeats every major frame.
+//!
+//! ```toml
+//! name = "fig2"          # the run's name (default: the file's stem)
+//! tick = "5ms"           # the minor frame
+//! major_frame = 6        # minor frames per major frame
+//! wait = "hybrid"        # hybrid (default) | spin | nanosleep
+//! margin = "200us"       # hybrid only: spin this long before each tick (default: calibrated)
+//! cells = "cells.toml"   # the cell table, relative to this file (or [[cell]] tables here)
+//! modes = ["setup"]      # user modes beside off, pause and run
+//! initial_state = "run"  # the state the run starts in (default: off)
+//!
+//! [[subsystem]]
+//! name = "A"
+//! start = 0              # first frame, inside the period
+//! period = 3             # in minor frames; at most the major frame and dividing it
+//! cpu = 1
+//! class = "rt1"          # rt0 | rt1 | normal
+//! priority = 80          # rt1 only (1 to 98)
+//! process = "in-process" # or a program to launch, with `args = [...]`
+//! builtin = "increment"  # which built-in subsystem `ictus run` hosts in-process
+//! config = { from = "A", to = "B" }
+//! ```
+//!
+//! Every rule broken is reported with the file, line and column of the value that
+//! breaks it:
+//!
+//! ```
+//! use ictus_core::CpuSet;
+//! use ictus_exec::schedule::Schedule;
+//! let text = "tick = \"1ms\"\nmajor_frame = 4\n[[subsystem]]\nname = \"a\"\nperiod = 3\n";
+//! let err = Schedule::parse(text, "s.toml", &CpuSet::from_cpus([0, 1])).unwrap_err();
+//! assert_eq!(err.to_string(), "s.toml:5:10: period 3 does not divide the major frame of 4 minor frames");
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use ictus_core::{CpuSet, Nanos};
+use ictus_os::wait::WaitMode;
+use ictus_shield::class::{Class, RtPolicy};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use toml::Spanned;
+
+use crate::cell::{CellFileError, CellSpec, CellTable};
+
+/// The process a subsystem runs in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Process {
+    /// A thread of the process that runs the schedule.
+    InProcess,
+    /// A program the executive launches; it joins the run through shared memory.
+    Program {
+        /// The program: a path (relative to the schedule's folder) or a bare name looked
+        /// up next to the `ictus` binary, in its `examples/` folder, then in `PATH`.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+/// How the beat is waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "mode")]
+pub enum WaitSpec {
+    /// Sleep, then spin the last `margin` (calibrated per thread when `None`).
+    Hybrid {
+        /// The spin before each release.
+        margin: Option<Nanos>,
+    },
+    /// Spin on the clock.
+    Spin,
+    /// `clock_nanosleep` to each release.
+    Nanosleep,
+}
+
+impl WaitSpec {
+    /// The wait mode, with `calibrated` as the hybrid margin when none was given.
+    pub fn mode(&self, calibrated: Nanos) -> WaitMode {
+        match *self {
+            WaitSpec::Hybrid { margin } => WaitMode::Hybrid {
+                margin: margin.unwrap_or(calibrated),
+            },
+            WaitSpec::Spin => WaitMode::Spin,
+            WaitSpec::Nanosleep => WaitMode::Nanosleep,
+        }
+    }
+
+    /// Whether the hybrid margin has to be calibrated.
+    pub fn needs_calibration(&self) -> bool {
+        matches!(self, WaitSpec::Hybrid { margin: None })
+    }
+}
+
+/// Where the cell table comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CellSource {
+    /// No cells: subsystems that only compute.
+    None,
+    /// A cell file (resolved against the schedule's folder).
+    File(PathBuf),
+    /// `[[cell]]` tables in the schedule itself, checked with it.
+    Inline(CellTable),
+}
+
+/// A 1-based line and column in a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Location {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column in characters, from 1.
+    pub column: usize,
+}
+
+impl Location {
+    /// The line and column of byte `offset` in `text` (clamped to its end).
+    pub fn of(text: &str, offset: usize) -> Location {
+        let offset = offset.min(text.len());
+        let before = &text[..floor_char_boundary(text, offset)];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() + 1;
+        Location { line, column }
+    }
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// One subsystem's line of the schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubsystemSpec {
+    /// Unique name.
+    pub name: String,
+    /// First frame it runs in (inside its period).
+    pub start: u64,
+    /// Its period in minor frames.
+    pub period: u64,
+    /// The CPU it is pinned to (`None`: free to run anywhere its class allows).
+    pub cpu: Option<usize>,
+    /// Its task class (an RT0 class carries the CPU).
+    pub class: Class,
+    /// The process it runs in.
+    pub process: Process,
+    /// The built-in subsystem `ictus run` hosts for it, when in-process.
+    pub builtin: Option<String>,
+    /// The synchronous group it belongs to: members meet at a spin rendezvous before
+    /// every frame and may meet again inside it ([`crate::subsystem::Frame::rendezvous`]).
+    pub group: Option<String>,
+    /// Free-form settings for the subsystem (the built-ins read theirs here).
+    pub config: toml::Table,
+    /// Where the subsystem's name stands in the schedule file.
+    pub location: Location,
+}
+
+impl SubsystemSpec {
+    /// Whether the subsystem is released at `frame`.
+    pub fn releases_at(&self, frame: u64) -> bool {
+        frame >= self.start && (frame - self.start).is_multiple_of(self.period)
+    }
+
+    /// How many releases fall in frames `0..end`.
+    pub fn releases_before(&self, end: u64) -> u64 {
+        if end <= self.start {
+            0
+        } else {
+            (end - self.start).div_ceil(self.period)
+        }
+    }
+
+    /// Its frequency for a given tick, in hertz.
+    pub fn frequency_hz(&self, tick: Nanos) -> f64 {
+        1e9 / (tick.as_u64() as f64 * self.period as f64)
+    }
+}
+
+/// The seed 003 stress-test check: the counters whose largest final value is compared
+/// with the number of frames spent in RUN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StressCheck {
+    /// Cell elements (`cell.element`) holding the ring's counter, one per cell.
+    pub counters: Vec<String>,
+}
+
+/// A checked schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The run's name (shared-memory segments and the control socket are named after it).
+    pub name: String,
+    /// The file it was read from, as given.
+    pub path: PathBuf,
+    /// The minor frame.
+    pub tick: Nanos,
+    /// Minor frames per major frame.
+    pub major_frame: u64,
+    /// How each thread waits for its releases.
+    pub wait: WaitSpec,
+    /// Where the cells are declared.
+    pub cells: CellSource,
+    /// User modes beside off, pause and run, in order.
+    pub modes: Vec<String>,
+    /// The state the run starts in.
+    pub initial_state: String,
+    /// The stress-test check, when the schedule asks for it.
+    pub stress: Option<StressCheck>,
+    /// The subsystems, in file order.
+    pub subsystems: Vec<SubsystemSpec>,
+    /// The schedule's own text (an inline cell table is parsed from it).
+    pub text: String,
+}
+
+impl Schedule {
+    /// Reads and checks `path` against the CPUs in `online`.
+    pub fn from_file(path: &Path, online: &CpuSet) -> Result<Schedule, ScheduleError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScheduleError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Schedule::parse(&text, path, online)
+    }
+
+    /// Parses and checks `text`, read from `path` (used for messages and to resolve
+    /// relative paths), against the CPUs in `online`.
+    pub fn parse(
+        text: &str,
+        path: impl AsRef<Path>,
+        online: &CpuSet,
+    ) -> Result<Schedule, ScheduleError> {
+        let path = path.as_ref();
+        let fail = |span: Range<usize>, rule: Rule| ScheduleError::Invalid {
+            path: path.to_path_buf(),
+            location: Location::of(text, span.start),
+            rule,
+        };
+        let raw: RawSchedule = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            fail(span, Rule::Syntax(e.message().trim().to_string()))
+        })?;
+
+        let tick = duration(&raw.tick).map_err(|r| fail(raw.tick.span(), r))?;
+        if tick == Nanos::ZERO {
+            return Err(fail(raw.tick.span(), Rule::ZeroTick));
+        }
+        let major = *raw.major_frame.get_ref();
+        if major == 0 {
+            return Err(fail(raw.major_frame.span(), Rule::ZeroMajorFrame));
+        }
+        let margin = match &raw.margin {
+            Some(m) => Some((duration(m).map_err(|r| fail(m.span(), r))?, m.span())),
+            None => None,
+        };
+        let wait = match raw.wait.as_ref().map(|w| (w.get_ref().as_str(), w.span())) {
+            None | Some(("hybrid", _)) => WaitSpec::Hybrid {
+                margin: margin.as_ref().map(|m| m.0),
+            },
+            Some((other, span)) => {
+                if let Some((_, mspan)) = &margin {
+                    return Err(fail(mspan.clone(), Rule::MarginWithoutHybrid));
+                }
+                match other {
+                    "spin" => WaitSpec::Spin,
+                    "nanosleep" => WaitSpec::Nanosleep,
+                    _ => return Err(fail(span, Rule::UnknownWait(other.to_string()))),
+                }
+            }
+        };
+        if let (WaitSpec::Hybrid { margin: Some(m) }, Some((_, span))) = (&wait, &margin)
+            && *m >= tick
+        {
+            return Err(fail(span.clone(), Rule::MarginTooLong { margin: *m, tick }));
+        }
+        let cells = match (&raw.cells, &raw.cell) {
+            (Some(f), Some(_)) => return Err(fail(f.span(), Rule::CellsTwice)),
+            (Some(f), None) => {
+                let rel = PathBuf::from(f.get_ref());
+                CellSource::File(if rel.is_absolute() {
+                    rel
+                } else {
+                    path.parent().unwrap_or(Path::new("")).join(rel)
+                })
+            }
+            (None, Some(specs)) => {
+                let file = path.display().to_string();
+                let table = CellTable::from_specs(specs, text, &file).map_err(|e| {
+                    let (line, column, message) = match e {
+                        CellFileError::Syntax {
+                            line,
+                            column,
+                            message,
+                            ..
+                        } => (line, column, message),
+                        CellFileError::Invalid {
+                            line,
+                            column,
+                            error,
+                            ..
+                        } => (line, column, error.to_string()),
+                        CellFileError::Read { source, .. } => (1, 1, source.to_string()),
+                    };
+                    ScheduleError::Invalid {
+                        path: path.to_path_buf(),
+                        location: Location { line, column },
+                        rule: Rule::Cell(message),
+                    }
+                })?;
+                CellSource::Inline(table)
+            }
+            (None, None) => CellSource::None,
+        };
+        let mut modes = Vec::new();
+        let mut seen_states: BTreeSet<String> = ["off", "pause", "run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for m in raw.modes.iter().flatten() {
+            let name = m.get_ref();
+            if !valid_name(name) {
+                return Err(fail(m.span(), Rule::BadName(name.clone())));
+            }
+            if !seen_states.insert(name.to_ascii_lowercase()) {
+                return Err(fail(m.span(), Rule::DuplicateState(name.clone())));
+            }
+            modes.push(name.clone());
+        }
+        if modes.len() > crate::state::MAX_MODES {
+            return Err(fail(
+                raw.modes
+                    .as_ref()
+                    .and_then(|m| m.last())
+                    .map_or(0..0, |m| m.span()),
+                Rule::TooManyModes(modes.len()),
+            ));
+        }
+        let initial_state = match &raw.initial_state {
+            None => "off".to_string(),
+            Some(s) => {
+                if !seen_states.contains(&s.get_ref().to_ascii_lowercase()) {
+                    return Err(fail(s.span(), Rule::UnknownState(s.get_ref().clone())));
+                }
+                s.get_ref().to_ascii_lowercase()
+            }
+        };
+
+        let name = match &raw.name {
+            Some(n) => {
+                if !valid_name(n.get_ref()) {
+                    return Err(fail(n.span(), Rule::BadName(n.get_ref().clone())));
+                }
+                n.get_ref().clone()
+            }
+            None => {
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let cleaned: String = stem
+                    .chars()
+                    .map(|c| if valid_char(c) { c } else { '-' })
+                    .collect();
+                if cleaned.is_empty() {
+                    "run".to_string()
+                } else {
+                    cleaned
+                }
+            }
+        };
+
+        let mut subsystems = Vec::new();
+        let mut names: BTreeMap<String, Location> = BTreeMap::new();
+        let mut rt0_cpus: BTreeMap<usize, String> = BTreeMap::new();
+        let mut groups: BTreeMap<String, (u64, u64, String)> = BTreeMap::new();
+        for s in &raw.subsystems {
+            let span_all = s.span();
+            let s = s.get_ref();
+            let loc = |span: Range<usize>| Location::of(text, span.start);
+            let sname = s.name.get_ref();
+            if !valid_name(sname) {
+                return Err(fail(s.name.span(), Rule::BadName(sname.clone())));
+            }
+            if let Some(first) = names.get(sname) {
+                return Err(fail(
+                    s.name.span(),
+                    Rule::DuplicateName {
+                        name: sname.clone(),
+                        first: *first,
+                    },
+                ));
+            }
+            names.insert(sname.clone(), loc(s.name.span()));
+            let period = s.period.as_ref().map_or(1, |p| *p.get_ref());
+            let period_span = s.period.as_ref().map_or(span_all.clone(), |p| p.span());
+            if period == 0 {
+                return Err(fail(period_span, Rule::ZeroPeriod));
+            }
+            if period > major {
+                return Err(fail(period_span, Rule::PeriodTooLong { period, major }));
+            }
+            if !major.is_multiple_of(period) {
+                return Err(fail(
+                    period_span,
+                    Rule::PeriodDoesNotDivide { period, major },
+                ));
+            }
+            let start = s.start.as_ref().map_or(0, |p| *p.get_ref());
+            if start >= period {
+                return Err(fail(
+                    s.start.as_ref().map_or(span_all.clone(), |p| p.span()),
+                    Rule::StartOutsidePeriod { start, period },
+                ));
+            }
+            let cpu = match &s.cpu {
+                Some(c) => {
+                    let cpu = *c.get_ref();
+                    if !online.contains(cpu) {
+                        return Err(fail(
+                            c.span(),
+                            Rule::CpuOffline {
+                                cpu,
+                                online: online.clone(),
+                            },
+                        ));
+                    }
+                    Some(cpu)
+                }
+                None => None,
+            };
+            let class_name = s.class.as_ref().map_or("normal", |c| c.get_ref().as_str());
+            let class_span = s.class.as_ref().map_or(span_all.clone(), |c| c.span());
+            if let Some(p) = &s.policy
+                && class_name != "rt1"
+            {
+                return Err(fail(p.span(), Rule::PolicyWithoutRt1));
+            }
+            if let Some(p) = &s.priority
+                && class_name != "rt1"
+            {
+                return Err(fail(p.span(), Rule::PriorityWithoutRt1));
+            }
+            let class = match class_name {
+                "rt0" => {
+                    let Some(cpu) = cpu else {
+                        return Err(fail(class_span, Rule::Rt0WithoutCpu));
+                    };
+                    if let Some(other) = rt0_cpus.get(&cpu) {
+                        return Err(fail(
+                            s.cpu.as_ref().map_or(class_span, |c| c.span()),
+                            Rule::TwoRt0 {
+                                cpu,
+                                first: other.clone(),
+                            },
+                        ));
+                    }
+                    rt0_cpus.insert(cpu, sname.clone());
+                    Class::Rt0 { cpu }
+                }
+                "rt1" => {
+                    let priority = s.priority.as_ref().map_or(50, |p| *p.get_ref());
+                    if !(1..=98).contains(&priority) {
+                        return Err(fail(
+                            s.priority.as_ref().map_or(class_span, |p| p.span()),
+                            Rule::PriorityOutOfRange(priority),
+                        ));
+                    }
+                    let policy = match s.policy.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+                        None | Some(("fifo", _)) => RtPolicy::Fifo,
+                        Some(("rr", _)) => RtPolicy::Rr,
+                        Some((other, span)) => {
+                            return Err(fail(span, Rule::UnknownPolicy(other.to_string())));
+                        }
+                    };
+                    Class::Rt1 { policy, priority }
+                }
+                "normal" => Class::Normal,
+                other => return Err(fail(class_span, Rule::UnknownClass(other.to_string()))),
+            };
+            let process = match s.process.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+                None | Some(("in-process", _)) => {
+                    if let Some(a) = &s.args {
+                        return Err(fail(a.span(), Rule::ArgsWithoutProgram));
+                    }
+                    Process::InProcess
+                }
+                Some(("", span)) => return Err(fail(span, Rule::EmptyProgram)),
+                Some((program, _)) => Process::Program {
+                    program: program.to_string(),
+                    args: s
+                        .args
+                        .as_ref()
+                        .map(|a| a.get_ref().clone())
+                        .unwrap_or_default(),
+                },
+            };
+            if let (Some(b), Process::Program { .. }) = (&s.builtin, &process) {
+                return Err(fail(b.span(), Rule::BuiltinInProgram));
+            }
+            if let Some(g) = &s.group {
+                if !matches!(process, Process::InProcess) {
+                    return Err(fail(g.span(), Rule::GroupAcrossProcesses));
+                }
+                match groups.get(g.get_ref()) {
+                    Some((gstart, gperiod, first)) if (*gstart, *gperiod) != (start, period) => {
+                        return Err(fail(
+                            g.span(),
+                            Rule::GroupCadence {
+                                group: g.get_ref().clone(),
+                                first: first.clone(),
+                            },
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        groups.insert(g.get_ref().clone(), (start, period, sname.clone()));
+                    }
+                }
+            }
+            subsystems.push(SubsystemSpec {
+                name: sname.clone(),
+                start,
+                period,
+                cpu,
+                class,
+                process,
+                builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
+                group: s.group.as_ref().map(|g| g.get_ref().clone()),
+                config: s.config.clone().unwrap_or_default(),
+                location: loc(s.name.span()),
+            });
+        }
+        if subsystems.is_empty() {
+            return Err(fail(0..0, Rule::NoSubsystem));
+        }
+        if subsystems.len() > crate::control::MAX_SUBSYSTEMS {
+            return Err(fail(
+                raw.subsystems.last().map_or(0..0, |s| s.span()),
+                Rule::TooManySubsystems(subsystems.len()),
+            ));
+        }
+        let stress = match &raw.stress {
+            None => None,
+            Some(st) => {
+                if st.counters.get_ref().is_empty() {
+                    return Err(fail(st.counters.span(), Rule::NoCounters));
+                }
+                Some(StressCheck {
+                    counters: st.counters.get_ref().clone(),
+                })
+            }
+        };
+        Ok(Schedule {
+            name,
+            path: path.to_path_buf(),
+            tick,
+            major_frame: major,
+            wait,
+            cells,
+            modes,
+            initial_state,
+            stress,
+            subsystems,
+            text: text.to_string(),
+        })
+    }
+
+    /// The subsystem called `name`.
+    pub fn subsystem(&self, name: &str) -> Option<&SubsystemSpec> {
+        self.subsystems.iter().find(|s| s.name == name)
+    }
+
+    /// The length of a major frame.
+    pub fn major_period(&self) -> Nanos {
+        self.tick * self.major_frame
+    }
+
+    /// The subsystems released at `frame`, in file order.
+    pub fn released_at(&self, frame: u64) -> impl Iterator<Item = &SubsystemSpec> {
+        self.subsystems.iter().filter(move |s| s.releases_at(frame))
+    }
+
+    /// The folder relative paths in the schedule are resolved against.
+    pub fn folder(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new(""))
+    }
+}
+
+/// Why a schedule was refused.
+#[derive(Debug, Error)]
+pub enum ScheduleError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A rule is broken at `location`.
+    #[error("{}:{location}: {rule}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where.
+        location: Location,
+        /// What.
+        rule: Rule,
+    },
+}
+
+impl ScheduleError {
+    /// The rule broken, when the file could be read.
+    pub fn rule(&self) -> Option<&Rule> {
+        match self {
+            ScheduleError::Invalid { rule, .. } => Some(rule),
+            ScheduleError::Io { .. } => None,
+        }
+    }
+}
+
+/// A schedule rule, as broken.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum Rule {
+    /// Not TOML, or a key of the wrong type or unknown.
+    #[error("{0}")]
+    Syntax(String),
+    /// A duration that humantime cannot read.
+    #[error("'{0}' is not a duration (expected e.g. 1ms, 250us)")]
+    BadDuration(String),
+    /// A tick of zero.
+    #[error("the tick must be longer than zero")]
+    ZeroTick,
+    /// A major frame of zero minor frames.
+    #[error("the major frame must hold at least one minor frame")]
+    ZeroMajorFrame,
+    /// An unknown wait mode.
+    #[error("unknown wait mode '{0}' (expected hybrid, spin or nanosleep)")]
+    UnknownWait(String),
+    /// `margin` with a mode that does not spin after sleeping.
+    #[error("margin applies only to wait = \"hybrid\"")]
+    MarginWithoutHybrid,
+    /// A hybrid margin of a whole tick or more.
+    #[error("margin {margin} is not shorter than the tick {tick}")]
+    MarginTooLong {
+        /// The margin.
+        margin: Nanos,
+        /// The tick.
+        tick: Nanos,
+    },
+    /// A cell file and `[[cell]]` tables both.
+    #[error(
+        "give the cells either as a file (cells = \"...\") or as [[cell]] tables here, not both"
+    )]
+    CellsTwice,
+    /// An inline cell table broken.
+    #[error("{0}")]
+    Cell(String),
+    /// A name with characters that cannot name a segment or a file.
+    #[error("'{0}' is not a valid name (use letters, digits, '-' and '_', at most 32)")]
+    BadName(String),
+    /// A state or mode declared twice.
+    #[error("state '{0}' is declared twice (off, pause and run always exist)")]
+    DuplicateState(String),
+    /// More user modes than the state word holds.
+    #[error("{0} modes declared; at most {max} fit", max = crate::state::MAX_MODES)]
+    TooManyModes(usize),
+    /// `initial_state` names no state.
+    #[error("unknown state '{0}' (off, pause, run or a declared mode)")]
+    UnknownState(String),
+    /// Two subsystems with one name.
+    #[error("subsystem '{name}' is already declared at {first}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// Where it was first.
+        first: Location,
+    },
+    /// A period of zero.
+    #[error("the period must be at least one minor frame")]
+    ZeroPeriod,
+    /// A period longer than the major frame.
+    #[error("period {period} is longer than the major frame of {major} minor frames")]
+    PeriodTooLong {
+        /// The period.
+        period: u64,
+        /// The major frame.
+        major: u64,
+    },
+    /// A period that does not divide the major frame.
+    #[error("period {period} does not divide the major frame of {major} minor frames")]
+    PeriodDoesNotDivide {
+        /// The period.
+        period: u64,
+        /// The major frame.
+        major: u64,
+    },
+    /// A start frame outside the period.
+    #[error("start frame {start} is outside the period (0 to {})", period - 1)]
+    StartOutsidePeriod {
+        /// The start frame.
+        start: u64,
+        /// The period.
+        period: u64,
+    },
+    /// A CPU that is not online.
+    #[error("CPU {cpu} is not online (online: {online})")]
+    CpuOffline {
+        /// The CPU.
+        cpu: usize,
+        /// The online CPUs.
+        online: CpuSet,
+    },
+    /// An unknown class.
+    #[error("unknown class '{0}' (expected rt0, rt1 or normal)")]
+    UnknownClass(String),
+    /// RT0 without a CPU.
+    #[error("class rt0 needs a cpu: RT0 runs alone on one CPU")]
+    Rt0WithoutCpu,
+    /// Two RT0 subsystems on one CPU.
+    #[error("CPU {cpu} already runs RT0 subsystem '{first}': RT0 runs alone on its CPU")]
+    TwoRt0 {
+        /// The CPU.
+        cpu: usize,
+        /// The subsystem already there.
+        first: String,
+    },
+    /// A priority on a class other than rt1.
+    #[error("priority applies only to class rt1 (rt0 runs at 99, normal has none)")]
+    PriorityWithoutRt1,
+    /// A policy on a class other than rt1.
+    #[error("policy applies only to class rt1")]
+    PolicyWithoutRt1,
+    /// An RT1 priority outside 1 to 98.
+    #[error("priority {0} is out of range: use 1 to 98 (99 is RT0's)")]
+    PriorityOutOfRange(u8),
+    /// An unknown RT1 policy.
+    #[error("unknown policy '{0}' (expected fifo or rr)")]
+    UnknownPolicy(String),
+    /// Arguments for an in-process subsystem.
+    #[error("args apply only to a program (process = \"path/to/program\")")]
+    ArgsWithoutProgram,
+    /// An empty program name.
+    #[error("process must be \"in-process\" or a program")]
+    EmptyProgram,
+    /// A builtin named for a program.
+    #[error("builtin applies only to in-process subsystems")]
+    BuiltinInProgram,
+    /// A synchronous group with a member in another process.
+    #[error("a synchronous group meets at an in-process rendezvous: its members run in-process")]
+    GroupAcrossProcesses,
+    /// Group members with different start frames or periods.
+    #[error("group '{group}' members share one start frame and period (as '{first}' has)")]
+    GroupCadence {
+        /// The group.
+        group: String,
+        /// Its first member.
+        first: String,
+    },
+    /// A schedule without subsystems.
+    #[error("the schedule has no [[subsystem]]")]
+    NoSubsystem,
+    /// More subsystems than the control block holds.
+    #[error("{0} subsystems; at most {max} fit in one run", max = crate::control::MAX_SUBSYSTEMS)]
+    TooManySubsystems(usize),
+    /// A stress check without counters.
+    #[error("the stress check needs at least one counter (cell.element)")]
+    NoCounters,
+}
+
+fn valid_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 32 && s.chars().all(valid_char)
+}
+
+fn duration(s: &Spanned<String>) -> Result<Nanos, Rule> {
+    humantime::parse_duration(s.get_ref().trim())
+        .map(Nanos::from)
+        .map_err(|_| Rule::BadDuration(s.get_ref().clone()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    name: Option<Spanned<String>>,
+    tick: Spanned<String>,
+    major_frame: Spanned<u64>,
+    wait: Option<Spanned<String>>,
+    margin: Option<Spanned<String>>,
+    cells: Option<Spanned<String>>,
+    cell: Option<Vec<CellSpec>>,
+    modes: Option<Vec<Spanned<String>>>,
+    initial_state: Option<Spanned<String>>,
+    stress: Option<RawStress>,
+    #[serde(rename = "subsystem", default)]
+    subsystems: Vec<Spanned<RawSubsystem>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStress {
+    counters: Spanned<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubsystem {
+    name: Spanned<String>,
+    start: Option<Spanned<u64>>,
+    period: Option<Spanned<u64>>,
+    cpu: Option<Spanned<usize>>,
+    class: Option<Spanned<String>>,
+    priority: Option<Spanned<u8>>,
+    policy: Option<Spanned<String>>,
+    process: Option<Spanned<String>>,
+    args: Option<Spanned<Vec<String>>>,
+    builtin: Option<Spanned<String>>,
+    group: Option<Spanned<String>>,
+    config: Option<toml::Table>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn online() -> CpuSet {
+        CpuSet::from_cpus([0, 1])
+    }
+
+    fn parse(text: &str) -> Result<Schedule, ScheduleError> {
+        Schedule::parse(text, "sched.toml", &online())
+    }
+
+    fn rule_at(text: &str) -> (Rule, Location) {
+        match parse(text).unwrap_err() {
+            ScheduleError::Invalid { rule, location, .. } => (rule, location),
+            e => panic!("{e}"),
+        }
+    }
+
+    const FIG2: &str = r#"
+tick = "5ms"
+major_frame = 6
+[[subsystem]]
+name = "A"
+start = 0
+period = 3
+cpu = 1
+class = "rt0"
+[[subsystem]]
+name = "B"
+period = 1
+class = "rt1"
+priority = 70
+[[subsystem]]
+name = "C"
+start = 3
+period = 6
+process = "./c-program"
+args = ["--fast"]
+"#;
+
+    #[test]
+    fn figure_2_reads_with_its_rates() {
+        let sut = parse(FIG2).unwrap();
+        assert_eq!(sut.name, "sched");
+        assert_eq!(sut.tick, Nanos::from_millis(5));
+        assert_eq!(sut.wait, WaitSpec::Hybrid { margin: None });
+        let [a, b, c] = &sut.subsystems[..] else {
+            panic!()
+        };
+        assert!((a.frequency_hz(sut.tick) - 66.666).abs() < 0.01);
+        assert!((b.frequency_hz(sut.tick) - 200.0).abs() < 0.01);
+        assert!((c.frequency_hz(sut.tick) - 33.333).abs() < 0.01);
+        assert_eq!(a.class, Class::Rt0 { cpu: 1 });
+        assert_eq!(
+            c.process,
+            Process::Program {
+                program: "./c-program".into(),
+                args: vec!["--fast".into()]
+            }
+        );
+        let at3: Vec<&str> = sut.released_at(3).map(|s| s.name.as_str()).collect();
+        assert_eq!(at3, ["A", "B", "C"]);
+        let at4: Vec<&str> = sut.released_at(4).map(|s| s.name.as_str()).collect();
+        assert_eq!(at4, ["B"]);
+        assert_eq!(c.releases_before(3), 0);
+        assert_eq!(c.releases_before(4), 1);
+        assert_eq!(a.releases_before(7), 3);
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_line_and_column() {
+        let (rule, at) = rule_at("tick = \"1ms\"\nmajor_frame = = 3\n");
+        assert!(matches!(rule, Rule::Syntax(_)), "{rule}");
+        assert_eq!(at.line, 2);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_where_it_stands() {
+        let (rule, at) =
+            rule_at("tick = \"1ms\"\nmajor_frame = 3\n[[subsystem]]\nname = \"a\"\n  prio = 3\n");
+        assert!(
+            matches!(rule, Rule::Syntax(ref m) if m.contains("prio")),
+            "{rule}"
+        );
+        assert_eq!(at, Location { line: 5, column: 3 });
+    }
+
+    #[test]
+    fn two_rt0_on_one_cpu_are_refused_at_the_second() {
+        let text = "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\ncpu = 1\nclass = \"rt0\"\n[[subsystem]]\nname = \"b\"\ncpu = 1\nclass = \"rt0\"\n";
+        let (rule, at) = rule_at(text);
+        assert_eq!(
+            rule,
+            Rule::TwoRt0 {
+                cpu: 1,
+                first: "a".into()
+            }
+        );
+        assert_eq!(at, Location { line: 9, column: 7 });
+    }
+
+    #[test]
+    fn an_offline_cpu_and_a_duplicate_name_are_refused() {
+        let (rule, _) =
+            rule_at("tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\ncpu = 7\n");
+        assert!(matches!(rule, Rule::CpuOffline { cpu: 7, .. }));
+        let (rule, at) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\n[[subsystem]]\nname = \"a\"\n",
+        );
+        assert!(matches!(rule, Rule::DuplicateName { .. }), "{rule}");
+        assert_eq!(at.line, 6);
+    }
+
+    #[test]
+    fn bad_durations_and_wait_modes_are_refused() {
+        let (rule, at) = rule_at("tick = \"fast\"\nmajor_frame = 2\n");
+        assert_eq!(rule, Rule::BadDuration("fast".into()));
+        assert_eq!(at, Location { line: 1, column: 8 });
+        let (rule, _) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 2\nwait = \"spin\"\nmargin = \"10us\"\n[[subsystem]]\nname = \"a\"\n",
+        );
+        assert_eq!(rule, Rule::MarginWithoutHybrid);
+        let (rule, _) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 2\nwait = \"poll\"\n[[subsystem]]\nname = \"a\"\n",
+        );
+        assert_eq!(rule, Rule::UnknownWait("poll".into()));
+    }
+
+    #[test]
+    fn groups_share_their_cadence_and_stay_in_process() {
+        let (rule, _) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\ngroup = \"g\"\n[[subsystem]]\nname = \"b\"\nperiod = 2\ngroup = \"g\"\n",
+        );
+        assert!(matches!(rule, Rule::GroupCadence { .. }));
+        let (rule, _) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\nprocess = \"x\"\ngroup = \"g\"\n",
+        );
+        assert_eq!(rule, Rule::GroupAcrossProcesses);
+    }
+
+    #[test]
+    fn location_counts_characters_not_bytes() {
+        assert_eq!(
+            Location::of("é = 1\nab", 7),
+            Location { line: 2, column: 1 }
+        );
+        assert_eq!(Location::of("éa", 2), Location { line: 1, column: 2 });
+        assert_eq!(Location::of("x", 99), Location { line: 1, column: 2 });
+    }
+
+    /// One generated subsystem line: each field may be absent, valid or not.
+    #[derive(Clone, Debug)]
+    struct Gen {
+        name: u8,
+        start: u64,
+        period: u64,
+        cpu: Option<usize>,
+        class: u8,
+        priority: Option<u8>,
+    }
+
+    fn gen_subsystem() -> impl Strategy<Value = Gen> {
+        (
+            0u8..6,
+            0u64..8,
+            0u64..9,
+            proptest::option::of(0usize..4),
+            0u8..4,
+            proptest::option::of(0u8..101),
+        )
+            .prop_map(|(name, start, period, cpu, class, priority)| Gen {
+                name,
+                start,
+                period,
+                cpu,
+                class,
+                priority,
+            })
+    }
+
+    const CLASSES: [&str; 4] = ["rt0", "rt1", "normal", "rt2"];
+
+    fn render(major: u64, subs: &[Gen]) -> String {
+        let mut t = format!("tick = \"1ms\"\nmajor_frame = {major}\n");
+        for s in subs {
+            t += &format!(
+                "[[subsystem]]\nname = \"s{}\"\nstart = {}\nperiod = {}\nclass = \"{}\"\n",
+                s.name, s.start, s.period, CLASSES[s.class as usize]
+            );
+            if let Some(c) = s.cpu {
+                t += &format!("cpu = {c}\n");
+            }
+            if let Some(p) = s.priority {
+                t += &format!("priority = {p}\n");
+            }
+        }
+        t
+    }
+
+    /// The rules, stated independently of the parser.
+    fn oracle(major: u64, subs: &[Gen], online: &CpuSet) -> bool {
+        if major == 0 || subs.is_empty() {
+            return false;
+        }
+        let names: BTreeSet<u8> = subs.iter().map(|s| s.name).collect();
+        if names.len() != subs.len() {
+            return false;
+        }
+        let mut rt0 = BTreeSet::new();
+        subs.iter().all(|s| {
+            let class = CLASSES[s.class as usize];
+            s.period >= 1
+                && s.period <= major
+                && major.is_multiple_of(s.period)
+                && s.start < s.period
+                && s.cpu.is_none_or(|c| online.contains(c))
+                && class != "rt2"
+                && (class == "rt1" || s.priority.is_none())
+                && (class != "rt1" || s.priority.is_none_or(|p| (1..=98).contains(&p)))
+                && (class != "rt0" || s.cpu.is_some_and(|c| rt0.insert(c)))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn validation_accepts_exactly_the_valid_schedules(
+            major in 0u64..13,
+            subs in proptest::collection::vec(gen_subsystem(), 0..5),
+        ) {
+            let text = render(major, &subs);
+            let got = parse(&text);
+            prop_assert_eq!(got.is_ok(), oracle(major, &subs, &online()), "{}\n{:?}", text, got.err().map(|e| e.to_string()));
+            if let Ok(s) = got {
+                // Every frame of a major frame releases each subsystem exactly as its
+                // period says, and the pattern repeats.
+                for sub in &s.subsystems {
+                    let n = (0..major).filter(|&f| sub.releases_at(f)).count() as u64;
+                    prop_assert_eq!(n, major / sub.period);
+                    prop_assert_eq!(sub.releases_before(3 * major), 3 * n);
+                }
+            }
+        }
+
+        #[test]
+        fn a_broken_rule_always_points_inside_the_file(
+            major in 0u64..13,
+            subs in proptest::collection::vec(gen_subsystem(), 0..5),
+        ) {
+            let text = render(major, &subs);
+            if let Err(ScheduleError::Invalid { location, .. }) = parse(&text) {
+                let lines = text.lines().count().max(1);
+                prop_assert!(location.line >= 1 && location.line <= lines + 1);
+            }
+        }
+    }
+}

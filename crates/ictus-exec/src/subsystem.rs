@@ -1,0 +1,832 @@
+//! Subsystems (seed 003 "The API", in Rust shape): a [`Subsystem`] registers its
+//! inputs and outputs by cell element name in [`Subsystem::init`] and gets typed
+//! handles; each frame the executive copies every input cell into the subsystem's own
+//! buffers, calls [`Subsystem::run`] with a [`Frame`], and publishes every output
+//! after it. Reads and writes through the frame touch only those buffers, so a frame
+//! sees one coherent snapshot of its inputs however long it runs.
+//!
+//! ```
+//! use ictus_exec::subsystem::{Frame, Input, Output, Registry, RegistryError, Subsystem};
+//! use ictus_exec::state::StateId;
+//!
+//! /// Audio reads the velocity and the engine speed (it does not know who makes them).
+//! struct Audio {
+//!     velocity: Option<Input<[f32; 3]>>,
+//!     rpm: Option<Input<i32>>,
+//!     level: Option<Output<f32>>,
+//! }
+//!
+//! impl Subsystem for Audio {
+//!     fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+//!         self.velocity = Some(reg.input("dynamics.velocity")?);
+//!         self.rpm = Some(reg.input("engine.rpm")?);
+//!         self.level = Some(reg.output("audio.level")?);
+//!         Ok(())
+//!     }
+//!     fn run(&mut self, frame: &mut Frame) {
+//!         if frame.state() != StateId::RUN {
+//!             return;
+//!         }
+//!         let (Some(v), Some(rpm), Some(level)) = (&self.velocity, &self.rpm, &self.level) else {
+//!             return;
+//!         };
+//!         let speed = frame.get(v).iter().map(|c| c * c).sum::<f32>().sqrt();
+//!         frame.set(level, speed * 0.01 + frame.get(rpm) as f32 * 1e-4);
+//!     }
+//! }
+//! ```
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use ictus_core::Nanos;
+use thiserror::Error;
+
+use crate::cell::{CellError, CellTable, Cells, Element};
+use crate::control::Control;
+use crate::executive::Group;
+use crate::state::{SetupStore, StateId, States};
+
+/// A subsystem of the cyclic executive.
+pub trait Subsystem: Send {
+    /// Registers inputs and outputs (and reads its settings); runs once, on the
+    /// subsystem's own thread, in its class, before the first frame.
+    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError>;
+    /// One frame: inputs are fresh, outputs are published when it returns.
+    fn run(&mut self, frame: &mut Frame);
+    /// Once, after the last frame.
+    fn shutdown(&mut self) {}
+}
+
+/// Why a registration failed.
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    /// The element does not exist, or has another type or length than asked for.
+    #[error("subsystem {subsystem}: {source}")]
+    Cell {
+        /// The subsystem registering.
+        subsystem: String,
+        /// The cell table's answer (names the element, declared and requested type).
+        #[source]
+        source: CellError,
+    },
+    /// Another subsystem already writes the element.
+    #[error(
+        "subsystem {subsystem}: element {element} is already written by {writer}: one writer per element"
+    )]
+    TwoWriters {
+        /// The subsystem registering.
+        subsystem: String,
+        /// The element.
+        element: String,
+        /// The subsystem that writes it.
+        writer: String,
+    },
+    /// A setting the subsystem needs is missing or wrong.
+    #[error("subsystem {subsystem}: {message}")]
+    Config {
+        /// The subsystem.
+        subsystem: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A typed handle on an input element.
+pub struct Input<T> {
+    port: usize,
+    offset: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+/// A typed handle on an output element.
+pub struct Output<T> {
+    port: usize,
+    offset: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> fmt::Debug for Input<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Input(port {}, offset {})", self.port, self.offset)
+    }
+}
+
+impl<T> fmt::Debug for Output<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Output(port {}, offset {})", self.port, self.offset)
+    }
+}
+
+impl<T> Clone for Input<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Input<T> {}
+impl<T> Clone for Output<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Output<T> {}
+
+/// Untyped handles, for subsystems that work on whole cells whatever their layout
+/// (the stress test's ring): the element's bytes in the frame's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawPort {
+    port: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// One cell a subsystem reads or writes: the subsystem's own copy of it and, for an
+/// output, the byte ranges it owns.
+#[derive(Debug)]
+struct Port {
+    cell: usize,
+    /// The subsystem's copy of the whole cell.
+    buf: Vec<u8>,
+    /// For outputs: the byte ranges this subsystem owns, merged when adjacent.
+    ranges: Vec<(usize, usize)>,
+    /// For outputs: whether it owns the whole cell (published in one whole write).
+    whole: bool,
+}
+
+impl Port {
+    fn own(&mut self, offset: usize, len: usize) {
+        self.ranges.push((offset, offset + len));
+        self.ranges.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(self.ranges.len());
+        for &(a, b) in &self.ranges {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        self.whole = merged.len() == 1 && merged[0] == (0, self.buf.len());
+        self.ranges = merged;
+    }
+}
+
+/// A subsystem's inputs and outputs: its copies of the cells it uses, and the cell
+/// storage they are copied from and published to.
+pub struct Ports {
+    cells: Cells,
+    inputs: Vec<Port>,
+    outputs: Vec<Port>,
+}
+
+impl fmt::Debug for Ports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ports")
+            .field("inputs", &self.inputs.len())
+            .field("outputs", &self.outputs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ports {
+    /// No inputs or outputs yet, over `cells`.
+    pub fn new(cells: Cells) -> Ports {
+        Ports {
+            cells,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    fn port(list: &mut Vec<Port>, cells: &Cells, cell: usize) -> usize {
+        if let Some(i) = list.iter().position(|p| p.cell == cell) {
+            return i;
+        }
+        list.push(Port {
+            cell,
+            buf: cells.new_buffer(cell),
+            ranges: Vec::new(),
+            whole: false,
+        });
+        list.len() - 1
+    }
+
+    /// Copies every input cell in, one coherent snapshot per cell. No allocation.
+    #[inline]
+    pub fn pull(&mut self) {
+        for p in &mut self.inputs {
+            self.cells.read_cell(p.cell, &mut p.buf);
+        }
+    }
+
+    /// Publishes every output cell: one write per cell when the subsystem owns the
+    /// whole cell or adjacent elements of it, else one per run of adjacent elements
+    /// (each element is always whole; other writers' elements are kept).
+    #[inline]
+    pub fn push(&mut self) {
+        for i in 0..self.outputs.len() {
+            self.publish(i);
+        }
+    }
+
+    #[inline]
+    fn publish(&self, i: usize) {
+        let p = &self.outputs[i];
+        if p.whole {
+            self.cells.write_cell(p.cell, &p.buf);
+        } else {
+            for &(a, b) in &p.ranges {
+                self.cells.write_cell_range(p.cell, a, &p.buf[a..b]);
+            }
+        }
+    }
+
+    /// Touches every cell once before the first frame, changing nothing: reads the
+    /// inputs, and rewrites each output cell with what it holds. Maps the shared
+    /// pages and warms the copy paths, so the first frames do not pay for it.
+    pub fn warm_up(&mut self) {
+        self.pull();
+        for p in &mut self.outputs {
+            self.cells.read_cell(p.cell, &mut p.buf);
+        }
+        self.push();
+    }
+
+    /// Number of input cells and output cells.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.inputs.len(), self.outputs.len())
+    }
+}
+
+/// Claims of the elements subsystems write: one writer per element.
+pub trait WriterClaims {
+    /// Claims element `element` (by its index in the cell table) for subsystem `slot`;
+    /// returns the slot of the subsystem already writing it, if another.
+    fn claim(&self, element: usize, slot: usize) -> Result<(), usize>;
+}
+
+impl WriterClaims for Control {
+    fn claim(&self, element: usize, slot: usize) -> Result<(), usize> {
+        self.claim_writer(element, slot)
+    }
+}
+
+/// The index of the first element of cell `cell` among all the table's elements.
+pub fn first_element_index(table: &CellTable, cell: usize) -> usize {
+    table.cells()[..cell]
+        .iter()
+        .map(|c| c.elements().len())
+        .sum()
+}
+
+/// The index, among all the table's elements, of the element at `offset` of `cell`.
+pub fn element_index(table: &CellTable, cell: usize, offset: usize) -> usize {
+    let pos = table.cells()[cell]
+        .elements()
+        .iter()
+        .position(|e| e.offset() == offset)
+        .unwrap_or(0);
+    first_element_index(table, cell) + pos
+}
+
+/// The number of elements in the table.
+pub fn element_count(table: &CellTable) -> usize {
+    table.cells().iter().map(|c| c.elements().len()).sum()
+}
+
+/// What a subsystem registers with in [`Subsystem::init`].
+pub struct Registry<'a> {
+    name: &'a str,
+    slot: usize,
+    names: &'a [String],
+    config: &'a toml::Table,
+    states: &'a States,
+    claims: &'a dyn WriterClaims,
+    ports: Ports,
+    explicit_ack: bool,
+    setup: SetupClient,
+}
+
+impl fmt::Debug for Registry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("subsystem", &self.name)
+            .field("ports", &self.ports)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parts of a finished registration.
+pub(crate) struct Registered {
+    pub(crate) ports: Ports,
+    pub(crate) explicit_ack: bool,
+}
+
+impl<'a> Registry<'a> {
+    /// A registry for subsystem `names[slot]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        slot: usize,
+        names: &'a [String],
+        config: &'a toml::Table,
+        states: &'a States,
+        cells: Cells,
+        claims: &'a dyn WriterClaims,
+        setup: SetupClient,
+    ) -> Registry<'a> {
+        Registry {
+            name: &names[slot],
+            slot,
+            names,
+            config,
+            states,
+            claims,
+            ports: Ports::new(cells),
+            explicit_ack: false,
+            setup,
+        }
+    }
+
+    /// A registry for driving a subsystem without [`crate::run::run`] (tests, or an
+    /// executive of one's own): subsystem `names[slot]`, writers claimed in `control`,
+    /// a setup channel of its own. Finish with [`into_parts`](Self::into_parts).
+    pub fn standalone(
+        slot: usize,
+        names: &'a [String],
+        config: &'a toml::Table,
+        states: &'a States,
+        cells: Cells,
+        control: &'a Control,
+    ) -> Registry<'a> {
+        Registry::new(
+            slot,
+            names,
+            config,
+            states,
+            cells,
+            control,
+            SetupClient::local(SetupStore::new()),
+        )
+    }
+
+    /// The ports registered, for [`crate::executive::Runner::run`], and whether the
+    /// subsystem acknowledges states explicitly.
+    pub fn into_parts(self) -> (Ports, bool) {
+        (self.ports, self.explicit_ack)
+    }
+
+    pub(crate) fn finish(self) -> Registered {
+        Registered {
+            ports: self.ports,
+            explicit_ack: self.explicit_ack,
+        }
+    }
+
+    fn cell_error(&self, source: CellError) -> RegistryError {
+        RegistryError::Cell {
+            subsystem: self.name.to_string(),
+            source,
+        }
+    }
+
+    /// Registers an input element (`cell.element`) of type `T`, checked against the
+    /// cell table: the error names the element, the declared and the requested type.
+    pub fn input<T: Element>(&mut self, element: &str) -> Result<Input<T>, RegistryError> {
+        let slot = self
+            .ports
+            .cells
+            .table()
+            .slot::<T>(element)
+            .map_err(|e| self.cell_error(e))?;
+        let port = Ports::port(&mut self.ports.inputs, &self.ports.cells, slot.cell());
+        Ok(Input {
+            port,
+            offset: slot.offset(),
+            _type: PhantomData,
+        })
+    }
+
+    /// Registers an output element of type `T` (see [`input`](Self::input)); refuses
+    /// an element another subsystem already writes.
+    pub fn output<T: Element>(&mut self, element: &str) -> Result<Output<T>, RegistryError> {
+        let slot = self
+            .ports
+            .cells
+            .table()
+            .slot::<T>(element)
+            .map_err(|e| self.cell_error(e))?;
+        let index = element_index(self.ports.cells.table(), slot.cell(), slot.offset());
+        self.claim(element, index)?;
+        let port = Ports::port(&mut self.ports.outputs, &self.ports.cells, slot.cell());
+        self.ports.outputs[port].own(slot.offset(), T::SIZE);
+        Ok(Output {
+            port,
+            offset: slot.offset(),
+            _type: PhantomData,
+        })
+    }
+
+    fn claim(&self, element: &str, index: usize) -> Result<(), RegistryError> {
+        self.claims
+            .claim(index, self.slot)
+            .map_err(|other| RegistryError::TwoWriters {
+                subsystem: self.name.to_string(),
+                element: element.to_string(),
+                writer: self
+                    .names
+                    .get(other)
+                    .cloned()
+                    .unwrap_or_else(|| format!("#{other}")),
+            })
+    }
+
+    /// Registers every element of cell `cell` as one untyped input.
+    pub fn input_cell(&mut self, cell: &str) -> Result<RawPort, RegistryError> {
+        let id = self.cell_id(cell)?;
+        let port = Ports::port(&mut self.ports.inputs, &self.ports.cells, id);
+        Ok(RawPort {
+            port,
+            offset: 0,
+            len: self.ports.cells.cell_bytes(id),
+        })
+    }
+
+    /// Registers every element of cell `cell` as one untyped output (claiming each).
+    pub fn output_cell(&mut self, cell: &str) -> Result<RawPort, RegistryError> {
+        let id = self.cell_id(cell)?;
+        let table = self.ports.cells.table().clone();
+        let base = first_element_index(&table, id);
+        for (i, e) in table.cells()[id].elements().iter().enumerate() {
+            self.claim(&format!("{cell}.{}", e.name()), base + i)?;
+        }
+        let len = self.ports.cells.cell_bytes(id);
+        let port = Ports::port(&mut self.ports.outputs, &self.ports.cells, id);
+        self.ports.outputs[port].own(0, len);
+        Ok(RawPort {
+            port,
+            offset: 0,
+            len,
+        })
+    }
+
+    fn cell_id(&self, cell: &str) -> Result<usize, RegistryError> {
+        self.ports
+            .cells
+            .cell_index(cell)
+            .map_err(|e| self.cell_error(e))
+    }
+
+    /// The cell table.
+    pub fn cells(&self) -> &Cells {
+        &self.ports.cells
+    }
+
+    /// The subsystem acknowledges state changes itself with [`Frame::ack`] (as on
+    /// the NADS). Without this, a frame run in a new state acknowledges it (as on the
+    /// IDS, where calling the blocking function was the acknowledgement).
+    pub fn acknowledge_explicitly(&mut self) {
+        self.explicit_ack = true;
+    }
+
+    /// The subsystem's name.
+    pub fn name(&self) -> &str {
+        self.name
+    }
+
+    /// Its settings from the schedule (`config = { ... }`).
+    pub fn config(&self) -> &toml::Table {
+        self.config
+    }
+
+    /// The state called `name` (off, pause, run or a schedule mode).
+    pub fn state(&self, name: &str) -> Option<StateId> {
+        self.states.id(name)
+    }
+
+    /// The non-real-time setup channel (keep a clone for later use off the RT path).
+    pub fn setup(&self) -> &SetupClient {
+        &self.setup
+    }
+}
+
+/// The subsystem side of the setup channel: publish and fetch keyed blobs, served by
+/// the coordinator outside the real-time CPUs. Blocking: never call it from `run` on
+/// a real-time thread.
+#[derive(Clone, Debug)]
+pub struct SetupClient {
+    inner: SetupInner,
+}
+
+#[derive(Clone, Debug)]
+enum SetupInner {
+    Local(SetupStore),
+    Remote(std::path::PathBuf),
+}
+
+impl SetupClient {
+    /// A client of an in-process store.
+    pub fn local(store: SetupStore) -> SetupClient {
+        SetupClient {
+            inner: SetupInner::Local(store),
+        }
+    }
+
+    /// A client of the coordinator's control socket at `socket`.
+    pub fn remote(socket: std::path::PathBuf) -> SetupClient {
+        SetupClient {
+            inner: SetupInner::Remote(socket),
+        }
+    }
+
+    /// Publishes `value` under `key`.
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::state::SetupError> {
+        match &self.inner {
+            SetupInner::Local(s) => {
+                s.put(key, value.to_vec());
+                Ok(())
+            }
+            SetupInner::Remote(path) => crate::ctl::setup_put(path, key, value),
+        }
+    }
+
+    /// The value under `key`, waiting up to `timeout` until somebody publishes it.
+    pub fn get(
+        &self,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<u8>, crate::state::SetupError> {
+        match &self.inner {
+            SetupInner::Local(s) => s.get(key, timeout),
+            SetupInner::Remote(path) => crate::ctl::setup_get(path, key, timeout),
+        }
+    }
+}
+
+/// One frame of one subsystem: its number, state and time, and access to the
+/// subsystem's inputs and outputs.
+pub struct Frame<'a> {
+    number: u64,
+    state: StateId,
+    time: Nanos,
+    period: Nanos,
+    ports: &'a mut Ports,
+    ack: &'a mut Option<StateId>,
+    group: Option<&'a Group>,
+}
+
+impl fmt::Debug for Frame<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Frame")
+            .field("number", &self.number)
+            .field("state", &self.state)
+            .field("time", &self.time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Frame<'a> {
+    pub(crate) fn new(
+        number: u64,
+        state: StateId,
+        time: Nanos,
+        period: Nanos,
+        ports: &'a mut Ports,
+        ack: &'a mut Option<StateId>,
+        group: Option<&'a Group>,
+    ) -> Frame<'a> {
+        Frame {
+            number,
+            state,
+            time,
+            period,
+            ports,
+            ack,
+            group,
+        }
+    }
+
+    /// The frame number (minor frames since the epoch).
+    #[inline]
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The state of this frame.
+    #[inline]
+    pub fn state(&self) -> StateId {
+        self.state
+    }
+
+    /// The frame's release time since the run's epoch (`number * tick`).
+    #[inline]
+    pub fn time(&self) -> Nanos {
+        self.time
+    }
+
+    /// The subsystem's period.
+    #[inline]
+    pub fn period(&self) -> Nanos {
+        self.period
+    }
+
+    /// The subsystem's frequency in hertz.
+    pub fn frequency_hz(&self) -> f64 {
+        1e9 / self.period.as_u64() as f64
+    }
+
+    /// The value of an input, as copied in at the start of the frame.
+    #[inline]
+    pub fn get<T: Element>(&self, input: &Input<T>) -> T {
+        let p = &self.ports.inputs[input.port];
+        T::decode(&p.buf[input.offset..input.offset + T::SIZE])
+    }
+
+    /// Sets an output; it is published when the frame ends (or at [`flush`](Self::flush)).
+    #[inline]
+    pub fn set<T: Element>(&mut self, output: &Output<T>, value: T) {
+        let p = &mut self.ports.outputs[output.port];
+        value.encode(&mut p.buf[output.offset..output.offset + T::SIZE]);
+    }
+
+    /// The value an output holds in this subsystem (what it last set).
+    #[inline]
+    pub fn output<T: Element>(&self, output: &Output<T>) -> T {
+        let p = &self.ports.outputs[output.port];
+        T::decode(&p.buf[output.offset..output.offset + T::SIZE])
+    }
+
+    /// Publishes the cell of `output` now (seed 003's early flush, Figure 4): every
+    /// output element of this subsystem in that cell goes out, and again at the end
+    /// of the frame.
+    #[inline]
+    pub fn flush<T>(&mut self, output: &Output<T>) {
+        self.ports.publish(output.port);
+    }
+
+    /// The bytes of an untyped input.
+    #[inline]
+    pub fn raw_input(&self, port: &RawPort) -> &[u8] {
+        &self.ports.inputs[port.port].buf[port.offset..port.offset + port.len]
+    }
+
+    /// The bytes of an untyped output, to change in place.
+    #[inline]
+    pub fn raw_output(&mut self, port: &RawPort) -> &mut [u8] {
+        &mut self.ports.outputs[port.port].buf[port.offset..port.offset + port.len]
+    }
+
+    /// An untyped input and an untyped output at once (to transform one into the other).
+    #[inline]
+    pub fn raw_pair(&mut self, input: &RawPort, output: &RawPort) -> (&[u8], &mut [u8]) {
+        let ports = &mut *self.ports;
+        let i = &ports.inputs[input.port].buf[input.offset..input.offset + input.len];
+        let o = &mut ports.outputs[output.port].buf[output.offset..output.offset + output.len];
+        (i, o)
+    }
+
+    /// Publishes the cell of an untyped output now.
+    #[inline]
+    pub fn flush_raw(&mut self, output: &RawPort) {
+        self.ports.publish(output.port);
+    }
+
+    /// Acknowledges that the subsystem has reached `state`.
+    #[inline]
+    pub fn ack(&mut self, state: StateId) {
+        *self.ack = Some(state);
+    }
+
+    /// Meets the other members of the subsystem's synchronous group (returns at once
+    /// outside a group). Every member must call it the same number of times per frame.
+    #[inline]
+    pub fn rendezvous(&self) {
+        if let Some(g) = self.group {
+            g.rendezvous();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellTable, ElemType};
+    use crate::control::Control;
+
+    fn table() -> CellTable {
+        let mut b = CellTable::builder();
+        b.cell("dynamics")
+            .element("velocity", ElemType::F32, 64)
+            .element("gear", ElemType::I32, 1);
+        b.cell("engine").element("rpm", ElemType::I32, 1);
+        b.build().unwrap()
+    }
+
+    struct Fixture {
+        names: Vec<String>,
+        config: toml::Table,
+        states: States,
+        cells: Cells,
+        control: Control,
+    }
+
+    fn fixture() -> Fixture {
+        let t = table();
+        Fixture {
+            names: vec!["dynamics".into(), "audio".into()],
+            config: toml::Table::new(),
+            states: States::new(&[]),
+            cells: Cells::in_process(&t),
+            control: Control::in_process_with_claims(2, 1_000_000, element_count(&t)),
+        }
+    }
+
+    impl Fixture {
+        fn registry(&self, slot: usize) -> Registry<'_> {
+            Registry::standalone(
+                slot,
+                &self.names,
+                &self.config,
+                &self.states,
+                self.cells.clone(),
+                &self.control,
+            )
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_element_the_declared_and_the_requested_type() {
+        let f = fixture();
+        let mut sut = f.registry(1);
+        let err = sut.input::<[f64; 64]>("dynamics.velocity").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "subsystem audio: element `dynamics.velocity` is declared `[f32; 64]` but was requested as `[f64; 64]`"
+        );
+        assert!(sut.input::<[f32; 64]>("dynamics.velocity").is_ok());
+        assert!(matches!(
+            sut.input::<i32>("engine.torque"),
+            Err(RegistryError::Cell { .. })
+        ));
+    }
+
+    #[test]
+    fn a_second_writer_of_an_element_is_refused_with_the_first_named() {
+        let f = fixture();
+        let mut first = f.registry(0);
+        first.output::<i32>("engine.rpm").unwrap();
+        let mut second = f.registry(1);
+        let err = second.output::<i32>("engine.rpm").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "subsystem audio: element engine.rpm is already written by dynamics: one writer per element"
+        );
+        // Other elements of a cell may have other writers; a whole cell may not.
+        second.output::<i32>("dynamics.gear").unwrap();
+        assert!(matches!(
+            first.output_cell("dynamics"),
+            Err(RegistryError::TwoWriters { .. })
+        ));
+        // Reading is never exclusive.
+        second.input::<i32>("engine.rpm").unwrap();
+    }
+
+    #[test]
+    fn a_frame_reads_its_snapshot_and_publishes_at_the_end_or_on_flush() {
+        let f = fixture();
+        let mut reg = f.registry(0);
+        let gear = reg.output::<i32>("dynamics.gear").unwrap();
+        let velocity = reg.output::<[f32; 64]>("dynamics.velocity").unwrap();
+        let rpm_in = reg.input::<i32>("engine.rpm").unwrap();
+        let (mut ports, _) = reg.into_parts();
+        let mut rpm = f.cells.element::<i32>("engine.rpm").unwrap();
+        let mut seen_gear = f.cells.element::<i32>("dynamics.gear").unwrap();
+        rpm.write(&900);
+        ports.pull();
+        rpm.write(&1_200); // after the copy-in: not seen by this frame
+        let mut ack = None;
+        let mut sut = Frame::new(
+            7,
+            StateId::RUN,
+            Nanos::new(7_000),
+            Nanos::new(1_000),
+            &mut ports,
+            &mut ack,
+            None,
+        );
+        assert_eq!(sut.get(&rpm_in), 900);
+        sut.set(&gear, 3);
+        sut.set(&velocity, [2.0; 64]);
+        assert_eq!(seen_gear.read(), 0, "not published before the frame ends");
+        sut.flush(&gear);
+        assert_eq!(seen_gear.read(), 3, "early flush");
+        assert_eq!(sut.output(&velocity), [2.0; 64]);
+        sut.ack(StateId::PAUSE);
+        assert_eq!(ack, Some(StateId::PAUSE));
+        ports.push();
+        assert_eq!(
+            f.cells
+                .element::<[f32; 64]>("dynamics.velocity")
+                .unwrap()
+                .read(),
+            [2.0; 64]
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! The steady-state frame loop allocates nothing: copying the input cells in, the
+//! subsystem's typed and untyped reads and writes, publishing the outputs, the early
+//! flush, the histograms and the live counters. A counting global allocator watches
+//! the thread that runs the loop.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ictus_core::{MockClock, Nanos};
+use ictus_exec::cell::{CellTable, Cells, ElemType};
+use ictus_exec::control::Control;
+use ictus_exec::executive::{Beat, MockBeat, OsBeat, Runner, Stats};
+use ictus_exec::state::{StateId, StateWord};
+use ictus_exec::stress::increment;
+use ictus_exec::subsystem::{
+    Frame, Input, Output, Ports, RawPort, Registry, RegistryError, Subsystem,
+};
+use ictus_os::wait::WaitMode;
+
+/// Counts allocations of the threads that set `WATCHING`.
+struct Counting;
+
+thread_local! {
+    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
+// the GlobalAlloc contract; the counter has no effect on memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: a plain event counter, read after the watched section.
+        if WATCHING.with(|w| w.get()) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with this layout (see `alloc`).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Relaxed: see `alloc`.
+        if WATCHING.with(|w| w.get()) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_of(f: impl FnOnce()) -> u64 {
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    WATCHING.with(|w| w.set(true));
+    f();
+    WATCHING.with(|w| w.set(false));
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+fn table() -> CellTable {
+    let mut b = CellTable::builder();
+    for c in ["A", "B"] {
+        b.cell(c)
+            .element("int", ElemType::I32, 1)
+            .element("v", ElemType::F32, 64)
+            .element("d", ElemType::F64, 256)
+            .element("c", ElemType::U8, 8);
+    }
+    b.cell("audio").element("level", ElemType::F64, 1);
+    b.build().unwrap()
+}
+
+/// Reads cell A whole and writes cell B incremented, reads a typed array and writes
+/// a typed scalar, flushing it early.
+#[derive(Default)]
+struct Worker {
+    from: Option<RawPort>,
+    to: Option<RawPort>,
+    v: Option<Input<[f32; 64]>>,
+    level: Option<Output<f64>>,
+    layout: Option<ictus_exec::cell::CellDecl>,
+    clock: Option<&'static MockClock>,
+}
+
+impl Subsystem for Worker {
+    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+        self.from = Some(reg.input_cell("A")?);
+        self.to = Some(reg.output_cell("B")?);
+        self.v = Some(reg.input("A.v")?);
+        self.level = Some(reg.output("audio.level")?);
+        self.layout = reg.cells().table().cell("A").cloned();
+        Ok(())
+    }
+    fn run(&mut self, frame: &mut Frame) {
+        let (Some(from), Some(to), Some(v), Some(level), Some(layout)) =
+            (&self.from, &self.to, &self.v, &self.level, &self.layout)
+        else {
+            return;
+        };
+        let sum: f32 = frame.get(v).iter().sum();
+        frame.set(level, f64::from(sum));
+        frame.flush(level);
+        let (input, output) = frame.raw_pair(from, to);
+        increment(layout, input, output);
+        frame.ack(StateId::RUN);
+        if let Some(c) = self.clock {
+            c.advance(Nanos::from_micros(30));
+        }
+    }
+}
+
+fn prepared(control: &Control, cells: &Cells) -> (Worker, Ports, bool) {
+    let names = vec!["w".to_string()];
+    let config = toml::Table::new();
+    let states = ictus_exec::state::States::new(&[]);
+    let mut reg = Registry::standalone(0, &names, &config, &states, cells.clone(), control);
+    let mut w = Worker::default();
+    w.init(&mut reg).unwrap();
+    let (ports, explicit) = reg.into_parts();
+    (w, ports, explicit)
+}
+
+fn run_watched(
+    beat: &dyn Beat,
+    control: &Control,
+    w: &mut Worker,
+    ports: &mut Ports,
+) -> (u64, Stats) {
+    let mut stats = Stats::default();
+    let runner = Runner {
+        control,
+        slot: 0,
+        start: 0,
+        period: 1,
+        group: None,
+        heartbeat_timeout: None,
+        explicit_ack: true,
+    };
+    let n = allocations_of(|| {
+        runner.run(beat, w, ports, &mut stats);
+    });
+    (n, stats)
+}
+
+#[test]
+fn the_frame_loop_allocates_nothing_under_a_mock_clock() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
+    let cells = Cells::in_process(&table());
+    let control = Control::in_process_with_claims(1, 100_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(5_000);
+    control.set_epoch(Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    w.clock = Some(clock);
+    let (n, stats) = run_watched(&MockBeat(clock), &control, &mut w, &mut ports);
+    assert_eq!(stats.counters.frames_run, 5_000);
+    assert_eq!(n, 0, "allocations in 5,000 frames");
+}
+
+#[test]
+fn the_frame_loop_allocates_nothing_on_the_real_clock() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cells = Cells::in_process(&table());
+    let control = Control::in_process_with_claims(1, 200_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(200);
+    control.set_epoch(ictus_os::clock::monotonic_now() + Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    let beat = OsBeat {
+        mode: WaitMode::Hybrid {
+            margin: Nanos::from_micros(50),
+        },
+    };
+    let (n, stats) = run_watched(&beat, &control, &mut w, &mut ports);
+    assert_eq!(stats.counters.frames_run + stats.overruns.missed, 200);
+    assert_eq!(n, 0, "allocations in 200 real frames");
+}
