@@ -241,6 +241,7 @@ fn run_steps(
                         tid: *tid,
                         start_time: *start_time,
                         cpuset: task.cpuset.clone(),
+                        affinity_only: false,
                     },
                 )?;
                 if let Err(e) = write_value(to, &tid.to_string())
@@ -253,6 +254,26 @@ fn run_steps(
                         ),
                     });
                 }
+            }
+            Step::KeepAffinity { tid, start_time } => {
+                let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
+                else {
+                    continue; // exited
+                };
+                let Some(affinity) = task.affinity else {
+                    continue;
+                };
+                append(
+                    journal,
+                    &Entry::Task {
+                        path: PathBuf::new(),
+                        prior_value: affinity,
+                        tid: *tid,
+                        start_time: *start_time,
+                        cpuset: task.cpuset.clone(),
+                        affinity_only: true,
+                    },
+                )?;
             }
             Step::StopIrqbalance { pid } => {
                 append(
@@ -362,12 +383,25 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                 tid,
                 start_time,
                 cpuset,
+                affinity_only,
             } => {
                 let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
                 else {
                     out.vanished += 1;
                     continue;
                 };
+                if *affinity_only {
+                    if task.affinity.as_ref() != Some(prior_value) {
+                        match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
+                            Ok(()) => out.restored += 1,
+                            Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
+                            Err(e) => out
+                                .problems
+                                .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
+                        }
+                    }
+                    continue;
+                }
                 let group = path
                     .parent()
                     .and_then(|d| d.strip_prefix(&root).ok())

@@ -58,6 +58,9 @@ pub enum Entry {
         /// Its cpuset before (`/proc/<tid>/cpuset`).
         #[serde(default)]
         cpuset: String,
+        /// Only the affinity was journaled (cgroup v2): reset leaves its group alone.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        affinity_only: bool,
     },
     /// irqbalance (`path` is its `/proc/<pid>` directory) was running and was stopped.
     Irqbalance {

@@ -86,6 +86,15 @@ pub enum Step {
         /// The `tasks` file of the group it goes to.
         to: PathBuf,
     },
+    /// Journal a thread's affinity without changing it (cgroup v2): making the RT
+    /// CPUs an isolated partition takes them out of every other thread's affinity, and
+    /// removing the partition does not give them back; reset does.
+    KeepAffinity {
+        /// Thread id.
+        tid: i32,
+        /// Its start time, to tell a reused id apart.
+        start_time: u64,
+    },
     /// Stop irqbalance (it would undo the IRQ affinity).
     StopIrqbalance {
         /// Its pid.
@@ -222,16 +231,19 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
             if !controls.split_whitespace().any(|c| c == "cpuset") {
                 steps.push(write(root.join("cgroup.subtree_control"), "+cpuset".into()));
             }
-            steps.push(Step::Mkdir {
-                path: rt_dir.clone(),
-            });
-            steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
-            steps.push(write(rt_dir.join("cpuset.mems"), machine.mems.clone()));
-            // apply falls back to `root` where the kernel does not know `isolated`.
-            steps.push(write(
-                rt_dir.join("cpuset.cpus.partition"),
-                "isolated".into(),
-            ));
+            // The partition itself comes after the IRQs and masks (below), so reset
+            // removes it first and then puts back what the kernel changed with it.
+            // Every movable thread: removing the partition resets the affinity of
+            // threads pinned elsewhere too (seen on a 6.x kernel: per-CPU pins became
+            // all CPUs).
+            for task in &machine.threads {
+                if task.affinity.is_some() && task.is_movable() {
+                    steps.push(Step::KeepAffinity {
+                        tid: task.tid,
+                        start_time: task.start_time,
+                    });
+                }
+            }
             2
         }
     };
@@ -261,6 +273,18 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
         &mut steps,
     );
     mask_step(&machine.workqueue_cpumask, WORKQUEUE_CPUMASK, &mut steps);
+    if cgroup_version == 2 {
+        steps.push(Step::Mkdir {
+            path: rt_dir.clone(),
+        });
+        steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
+        steps.push(write(rt_dir.join("cpuset.mems"), machine.mems.clone()));
+        // apply falls back to `root` where the kernel does not know `isolated`.
+        steps.push(write(
+            rt_dir.join("cpuset.cpus.partition"),
+            "isolated".into(),
+        ));
+    }
     if let Some(pid) = machine.irqbalance {
         // First, so it cannot undo the IRQ affinity while the rest is applied.
         steps.insert(0, Step::StopIrqbalance { pid });
@@ -436,6 +460,22 @@ mod tests {
             "/cg/ictus-rt/cpuset.cpus.partition".into(),
             "isolated".into()
         )));
+        // Every movable thread has its affinity journaled, and the
+        // partition comes after them and after the IRQs and masks, so reset removes it
+        // first and then puts back what the kernel changed with it.
+        let at = |f: &dyn Fn(&Step) -> bool| sut.steps.iter().position(f).unwrap();
+        let partition = at(&|s| matches!(s, Step::Mkdir { .. }));
+        let last_keep = sut
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::KeepAffinity { .. }))
+            .expect("affinities journaled");
+        let last_irq = sut
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::Write { path, .. } if path.starts_with("/proc/irq")))
+            .unwrap();
+        assert!(last_keep < partition && last_irq < partition);
     }
 
     #[test]

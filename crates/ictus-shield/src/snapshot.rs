@@ -293,15 +293,15 @@ pub fn state() -> BTreeMap<String, String> {
             };
             for entry in rd.filter_map(Result::ok) {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                let volatile = name == "tasks"
-                    || name == "cgroup.procs"
-                    || name == "cgroup.threads"
-                    || name.contains("pressure")
-                    || name.ends_with(".stat")
-                    || name.ends_with(".events")
-                    || name.ends_with(".current");
+                // What the shield may write: cpuset settings and, on v2, the controllers
+                // enabled below the root. Other controllers' files (memory.numa_stat,
+                // io.stat, ...) change by themselves and are none of the shield's business.
+                let relevant = (name.starts_with("cpuset.") || name == "cgroup.subtree_control")
+                    && !name.contains("pressure")
+                    && !name.ends_with(".stat")
+                    && !name.ends_with(".events");
                 if entry.path().is_file()
-                    && !volatile
+                    && relevant
                     && let Some(v) = read_trimmed(entry.path())
                 {
                     out.insert(entry.path().display().to_string(), v);
