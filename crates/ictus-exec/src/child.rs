@@ -3,7 +3,7 @@
 //! `ictus run` launches the programs a schedule names with the run's coordinates in
 //! the environment (`ICTUS_RUN`, `ICTUS_SCHEDULE`, `ICTUS_SUBSYSTEM`, `ICTUS_SLOT`,
 //! `ICTUS_OUTCOME`, `ICTUS_SOCKET`). The program calls [`run`] with its subsystem:
-//! it reads the schedule, opens the run's cells and control block by name, enters
+//! it reads the schedule, opens the run's cells, hubs and control block by name, enters
 //! the subsystem's class, runs `init`, and joins the frame beat: it waits for the
 //! coordinator's epoch, then for its own releases, exactly as a thread of the
 //! coordinator would. It leaves at the stop frame, or when the coordinator's
@@ -31,7 +31,8 @@ use thiserror::Error;
 
 use crate::cell::Cells;
 use crate::control::Control;
-use crate::run::{ThreadOutcome, cells_segment, control_segment, env};
+use crate::hub::Hubs;
+use crate::run::{ThreadOutcome, cells_segment, control_segment, env, hubs_segment};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::state::States;
 use crate::subsystem::{SetupClient, Subsystem};
@@ -111,6 +112,12 @@ pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, C
         .ok_or_else(|| join(format!("the schedule has no subsystem '{name}'")))?;
     let spec = &schedule.subsystems[slot];
     let cells = Cells::open_shared(&cells_segment(&run_name)).map_err(|e| join(e.to_string()))?;
+    let hubs = if schedule.hubs.is_empty() {
+        Hubs::in_process(&[])
+    } else {
+        Hubs::open_shared_matching(&hubs_segment(&run_name), &schedule.hubs)
+    }
+    .map_err(|e| join(e.to_string()))?;
     let control = Control::open_shared_named(&control_segment(&run_name)).map_err(join)?;
     let coordinator = control.coordinator_pid();
     let states = States::new(&schedule.modes);
@@ -128,6 +135,7 @@ pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, C
         states: &states,
         names: &names,
         setup,
+        hubs,
         group: None,
         heartbeat_timeout: Some(HEARTBEAT_TIMEOUT),
     };

@@ -5,7 +5,9 @@
 //! - [`cell`]: the cell table (TOML or built in code), typed elements and
 //!   their storage, in process memory or in POSIX shared memory.
 //! - [`hub`]: semaphores, events, FIFOs, ports and resources, by name,
-//!   between threads or processes.
+//!   between threads or processes. A schedule's `[[hub]]` tables are owned by
+//!   the run ([`run`]) and reached by name from any subsystem's `init`
+//!   ([`subsystem::Registry::hubs`]), in a thread or in a launched program.
 #![forbid(unsafe_code)]
 
 pub mod cell;

@@ -1,6 +1,6 @@
 //! Running a schedule: the coordinator.
 //!
-//! [`run`] prepares everything first (the cells, the control block, the in-process
+//! [`run`] prepares everything first (the cells, the hubs, the control block, the in-process
 //! subsystems, the control socket), so a bad schedule, cell table or subsystem starts
 //! nothing. Then it starts one thread per in-process subsystem (pinned, in its class,
 //! running `init`), launches the programs the schedule names (each joins through
@@ -37,6 +37,7 @@ use crate::cell::{CellFileError, CellTable, Cells};
 use crate::control::{Control, Status};
 use crate::ctl::{self, Command, CtlError, Server};
 use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::hub::Hubs;
 use crate::schedule::{CellSource, Process, Schedule, SubsystemSpec};
 use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
 use crate::subsystem::element_count;
@@ -318,6 +319,9 @@ pub enum RunError {
     /// The control block's shared memory.
     #[error("control block: {0}")]
     Control(String),
+    /// The hubs could not be made.
+    #[error("hubs: {0}")]
+    Hubs(String),
 }
 
 /// The built-in subsystems `ictus run` hosts in-process: `increment` (the stress
@@ -366,6 +370,11 @@ pub fn control_segment(name: &str) -> String {
 /// Name of the cells' segment of run `name`.
 pub fn cells_segment(name: &str) -> String {
     format!("{name}.cells")
+}
+
+/// Name of the hubs' segment of run `name`.
+pub fn hubs_segment(name: &str) -> String {
+    format!("{name}.hubs")
 }
 
 /// The environment a launched program finds its run in.
@@ -476,6 +485,7 @@ pub(crate) struct Prepared<'a> {
     pub(crate) states: &'a States,
     pub(crate) names: &'a [String],
     pub(crate) setup: SetupClient,
+    pub(crate) hubs: Hubs,
     pub(crate) group: Option<&'a Group>,
     pub(crate) heartbeat_timeout: Option<Nanos>,
 }
@@ -502,6 +512,7 @@ impl Prepared<'_> {
             self.cells.clone(),
             self.control,
             self.setup.clone(),
+            self.hubs.clone(),
         );
         if let Err(e) = subsystem.init(&mut reg) {
             slot.set_status(Status::Failed);
@@ -665,6 +676,16 @@ pub fn run(
             (cells, control)
         }
     };
+    // The schedule's hubs, beside the cells: in this process when every subsystem
+    // is a thread, else in the run's shared memory (removed when `hubs` drops, at
+    // the end of the run; a stale one of a crashed run is reclaimed on create).
+    let hubs = match storage {
+        Storage::Shared if !schedule.hubs.is_empty() => {
+            Hubs::create_shared(&schedule.hubs, &hubs_segment(&schedule.name))
+        }
+        _ => Hubs::in_process(&schedule.hubs),
+    }
+    .map_err(|e| RunError::Hubs(e.to_string()))?;
     let states = States::new(&schedule.modes);
     let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
     let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
@@ -739,6 +760,7 @@ pub fn run(
                 states: &states,
                 names: &names,
                 setup: SetupClient::local(store.clone()),
+                hubs: hubs.clone(),
                 group: spec.group.as_ref().and_then(|g| groups.get(g)),
                 heartbeat_timeout: None,
             };

@@ -27,7 +27,19 @@
 //! process = "in-process" # or a program to launch, with `args = [...]`
 //! builtin = "increment"  # which built-in subsystem `ictus run` hosts in-process
 //! config = { from = "A", to = "B" }
+//!
+//! [[hub]]                # hubs (seed 004) the run owns, shared by name
+//! name = "forces"
+//! kind = "fifo"          # semaphore | event | fifo | port | resource
+//! type = "f32"
+//! len = 3
+//! capacity = 16
 //! ```
+//!
+//! `[[hub]]` tables are the declarations of [`crate::hub::HubDecl`] (the same keys as
+//! a hub file read by [`crate::hub::decls_from_toml`]); hub names are unique. The run
+//! creates them ([`crate::run::run`]) and every subsystem, in a thread or in a
+//! launched program, gets handles by name in `init` ([`crate::subsystem::Registry::hubs`]).
 //!
 //! Every rule broken is reported with the file, line and column of the value that
 //! breaks it:
@@ -53,6 +65,7 @@ use thiserror::Error;
 use toml::Spanned;
 
 use crate::cell::{CellFileError, CellSpec, CellTable};
+use crate::hub::HubDecl;
 
 /// The process a subsystem runs in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,6 +239,8 @@ pub struct Schedule {
     pub stress: Option<StressCheck>,
     /// The subsystems, in file order.
     pub subsystems: Vec<SubsystemSpec>,
+    /// The hubs the run owns (`[[hub]]` tables), in file order.
+    pub hubs: Vec<HubDecl>,
     /// The schedule's own text (an inline cell table is parsed from it).
     pub text: String,
 }
@@ -567,6 +582,7 @@ impl Schedule {
                 })
             }
         };
+        let hubs = hubs(&raw, text).map_err(|(span, rule)| fail(span, rule))?;
         Ok(Schedule {
             name,
             path: path.to_path_buf(),
@@ -578,6 +594,7 @@ impl Schedule {
             initial_state,
             stress,
             subsystems,
+            hubs,
             text: text.to_string(),
         })
     }
@@ -781,6 +798,17 @@ pub enum Rule {
     /// More subsystems than the control block holds.
     #[error("{0} subsystems; at most {max} fit in one run", max = crate::control::MAX_SUBSYSTEMS)]
     TooManySubsystems(usize),
+    /// A `[[hub]]` table that does not declare a hub.
+    #[error("hub: {0}")]
+    Hub(String),
+    /// Two hubs with one name.
+    #[error("hub '{name}' is already declared at {first}")]
+    DuplicateHub {
+        /// The name.
+        name: String,
+        /// Where it was first.
+        first: Location,
+    },
     /// A stress check without counters.
     #[error("the stress check needs at least one counter (cell.element)")]
     NoCounters,
@@ -792,6 +820,53 @@ fn valid_char(c: char) -> bool {
 
 fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 32 && s.chars().all(valid_char)
+}
+
+/// The `[[hub]]` declarations (each already checked by [`HubDecl`]'s own parsing),
+/// with unique names; a duplicate is reported at its `name`.
+fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Rule)> {
+    let Some(decls) = &raw.hub else {
+        return Ok(Vec::new());
+    };
+    // The names again, with their spans (the declarations keep none).
+    #[derive(Deserialize)]
+    struct Named {
+        name: Spanned<String>,
+    }
+    #[derive(Deserialize)]
+    struct Names {
+        #[serde(default)]
+        hub: Vec<Named>,
+    }
+    let names = toml::from_str::<Names>(text)
+        .map(|n| n.hub)
+        .unwrap_or_default();
+    let mut seen: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    let mut out = Vec::with_capacity(decls.len());
+    for (k, table) in decls.iter().enumerate() {
+        let name_span = names.get(k).map(|n| n.name.span());
+        let decl = HubDecl::deserialize(toml::Value::Table(table.get_ref().clone())).map_err(
+            |e: toml::de::Error| {
+                (
+                    name_span.clone().unwrap_or_else(|| table.span()),
+                    Rule::Hub(e.message().trim().to_string()),
+                )
+            },
+        )?;
+        let span = name_span.unwrap_or_else(|| table.span());
+        if let Some(first) = seen.get(decl.name()) {
+            return Err((
+                span,
+                Rule::DuplicateHub {
+                    name: decl.name().to_string(),
+                    first: Location::of(text, first.start),
+                },
+            ));
+        }
+        seen.insert(decl.name().to_string(), span);
+        out.push(decl);
+    }
+    Ok(out)
 }
 
 fn duration(s: &Spanned<String>) -> Result<Nanos, Rule> {
@@ -815,6 +890,7 @@ struct RawSchedule {
     stress: Option<RawStress>,
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
+    hub: Option<Vec<Spanned<toml::Table>>>,
 }
 
 #[derive(Deserialize)]
@@ -980,6 +1056,59 @@ args = ["--fast"]
             "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\nprocess = \"x\"\ngroup = \"g\"\n",
         );
         assert_eq!(rule, Rule::GroupAcrossProcesses);
+    }
+
+    const HUBS: &str = "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\n[[hub]]\nname = \"ready\"\nkind = \"semaphore\"\n[[hub]]\nname = \"forces\"\nkind = \"fifo\"\ntype = \"f32\"\nlen = 3\ncapacity = 16\n";
+
+    #[test]
+    fn hub_tables_are_read_in_order() {
+        let sut = parse(HUBS).unwrap();
+        assert_eq!(
+            sut.hubs,
+            [
+                HubDecl::semaphore("ready", 0),
+                HubDecl::fifo::<[f32; 3]>("forces", 16)
+            ]
+        );
+        assert!(parse(FIG2).unwrap().hubs.is_empty());
+    }
+
+    #[test]
+    fn a_duplicate_or_broken_hub_is_refused_where_it_stands() {
+        let text = format!("{HUBS}[[hub]]\nname = \"ready\"\nkind = \"event\"\n");
+        let (rule, at) = rule_at(&text);
+        assert_eq!(
+            rule,
+            Rule::DuplicateHub {
+                name: "ready".into(),
+                first: Location { line: 6, column: 8 }
+            }
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 15,
+                column: 8
+            }
+        );
+        let text = format!("{HUBS}[[hub]]\nname = \"q\"\nkind = \"fifo\"\ntype = \"f32\"\n");
+        let (rule, at) = rule_at(&text);
+        assert!(
+            matches!(rule, Rule::Hub(ref m) if m.contains("capacity")),
+            "{rule}"
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 15,
+                column: 8
+            }
+        );
+        let (rule, _) = rule_at(&format!("{HUBS}[[hub]]\nname = \"x\"\nkind = \"pipe\"\n"));
+        assert!(
+            matches!(rule, Rule::Hub(ref m) if m.contains("pipe")),
+            "{rule}"
+        );
     }
 
     #[test]

@@ -35,6 +35,36 @@
 //!     }
 //! }
 //! ```
+//!
+//! Besides cells, a subsystem gets handles to the run's hubs (the schedule's
+//! `[[hub]]` tables) by name in `init`: [`Registry::semaphore`], [`Registry::event`],
+//! [`Registry::fifo_sender`], [`Registry::fifo_receiver`], [`Registry::port`],
+//! [`Registry::resource`] (or [`Registry::hubs`] for the table). The hubs live in
+//! the run's shared memory when the run launches programs, so a thread and a child
+//! process that ask for the same name share one hub. Make the handles in `init`:
+//! using them in `run` allocates nothing.
+//!
+//! ```
+//! use ictus_exec::hub::{FifoSender, HubDecl, Hubs};
+//! use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+//!
+//! struct Producer {
+//!     tx: Option<FifoSender<u64>>,
+//! }
+//!
+//! impl Subsystem for Producer {
+//!     fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+//!         self.tx = Some(reg.fifo_sender("numbers")?);
+//!         Ok(())
+//!     }
+//!     fn run(&mut self, frame: &mut Frame) {
+//!         if let Some(tx) = &mut self.tx {
+//!             let _ = tx.try_send(frame.number());
+//!         }
+//!     }
+//! }
+//! # let _ = (HubDecl::fifo::<u64>("numbers", 8), Hubs::in_process(&[]));
+//! ```
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -45,6 +75,9 @@ use thiserror::Error;
 use crate::cell::{CellError, CellTable, Cells, Element};
 use crate::control::Control;
 use crate::executive::Group;
+use crate::hub::{
+    Event, FifoReceiver, FifoSender, HubError, Hubs, Port as HubPort, Resource, Semaphore,
+};
 use crate::state::{SetupStore, StateId, States};
 
 /// A subsystem of the cyclic executive.
@@ -69,6 +102,15 @@ pub enum RegistryError {
         /// The cell table's answer (names the element, declared and requested type).
         #[source]
         source: CellError,
+    },
+    /// The hub does not exist, is of another kind or type, or its end is taken.
+    #[error("subsystem {subsystem}: {source}")]
+    Hub {
+        /// The subsystem asking.
+        subsystem: String,
+        /// The hub table's answer.
+        #[source]
+        source: HubError,
     },
     /// Another subsystem already writes the element.
     #[error(
@@ -303,6 +345,7 @@ pub struct Registry<'a> {
     ports: Ports,
     explicit_ack: bool,
     setup: SetupClient,
+    hubs: Hubs,
 }
 
 impl fmt::Debug for Registry<'_> {
@@ -331,6 +374,7 @@ impl<'a> Registry<'a> {
         cells: Cells,
         claims: &'a dyn WriterClaims,
         setup: SetupClient,
+        hubs: Hubs,
     ) -> Registry<'a> {
         Registry {
             name: &names[slot],
@@ -342,6 +386,7 @@ impl<'a> Registry<'a> {
             ports: Ports::new(cells),
             explicit_ack: false,
             setup,
+            hubs,
         }
     }
 
@@ -364,7 +409,14 @@ impl<'a> Registry<'a> {
             cells,
             control,
             SetupClient::local(SetupStore::new()),
+            Hubs::in_process(&[]).expect("an empty hub table is valid"),
         )
+    }
+
+    /// The same registry with the hubs `hubs` (a standalone registry has none).
+    pub fn with_hubs(mut self, hubs: Hubs) -> Registry<'a> {
+        self.hubs = hubs;
+        self
     }
 
     /// The ports registered, for [`crate::executive::Runner::run`], and whether the
@@ -504,6 +556,51 @@ impl<'a> Registry<'a> {
     /// The non-real-time setup channel (keep a clone for later use off the RT path).
     pub fn setup(&self) -> &SetupClient {
         &self.setup
+    }
+
+    /// The run's hubs (the schedule's `[[hub]]` tables): in process memory, or in
+    /// the run's shared memory when it launches programs. Keep a clone to make
+    /// handles later, off the real-time path.
+    pub fn hubs(&self) -> &Hubs {
+        &self.hubs
+    }
+
+    fn hub_error(&self, source: HubError) -> RegistryError {
+        RegistryError::Hub {
+            subsystem: self.name.to_string(),
+            source,
+        }
+    }
+
+    /// The semaphore hub `name`.
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore, RegistryError> {
+        self.hubs.semaphore(name).map_err(|e| self.hub_error(e))
+    }
+
+    /// The event hub `name`.
+    pub fn event(&self, name: &str) -> Result<Event, RegistryError> {
+        self.hubs.event(name).map_err(|e| self.hub_error(e))
+    }
+
+    /// The sending end of FIFO hub `name`, for messages of type `T` (one sender
+    /// at a time, in any process).
+    pub fn fifo_sender<T: Element>(&self, name: &str) -> Result<FifoSender<T>, RegistryError> {
+        self.hubs.fifo_sender(name).map_err(|e| self.hub_error(e))
+    }
+
+    /// The receiving end of FIFO hub `name` (one receiver at a time).
+    pub fn fifo_receiver<T: Element>(&self, name: &str) -> Result<FifoReceiver<T>, RegistryError> {
+        self.hubs.fifo_receiver(name).map_err(|e| self.hub_error(e))
+    }
+
+    /// The port hub `name`, for messages of type `T`.
+    pub fn port<T: Element>(&self, name: &str) -> Result<HubPort<T>, RegistryError> {
+        self.hubs.port(name).map_err(|e| self.hub_error(e))
+    }
+
+    /// The resource hub `name`.
+    pub fn resource(&self, name: &str) -> Result<Resource, RegistryError> {
+        self.hubs.resource(name).map_err(|e| self.hub_error(e))
     }
 }
 
