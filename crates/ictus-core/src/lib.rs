@@ -17,6 +17,9 @@
 //! ```
 #![deny(unsafe_code)]
 
+/// Counting global allocator for no-allocation tests (forwards to `System`).
+#[allow(unsafe_code)]
+pub mod alloc_count;
 pub mod clock;
 pub mod cpulist;
 pub mod histogram;

@@ -2,60 +2,16 @@
 //! reads and writes, element slots and handles, in process and in shared memory,
 //! and every hub operation. A counting global allocator watches them.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use ictus_core::alloc_count::{self, Counting};
 
 use ictus_exec::cell::{CellTable, Cells, ElemType};
 use ictus_exec::hub::{HubDecl, Hubs};
 
-/// Counts allocations of the thread that set `WATCHING`.
-struct Counting;
-
-thread_local! {
-    /// Whether this thread's allocations are counted (the test harness's own threads
-    /// allocate at any time and are never watched).
-    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
-// the GlobalAlloc contract; the counter has no effect on memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a plain event counter, read after the watched section.
-        if WATCHING.with(|w| w.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with this layout (see `alloc`).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Relaxed: see `alloc`.
-        if WATCHING.with(|w| w.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// Runs `f` with the counter on; returns the allocations it made.
-fn allocations_of(f: impl FnOnce()) -> u64 {
-    // Relaxed (both): only this thread counts while watching.
-    ALLOCATIONS.store(0, Ordering::Relaxed);
-    WATCHING.with(|w| w.set(true));
-    f();
-    WATCHING.with(|w| w.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed)
-}
+/// The counter is shared: the watched tests run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn table() -> CellTable {
     CellTable::builder()
@@ -76,7 +32,7 @@ fn frames(cells: &Cells) -> u64 {
     let mut input = cells.new_buffer(cell);
     let mut output = cells.new_buffer(cell);
     let mut name = cells.element::<[char; 8]>("dynamics.name").unwrap();
-    allocations_of(|| {
+    alloc_count::allocations_of(|| {
         for i in 0..1_000 {
             cells.read_cell(cell, &mut input);
             let mut v = velocity.get(&input);
@@ -132,7 +88,7 @@ fn hub_operations_allocate_nothing() {
             (0..100).map(|_| port.receive()).sum::<u64>()
         })
     };
-    let n = allocations_of(|| {
+    let n = alloc_count::allocations_of(|| {
         for i in 0..100u16 {
             assert!(sem.give());
             assert!(sem.try_take());

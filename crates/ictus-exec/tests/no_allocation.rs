@@ -3,8 +3,7 @@
 //! flush, the histograms and the live counters. A counting global allocator watches
 //! the thread that runs the loop.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use ictus_core::alloc_count::{self, Counting};
 
 use ictus_core::{MockClock, Nanos};
 use ictus_exec::cell::{CellTable, Cells, ElemType};
@@ -17,50 +16,11 @@ use ictus_exec::subsystem::{
 };
 use ictus_os::wait::WaitMode;
 
-/// Counts allocations of the threads that set `WATCHING`.
-struct Counting;
-
-thread_local! {
-    static WATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
-// the GlobalAlloc contract; the counter has no effect on memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a plain event counter, read after the watched section.
-        if WATCHING.with(|w| w.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with this layout (see `alloc`).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Relaxed: see `alloc`.
-        if WATCHING.with(|w| w.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocations_of(f: impl FnOnce()) -> u64 {
-    ALLOCATIONS.store(0, Ordering::Relaxed);
-    WATCHING.with(|w| w.set(true));
-    f();
-    WATCHING.with(|w| w.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed)
-}
+/// The counter is shared: the watched tests run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn table() -> CellTable {
     let mut b = CellTable::builder();
@@ -141,7 +101,7 @@ fn run_watched(
         heartbeat_timeout: None,
         explicit_ack: true,
     };
-    let n = allocations_of(|| {
+    let n = alloc_count::allocations_of(|| {
         runner.run(beat, w, ports, &mut stats);
     });
     (n, stats)

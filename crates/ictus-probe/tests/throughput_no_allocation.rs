@@ -1,47 +1,16 @@
 //! The throughput probe's transfer loops allocate nothing: a counting global
 //! allocator watches both threads while messages move.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use ictus_core::alloc_count::{self, Counting};
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use ictus_core::{LatencyHistogram, Nanos};
 use ictus_probe::progress::Progress;
 use ictus_probe::throughput::{self, Length, Mode, Placement, Plan, Transport};
 
-/// Counts allocations made while `WATCHING` is set (by any thread: the test runs alone
-/// in this binary).
-struct Counting;
-
-static WATCHING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
-// the GlobalAlloc contract; the counter has no effect on memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a plain event counter, read after the watched section.
-        if WATCHING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout, as the caller's contract requires.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with this layout (see `alloc`).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Relaxed: see `alloc`.
-        if WATCHING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
@@ -63,7 +32,7 @@ fn throughput_loops_allocate_nothing_on_any_transport_in_either_mode() {
                     warmup: Nanos::ZERO,
                     length: Length::Messages(MESSAGES),
                 };
-                ALLOCATIONS.store(0, Ordering::Relaxed);
+                alloc_count::reset();
                 let (sent, got) = thread::scope(|scope| {
                     let receiver = scope.spawn(|| {
                         let mut one_way = LatencyHistogram::new();
@@ -75,19 +44,19 @@ fn throughput_loops_allocate_nothing_on_any_transport_in_either_mode() {
                         got
                     });
                     start.wait();
-                    WATCHING.store(true, Ordering::Relaxed);
+                    alloc_count::watch_all(true);
                     let sent = tx.send_messages(&plan, &mut round_trip, &progress).unwrap();
                     // Acquire: pairs with the Release store above.
                     while !received.load(Ordering::Acquire) {
                         thread::yield_now();
                     }
-                    WATCHING.store(false, Ordering::Relaxed);
+                    alloc_count::watch_all(false);
                     (sent, receiver.join().unwrap())
                 });
                 assert_eq!(sent.messages, MESSAGES, "{at}");
                 assert_eq!(got.measured, MESSAGES, "{at}");
                 assert_eq!(sent.checksum, got.checksum, "{at}");
-                assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0, "{at} allocated");
+                assert_eq!(alloc_count::count(), 0, "{at} allocated");
             }
         }
     }

@@ -1133,6 +1133,35 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// A task just registered: nothing sampled, pinned or reported yet.
+    fn new(
+        tid: i32,
+        role: Role,
+        allowed: CpuSet,
+        rx: Consumer<Attempt>,
+        stat: File,
+        schedstat: Option<File>,
+    ) -> Tracked {
+        Tracked {
+            tid,
+            role,
+            allowed,
+            rx,
+            stat,
+            schedstat,
+            affinity_before: affinity_of::affinity_of(tid).ok(),
+            stats: MigrationStats::default(),
+            in_section: false,
+            uncertain: false,
+            last_runtime_ns: None,
+            proc: None,
+            pinned: None,
+            ever_pinned: false,
+            rt_share: 0.0,
+            carry: 0.0,
+        }
+    }
+
     /// Where it is, or will run next: the pin if one holds (a sleeping task's
     /// `processor` is where it last ran), else the CPU it last ran on.
     fn cpu(&self) -> Option<usize> {
@@ -1242,24 +1271,7 @@ impl Supervisor {
                         r.tid, r.allowed
                     ));
                 }
-                Some(Tracked {
-                    tid: r.tid,
-                    role: r.role,
-                    allowed,
-                    rx: r.rx,
-                    stat,
-                    schedstat,
-                    affinity_before: affinity_of::affinity_of(r.tid).ok(),
-                    stats: MigrationStats::default(),
-                    in_section: false,
-                    uncertain: false,
-                    last_runtime_ns: None,
-                    proc: None,
-                    pinned: None,
-                    ever_pinned: false,
-                    rt_share: 0.0,
-                    carry: 0.0,
-                })
+                Some(Tracked::new(r.tid, r.role, allowed, r.rx, stat, schedstat))
             })
             .collect();
         if schedstat_missing {
@@ -2220,24 +2232,14 @@ mod tests {
         });
         let tid = rx.recv().unwrap();
         let (_ring, rx) = spsc::channel::<Attempt>(1);
-        let sut = Tracked {
+        let sut = Tracked::new(
             tid,
-            role: Role::Normal,
-            allowed: CpuSet::from_cpus([0]),
+            Role::Normal,
+            CpuSet::from_cpus([0]),
             rx,
-            stat: open_proc(tid, "stat").unwrap(),
-            schedstat: open_proc(tid, "schedstat").ok(),
-            affinity_before: None,
-            stats: MigrationStats::default(),
-            in_section: false,
-            uncertain: false,
-            last_runtime_ns: None,
-            proc: None,
-            pinned: None,
-            ever_pinned: false,
-            rt_share: 0.0,
-            carry: 0.0,
-        };
+            open_proc(tid, "stat").unwrap(),
+            open_proc(tid, "schedstat").ok(),
+        );
         let mut buf = vec![0; 4096];
         assert!(sut.read(&mut buf).unwrap().is_some(), "alive");
         done_tx.send(()).unwrap();
@@ -2250,24 +2252,14 @@ mod tests {
         let tid = sched::thread_id() as i32;
         let (tx, rx) = spsc::channel::<Attempt>(1);
         drop(tx);
-        let sut = Tracked {
+        let sut = Tracked::new(
             tid,
-            role: Role::Normal,
-            allowed: CpuSet::from_cpus([0]),
+            Role::Normal,
+            CpuSet::from_cpus([0]),
             rx,
-            stat: open_proc(tid, "stat").unwrap(),
-            schedstat: open_proc(tid, "schedstat").ok(),
-            affinity_before: None,
-            stats: MigrationStats::default(),
-            in_section: false,
-            uncertain: false,
-            last_runtime_ns: None,
-            proc: None,
-            pinned: None,
-            ever_pinned: false,
-            rt_share: 0.0,
-            carry: 0.0,
-        };
+            open_proc(tid, "stat").unwrap(),
+            open_proc(tid, "schedstat").ok(),
+        );
         // The kernel adds up a running thread's run time at ticks and switches: run a
         // while, then switch.
         let start = std::time::Instant::now();
