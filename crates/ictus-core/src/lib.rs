@@ -17,7 +17,6 @@
 //! ```
 #![deny(unsafe_code)]
 
-/// Counting global allocator for no-allocation tests (forwards to `System`).
 #[allow(unsafe_code)]
 pub mod alloc_count;
 pub mod clock;
