@@ -12,6 +12,7 @@
 //!   never leaves a stale one in the way.
 //! - [`thread_time`]: CPU time consumed by the calling thread.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
+//! - [`fs`]: output files written whole or not at all, and checked before a run.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
 //!
@@ -21,6 +22,7 @@ pub mod affinity_of;
 pub mod buffer;
 pub mod clock;
 pub mod facts;
+pub mod fs;
 pub mod handoff;
 pub mod memory;
 pub mod process;
