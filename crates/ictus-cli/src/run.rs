@@ -71,6 +71,10 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
     }
     // The cell table is checked here too, so a malformed one starts nothing.
     exec_run::cell_table(&schedule).map_err(Failure::usage)?;
+    // So is the output: a run is never lost to a typo in `-o`.
+    if let Some(path) = &args.out.output {
+        ictus_os::fs::check_writable(path).map_err(Failure::usage)?;
+    }
     let session = Session::begin(std::env::args().collect(), false);
     let stop = Arc::new(AtomicBool::new(false));
     let show = !args.quiet && !args.out.json && std::io::stderr().is_terminal();
@@ -97,9 +101,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
     }
     let report = match result {
         Ok(r) => r,
-        Err(e @ exec_run::RunError::Cells(_)) | Err(e @ exec_run::RunError::NoSubsystem { .. }) => {
-            return Err(Failure::usage(e));
-        }
+        Err(e) if e.is_bad_input() => return Err(Failure::usage(e)),
         Err(e) => {
             return Err(anyhow::Error::new(e)
                 .context(format!("running {}", args.schedule.display()))
@@ -108,8 +110,23 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
     };
     let mut record = session.finish("run", &parameters(&schedule, args), progress);
     fill(&mut record, &report);
-    common::emit(&record, &args.out, render)
+    common::emit(&record, &args.out, render)?;
+    let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
+    if lost > 0 {
+        return Err(Failure {
+            code: EXIT_FRAMES_LOST,
+            error: anyhow::anyhow!(
+                "{lost} frame(s) were lost (see the events above); the record is written and marked incomplete"
+            ),
+        });
+    }
+    Ok(())
 }
+
+/// `ictus run`'s exit code when the run ended but frames were lost: a subsystem
+/// crashed, left the run, or was never released for part of it. (0: every frame
+/// accounted for, run or overrun; 1: the run failed; 2: bad input, nothing ran.)
+pub(crate) const EXIT_FRAMES_LOST: u8 = 3;
 
 /// One line: the frame, the state, and per subsystem its frames and overruns.
 fn status_line(s: &LiveStatus) -> String {
@@ -359,12 +376,8 @@ pub(crate) fn render(record: &RunRecord) -> String {
 }
 
 pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {
+    let line = ictus_exec::ctl::command_line(&args.command).map_err(Failure::usage)?;
     let socket = ictus_exec::ctl::find_run(args.name.as_deref()).map_err(Failure::usage)?;
-    let line = match args.command.as_str() {
-        "status" => "status".to_string(),
-        "stop" => "stop".to_string(),
-        state => format!("state {state}"),
-    };
     let reply = ictus_exec::ctl::request(&socket, &line)?;
     if let Some(err) = reply.strip_prefix("error ") {
         return Err(Failure::usage(anyhow::anyhow!("{err}")));

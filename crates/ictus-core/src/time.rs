@@ -80,16 +80,18 @@ impl Nanos {
     }
 }
 
+// Addition and multiplication saturate at [`Nanos::MAX`] (about 584 years): a
+// time computed from absurd input is clamped, never wrapped into a small one.
 impl Add for Nanos {
     type Output = Nanos;
     fn add(self, rhs: Nanos) -> Nanos {
-        Nanos(self.0 + rhs.0)
+        Nanos(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign for Nanos {
     fn add_assign(&mut self, rhs: Nanos) {
-        self.0 += rhs.0;
+        self.0 = self.0.saturating_add(rhs.0);
     }
 }
 
@@ -103,7 +105,7 @@ impl Sub for Nanos {
 impl Mul<u64> for Nanos {
     type Output = Nanos;
     fn mul(self, rhs: u64) -> Nanos {
-        Nanos(self.0 * rhs)
+        Nanos(self.0.saturating_mul(rhs))
     }
 }
 
@@ -136,6 +138,15 @@ impl fmt::Display for Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_and_products_saturate_instead_of_wrapping() {
+        assert_eq!(Nanos::MAX + Nanos::new(1), Nanos::MAX);
+        assert_eq!(Nanos::from_secs(1) * u64::MAX, Nanos::MAX);
+        let mut sut = Nanos::new(u64::MAX - 1);
+        sut += Nanos::new(5);
+        assert_eq!(sut, Nanos::MAX);
+    }
 
     #[test]
     fn display_picks_a_unit_by_magnitude() {

@@ -1428,6 +1428,33 @@ impl Cells {
         self.lock(cell).write_at(offset, bytes);
     }
 
+    /// One attempt at [`write_cell`](Self::write_cell): `false` (nothing written)
+    /// while another write holds the cell.
+    #[inline]
+    pub fn try_write_cell(&self, cell: usize, buf: &[u8]) -> bool {
+        assert_eq!(
+            buf.len(),
+            self.cell_bytes(cell),
+            "a write covers the whole cell"
+        );
+        self.lock(cell).try_write_at(0, buf)
+    }
+
+    /// One attempt at [`write_cell_range`](Self::write_cell_range): `false`
+    /// (nothing written) while another write holds the cell.
+    #[inline]
+    pub fn try_write_cell_range(&self, cell: usize, offset: usize, bytes: &[u8]) -> bool {
+        self.lock(cell).try_write_at(offset, bytes)
+    }
+
+    /// Claims cell `cell` for a write and never publishes it, as a writer that is
+    /// stopped half way does: fault injection for tests of readers and of the
+    /// coordinator. `false` when another write held it.
+    #[doc(hidden)]
+    pub fn abandon_write(&self, cell: usize) -> bool {
+        self.lock(cell).abandon_write()
+    }
+
     /// The sequence number of cell `cell` now (odd while a write is under way).
     pub fn sequence(&self, cell: usize) -> u64 {
         self.lock(cell).sequence()

@@ -33,8 +33,8 @@ pub const MAX_SUBSYSTEMS: usize = 64;
 /// Words per header and per slot (128 bytes: a cache-line pair).
 pub const SLOT_WORDS: usize = 16;
 
-/// The magic word: "ictusCB" and the layout version (1).
-pub const MAGIC: u64 = 0x6963_7475_7343_4201;
+/// The magic word: "ictusCB" and the layout version (2: torn-cell counters).
+pub const MAGIC: u64 = 0x6963_7475_7343_4202;
 
 /// Bytes a control block of `slots` subsystems takes (without writer claims).
 pub const fn size_bytes(slots: usize) -> usize {
@@ -70,6 +70,8 @@ const S_LAST_EXEC: usize = 7;
 const S_MAX_JITTER: usize = 8;
 const S_MAX_EXEC: usize = 9;
 const S_TID: usize = 10;
+const S_TORN: usize = 11;
+const S_TORN_CELL: usize = 12;
 
 /// Where a subsystem is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -378,6 +380,10 @@ pub struct SlotView {
     pub max_jitter: Nanos,
     /// Its longest execution so far.
     pub max_exec: Nanos,
+    /// Reads and writes it gave up on a cell whose writer was not progressing.
+    pub torn: u64,
+    /// The cell of the last of those.
+    pub last_torn_cell: Option<usize>,
 }
 
 impl<'a> Slot<'a> {
@@ -422,6 +428,9 @@ impl<'a> Slot<'a> {
             .store(c.max_jitter.as_u64(), Ordering::Relaxed);
         self.word(S_MAX_EXEC)
             .store(c.max_exec.as_u64(), Ordering::Relaxed);
+        self.word(S_TORN).store(c.torn, Ordering::Relaxed);
+        self.word(S_TORN_CELL)
+            .store(c.last_torn_cell, Ordering::Relaxed);
     }
 
     /// Records an acknowledgement.
@@ -453,6 +462,10 @@ impl<'a> Slot<'a> {
             last_exec: Nanos::new(r(S_LAST_EXEC)),
             max_jitter: Nanos::new(r(S_MAX_JITTER)),
             max_exec: Nanos::new(r(S_MAX_EXEC)),
+            torn: r(S_TORN),
+            last_torn_cell: usize::try_from(r(S_TORN_CELL))
+                .ok()
+                .filter(|_| r(S_TORN) > 0),
         }
     }
 }
@@ -474,6 +487,10 @@ pub struct Counters {
     pub max_jitter: Nanos,
     /// The longest execution.
     pub max_exec: Nanos,
+    /// Reads and writes given up on a cell whose writer was not progressing.
+    pub torn: u64,
+    /// The cell of the last of those (meaningful when `torn > 0`).
+    pub last_torn_cell: u64,
 }
 
 #[cfg(test)]

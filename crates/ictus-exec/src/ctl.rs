@@ -63,6 +63,103 @@ pub enum CtlError {
     /// No run is active, or several are and none was named.
     #[error("{0}")]
     Which(String),
+    /// A run name that cannot name a socket (a path, an odd character).
+    #[error(
+        "run name '{}': {reason} (a run name is 1 to {MAX_NAME} ASCII letters, digits, `_`, `-` or `.`, not starting with `.`)",
+        name.escape_debug()
+    )]
+    BadName {
+        /// The name.
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The socket's path is longer than a Unix socket address holds.
+    #[error(
+        "{}: {len} bytes, but a Unix socket path holds at most {MAX_SOCKET_PATH}; use a shorter run name or set ICTUS_RUN_DIR to a shorter folder",
+        path.display()
+    )]
+    PathTooLong {
+        /// The socket path.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A command that is not one word.
+    #[error(
+        "command '{}': a command is one word (`run`, `pause`, `off`, a mode of the schedule, `status` or `stop`)",
+        command.escape_debug()
+    )]
+    BadCommand {
+        /// The command given.
+        command: String,
+    },
+}
+
+/// The longest run name.
+pub const MAX_NAME: usize = 64;
+
+/// The longest path a Unix socket address holds (`sun_path` less its final NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Checks that `name` can name a run: its socket, shared-memory segments and run
+/// files. No path separators, no `..`, nothing but ASCII letters, digits, `_`, `-`
+/// and `.`.
+pub fn check_name(name: &str) -> Result<(), CtlError> {
+    let bad = |reason| {
+        Err(CtlError::BadName {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > MAX_NAME {
+        return bad("it is too long");
+    }
+    if name.starts_with('.') {
+        return bad("it starts with `.`");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return bad("it holds a character other than a letter, digit, `_`, `-` or `.`");
+    }
+    Ok(())
+}
+
+/// Checks that run `name`'s socket in `dir` can be bound: a valid name, and a path
+/// that fits a Unix socket address.
+pub fn check_socket(dir: &Path, name: &str) -> Result<PathBuf, CtlError> {
+    check_name(name)?;
+    let path = dir.join(format!("{name}.sock"));
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(CtlError::PathTooLong { path, len });
+    }
+    Ok(path)
+}
+
+/// The request line for a command given on the command line: `status`, `stop`, or
+/// `state NAME`. A command that is not one plain word (a space, a newline, a
+/// control character) is refused, so nothing after it is silently dropped.
+pub fn command_line(command: &str) -> Result<String, CtlError> {
+    let plain = !command.is_empty()
+        && command.len() <= MAX_NAME
+        && command
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if !plain {
+        return Err(CtlError::BadCommand {
+            command: command.to_string(),
+        });
+    }
+    Ok(match command {
+        "status" | "stop" => command.to_string(),
+        state => format!("state {state}"),
+    })
 }
 
 /// The folder of run sockets and files: `/run/ictus/runs` for root, else
@@ -115,7 +212,7 @@ pub fn live_runs() -> Vec<String> {
 /// The socket of the run named `name`, or of the only live run when `name` is `None`.
 pub fn find_run(name: Option<&str>) -> Result<PathBuf, CtlError> {
     if let Some(n) = name {
-        return Ok(socket_path(n));
+        return check_socket(&run_dir(), n);
     }
     let live = live_runs();
     match live.as_slice() {
@@ -239,7 +336,7 @@ impl Server {
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = dir.join(format!("{name}.sock"));
+        let path = check_socket(dir, name)?;
         if path.exists() {
             if UnixStream::connect(&path).is_ok() {
                 return Err(CtlError::NameTaken {
@@ -362,6 +459,73 @@ fn ask(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn run_names_that_are_paths_or_odd_are_refused() {
+        for bad in [
+            "",
+            "../etc",
+            "a/b",
+            ".hidden",
+            "x y",
+            "tab\t",
+            "new\nline",
+            "é",
+        ] {
+            assert!(
+                matches!(check_name(bad), Err(CtlError::BadName { .. })),
+                "{bad:?} accepted"
+            );
+        }
+        assert!(check_name(&"n".repeat(MAX_NAME + 1)).is_err());
+        for good in ["stress", "fig2", "rig-1.b_2"] {
+            check_name(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_socket_path_longer_than_sun_path_is_refused() {
+        let dir = PathBuf::from(format!("/tmp/{}", "d".repeat(100)));
+        let err = check_socket(&dir, "stress").unwrap_err();
+        assert!(matches!(err, CtlError::PathTooLong { .. }), "{err}");
+        assert!(err.to_string().contains("at most 107"));
+        check_socket(Path::new("/run/ictus/runs"), "stress").unwrap();
+    }
+
+    #[test]
+    fn a_command_is_one_plain_word() {
+        assert_eq!(command_line("status").unwrap(), "status");
+        assert_eq!(command_line("stop").unwrap(), "stop");
+        assert_eq!(command_line("pause").unwrap(), "state pause");
+        let err = command_line("pause\nstop").unwrap_err();
+        assert!(err.to_string().contains("pause\\nstop"), "{err}");
+        for bad in ["", "pause stop", "run\r", "a\0b"] {
+            assert!(command_line(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_checked_name_never_escapes_the_run_folder(
+            name in prop_oneof!["\\PC{0,80}", "[a-z./_\\- \\n]{0,12}"]
+        ) {
+            if check_name(&name).is_ok() {
+                let dir = Path::new("/run/ictus/runs");
+                let path = dir.join(format!("{name}.sock"));
+                prop_assert_eq!(path.parent(), Some(dir));
+                prop_assert_eq!(path.components().count(), dir.components().count() + 1);
+            }
+        }
+
+        #[test]
+        fn every_accepted_command_is_one_request_line(command in "\\PC{0,40}") {
+            if let Ok(line) = command_line(&command) {
+                prop_assert!(!line.contains('\n'));
+                prop_assert!(line == "status" || line == "stop" || line.starts_with("state "));
+            }
+        }
+    }
 
     #[test]
     fn hex_round_trips() {

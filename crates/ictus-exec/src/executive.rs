@@ -232,7 +232,8 @@ pub enum LoopEnd {
     Stopped,
     /// The run was abandoned before the epoch.
     Aborted,
-    /// The coordinator's heartbeat stopped (a child whose `ictus run` died).
+    /// The coordinator's heartbeat stopped and its process is gone (a child whose
+    /// `ictus run` died).
     CoordinatorGone,
 }
 
@@ -281,8 +282,13 @@ impl Runner<'_> {
             }
             let deadline = cadence.deadline();
             let woke = beat.wait_until(deadline);
+            // A silent heartbeat alone is not a reason to leave: a coordinator
+            // stalled (stopped, starved, swapped out) keeps its run, and the
+            // subsystems keep their beat. Only a coordinator that no longer exists
+            // ends the loop; the probe is one syscall, made only while it is silent.
             if let Some(limit) = self.heartbeat_timeout
                 && woke.saturating_sub(self.control.heartbeat()) > limit
+                && !coordinator_alive(self.control)
             {
                 return LoopEnd::CoordinatorGone;
             }
@@ -337,9 +343,17 @@ impl Runner<'_> {
             c.last_exec = exec;
             c.max_exec = c.max_exec.max(exec);
             c.max_jitter = c.max_jitter.max(woke.saturating_sub(deadline));
+            let torn = ports.torn();
+            c.torn = torn.count;
+            c.last_torn_cell = torn.last_cell.map_or(0, |i| i as u64);
             slot.publish(c);
         }
     }
+}
+
+/// Whether the process that published the control block still exists.
+fn coordinator_alive(control: &Control) -> bool {
+    ictus_os::process::is_alive(control.coordinator_pid())
 }
 
 fn note_overruns(stats: &mut Stats, skipped: u64) {

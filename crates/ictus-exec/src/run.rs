@@ -110,6 +110,10 @@ pub struct ThreadOutcome {
     pub exec: Distribution,
     /// How its loop ended: `stopped`, `aborted`, `coordinator-gone`.
     pub end: String,
+    /// Reads and writes it gave up on a cell whose writer was not progressing
+    /// (it ran on with the last coherent copy; see [`crate::subsystem::Ports`]).
+    #[serde(default)]
+    pub torn: u64,
     /// Shortfalls met while setting it up.
     pub warnings: Vec<RunWarning>,
 }
@@ -186,7 +190,8 @@ pub struct RunReport {
     pub warnings: Vec<RunWarning>,
     /// What happened during the run, in order (crashes, late acknowledgements).
     pub events: Vec<String>,
-    /// False when stopped by a signal rather than by the duration.
+    /// False when stopped by a signal rather than by the duration, or when a
+    /// subsystem lost frames (it crashed, left, or never ran them).
     pub complete: bool,
 }
 
@@ -295,7 +300,22 @@ pub enum RunError {
         /// Why.
         message: String,
     },
-    /// A program could not be found or started.
+    /// A program the schedule names is not found.
+    #[error(
+        "{}:{}: subsystem '{name}': program '{program}' not found (a bare name is looked up next to ictus, in its examples/ folder and in PATH; build examples with `cargo build --examples`)",
+        path.display(), location
+    )]
+    NoProgram {
+        /// The schedule.
+        path: PathBuf,
+        /// Where the subsystem is declared.
+        location: crate::schedule::Location,
+        /// The subsystem.
+        name: String,
+        /// The program.
+        program: String,
+    },
+    /// A program could not be started.
     #[error("subsystem '{name}': cannot start '{program}': {message}")]
     Launch {
         /// The subsystem.
@@ -322,6 +342,23 @@ pub enum RunError {
     /// The hubs could not be made.
     #[error("hubs: {0}")]
     Hubs(String),
+}
+
+impl RunError {
+    /// Whether the error is in the schedule or the command line (the user can fix
+    /// it, and nothing was started): the CLI's exit code 2.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            RunError::Cells(_) | RunError::NoSubsystem { .. } | RunError::NoProgram { .. } => true,
+            RunError::Ctl(e) => matches!(
+                e,
+                CtlError::BadName { .. }
+                    | CtlError::PathTooLong { .. }
+                    | CtlError::NameTaken { .. }
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// The built-in subsystems `ictus run` hosts in-process: `increment` (the stress
@@ -475,6 +512,12 @@ pub(crate) fn margin_for(schedule: &Schedule, tick: Nanos) -> Option<Nanos> {
     }
 }
 
+/// How long a subsystem waits for a cell held by a writer before it goes on with
+/// its last coherent copy: half a tick, at most 1 ms.
+pub(crate) fn patience(tick: Nanos) -> Nanos {
+    Nanos::new(tick.as_u64() / 2).min(Nanos::from_millis(1))
+}
+
 /// Everything a subsystem thread or child needs to run its frames after `init`.
 pub(crate) struct Prepared<'a> {
     pub(crate) schedule: &'a Schedule,
@@ -520,6 +563,7 @@ impl Prepared<'_> {
         }
         let registered = reg.finish();
         let mut ports = registered.ports;
+        ports.set_patience(patience(self.control.tick()));
         let mut stats = Stats::default();
         ports.warm_up();
         ictus_os::memory::prefault_stack();
@@ -561,6 +605,7 @@ impl Prepared<'_> {
             }
             .to_string(),
             warnings: placement.warnings,
+            torn: ports.torn().count,
         };
         slot.publish(&stats.counters);
         slot.set_status(Status::Finished);
@@ -638,17 +683,21 @@ pub fn run(
             }
             Process::Program { program, .. } => {
                 let path = resolve_program(program, schedule.folder(), &options.program_dirs)
-                    .ok_or_else(|| RunError::Launch {
+                    .ok_or_else(|| RunError::NoProgram {
+                        path: schedule.path.clone(),
+                        location: spec.location,
                         name: spec.name.clone(),
                         program: program.clone(),
-                        message: "not found (a bare name is looked up next to ictus, in its \
-                                  examples/ folder and in PATH; build examples with \
-                                  `cargo build --examples`)"
-                            .to_string(),
                     })?;
                 programs.push((k, path));
             }
         }
+    }
+    // The run's name names its socket and segments: checked here, with the
+    // socket's length, before any of them exists.
+    ctl::check_name(&schedule.name)?;
+    if options.control_socket || !programs.is_empty() {
+        ctl::check_socket(&options.run_dir, &schedule.name)?;
     }
     let storage = if programs.is_empty() {
         Storage::Local
@@ -798,6 +847,10 @@ pub fn run(
             if let Some(s) = &socket {
                 cmd.env(env::SOCKET, s);
             }
+            // A process group of its own: a terminal's Ctrl-C (sent to the whole
+            // foreground group) reaches the coordinator, which stops every
+            // subsystem at a major-frame boundary, never the child directly.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
             match cmd.spawn() {
                 Ok(child) => children.push(ChildProc {
                     slot: *k,
@@ -857,9 +910,38 @@ pub fn run(
                     .unwrap_or(0);
                 break Some((slow, format!("not ready after {:?}", options.ready_timeout)));
             }
+            // Commands and the status hook are served while waiting too, so
+            // Ctrl-C and `ictus ctl stop` end a start-up that never completes.
+            while let Ok(cmd) = cmd_rx.try_recv() {
+                match cmd {
+                    Command::State(_, reply) => {
+                        let _ = reply.send(
+                            "error the run is starting: its subsystems are not all ready yet"
+                                .into(),
+                        );
+                    }
+                    Command::Status(reply) => {
+                        let s = live(schedule, &control, &states, &log, 0);
+                        let _ = reply.send(serde_json::to_string(&s).unwrap_or_default());
+                    }
+                    Command::Stop(reply) => {
+                        options.stop.store(true, Ordering::Relaxed);
+                        let _ = reply.send("ok stopping".into());
+                    }
+                }
+            }
+            if let Some(cb) = options.on_status.as_mut() {
+                cb(&live(schedule, &control, &states, &log, 0));
+            }
             // Relaxed: a stop request, polled.
             if options.stop.load(Ordering::Relaxed) {
-                break Some((0, "stopped before the start".to_string()));
+                let waiting = (0..n)
+                    .find(|&k| control.slot(k).status() != Status::Ready)
+                    .unwrap_or(0);
+                break Some((
+                    waiting,
+                    "stopped before the start, while it was not ready".to_string(),
+                ));
             }
             std::thread::sleep(Duration::from_millis(2));
         };
@@ -903,6 +985,7 @@ pub fn run(
         let mut complete = true;
         let mut stop_requested = false;
         let mut killed = false;
+        let mut torn_seen: Vec<u64> = vec![0; n];
 
         // 6. Coordinate.
         loop {
@@ -943,6 +1026,20 @@ pub fn run(
                             ),
                         });
                     }
+                }
+            }
+            // Cells whose writer stopped half way through a write.
+            for (k, seen) in torn_seen.iter_mut().enumerate() {
+                let view = control.slot(k).view();
+                if view.torn > *seen {
+                    let (msg, advice) = torn_message(&cells, &control, &names, k, &view);
+                    *seen = view.torn;
+                    events.push(format!("frame {f}: {msg}"));
+                    warnings.push(RunWarning {
+                        id: "cell-torn".into(),
+                        message: msg,
+                        advice: Some(advice),
+                    });
                 }
             }
             // Commands.
@@ -1084,6 +1181,35 @@ pub fn run(
                 .iter()
                 .find(|c| c.slot == k)
                 .and_then(|c| c.exited.clone().filter(|_| outcome.is_none()));
+            let lost = due.saturating_sub(frames_run + overruns);
+            if lost > 0 {
+                // Frames a subsystem was due and neither ran nor overran: it
+                // crashed, left (a child that lost its coordinator), or never
+                // started. The figures cover only part of the run.
+                complete = false;
+                let why = match (&crashed, outcome.as_ref().map(|o| o.end.as_str())) {
+                    (Some(c), _) => format!("its process {c}"),
+                    (None, Some("coordinator-gone")) => {
+                        "it left the run: it found the coordinator gone".to_string()
+                    }
+                    (None, Some(end)) => format!("its loop ended early ({end})"),
+                    (None, None) => "it sent no report".to_string(),
+                };
+                let msg = format!(
+                    "{}: {lost} of its {due} frames were lost ({why})",
+                    spec.name
+                );
+                events.push(msg.clone());
+                warnings.push(RunWarning {
+                    id: "frames-lost".into(),
+                    message: msg,
+                    advice: Some(
+                        "the figures of this run cover only part of it; `ictus run` exits \
+                         with code 3 when frames were lost"
+                            .into(),
+                    ),
+                });
+            }
             subsystems.push(SubsystemReport {
                 name: spec.name.clone(),
                 process: match &spec.process {
@@ -1097,7 +1223,7 @@ pub fn run(
                 frames_run,
                 overruns,
                 longest_overrun_streak: streak,
-                lost: due.saturating_sub(frames_run + overruns),
+                lost,
                 crashed,
                 outcome,
             });
@@ -1244,6 +1370,13 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// How long the coordinator waits for a killed child to be reaped.
+const REAP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Kills every child still running and reaps it, waiting at most
+/// [`REAP_TIMEOUT`] in all: the coordinator never blocks without a bound (a
+/// process can take long to die, for example when a real-time thread keeps it off
+/// its CPU). A child not reaped in time is named in its `exited`.
 fn kill_all(children: &mut [ChildProc]) {
     for c in children.iter_mut() {
         if c.exited.is_none() {
@@ -1251,13 +1384,75 @@ fn kill_all(children: &mut [ChildProc]) {
                 Ok(Some(status)) => c.exited = Some(describe_exit(status)),
                 _ => {
                     let _ = c.child.kill();
-                    if let Ok(status) = c.child.wait() {
-                        c.exited = Some(describe_exit(status));
-                    }
                 }
             }
         }
     }
+    let until = monotonic_now() + Nanos::from(REAP_TIMEOUT);
+    loop {
+        let mut pending = false;
+        for c in children.iter_mut().filter(|c| c.exited.is_none()) {
+            match c.child.try_wait() {
+                Ok(Some(status)) => c.exited = Some(describe_exit(status)),
+                Ok(None) => pending = true,
+                Err(e) => c.exited = Some(format!("could not be reaped ({e})")),
+            }
+        }
+        if !pending {
+            return;
+        }
+        if monotonic_now() >= until {
+            for c in children.iter_mut().filter(|c| c.exited.is_none()) {
+                c.exited = Some(format!(
+                    "was killed but had not exited {} s later (pid {})",
+                    REAP_TIMEOUT.as_secs(),
+                    c.child.id()
+                ));
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The event for subsystem `k` having given up on a cell: which cell, and who
+/// writes it.
+fn torn_message(
+    cells: &Cells,
+    control: &Control,
+    names: &[String],
+    k: usize,
+    view: &crate::control::SlotView,
+) -> (String, String) {
+    let table = cells.table();
+    let Some(cell) = view.last_torn_cell.filter(|&c| c < table.cells().len()) else {
+        return (
+            format!("{}: a cell was held by a writer not progressing", names[k]),
+            "a writer stopped half way through a write".to_string(),
+        );
+    };
+    let first = crate::subsystem::first_element_index(table, cell);
+    let mut writers: Vec<&str> = (first..first + table.cells()[cell].elements().len())
+        .filter_map(|e| control.writer_of(e))
+        .filter_map(|w| names.get(w).map(String::as_str))
+        .collect();
+    writers.dedup();
+    let writer = if writers.is_empty() {
+        "(none registered)".to_string()
+    } else {
+        writers.join(", ")
+    };
+    (
+        format!(
+            "cell {} torn: writer {writer} not progressing ({} gave up on it {} time(s) and ran on with its last coherent copy)",
+            table.cells()[cell].name(),
+            names[k],
+            view.torn
+        ),
+        "a writer was stopped half way through a write (a debugger, SIGSTOP, a page-fault \
+         storm); it holds the cell until it runs again or its process ends"
+            .to_string(),
+    )
 }
 
 fn wait_children(children: &mut [ChildProc], timeout: Duration) {

@@ -68,6 +68,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use ictus_core::Nanos;
 use thiserror::Error;
@@ -189,6 +190,9 @@ struct Port {
     cell: usize,
     /// The subsystem's copy of the whole cell.
     buf: Vec<u8>,
+    /// For inputs: where the next snapshot is copied; swapped with `buf` once it is
+    /// coherent, so a read that gives up leaves the last coherent copy in `buf`.
+    spare: Vec<u8>,
     /// For outputs: the byte ranges this subsystem owns, merged when adjacent.
     ranges: Vec<(usize, usize)>,
     /// For outputs: whether it owns the whole cell (published in one whole write).
@@ -211,12 +215,63 @@ impl Port {
     }
 }
 
+/// How long a read or write waits for a cell held by another writer before it
+/// gives up, by default (see [`Ports::set_patience`]).
+pub const DEFAULT_PATIENCE: Nanos = Nanos::from_micros(500);
+
+/// Attempts made spinning before a held cell is waited for by sleeping.
+const SPIN_ATTEMPTS: u32 = 64;
+
+/// Sleep between attempts on a held cell: long enough to let a writer preempted on
+/// this CPU (at a lower priority) finish its copy.
+const HELD_SLEEP: Duration = Duration::from_micros(20);
+
+/// Reads and writes that gave up on a cell because its writer was not progressing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Torn {
+    /// How many gave up, in all.
+    pub count: u64,
+    /// The cell of the last one.
+    pub last_cell: Option<usize>,
+}
+
+/// Makes `attempt` until it succeeds: a few spins, then sleeping between attempts,
+/// for at most `patience`. Never spins unboundedly on a writer that is stopped,
+/// dead or preempted on this CPU. Allocates nothing.
+#[inline]
+fn persist(patience: Nanos, mut attempt: impl FnMut() -> bool) -> bool {
+    for _ in 0..SPIN_ATTEMPTS {
+        if attempt() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    let start = ictus_os::clock::monotonic_now();
+    loop {
+        std::thread::sleep(HELD_SLEEP);
+        if attempt() {
+            return true;
+        }
+        if ictus_os::clock::monotonic_now().saturating_sub(start) >= patience {
+            return false;
+        }
+    }
+}
+
 /// A subsystem's inputs and outputs: its copies of the cells it uses, and the cell
 /// storage they are copied from and published to.
+///
+/// A cell whose writer stops half way through a write (a paused or dead process,
+/// a page-fault storm) is waited for at most the *patience*; then the read keeps
+/// the last coherent copy (a write is skipped) and the give-up is counted in
+/// [`Ports::torn`], for the coordinator to report. A reader never spins for ever on
+/// a writer it may be keeping off its CPU.
 pub struct Ports {
     cells: Cells,
     inputs: Vec<Port>,
     outputs: Vec<Port>,
+    patience: Nanos,
+    torn: Torn,
 }
 
 impl fmt::Debug for Ports {
@@ -235,7 +290,21 @@ impl Ports {
             cells,
             inputs: Vec::new(),
             outputs: Vec::new(),
+            patience: DEFAULT_PATIENCE,
+            torn: Torn::default(),
         }
+    }
+
+    /// How long a read or write waits for a cell another writer holds before it
+    /// gives up (default [`DEFAULT_PATIENCE`]; the executive uses half the tick, at
+    /// most 1 ms).
+    pub fn set_patience(&mut self, patience: Nanos) {
+        self.patience = patience;
+    }
+
+    /// The reads and writes that gave up so far.
+    pub fn torn(&self) -> Torn {
+        self.torn
     }
 
     fn port(list: &mut Vec<Port>, cells: &Cells, cell: usize) -> usize {
@@ -245,17 +314,29 @@ impl Ports {
         list.push(Port {
             cell,
             buf: cells.new_buffer(cell),
+            spare: cells.new_buffer(cell),
             ranges: Vec::new(),
             whole: false,
         });
         list.len() - 1
     }
 
-    /// Copies every input cell in, one coherent snapshot per cell. No allocation.
+    /// Copies every input cell in, one coherent snapshot per cell. A cell held by a
+    /// writer for longer than the patience keeps its last coherent copy (counted in
+    /// [`torn`](Self::torn)). No allocation.
     #[inline]
     pub fn pull(&mut self) {
         for p in &mut self.inputs {
-            self.cells.read_cell(p.cell, &mut p.buf);
+            let cells = &self.cells;
+            let spare = &mut p.spare;
+            if persist(self.patience, || {
+                cells.try_read_cell(p.cell, spare).is_some()
+            }) {
+                std::mem::swap(&mut p.buf, &mut p.spare);
+            } else {
+                self.torn.count += 1;
+                self.torn.last_cell = Some(p.cell);
+            }
         }
     }
 
@@ -270,14 +351,21 @@ impl Ports {
     }
 
     #[inline]
-    fn publish(&self, i: usize) {
+    fn publish(&mut self, i: usize) {
         let p = &self.outputs[i];
-        if p.whole {
-            self.cells.write_cell(p.cell, &p.buf);
+        let cells = &self.cells;
+        let written = if p.whole {
+            persist(self.patience, || cells.try_write_cell(p.cell, &p.buf))
         } else {
-            for &(a, b) in &p.ranges {
-                self.cells.write_cell_range(p.cell, a, &p.buf[a..b]);
-            }
+            p.ranges.iter().all(|&(a, b)| {
+                persist(self.patience, || {
+                    cells.try_write_cell_range(p.cell, a, &p.buf[a..b])
+                })
+            })
+        };
+        if !written {
+            self.torn.count += 1;
+            self.torn.last_cell = Some(p.cell);
         }
     }
 
@@ -287,7 +375,13 @@ impl Ports {
     pub fn warm_up(&mut self) {
         self.pull();
         for p in &mut self.outputs {
-            self.cells.read_cell(p.cell, &mut p.buf);
+            let cells = &self.cells;
+            let spare = &mut p.spare;
+            if persist(self.patience, || {
+                cells.try_read_cell(p.cell, spare).is_some()
+            }) {
+                p.buf.copy_from_slice(&p.spare);
+            }
         }
         self.push();
     }

@@ -17,6 +17,10 @@ pub const SIGTERM: i32 = libc::SIGTERM;
 pub const SIGINT: i32 = libc::SIGINT;
 /// `SIGKILL`: ends a process at once; it cannot clean up.
 pub const SIGKILL: i32 = libc::SIGKILL;
+/// `SIGSTOP`: pauses a process (as a debugger or Ctrl-Z does); it cannot refuse.
+pub const SIGSTOP: i32 = libc::SIGSTOP;
+/// `SIGCONT`: resumes a paused process.
+pub const SIGCONT: i32 = libc::SIGCONT;
 
 /// Sends signal `sig` to the one process `pid` (`kill(2)`). A `pid` of 0 or below
 /// would name a process group or every process, so it is refused (`InvalidInput`)
@@ -37,6 +41,44 @@ pub fn signal(pid: i32, sig: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether process `pid` exists and has not exited: `kill(pid, 0)` finds it
+/// (EPERM counts: it exists but is not ours to signal) and `/proc/PID/stat` does
+/// not show a zombie (an exited process its parent has not reaped yet). Allocates
+/// nothing, so a real-time thread may ask.
+pub fn is_alive(pid: u32) -> bool {
+    use std::io::{Read, Write};
+    let Ok(id) = i32::try_from(pid) else {
+        return false;
+    };
+    match signal(id, 0) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+        Err(_) => return false,
+    }
+    let mut path = [0u8; 32];
+    let len = {
+        let mut cursor = &mut path[..];
+        if write!(cursor, "/proc/{pid}/stat").is_err() {
+            return true;
+        }
+        32 - cursor.len()
+    };
+    let path = std::path::Path::new(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path[..len]),
+    );
+    let mut stat = [0u8; 512];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut stat)) else {
+        // No /proc to ask: the signal's answer stands.
+        return true;
+    };
+    // The state is the first field after the command's closing parenthesis.
+    let text = &stat[..n];
+    match text.iter().rposition(|&b| b == b')') {
+        Some(i) => text.get(i + 2) != Some(&b'Z'),
+        None => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +95,21 @@ mod tests {
     fn signal_zero_probes_a_live_process() {
         let own = std::process::id() as i32;
         signal(own, 0).unwrap();
+    }
+
+    #[test]
+    fn is_alive_sees_a_live_process_and_not_a_zombie_or_a_reaped_one() {
+        assert!(is_alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not reaped yet: a zombie once it has exited.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while is_alive(pid) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!is_alive(pid), "an exited, unreaped child is a zombie");
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+        assert!(!is_alive(u32::MAX));
     }
 }

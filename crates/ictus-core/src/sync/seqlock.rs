@@ -152,6 +152,35 @@ impl<'a> SeqlockView<'a> {
         self.end_write(odd);
     }
 
+    /// One attempt at [`write_at`](Self::write_at): claims the region only if
+    /// no write is under way, writes and publishes; `false` (nothing written)
+    /// when another write held it. For writers that must not wait on a writer
+    /// that may never finish (a stopped or dead process).
+    ///
+    /// # Panics
+    ///
+    /// If the range passes the end of the payload (checked before the region
+    /// is claimed).
+    #[inline]
+    pub fn try_write_at(&self, offset: usize, bytes: &[u8]) -> bool {
+        self.check_range(offset, bytes.len());
+        let Some(odd) = self.try_begin_write() else {
+            return false;
+        };
+        store_bytes(self.payload, offset, bytes);
+        self.end_write(odd);
+        true
+    }
+
+    /// Claims the region for a write and never publishes it, as a writer does
+    /// that is stopped or dies half way through (fault injection; readers see
+    /// a write under way until [`recover`](Self::recover)). `false` when another
+    /// write held it.
+    #[doc(hidden)]
+    pub fn abandon_write(&self) -> bool {
+        self.try_begin_write().is_some()
+    }
+
     /// Copies the whole payload into `out` and returns the (even) sequence of
     /// the snapshot. Spins while a write is under way or overlaps the copy.
     ///
@@ -243,6 +272,34 @@ impl<'a> SeqlockView<'a> {
                 .seq
                 .compare_exchange(s, s + 1, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
+    }
+
+    /// Claims the region if no write is under way: the odd sequence it set,
+    /// or `None` when the sequence was odd. Retries only a compare-and-swap
+    /// lost to a claim that has already finished (never waits on a writer).
+    #[inline]
+    fn try_begin_write(&self) -> Option<u64> {
+        loop {
+            // Relaxed: only a guess at the current value; the compare-and-swap
+            // below decides.
+            let s = self.seq.load(Ordering::Relaxed);
+            if s & 1 == 1 {
+                return None;
+            }
+            // Acquire: pairs with the Release store in `end_write` of the
+            // previous write, as in `begin_write`.
+            if self
+                .seq
+                .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                // Release fence: pairs with the Acquire fence in `try_read_at`,
+                // as in `begin_write`.
+                fence(Ordering::Release);
+                return Some(s + 1);
+            }
+            spin_loop();
+        }
     }
 
     /// Claims the region for one write; returns the odd sequence it set.
@@ -451,6 +508,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::sync::Arc;
+
+    #[test]
+    fn try_write_refuses_while_a_write_is_abandoned_and_goes_on_after_recover() {
+        let sut = Seqlock::new(8);
+        assert!(sut.view().try_write_at(0, &[1; 8]));
+        assert_eq!(sut.sequence(), 2);
+        assert!(sut.view().abandon_write());
+        assert!(sut.view().is_writing());
+        assert!(
+            !sut.view().try_write_at(0, &[2; 8]),
+            "a held region is refused"
+        );
+        let mut out = [0u8; 8];
+        assert_eq!(sut.try_read(&mut out), None);
+        assert!(sut.view().recover());
+        assert!(sut.view().try_write_at(4, &[3; 4]));
+        assert_eq!(sut.read(&mut out), 6);
+        assert_eq!(out, [1, 1, 1, 1, 3, 3, 3, 3]);
+    }
 
     #[test]
     fn a_region_holds_the_sequence_and_whole_payload_words() {

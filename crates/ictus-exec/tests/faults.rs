@@ -1,0 +1,126 @@
+//! Fault injection on the executive: a writer stopped half way through a cell write
+//! on the same CPU as its reader. The reader must not spin on it, the coordinator
+//! must name the cell and the writer, end the run on time and reap every process.
+//! Structure only, never timings (a watchdog turns a hang into a failure).
+#![allow(clippy::print_stderr)] // the watchdog says why it ended the test process
+
+use std::path::Path;
+use std::time::Duration;
+
+use ictus_exec::run::{self, RunOptions};
+use ictus_exec::schedule::Schedule;
+
+/// Fails the test process instead of letting CI hang.
+fn watchdog(limit: Duration, what: &'static str) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("{what}: still running after {limit:?}: the run hangs");
+        std::process::exit(101);
+    });
+}
+
+fn no_segments_of(name: &str) {
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with(&format!("ictus-{name}.")))
+        .collect();
+    assert!(left.is_empty(), "segments left behind: {left:?}");
+}
+
+/// W (a program) writes X; R (in-process) reads X and writes Y; both on the last
+/// CPU, in the same real-time class when the machine grants it.
+fn stall_schedule(dir: &Path, name: &str) -> Schedule {
+    let cpu = ictus_os::facts::online_cpus()
+        .cpus()
+        .last()
+        .copied()
+        .unwrap();
+    let text = format!(
+        r#"name = "{name}"
+tick = "1ms"
+major_frame = 2
+initial_state = "run"
+
+[[cell]]
+name = "X"
+elements = [ {{ name = "n", type = "i32" }}, {{ name = "pad", type = "f64", len = 32 }} ]
+
+[[cell]]
+name = "Y"
+elements = [ {{ name = "n", type = "i32" }}, {{ name = "pad", type = "f64", len = 32 }} ]
+
+[[subsystem]]
+name = "W"
+start = 0
+period = 2
+cpu = {cpu}
+class = "rt1"
+priority = 80
+process = "stall_writer"
+config = {{ to = "X.n", stall_at = 200 }}
+
+[[subsystem]]
+name = "R"
+start = 1
+period = 2
+cpu = {cpu}
+class = "rt1"
+priority = 80
+builtin = "increment"
+config = {{ from = "X", to = "Y" }}
+"#
+    );
+    let path = dir.join("stall.toml");
+    std::fs::write(&path, text).unwrap();
+    Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
+}
+
+#[test]
+fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
+    watchdog(Duration::from_secs(90), "stall test");
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("t-stall-{}", std::process::id());
+    let s = stall_schedule(dir.path(), &name);
+    let r = run::run(
+        &s,
+        &mut run::builtin,
+        RunOptions {
+            duration: Some(Duration::from_millis(1500)),
+            run_dir: dir.path().join("run"),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let torn = r
+        .warnings
+        .iter()
+        .find(|w| w.id == "cell-torn")
+        .unwrap_or_else(|| panic!("no cell-torn warning: {:#?}", r.warnings));
+    assert!(
+        torn.message
+            .contains("cell X torn: writer W not progressing"),
+        "{}",
+        torn.message
+    );
+    let reader = &r.subsystems[1];
+    assert_eq!(reader.name, "R");
+    assert_eq!(reader.lost, 0, "the reader kept its beat: {reader:?}");
+    assert!(reader.outcome.as_ref().is_some_and(|o| o.torn > 0));
+    let writer = &r.subsystems[0];
+    assert!(
+        writer.lost > 0,
+        "the stopped writer's frames are lost: {writer:?}"
+    );
+    assert!(
+        writer
+            .crashed
+            .as_deref()
+            .is_some_and(|c| c.contains("signal 9")),
+        "the stopped writer was ended: {writer:?}"
+    );
+    assert!(!r.complete, "a run that lost frames is not complete");
+    assert!(r.warnings.iter().any(|w| w.id == "frames-lost"));
+    no_segments_of(&name);
+}
