@@ -246,3 +246,344 @@ fn ctl_commands_a_running_schedule() {
     );
     assert!(!sock.exists());
 }
+
+/// `ictus run` in a process group of its own, as a shell runs a foreground job.
+fn spawn_run(dir: &Path, args: &[&str]) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+        .env("ICTUS_RUN_DIR", dir)
+        .arg("run")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` at most `limit`, reading its output meanwhile (a record
+/// larger than a pipe would otherwise block it); kills it and fails when it does
+/// not end.
+fn finish(child: std::process::Child, limit: std::time::Duration) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let out = rx.recv().unwrap().unwrap();
+            panic!(
+                "ictus run did not end within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Sends `signal` to every process of group `pgid`, as a terminal does.
+fn signal_group(pgid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} -{pgid}");
+}
+
+/// The seed 003 stress schedule (A and C in-process, B in a process of its own)
+/// under another run name, with a slow tick so an idle machine misses nothing.
+fn stress_copy(dir: &Path, name: &str) -> std::path::PathBuf {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stress");
+    let text = std::fs::read_to_string(examples.join("schedule.toml"))
+        .unwrap()
+        .replace("name = \"stress\"", &format!("name = \"{name}\""));
+    std::fs::copy(examples.join("cells.toml"), dir.join("cells.toml")).unwrap();
+    let path = dir.join("schedule.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn metric(record: &Value, measurement: &str, key: &str) -> Option<f64> {
+    record["measurements"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == measurement)?["metrics"][key]
+        .as_f64()
+}
+
+fn wait_for_socket(dir: &Path, name: &str) {
+    let sock = dir.join(format!("{name}.sock"));
+    for _ in 0..500 {
+        if sock.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{} never appeared", sock.display());
+}
+
+#[test]
+fn ctrl_c_to_the_whole_process_group_stops_at_a_major_frame_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-sigint-{}", std::process::id());
+    let path = stress_copy(dir.path(), &name);
+    let run = spawn_run(
+        dir.path(),
+        &[
+            "--json",
+            "--tick",
+            "5ms",
+            "--duration",
+            "60s",
+            path.to_str().unwrap(),
+        ],
+    );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // A terminal's Ctrl-C: SIGINT to every process of the foreground group.
+    signal_group(run.id(), "INT");
+    let out = finish(run, std::time::Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], false, "stopped before its duration");
+    assert_eq!(metric(&r, "stress", "missed_frames"), Some(0.0), "{stderr}");
+    assert!(metric(&r, "stress", "run_frames").unwrap() > 0.0);
+    for m in r["measurements"].as_array().unwrap() {
+        if m["name"] == "release-jitter" {
+            assert_eq!(m["metrics"]["lost_frames"].as_f64(), Some(0.0), "{m}");
+            assert!(m["labels"].get("crashed").is_none(), "{m}");
+        }
+    }
+    assert!(
+        !r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["id"] == "crash"),
+        "{}",
+        r["warnings"]
+    );
+    assert!(shm_files(&name).is_empty());
+}
+
+#[test]
+fn a_coordinator_paused_longer_than_the_heartbeat_keeps_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-stall-{}", std::process::id());
+    let path = stress_copy(dir.path(), &name);
+    let run = spawn_run(
+        dir.path(),
+        &[
+            "--json",
+            "--tick",
+            "5ms",
+            "--duration",
+            "6s",
+            path.to_str().unwrap(),
+        ],
+    );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Only the coordinator: its children run on (they are in its group, so name
+    // the one process).
+    let pid = run.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(ictus_exec::child::HEARTBEAT_TIMEOUT.into());
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(run, std::time::Duration::from_secs(40));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in r["measurements"].as_array().unwrap() {
+        if m["name"] == "release-jitter" {
+            assert_eq!(
+                m["metrics"]["lost_frames"].as_f64(),
+                Some(0.0),
+                "{} left while its coordinator was paused: {stderr}",
+                m["labels"]["subsystem"]
+            );
+        }
+    }
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert_eq!(r["complete"], true);
+}
+
+#[test]
+fn a_crashed_subsystem_gives_exit_code_3_an_incomplete_record_and_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-crash-{}", std::process::id());
+    let path = stress_copy(dir.path(), &name);
+    let run = spawn_run(
+        dir.path(),
+        &["--json", "--duration", "3s", path.to_str().unwrap()],
+    );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let status = ictus(dir.path())
+        .args(["ctl", "status", "--name", &name])
+        .output()
+        .unwrap();
+    let s: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let b = s["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "B")
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    assert_ne!(b, u64::from(run.id()));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &b.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(run, std::time::Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("frame(s) were lost"));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], false);
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["id"] == "frames-lost")
+    );
+    assert!(shm_files(&name).is_empty());
+}
+
+#[test]
+fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
+    for how in ["ctrl-c", "ctl-stop"] {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("cli-never-{how}-{}", std::process::id());
+        let path = dir.path().join("never.toml");
+        // A program that never joins the run.
+        let text = format!(
+            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"/bin/sleep\"\nargs = [\"300\"]\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        let run = spawn_run(dir.path(), &["--duration", "1s", path.to_str().unwrap()]);
+        wait_for_socket(dir.path(), &name);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let sleeper = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        s.rsplit(") ")
+                            .next()
+                            .map(|rest| rest.split(' ').nth(1) == Some(&run.id().to_string()))
+                    })
+                    .unwrap_or(false)
+            });
+        match how {
+            "ctrl-c" => signal_group(run.id(), "INT"),
+            _ => {
+                let stop = ictus(dir.path())
+                    .args(["ctl", "stop", "--name", &name])
+                    .output()
+                    .unwrap();
+                assert!(
+                    stop.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&stop.stderr)
+                );
+            }
+        }
+        let out = finish(run, std::time::Duration::from_secs(15));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{how}: {stderr}");
+        assert!(
+            stderr.contains("stopped before the start"),
+            "{how}: {stderr}"
+        );
+        if let Some(pid) = sleeper {
+            assert!(
+                !ictus_os::process::is_alive(pid),
+                "{how}: the program was left running"
+            );
+        }
+        assert!(shm_files(&name).is_empty());
+    }
+}
+
+#[test]
+fn ctl_refuses_a_run_name_that_is_a_path_and_a_command_of_two_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ictus(dir.path())
+        .args(["ctl", "status", "--name", "../../etc/passwd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
+    let out = ictus(dir.path())
+        .args(["ctl", "pause\nstop"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a command is one word"));
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_run_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-out-{}", std::process::id());
+    let path = dir.path().join("ring.toml");
+    std::fs::write(&path, ring(&name)).unwrap();
+    let out = ictus(dir.path())
+        .args(["run", "--duration", "30s", "-o"])
+        .arg(dir.path().join("no/such/dir/record.json"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // Exit 2 (bad input, nothing ran), not the 1 of a run that failed at the end.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(shm_files(&name).is_empty());
+}
+
+#[test]
+fn a_missing_program_is_refused_at_its_line_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-noprog-{}", std::process::id());
+    let path = dir.path().join("noprog.toml");
+    let text = format!(
+        "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"no-such-program-anywhere\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    let out = ictus(dir.path()).arg("run").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:8:8:", path.display())), "{err}");
+    assert!(err.contains("not found"), "{err}");
+    assert!(shm_files(&name).is_empty());
+}
