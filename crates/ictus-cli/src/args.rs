@@ -44,6 +44,10 @@ pub(crate) enum Command {
     Run(crate::run::RunArgs),
     /// Command a running schedule: run, pause, off or a mode; status; stop.
     Ctl(crate::run::CtlArgs),
+    /// Hosts a built-in subsystem in a process of its own: what `ictus run` launches
+    /// for `process = "own"` (not for direct use).
+    #[command(hide = true)]
+    Subsystem,
 }
 
 #[derive(Debug, Args)]

@@ -126,6 +126,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             run::run(&args, &progress)
         }
         Command::Ctl(args) => run::ctl(&args),
+        Command::Subsystem => run::host(),
         Command::Load(args) => {
             let progress = Arc::new(Progress::new());
             install_stop_handler(&progress)?;

@@ -93,6 +93,10 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
             }
         })),
         status_every: Duration::from_millis(100),
+        // `process = "own"`: ictus hosts the builtin in a child of itself.
+        host: std::env::current_exe()
+            .ok()
+            .map(|exe| (exe, vec!["subsystem".to_string()])),
         ..RunOptions::default()
     };
     let result = exec_run::run(&schedule, &mut exec_run::builtin, options);
@@ -373,6 +377,14 @@ pub(crate) fn render(record: &RunRecord) -> String {
         let _ = writeln!(out, "{h}");
     }
     out
+}
+
+/// `ictus subsystem` (hidden): hosts the built-in subsystem that `ictus run`
+/// launched this process for.
+pub(crate) fn host() -> Result<(), Failure> {
+    ictus_exec::child::run_builtin(&mut exec_run::builtin)
+        .map(drop)
+        .map_err(|e| anyhow::Error::new(e).into())
 }
 
 pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {

@@ -71,14 +71,8 @@ pub enum ChildError {
     #[error("{0}")]
     Init(String),
     /// The figures could not be written.
-    #[error("writing {}: {source}", path.display())]
-    Outcome {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("writing its figures: {0}")]
+    Outcome(#[source] ictus_os::fs::OutputError),
 }
 
 fn var(name: &'static str) -> Result<String, ChildError> {
@@ -90,6 +84,38 @@ fn var(name: &'static str) -> Result<String, ChildError> {
 
 /// Runs `subsystem`, named `name` in the schedule, as a child of `ictus run`.
 pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, ChildError> {
+    run_dyn(name, &mut subsystem)
+}
+
+/// Hosts a built-in subsystem in a process of its own (`process = "own"`): reads
+/// which subsystem the run launched this process for, makes it with `factory`
+/// (the same one the coordinator uses in-process), and runs it as [`run`] does.
+pub fn run_builtin(factory: &mut crate::run::Factory<'_>) -> Result<ThreadOutcome, ChildError> {
+    let asked = var(env::SUBSYSTEM)?;
+    let schedule_path = PathBuf::from(var(env::SCHEDULE)?);
+    let schedule = Schedule::from_file(&schedule_path, &ictus_os::facts::online_cpus())?;
+    let spec = schedule.subsystem(&asked).ok_or_else(|| ChildError::Join {
+        run: var(env::RUN).unwrap_or_default(),
+        message: format!("the schedule has no subsystem '{asked}'"),
+    })?;
+    let mut subsystem = factory(spec).map_err(ChildError::Init)?;
+    run_dyn(&asked, subsystem.as_mut())
+}
+
+/// [`run_builtin`] for a program's `main`: an error is one line on stderr and exit
+/// code 1.
+pub fn main_builtin(factory: &mut crate::run::Factory<'_>) -> ExitCode {
+    match run_builtin(factory) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            let name = std::env::var(env::SUBSYSTEM).unwrap_or_else(|_| "subsystem".into());
+            let _ = writeln!(std::io::stderr(), "{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_dyn(name: &str, subsystem: &mut dyn Subsystem) -> Result<ThreadOutcome, ChildError> {
     let run_name = var(env::RUN)?;
     let schedule_path = PathBuf::from(var(env::SCHEDULE)?);
     let asked = var(env::SUBSYSTEM)?;
@@ -145,13 +171,10 @@ pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, C
         !ictus_os::process::is_alive(coordinator)
     };
     let outcome = prepared
-        .run(&mut subsystem, &mut give_up)
+        .run(subsystem, &mut give_up)
         .map_err(ChildError::Init)?;
     let json = serde_json::to_string(&outcome).unwrap_or_default();
-    std::fs::write(&outcome_path, json).map_err(|source| ChildError::Outcome {
-        path: outcome_path.clone(),
-        source,
-    })?;
+    ictus_os::fs::write_atomic(&outcome_path, json).map_err(ChildError::Outcome)?;
     Ok(outcome)
 }
 

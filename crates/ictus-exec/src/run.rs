@@ -252,6 +252,10 @@ pub struct RunOptions {
     pub ack_timeout_frames: Option<u64>,
     /// How long subsystems may take to become ready.
     pub ready_timeout: Duration,
+    /// The program, and its arguments, that hosts a built-in subsystem in a
+    /// process of its own (`process = "own"`): `ictus` sets itself and its hidden
+    /// `subsystem` command; the program calls [`crate::child::main_builtin`].
+    pub host: Option<(PathBuf, Vec<String>)>,
 }
 
 impl Default for RunOptions {
@@ -266,6 +270,7 @@ impl Default for RunOptions {
             program_dirs: Vec::new(),
             ack_timeout_frames: None,
             ready_timeout: Duration::from_secs(20),
+            host: None,
         }
     }
 }
@@ -669,7 +674,8 @@ pub fn run(
     // 1. Everything that can be refused, before anything starts.
     let table = cell_table(schedule)?;
     let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
-    let mut programs: Vec<(usize, PathBuf)> = Vec::new();
+    // (slot, program path, arguments, the name it is reported by)
+    let mut programs: Vec<(usize, PathBuf, Vec<String>, String)> = Vec::new();
     for (k, spec) in schedule.subsystems.iter().enumerate() {
         match &spec.process {
             Process::InProcess => {
@@ -689,7 +695,28 @@ pub fn run(
                         name: spec.name.clone(),
                         program: program.clone(),
                     })?;
-                programs.push((k, path));
+                let Process::Program { args, .. } = &spec.process else {
+                    unreachable!("matched as a program");
+                };
+                programs.push((k, path, args.clone(), program.clone()));
+            }
+            Process::Own => {
+                // The builtin must exist here too (the host makes the same one).
+                factory(spec).map_err(|message| RunError::NoSubsystem {
+                    path: schedule.path.clone(),
+                    location: spec.location,
+                    name: spec.name.clone(),
+                    message,
+                })?;
+                let (host, args) = options.host.clone().ok_or_else(|| RunError::NoSubsystem {
+                    path: schedule.path.clone(),
+                    location: spec.location,
+                    name: spec.name.clone(),
+                    message: "process = \"own\" needs a program that hosts built-ins \
+                              (`ictus run` is one; RunOptions::host is not set)"
+                        .to_string(),
+                })?;
+                programs.push((k, host, args, "own".to_string()));
             }
         }
     }
@@ -828,11 +855,8 @@ pub fn run(
         }
         let socket = server.as_ref().map(|s| s.path().to_path_buf());
         let schedule_abs = std::fs::canonicalize(&schedule.path).unwrap_or(schedule.path.clone());
-        for (k, path) in &programs {
+        for (k, path, args, program) in &programs {
             let spec = &schedule.subsystems[*k];
-            let Process::Program { program, args } = &spec.process else {
-                continue;
-            };
             let outcome_file = options
                 .run_dir
                 .join(format!("{}.{}.outcome.json", schedule.name, spec.name));
@@ -1214,6 +1238,7 @@ pub fn run(
                 name: spec.name.clone(),
                 process: match &spec.process {
                     Process::InProcess => "in-process".to_string(),
+                    Process::Own => "own".to_string(),
                     Process::Program { program, .. } => program.clone(),
                 },
                 start: spec.start,

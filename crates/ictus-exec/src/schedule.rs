@@ -24,8 +24,9 @@
 //! cpu = 1
 //! class = "rt1"          # rt0 | rt1 | normal
 //! priority = 80          # rt1 only (1 to 98)
-//! process = "in-process" # or a program to launch, with `args = [...]`
-//! builtin = "increment"  # which built-in subsystem `ictus run` hosts in-process
+//! process = "in-process" # or "own" (the builtin in a process of its own), or a
+//!                        # program to launch, with `args = [...]`
+//! builtin = "increment"  # which built-in subsystem `ictus run` hosts
 //! config = { from = "A", to = "B" }
 //!
 //! [[hub]]                # hubs (seed 004) the run owns, shared by name
@@ -73,6 +74,10 @@ use crate::hub::HubDecl;
 pub enum Process {
     /// A thread of the process that runs the schedule.
     InProcess,
+    /// The subsystem's built-in in a process of its own (`process = "own"`): the
+    /// executive launches the program that hosts built-ins (`ictus` itself), which
+    /// joins the run through shared memory like any program.
+    Own,
     /// A program the executive launches; it joins the run through shared memory.
     Program {
         /// The program: a path (relative to the schedule's folder) or a bare name looked
@@ -517,6 +522,15 @@ impl Schedule {
                     Process::InProcess
                 }
                 Some(("", span)) => return Err(fail(span, Rule::EmptyProgram)),
+                Some(("own", span)) => {
+                    if let Some(a) = &s.args {
+                        return Err(fail(a.span(), Rule::ArgsWithoutProgram));
+                    }
+                    if s.builtin.is_none() {
+                        return Err(fail(span, Rule::OwnWithoutBuiltin));
+                    }
+                    Process::Own
+                }
                 Some((program, _)) => Process::Program {
                     program: program.to_string(),
                     args: s
@@ -776,11 +790,16 @@ pub enum Rule {
     #[error("args apply only to a program (process = \"path/to/program\")")]
     ArgsWithoutProgram,
     /// An empty program name.
-    #[error("process must be \"in-process\" or a program")]
+    #[error("process must be \"in-process\", \"own\" or a program")]
     EmptyProgram,
     /// A builtin named for a program.
-    #[error("builtin applies only to in-process subsystems")]
+    #[error("builtin applies only to in-process subsystems and to process = \"own\"")]
     BuiltinInProgram,
+    /// A process of its own with no builtin to host.
+    #[error(
+        "process = \"own\" hosts a builtin in a process of its own: name it with builtin = \"...\""
+    )]
+    OwnWithoutBuiltin,
     /// A synchronous group with a member in another process.
     #[error("a synchronous group meets at an in-process rendezvous: its members run in-process")]
     GroupAcrossProcesses,

@@ -21,7 +21,13 @@ fn schedule(dir: &Path, name: &str, tick: &str) -> Schedule {
     let text = std::fs::read_to_string(examples().join("stress/schedule.toml")).unwrap();
     let text = text
         .replace("name = \"stress\"", &format!("name = \"{name}\""))
-        .replace("tick = \"1ms\"", &format!("tick = \"{tick}\""));
+        .replace("tick = \"1ms\"", &format!("tick = \"{tick}\""))
+        // B as a program of its own that links ictus-exec (the example), rather
+        // than the builtin hosted by the ictus binary.
+        .replace(
+            "process = \"own\"\nbuiltin = \"increment\"\nconfig = { from = \"B\", to = \"C\" }",
+            "process = \"stress_b\"",
+        );
     std::fs::copy(examples().join("stress/cells.toml"), dir.join("cells.toml")).unwrap();
     let path = dir.join("schedule.toml");
     std::fs::write(&path, text).unwrap();
