@@ -22,3 +22,4 @@ mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
+pub mod text;

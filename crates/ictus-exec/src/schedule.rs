@@ -331,7 +331,9 @@ impl Schedule {
                             error,
                             ..
                         } => (line, column, error.to_string()),
-                        CellFileError::Read { source, .. } => (1, 1, source.to_string()),
+                        e @ (CellFileError::Read { .. }
+                        | CellFileError::NotAFile { .. }
+                        | CellFileError::Text { .. }) => (1, 1, e.to_string()),
                     };
                     ScheduleError::Invalid {
                         path: path.to_path_buf(),
