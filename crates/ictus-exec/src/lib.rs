@@ -10,6 +10,7 @@
 //!   ([`subsystem::Registry::hubs`]), in a thread or in a launched program.
 #![forbid(unsafe_code)]
 
+pub mod builtins;
 pub mod cell;
 pub mod child;
 pub mod control;
