@@ -49,7 +49,7 @@
 //! [`MAX_SUBSYSTEMS`](crate::control::MAX_SUBSYSTEMS) subsystems and
 //! [`MAX_MODES`](crate::state::MAX_MODES) modes, counted before anything else is
 //! checked; its file is a regular file of at most
-//! [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES) (16 MiB) of UTF-8. Inline
+//! [`MAX_INPUT_BYTES`] (16 MiB) of UTF-8. Inline
 //! cells obey the limits of [`crate::cell`], hubs those of [`crate::hub`].
 //! Checking takes time linear in the file's size.
 //!
