@@ -13,6 +13,16 @@
 //!
 //! ([`CellTable::load`], with errors at file:line:column), or built in code
 //! ([`CellTable::builder`]), for example from what subsystems register.
+//!
+//! **Limits.** A table is refused before anything is allocated for it when
+//! it breaks one of these (the error names the limit, and in a file points
+//! at the value that crosses it): a cell holds at most [`MAX_CELL_BYTES`]
+//! (16 MiB) of payload and [`MAX_ELEMENTS_PER_CELL`] elements, an array at
+//! most [`MAX_ARRAY_LEN`] values, a table at most [`MAX_CELLS`] cells and
+//! [`MAX_ELEMENTS`] elements, and the storage of all its cells (each cell's
+//! payload and sequence word, rounded up to 128 bytes) at most
+//! [`MAX_TABLE_BYTES`] (256 MiB). Checking a table takes time linear in its
+//! size; looking a cell or an element up by name is a hash lookup.
 //! Elements are named `cell.element` (`dynamics.velocity`). A Rust type is an
 //! [`Element`] when it is one of the scalar types or an array of one
 //! (`[f32; 64]`); asking for an element checks the type and length against the
@@ -80,7 +90,8 @@
 //! assert_eq!(velocity.get(&snapshot), [1.5; 64]);
 //! ```
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
@@ -96,6 +107,8 @@ use ictus_os::shm::{Segment, ShmError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
+
+use crate::text::{InputError, read_text};
 
 /// The type of the values of an element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -429,11 +442,54 @@ pub enum CellError {
         /// The cell name.
         name: String,
     },
-    /// A cell of more than 1 GiB.
-    #[error("cell `{name}` is too large (over 1 GiB)")]
+    /// A cell of more than [`MAX_CELL_BYTES`].
+    #[error("cell `{name}` is larger than the limit of {limit} bytes (16 MiB) per cell")]
     TooLarge {
         /// The cell name.
         name: String,
+        /// The limit, [`MAX_CELL_BYTES`].
+        limit: usize,
+    },
+    /// An array longer than [`MAX_ARRAY_LEN`].
+    #[error("element `{path}` has length {len}; the limit is {limit}")]
+    LengthTooLarge {
+        /// `cell.element`.
+        path: String,
+        /// The length given.
+        len: u64,
+        /// The limit, [`MAX_ARRAY_LEN`].
+        limit: usize,
+    },
+    /// A cell with more than [`MAX_ELEMENTS_PER_CELL`] elements.
+    #[error("cell `{name}` has more than the limit of {limit} elements")]
+    TooManyElementsInCell {
+        /// The cell name.
+        name: String,
+        /// The limit, [`MAX_ELEMENTS_PER_CELL`].
+        limit: usize,
+    },
+    /// A table with more than [`MAX_ELEMENTS`] elements.
+    #[error("the table has more than the limit of {limit} elements")]
+    TooManyElements {
+        /// The limit, [`MAX_ELEMENTS`].
+        limit: usize,
+    },
+    /// A table with more than [`MAX_CELLS`] cells.
+    #[error("the table has more than the limit of {limit} cells")]
+    TooManyCells {
+        /// The limit, [`MAX_CELLS`].
+        limit: usize,
+    },
+    /// Cells whose storage is over [`MAX_TABLE_BYTES`] in all.
+    #[error(
+        "with cell `{name}` the cells need more than the limit of {limit} bytes (256 MiB) \
+         of storage in all"
+    )]
+    TableTooLarge {
+        /// The cell that crosses the limit.
+        name: String,
+        /// The limit, [`MAX_TABLE_BYTES`].
+        limit: usize,
     },
     /// An element given to the builder before any cell.
     #[error("element `{element}` is declared before any cell")]
@@ -467,14 +523,37 @@ pub enum CellError {
 /// A cell table file that cannot be read or is wrong, with the place.
 #[derive(Debug, Error)]
 pub enum CellFileError {
-    /// The file cannot be read.
-    #[error("reading {file}: {source}")]
+    /// The file cannot be opened or read (the OS error follows in the chain
+    /// of sources, not in this message).
+    #[error("cannot read {file}")]
     Read {
         /// The file.
         file: String,
         /// The OS error.
         #[source]
         source: io::Error,
+    },
+    /// Not a regular file (a directory, a FIFO, a device): refused before it
+    /// is opened.
+    #[error("{file}: not a regular file ({kind}); a cell table is a TOML file")]
+    NotAFile {
+        /// The file.
+        file: String,
+        /// What it is, in words.
+        kind: &'static str,
+    },
+    /// Text that cannot be read: not UTF-8, or over
+    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES).
+    #[error("{file}:{line}:{column}: {problem}")]
+    Text {
+        /// The file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// What is wrong.
+        problem: InputError,
     },
     /// Not valid TOML, or not the expected keys (unknown fields included).
     #[error("{file}:{line}:{column}: {message}")]
@@ -503,6 +582,9 @@ pub enum CellFileError {
 }
 
 /// The 1-based line and column (in characters) of byte `offset` of `text`.
+///
+/// One pass over `text` up to `offset`: for one error. To place many offsets
+/// of one text, index it once with [`LineIndex`](crate::text::LineIndex).
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
@@ -544,8 +626,157 @@ fn split_path(path: &str) -> Result<(&str, &str), CellError> {
         })
 }
 
-/// Largest cell payload.
-const MAX_CELL_BYTES: usize = 1 << 30;
+/// The largest payload of one cell: 16 MiB.
+pub const MAX_CELL_BYTES: usize = 16 << 20;
+
+/// The most storage all the cells of a table may take: 256 MiB (each cell's
+/// payload and sequence word, rounded up to its 128-byte region).
+pub const MAX_TABLE_BYTES: usize = 256 << 20;
+
+/// The most cells in a table.
+pub const MAX_CELLS: usize = 65_536;
+
+/// The most elements in one cell.
+pub const MAX_ELEMENTS_PER_CELL: usize = 4_096;
+
+/// The most elements in a table, all cells together.
+pub const MAX_ELEMENTS: usize = 262_144;
+
+/// The longest array element (values, whatever their type).
+pub const MAX_ARRAY_LEN: usize = 1 << 24;
+
+/// The bytes cell `payload` bytes take in storage: its seqlock region rounded
+/// up to the region alignment.
+fn storage_bytes(payload: usize) -> usize {
+    region_words(payload).next_multiple_of(REGION_ALIGN_WORDS) * 8
+}
+
+/// Checks cells and elements one at a time against every rule of a table and
+/// lays them out as they come: linear in the table's size, so that the
+/// builder and the TOML reader share the rules and each mistake can be placed.
+#[derive(Default)]
+struct Layout {
+    cells: Vec<CellDecl>,
+    by_name: HashMap<String, usize>,
+    by_path: HashMap<String, (usize, usize)>,
+    elements: usize,
+    storage: usize,
+}
+
+impl Layout {
+    /// Starts cell `name`; its elements follow.
+    fn cell(&mut self, name: &str) -> Result<(), CellError> {
+        check_name(name)?;
+        if self.cells.len() >= MAX_CELLS {
+            return Err(CellError::TooManyCells { limit: MAX_CELLS });
+        }
+        match self.by_name.entry(name.to_owned()) {
+            Entry::Occupied(_) => {
+                return Err(CellError::DuplicateCell {
+                    name: name.to_owned(),
+                });
+            }
+            Entry::Vacant(v) => {
+                v.insert(self.cells.len());
+            }
+        }
+        self.cells.push(CellDecl {
+            name: name.to_owned(),
+            elements: Vec::new(),
+            bytes: 0,
+        });
+        Ok(())
+    }
+
+    /// Adds element `name` of `shape` to the current cell.
+    fn element(&mut self, name: &str, shape: ElemShape) -> Result<(), CellError> {
+        let index = self.cells.len().wrapping_sub(1);
+        let Some(cell) = self.cells.get_mut(index) else {
+            return Err(CellError::ElementOutsideCell {
+                element: name.to_owned(),
+            });
+        };
+        check_name(name)?;
+        let path = format!("{}.{name}", cell.name);
+        if shape.len == 0 {
+            return Err(CellError::BadLength { path, len: 0 });
+        }
+        if shape.len > MAX_ARRAY_LEN {
+            return Err(CellError::LengthTooLarge {
+                path,
+                len: shape.len as u64,
+                limit: MAX_ARRAY_LEN,
+            });
+        }
+        if cell.elements.len() >= MAX_ELEMENTS_PER_CELL {
+            return Err(CellError::TooManyElementsInCell {
+                name: cell.name.clone(),
+                limit: MAX_ELEMENTS_PER_CELL,
+            });
+        }
+        if self.elements >= MAX_ELEMENTS {
+            return Err(CellError::TooManyElements {
+                limit: MAX_ELEMENTS,
+            });
+        }
+        let end = shape
+            .bytes()
+            .and_then(|b| b.checked_add(cell.bytes))
+            .filter(|&end| end <= MAX_CELL_BYTES)
+            .ok_or_else(|| CellError::TooLarge {
+                name: cell.name.clone(),
+                limit: MAX_CELL_BYTES,
+            })?;
+        match self.by_path.entry(path) {
+            Entry::Occupied(_) => {
+                return Err(CellError::DuplicateElement {
+                    cell: cell.name.clone(),
+                    element: name.to_owned(),
+                });
+            }
+            Entry::Vacant(v) => {
+                v.insert((index, cell.elements.len()));
+            }
+        }
+        cell.elements.push(ElementDecl {
+            name: name.to_owned(),
+            shape,
+            offset: cell.bytes,
+        });
+        cell.bytes = end;
+        self.elements += 1;
+        Ok(())
+    }
+
+    /// Ends the current cell: it has elements, and its storage fits.
+    fn end_cell(&mut self) -> Result<(), CellError> {
+        let Some(cell) = self.cells.last() else {
+            return Ok(());
+        };
+        if cell.elements.is_empty() {
+            return Err(CellError::EmptyCell {
+                name: cell.name.clone(),
+            });
+        }
+        self.storage = self
+            .storage
+            .checked_add(storage_bytes(cell.bytes))
+            .filter(|&total| total <= MAX_TABLE_BYTES)
+            .ok_or_else(|| CellError::TableTooLarge {
+                name: cell.name.clone(),
+                limit: MAX_TABLE_BYTES,
+            })?;
+        Ok(())
+    }
+
+    fn finish(self) -> CellTable {
+        CellTable {
+            cells: self.cells,
+            by_name: self.by_name,
+            by_path: self.by_path,
+        }
+    }
+}
 
 /// One element of a cell: its name, shape and byte offset in the cell.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -690,11 +921,33 @@ impl<T: Element> fmt::Debug for ElementSlot<T> {
 }
 
 /// The cells and their elements, checked: names valid and unique, lengths at
-/// least 1, every cell with an element. Made by [`CellTable::builder`] or
-/// [`CellTable::load`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// least 1, every cell with an element, sizes within the limits. Made by
+/// [`CellTable::builder`] or [`CellTable::load`].
+#[derive(Clone, Default)]
 pub struct CellTable {
     cells: Vec<CellDecl>,
+    /// Cell name to index in `cells`.
+    by_name: HashMap<String, usize>,
+    /// `cell.element` to cell index and element index.
+    by_path: HashMap<String, (usize, usize)>,
+}
+
+/// Two tables are equal when they declare the same cells (the name indices
+/// follow from them).
+impl PartialEq for CellTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.cells == other.cells
+    }
+}
+
+impl Eq for CellTable {}
+
+impl fmt::Debug for CellTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CellTable")
+            .field("cells", &self.cells)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The declaration form of a table: what TOML, JSON and the builder hold.
@@ -722,12 +975,27 @@ impl CellTable {
         CellTableBuilder::default()
     }
 
-    /// Reads and checks a TOML cell table file.
+    /// Reads and checks a TOML cell table file: a regular file of at most
+    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES) of UTF-8 (see
+    /// [`crate::text::read_text`]).
     pub fn load(path: &Path) -> Result<CellTable, CellFileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| CellFileError::Read {
-            file: file.clone(),
-            source,
+        let text = read_text(path).map_err(|e| match e {
+            InputError::Io(source) => CellFileError::Read {
+                file: file.clone(),
+                source,
+            },
+            InputError::NotRegular { kind } => CellFileError::NotAFile {
+                file: file.clone(),
+                kind,
+            },
+            problem @ (InputError::TooLarge { line, column }
+            | InputError::InvalidUtf8 { line, column }) => CellFileError::Text {
+                file: file.clone(),
+                line,
+                column,
+                problem,
+            },
         })?;
         CellTable::from_toml_str(&text, &file)
     }
@@ -762,61 +1030,62 @@ impl CellTable {
                 error,
             }
         };
-        let mut builder = CellTable::builder();
-        let mut cell_names = HashSet::new();
+        let mut layout = Layout::default();
         for spec in specs {
             let name = spec.name.get_ref();
-            check_name(name).map_err(|e| at(spec.name.span(), e))?;
-            if !cell_names.insert(name.as_str()) {
-                return Err(at(
-                    spec.name.span(),
-                    CellError::DuplicateCell { name: name.clone() },
-                ));
-            }
+            layout.cell(name).map_err(|e| at(spec.name.span(), e))?;
             if spec.elements.is_empty() {
                 return Err(at(
                     spec.name.span(),
                     CellError::EmptyCell { name: name.clone() },
                 ));
             }
-            builder.cell(name);
-            let mut element_names = HashSet::new();
             for e in &spec.elements {
                 let element = e.name.get_ref();
                 check_name(element).map_err(|err| at(e.name.span(), err))?;
-                if !element_names.insert(element.as_str()) {
-                    return Err(at(
-                        e.name.span(),
-                        CellError::DuplicateElement {
-                            cell: name.clone(),
-                            element: element.clone(),
-                        },
-                    ));
-                }
                 let ty: ElemType = e.ty.get_ref().parse().map_err(|err| at(e.ty.span(), err))?;
-                let len = match &e.len {
-                    None => 1,
-                    Some(len) => match usize::try_from(*len.get_ref()) {
-                        Ok(n) if n >= 1 => n,
-                        _ => {
-                            return Err(at(
-                                len.span(),
-                                CellError::BadLength {
-                                    path: format!("{name}.{element}"),
-                                    len: *len.get_ref(),
-                                },
-                            ));
+                let (len, span) = match &e.len {
+                    None => (1, e.name.span()),
+                    Some(len) => {
+                        let path = || format!("{name}.{element}");
+                        let n = match u64::try_from(*len.get_ref()) {
+                            Ok(n) if n >= 1 => n,
+                            _ => {
+                                return Err(at(
+                                    len.span(),
+                                    CellError::BadLength {
+                                        path: path(),
+                                        len: *len.get_ref(),
+                                    },
+                                ));
+                            }
+                        };
+                        match usize::try_from(n) {
+                            Ok(n) if n <= MAX_ARRAY_LEN => (n, len.span()),
+                            _ => {
+                                return Err(at(
+                                    len.span(),
+                                    CellError::LengthTooLarge {
+                                        path: path(),
+                                        len: n,
+                                        limit: MAX_ARRAY_LEN,
+                                    },
+                                ));
+                            }
                         }
-                    },
+                    }
                 };
-                builder.element(element, ty, len);
+                // A duplicate is placed at the name; a size over a limit at the length.
+                layout
+                    .element(element, ElemShape::array(ty, len))
+                    .map_err(|err| match err {
+                        CellError::DuplicateElement { .. } => at(e.name.span(), err),
+                        err => at(span.clone(), err),
+                    })?;
             }
-            // A cell too large is the only rule left; check it here to point at it.
-            if let Err(err) = builder.clone().build() {
-                return Err(at(spec.name.span(), err));
-            }
+            layout.end_cell().map_err(|e| at(spec.name.span(), e))?;
         }
-        builder.build().map_err(|err| at(0..0, err))
+        Ok(layout.finish())
     }
 
     /// The cells, in declaration order (their indices are positions here).
@@ -824,32 +1093,32 @@ impl CellTable {
         &self.cells
     }
 
-    /// The cell named `name`.
+    /// The cell named `name` (a hash lookup).
     pub fn cell(&self, name: &str) -> Option<&CellDecl> {
-        self.cells.iter().find(|c| c.name == name)
+        self.by_name.get(name).map(|&i| &self.cells[i])
     }
 
-    /// The index of the cell named `name`.
+    /// The index of the cell named `name` (a hash lookup).
     pub fn cell_index(&self, name: &str) -> Result<usize, CellError> {
-        self.cells
-            .iter()
-            .position(|c| c.name == name)
+        self.by_name
+            .get(name)
+            .copied()
             .ok_or_else(|| CellError::UnknownCell {
                 name: name.to_owned(),
             })
     }
 
-    /// Where the element `cell.element` is.
+    /// Where the element `cell.element` is (a hash lookup).
     pub fn locate(&self, path: &str) -> Result<ElementLocation, CellError> {
         let (cell_name, element_name) = split_path(path)?;
-        let cell = self.cell_index(cell_name)?;
-        let element =
-            self.cells[cell]
-                .element(element_name)
-                .ok_or_else(|| CellError::UnknownElement {
-                    cell: cell_name.to_owned(),
-                    element: element_name.to_owned(),
-                })?;
+        let Some(&(cell, element)) = self.by_path.get(path) else {
+            self.cell_index(cell_name)?;
+            return Err(CellError::UnknownElement {
+                cell: cell_name.to_owned(),
+                element: element_name.to_owned(),
+            });
+        };
+        let element = &self.cells[cell].elements[element];
         Ok(ElementLocation {
             cell,
             offset: element.offset,
@@ -1024,6 +1293,10 @@ pub struct ElementSpec {
 #[derive(Clone, Debug, Default)]
 pub struct CellTableBuilder {
     cells: Vec<(String, Vec<(String, ElemShape)>)>,
+    /// Cell name to its first index in `cells` (for `declare`).
+    by_name: HashMap<String, usize>,
+    /// `cell.element` to its first index in its cell's elements (for `declare`).
+    by_path: HashMap<String, usize>,
     /// The first mistake of a chained call.
     first_error: Option<CellErrorRepr>,
 }
@@ -1039,8 +1312,11 @@ enum CellErrorRepr {
 impl CellTableBuilder {
     /// Starts the cell `name`; the elements that follow go into it.
     pub fn cell(&mut self, name: &str) -> &mut Self {
-        if self.cells.iter().any(|(n, _)| n == name) {
-            self.fail(CellErrorRepr::DuplicateCell(name.to_owned()));
+        match self.by_name.entry(name.to_owned()) {
+            Entry::Occupied(_) => self.fail(CellErrorRepr::DuplicateCell(name.to_owned())),
+            Entry::Vacant(v) => {
+                v.insert(self.cells.len());
+            }
         }
         self.cells.push((name.to_owned(), Vec::new()));
         self
@@ -1049,7 +1325,12 @@ impl CellTableBuilder {
     /// Adds the element `name` of `len` values of `ty` to the current cell.
     pub fn element(&mut self, name: &str, ty: ElemType, len: usize) -> &mut Self {
         match self.cells.last_mut() {
-            Some((_, elements)) => elements.push((name.to_owned(), ElemShape::array(ty, len))),
+            Some((cell, elements)) => {
+                self.by_path
+                    .entry(format!("{cell}.{name}"))
+                    .or_insert(elements.len());
+                elements.push((name.to_owned(), ElemShape::array(ty, len)));
+            }
             None => self.fail(CellErrorRepr::ElementOutsideCell(name.to_owned())),
         }
         self
@@ -1068,15 +1349,16 @@ impl CellTableBuilder {
         let (cell, element) = split_path(path)?;
         check_name(cell)?;
         check_name(element)?;
-        let index = match self.cells.iter().position(|(n, _)| n == cell) {
-            Some(i) => i,
+        let index = match self.by_name.get(cell) {
+            Some(&i) => i,
             None => {
+                self.by_name.insert(cell.to_owned(), self.cells.len());
                 self.cells.push((cell.to_owned(), Vec::new()));
                 self.cells.len() - 1
             }
         };
         let elements = &mut self.cells[index].1;
-        match elements.iter().find(|(n, _)| n == element) {
+        match self.by_path.get(path).and_then(|&i| elements.get(i)) {
             Some((_, declared)) if *declared != shape => Err(CellError::TypeMismatch {
                 path: path.to_owned(),
                 declared: *declared,
@@ -1084,6 +1366,7 @@ impl CellTableBuilder {
             }),
             Some(_) => Ok(self),
             None => {
+                self.by_path.insert(path.to_owned(), elements.len());
                 elements.push((element.to_owned(), shape));
                 Ok(self)
             }
@@ -1102,48 +1385,15 @@ impl CellTableBuilder {
                 },
             });
         }
-        let mut cells = Vec::with_capacity(self.cells.len());
+        let mut layout = Layout::default();
         for (name, elements) in &self.cells {
-            check_name(name)?;
-            if elements.is_empty() {
-                return Err(CellError::EmptyCell { name: name.clone() });
-            }
-            let mut seen = HashSet::new();
-            let mut offset = 0usize;
-            let mut decls = Vec::with_capacity(elements.len());
+            layout.cell(name)?;
             for (element, shape) in elements {
-                check_name(element)?;
-                if !seen.insert(element.as_str()) {
-                    return Err(CellError::DuplicateElement {
-                        cell: name.clone(),
-                        element: element.clone(),
-                    });
-                }
-                if shape.len == 0 {
-                    return Err(CellError::BadLength {
-                        path: format!("{name}.{element}"),
-                        len: 0,
-                    });
-                }
-                let end = shape
-                    .bytes()
-                    .and_then(|b| b.checked_add(offset))
-                    .filter(|&end| end <= MAX_CELL_BYTES)
-                    .ok_or_else(|| CellError::TooLarge { name: name.clone() })?;
-                decls.push(ElementDecl {
-                    name: element.clone(),
-                    shape: *shape,
-                    offset,
-                });
-                offset = end;
+                layout.element(element, *shape)?;
             }
-            cells.push(CellDecl {
-                name: name.clone(),
-                elements: decls,
-                bytes: offset,
-            });
+            layout.end_cell()?;
         }
-        Ok(CellTable { cells })
+        Ok(layout.finish())
     }
 
     fn fail(&mut self, e: CellErrorRepr) {
@@ -1677,9 +1927,90 @@ mod tests {
         assert!(matches!(twice, Err(CellError::DuplicateElement { .. })));
         let huge = CellTable::builder()
             .cell("a")
-            .element("x", ElemType::U64, 1 << 28)
+            .element("x", ElemType::U64, 1 << 22)
             .build();
-        assert!(matches!(huge, Err(CellError::TooLarge { .. })));
+        assert!(matches!(
+            huge,
+            Err(CellError::TooLarge {
+                limit: MAX_CELL_BYTES,
+                ..
+            })
+        ));
+        let long = CellTable::builder()
+            .cell("a")
+            .element("x", ElemType::U8, MAX_ARRAY_LEN + 1)
+            .build();
+        assert!(matches!(long, Err(CellError::LengthTooLarge { .. })));
+    }
+
+    #[test]
+    fn the_limits_are_refused_where_they_are_crossed() {
+        // 40 cells of 1 GiB each: the first is over the per-cell limit.
+        let text: String = (0..40)
+            .map(|i| format!("[[cell]]\nname = \"c{i}\"\nelements = [ {{ name = \"x\", type = \"u8\", len = 1073741824 }} ]\n"))
+            .collect();
+        assert_eq!(
+            toml_err(&text),
+            format!(
+                "cells.toml:3:47: element `c0.x` has length 1073741824; the limit is {MAX_ARRAY_LEN}"
+            )
+        );
+        // 40 cells of 8 MiB each: each fits, their 320 MiB do not.
+        let text: String = (0..40)
+            .map(|i| format!("[[cell]]\nname = \"c{i}\"\nelements = [ {{ name = \"x\", type = \"f64\", len = 1048576 }} ]\n"))
+            .collect();
+        let err = toml_err(&text);
+        assert!(
+            err.starts_with("cells.toml:95:8: with cell `c31` the cells need more than the limit of 268435456 bytes"),
+            "{err}"
+        );
+        // Elements that add up past 16 MiB in one cell: placed at the one that crosses.
+        let text = "[[cell]]\nname = \"a\"\nelements = [\n  { name = \"x\", type = \"f64\", len = 2000000 },\n  { name = \"y\", type = \"f64\", len = 200000 },\n]\n";
+        assert_eq!(
+            toml_err(text),
+            "cells.toml:5:37: cell `a` is larger than the limit of 16777216 bytes (16 MiB) per cell"
+        );
+        let mut b = CellTable::builder();
+        b.cell("a");
+        for i in 0..=MAX_ELEMENTS_PER_CELL {
+            b.element(&format!("e{i}"), ElemType::U8, 1);
+        }
+        assert!(matches!(
+            b.build(),
+            Err(CellError::TooManyElementsInCell { .. })
+        ));
+    }
+
+    #[test]
+    fn the_seed_cells_fit() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/stress/cells.toml"
+        ))
+        .unwrap();
+        let sut = CellTable::from_toml_str(&text, "cells.toml").unwrap();
+        assert_eq!(sut.cells().len(), 3);
+        assert!(sut.cells().iter().all(|c| c.bytes() == 4872));
+    }
+
+    #[test]
+    fn lookups_by_name_agree_with_positions() {
+        let sut = dynamics();
+        for (i, c) in sut.cells().iter().enumerate() {
+            assert_eq!(sut.cell_index(c.name()).unwrap(), i);
+            for e in c.elements() {
+                let at = sut.locate(&format!("{}.{}", c.name(), e.name())).unwrap();
+                assert_eq!((at.cell, at.offset, at.shape), (i, e.offset(), e.shape()));
+            }
+        }
+        let mut b = CellTable::builder();
+        b.cell("a").element("x", ElemType::U8, 1);
+        b.declare("a.x", ElemShape::scalar(ElemType::U8)).unwrap();
+        b.declare("a.y", ElemShape::scalar(ElemType::U16)).unwrap();
+        assert!(b.declare("a.x", ElemShape::scalar(ElemType::U16)).is_err());
+        let t = b.build().unwrap();
+        assert_eq!(t.cells()[0].elements().len(), 2);
+        assert_eq!(t.locate("a.y").unwrap().offset, 1);
     }
 
     #[test]

@@ -19,6 +19,12 @@
 //! Handles are looked up by name and checked against the declaration (kind,
 //! and message type for FIFOs and ports).
 //!
+//! **Limits.** A message is at most 1 MiB, a FIFO holds 1 to 1048576 of them,
+//! one hub's storage is at most [`MAX_HUB_BYTES`] (64 MiB), a table holds at
+//! most [`MAX_HUBS`] hubs taking at most [`MAX_HUBS_BYTES`] (256 MiB) in all;
+//! a declaration over one is refused ([`check_decls`]) before anything is
+//! allocated, with the limit named.
+//!
 //! Waiting spins a little, then sleeps on a futex; the futex operations used
 //! are the shared ones, so a hub in shared memory wakes threads of other
 //! processes. The word-level protocols are in [`ictus_core::sync::hub`] (and
@@ -72,6 +78,7 @@ use ictus_os::handoff::{FutexPark, PiLock};
 use ictus_os::shm::{Owner, Segment, ShmError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+use toml::Spanned;
 
 use crate::cell::{ElemShape, ElemType, Element, line_col};
 
@@ -209,11 +216,25 @@ impl HubDecl {
                         "capacity {capacity}: a FIFO holds 1 to 1048576 messages"
                     )));
                 }
-                check_message(message).map_err(bad)
+                check_message(message).map_err(bad)?;
             }
-            HubKind::Port { message } => check_message(message).map_err(bad),
-            _ => Ok(()),
+            HubKind::Port { message } => check_message(message).map_err(bad)?,
+            _ => {}
         }
+        // Bounded by the checks above: at most 2^20 messages of 2^18 words.
+        let bytes = self.storage_bytes();
+        if bytes > MAX_HUB_BYTES {
+            return Err(bad(format!(
+                "its storage would be {bytes} bytes; the limit is {MAX_HUB_BYTES} (64 MiB) per hub"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The bytes of the hub's region in a table, once its parameters are
+    /// checked (message at most 1 MiB, capacity at most 2^20).
+    fn storage_bytes(&self) -> usize {
+        self.words().next_multiple_of(REGION_ALIGN_WORDS) * 4
     }
 
     /// 32-bit words of the hub's region.
@@ -232,6 +253,57 @@ impl HubDecl {
 
 /// The largest message of a FIFO or port.
 const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The most storage one hub may take (a FIFO's ring, a port's buffer): 64 MiB.
+pub const MAX_HUB_BYTES: usize = 64 << 20;
+
+/// The most storage all the hubs of a table may take: 256 MiB.
+pub const MAX_HUBS_BYTES: usize = 256 << 20;
+
+/// The most hubs in a table.
+pub const MAX_HUBS: usize = 4_096;
+
+/// Checks a hub table: every declaration, unique names, at most [`MAX_HUBS`]
+/// hubs and [`MAX_HUBS_BYTES`] of storage in all. On a mistake, the index of
+/// the declaration that makes it (so that a caller can place it in a file).
+/// Linear in the number of hubs.
+pub fn check_decls(decls: &[HubDecl]) -> Result<(), (usize, HubError)> {
+    let mut seen = HashSet::with_capacity(decls.len().min(MAX_HUBS + 1));
+    let mut total = 0usize;
+    for (i, d) in decls.iter().enumerate() {
+        if i >= MAX_HUBS {
+            return Err((
+                i,
+                HubError::TooManyHubs {
+                    count: decls.len(),
+                    limit: MAX_HUBS,
+                },
+            ));
+        }
+        d.check().map_err(|e| (i, e))?;
+        if !seen.insert(d.name.as_str()) {
+            return Err((
+                i,
+                HubError::DuplicateHub {
+                    name: d.name.clone(),
+                },
+            ));
+        }
+        total = total
+            .checked_add(d.storage_bytes())
+            .filter(|&t| t <= MAX_HUBS_BYTES)
+            .ok_or_else(|| {
+                (
+                    i,
+                    HubError::TableTooLarge {
+                        name: d.name.clone(),
+                        limit: MAX_HUBS_BYTES,
+                    },
+                )
+            })?;
+    }
+    Ok(())
+}
 
 fn check_message(message: ElemShape) -> Result<(), String> {
     match message.bytes() {
@@ -366,23 +438,43 @@ impl From<HubDecl> for HubRepr {
 
 /// Parses a TOML file of `[[hub]]` tables (and nothing else); `file` labels
 /// the errors, which carry line and column.
+///
+/// Every rule of [`check_decls`] is checked too (a duplicate name, a table
+/// over the limits), placed at the `[[hub]]` table that breaks it.
 pub fn decls_from_toml(text: &str, file: &str) -> Result<Vec<HubDecl>, HubError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct HubFile {
         #[serde(default)]
-        hub: Vec<HubDecl>,
+        hub: Vec<Spanned<toml::Table>>,
     }
-    let doc: HubFile = toml::from_str(text).map_err(|e| {
-        let (line, column) = line_col(text, e.span().map_or(0, |s| s.start));
+    let at = |offset: usize, message: String| {
+        let (line, column) = line_col(text, offset);
         HubError::File {
             file: file.to_owned(),
             line,
             column,
-            message: e.message().trim().to_owned(),
+            message,
         }
+    };
+    let doc: HubFile = toml::from_str(text).map_err(|e| {
+        at(
+            e.span().map_or(0, |s| s.start),
+            e.message().trim().to_owned(),
+        )
     })?;
-    Ok(doc.hub)
+    let starts: Vec<usize> = doc.hub.iter().map(|h| h.span().start).collect();
+    let decls = doc
+        .hub
+        .into_iter()
+        .zip(&starts)
+        .map(|(table, &start)| {
+            HubDecl::deserialize(toml::Value::Table(table.into_inner()))
+                .map_err(|e| at(start, e.message().trim().to_owned()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_decls(&decls).map_err(|(i, e)| at(starts[i], e.to_string()))?;
+    Ok(decls)
 }
 
 /// What went wrong with a hub table or a hub.
@@ -429,6 +521,25 @@ pub enum HubError {
     DuplicateHub {
         /// The name.
         name: String,
+    },
+    /// More than [`MAX_HUBS`] hubs.
+    #[error("{count} hubs; the limit is {limit}")]
+    TooManyHubs {
+        /// How many were declared.
+        count: usize,
+        /// The limit, [`MAX_HUBS`].
+        limit: usize,
+    },
+    /// Hubs whose storage is over [`MAX_HUBS_BYTES`] in all.
+    #[error(
+        "with hub `{name}` the hubs need more than the limit of {limit} bytes (256 MiB) of \
+         storage in all"
+    )]
+    TableTooLarge {
+        /// The hub that crosses the limit.
+        name: String,
+        /// The limit, [`MAX_HUBS_BYTES`].
+        limit: usize,
     },
     /// A declaration breaks a rule.
     #[error("hub `{name}`: {reason}")]
@@ -494,16 +605,10 @@ const HUBS_HEADER_WORDS: usize = 3;
 /// Checks the declarations and lays them out: each hub's word range, and the
 /// words in all.
 fn layout(decls: &[HubDecl]) -> Result<(Vec<Range<usize>>, usize), HubError> {
-    let mut seen = HashSet::new();
+    check_decls(decls).map_err(|(_, e)| e)?;
     let mut at = 0usize;
     let mut out = Vec::with_capacity(decls.len());
     for d in decls {
-        d.check()?;
-        if !seen.insert(d.name.as_str()) {
-            return Err(HubError::DuplicateHub {
-                name: d.name.clone(),
-            });
-        }
         let n = d.words();
         out.push(at..at + n);
         at = (at + n).next_multiple_of(REGION_ALIGN_WORDS);
@@ -1267,6 +1372,49 @@ mod tests {
         assert!(matches!(
             Hubs::in_process(&name),
             Err(HubError::BadDecl { .. })
+        ));
+    }
+
+    #[test]
+    fn a_hub_or_a_table_over_its_size_limit_is_refused_before_allocating() {
+        // A FIFO of 2^20 messages of 1 MiB: 1 TiB.
+        let text = "[[hub]]\nname = \"a\"\nkind = \"event\"\n\n[[hub]]\nname = \"big\"\nkind = \"fifo\"\ntype = \"u8\"\nlen = 1048576\ncapacity = 1048576\n";
+        let err = decls_from_toml(text, "hubs.toml").unwrap_err().to_string();
+        assert!(err.starts_with("hubs.toml:5:1: "), "{err}");
+        assert!(
+            err.contains("the limit is 67108864 (64 MiB) per hub"),
+            "{err}"
+        );
+        let big = [HubDecl::new(
+            "big",
+            HubKind::Fifo {
+                message: ElemShape::array(ElemType::U8, 1 << 20),
+                capacity: 1 << 20,
+            },
+        )];
+        assert!(matches!(
+            Hubs::in_process(&big),
+            Err(HubError::BadDecl { .. })
+        ));
+        // Five FIFOs of 63 MiB each: each fits, not all together.
+        let text: String = (0..5)
+            .map(|i| format!("[[hub]]\nname = \"f{i}\"\nkind = \"fifo\"\ntype = \"u8\"\nlen = 64512\ncapacity = 1024\n"))
+            .collect();
+        let err = decls_from_toml(&text, "hubs.toml").unwrap_err().to_string();
+        assert!(err.starts_with("hubs.toml:25:1: with hub `f4`"), "{err}");
+        let err = decls_from_toml(
+            "[[hub]]\nname = \"a\"\nkind = \"event\"\n[[hub]]\nname = \"a\"\nkind = \"event\"\n",
+            "h",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(err, "h:4:1: hub `a` is declared twice");
+        let many: Vec<HubDecl> = (0..=MAX_HUBS)
+            .map(|i| HubDecl::event(&format!("e{i}")))
+            .collect();
+        assert!(matches!(
+            check_decls(&many),
+            Err((MAX_HUBS, HubError::TooManyHubs { .. }))
         ));
     }
 

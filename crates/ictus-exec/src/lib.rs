@@ -10,6 +10,7 @@
 //!   ([`subsystem::Registry::hubs`]), in a thread or in a launched program.
 #![forbid(unsafe_code)]
 
+pub mod builtins;
 pub mod cell;
 pub mod child;
 pub mod control;
@@ -22,3 +23,4 @@ mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
+pub mod text;

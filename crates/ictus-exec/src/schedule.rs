@@ -42,6 +42,24 @@
 //! creates them ([`crate::run::run`]) and every subsystem, in a thread or in a
 //! launched program, gets handles by name in `init` ([`crate::subsystem::Registry::hubs`]).
 //!
+//! **Limits.** The tick is [`MIN_TICK`] (1 us) to [`MAX_TICK`] (1 s), and a major
+//! frame (tick × `major_frame`) lasts at most [`MAX_MAJOR_PERIOD`] (10 s): a run
+//! stops at the end of a major frame, so a longer one would make `--duration` and
+//! `ictus ctl stop` wait that long. [`Schedule::with_tick`] checks a replacement
+//! tick against the same rules. A schedule has at most
+//! [`MAX_SUBSYSTEMS`](crate::control::MAX_SUBSYSTEMS) subsystems and
+//! [`MAX_MODES`](crate::state::MAX_MODES) modes, counted before anything else is
+//! checked; its file is a regular file of at most
+//! [`MAX_INPUT_BYTES`] (16 MiB) of UTF-8. Inline
+//! cells obey the limits of [`crate::cell`], hubs those of [`crate::hub`].
+//! Checking takes time linear in the file's size.
+//!
+//! A subsystem's `builtin` is one of [`crate::builtins::NAMES`], and its `config`
+//! is checked against the cell table ([`crate::builtins::check`]); each stress
+//! counter names an element of the table. Both are checked on load: against
+//! inline cells by [`Schedule::parse`], against a cell file by
+//! [`Schedule::cell_table`] (called by [`Schedule::from_file`]).
+//!
 //! Every rule broken is reported with the file, line and column of the value that
 //! breaks it:
 //!
@@ -67,6 +85,149 @@ use toml::Spanned;
 
 use crate::cell::{CellFileError, CellSpec, CellTable};
 use crate::hub::HubDecl;
+use crate::text::{InputError, LineIndex, MAX_INPUT_BYTES, read_text};
+
+/// The shortest tick: 1 us.
+pub const MIN_TICK: Nanos = Nanos::from_micros(1);
+
+/// The longest tick: 1 s.
+pub const MAX_TICK: Nanos = Nanos::from_secs(1);
+
+/// The longest major frame (tick × `major_frame`): 10 s.
+pub const MAX_MAJOR_PERIOD: Nanos = Nanos::from_secs(10);
+
+/// Which value a tick rule is about.
+#[derive(Clone, Copy, Debug)]
+enum TickPart {
+    Tick,
+    MajorFrame,
+    Margin,
+}
+
+/// The rules a tick obeys with the major frame and the wait mode.
+fn check_tick(tick: Nanos, major: u64, wait: &WaitSpec) -> Result<(), (TickPart, Rule)> {
+    if tick == Nanos::ZERO {
+        return Err((TickPart::Tick, Rule::ZeroTick));
+    }
+    if !(MIN_TICK..=MAX_TICK).contains(&tick) {
+        return Err((TickPart::Tick, Rule::TickOutOfRange { tick }));
+    }
+    if major == 0 {
+        return Err((TickPart::MajorFrame, Rule::ZeroMajorFrame));
+    }
+    if let WaitSpec::Hybrid { margin: Some(m) } = *wait
+        && m >= tick
+    {
+        return Err((TickPart::Margin, Rule::MarginTooLong { margin: m, tick }));
+    }
+    if tick
+        .as_u64()
+        .checked_mul(major)
+        .is_none_or(|ns| ns > MAX_MAJOR_PERIOD.as_u64())
+    {
+        return Err((
+            TickPart::MajorFrame,
+            Rule::MajorPeriodTooLong {
+                tick,
+                major_frame: major,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Where the values checked again after parsing stand in the file.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Places {
+    tick: Location,
+    major_frame: Location,
+    margin: Option<Location>,
+    /// The `cells = "..."` value (1:1 without one).
+    cells: Location,
+    builtins: Vec<BuiltinPlaces>,
+    /// Each stress counter, in order.
+    counters: Vec<Location>,
+}
+
+/// Where a subsystem's builtin and its config stand.
+#[derive(Clone, Debug, PartialEq)]
+struct BuiltinPlaces {
+    /// Index in the schedule's subsystems.
+    subsystem: usize,
+    /// The `builtin` value.
+    name: Location,
+    /// The `config` table (the subsystem's name without one).
+    config: Location,
+    /// Each config key's value.
+    keys: BTreeMap<String, Location>,
+}
+
+/// A schedule file that cannot be read as text.
+fn input_error(path: &Path, e: InputError) -> ScheduleError {
+    let invalid = |line, column, rule| ScheduleError::Invalid {
+        path: path.to_path_buf(),
+        location: Location { line, column },
+        rule,
+    };
+    match e {
+        InputError::Io(source) => ScheduleError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        InputError::NotRegular { kind } => invalid(1, 1, Rule::NotAFile(kind)),
+        InputError::TooLarge { line, column } => invalid(
+            line,
+            column,
+            Rule::FileTooLarge {
+                limit: MAX_INPUT_BYTES,
+            },
+        ),
+        InputError::InvalidUtf8 { line, column } => invalid(line, column, Rule::InvalidUtf8),
+    }
+}
+
+/// A cell table error of schedule `path`: a mistake in the table is reported where
+/// it stands (in the cell file, or in the schedule for inline cells), a file that
+/// cannot be read at the schedule's `cells` value, `named_at`.
+fn cell_file_error(e: CellFileError, path: &Path, named_at: Location) -> ScheduleError {
+    let at = |file: String, line, column, message: String| ScheduleError::Invalid {
+        path: PathBuf::from(file),
+        location: Location { line, column },
+        rule: Rule::Cell(message),
+    };
+    let unreadable = |file: String, reason: String| ScheduleError::Invalid {
+        path: path.to_path_buf(),
+        location: named_at,
+        rule: Rule::CellFile {
+            file: PathBuf::from(file),
+            reason,
+        },
+    };
+    match e {
+        CellFileError::Syntax {
+            file,
+            line,
+            column,
+            message,
+        } => at(file, line, column, message),
+        CellFileError::Invalid {
+            file,
+            line,
+            column,
+            error,
+        } => at(file, line, column, error.to_string()),
+        CellFileError::Text {
+            file,
+            line,
+            column,
+            problem,
+        } => at(file, line, column, problem.to_string()),
+        CellFileError::Read { file, source } => unreadable(file, source.to_string()),
+        CellFileError::NotAFile { file, kind } => {
+            unreadable(file, format!("not a regular file ({kind})"))
+        }
+    }
+}
 
 /// The process a subsystem runs in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +304,9 @@ pub struct Location {
 
 impl Location {
     /// The line and column of byte `offset` in `text` (clamped to its end).
+    ///
+    /// One pass over `text` up to `offset`: for one error. To place many offsets
+    /// of one text, index it once with [`LineIndex`].
     pub fn of(text: &str, offset: usize) -> Location {
         let offset = offset.min(text.len());
         let before = &text[..floor_char_boundary(text, offset)];
@@ -248,29 +412,44 @@ pub struct Schedule {
     pub hubs: Vec<HubDecl>,
     /// The schedule's own text (an inline cell table is parsed from it).
     pub text: String,
+    /// Where the values checked after parsing stand.
+    places: Places,
 }
 
 impl Schedule {
-    /// Reads and checks `path` against the CPUs in `online`.
+    /// Reads and checks `path` against the CPUs in `online`. The file must be a
+    /// regular file (a FIFO or a device is refused before it is opened) of at most
+    /// [`MAX_INPUT_BYTES`] of UTF-8. A cell file it names (`cells = "..."`) is read
+    /// and checked too, and the builtins' cells and the stress counters are checked
+    /// against it ([`Schedule::cell_table`]).
     pub fn from_file(path: &Path, online: &CpuSet) -> Result<Schedule, ScheduleError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScheduleError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Schedule::parse(&text, path, online)
+        let text = read_text(path).map_err(|e| input_error(path, e))?;
+        let schedule = Schedule::parse(&text, path, online)?;
+        if matches!(schedule.cells, CellSource::File(_)) {
+            schedule.cell_table()?;
+        }
+        Ok(schedule)
     }
 
     /// Parses and checks `text`, read from `path` (used for messages and to resolve
-    /// relative paths), against the CPUs in `online`.
+    /// relative paths), against the CPUs in `online`. Reads no file: the builtins'
+    /// cells and the stress counters are checked here against inline `[[cell]]`
+    /// tables (or against no cells), and against a cell file by
+    /// [`Schedule::cell_table`] (which [`Schedule::from_file`] calls).
     pub fn parse(
         text: &str,
         path: impl AsRef<Path>,
         online: &CpuSet,
     ) -> Result<Schedule, ScheduleError> {
         let path = path.as_ref();
+        let lines = LineIndex::new(text);
+        let loc = |span: Range<usize>| {
+            let (line, column) = lines.locate(span.start);
+            Location { line, column }
+        };
         let fail = |span: Range<usize>, rule: Rule| ScheduleError::Invalid {
             path: path.to_path_buf(),
-            location: Location::of(text, span.start),
+            location: loc(span),
             rule,
         };
         let raw: RawSchedule = toml::from_str(text).map_err(|e| {
@@ -279,13 +458,7 @@ impl Schedule {
         })?;
 
         let tick = duration(&raw.tick).map_err(|r| fail(raw.tick.span(), r))?;
-        if tick == Nanos::ZERO {
-            return Err(fail(raw.tick.span(), Rule::ZeroTick));
-        }
         let major = *raw.major_frame.get_ref();
-        if major == 0 {
-            return Err(fail(raw.major_frame.span(), Rule::ZeroMajorFrame));
-        }
         let margin = match &raw.margin {
             Some(m) => Some((duration(m).map_err(|r| fail(m.span(), r))?, m.span())),
             None => None,
@@ -305,14 +478,24 @@ impl Schedule {
                 }
             }
         };
-        if let (WaitSpec::Hybrid { margin: Some(m) }, Some((_, span))) = (&wait, &margin)
-            && *m >= tick
-        {
-            return Err(fail(span.clone(), Rule::MarginTooLong { margin: *m, tick }));
-        }
+        check_tick(tick, major, &wait).map_err(|(part, rule)| {
+            let span = match (part, &margin) {
+                (TickPart::Tick, _) | (TickPart::Margin, None) => raw.tick.span(),
+                (TickPart::MajorFrame, _) => raw.major_frame.span(),
+                (TickPart::Margin, Some((_, span))) => span.clone(),
+            };
+            fail(span, rule)
+        })?;
+        let mut places = Places {
+            tick: loc(raw.tick.span()),
+            major_frame: loc(raw.major_frame.span()),
+            margin: margin.as_ref().map(|(_, span)| loc(span.clone())),
+            ..Places::default()
+        };
         let cells = match (&raw.cells, &raw.cell) {
             (Some(f), Some(_)) => return Err(fail(f.span(), Rule::CellsTwice)),
             (Some(f), None) => {
+                places.cells = loc(f.span());
                 let rel = PathBuf::from(f.get_ref());
                 CellSource::File(if rel.is_absolute() {
                     rel
@@ -322,38 +505,22 @@ impl Schedule {
             }
             (None, Some(specs)) => {
                 let file = path.display().to_string();
-                let table = CellTable::from_specs(specs, text, &file).map_err(|e| {
-                    let (line, column, message) = match e {
-                        CellFileError::Syntax {
-                            line,
-                            column,
-                            message,
-                            ..
-                        } => (line, column, message),
-                        CellFileError::Invalid {
-                            line,
-                            column,
-                            error,
-                            ..
-                        } => (line, column, error.to_string()),
-                        CellFileError::Read { source, .. } => (1, 1, source.to_string()),
-                    };
-                    ScheduleError::Invalid {
-                        path: path.to_path_buf(),
-                        location: Location { line, column },
-                        rule: Rule::Cell(message),
-                    }
-                })?;
+                let table = CellTable::from_specs(specs, text, &file)
+                    .map_err(|e| cell_file_error(e, path, places.cells))?;
                 CellSource::Inline(table)
             }
             (None, None) => CellSource::None,
         };
-        let mut modes = Vec::new();
+        let raw_modes = raw.modes.as_deref().unwrap_or_default();
+        if let Some(over) = raw_modes.get(crate::state::MAX_MODES) {
+            return Err(fail(over.span(), Rule::TooManyModes(raw_modes.len())));
+        }
+        let mut modes = Vec::with_capacity(raw_modes.len());
         let mut seen_states: BTreeSet<String> = ["off", "pause", "run"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        for m in raw.modes.iter().flatten() {
+        for m in raw_modes {
             let name = m.get_ref();
             if !valid_name(name) {
                 return Err(fail(m.span(), Rule::BadName(name.clone())));
@@ -362,15 +529,6 @@ impl Schedule {
                 return Err(fail(m.span(), Rule::DuplicateState(name.clone())));
             }
             modes.push(name.clone());
-        }
-        if modes.len() > crate::state::MAX_MODES {
-            return Err(fail(
-                raw.modes
-                    .as_ref()
-                    .and_then(|m| m.last())
-                    .map_or(0..0, |m| m.span()),
-                Rule::TooManyModes(modes.len()),
-            ));
         }
         let initial_state = match &raw.initial_state {
             None => "off".to_string(),
@@ -406,14 +564,21 @@ impl Schedule {
             }
         };
 
-        let mut subsystems = Vec::new();
+        // Counted before anything is checked per subsystem, so that checking stays
+        // bounded whatever the file holds.
+        if let Some(over) = raw.subsystems.get(crate::control::MAX_SUBSYSTEMS) {
+            return Err(fail(
+                over.span(),
+                Rule::TooManySubsystems(raw.subsystems.len()),
+            ));
+        }
+        let mut subsystems = Vec::with_capacity(raw.subsystems.len());
         let mut names: BTreeMap<String, Location> = BTreeMap::new();
         let mut rt0_cpus: BTreeMap<usize, String> = BTreeMap::new();
         let mut groups: BTreeMap<String, (u64, u64, String)> = BTreeMap::new();
         for s in &raw.subsystems {
             let span_all = s.span();
             let s = s.get_ref();
-            let loc = |span: Range<usize>| Location::of(text, span.start);
             let sname = s.name.get_ref();
             if !valid_name(sname) {
                 return Err(fail(s.name.span(), Rule::BadName(sname.clone())));
@@ -563,6 +728,36 @@ impl Schedule {
                     }
                 }
             }
+            let config: toml::Table = s
+                .config
+                .as_ref()
+                .map(|c| {
+                    c.get_ref()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(b) = &s.builtin {
+                places.builtins.push(BuiltinPlaces {
+                    subsystem: subsystems.len(),
+                    name: loc(b.span()),
+                    config: s
+                        .config
+                        .as_ref()
+                        .map_or_else(|| loc(s.name.span()), |c| loc(c.span())),
+                    keys: s
+                        .config
+                        .as_ref()
+                        .map(|c| {
+                            c.get_ref()
+                                .iter()
+                                .map(|(k, v)| (k.clone(), loc(v.span())))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                });
+            }
             subsystems.push(SubsystemSpec {
                 name: sname.clone(),
                 start,
@@ -572,18 +767,12 @@ impl Schedule {
                 process,
                 builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
                 group: s.group.as_ref().map(|g| g.get_ref().clone()),
-                config: s.config.clone().unwrap_or_default(),
+                config,
                 location: loc(s.name.span()),
             });
         }
         if subsystems.is_empty() {
             return Err(fail(0..0, Rule::NoSubsystem));
-        }
-        if subsystems.len() > crate::control::MAX_SUBSYSTEMS {
-            return Err(fail(
-                raw.subsystems.last().map_or(0..0, |s| s.span()),
-                Rule::TooManySubsystems(subsystems.len()),
-            ));
         }
         let stress = match &raw.stress {
             None => None,
@@ -591,13 +780,24 @@ impl Schedule {
                 if st.counters.get_ref().is_empty() {
                     return Err(fail(st.counters.span(), Rule::NoCounters));
                 }
+                places.counters = st
+                    .counters
+                    .get_ref()
+                    .iter()
+                    .map(|c| loc(c.span()))
+                    .collect();
                 Some(StressCheck {
-                    counters: st.counters.get_ref().clone(),
+                    counters: st
+                        .counters
+                        .get_ref()
+                        .iter()
+                        .map(|c| c.get_ref().clone())
+                        .collect(),
                 })
             }
         };
         let hubs = hubs(&raw, text).map_err(|(span, rule)| fail(span, rule))?;
-        Ok(Schedule {
+        let schedule = Schedule {
             name,
             path: path.to_path_buf(),
             tick,
@@ -610,7 +810,99 @@ impl Schedule {
             subsystems,
             hubs,
             text: text.to_string(),
-        })
+            places,
+        };
+        let empty = CellTable::default();
+        match &schedule.cells {
+            CellSource::None => schedule.check_against(Some(&empty))?,
+            CellSource::Inline(table) => schedule.check_against(Some(table))?,
+            // Checked against the file's table by cell_table.
+            CellSource::File(_) => schedule.check_against(None)?,
+        }
+        Ok(schedule)
+    }
+
+    /// The cell table the schedule names (empty when none), with every builtin's
+    /// cells and every stress counter checked against it. A cell file that cannot
+    /// be read is reported at the schedule's `cells` value; one that is malformed,
+    /// at its own file, line and column.
+    pub fn cell_table(&self) -> Result<CellTable, ScheduleError> {
+        let table = match &self.cells {
+            CellSource::None => CellTable::default(),
+            CellSource::Inline(table) => table.clone(),
+            CellSource::File(file) => CellTable::load(file)
+                .map_err(|e| cell_file_error(e, &self.path, self.places.cells))?,
+        };
+        self.check_against(Some(&table))?;
+        Ok(table)
+    }
+
+    /// Replaces the tick (as `ictus run --tick` does), checking every rule a tick
+    /// obeys in a file: [`MIN_TICK`] to [`MAX_TICK`], longer than the hybrid margin,
+    /// and a major frame of at most [`MAX_MAJOR_PERIOD`]. The error points at the
+    /// schedule's own `tick` (or `major_frame`, or `margin`) value; the schedule is
+    /// left unchanged.
+    pub fn with_tick(&mut self, tick: Nanos) -> Result<(), ScheduleError> {
+        check_tick(tick, self.major_frame, &self.wait).map_err(|(part, rule)| {
+            let at = match part {
+                TickPart::Tick => self.places.tick,
+                TickPart::MajorFrame => self.places.major_frame,
+                TickPart::Margin => self.places.margin.unwrap_or(self.places.tick),
+            };
+            self.invalid(at, rule)
+        })?;
+        self.tick = tick;
+        Ok(())
+    }
+
+    /// Checks each builtin (its name, its config and, with `cells`, the cells it
+    /// names) and, with `cells`, each stress counter.
+    fn check_against(&self, cells: Option<&CellTable>) -> Result<(), ScheduleError> {
+        for place in &self.places.builtins {
+            let spec = &self.subsystems[place.subsystem];
+            let Some(name) = &spec.builtin else {
+                continue;
+            };
+            if let Err(e) = crate::builtins::check(name, &spec.config, cells) {
+                let at = if e.is_about_the_name() {
+                    place.name
+                } else {
+                    e.key()
+                        .and_then(|k| place.keys.get(k))
+                        .copied()
+                        .unwrap_or(place.config)
+                };
+                return Err(self.invalid(
+                    at,
+                    Rule::Builtin {
+                        subsystem: spec.name.clone(),
+                        message: e.to_string(),
+                    },
+                ));
+            }
+        }
+        if let (Some(table), Some(stress)) = (cells, &self.stress) {
+            for (counter, at) in stress.counters.iter().zip(&self.places.counters) {
+                crate::stress::check_counter(table, counter).map_err(|e| {
+                    self.invalid(
+                        *at,
+                        Rule::Counter {
+                            counter: counter.clone(),
+                            message: e.to_string(),
+                        },
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, location: Location, rule: Rule) -> ScheduleError {
+        ScheduleError::Invalid {
+            path: self.path.clone(),
+            location,
+            rule,
+        }
     }
 
     /// The subsystem called `name`.
@@ -618,9 +910,10 @@ impl Schedule {
         self.subsystems.iter().find(|s| s.name == name)
     }
 
-    /// The length of a major frame.
+    /// The length of a major frame (at most [`MAX_MAJOR_PERIOD`] once checked;
+    /// saturating for a tick set by hand).
     pub fn major_period(&self) -> Nanos {
-        self.tick * self.major_frame
+        Nanos::new(self.tick.as_u64().saturating_mul(self.major_frame))
     }
 
     /// The subsystems released at `frame`, in file order.
@@ -637,8 +930,9 @@ impl Schedule {
 /// Why a schedule was refused.
 #[derive(Debug, Error)]
 pub enum ScheduleError {
-    /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    /// The file could not be opened or read (the OS error follows in the chain of
+    /// sources, not in this message).
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -677,9 +971,65 @@ pub enum Rule {
     /// A duration that humantime cannot read.
     #[error("'{0}' is not a duration (expected e.g. 1ms, 250us)")]
     BadDuration(String),
+    /// A duration too long to count in nanoseconds.
+    #[error("'{0}' is too long (expected e.g. 1ms, 250us)")]
+    DurationTooLong(String),
     /// A tick of zero.
     #[error("the tick must be longer than zero")]
     ZeroTick,
+    /// A tick outside [`MIN_TICK`] to [`MAX_TICK`].
+    #[error("the tick {tick} is outside {} to {}", MIN_TICK, MAX_TICK)]
+    TickOutOfRange {
+        /// The tick.
+        tick: Nanos,
+    },
+    /// A major frame longer than [`MAX_MAJOR_PERIOD`].
+    #[error(
+        "a major frame of {major_frame} ticks of {tick} is longer than {}",
+        MAX_MAJOR_PERIOD
+    )]
+    MajorPeriodTooLong {
+        /// The tick.
+        tick: Nanos,
+        /// Minor frames per major frame.
+        major_frame: u64,
+    },
+    /// The file is not a regular file.
+    #[error("not a regular file ({0}); a schedule is a TOML file")]
+    NotAFile(&'static str),
+    /// The file is larger than [`MAX_INPUT_BYTES`].
+    #[error("the file is larger than the limit of {limit} bytes (16 MiB)")]
+    FileTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The file is not UTF-8 (placed at the first invalid byte).
+    #[error("invalid UTF-8")]
+    InvalidUtf8,
+    /// The cell file named by `cells` cannot be read.
+    #[error("cannot read the cell file {}: {reason}", file.display())]
+    CellFile {
+        /// The cell file.
+        file: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A builtin unknown or configured wrongly.
+    #[error("subsystem '{subsystem}': {message}")]
+    Builtin {
+        /// The subsystem.
+        subsystem: String,
+        /// What is wrong ([`crate::builtins::BuiltinError`]).
+        message: String,
+    },
+    /// A stress counter that names no element of the cell table.
+    #[error("stress counter '{counter}': {message}")]
+    Counter {
+        /// The counter, `cell.element`.
+        counter: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A major frame of zero minor frames.
     #[error("the major frame must hold at least one minor frame")]
     ZeroMajorFrame,
@@ -828,6 +1178,9 @@ pub enum Rule {
         /// Where it was first.
         first: Location,
     },
+    /// More hubs than a table holds.
+    #[error("{0} hubs; at most {max} fit in one run", max = crate::hub::MAX_HUBS)]
+    TooManyHubs(usize),
     /// A stress check without counters.
     #[error("the stress check needs at least one counter (cell.element)")]
     NoCounters,
@@ -857,6 +1210,9 @@ fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Ru
         #[serde(default)]
         hub: Vec<Named>,
     }
+    if let Some(over) = decls.get(crate::hub::MAX_HUBS) {
+        return Err((over.span(), Rule::TooManyHubs(decls.len())));
+    }
     let names = toml::from_str::<Names>(text)
         .map(|n| n.hub)
         .unwrap_or_default();
@@ -885,13 +1241,22 @@ fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Ru
         seen.insert(decl.name().to_string(), span);
         out.push(decl);
     }
+    // The table as a whole (its total size): placed at the hub that crosses a limit.
+    crate::hub::check_decls(&out).map_err(|(i, e)| {
+        let span = names
+            .get(i)
+            .map_or_else(|| decls[i].span(), |n| n.name.span());
+        (span, Rule::Hub(e.to_string()))
+    })?;
     Ok(out)
 }
 
 fn duration(s: &Spanned<String>) -> Result<Nanos, Rule> {
-    humantime::parse_duration(s.get_ref().trim())
-        .map(Nanos::from)
-        .map_err(|_| Rule::BadDuration(s.get_ref().clone()))
+    let d = humantime::parse_duration(s.get_ref().trim())
+        .map_err(|_| Rule::BadDuration(s.get_ref().clone()))?;
+    u64::try_from(d.as_nanos())
+        .map(Nanos::new)
+        .map_err(|_| Rule::DurationTooLong(s.get_ref().clone()))
 }
 
 #[derive(Deserialize)]
@@ -915,7 +1280,7 @@ struct RawSchedule {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawStress {
-    counters: Spanned<Vec<String>>,
+    counters: Spanned<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -932,7 +1297,7 @@ struct RawSubsystem {
     args: Option<Spanned<Vec<String>>>,
     builtin: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
-    config: Option<toml::Table>,
+    config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 #[cfg(test)]
@@ -1127,6 +1492,199 @@ args = ["--fast"]
         assert!(
             matches!(rule, Rule::Hub(ref m) if m.contains("pipe")),
             "{rule}"
+        );
+    }
+
+    #[test]
+    fn the_tick_and_the_major_frame_are_bounded() {
+        let (rule, at) = rule_at("tick = \"2s\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n");
+        assert_eq!(
+            rule,
+            Rule::TickOutOfRange {
+                tick: Nanos::from_secs(2)
+            }
+        );
+        assert_eq!(at, Location { line: 1, column: 8 });
+        let (rule, _) = rule_at("tick = \"500ns\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n");
+        assert!(matches!(rule, Rule::TickOutOfRange { .. }), "{rule}");
+        let (rule, at) =
+            rule_at("tick = \"1ms\"\nmajor_frame = 1000000\n[[subsystem]]\nname = \"a\"\n");
+        assert_eq!(
+            rule,
+            Rule::MajorPeriodTooLong {
+                tick: Nanos::from_millis(1),
+                major_frame: 1_000_000
+            }
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 2,
+                column: 15
+            }
+        );
+        let (rule, _) = rule_at(&format!(
+            "tick = \"1s\"\nmajor_frame = {}\n[[subsystem]]\nname = \"a\"\n",
+            u64::MAX
+        ));
+        assert!(matches!(rule, Rule::MajorPeriodTooLong { .. }), "{rule}");
+        let (rule, _) =
+            rule_at("tick = \"1000years\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n");
+        assert_eq!(rule, Rule::DurationTooLong("1000years".into()));
+        assert!(
+            parse("tick = \"1ms\"\nmajor_frame = 10000\n[[subsystem]]\nname = \"a\"\n").is_ok()
+        );
+    }
+
+    #[test]
+    fn a_replacement_tick_obeys_the_rules_of_the_file() {
+        let text =
+            "tick = \"5ms\"\nmajor_frame = 20\nmargin = \"200us\"\n[[subsystem]]\nname = \"a\"\n";
+        let mut sut = parse(text).unwrap();
+        let err = sut.with_tick(Nanos::from_micros(100)).unwrap_err();
+        assert!(
+            matches!(err.rule(), Some(Rule::MarginTooLong { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("sched.toml:3:10: "), "{err}");
+        let err = sut.with_tick(Nanos::from_secs(2)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("sched.toml:1:8: the tick 2.00 s is outside"),
+            "{err}"
+        );
+        let err = sut.with_tick(Nanos::MAX).unwrap_err();
+        assert!(
+            matches!(err.rule(), Some(Rule::TickOutOfRange { .. })),
+            "{err}"
+        );
+        let err = sut.with_tick(Nanos::from_secs(1)).unwrap_err();
+        assert!(
+            matches!(err.rule(), Some(Rule::MajorPeriodTooLong { .. })),
+            "{err}"
+        );
+        assert_eq!(sut.tick, Nanos::from_millis(5), "unchanged on a refusal");
+        sut.with_tick(Nanos::from_millis(1)).unwrap();
+        assert_eq!(sut.major_period(), Nanos::from_millis(20));
+    }
+
+    const RING: &str = "tick = \"1ms\"\nmajor_frame = 1\n[stress]\ncounters = [\"A.x\", \"B.x\"]\n[[cell]]\nname = \"A\"\nelements = [ { name = \"x\", type = \"i32\" } ]\n[[cell]]\nname = \"B\"\nelements = [ { name = \"x\", type = \"i32\" } ]\n[[subsystem]]\nname = \"a\"\nbuiltin = \"increment\"\nconfig = { from = \"A\", to = \"B\" }\n";
+
+    #[test]
+    fn builtins_and_counters_are_checked_against_the_cells_where_they_stand() {
+        assert!(parse(RING).is_ok());
+        let (rule, at) = rule_at(&RING.replace("to = \"B\"", "to = \"Z\""));
+        assert_eq!(
+            rule,
+            Rule::Builtin {
+                subsystem: "a".into(),
+                message: "config.to: there is no cell `Z`".into()
+            }
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 14,
+                column: 29
+            }
+        );
+        let (rule, at) = rule_at(&RING.replace("\"increment\"", "\"incremnt\""));
+        assert!(
+            matches!(rule, Rule::Builtin { ref message, .. } if message.contains("unknown builtin 'incremnt'")),
+            "{rule}"
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 13,
+                column: 11
+            }
+        );
+        let (rule, at) = rule_at(&RING.replace("config = { from = \"A\", to = \"B\" }\n", ""));
+        assert!(
+            matches!(rule, Rule::Builtin { ref message, .. } if message.contains("config.from")),
+            "{rule}"
+        );
+        assert_eq!(at.line, 12);
+        let (rule, at) = rule_at(&RING.replace("\"B.x\"]", "\"Q.int\"]"));
+        assert_eq!(
+            rule,
+            Rule::Counter {
+                counter: "Q.int".into(),
+                message: "there is no cell `Q`".into()
+            }
+        );
+        assert_eq!(
+            at,
+            Location {
+                line: 4,
+                column: 20
+            }
+        );
+    }
+
+    #[test]
+    fn a_cell_file_is_checked_on_load_and_placed_when_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells: String = RING
+            .split("[[subsystem]]")
+            .next()
+            .unwrap()
+            .split("[[cell]]")
+            .skip(1)
+            .map(|c| format!("[[cell]]{c}"))
+            .collect();
+        std::fs::write(dir.path().join("cells.toml"), &cells).unwrap();
+        let text = RING
+            .replace("[[cell]]", "[[old]]")
+            .split("[[old]]")
+            .next()
+            .unwrap()
+            .to_string()
+            + "cells = \"cells.toml\"\n[[subsystem]]\nname = \"a\"\nbuiltin = \"increment\"\nconfig = { from = \"A\", to = \"Z\" }\n";
+        let text = text.replace("[stress]\ncounters = [\"A.x\", \"B.x\"]\n", "");
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, &text).unwrap();
+        let sut = Schedule::parse(&text, &path, &online()).unwrap();
+        let err = sut.cell_table().unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{}:7:29: subsystem 'a': config.to",
+                path.display()
+            )),
+            "{err}"
+        );
+        let err = Schedule::from_file(&path, &online()).unwrap_err();
+        assert!(matches!(err.rule(), Some(Rule::Builtin { .. })), "{err}");
+        std::fs::remove_file(dir.path().join("cells.toml")).unwrap();
+        let err = Schedule::from_file(&path, &online()).unwrap_err();
+        assert!(matches!(err.rule(), Some(Rule::CellFile { .. })), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{}:3:9: cannot read the cell file",
+                path.display()
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unreadable_schedule_files_are_refused_where_they_break() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, b"tick = \"1ms\"\nname = \"r\xffn\"\n").unwrap();
+        let err = Schedule::from_file(&path, &online()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}:2:10: invalid UTF-8", path.display())
+        );
+        let err = Schedule::from_file(dir.path(), &online()).unwrap_err();
+        assert_eq!(err.rule(), Some(&Rule::NotAFile("a directory")));
+        let err = Schedule::from_file(&dir.path().join("none.toml"), &online()).unwrap_err();
+        assert!(matches!(err, ScheduleError::Io { .. }));
+        assert_eq!(
+            err.to_string(),
+            format!("cannot read {}", dir.path().join("none.toml").display())
         );
     }
 

@@ -27,7 +27,7 @@
 //! assert_eq!((r.final_value, r.missed_frames, r.incoherent_cells), (7, 2, 0));
 //! ```
 
-use crate::cell::{CellDecl, CellError, Cells, ElemType};
+use crate::cell::{CellDecl, CellError, CellTable, Cells, ElemType};
 use crate::run::StressReport;
 use crate::state::StateId;
 use crate::subsystem::{Frame, RawPort, Registry, RegistryError, Subsystem};
@@ -227,6 +227,12 @@ fn agrees(ty: ElemType, v: i128, count: i128) -> bool {
     }
 }
 
+/// Checks that `counter` (`cell.element`) names an element of `table`, as
+/// [`check`] will need after the run: pure, for checking a schedule on load.
+pub fn check_counter(table: &CellTable, counter: &str) -> Result<(), CellError> {
+    table.locate(counter).map(|_| ())
+}
+
 /// Reads the counters (`cell.element`) and compares the largest with `run_frames`.
 pub fn check(
     cells: &Cells,
@@ -265,7 +271,6 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cell::CellTable;
 
     fn seed_cell(b: &mut crate::cell::CellTableBuilder, name: &str) {
         b.cell(name)
