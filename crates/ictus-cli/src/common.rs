@@ -156,6 +156,25 @@ impl Bar {
     }
 }
 
+/// Refuses, before anything runs, an output path that could not be written: a
+/// directory, a missing directory, no permission. Bad input: exit 2.
+pub(crate) fn check_output(path: &std::path::Path) -> Result<(), Failure> {
+    ictus_os::fs::check_writable(path).map_err(Failure::usage)
+}
+
+/// Refuses `out`'s `-o` path before the measurement starts (see [`check_output`]).
+pub(crate) fn check_outputs(out: &OutputArgs) -> Result<(), Failure> {
+    match &out.output {
+        Some(path) => check_output(path),
+        None => Ok(()),
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all.
+pub(crate) fn write_output(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> Result<(), Failure> {
+    Ok(ictus_os::fs::write_atomic(path, bytes)?)
+}
+
 /// Writes the record where `out` says, or its human view on stdout.
 pub(crate) fn emit(
     record: &RunRecord,
@@ -164,8 +183,7 @@ pub(crate) fn emit(
 ) -> Result<(), Failure> {
     if let Some(path) = &out.output {
         let json = serde_json::to_string_pretty(record)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("writing the record to {}", path.display()))?;
+        write_output(path, json + "\n")?;
     }
     if out.json {
         crate::say(&(serde_json::to_string_pretty(record)? + "\n"))?;

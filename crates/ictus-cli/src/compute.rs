@@ -46,6 +46,7 @@ pub(crate) struct ComputeArgs {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
     let params = ComputeParams {
         threads: args

@@ -33,6 +33,7 @@ pub(crate) struct IrqArgs {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = IrqParams {
         cpus: common::cpus(&args.cpus)?,
         period: Nanos::from(args.interval),

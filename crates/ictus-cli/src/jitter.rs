@@ -83,6 +83,7 @@ pub(crate) fn params(args: &JitterArgs) -> Result<JitterParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &JitterArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     // About 2.5 ns per division here; the bar appears for runs expected over 2 s.
     let expected = match params.routine {

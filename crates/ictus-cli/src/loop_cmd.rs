@@ -68,6 +68,7 @@ pub(crate) fn parse_frequency(s: &str) -> Result<f64, String> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let period = Nanos::new((1e9 / args.frequency.max(1.0)) as u64);
     let mut sched = common::sched_spec(&args.sched, period)?;
     // The loop locks memory unless told otherwise by a refusal: a page fault in a

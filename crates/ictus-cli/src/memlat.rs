@@ -130,6 +130,7 @@ pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() * params.thread_counts().len();
     let expected = Duration::from(params.point_time * (points as u64 * u64::from(params.repeat)));

@@ -114,6 +114,7 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &PingpongArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() as u32;
     let (expected, unit) = match params.length {

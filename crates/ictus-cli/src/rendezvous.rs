@@ -74,6 +74,7 @@ pub(crate) fn params(args: &RendezvousArgs) -> Result<RendezvousParams, Failure>
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &RendezvousArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = (params.threads.len() * params.spacings.len() * params.payloads.len()) as u64;
     // About 150 ns per rendezvous here.

@@ -84,8 +84,11 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     }
     let steps = survey::plan(&opts).map_err(Failure::usage)?;
     let dir = survey::results_dir(&args.results);
+    // A directory that cannot take the results is bad input, found before the run.
     std::fs::create_dir_all(&dir)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        .map_err(|e| anyhow::Error::new(e).context(format!("{}: cannot create", dir.display())))
+        .map_err(Failure::usage)?;
+    common::check_output(&dir.join(survey::MANIFEST_FILE))?;
     let expected = steps.iter().map(|s| s.estimate()).sum();
     let out = crate::args::OutputArgs {
         json: false,

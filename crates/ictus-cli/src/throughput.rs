@@ -164,6 +164,7 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() as u32;
     let per_point = match params.length {

@@ -49,6 +49,7 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &TimerArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let expected = Duration::from(params.interval * (params.loops() + params.warmup_loops()));
     let bar = Bar::start(progress, expected, &args.out, "periods");

@@ -97,26 +97,29 @@ pub enum ReportError {
         /// The directory.
         path: String,
     },
-    /// A report could not be written.
-    #[error("{path}: cannot write the report: {source}")]
-    Write {
-        /// The file.
+    /// A report could not be written (the file names itself).
+    #[error(transparent)]
+    Write(#[from] ictus_os::fs::OutputError),
+    /// A result could not be serialized (a number JSON cannot hold).
+    #[error("{path}: cannot serialize the result: {message}")]
+    Serialize {
+        /// The file it was for.
         path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// What serde said.
+        message: String,
     },
 }
 
-/// Writes `report.md` and `report.html` into `dir` and returns their paths.
+/// Writes `report.md` and `report.html` into `dir` and returns their paths. Each is
+/// written whole or not at all ([`ictus_os::fs::write_atomic`]); both paths are
+/// checked before either is written.
 pub fn write_reports(dir: &Path, r: &Results) -> Result<(PathBuf, PathBuf), ReportError> {
     let md = dir.join(MARKDOWN_FILE);
     let html_path = dir.join(HTML_FILE);
+    ictus_os::fs::check_writable(&md)?;
+    ictus_os::fs::check_writable(&html_path)?;
     for (path, text) in [(&md, markdown(r)), (&html_path, html(r))] {
-        std::fs::write(path, text).map_err(|source| ReportError::Write {
-            path: path.display().to_string(),
-            source,
-        })?;
+        ictus_os::fs::write_atomic(path, text)?;
     }
     Ok((md, html_path))
 }
