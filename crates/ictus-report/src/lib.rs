@@ -48,8 +48,22 @@ pub enum ReportError {
     /// A record file is unreadable, not JSON, foreign, or of another schema version.
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// A file or directory could not be read.
-    #[error("{path}: {source}")]
+    /// An input file could not be read: missing, not a regular file, too large, not
+    /// UTF-8.
+    #[error(transparent)]
+    Input(#[from] ictus_os::fs::InputError),
+    /// A field of `survey.json` of the wrong type.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The field.
+        field: &'static str,
+        /// What was expected, and what was found.
+        message: String,
+    },
+    /// A directory could not be read.
+    #[error("{path}: cannot read")]
     Io {
         /// The file or directory.
         path: String,
