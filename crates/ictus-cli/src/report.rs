@@ -75,8 +75,7 @@ pub(crate) fn compare(args: &CompareArgs) -> Result<(), Failure> {
 /// Renders a results directory's reports (after a survey); returns the HTML report's
 /// path, or what went wrong in one line.
 pub(crate) fn write(dir: &std::path::Path) -> Result<PathBuf, String> {
-    let results =
-        ictus_report::load(dir).map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+    let results = ictus_report::load(dir).map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
     let (_, html) = ictus_report::write_reports(dir, &results)
         .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
     Ok(html)

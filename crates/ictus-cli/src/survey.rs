@@ -55,10 +55,13 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         Some(n) => (n, 1024),
         None => (t, 1),
     };
+    let limit = ictus_probe::r#loop::MAX_EXCHANGE_BYTES;
     n.trim()
         .parse::<usize>()
-        .map(|v| v * k)
-        .map_err(|_| format!("'{s}' is not a size (expected e.g. 512B, 4K)"))
+        .map_err(|_| format!("'{s}' is not a size (expected e.g. 512B, 4K)"))?
+        .checked_mul(k)
+        .filter(|&b| b <= limit)
+        .ok_or_else(|| format!("{s} is over the limit of {limit} bytes"))
 }
 
 /// Plans, runs, writes the directory and the reports, and prints the summary.

@@ -176,7 +176,9 @@ impl<'de> Deserialize<'de> for Index {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Index, E> {
                 v.parse().map(Index).map_err(|_| {
-                    E::custom(format!("expected a thread number like \"0\", found \"{v}\""))
+                    E::custom(format!(
+                        "expected a thread number like \"0\", found \"{v}\""
+                    ))
                 })
             }
         }
@@ -525,7 +527,10 @@ mod tests {
     fn huge_bucket_counts_are_recorded_in_bulk() {
         let text = file_with(r#"{"5": 1000000000000000000}"#, "");
         let sut = cyclictest_text(&text, "ct.json").unwrap();
-        assert_eq!(sut.threads[0].latency.summary.count, 1_000_000_000_000_000_000);
+        assert_eq!(
+            sut.threads[0].latency.summary.count,
+            1_000_000_000_000_000_000
+        );
         assert_eq!(
             sut.merged.unwrap().summary.max_ns,
             Some(Nanos::from_micros(5))
@@ -537,7 +542,9 @@ mod tests {
         for bad in ["-1", "1.5", "\"7\"", "1e3", "null"] {
             let text = file_with(&format!("{{\"5\": {bad}}}"), "");
             match cyclictest_text(&text, "ct.json") {
-                Err(ImportError::Json { line: 5, column, .. }) => assert!(column > 20),
+                Err(ImportError::Json {
+                    line: 5, column, ..
+                }) => assert!(column > 20),
                 other => panic!("{bad}: {other:?}"),
             }
         }
@@ -547,7 +554,10 @@ mod tests {
     fn values_beyond_what_a_record_holds_are_refused_with_their_place() {
         let bucket = file_with(r#"{"18446744073709551615": 1}"#, "");
         let err = cyclictest_text(&bucket, "ct.json").unwrap_err().to_string();
-        assert!(err.starts_with("ct.json:5:") && err.contains("one hour"), "{err}");
+        assert!(
+            err.starts_with("ct.json:5:") && err.contains("one hour"),
+            "{err}"
+        );
         let key = file_with(r#"{"x": 1}"#, "");
         assert!(matches!(
             cyclictest_text(&key, "ct.json"),
@@ -575,8 +585,7 @@ mod tests {
             matches!(&err, ImportError::Json { line: 7, message, .. } if message.contains("99999999999")),
             "{err:?}"
         );
-        let cmdline = file_with(r#"{"1": 1}"#, "")
-            .replace("-D 10", "-D 18446744073709551615");
+        let cmdline = file_with(r#"{"1": 1}"#, "").replace("-D 10", "-D 18446744073709551615");
         let err = cyclictest_text(&cmdline, "ct.json").unwrap_err();
         assert!(
             matches!(&err, ImportError::Value { at, .. } if at == "cmdline"),

@@ -582,10 +582,7 @@ mod tests {
         assert_eq!(refused_field(&v), "measurements[0].metrics.ns_per_step");
         let mut v = good();
         v["measurements"][0]["latency"]["summary"]["mean_ns"] = serde_json::json!(-5.0);
-        assert_eq!(
-            refused_field(&v),
-            "measurements[0].latency.summary.mean_ns"
-        );
+        assert_eq!(refused_field(&v), "measurements[0].latency.summary.mean_ns");
     }
 
     #[test]
@@ -597,7 +594,8 @@ mod tests {
         v["schema_version"] = serde_json::json!("1");
         let err = RunRecord::from_json(&v.to_string(), "r.json").unwrap_err();
         assert!(
-            err.to_string().contains("schema_version: expected the whole number 1, found a string"),
+            err.to_string()
+                .contains("schema_version: expected the whole number 1, found a string"),
             "{err}"
         );
     }
