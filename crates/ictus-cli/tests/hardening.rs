@@ -150,7 +150,8 @@ fn records_are_validated_naming_the_field() {
         &std::fs::read_to_string(fixture("loop-rt-pinned-idle.json")).unwrap(),
     )
     .unwrap();
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 3] = [
+    type Spoil = fn(&mut serde_json::Value);
+    let cases: [(&str, Spoil, &str); 3] = [
         (
             "probe",
             |v| v["probe"] = serde_json::json!("warp"),
