@@ -59,7 +59,7 @@ pub(crate) struct PingpongArgs {
     #[arg(short = 'D', long, default_value = "2s", value_parser = positive_duration, conflicts_with = "loops")]
     pub(crate) duration: Duration,
     /// Measure this many round trips per primitive and placement instead of a duration.
-    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(..=crate::args::MAX_COUNT))]
     pub(crate) loops: Option<u64>,
     /// Warm-up before each primitive and placement, discarded.
     #[arg(long, default_value = "100ms", value_parser = crate::args::any_duration)]
