@@ -162,13 +162,13 @@ pub(crate) struct OutputArgs {
 #[derive(Debug, Args)]
 pub(crate) struct TimerArgs {
     /// Period between wake-ups (e.g. 1ms, 100us).
-    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
+    #[arg(short, long, default_value = "1ms", value_parser = interval)]
     pub(crate) interval: Duration,
     /// How long to measure, after the warm-up (e.g. 10s, 2m).
     #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration, conflicts_with = "loops")]
     pub(crate) duration: Duration,
     /// Measure this many periods per thread instead of a duration.
-    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) loops: Option<u64>,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -177,19 +177,55 @@ pub(crate) struct TimerArgs {
     pub(crate) mode: ModeArg,
     /// Hybrid mode: spin for this long before each deadline (default: calibrated from
     /// the measured wake-up latency).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::args::any_duration)]
     pub(crate) margin: Option<Duration>,
     /// Warm-up before measuring, discarded.
-    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = crate::args::any_duration)]
     pub(crate) warmup: Duration,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
 
-/// A duration greater than zero, in humantime form (`1ms`, `250us`, `10s`).
-pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
+/// The longest duration a flag takes (`--duration`, `--point-time`, `--warmup`...):
+/// one day. Every time derived from it fits in 64-bit nanoseconds many times over.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3_600);
+/// The longest period (`--interval`): one hour, the top of ictus's histograms.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(3_600);
+/// The most iterations a count flag takes (`--loops`, `--steps`, `--round-trips`...):
+/// 10^12, so a count times any per-iteration time in nanoseconds stays far from
+/// overflow.
+pub(crate) const MAX_COUNT: u64 = 1_000_000_000_000;
+
+/// A humantime duration (`1ms`, `250us`, `10s`) of at most `limit`.
+fn bounded_duration(s: &str, limit: Duration, what: &str) -> Result<Duration, String> {
     let d =
         humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
+    if d > limit {
+        return Err(format!(
+            "{s} is longer than the {} limit for {what}",
+            humantime::format_duration(limit)
+        ));
+    }
+    Ok(d)
+}
+
+/// A duration greater than zero and at most [`MAX_DURATION`].
+pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = bounded_duration(s, MAX_DURATION, "a duration")?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// A duration from zero to [`MAX_DURATION`] (a warm-up, a margin).
+pub(crate) fn any_duration(s: &str) -> Result<Duration, String> {
+    bounded_duration(s, MAX_DURATION, "a duration")
+}
+
+/// A period greater than zero and at most [`MAX_INTERVAL`].
+pub(crate) fn interval(s: &str) -> Result<Duration, String> {
+    let d = bounded_duration(s, MAX_INTERVAL, "an interval")?;
     if d.is_zero() {
         return Err("must be greater than zero".into());
     }
@@ -204,6 +240,44 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn absurd_durations_and_intervals_are_refused_naming_the_limit() {
+        for s in [
+            "1000years",
+            "18446744073709551615ns",
+            "2days",
+            "99999999999999999999s",
+        ] {
+            assert!(positive_duration(s).is_err(), "{s}");
+            assert!(any_duration(s).is_err(), "{s}");
+        }
+        assert!(positive_duration("1day").is_ok());
+        let err = interval("2h").unwrap_err();
+        assert!(err.contains("1h"), "{err}");
+        assert_eq!(any_duration("0s").unwrap(), Duration::ZERO);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_duration_text_never_panics_and_stays_bounded(s in ".{0,40}") {
+            if let Ok(d) = positive_duration(&s) {
+                proptest::prop_assert!(!d.is_zero() && d <= MAX_DURATION);
+            }
+            if let Ok(d) = interval(&s) {
+                proptest::prop_assert!(!d.is_zero() && d <= MAX_INTERVAL);
+            }
+        }
+
+        #[test]
+        fn numbers_with_units_never_panic(n in proptest::prelude::any::<u64>(), unit in "(ns|us|ms|s|m|h|d|y|years|)") {
+            let s = format!("{n}{unit}");
+            let _ = positive_duration(&s);
+            let _ = crate::common::cpus(&s);
+        }
     }
 
     #[test]

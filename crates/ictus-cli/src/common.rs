@@ -16,7 +16,7 @@ use ictus_probe::setup::SchedSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Failure;
-use crate::args::{OutputArgs, PolicyArg, SchedArgs};
+use crate::args::{MAX_DURATION, OutputArgs, PolicyArg, SchedArgs};
 
 /// Parses `--cpus` (`all` or a list).
 pub(crate) fn cpus(text: &str) -> Result<CpuSet, Failure> {
@@ -156,6 +156,53 @@ impl Bar {
     }
 }
 
+/// Refuses, before anything runs, an output path that could not be written: a
+/// directory, a missing directory, no permission. Bad input: exit 2.
+pub(crate) fn check_output(path: &std::path::Path) -> Result<(), Failure> {
+    ictus_os::fs::check_writable(path).map_err(Failure::usage)
+}
+
+/// Refuses `out`'s `-o` path before the measurement starts (see [`check_output`]).
+pub(crate) fn check_outputs(out: &OutputArgs) -> Result<(), Failure> {
+    match &out.output {
+        Some(path) => check_output(path),
+        None => Ok(()),
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all.
+pub(crate) fn write_output(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> Result<(), Failure> {
+    Ok(ictus_os::fs::write_atomic(path, bytes)?)
+}
+
+/// Refuses `count` periods of `period` lasting over [`MAX_DURATION`]: deadlines that far
+/// out would overflow the clock arithmetic. Bad input: exit 2.
+pub(crate) fn check_span(
+    count_flag: &str,
+    count: u64,
+    period_flag: &str,
+    period: Duration,
+) -> Result<(), Failure> {
+    if period.as_nanos() * u128::from(count) > MAX_DURATION.as_nanos() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{count_flag} {count} times {period_flag} of {} is longer than the {} limit of a run",
+            humantime::format_duration(period),
+            humantime::format_duration(MAX_DURATION)
+        )));
+    }
+    Ok(())
+}
+
+/// `d` times `n`, saturating: for estimates of how long a run takes (the progress
+/// bar), which must never overflow whatever the counts.
+pub(crate) fn times(d: Duration, n: u64) -> Duration {
+    Duration::from_nanos(
+        u64::try_from(d.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(n),
+    )
+}
+
 /// Writes the record where `out` says, or its human view on stdout.
 pub(crate) fn emit(
     record: &RunRecord,
@@ -164,8 +211,7 @@ pub(crate) fn emit(
 ) -> Result<(), Failure> {
     if let Some(path) = &out.output {
         let json = serde_json::to_string_pretty(record)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("writing the record to {}", path.display()))?;
+        write_output(path, json + "\n")?;
     }
     if out.json {
         crate::say(&(serde_json::to_string_pretty(record)? + "\n"))?;

@@ -46,6 +46,7 @@ pub(crate) struct ComputeArgs {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
     let params = ComputeParams {
         threads: args
@@ -68,7 +69,12 @@ pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Fa
         None => None,
     };
     let points = (params.sizes.len() + params.threads.len()) as u32;
-    let bar = Bar::start(progress, args.point_time * points, &args.out, "points");
+    let bar = Bar::start(
+        progress,
+        common::times(args.point_time, u64::from(points)),
+        &args.out,
+        "points",
+    );
     let record = common::with_loads(&args.sched, || {
         compute::run(
             &params,

@@ -30,12 +30,13 @@ pub(crate) enum ImportSource {
 pub(crate) fn run(args: &ImportArgs) -> Result<(), Failure> {
     match &args.source {
         ImportSource::Cyclictest { file, output } => {
+            if let Some(path) = output {
+                crate::common::check_output(path)?;
+            }
             let record = ictus_probe::import::cyclictest(file).map_err(Failure::usage)?;
             let json = serde_json::to_string_pretty(&record)? + "\n";
             match output {
-                Some(path) => std::fs::write(path, json).map_err(|e| {
-                    anyhow::anyhow!("writing the record to {}: {e}", path.display())
-                })?,
+                Some(path) => crate::common::write_output(path, json)?,
                 None => crate::say(&json)?,
             }
             Ok(())

@@ -22,7 +22,7 @@ pub(crate) struct IrqArgs {
     #[arg(short = 'a', long, default_value = "all")]
     pub(crate) cpus: String,
     /// Period of the tracer's timer.
-    #[arg(short, long, default_value = "1ms", value_parser = positive_duration)]
+    #[arg(short, long, default_value = "1ms", value_parser = crate::args::interval)]
     pub(crate) interval: Duration,
     /// How long to trace.
     #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration)]
@@ -33,6 +33,7 @@ pub(crate) struct IrqArgs {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = IrqParams {
         cpus: common::cpus(&args.cpus)?,
         period: Nanos::from(args.interval),

@@ -20,10 +20,10 @@ use crate::common::{self, Bar};
 #[derive(Debug, Args)]
 pub(crate) struct JitterArgs {
     /// Integer divisions per run (seed 002: one million).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) work: u64,
     /// Timed runs per thread.
-    #[arg(short = 'n', long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) runs: u64,
     /// Run the synchronised kernel instead (seed 000 Figure 3): this many threads on the
     /// first CPUs of --cpus compute y = a x + y on their own data and meet at a spin
@@ -31,10 +31,10 @@ pub(crate) struct JitterArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     pub(crate) threads: Option<u64>,
     /// Elements (f64) per thread for the synchronised kernel.
-    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) elements: u64,
     /// Untimed runs first.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=crate::args::MAX_COUNT))]
     pub(crate) warmup_runs: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -83,11 +83,18 @@ pub(crate) fn params(args: &JitterArgs) -> Result<JitterParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &JitterArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     // About 2.5 ns per division here; the bar appears for runs expected over 2 s.
     let expected = match params.routine {
-        Routine::Divisions { divisions } => Duration::from_nanos(divisions * params.runs * 2),
-        Routine::Synchronised { elements } => Duration::from_nanos(elements as u64 * params.runs),
+        Routine::Divisions { divisions } => common::times(
+            Duration::from_nanos(2),
+            divisions.saturating_mul(params.runs),
+        ),
+        Routine::Synchronised { elements } => common::times(
+            Duration::from_nanos(1),
+            (elements as u64).saturating_mul(params.runs),
+        ),
     };
     let bar = Bar::start(progress, expected, &args.out, "runs");
     let record = common::with_loads(&args.sched, || {

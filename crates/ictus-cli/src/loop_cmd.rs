@@ -31,7 +31,7 @@ pub(crate) struct LoopArgs {
     #[arg(long, default_value_t = 512)]
     pub(crate) exchange: usize,
     /// Steps to run (per trial with --find-max).
-    #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) steps: u64,
     /// Hybrid wait margin (default: calibrated from the measured wake-up latency).
     #[arg(long, value_parser = positive_duration)]
@@ -68,6 +68,7 @@ pub(crate) fn parse_frequency(s: &str) -> Result<f64, String> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let period = Nanos::new((1e9 / args.frequency.max(1.0)) as u64);
     let mut sched = common::sched_spec(&args.sched, period)?;
     // The loop locks memory unless told otherwise by a refusal: a page fault in a
@@ -88,10 +89,11 @@ pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failu
         }),
     };
     r#loop::validate(&params).map_err(Failure::usage)?;
+    common::check_span("--steps", args.steps, "a period", Duration::from(period))?;
     let expected = if args.find_max {
         Duration::from_secs(30)
     } else {
-        Duration::from(period * args.steps)
+        common::times(Duration::from(period), args.steps)
     };
     let unit = if args.find_max { "trials" } else { "steps" };
     let bar = Bar::start(progress, expected, &args.out, unit);

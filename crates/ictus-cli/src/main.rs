@@ -78,20 +78,49 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
             }
-            // One clear line: clap's first line, without the usage block.
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            eprintln!("ictus: {}", first.trim_start_matches("error: "));
+            eprintln!("ictus: {}", usage_line(&e.render().to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("ictus: {:#}", f.error);
+            eprintln!("ictus: {}", one_line(&f.error));
             ExitCode::from(f.code)
         }
     }
+}
+
+/// clap's message in one line, without the usage block: the lines up to the first
+/// blank one or `Usage:` (so "the following required arguments were not provided:"
+/// keeps the names that follow it).
+fn usage_line(rendered: &str) -> String {
+    let words: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .collect();
+    match words.join(" ") {
+        w if w.is_empty() => "invalid arguments".to_string(),
+        w => w.trim_start_matches("error: ").to_string(),
+    }
+}
+
+/// An error and its causes in one line, each said once: a cause whose words are
+/// already in the line (an OS error a message quoted) is not repeated.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {

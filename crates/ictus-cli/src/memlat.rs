@@ -130,9 +130,13 @@ pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() * params.thread_counts().len();
-    let expected = Duration::from(params.point_time * (points as u64 * u64::from(params.repeat)));
+    let expected = common::times(
+        Duration::from(params.point_time),
+        (points as u64).saturating_mul(u64::from(params.repeat)),
+    );
     let bar = Bar::start(progress, expected, &args.out, "points");
     let record = common::with_loads(&args.sched, || {
         memlat::run(&params, std::env::args().collect(), progress)

@@ -59,10 +59,10 @@ pub(crate) struct PingpongArgs {
     #[arg(short = 'D', long, default_value = "2s", value_parser = positive_duration, conflicts_with = "loops")]
     pub(crate) duration: Duration,
     /// Measure this many round trips per primitive and placement instead of a duration.
-    #[arg(short = 'l', long)]
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(..=crate::args::MAX_COUNT))]
     pub(crate) loops: Option<u64>,
     /// Warm-up before each primitive and placement, discarded.
-    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = crate::args::any_duration)]
     pub(crate) warmup: Duration,
     /// Spin a SCHED_OTHER thread on each measured CPU (seed 001's "CPU load").
     #[arg(long)]
@@ -114,16 +114,29 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &PingpongArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() as u32;
     let (expected, unit) = match params.length {
         // Same-CPU round trips take a few microseconds: assume 5 us for the estimate.
-        Length::Loops(n) => (Duration::from_micros(5 * n) * points, "round trips"),
-        Length::Duration(d) => (Duration::from(d) * points, "ms measured"),
+        Length::Loops(n) => (
+            common::times(
+                Duration::from_micros(5),
+                n.saturating_mul(u64::from(points)),
+            ),
+            "round trips",
+        ),
+        Length::Duration(d) => (
+            common::times(Duration::from(d), u64::from(points)),
+            "ms measured",
+        ),
     };
     let bar = Bar::start(
         progress,
-        expected + Duration::from(params.warmup) * points,
+        expected.saturating_add(common::times(
+            Duration::from(params.warmup),
+            u64::from(points),
+        )),
         &args.out,
         unit,
     );

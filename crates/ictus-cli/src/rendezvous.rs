@@ -29,13 +29,13 @@ pub(crate) struct RendezvousArgs {
     #[arg(long, value_delimiter = ',', default_value = "0,512")]
     pub(crate) payload: Vec<usize>,
     /// Untimed rendezvous per point (for the rate).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) steps: u64,
     /// Individually timed rendezvous per point (for the distribution).
-    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) timed_steps: u64,
     /// Round trips of the bare cache-line measurement.
-    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) round_trips: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -74,10 +74,14 @@ pub(crate) fn params(args: &RendezvousArgs) -> Result<RendezvousParams, Failure>
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &RendezvousArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = (params.threads.len() * params.spacings.len() * params.payloads.len()) as u64;
     // About 150 ns per rendezvous here.
-    let expected = Duration::from_nanos(points * (params.steps + params.timed_steps) * 150);
+    let expected = common::times(
+        Duration::from_nanos(150),
+        points.saturating_mul(params.steps.saturating_add(params.timed_steps)),
+    );
     let bar = Bar::start(progress, expected, &args.out, "points");
     let record = common::with_loads(&args.sched, || {
         rendezvous::run(&params, std::env::args().collect(), progress)

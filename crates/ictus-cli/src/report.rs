@@ -38,7 +38,11 @@ pub(crate) fn report(args: &ReportArgs) -> Result<(), Failure> {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."))
     };
-    let (md, html) = ictus_report::write_reports(&dir, &results)?;
+    let (md, html) = ictus_report::write_reports(&dir, &results).map_err(|e| match e {
+        // The directory cannot take the reports: the user can fix that.
+        ictus_report::ReportError::Write(_) => Failure::usage(e),
+        other => other.into(),
+    })?;
     crate::say(&format!("{}\n{}\n", md.display(), html.display()))
 }
 
@@ -53,6 +57,9 @@ pub(crate) fn compare(args: &CompareArgs) -> Result<(), Failure> {
             )));
         }
     };
+    if let Some(path) = &args.html {
+        crate::common::check_output(path)?;
+    }
     let runs = args
         .paths
         .iter()
@@ -60,8 +67,7 @@ pub(crate) fn compare(args: &CompareArgs) -> Result<(), Failure> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::usage)?;
     if let Some(path) = &args.html {
-        std::fs::write(path, ictus_report::compare_html(&runs, reference))
-            .map_err(|e| anyhow!("{}: cannot write the comparison: {e}", path.display()))?;
+        crate::common::write_output(path, ictus_report::compare_html(&runs, reference))?;
     }
     crate::say(&ictus_report::compare_markdown(&runs, reference))
 }
@@ -69,7 +75,8 @@ pub(crate) fn compare(args: &CompareArgs) -> Result<(), Failure> {
 /// Renders a results directory's reports (after a survey); returns the HTML report's
 /// path, or what went wrong in one line.
 pub(crate) fn write(dir: &std::path::Path) -> Result<PathBuf, String> {
-    let results = ictus_report::load(dir).map_err(|e| e.to_string())?;
-    let (_, html) = ictus_report::write_reports(dir, &results).map_err(|e| e.to_string())?;
+    let results = ictus_report::load(dir).map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+    let (_, html) = ictus_report::write_reports(dir, &results)
+        .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
     Ok(html)
 }

@@ -62,7 +62,11 @@ pub(crate) fn run(args: &ScenarioArgs, progress: &Arc<Progress>) -> Result<(), F
         Some(d) => d.clone(),
         None => new_dir(&args.results, &scenario.name),
     };
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A directory that cannot take the results is bad input, found before the run.
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("{}: cannot create the output directory", dir.display()))
+        .map_err(Failure::usage)?;
+    crate::common::check_output(&dir.join(report::RESULT_FILE))?;
     let mut results = Vec::new();
     let mut written = Vec::new();
     for &mode in modes {
@@ -86,8 +90,7 @@ pub(crate) fn run(args: &ScenarioArgs, progress: &Arc<Progress>) -> Result<(), F
     }
     if results.len() > 1 {
         let path = dir.join(report::COMPARE_FILE);
-        std::fs::write(&path, report::compare_markdown(&results))
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::common::write_output(&path, report::compare_markdown(&results))?;
         written.push(path);
     }
     if args.json {

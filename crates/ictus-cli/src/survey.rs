@@ -55,10 +55,13 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         Some(n) => (n, 1024),
         None => (t, 1),
     };
+    let limit = ictus_probe::r#loop::MAX_EXCHANGE_BYTES;
     n.trim()
         .parse::<usize>()
-        .map(|v| v * k)
-        .map_err(|_| format!("'{s}' is not a size (expected e.g. 512B, 4K)"))
+        .map_err(|_| format!("'{s}' is not a size (expected e.g. 512B, 4K)"))?
+        .checked_mul(k)
+        .filter(|&b| b <= limit)
+        .ok_or_else(|| format!("{s} is over the limit of {limit} bytes"))
 }
 
 /// Plans, runs, writes the directory and the reports, and prints the summary.
@@ -84,8 +87,11 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     }
     let steps = survey::plan(&opts).map_err(Failure::usage)?;
     let dir = survey::results_dir(&args.results);
+    // A directory that cannot take the results is bad input, found before the run.
     std::fs::create_dir_all(&dir)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        .map_err(|e| anyhow::Error::new(e).context(format!("{}: cannot create", dir.display())))
+        .map_err(Failure::usage)?;
+    common::check_output(&dir.join(survey::MANIFEST_FILE))?;
     let expected = steps.iter().map(|s| s.estimate()).sum();
     let out = crate::args::OutputArgs {
         json: false,

@@ -67,13 +67,13 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, default_value = "100ms", value_parser = positive_duration, conflicts_with = "messages")]
     pub(crate) point_time: Duration,
     /// Measure this many messages per point instead of a duration.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) messages: Option<u64>,
     /// Warm-up before each point, discarded.
-    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10ms", value_parser = crate::args::any_duration)]
     pub(crate) warmup: Duration,
     /// Round trips of the bare cache-line reference between the first two CPUs.
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
     pub(crate) round_trips: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -164,21 +164,25 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
     let points = params.points().len() as u32;
     let per_point = match params.length {
         Length::Time(d) => Duration::from(d),
         // Assume a few microseconds per message for the estimate.
-        Length::Messages(n) => Duration::from_micros(5 * n),
+        Length::Messages(n) => common::times(Duration::from_micros(5), n),
     };
     let memcpy = match params.length {
         Length::Time(d) => Duration::from(d),
         Length::Messages(_) => Duration::from_millis(10),
     };
     // About 200 ns per cache-line round trip.
-    let expected = (per_point + Duration::from(params.warmup)) * points
-        + memcpy * params.sizes.len() as u32
-        + Duration::from_nanos(200 * params.round_trips);
+    let expected = common::times(
+        per_point.saturating_add(Duration::from(params.warmup)),
+        u64::from(points),
+    )
+    .saturating_add(common::times(memcpy, params.sizes.len() as u64))
+    .saturating_add(common::times(Duration::from_nanos(200), params.round_trips));
     let bar = Bar::start(progress, expected, &args.out, "points");
     let record = common::with_loads(&args.sched, || {
         throughput::run(&params, std::env::args().collect(), progress)

@@ -44,13 +44,20 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
         warmup: Nanos::from(args.warmup),
     };
     timer::validate(&params).map_err(Failure::usage)?;
+    if let Some(n) = args.loops {
+        common::check_span("--loops", n, "--interval", args.interval)?;
+    }
     Ok(params)
 }
 
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &TimerArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    common::check_outputs(&args.out)?;
     let params = params(args)?;
-    let expected = Duration::from(params.interval * (params.loops() + params.warmup_loops()));
+    let expected = common::times(
+        Duration::from(params.interval),
+        params.loops().saturating_add(params.warmup_loops()),
+    );
     let bar = Bar::start(progress, expected, &args.out, "periods");
     let record = common::with_loads(&args.sched, || {
         timer::run(&params, std::env::args().collect(), progress)

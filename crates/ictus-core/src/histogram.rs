@@ -53,6 +53,11 @@ pub struct HistogramData {
     pub buckets: Vec<Bucket>,
 }
 
+/// [`LatencyHistogram::record_n`] refused: the samples' count or sums would overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("too many samples: the count or the sum of the values would overflow")]
+pub struct CountOverflow;
+
 /// A latency distribution (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct LatencyHistogram {
@@ -100,6 +105,45 @@ impl LatencyHistogram {
         self.count += 1;
         self.sum += u128::from(v);
         self.sum_sq += u128::from(v) * u128::from(v);
+    }
+
+    /// Records `n` samples of the same value at once (an imported histogram's bucket),
+    /// in constant time. Refuses, changing nothing, when the count, the sum or the sum
+    /// of squares would no longer fit: the figures would be false.
+    ///
+    /// ```
+    /// use ictus_core::{LatencyHistogram, Nanos};
+    /// let mut sut = LatencyHistogram::new();
+    /// sut.record_n(Nanos::new(5_000), 1_000_000_000_000).unwrap();
+    /// assert_eq!(sut.count(), 1_000_000_000_000);
+    /// assert!(sut.record_n(Nanos::new(5_000), u64::MAX).is_err());
+    /// ```
+    pub fn record_n(&mut self, v: Nanos, n: u64) -> Result<(), CountOverflow> {
+        if n == 0 {
+            return Ok(());
+        }
+        let v = v.as_u64();
+        let (v128, n128) = (u128::from(v), u128::from(n));
+        let count = self.count.checked_add(n).ok_or(CountOverflow)?;
+        let sum = v128
+            .checked_mul(n128)
+            .and_then(|s| self.sum.checked_add(s))
+            .ok_or(CountOverflow)?;
+        let sum_sq = v128
+            .checked_mul(v128)
+            .and_then(|sq| sq.checked_mul(n128))
+            .and_then(|s| self.sum_sq.checked_add(s))
+            .ok_or(CountOverflow)?;
+        self.hist.saturating_record_n(v, n);
+        if v > self.max || self.count == 0 {
+            self.max = v;
+            self.max_index = self.count;
+        }
+        self.min = self.min.min(v);
+        self.count = count;
+        self.sum = sum;
+        self.sum_sq = sum_sq;
+        Ok(())
     }
 
     /// Number of samples.
@@ -248,6 +292,34 @@ mod tests {
             h.record(Nanos::new(v));
         }
         h
+    }
+
+    #[test]
+    fn record_n_equals_n_records() {
+        let mut sut = LatencyHistogram::new();
+        sut.record_n(Nanos::new(3_000), 4).unwrap();
+        sut.record_n(Nanos::new(9_000), 0).unwrap();
+        sut.record_n(Nanos::new(1_000), 2).unwrap();
+        let oracle = histogram_of(&[3_000, 3_000, 3_000, 3_000, 1_000, 1_000]);
+        assert_eq!(sut.summary(), oracle.summary());
+        assert_eq!(sut.data(), oracle.data());
+        assert_eq!(sut.max_index(), oracle.max_index());
+    }
+
+    #[test]
+    fn record_n_refuses_what_would_overflow_and_changes_nothing() {
+        let mut sut = LatencyHistogram::new();
+        sut.record_n(Nanos::new(10), u64::MAX - 1).unwrap();
+        let before = sut.summary();
+        assert_eq!(sut.record_n(Nanos::new(10), 2), Err(CountOverflow));
+        assert_eq!(sut.summary(), before);
+        let mut sut = LatencyHistogram::new();
+        assert_eq!(
+            sut.record_n(Nanos::new(u64::MAX), 2),
+            Err(CountOverflow),
+            "the sum of squares would overflow"
+        );
+        assert_eq!(sut.count(), 0);
     }
 
     #[test]

@@ -6,8 +6,22 @@
 //! disk) never leaves half a file where a complete one was expected. [`check_writable`]
 //! answers, before a long measurement starts, whether its output could be written at
 //! all, so a run is never lost to a typo in `-o`.
+//!
+//! Every input file (records, imports, scenarios) is read by [`read_input`]: only a
+//! regular file, never more than a stated number of bytes, and text that is not UTF-8
+//! is refused with the line and column of the first bad byte. A FIFO or a device given
+//! as an input is refused before anything blocks on it.
+//!
+//! ```
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("out.json");
+//! ictus_os::fs::check_writable(&path).unwrap();
+//! ictus_os::fs::write_atomic(&path, "{}\n").unwrap();
+//! assert_eq!(ictus_os::fs::read_input(&path, 1024).unwrap(), "{}\n");
+//! ```
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -30,7 +44,7 @@ pub enum OutputError {
         dir: PathBuf,
     },
     /// The OS refused.
-    #[error("{}: cannot write: {source}", path.display())]
+    #[error("{}: cannot write", path.display())]
     Io {
         /// The target.
         path: PathBuf,
@@ -105,6 +119,130 @@ pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), OutputEr
     Ok(())
 }
 
+/// The largest input file ictus reads unless a caller says otherwise: 256 MiB, far
+/// beyond any record, import or scenario it writes.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// Why an input file was refused.
+#[derive(Debug, Error)]
+pub enum InputError {
+    /// The OS refused (missing file, no permission).
+    #[error("{}: cannot read", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A FIFO, a device, a socket or a directory: reading it could block forever or
+    /// never end.
+    #[error("{}: expected a regular file, found {kind}", path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is (`a FIFO`, `a directory`...).
+        kind: &'static str,
+    },
+    /// Larger than the limit.
+    #[error("{}: larger than the {limit}-byte limit for this kind of file", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Not UTF-8 text.
+    #[error("{}:{line}:{column}: expected UTF-8 text, found an invalid byte (byte offset {offset})", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the first invalid byte.
+        line: usize,
+        /// 1-based column (in characters) of the first invalid byte.
+        column: usize,
+        /// Its byte offset.
+        offset: usize,
+    },
+}
+
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "something other than a file"
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `bytes`, counting only
+/// the valid UTF-8 before it.
+pub fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, column)
+}
+
+/// Reads the regular file at `path` as UTF-8 text of at most `limit` bytes. A FIFO or
+/// device is refused without blocking (it is opened non-blocking and checked before
+/// any read).
+pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Non-blocking: opening a FIFO with no writer would otherwise wait forever.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    let too_large = || InputError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may grow while read: never take more than the limit.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let (line, column) = line_column(e.as_bytes(), offset);
+        InputError::NotUtf8 {
+            path: path.to_path_buf(),
+            line,
+            column,
+            offset,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +279,71 @@ mod tests {
             Err(OutputError::NoDirectory { .. })
         ));
         assert!(entries(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn read_input_refuses_a_fifo_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            read_input(&fifo, MAX_INPUT_BYTES),
+            Err(InputError::NotRegular { kind: "a FIFO", .. })
+        ));
+        assert!(matches!(
+            read_input(dir.path(), MAX_INPUT_BYTES),
+            Err(InputError::NotRegular { .. })
+        ));
+        assert!(matches!(
+            read_input(Path::new("/dev/zero"), MAX_INPUT_BYTES),
+            Err(InputError::NotRegular { .. })
+        ));
+    }
+
+    #[test]
+    fn read_input_refuses_more_than_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let sut = dir.path().join("big");
+        std::fs::write(&sut, "0123456789").unwrap();
+        assert!(matches!(
+            read_input(&sut, 9),
+            Err(InputError::TooLarge { limit: 9, .. })
+        ));
+        assert_eq!(read_input(&sut, 10).unwrap(), "0123456789");
+    }
+
+    #[test]
+    fn invalid_utf8_is_named_once_with_its_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let sut = dir.path().join("bad");
+        std::fs::write(&sut, b"ab\n\xc3\xa9c\xff\xfe\n").unwrap();
+        let err = read_input(&sut, 1024).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                InputError::NotUtf8 {
+                    line: 2,
+                    column: 3,
+                    offset: 6,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("bad:2:3:"), "{text}");
+        assert_eq!(text.matches("invalid").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn an_os_error_is_not_repeated() {
+        // The OS error is the source, printed once by whoever prints the chain.
+        let err = read_input(Path::new("/nonexistent/x.json"), 1024).unwrap_err();
+        assert!(!err.to_string().contains("No such file"), "{err}");
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert!(source.contains("No such file"), "{source}");
     }
 
     #[test]

@@ -67,9 +67,24 @@ impl Default for ComputeParams {
     }
 }
 
+/// The largest model, in modules: ten times seed 000's largest (1,000,001), a few
+/// hundred MiB.
+pub const MAX_MODULES: usize = 10_000_001;
+
 /// What cannot run, or a reference that does not fit.
 #[derive(Debug, Error)]
 pub enum ComputeError {
+    /// A size or count beyond what this probe allocates or can time (checked before
+    /// anything is allocated).
+    #[error("{what} {value} is over the limit of {limit}")]
+    TooLarge {
+        /// What (`exchange (bytes per thread and step)`).
+        what: &'static str,
+        /// Asked for.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A model too small to have a mass.
     #[error("a model needs at least 3 modules (2 links and a mass), got {0}")]
     TooSmall(usize),
@@ -100,6 +115,18 @@ pub enum ComputeError {
 pub fn validate(p: &ComputeParams) -> Result<(), ComputeError> {
     if (p.sizes.is_empty() && p.threads.is_empty()) || p.point_time == Nanos::ZERO {
         return Err(ComputeError::Empty);
+    }
+    if let Some(&n) = p
+        .sizes
+        .iter()
+        .chain([&p.split_modules])
+        .find(|&&n| n > MAX_MODULES)
+    {
+        return Err(ComputeError::TooLarge {
+            what: "a model (modules)",
+            value: n as u64,
+            limit: MAX_MODULES as u64,
+        });
     }
     if let Some(&n) = p.sizes.iter().chain([&p.split_modules]).find(|&&n| n < 3) {
         return Err(ComputeError::TooSmall(n));

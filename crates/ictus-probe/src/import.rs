@@ -12,31 +12,40 @@
 //! assert_eq!(record.probe, "timer");
 //! ```
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
+use ictus_core::cpulist::MAX_CPU;
+use ictus_core::histogram::HIGHEST_NS;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
 use ictus_os::facts::{PreemptModel, Preemption};
+use ictus_os::fs::InputError;
 use ictus_os::sched::Policy;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
 use thiserror::Error;
 
 use crate::provenance::Provenance;
 use crate::record::{LatencyResult, Obtained, RunRecord, ThreadConfig, ThreadResult, Warning};
 
+/// The largest cyclictest file read: 64 MiB (a histogram of a million buckets for
+/// each of 64 threads is under that).
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+/// The largest latency a bucket, `max` or `avg` may hold: one hour in microseconds,
+/// the top of ictus's histograms. Beyond it a value could only be clamped, a false
+/// figure.
+pub const MAX_LATENCY_US: u64 = HIGHEST_NS / 1_000;
+
 /// Why a file could not be imported.
 #[derive(Debug, Error)]
 pub enum ImportError {
-    /// Unreadable.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not JSON.
-    #[error("{path}:{line}:{column}: not JSON: {message}")]
+    /// Unreadable, not a regular file, too large, or not UTF-8.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// Not JSON, or a value of the wrong type (a negative, fractional or quoted count).
+    #[error("{path}:{line}:{column}: {message}")]
     Json {
         /// The file.
         path: String,
@@ -55,27 +64,173 @@ pub enum ImportError {
         /// What was expected and missing.
         what: String,
     },
+    /// A value ictus cannot represent without a false figure.
+    #[error("{path}: at {at}: {message}")]
+    Value {
+        /// The file.
+        path: String,
+        /// Where in the JSON (`thread.0.avg`, `cmdline`).
+        at: String,
+        /// What was expected, and what was found.
+        message: String,
+    },
 }
 
 /// Reads a `cyclictest --json` file (run with `-h N`) as a timer record.
 pub fn cyclictest(path: &Path) -> Result<RunRecord, ImportError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
-        path: name.clone(),
-        source,
-    })?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| ImportError::Json {
-        path: name.clone(),
-        line: e.line(),
-        column: e.column(),
+    let text = ictus_os::fs::read_input(path, MAX_FILE_BYTES)?;
+    cyclictest_text(&text, &name)
+}
+
+/// A `serde_json` error as [`ImportError::Json`], its position kept.
+fn json_error(name: &str, e: &serde_json::Error) -> ImportError {
+    ImportError::Json {
+        path: name.to_string(),
+        // An empty file fails at line 1, column 0: the first column is 1.
+        line: e.line().max(1),
+        column: e.column().max(1),
         message: e
             .to_string()
             .split(" at line ")
             .next()
             .unwrap_or("")
             .to_string(),
-    })?;
-    cyclictest_value(&v, &name)
+    }
+}
+
+/// The text of a `cyclictest --json` file as a timer record; `name` names it in errors.
+pub fn cyclictest_text(text: &str, name: &str) -> Result<RunRecord, ImportError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| json_error(name, &e))?;
+    check_shape(&v, name)?;
+    // The numbers, typed: a count that is negative, fractional or a string is refused
+    // with its line and column.
+    let numbers: File = serde_json::from_str(text).map_err(|e| json_error(name, &e))?;
+    cyclictest_value(&v, numbers, name)
+}
+
+/// What cyclictest's JSON must have, in words.
+fn check_shape(v: &Value, name: &str) -> Result<(), ImportError> {
+    let shape = |what: &str| ImportError::Shape {
+        path: name.to_string(),
+        what: what.to_string(),
+    };
+    let threads = v
+        .get("thread")
+        .and_then(Value::as_object)
+        .ok_or_else(|| shape("no \"thread\" object"))?;
+    if threads.is_empty() {
+        return Err(shape("no thread results"));
+    }
+    for t in threads.values() {
+        if !t.get("histogram").is_some_and(Value::is_object) {
+            return Err(shape(
+                "a thread without \"histogram\" (run cyclictest with -h N)",
+            ));
+        }
+        if t.get("cycles").is_none() {
+            return Err(shape("a thread without \"cycles\""));
+        }
+    }
+    Ok(())
+}
+
+/// The numeric part of a cyclictest file.
+#[derive(Deserialize)]
+struct File {
+    thread: BTreeMap<Index, Thread>,
+}
+
+/// One thread's numbers. Latencies in whole microseconds.
+#[derive(Deserialize)]
+struct Thread {
+    histogram: BTreeMap<Micros, u64>,
+    cycles: u64,
+    #[serde(default)]
+    max: Option<Micros>,
+    #[serde(default)]
+    avg: Option<f64>,
+    #[serde(default)]
+    cpu: Option<Cpu>,
+}
+
+/// A thread index key (`"0"`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Index(usize);
+
+/// A latency in microseconds, at most [`MAX_LATENCY_US`] (a bucket key or a number).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Micros(u64);
+
+/// A CPU number, at most [`MAX_CPU`].
+#[derive(Clone, Copy)]
+struct Cpu(usize);
+
+impl<'de> Deserialize<'de> for Index {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Index;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a thread number like \"0\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Index, E> {
+                v.parse().map(Index).map_err(|_| {
+                    E::custom(format!(
+                        "expected a thread number like \"0\", found \"{v}\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        fn bounded<E: de::Error>(us: u64) -> Result<Micros, E> {
+            if us > MAX_LATENCY_US {
+                return Err(E::custom(format!(
+                    "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
+                )));
+            }
+            Ok(Micros(us))
+        }
+        impl Visitor<'_> for V {
+            type Value = Micros;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a latency in whole microseconds, 0 to {MAX_LATENCY_US}")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Micros, E> {
+                bounded(v)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Micros, E> {
+                let us = v.parse().map_err(|_| {
+                    E::custom(format!(
+                        "expected a bucket in whole microseconds like \"12\", found \"{v}\""
+                    ))
+                })?;
+                bounded(us)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cpu {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let cpu = u64::deserialize(d)?;
+        usize::try_from(cpu)
+            .ok()
+            .filter(|&c| c <= MAX_CPU)
+            .map(Cpu)
+            .ok_or_else(|| {
+                de::Error::custom(format!(
+                    "expected a CPU number from 0 to {MAX_CPU}, found {cpu}"
+                ))
+            })
+    }
 }
 
 /// A key that cyclictest may spell with a stray trailing colon.
@@ -114,19 +269,40 @@ fn rfc3339(date: &str) -> String {
     }
 }
 
-fn cyclictest_value(v: &Value, name: &str) -> Result<RunRecord, ImportError> {
-    let shape = |what: &str| ImportError::Shape {
+fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, ImportError> {
+    let refuse = |at: &str, message: String| ImportError::Value {
         path: name.to_string(),
-        what: what.to_string(),
+        at: at.to_string(),
+        message,
     };
-    let threads = v
-        .get("thread")
-        .and_then(Value::as_object)
-        .ok_or_else(|| shape("no \"thread\" object"))?;
     let cmdline = get(v, "cmdline").and_then(Value::as_str).unwrap_or("");
     let argv: Vec<String> = cmdline.split_whitespace().map(str::to_string).collect();
     let interval_us: Option<u64> = option(&argv, "-i", "--interval").and_then(|s| s.parse().ok());
     let duration_s: Option<u64> = option(&argv, "-D", "--duration").and_then(|s| s.parse().ok());
+    let interval_ns = match interval_us.map(|i| i.checked_mul(1_000)) {
+        Some(None) => {
+            return Err(refuse(
+                "cmdline",
+                format!(
+                    "expected an interval (-i) that fits in nanoseconds, found {} us",
+                    interval_us.unwrap_or_default()
+                ),
+            ));
+        }
+        other => other.flatten(),
+    };
+    let duration_ns = match duration_s.map(|d| d.checked_mul(1_000_000_000)) {
+        Some(None) => {
+            return Err(refuse(
+                "cmdline",
+                format!(
+                    "expected a duration (-D) that fits in nanoseconds, found {} s",
+                    duration_s.unwrap_or_default()
+                ),
+            ));
+        }
+        other => other.flatten(),
+    };
     let priority: Option<u8> = option(&argv, "-p", "--priority").and_then(|s| s.parse().ok());
     let policy = match priority {
         Some(p) if p > 0 => Policy::Fifo { priority: p },
@@ -181,41 +357,36 @@ fn cyclictest_value(v: &Value, name: &str) -> Result<RunRecord, ImportError> {
     }];
     let mut merged = LatencyHistogram::new();
     let mut results = Vec::new();
-    let mut ids: Vec<(usize, &Value)> = threads
-        .iter()
-        .filter_map(|(k, t)| k.parse().ok().map(|i| (i, t)))
-        .collect();
-    ids.sort_by_key(|(i, _)| *i);
-    if ids.is_empty() {
-        return Err(shape("no thread results"));
-    }
-    for (index, t) in ids {
-        let hist = t
-            .get("histogram")
-            .and_then(Value::as_object)
-            .ok_or_else(|| shape("a thread without \"histogram\" (run cyclictest with -h N)"))?;
-        let cycles = t
-            .get("cycles")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| shape("a thread without \"cycles\""))?;
-        let max_us = t.get("max").and_then(Value::as_u64).unwrap_or(0);
+    for (Index(index), t) in numbers.thread {
+        let at = |key: &str| format!("thread.{index}.{key}");
+        let too_many = |key: &str| {
+            refuse(
+                &at(key),
+                "expected counts whose total fits in 64 bits, found more".to_string(),
+            )
+        };
+        let max_us = t.max.map_or(0, |Micros(m)| m);
         let mut h = LatencyHistogram::new();
         let mut counted = 0u64;
-        let mut buckets: Vec<(u64, u64)> = hist
-            .iter()
-            .filter_map(|(k, c)| Some((k.parse().ok()?, c.as_u64()?)))
-            .collect();
-        buckets.sort_unstable();
-        for (us, count) in buckets {
-            for _ in 0..count {
-                h.record(Nanos::from_micros(us));
-            }
-            counted += count;
+        // In bulk: a bucket of 10^18 samples costs what a bucket of one does.
+        for (Micros(us), count) in t.histogram {
+            let value = Nanos::from_micros(us);
+            h.record_n(value, count)
+                .map_err(|_| too_many(&format!("histogram.{us}")))?;
+            merged
+                .record_n(value, count)
+                .map_err(|_| too_many(&format!("histogram.{us}")))?;
+            counted = counted
+                .checked_add(count)
+                .ok_or_else(|| too_many(&format!("histogram.{us}")))?;
         }
-        let overflow = cycles.saturating_sub(counted);
-        for _ in 0..overflow {
-            h.record(Nanos::from_micros(max_us));
-        }
+        let overflow = t.cycles.saturating_sub(counted);
+        let value = Nanos::from_micros(max_us);
+        h.record_n(value, overflow)
+            .map_err(|_| too_many("cycles"))?;
+        merged
+            .record_n(value, overflow)
+            .map_err(|_| too_many("cycles"))?;
         if overflow > 0 {
             warnings.push(Warning {
                 id: "histogram-overflow".into(),
@@ -226,12 +397,17 @@ fn cyclictest_value(v: &Value, name: &str) -> Result<RunRecord, ImportError> {
                 advice: Some("Rerun cyclictest with a larger -h.".into()),
             });
         }
-        merged.merge(&h);
         let mut latency = LatencyResult::from_histogram(&h, MissCounter::default());
-        if let Some(avg) = t.get("avg").and_then(Value::as_f64) {
+        if let Some(avg) = t.avg {
+            if !(0.0..=MAX_LATENCY_US as f64).contains(&avg) {
+                return Err(refuse(
+                    &at("avg"),
+                    format!("expected a mean latency from 0 to {MAX_LATENCY_US} us, found {avg}"),
+                ));
+            }
             latency.summary.mean_ns = Some(avg * 1_000.0);
         }
-        let cpu = t.get("cpu").and_then(Value::as_u64).map(|c| c as usize);
+        let cpu = t.cpu.map(|Cpu(c)| c);
         results.push(ThreadResult {
             thread: index,
             config: ThreadConfig {
@@ -246,6 +422,7 @@ fn cyclictest_value(v: &Value, name: &str) -> Result<RunRecord, ImportError> {
         });
     }
     if let (Some(i), Some(d)) = (interval_us, duration_s) {
+        // No overflow: d fits in nanoseconds (checked above), so d * 10^6 does.
         let expected = d * 1_000_000 / i.max(1);
         let worst = results
             .iter()
@@ -265,8 +442,8 @@ fn cyclictest_value(v: &Value, name: &str) -> Result<RunRecord, ImportError> {
     let parameters = serde_json::json!({
         "imported_from": "cyclictest",
         "cmdline": cmdline,
-        "interval_ns": interval_us.map(|i| i * 1_000),
-        "duration_ns": duration_s.map(|d| d * 1_000_000_000),
+        "interval_ns": interval_ns,
+        "duration_ns": duration_ns,
         "mode": "nanosleep",
         "policy": policy,
     });
@@ -337,6 +514,131 @@ mod tests {
         let err = cyclictest(&no_hist).unwrap_err().to_string();
         assert!(err.contains("-h N"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A one-thread cyclictest file with `histogram` and `extra` spliced into thread 0.
+    fn file_with(histogram: &str, extra: &str) -> String {
+        format!(
+            "{{\n  \"cmdline:\": \"cyclictest -i 1000 -D 10\",\n  \"thread\": {{\n    \"0\": {{\n      \"histogram\": {histogram},\n      \"cycles\": 3{extra}\n    }}\n  }}\n}}\n"
+        )
+    }
+
+    #[test]
+    fn huge_bucket_counts_are_recorded_in_bulk() {
+        let text = file_with(r#"{"5": 1000000000000000000}"#, "");
+        let sut = cyclictest_text(&text, "ct.json").unwrap();
+        assert_eq!(
+            sut.threads[0].latency.summary.count,
+            1_000_000_000_000_000_000
+        );
+        assert_eq!(
+            sut.merged.unwrap().summary.max_ns,
+            Some(Nanos::from_micros(5))
+        );
+    }
+
+    #[test]
+    fn counts_that_are_negative_fractional_or_text_are_refused_at_their_line_and_column() {
+        for bad in ["-1", "1.5", "\"7\"", "1e3", "null"] {
+            let text = file_with(&format!("{{\"5\": {bad}}}"), "");
+            match cyclictest_text(&text, "ct.json") {
+                Err(ImportError::Json {
+                    line: 5, column, ..
+                }) => assert!(column > 20),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn values_beyond_what_a_record_holds_are_refused_with_their_place() {
+        let bucket = file_with(r#"{"18446744073709551615": 1}"#, "");
+        let err = cyclictest_text(&bucket, "ct.json").unwrap_err().to_string();
+        assert!(
+            err.starts_with("ct.json:5:") && err.contains("one hour"),
+            "{err}"
+        );
+        let key = file_with(r#"{"x": 1}"#, "");
+        assert!(matches!(
+            cyclictest_text(&key, "ct.json"),
+            Err(ImportError::Json { line: 5, .. })
+        ));
+        let sum = file_with(
+            r#"{"1": 18446744073709551615, "2": 18446744073709551615}"#,
+            "",
+        );
+        let err = cyclictest_text(&sum, "ct.json").unwrap_err();
+        assert!(
+            matches!(&err, ImportError::Value { at, .. } if at == "thread.0.histogram.2"),
+            "{err}"
+        );
+        let avg = file_with(r#"{"1": 1}"#, ", \"avg\": 1e300");
+        let err = cyclictest_text(&avg, "ct.json").unwrap_err();
+        assert!(
+            matches!(&err, ImportError::Value { at, .. } if at == "thread.0.avg"),
+            "{err}"
+        );
+        let cpu = file_with(r#"{"1": 1}"#, ", \"cpu\": 99999999999");
+        let err = cyclictest_text(&cpu, "ct.json").unwrap_err();
+        // serde places a refusal of a checked value at the end of its object.
+        assert!(
+            matches!(&err, ImportError::Json { line: 7, message, .. } if message.contains("99999999999")),
+            "{err:?}"
+        );
+        let cmdline = file_with(r#"{"1": 1}"#, "").replace("-D 10", "-D 18446744073709551615");
+        let err = cyclictest_text(&cmdline, "ct.json").unwrap_err();
+        assert!(
+            matches!(&err, ImportError::Value { at, .. } if at == "cmdline"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("ct.json");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(matches!(
+            cyclictest(&fifo),
+            Err(ImportError::Input(InputError::NotRegular { .. }))
+        ));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_text_never_panics_and_syntax_errors_have_a_place(text in ".{0,200}") {
+            if let Err(ImportError::Json { line, column, .. }) = cyclictest_text(&text, "f") {
+                proptest::prop_assert!(line >= 1 && column >= 1);
+            }
+        }
+
+        #[test]
+        fn arbitrary_counts_and_buckets_never_panic(
+            buckets in proptest::collection::vec((proptest::prelude::any::<u64>(), proptest::prelude::any::<u64>()), 0..8),
+            cycles in proptest::prelude::any::<u64>(),
+            max in proptest::prelude::any::<u64>(),
+        ) {
+            let histogram: Vec<String> = buckets.iter().map(|(k, c)| format!("\"{k}\": {c}")).collect();
+            let text = file_with(&format!("{{{}}}", histogram.join(", ")), &format!(", \"max\": {max}"))
+                .replace("\"cycles\": 3", &format!("\"cycles\": {cycles}"));
+            let _ = cyclictest_text(&text, "f");
+        }
+
+        #[test]
+        fn arbitrary_bytes_in_a_file_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("ct.json");
+            std::fs::write(&path, &bytes).unwrap();
+            if let Err(ImportError::Input(InputError::NotUtf8 { line, column, .. })) = cyclictest(&path) {
+                proptest::prop_assert!(line >= 1 && column >= 1);
+            }
+        }
     }
 
     #[test]

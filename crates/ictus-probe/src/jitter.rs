@@ -37,6 +37,9 @@ use crate::setup::{self, SchedSpec};
 
 /// The probe's name.
 pub const PROBE: &str = "jitter";
+/// The longest vector of the synchronised routine: 2^24 f64 per array (two 128 MiB
+/// arrays per thread).
+pub const MAX_ELEMENTS: usize = 1 << 24;
 
 /// Synchronised threads agree on stopping every this many steps.
 const STOP_CHECK_EVERY: u64 = 64;
@@ -98,6 +101,17 @@ impl Default for JitterParams {
 /// Parameters a run cannot start with.
 #[derive(Debug, Error)]
 pub enum JitterError {
+    /// A size or count beyond what this probe allocates or can time (checked before
+    /// anything is allocated).
+    #[error("{what} {value} is over the limit of {limit}")]
+    TooLarge {
+        /// What (`exchange (bytes per thread and step)`).
+        what: &'static str,
+        /// Asked for.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Nothing to time.
     #[error("runs and the amount of work must be greater than zero")]
     NoWork,
@@ -128,6 +142,13 @@ pub fn validate(params: &JitterParams) -> Result<(), JitterError> {
         Routine::Synchronised { elements } => {
             if params.sched.cpus.len() < 2 {
                 return Err(JitterError::TooFewThreads(params.sched.cpus.len()));
+            }
+            if elements > MAX_ELEMENTS {
+                return Err(JitterError::TooLarge {
+                    what: "a vector (f64 elements per thread)",
+                    value: elements as u64,
+                    limit: MAX_ELEMENTS as u64,
+                });
             }
             elements
         }

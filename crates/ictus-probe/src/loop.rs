@@ -116,9 +116,24 @@ impl Default for LoopParams {
     }
 }
 
+/// The most bytes a thread may send at each rendezvous of a step: 1 MiB (seed 000's
+/// loops exchange hundreds of bytes).
+pub const MAX_EXCHANGE_BYTES: usize = 1 << 20;
+
 /// Parameters a run cannot start with.
 #[derive(Debug, Error)]
 pub enum LoopError {
+    /// A size or count beyond what this probe allocates or can time (checked before
+    /// anything is allocated).
+    #[error("{what} {value} is over the limit of {limit}")]
+    TooLarge {
+        /// What (`exchange (bytes per thread and step)`).
+        what: &'static str,
+        /// Asked for.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Threads out of range.
     #[error("the loop runs 1 to {cpus} threads here (one per CPU), got {threads}")]
     Threads {
@@ -162,6 +177,20 @@ pub fn validate(p: &LoopParams) -> Result<(), LoopError> {
     }
     if !(MIN_FREQUENCY_HZ..=MAX_FREQUENCY_HZ).contains(&p.frequency_hz) {
         return Err(LoopError::Frequency(p.frequency_hz));
+    }
+    if p.modules > crate::compute::MAX_MODULES {
+        return Err(LoopError::TooLarge {
+            what: "a model (modules)",
+            value: p.modules as u64,
+            limit: crate::compute::MAX_MODULES as u64,
+        });
+    }
+    if p.exchange_bytes > MAX_EXCHANGE_BYTES {
+        return Err(LoopError::TooLarge {
+            what: "an exchange (bytes per thread and rendezvous)",
+            value: p.exchange_bytes as u64,
+            limit: MAX_EXCHANGE_BYTES as u64,
+        });
     }
     if p.modules < 3 * p.threads {
         return Err(LoopError::Model {

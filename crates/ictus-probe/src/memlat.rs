@@ -81,6 +81,12 @@ pub const PROBE: &str = "memlat";
 pub const LINE_BYTES: usize = 64;
 /// The smallest working set accepted (one base page).
 pub const MIN_SIZE: usize = 4096;
+/// The largest working set: 16 GiB (the default sweep stops at 256 MiB).
+pub const MAX_SIZE: usize = 16 << 30;
+/// The largest stride: 1 MiB.
+pub const MAX_STRIDE: usize = 1 << 20;
+/// The most repetitions of a point.
+pub const MAX_REPEAT: u32 = 1_000;
 /// The warm-up pass covers at most this much of a working set.
 pub const WARM_CAP_BYTES: usize = 64 << 20;
 /// A step between consecutive working sets whose chase latency grows by more than
@@ -265,6 +271,17 @@ pub struct Point {
 /// Parameters a run cannot start with, and failures while running.
 #[derive(Debug, Error)]
 pub enum MemlatError {
+    /// A size or count beyond what this probe allocates or can time (checked before
+    /// anything is allocated).
+    #[error("{what} {value} is over the limit of {limit}")]
+    TooLarge {
+        /// What (`exchange (bytes per thread and step)`).
+        what: &'static str,
+        /// Asked for.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// No working set.
     #[error("no working set given")]
     NoSize,
@@ -338,6 +355,24 @@ pub fn validate(params: &MemlatParams) -> Result<(), MemlatError> {
         .find(|&&s| s < MIN_SIZE || s % LINE_BYTES != 0)
     {
         return Err(MemlatError::BadSize { size });
+    }
+    let too_large = |what, value: usize, limit: usize| MemlatError::TooLarge {
+        what,
+        value: value as u64,
+        limit: limit as u64,
+    };
+    if let Some(&size) = params.sizes.iter().find(|&&s| s > MAX_SIZE) {
+        return Err(too_large("a working set (bytes)", size, MAX_SIZE));
+    }
+    if let Some(&stride) = params.strides.iter().find(|&&s| s > MAX_STRIDE) {
+        return Err(too_large("a stride (bytes)", stride, MAX_STRIDE));
+    }
+    if params.repeat > MAX_REPEAT {
+        return Err(too_large(
+            "a repetition count",
+            params.repeat as usize,
+            MAX_REPEAT as usize,
+        ));
     }
     if params.mode.strided() && params.strides.is_empty() {
         return Err(MemlatError::NoStride);

@@ -24,6 +24,24 @@ use crate::provenance::Provenance;
 pub const SCHEMA_NAME: &str = "ictus.run-record";
 /// The current schema version; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
+/// The largest record file read: 64 MiB.
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+/// Every `probe` a record may name: the probes, and `run` (a cyclic executive's).
+pub const KNOWN_PROBES: [&str; 10] = [
+    "timer",
+    "pingpong",
+    "jitter",
+    "loop",
+    "memlat",
+    "irq",
+    "compute",
+    "rendezvous",
+    "throughput",
+    "run",
+];
+/// The largest figure a record may hold: every count, time, rate and size ictus
+/// measures fits in 64 bits.
+pub const MAX_FIGURE: f64 = u64::MAX as f64;
 
 /// The result of one probe run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -257,14 +275,19 @@ pub struct ClockCost {
 /// Why a record file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
+    /// The file could not be read: missing, not a regular file, too large, not UTF-8.
+    #[error(transparent)]
+    Input(#[from] ictus_os::fs::InputError),
+    /// A field holds what no ictus writes: a figure not finite, negative or beyond
+    /// 64 bits, an unknown probe, a version that is not a number.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
         /// The file.
         path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The field (`measurements[2].labels.frequency_hz`).
+        field: String,
+        /// What was expected, and what was found.
+        message: String,
     },
     /// Not JSON, or not a RunRecord.
     #[error("{path}:{line}:{column}: {message}")]
@@ -302,15 +325,17 @@ impl RunRecord {
     /// Reads a record from a JSON file, refusing other schemas and versions with the
     /// file, line and column of what is wrong.
     pub fn load(path: &std::path::Path) -> Result<RunRecord, RecordError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
-            path: name.clone(),
-            source,
-        })?;
+        let text = ictus_os::fs::read_input(path, MAX_RECORD_BYTES)?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// Reads a record from JSON `text` (`name` names it in errors): the checks of
+    /// [`RunRecord::load`], then [`RunRecord::validate`].
+    pub fn from_json(text: &str, name: &str) -> Result<RunRecord, RecordError> {
         let parse_error = |e: serde_json::Error| RecordError::Parse {
-            path: name.clone(),
-            line: e.line(),
-            column: e.column(),
+            path: name.to_string(),
+            line: e.line().max(1),
+            column: e.column().max(1),
             message: e
                 .to_string()
                 .split(" at line ")
@@ -318,31 +343,142 @@ impl RunRecord {
                 .unwrap_or("")
                 .to_string(),
         };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(parse_error)?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA_NAME {
             return Err(RecordError::Schema {
-                path: name,
+                path: name.to_string(),
                 found: schema.to_string(),
             });
         }
-        let version = value
-            .get("schema_version")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        if version != u64::from(SCHEMA_VERSION) {
+        let version = match value.get("schema_version") {
+            Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            other => {
+                return Err(RecordError::Invalid {
+                    path: name.to_string(),
+                    field: "schema_version".into(),
+                    message: format!(
+                        "expected the whole number {SCHEMA_VERSION}, found {}",
+                        json_kind(other)
+                    ),
+                });
+            }
+        };
+        if version != Some(u64::from(SCHEMA_VERSION)) {
             return Err(RecordError::Version {
-                path: name,
-                found: u32::try_from(version).unwrap_or(u32::MAX),
+                path: name.to_string(),
+                found: version.map_or(u32::MAX, |v| u32::try_from(v).unwrap_or(u32::MAX)),
             });
         }
-        serde_json::from_str(&text).map_err(parse_error)
+        let record: RunRecord = serde_json::from_str(text).map_err(parse_error)?;
+        record
+            .validate()
+            .map_err(|(field, message)| RecordError::Invalid {
+                path: name.to_string(),
+                field,
+                message,
+            })?;
+        Ok(record)
+    }
+
+    /// Checks what serde cannot: a known probe, and every figure finite, not negative
+    /// and within 64 bits ([`MAX_FIGURE`]). On refusal, the field and what was wrong.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !KNOWN_PROBES.contains(&self.probe.as_str()) {
+            return Err((
+                "probe".into(),
+                format!(
+                    "expected one of {}, found '{}'",
+                    KNOWN_PROBES.join(", "),
+                    self.probe
+                ),
+            ));
+        }
+        for (i, m) in self.measurements.iter().enumerate() {
+            for (k, v) in &m.metrics {
+                figure(&format!("measurements[{i}].metrics.{k}"), *v)?;
+            }
+            for (k, v) in &m.labels {
+                if let Some(x) = v.as_f64() {
+                    figure(&format!("measurements[{i}].labels.{k}"), x)?;
+                }
+            }
+            if let Some(l) = &m.latency {
+                latency(&format!("measurements[{i}].latency"), l)?;
+            }
+        }
+        for (i, t) in self.threads.iter().enumerate() {
+            latency(&format!("threads[{i}].latency"), &t.latency)?;
+        }
+        if let Some(l) = &self.merged {
+            latency("merged", l)?;
+        }
+        if let Some(s) = &self.environment.steal
+            && !(0.0..=1.0).contains(&s.share)
+        {
+            return Err((
+                "environment.steal.share".into(),
+                format!("expected a share from 0 to 1, found {}", s.share),
+            ));
+        }
+        for (i, l) in self.environment.loads.iter().enumerate() {
+            for (k, v) in &l.metrics {
+                figure(&format!("environment.loads[{i}].metrics.{k}"), *v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A figure: finite, not negative, within [`MAX_FIGURE`].
+fn figure(field: &str, v: f64) -> Result<(), (String, String)> {
+    if v.is_finite() && (0.0..=MAX_FIGURE).contains(&v) {
+        Ok(())
+    } else {
+        Err((
+            field.to_string(),
+            format!("expected a figure from 0 to {MAX_FIGURE:e}, found {v}"),
+        ))
+    }
+}
+
+/// A latency's floating figures, and its extremes in order.
+fn latency(field: &str, l: &LatencyResult) -> Result<(), (String, String)> {
+    let s = &l.summary;
+    if let Some(m) = s.mean_ns {
+        figure(&format!("{field}.summary.mean_ns"), m)?;
+    }
+    if let Some(d) = s.stddev_ns {
+        figure(&format!("{field}.summary.stddev_ns"), d)?;
+    }
+    if let (Some(min), Some(max)) = (s.min_ns, s.max_ns)
+        && min > max
+    {
+        return Err((
+            format!("{field}.summary.min_ns"),
+            format!("expected at most max_ns ({max}), found {min}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `a string "1"`, `nothing`: what a JSON value is, for a message.
+fn json_kind(v: Option<&serde_json::Value>) -> String {
+    match v {
+        None => "nothing".into(),
+        Some(serde_json::Value::String(s)) => format!("a string \"{s}\""),
+        Some(serde_json::Value::Number(n)) => format!("the number {n}"),
+        Some(serde_json::Value::Bool(b)) => format!("{b}"),
+        Some(serde_json::Value::Null) => "null".into(),
+        Some(serde_json::Value::Array(_)) => "an array".into(),
+        Some(serde_json::Value::Object(_)) => "an object".into(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy as _;
 
     fn write(text: &str) -> (tempdir::Dir, std::path::PathBuf) {
         let dir = tempdir::Dir::new();
@@ -403,5 +539,85 @@ mod tests {
     fn a_missing_file_is_an_io_error_with_its_name() {
         let err = RunRecord::load(std::path::Path::new("/nonexistent/x.json")).unwrap_err();
         assert!(err.to_string().starts_with("/nonexistent/x.json: "));
+    }
+
+    /// A valid record's JSON, to be spoiled by each test.
+    fn good() -> serde_json::Value {
+        let mut h = LatencyHistogram::new();
+        h.record(ictus_core::Nanos::new(21_000));
+        let mut r = RunRecord::new(
+            "loop",
+            crate::provenance::Provenance::capture(Vec::new()),
+            serde_json::json!({}),
+            Obtained::default(),
+        );
+        r.measurements.push(
+            Measurement::new("trial")
+                .label("frequency_hz", 10_000.0)
+                .metric("ns_per_step", 50.0)
+                .with_latency(LatencyResult::from_histogram(&h, MissCounter::default())),
+        );
+        serde_json::to_value(r).unwrap()
+    }
+
+    fn refused_field(v: &serde_json::Value) -> String {
+        match RunRecord::from_json(&v.to_string(), "r.json") {
+            Err(RecordError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_good_record_passes_validation() {
+        RunRecord::from_json(&good().to_string(), "r.json").unwrap();
+    }
+
+    #[test]
+    fn figures_out_of_range_are_refused_naming_the_field() {
+        let mut v = good();
+        v["measurements"][0]["labels"]["frequency_hz"] = serde_json::json!(1e308);
+        assert_eq!(refused_field(&v), "measurements[0].labels.frequency_hz");
+        let mut v = good();
+        v["measurements"][0]["metrics"]["ns_per_step"] = serde_json::json!(-1.0);
+        assert_eq!(refused_field(&v), "measurements[0].metrics.ns_per_step");
+        let mut v = good();
+        v["measurements"][0]["latency"]["summary"]["mean_ns"] = serde_json::json!(-5.0);
+        assert_eq!(refused_field(&v), "measurements[0].latency.summary.mean_ns");
+    }
+
+    #[test]
+    fn an_unknown_probe_and_a_version_of_another_type_are_refused() {
+        let mut v = good();
+        v["probe"] = serde_json::json!("warp-drive");
+        assert_eq!(refused_field(&v), "probe");
+        let mut v = good();
+        v["schema_version"] = serde_json::json!("1");
+        let err = RunRecord::from_json(&v.to_string(), "r.json").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("schema_version: expected the whole number 1, found a string"),
+            "{err}"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_text_never_panics_and_parse_errors_have_a_place(text in ".{0,300}") {
+            if let Err(RecordError::Parse { line, column, .. }) = RunRecord::from_json(&text, "f") {
+                proptest::prop_assert!(line >= 1 && column >= 1);
+            }
+        }
+
+        #[test]
+        fn arbitrary_values_in_a_record_never_panic(
+            path in proptest::sample::select(vec!["probe", "schema_version", "complete", "measurements", "threads", "merged", "environment"]),
+            value in proptest::prelude::any::<f64>().prop_map(|f| serde_json::json!(f)),
+        ) {
+            let mut v = good();
+            v[path] = value;
+            let _ = RunRecord::from_json(&v.to_string(), "f");
+        }
     }
 }

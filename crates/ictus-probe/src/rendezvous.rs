@@ -109,9 +109,25 @@ impl Default for RendezvousParams {
     }
 }
 
+/// The most bytes a thread may send per rendezvous: 1 MiB.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+/// The widest spacing between two flags: 1 MiB (seed 000 uses 5,000 bytes).
+pub const MAX_SPACING_BYTES: usize = 1 << 20;
+
 /// Parameters a run cannot start with.
 #[derive(Debug, Error)]
 pub enum RendezvousError {
+    /// A size or count beyond what this probe allocates or can time (checked before
+    /// anything is allocated).
+    #[error("{what} {value} is over the limit of {limit}")]
+    TooLarge {
+        /// What (`exchange (bytes per thread and step)`).
+        what: &'static str,
+        /// Asked for.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Fewer than two threads, or more threads than CPUs.
     #[error(
         "a rendezvous needs 2 to {cpus} threads here (one per CPU; a spinning thread that shares a CPU never lets the other progress), got {threads}"
@@ -155,6 +171,22 @@ pub fn validate(p: &RendezvousParams) -> Result<(), RendezvousError> {
     }
     if p.spacings.iter().any(|s| s.bytes() == 0) {
         return Err(RendezvousError::ZeroSpacing);
+    }
+    // Beyond these, `threads * spacing` wrapped and flags met in one line: a rate
+    // above the physical limit.
+    if let Some(s) = p.spacings.iter().find(|s| s.bytes() > MAX_SPACING_BYTES) {
+        return Err(RendezvousError::TooLarge {
+            what: "a spacing (bytes)",
+            value: s.bytes() as u64,
+            limit: MAX_SPACING_BYTES as u64,
+        });
+    }
+    if let Some(&b) = p.payloads.iter().find(|&&b| b > MAX_PAYLOAD_BYTES) {
+        return Err(RendezvousError::TooLarge {
+            what: "a payload (bytes per thread and rendezvous)",
+            value: b as u64,
+            limit: MAX_PAYLOAD_BYTES as u64,
+        });
     }
     Ok(())
 }

@@ -280,14 +280,8 @@ impl Default for SurveyOptions {
 #[derive(Debug, Error)]
 pub enum SurveyError {
     /// The results directory could not be written.
-    #[error("writing {path}: {source}")]
-    Write {
-        /// The file.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] ictus_os::fs::OutputError),
     /// No CPU.
     #[error("no CPU to measure on")]
     NoCpu,
@@ -672,14 +666,8 @@ fn execute(
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SurveyError> {
     let text = serde_json::to_string_pretty(value).expect("survey data serializes") + "\n";
-    // Written beside, then renamed: a reader never sees half a file.
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|source| SurveyError::Write {
-            path: path.display().to_string(),
-            source,
-        })
+    // Whole or not at all: a reader never sees half a file.
+    Ok(ictus_os::fs::write_atomic(path, text)?)
 }
 
 /// Runs the planned steps into `dir` (which must exist), writing each record as it

@@ -48,8 +48,22 @@ pub enum ReportError {
     /// A record file is unreadable, not JSON, foreign, or of another schema version.
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// A file or directory could not be read.
-    #[error("{path}: {source}")]
+    /// An input file could not be read: missing, not a regular file, too large, not
+    /// UTF-8.
+    #[error(transparent)]
+    Input(#[from] ictus_os::fs::InputError),
+    /// A field of `survey.json` of the wrong type.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The field.
+        field: &'static str,
+        /// What was expected, and what was found.
+        message: String,
+    },
+    /// A directory could not be read.
+    #[error("{path}: cannot read")]
     Io {
         /// The file or directory.
         path: String,
@@ -97,26 +111,29 @@ pub enum ReportError {
         /// The directory.
         path: String,
     },
-    /// A report could not be written.
-    #[error("{path}: cannot write the report: {source}")]
-    Write {
-        /// The file.
+    /// A report could not be written (the file names itself).
+    #[error(transparent)]
+    Write(#[from] ictus_os::fs::OutputError),
+    /// A result could not be serialized (a number JSON cannot hold).
+    #[error("{path}: cannot serialize the result: {message}")]
+    Serialize {
+        /// The file it was for.
         path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// What serde said.
+        message: String,
     },
 }
 
-/// Writes `report.md` and `report.html` into `dir` and returns their paths.
+/// Writes `report.md` and `report.html` into `dir` and returns their paths. Each is
+/// written whole or not at all ([`ictus_os::fs::write_atomic`]); both paths are
+/// checked before either is written.
 pub fn write_reports(dir: &Path, r: &Results) -> Result<(PathBuf, PathBuf), ReportError> {
     let md = dir.join(MARKDOWN_FILE);
     let html_path = dir.join(HTML_FILE);
+    ictus_os::fs::check_writable(&md)?;
+    ictus_os::fs::check_writable(&html_path)?;
     for (path, text) in [(&md, markdown(r)), (&html_path, html(r))] {
-        std::fs::write(path, text).map_err(|source| ReportError::Write {
-            path: path.display().to_string(),
-            source,
-        })?;
+        ictus_os::fs::write_atomic(path, text)?;
     }
     Ok((md, html_path))
 }

@@ -27,6 +27,9 @@ use ictus_probe::survey::{
 
 use crate::ReportError;
 
+/// The largest `survey.json` or `doctor.json` read: 64 MiB.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 /// Everything one survey (or one record) holds, ready to render.
 #[derive(Clone, Debug)]
 pub struct Results {
@@ -298,10 +301,18 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
             expected: MANIFEST_SCHEMA,
         });
     }
-    let version = value
-        .get("schema_version")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
+        return Err(ReportError::Invalid {
+            path: name,
+            field: "schema_version",
+            message: format!(
+                "expected the whole number {MANIFEST_VERSION}, found {}",
+                value
+                    .get("schema_version")
+                    .map_or("nothing".to_string(), |v| v.to_string())
+            ),
+        });
+    };
     if version != u64::from(MANIFEST_VERSION) {
         return Err(ReportError::Version {
             path: name,
@@ -314,14 +325,11 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
 
 fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
-        path: name.clone(),
-        source,
-    })?;
+    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
     serde_json::from_str(&text).map_err(|e| ReportError::Json {
         path: name,
-        line: e.line(),
-        column: e.column(),
+        line: e.line().max(1),
+        column: e.column().max(1),
         message: e
             .to_string()
             .split(" at line ")
@@ -360,4 +368,69 @@ pub(crate) fn step_rows(r: &Results) -> Option<Vec<Vec<String>>> {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ictus_os::fs::InputError;
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("r.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for sut in [fifo.as_path(), Path::new("/dev/zero")] {
+            let err = load(sut).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ReportError::Record(ictus_probe::record::RecordError::Input(
+                        InputError::NotRegular { .. }
+                    ))
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_manifest_version_of_another_type_is_refused_with_the_expected_type() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(MANIFEST_FILE),
+            format!(r#"{{"schema": "{MANIFEST_SCHEMA}", "schema_version": "1"}}"#),
+        )
+        .unwrap();
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("schema_version: expected the whole number 1, found \"1\""),
+            "{err}"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_as_a_record_never_panic_and_errors_have_a_place(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.json");
+            std::fs::write(&path, &bytes).unwrap();
+            use ictus_probe::record::RecordError;
+            match load(&path) {
+                Err(ReportError::Record(RecordError::Parse { line, column, .. }))
+                | Err(ReportError::Record(RecordError::Input(InputError::NotUtf8 { line, column, .. }))) => {
+                    proptest::prop_assert!(line >= 1 && column >= 1);
+                }
+                _ => {}
+            }
+        }
+    }
 }

@@ -147,9 +147,9 @@ fn json_error(name: &str, e: &serde_json::Error) -> ReportError {
 /// Writes `result.json`, `report.md` and `timeline.svg` into `dir` (which exists) and
 /// returns their paths.
 pub fn write_files(dir: &Path, r: &ScenarioResult) -> Result<[PathBuf; 3], ReportError> {
-    let json = serde_json::to_string_pretty(r).map_err(|e| ReportError::Write {
+    let json = serde_json::to_string_pretty(r).map_err(|e| ReportError::Serialize {
         path: dir.join(RESULT_FILE).display().to_string(),
-        source: std::io::Error::other(e),
+        message: e.to_string(),
     })? + "\n";
     let files = [
         (dir.join(RESULT_FILE), json),
@@ -159,11 +159,11 @@ pub fn write_files(dir: &Path, r: &ScenarioResult) -> Result<[PathBuf; 3], Repor
         ),
         (dir.join(TIMELINE_FILE), timeline_svg(r)),
     ];
+    for (path, _) in &files {
+        ictus_os::fs::check_writable(path)?;
+    }
     for (path, text) in &files {
-        std::fs::write(path, text).map_err(|source| ReportError::Write {
-            path: path.display().to_string(),
-            source,
-        })?;
+        ictus_os::fs::write_atomic(path, text)?;
     }
     let [(a, _), (b, _), (c, _)] = files;
     Ok([a, b, c])

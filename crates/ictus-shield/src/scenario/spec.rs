@@ -31,7 +31,6 @@
 //! ```
 
 use std::fmt;
-use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,6 +50,11 @@ pub const DEFAULT_SAMPLE_PERIOD: Duration = Duration::from_millis(1);
 pub const MIN_SAMPLE_PERIOD: Duration = Duration::from_micros(100);
 /// Timeline bucket width when the file names none.
 pub const DEFAULT_TIMELINE_BUCKET: Duration = Duration::from_millis(20);
+/// The most tasks a scenario may start, all groups together: each is a thread with
+/// its own stat file read every sample.
+pub const MAX_TASKS: u32 = 4096;
+/// The largest scenario file read: 1 MiB.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// A scenario, checked: groups of fake tasks that start together (seed 002 §5.3.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,7 +160,10 @@ impl fmt::Display for GroupClass {
 impl Scenario {
     /// How many tasks in all.
     pub fn tasks(&self) -> u32 {
-        self.groups.iter().map(|g| g.count).sum()
+        // At most MAX_TASKS once checked; saturating for a scenario built by hand.
+        self.groups
+            .iter()
+            .fold(0u32, |n, g| n.saturating_add(g.count))
     }
 
     /// The scenario as a file that [`parse`] reads back to the same scenario.
@@ -204,15 +211,10 @@ impl Scenario {
 /// Why a scenario file was refused. Nothing was started.
 #[derive(Debug, Error)]
 pub enum SpecError {
-    /// The file could not be read.
-    #[error("{}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    /// The file could not be read: missing, not a regular file (a FIFO would block),
+    /// too large, or not UTF-8 (with the line and column of the first bad byte).
+    #[error(transparent)]
+    Read(#[from] ictus_os::fs::InputError),
     /// The file is not a valid scenario.
     #[error("{}:{line}:{column}: {message}", path.display())]
     Invalid {
@@ -248,10 +250,7 @@ pub fn machine_cpus() -> CpuSet {
 
 /// Reads and checks the scenario file at `path` against the CPUs this run may use.
 pub fn load(path: &Path) -> Result<Scenario, SpecError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = ictus_os::fs::read_input(path, MAX_FILE_BYTES)?;
     parse(&text, path, &machine_cpus())
 }
 
@@ -378,6 +377,7 @@ fn check(file: ScenarioFile, machine: &CpuSet) -> Result<Scenario, Refusal> {
         None => DEFAULT_TIMELINE_BUCKET.max(sample_period),
     };
     let mut groups = Vec::with_capacity(file.groups.len());
+    let mut tasks = 0u32;
     for g in file.groups {
         let name = g.name.get_ref().trim().to_string();
         if name.is_empty() {
@@ -396,6 +396,17 @@ fn check(file: ScenarioFile, machine: &CpuSet) -> Result<Scenario, Refusal> {
             Some(c) => *c.get_ref(),
             None => 1,
         };
+        let total = tasks.saturating_add(count);
+        if total > MAX_TASKS {
+            let at = g.count.as_ref().map_or(g.name.span(), |c| c.span());
+            return Err((
+                at,
+                format!(
+                    "expected at most {MAX_TASKS} tasks in all groups together, found {total} with this group's count of {count}"
+                ),
+            ));
+        }
+        tasks = total;
         let class_name = g.class.as_ref().map_or(ClassName::Normal, |c| *c.get_ref());
         let cpus = match (&g.cpus, &g.cpu_mask) {
             (Some(_), Some(mask)) => {
@@ -1080,5 +1091,52 @@ sleep = "1ms"
             let back = parse(&text, Path::new("gen.toml"), &machine());
             prop_assert_eq!(back.as_ref().ok(), Some(&sut), "{}\n{:?}", text, back);
         }
+
+        #[test]
+        fn arbitrary_text_never_panics_and_every_refusal_has_a_place(text in "(?s).{0,300}") {
+            match parse(&text, Path::new("f.toml"), &machine()) {
+                Err(SpecError::Invalid { line, column, .. }) => {
+                    prop_assert!(line >= 1 && column >= 1);
+                    let lines = text.split('\n').count();
+                    prop_assert!(line <= lines, "line {} of {}", line, lines);
+                }
+                Err(other) => prop_assert!(false, "{}", other),
+                Ok(_) => {}
+            }
+        }
+
+        #[test]
+        fn arbitrary_lines_in_a_good_file_never_panic(
+            line in "[a-z_]{1,12} = (-?[0-9]{1,25}|\"[^\"\n]{0,20}\"|[0-9.e+-]{1,12})",
+            at in 0usize..21,
+        ) {
+            let mut lines: Vec<&str> = GOOD.lines().collect();
+            lines.insert(at.min(lines.len()), &line);
+            let _ = parse(&lines.join("\n"), Path::new("f.toml"), &machine());
+        }
+    }
+
+    #[test]
+    fn task_counts_are_bounded_before_anything_starts() {
+        let (line, column, m) = refused(&GOOD.replace("count = 13", "count = 4294967295"));
+        assert_eq!((line, column), (9, 9), "{m}");
+        assert!(m.contains("4096"), "{m}");
+        let (line, _, m) = refused(&GOOD.replace("count = 13", "count = 4095"));
+        assert_eq!(line, 16, "the second group goes over: {m}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("s.toml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(matches!(
+            load(&fifo),
+            Err(SpecError::Read(ictus_os::fs::InputError::NotRegular { .. }))
+        ));
     }
 }

@@ -1,0 +1,258 @@
+//! Bad input and faults (issue 10): every refusal is exit 2 with one line naming what
+//! was wrong and the limit; nothing hangs, panics or leaves half a file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn ictus() -> Command {
+    let mut c = Command::cargo_bin("ictus").unwrap();
+    // A refusal comes before any measurement: a hang shows as a timeout, not a stall.
+    c.timeout(Duration::from_secs(30));
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ictus-report/tests/fixtures/survey-a")
+        .join(name)
+}
+
+fn fifo_in(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    path
+}
+
+/// Runs `args`, expects exit 2 and one stderr line containing every one of `words`.
+fn refused(args: &[&str], words: &[&str]) {
+    let out = ictus().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for w in words {
+        assert!(err.contains(w), "{args:?}: expected '{w}' in {err}");
+    }
+}
+
+#[test]
+fn absurd_sizes_and_counts_are_refused_naming_the_limit() {
+    let max = "18446744073709551615";
+    refused(
+        &["probe", "loop", "--exchange", max],
+        &["exchange", "1048576"],
+    );
+    refused(
+        &["probe", "rendezvous", "--payload", "1000000000000"],
+        &["payload", "1048576"],
+    );
+    refused(
+        &["probe", "rendezvous", "--spacing", max],
+        &["spacing", "1048576"],
+    );
+    refused(
+        &["probe", "compute", "--sizes", max],
+        &["modules", "10000001"],
+    );
+    refused(
+        &["probe", "loop", "--modules", "1000000000000"],
+        &["modules", "10000001"],
+    );
+    refused(&["probe", "memlat", "--sizes", "1000G"], &["working set"]);
+    refused(
+        &["probe", "jitter", "--threads", "2", "--elements", max],
+        &["elements"],
+    );
+    refused(&["probe", "pingpong", "--loops", max], &["1000000000000"]);
+    refused(
+        &["survey", "--exchange", "18446744073709551615K"],
+        &["limit"],
+    );
+}
+
+#[test]
+fn absurd_times_are_refused_naming_the_limit() {
+    refused(&["probe", "timer", "--duration", "1000years"], &["1day"]);
+    refused(
+        &["probe", "timer", "--interval", "18446744073709551615ns"],
+        &["1h"],
+    );
+    refused(&["probe", "pingpong", "--warmup", "100years"], &["1day"]);
+    refused(
+        &[
+            "probe",
+            "timer",
+            "--loops",
+            "1000000000",
+            "--interval",
+            "1h",
+        ],
+        &["--loops", "1day"],
+    );
+    refused(&["load", "cpu", "--duration", "2days"], &["1day"]);
+}
+
+#[test]
+fn fifos_and_devices_given_as_inputs_are_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_in(dir.path(), "in.json");
+    let f = fifo.to_str().unwrap();
+    refused(&["import", "cyclictest", f], &["a FIFO"]);
+    refused(&["report", f], &["a FIFO"]);
+    refused(&["compare", f, f], &["a FIFO"]);
+    refused(&["scenario", f], &["a FIFO"]);
+    refused(
+        &["import", "cyclictest", "/dev/zero"],
+        &["character device"],
+    );
+}
+
+#[test]
+fn a_bad_output_path_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/out.json");
+    let m = missing.to_str().unwrap();
+    // --duration 1day would run for a day if the path were checked afterwards.
+    refused(
+        &["probe", "timer", "--duration", "1day", "-o", m],
+        &["does not exist"],
+    );
+    refused(
+        &[
+            "import",
+            "cyclictest",
+            fixture("survey.json").to_str().unwrap(),
+            "-o",
+            m,
+        ],
+        &["does not exist"],
+    );
+    let rec = fixture("timer-normal-unpinned-cpu.json");
+    let r = rec.to_str().unwrap();
+    refused(&["compare", r, r, "--html", m], &["does not exist"]);
+    refused(
+        &["probe", "timer", "-o", dir.path().to_str().unwrap()],
+        &["is a directory"],
+    );
+}
+
+#[test]
+fn records_are_validated_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("loop-rt-pinned-idle.json")).unwrap(),
+    )
+    .unwrap();
+    type Spoil = fn(&mut serde_json::Value);
+    let cases: [(&str, Spoil, &str); 3] = [
+        (
+            "probe",
+            |v| v["probe"] = serde_json::json!("warp"),
+            "probe: expected one of",
+        ),
+        (
+            "version",
+            |v| v["schema_version"] = serde_json::json!("1"),
+            "schema_version: expected the whole number 1, found a string",
+        ),
+        (
+            "figure",
+            |v| {
+                v["measurements"][0]["metrics"]
+                    .as_object_mut()
+                    .unwrap()
+                    .insert("ns_per_step".into(), serde_json::json!(-1.0));
+            },
+            "metrics.ns_per_step: expected a figure",
+        ),
+    ];
+    for (name, spoil, words) in cases {
+        let mut v = good.clone();
+        spoil(&mut v);
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, v.to_string()).unwrap();
+        refused(&["report", path.to_str().unwrap()], &[words]);
+        assert!(!dir.path().join("report.md").exists(), "{name}");
+    }
+}
+
+#[test]
+fn invalid_utf8_is_named_once_with_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, b"{\n  \"schema\": \"\xff\xfe\"\n}\n").unwrap();
+    let out = ictus()
+        .args(["report", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.json:2:14:"), "{err}");
+    assert_eq!(err.matches("UTF-8").count(), 1, "{err}");
+}
+
+#[test]
+fn cyclictest_counts_are_imported_in_bulk_and_bad_ones_refused_at_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.json");
+    std::fs::write(
+        &huge,
+        r#"{"thread": {"0": {"histogram": {"3": 1000000000000000000}, "cycles": 1000000000000000000}}}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("rec.json");
+    ictus()
+        .args(["import", "cyclictest"])
+        .arg(&huge)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        rec["threads"][0]["latency"]["summary"]["count"],
+        1_000_000_000_000_000_000u64
+    );
+    let negative = dir.path().join("neg.json");
+    std::fs::write(
+        &negative,
+        "{\"thread\": {\"0\": {\n\"histogram\": {\"3\": -1}, \"cycles\": 1}}}",
+    )
+    .unwrap();
+    refused(
+        &["import", "cyclictest", negative.to_str().unwrap()],
+        &["neg.json:2:", "-1"],
+    );
+}
+
+#[test]
+fn missing_required_arguments_are_named() {
+    for (args, name) in [
+        (&["run"][..], "<SCHEDULE>"),
+        (&["ctl"][..], "<COMMAND>"),
+        (&["exec", "--class", "normal"][..], "<CMD>"),
+    ] {
+        ictus().args(args).assert().code(2).stderr(
+            predicate::str::contains("were not provided:").and(predicate::str::contains(name)),
+        );
+    }
+}
+
+#[test]
+fn an_os_error_is_said_once() {
+    let out = ictus()
+        .args(["import", "cyclictest", "/nonexistent/ct.json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
