@@ -15,9 +15,7 @@
 //! assert_eq!(index.locate(9), (2, 3), "é is one character");
 //! ```
 
-use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use thiserror::Error;
@@ -100,40 +98,15 @@ impl InputError {
     }
 }
 
-/// What a file type is, in words.
-fn kind_of(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
-
-/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_INPUT_BYTES`].
+/// Reads `path` as UTF-8 text: a regular file of at most [`MAX_INPUT_BYTES`]. The
+/// file is opened by [`ictus_os::fs::open_regular`], so a FIFO or a device is refused
+/// without blocking.
 pub fn read_text(path: &Path) -> Result<String, InputError> {
-    // Checked before opening: opening a FIFO for reading blocks until a writer comes.
-    let meta = std::fs::metadata(path).map_err(InputError::Io)?;
-    if !meta.is_file() {
-        return Err(InputError::NotRegular {
-            kind: kind_of(meta.file_type()),
-        });
-    }
-    let file = File::open(path).map_err(InputError::Io)?;
-    // Again on the open file, in case the path was replaced in between.
-    let meta = file.metadata().map_err(InputError::Io)?;
-    if !meta.is_file() {
-        return Err(InputError::NotRegular {
-            kind: kind_of(meta.file_type()),
-        });
-    }
+    let (file, _) = ictus_os::fs::open_regular(path).map_err(|e| match e {
+        ictus_os::fs::InputError::NotRegular { kind, .. } => InputError::NotRegular { kind },
+        ictus_os::fs::InputError::Io { source, .. } => InputError::Io(source),
+        other => InputError::Io(io::Error::other(other.to_string())),
+    })?;
     let mut bytes = Vec::new();
     file.take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
@@ -147,34 +120,18 @@ pub fn text_of(bytes: Vec<u8>) -> Result<String, InputError> {
     if let Err(e) = std::str::from_utf8(&bytes[..limit]) {
         // A character cut by the limit is not an invalid one.
         if e.error_len().is_some() || bytes.len() <= MAX_INPUT_BYTES {
-            let (line, column) = place_in(&bytes, e.valid_up_to());
+            let (line, column) = ictus_os::fs::line_column(&bytes, e.valid_up_to());
             return Err(InputError::InvalidUtf8 { line, column });
         }
     }
     if bytes.len() > MAX_INPUT_BYTES {
-        let (line, column) = place_in(&bytes, MAX_INPUT_BYTES);
+        let (line, column) = ictus_os::fs::line_column(&bytes, MAX_INPUT_BYTES);
         return Err(InputError::TooLarge { line, column });
     }
     String::from_utf8(bytes).map_err(|e| {
-        let (line, column) = place_in(e.as_bytes(), e.utf8_error().valid_up_to());
+        let (line, column) = ictus_os::fs::line_column(e.as_bytes(), e.utf8_error().valid_up_to());
         InputError::InvalidUtf8 { line, column }
     })
-}
-
-/// The line and column of byte `offset` of `bytes`, counting the characters
-/// of the valid UTF-8 before it (invalid bytes count one each).
-fn place_in(bytes: &[u8], offset: usize) -> (usize, usize) {
-    let before = &bytes[..offset.min(bytes.len())];
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let column = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
-    (line, column)
 }
 
 #[cfg(test)]

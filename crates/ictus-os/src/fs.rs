@@ -195,15 +195,15 @@ pub fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Reads the regular file at `path` as UTF-8 text of at most `limit` bytes. A FIFO or
-/// device is refused without blocking (it is opened non-blocking and checked before
-/// any read).
-pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
+/// Opens `path` for reading if it is a regular file. A FIFO, device, socket or
+/// directory is refused without blocking: the file is opened non-blocking (opening a
+/// FIFO with no writer would otherwise wait forever) and its type checked on the open
+/// file, so a path swapped in between cannot slip through.
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), InputError> {
     let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
     };
-    // Non-blocking: opening a FIFO with no writer would otherwise wait forever.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -216,6 +216,17 @@ pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
             kind: kind_of(meta.file_type()),
         });
     }
+    Ok((file, meta))
+}
+
+/// Reads the regular file at `path` as UTF-8 text of at most `limit` bytes. A FIFO or
+/// device is refused without blocking ([`open_regular`]).
+pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let (file, meta) = open_regular(path)?;
     let too_large = || InputError::TooLarge {
         path: path.to_path_buf(),
         limit,
