@@ -59,18 +59,14 @@ fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
     let mut schedule = load(&args.schedule)?;
     if let Some(t) = args.tick {
-        let tick = Nanos::from(t);
-        if let ictus_exec::schedule::WaitSpec::Hybrid { margin: Some(m) } = schedule.wait
-            && m >= tick
-        {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--tick {tick} is not longer than the schedule's hybrid margin {m}"
-            )));
-        }
-        schedule.tick = tick;
+        // Every rule a tick obeys in the file holds for --tick too (bounds, the
+        // hybrid margin, the major frame), before anything starts.
+        schedule.with_tick(Nanos::from(t)).map_err(|e| {
+            Failure::usage(anyhow::Error::new(e).context(format!("--tick {}", Nanos::from(t))))
+        })?;
     }
     // The cell table is checked here too, so a malformed one starts nothing.
-    exec_run::cell_table(&schedule).map_err(Failure::usage)?;
+    schedule.cell_table().map_err(Failure::usage)?;
     // So is the output: a run is never lost to a typo in `-o`.
     if let Some(path) = &args.out.output {
         ictus_os::fs::check_writable(path).map_err(Failure::usage)?;

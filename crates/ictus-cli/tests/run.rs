@@ -587,3 +587,45 @@ fn a_missing_program_is_refused_at_its_line_with_exit_2() {
     assert!(err.contains("not found"), "{err}");
     assert!(shm_files(&name).is_empty());
 }
+
+#[test]
+fn a_tick_override_obeys_the_rules_of_the_files_tick_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-tick-{}", std::process::id());
+    let path = dir.path().join("tick.toml");
+    let text = format!(
+        "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 20\n[[subsystem]]\nname = \"s\"\nbuiltin = \"idle\"\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    // Below the floor and above the ceiling.
+    for (tick, rule) in [("1ns", "outside"), ("2s", "outside")] {
+        let out = ictus(dir.path())
+            .args(["run", "--duration", "1s", "--tick", tick])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--tick {tick}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--tick"), "{err}");
+        assert!(err.contains(&format!("{}:2:8:", path.display())), "{err}");
+        assert!(err.contains(rule), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = ictus(dir.path())
+        // A major frame of 20 ticks of 600 ms is past the 10 s limit.
+        .args(["run", "--duration", "1s", "--tick", "600ms"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:3:", path.display())), "{err}");
+    // A tick that wraps a 64-bit count of nanoseconds never reaches the schedule.
+    let out = ictus(dir.path())
+        .args(["run", "--tick", "1000years"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(shm_files(&name).is_empty());
+}

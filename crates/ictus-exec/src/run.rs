@@ -33,12 +33,12 @@ use ictus_shield::class::{self, Class, ClassError, Options};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::cell::{CellFileError, CellTable, Cells};
+use crate::cell::Cells;
 use crate::control::{Control, Status};
 use crate::ctl::{self, Command, CtlError, Server};
 use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
 use crate::hub::Hubs;
-use crate::schedule::{CellSource, Process, Schedule, SubsystemSpec};
+use crate::schedule::{Process, Schedule, ScheduleError, SubsystemSpec};
 use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
 use crate::subsystem::element_count;
 use crate::subsystem::{Registry, RegistryError, SetupClient, Subsystem};
@@ -287,9 +287,10 @@ impl std::fmt::Debug for RunOptions {
 /// Why a run could not start or failed.
 #[derive(Debug, Error)]
 pub enum RunError {
-    /// The cell table is malformed (file, line, column).
+    /// The cell table is malformed, or the schedule names cells it lacks
+    /// (file, line, column).
     #[error(transparent)]
-    Cells(#[from] CellFileError),
+    Schedule(#[from] ScheduleError),
     /// The cell storage could not be made.
     #[error("cells: {0}")]
     Storage(String),
@@ -354,7 +355,9 @@ impl RunError {
     /// it, and nothing was started): the CLI's exit code 2.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            RunError::Cells(_) | RunError::NoSubsystem { .. } | RunError::NoProgram { .. } => true,
+            RunError::Schedule(_) | RunError::NoSubsystem { .. } | RunError::NoProgram { .. } => {
+                true
+            }
             RunError::Ctl(e) => matches!(
                 e,
                 CtlError::BadName { .. }
@@ -393,15 +396,6 @@ impl Subsystem for Idle {
         Ok(())
     }
     fn run(&mut self, _frame: &mut crate::subsystem::Frame) {}
-}
-
-/// The cell table a schedule names (empty when none).
-pub fn cell_table(schedule: &Schedule) -> Result<CellTable, CellFileError> {
-    match &schedule.cells {
-        CellSource::None => Ok(CellTable::default()),
-        CellSource::File(p) => CellTable::load(p),
-        CellSource::Inline(t) => Ok(t.clone()),
-    }
 }
 
 /// Name of the control block's segment of run `name`.
@@ -672,7 +666,7 @@ pub fn run(
     mut options: RunOptions,
 ) -> Result<RunReport, RunError> {
     // 1. Everything that can be refused, before anything starts.
-    let table = cell_table(schedule)?;
+    let table = schedule.cell_table()?;
     let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
     // (slot, program path, arguments, the name it is reported by)
     let mut programs: Vec<(usize, PathBuf, Vec<String>, String)> = Vec::new();
