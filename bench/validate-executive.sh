@@ -32,8 +32,8 @@ root=$(cd "$here/.." && pwd)
 command -v python3 >/dev/null || { echo "python3 is needed to read the records." >&2; exit 3; }
 
 if [ -z "${ICTUS:-}" ]; then
-  # The ictus binary, and the stress test's subsystem B (examples/stress_b) next to it.
-  (cd "$root" && cargo build --release --quiet -p ictus-cli -p ictus-exec --bins --examples)
+  # The ictus binary (it hosts the stress test's subsystem B itself: process = "own").
+  (cd "$root" && cargo build --release --quiet -p ictus-cli)
   ICTUS="$root/target/release/ictus"
 fi
 export ICTUS ROOT="$root"

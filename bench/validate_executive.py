@@ -223,7 +223,7 @@ def stress_part():
     sched = stress_schedule()
     print(f"\n## (c) The seed 003 stress test, {DURATION} s per tick\n")
     print(f"`ictus run {os.path.relpath(sched, ROOT)} --duration {DURATION}s --tick TICK`: "
-          f"A and C in-process, B in its own process (stress_b), all on CPU {CPU}"
+          f"A and C in-process, B in its own process (ictus subsystem), all on CPU {CPU}"
           f"{f', SCHED_FIFO {PRIORITY}' if FIFO else ', normal class'}, hybrid wait; "
           f"missed frames = frames in RUN - the largest final counter.\n")
     print("| tick | frames in RUN | final value | missed frames | incoherent cells | overruns "

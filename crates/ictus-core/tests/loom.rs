@@ -188,6 +188,30 @@ fn the_barrier_orders_two_threads_over_two_generations() {
     });
 }
 
+/// A party that abandons the barrier releases one spinning on it, whatever the
+/// interleaving, and what it wrote before is visible to it.
+#[test]
+fn an_abandoned_barrier_releases_its_waiter() {
+    model(|| {
+        let sut = Arc::new(SpinBarrier::new(2));
+        let written = Arc::new(AtomicUsize::new(0));
+        let waiter = {
+            let (sut, written) = (sut.clone(), written.clone());
+            thread::spawn(move || {
+                let led = sut.wait();
+                // Relaxed: ordered by the barrier's abandon/is_abandoned pair.
+                (led, written.load(Ordering::Relaxed))
+            })
+        };
+        // Relaxed: see above.
+        written.store(7, Ordering::Relaxed);
+        sut.abandon();
+        let (led, seen) = waiter.join().unwrap();
+        assert!(!led);
+        assert_eq!(seen, 7);
+    });
+}
+
 /// A seqlock of two words: the writer writes two patterns in which every byte
 /// is the same; a reader's attempts never return bytes of two writes mixed,
 /// and the sequences they return never go back and name the write seen.

@@ -205,9 +205,23 @@ impl Group {
     }
 
     /// The rendezvous every member calls the same number of times in each frame.
+    /// Once a member has [left](Group::leave), it returns at once.
     #[inline]
     pub fn rendezvous(&self) {
         self.barrier.wait();
+    }
+
+    /// A member leaves for good (its loop ended, or it panicked): the others stop
+    /// meeting it, and their loops end at their next frame instead of spinning for
+    /// ever on a thread that is gone.
+    pub fn leave(&self) {
+        self.barrier.abandon();
+    }
+
+    /// Whether a member has left.
+    #[inline]
+    pub fn is_broken(&self) -> bool {
+        self.barrier.is_abandoned()
     }
 
     /// Posts `frame`, meets the others, and returns the frame they all run: the
@@ -235,6 +249,20 @@ pub enum LoopEnd {
     /// The coordinator's heartbeat stopped and its process is gone (a child whose
     /// `ictus run` died).
     CoordinatorGone,
+    /// A member of its synchronous group left before the stop frame (it panicked).
+    GroupBroken,
+}
+
+impl LoopEnd {
+    /// Its name in records: `stopped`, `aborted`, `coordinator-gone`, `group-broken`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopEnd::Stopped => "stopped",
+            LoopEnd::Aborted => "aborted",
+            LoopEnd::CoordinatorGone => "coordinator-gone",
+            LoopEnd::GroupBroken => "group-broken",
+        }
+    }
 }
 
 /// Everything one subsystem thread needs to run its frames.
@@ -296,6 +324,13 @@ impl Runner<'_> {
             let mut frame = cadence.frame();
             if let Some(g) = self.group {
                 let agreed = g.agree(frame);
+                if g.is_broken() {
+                    return if frame >= self.control.stop_frame() {
+                        LoopEnd::Stopped
+                    } else {
+                        LoopEnd::GroupBroken
+                    };
+                }
                 if agreed > frame {
                     let skipped = cadence.skip_to(agreed, self.control.stop_frame());
                     note_overruns(stats, skipped);

@@ -541,6 +541,13 @@ impl Prepared<'_> {
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<ThreadOutcome, String> {
         let slot = self.control.slot(self.slot);
+        // However this thread ends, also by a panic, its group partners stop
+        // waiting for it, and a panic shows in its slot at once.
+        let _leave = Leave {
+            group: self.group,
+            control: self.control,
+            slot: self.slot,
+        };
         slot.set_ids(std::process::id(), sched::thread_id() as u64);
         slot.set_status(Status::Starting);
         let placement = place(self.spec);
@@ -597,18 +604,32 @@ impl Prepared<'_> {
             longest_overrun_streak: stats.overruns.longest_run,
             jitter: Distribution::of(&stats.jitter),
             exec: Distribution::of(&stats.exec),
-            end: match end {
-                LoopEnd::Stopped => "stopped",
-                LoopEnd::Aborted => "aborted",
-                LoopEnd::CoordinatorGone => "coordinator-gone",
-            }
-            .to_string(),
+            end: end.name().to_string(),
             warnings: placement.warnings,
             torn: ports.torn().count,
         };
         slot.publish(&stats.counters);
         slot.set_status(Status::Finished);
         Ok(outcome)
+    }
+}
+
+/// Leaves a subsystem thread's synchronous group when dropped, and marks its slot
+/// failed when that happens while panicking.
+struct Leave<'a> {
+    group: Option<&'a Group>,
+    control: &'a Control,
+    slot: usize,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.group {
+            g.leave();
+        }
+        if std::thread::panicking() {
+            self.control.slot(self.slot).set_status(Status::Failed);
+        }
     }
 }
 
@@ -1004,6 +1025,7 @@ pub fn run(
         let mut stop_requested = false;
         let mut killed = false;
         let mut torn_seen: Vec<u64> = vec![0; n];
+        let mut thread_failed: Vec<bool> = vec![false; n];
 
         // 6. Coordinate.
         loop {
@@ -1044,6 +1066,32 @@ pub fn run(
                             ),
                         });
                     }
+                }
+            }
+            // Subsystem threads that panicked (their guard marked the slot failed
+            // and left their group, so its other members end too).
+            for (k, h) in &handles {
+                if !thread_failed[*k]
+                    && h.is_finished()
+                    && control.slot(*k).status() == Status::Failed
+                {
+                    thread_failed[*k] = true;
+                    let view = control.slot(*k).view();
+                    let msg = format!(
+                        "{}: its thread panicked after frame {}; its frames count as lost",
+                        names[*k],
+                        view.last_frame.map_or("-".to_string(), |v| v.to_string()),
+                    );
+                    events.push(format!("frame {f}: {msg}"));
+                    warnings.push(RunWarning {
+                        id: "crash".into(),
+                        message: msg,
+                        advice: Some(
+                            "the other subsystems kept their beat (a synchronous group ends \
+                             with its member); its panic message is on stderr"
+                                .into(),
+                        ),
+                    });
                 }
             }
             // Cells whose writer stopped half way through a write.
@@ -1172,6 +1220,7 @@ pub fn run(
                     outcomes.insert(k, o);
                 }
                 Ok(Err(e)) => events.push(format!("{}: {e}", names[k])),
+                Err(_) if thread_failed[k] => {}
                 Err(_) => events.push(format!("{}: its thread panicked", names[k])),
             }
         }
@@ -1209,6 +1258,9 @@ pub fn run(
                     (Some(c), _) => format!("its process {c}"),
                     (None, Some("coordinator-gone")) => {
                         "it left the run: it found the coordinator gone".to_string()
+                    }
+                    (None, Some("group-broken")) => {
+                        "a member of its synchronous group left the run".to_string()
                     }
                     (None, Some(end)) => format!("its loop ended early ({end})"),
                     (None, None) => "it sent no report".to_string(),

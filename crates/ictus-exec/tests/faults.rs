@@ -1,14 +1,17 @@
 //! Fault injection on the executive: a writer stopped half way through a cell write
-//! on the same CPU as its reader. The reader must not spin on it, the coordinator
-//! must name the cell and the writer, end the run on time and reap every process.
-//! Structure only, never timings (a watchdog turns a hang into a failure).
+//! on the same CPU as its reader (the reader must not spin on it, the coordinator
+//! must name the cell and the writer, end the run on time and reap every process),
+//! and a member of a synchronous group that panics (its partner must not spin on
+//! the rendezvous for ever). Structure only, never timings (a watchdog turns a hang
+//! into a failure).
 #![allow(clippy::print_stderr)] // the watchdog says why it ended the test process
 
 use std::path::Path;
 use std::time::Duration;
 
 use ictus_exec::run::{self, RunOptions};
-use ictus_exec::schedule::Schedule;
+use ictus_exec::schedule::{Schedule, SubsystemSpec};
+use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
 
 /// Fails the test process instead of letting CI hang.
 fn watchdog(limit: Duration, what: &'static str) {
@@ -122,5 +125,99 @@ fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
     );
     assert!(!r.complete, "a run that lost frames is not complete");
     assert!(r.warnings.iter().any(|w| w.id == "frames-lost"));
+    no_segments_of(&name);
+}
+
+/// Meets its group partner every frame (twice, as the haptic model does) and, when
+/// `panic_at` is set, panics in that frame.
+struct Member {
+    panic_at: Option<u64>,
+}
+
+impl Subsystem for Member {
+    fn init(&mut self, _reg: &mut Registry) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    fn run(&mut self, frame: &mut Frame) {
+        frame.rendezvous();
+        if self.panic_at.is_some_and(|at| frame.number() >= at) {
+            panic!("member fails on purpose in frame {}", frame.number());
+        }
+        frame.rendezvous();
+    }
+}
+
+#[test]
+fn a_group_member_that_panics_ends_its_partner_and_the_run_reports_it() {
+    watchdog(Duration::from_secs(90), "group panic test");
+    let cpus = ictus_os::facts::online_cpus();
+    let cpus: Vec<usize> = cpus.cpus().to_vec();
+    assert!(cpus.len() >= 2, "a synchronous group needs two CPUs");
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("t-group-{}", std::process::id());
+    let text = format!(
+        r#"name = "{name}"
+tick = "1ms"
+major_frame = 1
+initial_state = "run"
+
+[[subsystem]]
+name = "steady"
+cpu = {a}
+class = "normal"
+group = "pair"
+
+[[subsystem]]
+name = "faulty"
+cpu = {b}
+class = "normal"
+group = "pair"
+"#,
+        a = cpus[0],
+        b = cpus[1]
+    );
+    let path = dir.path().join("group.toml");
+    std::fs::write(&path, text).unwrap();
+    let s = Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap();
+    let mut factory = |spec: &SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
+        Ok(Box::new(Member {
+            panic_at: (spec.name == "faulty").then_some(100),
+        }))
+    };
+    // Long enough that a partner spinning on the dead member would show as a hang.
+    let r = run::run(
+        &s,
+        &mut factory,
+        RunOptions {
+            duration: Some(Duration::from_secs(2)),
+            run_dir: dir.path().join("run"),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let crash = r
+        .warnings
+        .iter()
+        .find(|w| w.id == "crash")
+        .unwrap_or_else(|| panic!("no crash warning: {:#?}", r.warnings));
+    assert!(
+        crash.message.contains("faulty: its thread panicked"),
+        "{}",
+        crash.message
+    );
+    let steady = &r.subsystems[0];
+    assert_eq!(steady.name, "steady");
+    let end = steady.outcome.as_ref().map(|o| o.end.as_str());
+    assert_eq!(end, Some("group-broken"), "{steady:?}");
+    assert!(steady.lost > 0, "the partner's remaining frames are lost");
+    assert!(r.subsystems[1].lost > 0);
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e.contains("a member of its synchronous group left the run")),
+        "{:#?}",
+        r.events
+    );
+    assert!(!r.complete);
     no_segments_of(&name);
 }

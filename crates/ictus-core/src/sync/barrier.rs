@@ -32,6 +32,10 @@ use super::atomic::{AtomicUsize, Ordering, spin_loop};
 /// Like [`std::sync::Barrier`], everything a thread did before `wait` happens
 /// before everything any thread of the same generation does after it. Unlike
 /// it, waiting burns the CPU: use it only for threads that each own a core.
+///
+/// A party that leaves for good (its loop ended early, it panicked) calls
+/// [`SpinBarrier::abandon`]: from then on every `wait`, in progress or later,
+/// returns at once, so no partner spins for ever on a thread that is gone.
 pub struct SpinBarrier {
     /// Threads that have arrived in the current generation.
     arrived: CachePadded<AtomicUsize>,
@@ -39,6 +43,9 @@ pub struct SpinBarrier {
     generation: CachePadded<AtomicUsize>,
     /// Threads that meet at each generation.
     parties: usize,
+    /// Non-zero once a party has abandoned the barrier (never reset). Written
+    /// once, read by the spinners: it stays shared in their caches.
+    abandoned: AtomicUsize,
 }
 
 impl SpinBarrier {
@@ -53,6 +60,7 @@ impl SpinBarrier {
             arrived: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
             parties,
+            abandoned: AtomicUsize::new(0),
         }
     }
 
@@ -68,8 +76,14 @@ impl SpinBarrier {
     /// Never allocates, never makes a system call. Exactly `parties` threads
     /// must use the barrier; a surplus one would be counted in the wrong
     /// generation.
+    ///
+    /// Once the barrier is [abandoned](SpinBarrier::abandon), returns `false`
+    /// at once (also to a thread already spinning) and orders nothing.
     #[inline]
     pub fn wait(&self) -> bool {
+        if self.is_abandoned() {
+            return false;
+        }
         // Acquire: pairs with the Release store of generation by the previous
         // generation's leader (below), so we read the current number. It cannot
         // move on before our own arrival is counted.
@@ -91,10 +105,28 @@ impl SpinBarrier {
         } else {
             // Acquire: pairs with the leader's Release store of generation above.
             while self.generation.load(Ordering::Acquire) == generation {
+                if self.is_abandoned() {
+                    return false;
+                }
                 spin_loop();
             }
             false
         }
+    }
+
+    /// Leaves the barrier for good: every party's `wait`, the ones spinning now
+    /// and all later ones, returns `false` at once. Call it from a party that
+    /// will not arrive again (also from a drop guard while panicking).
+    pub fn abandon(&self) {
+        // Release: what the leaving party did is visible to a waiter that sees it.
+        self.abandoned.store(1, Ordering::Release);
+    }
+
+    /// Whether a party has [abandoned](SpinBarrier::abandon) the barrier.
+    #[inline]
+    pub fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in `abandon`.
+        self.abandoned.load(Ordering::Acquire) != 0
     }
 }
 
@@ -125,6 +157,22 @@ mod tests {
         let a = offset_of!(SpinBarrier, arrived);
         let g = offset_of!(SpinBarrier, generation);
         assert!(a.abs_diff(g) >= 128);
+    }
+
+    #[test]
+    fn an_abandoned_barrier_releases_a_spinning_party_and_every_later_wait() {
+        let sut = Arc::new(SpinBarrier::new(2));
+        let waiter = {
+            let sut = sut.clone();
+            std::thread::spawn(move || sut.wait())
+        };
+        // The waiter is spinning (or about to): nobody else will ever arrive.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        assert!(!sut.is_abandoned());
+        sut.abandon();
+        assert!(!waiter.join().unwrap());
+        assert!(sut.is_abandoned());
+        assert!((0..3).all(|_| !sut.wait()));
     }
 
     #[test]
