@@ -352,14 +352,31 @@ fn ctrl_c_to_the_whole_process_group_stops_at_a_major_frame_and_loses_nothing() 
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], false, "stopped before its duration");
-    assert_eq!(metric(&r, "stress", "missed_frames"), Some(0.0), "{stderr}");
     assert!(metric(&r, "stress", "run_frames").unwrap() > 0.0);
+    // What the signal must never cause is a lost frame (a B killed by SIGINT).
+    // Missed frames come only from lateness: on an idle machine there are none; on
+    // a busy one (CI runs these tests side by side) a miss must be explained by a
+    // subsystem released late plus running long for a whole tick, or an overrun.
+    let mut late_ns = 0.0_f64;
+    let mut overruns = 0.0;
     for m in r["measurements"].as_array().unwrap() {
+        let max = m["latency"]["summary"]["max_ns"].as_f64().unwrap_or(0.0);
         if m["name"] == "release-jitter" {
             assert_eq!(m["metrics"]["lost_frames"].as_f64(), Some(0.0), "{m}");
             assert!(m["labels"].get("crashed").is_none(), "{m}");
+            overruns += m["metrics"]["overruns"].as_f64().unwrap();
+            late_ns = late_ns.max(max);
+        }
+        if m["name"] == "execution-time" {
+            late_ns = late_ns.max(max);
         }
     }
+    let missed = metric(&r, "stress", "missed_frames").unwrap();
+    assert!(
+        missed == 0.0 || overruns > 0.0 || late_ns >= 2.5e6,
+        "{missed} missed frames with no overrun and every release and frame within \
+         half a 5 ms tick: {stderr}"
+    );
     assert!(
         !r["warnings"]
             .as_array()
