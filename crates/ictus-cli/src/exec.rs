@@ -96,7 +96,12 @@ pub(crate) fn run(args: &ExecArgs) -> Result<(), Failure> {
             Class::Normal
         }
     };
-    let shield = Partition::applied(&args.journal)?;
+    // A journal that is not one (garbage, a FIFO, a directory) is bad input.
+    let shield = Partition::applied(&args.journal).map_err(|e| match e {
+        e @ (ictus_shield::ShieldError::JournalInput(_)
+        | ictus_shield::ShieldError::BadJournal { .. }) => Failure::usage(e),
+        other => Failure::from(other),
+    })?;
     // mlockall and a prefaulted stack do not survive execve: the program must lock its
     // own memory. Policy, affinity and cpuset membership do survive.
     let options = Options {

@@ -235,3 +235,38 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
         s.cpus
     );
 }
+
+#[test]
+fn a_journal_that_is_not_one_is_refused_at_its_place_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(&garbage, "{\"kind\": \"header\"}\nnot json at all\n").unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (journal, says) in [
+        (garbage.clone(), format!("{}:1:", garbage.display())),
+        (dir.path().to_path_buf(), "a directory".to_string()),
+        (fifo.clone(), "a FIFO".to_string()),
+    ] {
+        // A FIFO would block a plain read for ever: the test would hang.
+        let out = Command::cargo_bin("ictus")
+            .unwrap()
+            .args(["exec", "--class", "normal", "--journal"])
+            .arg(&journal)
+            .args(["--", "echo", "ran"])
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", journal.display());
+        assert!(out.stdout.is_empty(), "the command did not run");
+        assert!(err.contains(&says), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}

@@ -646,3 +646,109 @@ fn a_tick_override_obeys_the_rules_of_the_files_tick_and_starts_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(shm_files(&name).is_empty());
 }
+
+/// Pids of the processes whose command line holds `word` as one argument.
+fn processes_with_arg(word: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == word.as_bytes()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_killed_outright_takes_its_programs_with_it_and_its_name_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-kill9-{}", std::process::id());
+    // A program that never joins the run (so it cannot watch the heartbeat),
+    // named by an argument no other process has.
+    let marker = format!("9{}.5", std::process::id());
+    let path = dir.path().join("kill9.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"sleep\"\nargs = [\"{marker}\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut run = spawn_run(dir.path(), &["--duration", "1s", path.to_str().unwrap()]);
+    wait_for_socket(dir.path(), &name);
+    let mut started = Vec::new();
+    for _ in 0..500 {
+        started = processes_with_arg(&marker);
+        if !started.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(started.len(), 1, "the program started once");
+    run.kill().unwrap();
+    let _ = run.wait();
+    let mut left = started.clone();
+    for _ in 0..500 {
+        left = processes_with_arg(&marker);
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(left.is_empty(), "the program outlived its run: {left:?}");
+    // The killed run left its segments; the next run of the name reclaims them.
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nbuiltin = \"idle\"\n"
+        ),
+    )
+    .unwrap();
+    let out = ictus(dir.path())
+        .args(["run", "--quiet", "--duration", "50ms"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shm_files(&name).is_empty());
+}
+
+#[test]
+fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-noexec-{}", std::process::id());
+    // A file without an execute bit, by a relative and an absolute path.
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "not a program\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for (program, words) in [
+        ("./plain", "is not executable"),
+        ("/etc/passwd", "is not executable"),
+    ] {
+        let path = dir.path().join("prog.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"{program}\"\n"
+            ),
+        )
+        .unwrap();
+        let out = ictus(dir.path())
+            .args(["run", "--duration", "1s"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{program}: {err}");
+        assert!(err.contains(&format!("{}:5:8:", path.display())), "{err}");
+        assert!(err.contains(words), "{err}");
+        assert!(shm_files(&name).is_empty());
+    }
+}

@@ -47,6 +47,16 @@ pub enum BuiltinError {
         /// What it holds, in words.
         what: &'static str,
     },
+    /// A setting the builtin does not have (a typo would otherwise be ignored).
+    #[error("config.{key}: the {builtin} builtin has no such setting ({takes})")]
+    UnknownKey {
+        /// The builtin.
+        builtin: &'static str,
+        /// The key given.
+        key: String,
+        /// What it takes, in words.
+        takes: &'static str,
+    },
     /// A setting of the wrong type.
     #[error("config.{key} must be {what}")]
     WrongType {
@@ -76,9 +86,10 @@ pub enum BuiltinError {
 impl BuiltinError {
     /// The `config` key whose value is wrong (`None`: the builtin's name, or
     /// the config as a whole).
-    pub fn key(&self) -> Option<&'static str> {
+    pub fn key(&self) -> Option<&str> {
         match self {
             BuiltinError::Unknown { .. } | BuiltinError::Missing { .. } => None,
+            BuiltinError::UnknownKey { key, .. } => Some(key),
             BuiltinError::WrongType { key, .. } | BuiltinError::Cell { key, .. } => Some(key),
             BuiltinError::Mismatch { .. } => Some("to"),
         }
@@ -99,11 +110,31 @@ pub fn check(
     cells: Option<&CellTable>,
 ) -> Result<(), BuiltinError> {
     match name {
-        "increment" => check_increment(config, cells),
-        "idle" => Ok(()),
+        "increment" => {
+            only_keys("increment", config, &["from", "to"], "it takes from and to")?;
+            check_increment(config, cells)
+        }
+        "idle" => only_keys("idle", config, &[], "it takes none"),
         other => Err(BuiltinError::Unknown {
             name: other.to_owned(),
         }),
+    }
+}
+
+/// Refuses the first key of `config` that is not in `known`.
+fn only_keys(
+    builtin: &'static str,
+    config: &toml::Table,
+    known: &[&str],
+    takes: &'static str,
+) -> Result<(), BuiltinError> {
+    match config.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(key) => Err(BuiltinError::UnknownKey {
+            builtin,
+            key: key.clone(),
+            takes,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -188,6 +219,11 @@ mod tests {
         assert_eq!(key("increment", "from = 'A'\nto = 'C'"), Some("to".into()));
         assert_eq!(key("increment", "from = 3\nto = 'B'"), Some("from".into()));
         assert_eq!(key("increment", "from = 'A'"), None);
+        assert_eq!(
+            key("increment", "from = 'A'\nto = 'B'\nspeed = 3"),
+            Some("speed".into())
+        );
+        assert_eq!(key("idle", "from = 'A'"), Some("from".into()));
         let err = check("incr", &toml::Table::new(), Some(&t)).unwrap_err();
         assert!(err.is_about_the_name());
         assert_eq!(

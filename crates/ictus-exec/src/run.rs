@@ -321,15 +321,38 @@ pub enum RunError {
         /// The program.
         program: String,
     },
+    /// A program the schedule names is a file no one may execute.
+    #[error(
+        "{}:{}: subsystem '{name}': program '{}' is not executable (chmod +x it, or name another)",
+        path.display(), location, program.display()
+    )]
+    NotExecutable {
+        /// The schedule.
+        path: PathBuf,
+        /// Where the subsystem is declared.
+        location: crate::schedule::Location,
+        /// The subsystem.
+        name: String,
+        /// The program found.
+        program: PathBuf,
+    },
     /// A program could not be started.
-    #[error("subsystem '{name}': cannot start '{program}': {message}")]
+    #[error(
+        "{}:{}: subsystem '{name}': cannot start '{program}': {source}",
+        path.display(), location
+    )]
     Launch {
+        /// The schedule.
+        path: PathBuf,
+        /// Where the subsystem is declared.
+        location: crate::schedule::Location,
         /// The subsystem.
         name: String,
         /// The program.
         program: String,
         /// Why.
-        message: String,
+        #[source]
+        source: std::io::Error,
     },
     /// A subsystem failed in `init` (or its process exited before it was ready).
     #[error("subsystem '{name}' did not start: {message}")]
@@ -355,8 +378,15 @@ impl RunError {
     /// it, and nothing was started): the CLI's exit code 2.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            RunError::Schedule(_) | RunError::NoSubsystem { .. } | RunError::NoProgram { .. } => {
-                true
+            RunError::Schedule(_)
+            | RunError::NoSubsystem { .. }
+            | RunError::NoProgram { .. }
+            | RunError::NotExecutable { .. } => true,
+            // The program is not one the kernel can run (no #! line, a format it
+            // does not know, no permission): the schedule names the wrong file.
+            RunError::Launch { source, .. } => {
+                source.kind() == std::io::ErrorKind::PermissionDenied
+                    || ictus_os::process::is_exec_format_error(source)
             }
             RunError::Ctl(e) => matches!(
                 e,
@@ -660,12 +690,28 @@ pub fn resolve_program(program: &str, schedule_dir: &Path, dirs: &[PathBuf]) -> 
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path));
     }
-    candidates
+    // As execvp does: the first executable file of the name (a plain file without
+    // an execute bit is passed over, and reported only if nothing else is found).
+    let found: Vec<PathBuf> = candidates
         .into_iter()
         .map(|d| d.join(program))
-        .find(|p| p.is_file())
+        .filter(|p| p.is_file())
+        .collect();
+    found
+        .iter()
+        .find(|p| is_executable(p))
+        .or(found.first())
+        .cloned()
 }
 
+/// Whether `path` is a file with an execute bit (root may execute any file with
+/// one; others need theirs, which `spawn` reports precisely if missing).
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Storage {
     Local,
     Shared,
@@ -710,6 +756,14 @@ pub fn run(
                         name: spec.name.clone(),
                         program: program.clone(),
                     })?;
+                if !is_executable(&path) {
+                    return Err(RunError::NotExecutable {
+                        path: schedule.path.clone(),
+                        location: spec.location,
+                        name: spec.name.clone(),
+                        program: path,
+                    });
+                }
                 let Process::Program { args, .. } = &spec.process else {
                     unreachable!("matched as a program");
                 };
@@ -749,6 +803,18 @@ pub fn run(
     let n = schedule.subsystems.len();
     let tick = schedule.tick;
     let elements = element_count(&table);
+    if storage == Storage::Local {
+        // No segment of this run's own to create (which would reclaim them): the
+        // segments a killed run of the same name left are removed here, so a
+        // name is never left poisoned (best effort: /dev/shm may be absent).
+        for segment in [
+            cells_segment(&schedule.name),
+            control_segment(&schedule.name),
+            hubs_segment(&schedule.name),
+        ] {
+            let _ = ictus_os::shm::reclaim_stale(Some(&segment));
+        }
+    }
     let (cells, control) = match storage {
         Storage::Local => (
             Cells::in_process(&table),
@@ -890,6 +956,9 @@ pub fn run(
             // foreground group) reaches the coordinator, which stops every
             // subsystem at a major-frame boundary, never the child directly.
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            // A run killed outright (kill -9) takes its programs with it, also
+            // ones that never joined it (they cannot watch the heartbeat).
+            ictus_os::process::die_with_parent(&mut cmd);
             match cmd.spawn() {
                 Ok(child) => children.push(ChildProc {
                     slot: *k,
@@ -903,9 +972,11 @@ pub fn run(
                     control.abort();
                     kill_all(&mut children);
                     return Err(RunError::Launch {
+                        path: schedule.path.clone(),
+                        location: spec.location,
                         name: spec.name.clone(),
                         program: program.clone(),
-                        message: e.to_string(),
+                        source: e,
                     });
                 }
             }

@@ -1,5 +1,6 @@
 //! Signals to another process by its id (std has no `kill`): what the shield uses to
-//! stop the watchdog process it started.
+//! stop the watchdog process it started; whether a process is alive; and a child
+//! that dies with the thread that started it.
 //!
 //! ```no_run
 //! use ictus_os::process::{SIGTERM, signal};
@@ -39,6 +40,37 @@ pub fn signal(pid: i32, sig: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Makes the process that `command` starts receive `SIGKILL` when the thread that
+/// starts it ends (`PR_SET_PDEATHSIG`), so a program started by a run that is
+/// itself killed (`kill -9`, a crash) never outlives it. If this process is
+/// already gone by the time the child is set up, the child ends at once. The
+/// thread that spawns must outlive the child (the kernel ties the signal to it).
+pub fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: prctl, getppid and _exit are; it
+    // allocates nothing and touches only the copied `parent` integer.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent died before the prctl: the signal will never come.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Whether starting a program failed because the kernel cannot run that file
+/// (`ENOEXEC`: a script without a `#!` line, a binary of another format).
+pub fn is_exec_format_error(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOEXEC)
 }
 
 /// Whether process `pid` exists and has not exited: `kill(pid, 0)` finds it

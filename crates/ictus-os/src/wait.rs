@@ -125,16 +125,31 @@ pub struct MarginCalibration {
     pub max_ns: Nanos,
 }
 
-/// Measures `samples` absolute sleeps of one `period` each on the calling thread (in
-/// its current policy and affinity) and derives a hybrid margin from their lateness.
+/// The longest sleep [`calibrate_margin`] measures: the lateness of a wake-up hardly
+/// depends on the sleep's length past a few milliseconds (deep idle states are
+/// entered within that), and a 1 s tick must not make calibration last minutes.
+pub const MAX_CALIBRATION_SLEEP: Nanos = Nanos::from_millis(10);
+
+/// The longest [`calibrate_margin`] runs: fewer samples are taken when `samples`
+/// sleeps would take longer.
+pub const MAX_CALIBRATION_TIME: Nanos = Nanos::from_secs(1);
+
+/// Measures up to `samples` absolute sleeps of one `period` each (at most
+/// [`MAX_CALIBRATION_SLEEP`] each, and [`MAX_CALIBRATION_TIME`] in all) on the calling
+/// thread (in its current policy and affinity) and derives a hybrid margin from
+/// their lateness.
 pub fn calibrate_margin(period: Nanos, samples: u64) -> MarginCalibration {
+    let step = period.min(MAX_CALIBRATION_SLEEP).max(Nanos::new(1));
+    let samples = samples
+        .min(MAX_CALIBRATION_TIME.as_u64() / step.as_u64())
+        .max(1);
     let mut h = LatencyHistogram::new();
-    let mut deadline = monotonic_now() + period;
-    for _ in 0..samples.max(1) {
+    let mut deadline = monotonic_now() + step;
+    for _ in 0..samples {
         sleep_until(deadline);
         let now = monotonic_now();
         h.record(now.saturating_sub(deadline));
-        deadline = (deadline + period).max(now + period);
+        deadline = (deadline + step).max(now + step);
     }
     let p999 = h.percentile(Percentile::P999).unwrap_or(Nanos::ZERO);
     let margin = Nanos::new(p999.as_u64() + p999.as_u64() / 5).min(Nanos::new(period.as_u64() / 2));
@@ -185,5 +200,15 @@ mod tests {
         assert_eq!(sut.samples, 20);
         assert!(sut.margin_ns <= Nanos::from_micros(25));
         assert!(sut.p999_ns <= sut.max_ns);
+    }
+
+    #[test]
+    fn a_long_period_is_calibrated_with_short_sleeps_and_few_of_them() {
+        // An hour-long period must not mean hours of calibration: the sleeps are
+        // capped and so is their number (this test would hang otherwise).
+        let sut = calibrate_margin(Nanos::from_secs(3600), 1_000);
+        let most = MAX_CALIBRATION_TIME.as_u64() / MAX_CALIBRATION_SLEEP.as_u64();
+        assert!(sut.samples >= 1 && sut.samples <= most, "{}", sut.samples);
+        assert!(sut.margin_ns <= Nanos::from_secs(1800));
     }
 }

@@ -164,18 +164,33 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Entry>, ShieldError> {
             serde_json::from_str(line).map_err(|e| ShieldError::BadJournal {
                 path: path.to_path_buf(),
                 line: i + 1,
-                what: e.to_string(),
+                column: e.column().max(1),
+                what: e
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
             })
         })
         .collect()
 }
 
-/// Reads the journal; `None` when there is none (no shield applied).
+/// The largest journal read: one line per change, a few thousand lines at most.
+pub const MAX_JOURNAL_BYTES: u64 = 16 << 20;
+
+/// Reads the journal; `None` when there is none (no shield applied). A FIFO, a
+/// device or a directory in its place is refused without blocking, as is a file
+/// over [`MAX_JOURNAL_BYTES`] or one that is not UTF-8 (with its line and column).
 pub fn read(path: &Path) -> Result<Option<Vec<Entry>>, ShieldError> {
-    match std::fs::read_to_string(path) {
+    match ictus_os::fs::read_input(path, MAX_JOURNAL_BYTES) {
         Ok(text) => parse(path, &text).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(journal_error(path)(e)),
+        Err(ictus_os::fs::InputError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(ShieldError::JournalInput(e)),
     }
 }
 

@@ -99,13 +99,19 @@ pub enum ShieldError {
         #[source]
         source: std::io::Error,
     },
+    /// The journal is not a file that can be read as text (a FIFO, a directory,
+    /// too large, not UTF-8).
+    #[error(transparent)]
+    JournalInput(ictus_os::fs::InputError),
     /// The journal holds a line that is not an entry (and not a torn last line).
-    #[error("journal {path} line {line}: {what}")]
+    #[error("{}:{line}:{column}: not a shield journal entry: {what}", path.display())]
     BadJournal {
         /// The journal file.
         path: PathBuf,
         /// 1-based line number.
         line: usize,
+        /// 1-based column in that line.
+        column: usize,
         /// What was wrong.
         what: String,
     },
