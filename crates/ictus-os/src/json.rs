@@ -105,7 +105,7 @@ fn plain_word(key: &str) -> bool {
     !key.is_empty()
         && key
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+' | ':'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
 impl fmt::Display for JsonPath {
@@ -142,6 +142,23 @@ pub fn place_of_offset(text: &str, offset: usize) -> Place {
     }
     let (line, column) = crate::fs::line_column(text.as_bytes(), offset);
     Place { line, column }
+}
+
+/// The byte offset of `place` in `text` (the inverse of [`place_of_offset`]); None
+/// when the text has no such line, or the line no such column (one past its last
+/// character is its end).
+pub fn offset_of(text: &str, place: Place) -> Option<usize> {
+    let before = place.line.checked_sub(1)?;
+    let mut start = 0;
+    for _ in 0..before {
+        // Each line before must end with a newline for the next to exist.
+        start += text.get(start..)?.find('\n')? + 1;
+    }
+    let rest = &text[start..];
+    let line = rest.split('\n').next().unwrap_or("");
+    let skip = place.column.checked_sub(1)?;
+    let mut chars = line.char_indices().map(|(i, _)| i).chain([line.len()]);
+    chars.nth(skip).map(|i| start + i)
 }
 
 /// What the syntax tree has at a path.
@@ -346,6 +363,18 @@ mod tests {
     }
 
     #[test]
+    fn offset_of_undoes_place_of_offset() {
+        for offset in 0..=TEXT.len() {
+            if TEXT.is_char_boundary(offset) {
+                assert_eq!(offset_of(TEXT, place_of_offset(TEXT, offset)), Some(offset));
+            }
+        }
+        assert_eq!(offset_of(TEXT, Place { line: 9, column: 1 }), None);
+        assert_eq!(offset_of(TEXT, Place { line: 1, column: 9 }), None);
+        assert_eq!(offset_of(TEXT, Place { line: 0, column: 1 }), None);
+    }
+
+    #[test]
     fn paths_print_plain_keys_bare_and_others_quoted() {
         let sut = JsonPath::root()
             .key("measurements")
@@ -353,7 +382,10 @@ mod tests {
             .key("a.b")
             .key("");
         assert_eq!(sut.to_string(), r#"measurements[2]."a.b"."""#);
-        assert_eq!(JsonPath::root().key("cmdline:").to_string(), "cmdline:");
+        assert_eq!(
+            JsonPath::root().key("cmdline:").to_string(),
+            r#""cmdline:""#
+        );
     }
 
     #[derive(Debug, serde::Deserialize)]
@@ -444,21 +476,6 @@ mod tests {
         }
     }
 
-    /// The byte offset of `p` in `text`.
-    fn offset_of(text: &str, p: Place) -> usize {
-        let start: usize = text
-            .split_inclusive('\n')
-            .take(p.line - 1)
-            .map(str::len)
-            .sum();
-        start
-            + text[start..]
-                .chars()
-                .take(p.column - 1)
-                .map(char::len_utf8)
-                .sum::<usize>()
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
 
@@ -470,7 +487,7 @@ mod tests {
             let mut all = Vec::new();
             every_value(&read, JsonPath::root(), &mut all);
             for (path, value) in all {
-                let at = offset_of(&text, place(&text, &path));
+                let at = offset_of(&text, place(&text, &path)).unwrap();
                 // The text from that place begins with the value, and nothing else.
                 let mut de = serde_json::Deserializer::from_str(&text[at..]).into_iter::<serde_json::Value>();
                 proptest::prop_assert_eq!(de.next().map(Result::ok), Some(Some(value)), "{}", path);

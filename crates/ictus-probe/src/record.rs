@@ -677,18 +677,8 @@ mod tests {
 
     /// The JSON value that starts at `line`:`column` (characters, from 1) of `text`.
     fn value_at(text: &str, line: usize, column: usize) -> Option<serde_json::Value> {
-        let start: usize = text
-            .split_inclusive('\n')
-            .take(line.checked_sub(1)?)
-            .map(str::len)
-            .sum();
-        let rest = text.get(start..)?;
-        let skip: usize = rest
-            .chars()
-            .take(column.checked_sub(1)?)
-            .map(char::len_utf8)
-            .sum();
-        serde_json::Deserializer::from_str(rest.get(skip..)?)
+        let at = json::offset_of(text, json::Place { line, column })?;
+        serde_json::Deserializer::from_str(&text[at..])
             .into_iter::<serde_json::Value>()
             .next()?
             .ok()
