@@ -143,6 +143,39 @@ fn a_bad_output_path_is_refused_before_the_run() {
     );
 }
 
+/// Runs `args` on `file` (holding `text`), expects exit 2 and one stderr line that
+/// names `FILE:LINE:COLUMN` and contains `words`; returns the JSON value (or key) that
+/// starts at that place.
+fn refused_at(args: &[&str], file: &Path, text: &str, words: &str) -> serde_json::Value {
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(file.to_str().unwrap());
+    let out = ictus().args(&all).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{all:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(words), "expected '{words}' in {err}");
+    let prefix = format!("ictus: {}:", file.display());
+    let rest = err
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("no FILE: in {err}"));
+    let mut numbers = rest.splitn(3, ':');
+    let line: usize = numbers.next().unwrap().parse().expect(&err);
+    let column: usize = numbers.next().unwrap().parse().expect(&err);
+    // The text from that place to the end: lines and columns count characters.
+    let before: usize = text
+        .split_inclusive('\n')
+        .take(line - 1)
+        .map(str::len)
+        .sum();
+    let from: String = text[before..].chars().skip(column - 1).collect();
+    serde_json::Deserializer::from_str(&from)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("{err}: no value at {line}:{column} ({from})"))
+}
+
 #[test]
 fn records_are_validated_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,37 +183,106 @@ fn records_are_validated_naming_the_field() {
         &std::fs::read_to_string(fixture("loop-rt-pinned-idle.json")).unwrap(),
     )
     .unwrap();
-    type Spoil = fn(&mut serde_json::Value);
-    let cases: [(&str, Spoil, &str); 3] = [
+    // (name, JSON pointer, bad value, words in the message)
+    let cases: &[(&str, &str, serde_json::Value, &str)] = &[
         (
             "probe",
-            |v| v["probe"] = serde_json::json!("warp"),
+            "/probe",
+            serde_json::json!("warp"),
+            "probe: expected one of",
+        ),
+        (
+            "empty-probe",
+            "/probe",
+            serde_json::json!(""),
             "probe: expected one of",
         ),
         (
             "version",
-            |v| v["schema_version"] = serde_json::json!("1"),
+            "/schema_version",
+            serde_json::json!("1"),
             "schema_version: expected the whole number 1, found a string",
         ),
         (
+            "negative-version",
+            "/schema_version",
+            serde_json::json!(-1),
+            "schema_version: expected the whole number 1",
+        ),
+        (
+            "huge-version",
+            "/schema_version",
+            serde_json::json!(99_999_999_999u64),
+            "version 99999999999",
+        ),
+        (
             "figure",
-            |v| {
-                v["measurements"][0]["metrics"]
-                    .as_object_mut()
-                    .unwrap()
-                    .insert("ns_per_step".into(), serde_json::json!(-1.0));
-            },
-            "metrics.ns_per_step: expected a figure",
+            "/measurements/0/metrics/late_steps",
+            serde_json::json!(-1.0),
+            "metrics.late_steps: expected a figure",
+        ),
+        (
+            "mean",
+            "/measurements/0/latency/summary/mean_ns",
+            serde_json::json!(1e308),
+            "summary.mean_ns: expected a figure",
+        ),
+        (
+            "cpu-count",
+            "/provenance/cpu_count",
+            serde_json::json!(99_999_999_999u64),
+            "provenance.cpu_count: expected a CPU count",
+        ),
+        (
+            "online-cpus",
+            "/provenance/online_cpus",
+            serde_json::json!([0, 99_999_999_999u64]),
+            "provenance.online_cpus[1]: expected a CPU number",
+        ),
+        (
+            "count-type",
+            "/measurements/0/latency/summary/count",
+            serde_json::json!("3"),
+            "summary.count: invalid type",
+        ),
+        (
+            "array",
+            "",
+            serde_json::json!([1, 2]),
+            "expected 'ictus.run-record'",
         ),
     ];
-    for (name, spoil, words) in cases {
+    for (name, at, bad, words) in cases {
         let mut v = good.clone();
-        spoil(&mut v);
+        *v.pointer_mut(at).unwrap() = bad.clone();
         let path = dir.path().join(format!("{name}.json"));
-        std::fs::write(&path, v.to_string()).unwrap();
-        refused(&["report", path.to_str().unwrap()], &[words]);
+        let text = serde_json::to_string_pretty(&v).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let found = refused_at(&["report"], &path, &text, words);
+        let expected = match bad.as_array() {
+            Some(cpus) if *name == "online-cpus" => cpus[1].clone(),
+            _ => bad.clone(),
+        };
+        assert_eq!(found, expected, "{name}");
         assert!(!dir.path().join("report.md").exists(), "{name}");
+        // compare reads records the same way.
+        let r = fixture("timer-normal-unpinned-cpu.json");
+        let out = ictus()
+            .args(["compare", r.to_str().unwrap(), path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("{}:", path.display())),
+            "{name}"
+        );
     }
+    // A cyclictest file where a record was expected: placed at the top.
+    let ct = dir.path().join("ct.json");
+    let text = "{\"thread\": {\"0\": {\"histogram\": {\"1\": 1}, \"cycles\": 1}}}";
+    std::fs::write(&ct, text).unwrap();
+    let found = refused_at(&["report"], &ct, text, "expected 'ictus.run-record'");
+    assert!(found.get("thread").is_some());
 }
 
 #[test]
@@ -221,16 +323,69 @@ fn cyclictest_counts_are_imported_in_bulk_and_bad_ones_refused_at_their_place() 
         rec["threads"][0]["latency"]["summary"]["count"],
         1_000_000_000_000_000_000u64
     );
-    let negative = dir.path().join("neg.json");
-    std::fs::write(
-        &negative,
-        "{\"thread\": {\"0\": {\n\"histogram\": {\"3\": -1}, \"cycles\": 1}}}",
-    )
-    .unwrap();
-    refused(
-        &["import", "cyclictest", negative.to_str().unwrap()],
-        &["neg.json:2:", "-1"],
-    );
+    // (name, text, words, the value or key at the place named)
+    let cases: &[(&str, &str, &str, serde_json::Value)] = &[
+        (
+            "neg",
+            "{\"thread\": {\"0\": {\n\"histogram\": {\"3\": -1}, \"cycles\": 1}}}",
+            "invalid value",
+            serde_json::json!(-1),
+        ),
+        (
+            "plus",
+            "{\"thread\": {\"0\": {\n\"histogram\": {\"+5\": 1}, \"cycles\": 1}}}",
+            "expected a bucket in whole microseconds",
+            serde_json::json!("+5"),
+        ),
+        (
+            "max-text",
+            "{\"thread\": {\"0\": {\"histogram\": {\"5\": 1},\n \"cycles\": 1, \"max\": \"7\"}}}",
+            "thread.0.max: invalid type: string",
+            serde_json::json!("7"),
+        ),
+        (
+            "max-word",
+            "{\"thread\": {\"0\": {\"histogram\": {\"5\": 1},\n \"cycles\": 1, \"max\": \"string\"}}}",
+            "thread.0.max: invalid type: string",
+            serde_json::json!("string"),
+        ),
+        (
+            "array",
+            "[\n  1\n]",
+            "expected an object at the top",
+            serde_json::json!([1]),
+        ),
+        (
+            "empty",
+            "{\"thread\":\n {}}",
+            "no thread results",
+            serde_json::json!({}),
+        ),
+        (
+            "hist-array",
+            "{\"thread\": {\"0\": {\"histogram\": [1], \"cycles\": 1}}}",
+            "-h N",
+            serde_json::json!([1]),
+        ),
+        (
+            "avg",
+            "{\"thread\": {\"0\": {\"histogram\": {\"5\": 1},\n \"cycles\": 1, \"avg\": -3}}}",
+            "thread.0.avg: expected a mean latency",
+            serde_json::json!(-3),
+        ),
+        (
+            "sum",
+            "{\"thread\": {\"0\": {\"histogram\": {\"1\": 18446744073709551615,\n \"2\": 18446744073709551615}, \"cycles\": 1}}}",
+            "thread.0.histogram.2: expected counts whose total fits",
+            serde_json::json!(18446744073709551615u64),
+        ),
+    ];
+    for (name, text, words, at) in cases {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, text).unwrap();
+        let found = refused_at(&["import", "cyclictest"], &path, text, words);
+        assert_eq!(&found, at, "{name}");
+    }
 }
 
 #[test]

@@ -44,9 +44,55 @@ pub enum CpuListError {
 pub const MAX_CPU: usize = 1023;
 
 /// A sorted set of CPU numbers without duplicates.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Read from JSON as a list of CPU numbers, each at most [`MAX_CPU`] (a record or
+/// manifest naming CPU 10^11 is refused at that number, never carried to a
+/// `cpu_set_t`), sorted and without duplicates whatever the order written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct CpuSet(Vec<usize>);
+
+/// One CPU number read from a list: at most [`MAX_CPU`].
+struct BoundedCpu(usize);
+
+impl<'de> Deserialize<'de> for BoundedCpu {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let cpu = u64::deserialize(d)?;
+        usize::try_from(cpu)
+            .ok()
+            .filter(|&c| c <= MAX_CPU)
+            .map(BoundedCpu)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "expected a CPU number from 0 to {MAX_CPU}, found {cpu}"
+                ))
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CpuSet;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a list of CPU numbers from 0 to {MAX_CPU}")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<CpuSet, A::Error> {
+                // No capacity from the input's hint: at most MAX_CPU + 1 distinct CPUs.
+                let mut cpus = Vec::new();
+                while let Some(BoundedCpu(cpu)) = seq.next_element()? {
+                    cpus.push(cpu);
+                }
+                Ok(CpuSet::from_cpus(cpus))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
 
 impl CpuSet {
     /// The set of the given CPUs (sorted, duplicates removed).
@@ -138,6 +184,21 @@ impl fmt::Display for CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_beyond_max_cpu_in_json_is_refused_and_others_are_sorted() {
+        let err = serde_json::from_str::<CpuSet>("[0, 99999999999]").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("from 0 to 1023, found 99999999999"),
+            "{err}"
+        );
+        let sut: CpuSet = serde_json::from_str("[3, 1, 3, 1023]").unwrap();
+        assert_eq!(sut.cpus(), &[1, 3, 1023]);
+        assert_eq!(serde_json::to_string(&sut).unwrap(), "[1,3,1023]");
+        assert!(serde_json::from_str::<CpuSet>("[-1]").is_err());
+        assert!(serde_json::from_str::<CpuSet>("{}").is_err());
+    }
     use proptest::prelude::*;
 
     #[test]

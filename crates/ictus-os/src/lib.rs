@@ -13,6 +13,7 @@
 //! - [`thread_time`]: CPU time consumed by the calling thread.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`fs`]: output files written whole or not at all, and checked before a run.
+//! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
 //!
@@ -24,6 +25,7 @@ pub mod clock;
 pub mod facts;
 pub mod fs;
 pub mod handoff;
+pub mod json;
 pub mod memory;
 pub mod process;
 pub mod procstat;

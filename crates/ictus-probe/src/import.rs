@@ -13,7 +13,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use ictus_core::cpulist::MAX_CPU;
@@ -21,9 +20,10 @@ use ictus_core::histogram::HIGHEST_NS;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
 use ictus_os::facts::{PreemptModel, Preemption};
 use ictus_os::fs::InputError;
+use ictus_os::json::{self, JsonError, JsonPath, Place};
 use ictus_os::sched::Policy;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, Deserializer};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -38,13 +38,15 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// figure.
 pub const MAX_LATENCY_US: u64 = HIGHEST_NS / 1_000;
 
-/// Why a file could not be imported.
+/// Why a file could not be imported. Every error about the content names the file
+/// and the line and column (in characters, from 1) of the value that is wrong.
 #[derive(Debug, Error)]
 pub enum ImportError {
     /// Unreadable, not a regular file, too large, or not UTF-8.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// Not JSON, or a value of the wrong type (a negative, fractional or quoted count).
+    /// Not JSON, or a value of the wrong type (a negative, fractional or quoted count),
+    /// placed at its start.
     #[error("{path}:{line}:{column}: {message}")]
     Json {
         /// The file.
@@ -56,21 +58,31 @@ pub enum ImportError {
         /// What was wrong.
         message: String,
     },
-    /// JSON, but not what cyclictest writes.
-    #[error("{path}: not a cyclictest --json file: {what}")]
+    /// JSON, but not what cyclictest writes: placed at the value of the wrong kind, or
+    /// at the object that lacks a key.
+    #[error("{path}:{line}:{column}: not a cyclictest --json file: {what}")]
     Shape {
         /// The file.
         path: String,
+        /// Line.
+        line: usize,
+        /// Column.
+        column: usize,
         /// What was expected and missing.
         what: String,
     },
-    /// A value ictus cannot represent without a false figure.
-    #[error("{path}: at {at}: {message}")]
+    /// A value ictus cannot represent without a false figure, or a key that is not a
+    /// plain number.
+    #[error("{path}:{line}:{column}: {at}: {message}")]
     Value {
         /// The file.
         path: String,
+        /// Line.
+        line: usize,
+        /// Column.
+        column: usize,
         /// Where in the JSON (`thread.0.avg`, `cmdline`).
-        at: String,
+        at: JsonPath,
         /// What was expected, and what was found.
         message: String,
     },
@@ -83,68 +95,103 @@ pub fn cyclictest(path: &Path) -> Result<RunRecord, ImportError> {
     cyclictest_text(&text, &name)
 }
 
-/// A `serde_json` error as [`ImportError::Json`], its position kept.
-fn json_error(name: &str, e: &serde_json::Error) -> ImportError {
+/// A JSON error as [`ImportError::Json`], its place kept.
+fn json_error(name: &str, e: JsonError) -> ImportError {
     ImportError::Json {
         path: name.to_string(),
-        // An empty file fails at line 1, column 0: the first column is 1.
-        line: e.line().max(1),
-        column: e.column().max(1),
-        message: e
-            .to_string()
-            .split(" at line ")
-            .next()
-            .unwrap_or("")
-            .to_string(),
+        line: e.place.line,
+        column: e.place.column,
+        message: e.message,
     }
 }
 
 /// The text of a `cyclictest --json` file as a timer record; `name` names it in errors.
 pub fn cyclictest_text(text: &str, name: &str) -> Result<RunRecord, ImportError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| json_error(name, &e))?;
-    check_shape(&v, name)?;
+    let v: Value = json::from_str(text).map_err(|e| json_error(name, e))?;
+    let file = Source { text, name };
+    check_shape(&v, &file)?;
     // The numbers, typed: a count that is negative, fractional or a string is refused
-    // with its line and column.
-    let numbers: File = serde_json::from_str(text).map_err(|e| json_error(name, &e))?;
-    cyclictest_value(&v, numbers, name)
+    // at its line and column.
+    let numbers: File = json::from_str(text).map_err(|e| json_error(name, e))?;
+    cyclictest_value(&v, numbers, &file)
+}
+
+/// The file being imported, to place what is refused in it.
+struct Source<'a> {
+    text: &'a str,
+    name: &'a str,
+}
+
+impl Source<'_> {
+    /// `what` is missing or wrong at `at` (the object lacking a key is placed).
+    fn shape(&self, at: &JsonPath, what: &str) -> ImportError {
+        let p = json::place(self.text, at);
+        ImportError::Shape {
+            path: self.name.to_string(),
+            line: p.line,
+            column: p.column,
+            what: what.to_string(),
+        }
+    }
+    /// The value at `at` is refused.
+    fn value(&self, at: JsonPath, message: String) -> ImportError {
+        self.refuse(json::place(self.text, &at), at, message)
+    }
+    /// The key that ends `at` is refused.
+    fn key(&self, at: JsonPath, message: String) -> ImportError {
+        self.refuse(json::key_place(self.text, &at), at, message)
+    }
+    fn refuse(&self, p: Place, at: JsonPath, message: String) -> ImportError {
+        ImportError::Value {
+            path: self.name.to_string(),
+            line: p.line,
+            column: p.column,
+            at,
+            message,
+        }
+    }
 }
 
 /// What cyclictest's JSON must have, in words.
-fn check_shape(v: &Value, name: &str) -> Result<(), ImportError> {
-    let shape = |what: &str| ImportError::Shape {
-        path: name.to_string(),
-        what: what.to_string(),
-    };
+fn check_shape(v: &Value, file: &Source<'_>) -> Result<(), ImportError> {
+    let top = JsonPath::root();
+    if !v.is_object() {
+        return Err(file.shape(&top, "expected an object at the top"));
+    }
+    let at = top.key("thread");
     let threads = v
         .get("thread")
         .and_then(Value::as_object)
-        .ok_or_else(|| shape("no \"thread\" object"))?;
+        .ok_or_else(|| file.shape(&at, "no \"thread\" object"))?;
     if threads.is_empty() {
-        return Err(shape("no thread results"));
+        return Err(file.shape(&at, "no thread results"));
     }
-    for t in threads.values() {
+    for (k, t) in threads {
+        let at = at.key(k.as_str());
         if !t.get("histogram").is_some_and(Value::is_object) {
-            return Err(shape(
-                "a thread without \"histogram\" (run cyclictest with -h N)",
+            return Err(file.shape(
+                &at.key("histogram"),
+                "a thread without a \"histogram\" object (run cyclictest with -h N)",
             ));
         }
         if t.get("cycles").is_none() {
-            return Err(shape("a thread without \"cycles\""));
+            return Err(file.shape(&at.key("cycles"), "a thread without \"cycles\""));
         }
     }
     Ok(())
 }
 
-/// The numeric part of a cyclictest file.
+/// The numeric part of a cyclictest file. Keys stay as written until checked
+/// ([`plain_number`]), so a refused key is placed and named as written.
 #[derive(Deserialize)]
 struct File {
-    thread: BTreeMap<Index, Thread>,
+    thread: BTreeMap<String, Thread>,
 }
 
 /// One thread's numbers. Latencies in whole microseconds.
 #[derive(Deserialize)]
 struct Thread {
-    histogram: BTreeMap<Micros, u64>,
+    histogram: BTreeMap<String, u64>,
     cycles: u64,
     #[serde(default)]
     max: Option<Micros>,
@@ -154,11 +201,8 @@ struct Thread {
     cpu: Option<Cpu>,
 }
 
-/// A thread index key (`"0"`).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Index(usize);
-
-/// A latency in microseconds, at most [`MAX_LATENCY_US`] (a bucket key or a number).
+/// A latency in microseconds, at most [`MAX_LATENCY_US`]: a JSON number, never a
+/// string.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Micros(u64);
 
@@ -166,55 +210,15 @@ struct Micros(u64);
 #[derive(Clone, Copy)]
 struct Cpu(usize);
 
-impl<'de> Deserialize<'de> for Index {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Index;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a thread number like \"0\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Index, E> {
-                v.parse().map(Index).map_err(|_| {
-                    E::custom(format!(
-                        "expected a thread number like \"0\", found \"{v}\""
-                    ))
-                })
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
 impl<'de> Deserialize<'de> for Micros {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        fn bounded<E: de::Error>(us: u64) -> Result<Micros, E> {
-            if us > MAX_LATENCY_US {
-                return Err(E::custom(format!(
-                    "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
-                )));
-            }
-            Ok(Micros(us))
+        let us = u64::deserialize(d)?;
+        if us > MAX_LATENCY_US {
+            return Err(de::Error::custom(format!(
+                "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
+            )));
         }
-        impl Visitor<'_> for V {
-            type Value = Micros;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a latency in whole microseconds, 0 to {MAX_LATENCY_US}")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Micros, E> {
-                bounded(v)
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Micros, E> {
-                let us = v.parse().map_err(|_| {
-                    E::custom(format!(
-                        "expected a bucket in whole microseconds like \"12\", found \"{v}\""
-                    ))
-                })?;
-                bounded(us)
-            }
-        }
-        d.deserialize_any(V)
+        Ok(Micros(us))
     }
 }
 
@@ -233,9 +237,29 @@ impl<'de> Deserialize<'de> for Cpu {
     }
 }
 
+/// A key that is a plain non-negative integer as cyclictest writes it: digits only,
+/// no sign, no leading zero (so `"05"` cannot stand for a second bucket 5), fitting in
+/// 64 bits.
+fn plain_number(key: &str) -> Option<u64> {
+    let digits = !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit());
+    if !digits || (key.len() > 1 && key.starts_with('0')) {
+        return None;
+    }
+    key.parse().ok()
+}
+
 /// A key that cyclictest may spell with a stray trailing colon.
 fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     v.get(key).or_else(|| v.get(format!("{key}:")))
+}
+
+/// The key [`get`] finds, as spelled in `v`.
+fn spelled(v: &Value, key: &str) -> String {
+    if v.get(key).is_some() {
+        key.to_string()
+    } else {
+        format!("{key}:")
+    }
 }
 
 /// The value of option `short` (`-i`) or `long` (`--interval`) on a command line.
@@ -269,12 +293,11 @@ fn rfc3339(date: &str) -> String {
     }
 }
 
-fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, ImportError> {
-    let refuse = |at: &str, message: String| ImportError::Value {
-        path: name.to_string(),
-        at: at.to_string(),
-        message,
-    };
+fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRecord, ImportError> {
+    let name = file.name;
+    let top = JsonPath::root();
+    let cmdline_at = top.key(spelled(v, "cmdline"));
+    let refuse = |at: &JsonPath, message: String| file.value(at.clone(), message);
     let cmdline = get(v, "cmdline").and_then(Value::as_str).unwrap_or("");
     let argv: Vec<String> = cmdline.split_whitespace().map(str::to_string).collect();
     let interval_us: Option<u64> = option(&argv, "-i", "--interval").and_then(|s| s.parse().ok());
@@ -282,7 +305,7 @@ fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, I
     let interval_ns = match interval_us.map(|i| i.checked_mul(1_000)) {
         Some(None) => {
             return Err(refuse(
-                "cmdline",
+                &cmdline_at,
                 format!(
                     "expected an interval (-i) that fits in nanoseconds, found {} us",
                     interval_us.unwrap_or_default()
@@ -294,7 +317,7 @@ fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, I
     let duration_ns = match duration_s.map(|d| d.checked_mul(1_000_000_000)) {
         Some(None) => {
             return Err(refuse(
-                "cmdline",
+                &cmdline_at,
                 format!(
                     "expected a duration (-D) that fits in nanoseconds, found {} s",
                     duration_s.unwrap_or_default()
@@ -357,36 +380,74 @@ fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, I
     }];
     let mut merged = LatencyHistogram::new();
     let mut results = Vec::new();
-    for (Index(index), t) in numbers.thread {
-        let at = |key: &str| format!("thread.{index}.{key}");
-        let too_many = |key: &str| {
-            refuse(
-                &at(key),
+    let mut threads = Vec::with_capacity(numbers.thread.len());
+    for (key, t) in numbers.thread {
+        let at = top.key("thread").key(key.as_str());
+        let index = plain_number(&key)
+            .and_then(|i| usize::try_from(i).ok())
+            .ok_or_else(|| {
+                file.key(
+                    at.clone(),
+                    format!("expected a thread number like \"0\", found \"{key}\""),
+                )
+            })?;
+        threads.push((index, at, t));
+    }
+    threads.sort_by_key(|(index, ..)| *index);
+    for (index, at, t) in threads {
+        let too_many = |at: JsonPath| {
+            file.value(
+                at,
                 "expected counts whose total fits in 64 bits, found more".to_string(),
             )
         };
         let max_us = t.max.map_or(0, |Micros(m)| m);
+        let mut buckets = Vec::with_capacity(t.histogram.len());
+        for (key, count) in t.histogram {
+            let bucket = at.key("histogram").key(key.as_str());
+            let us = match plain_number(&key) {
+                Some(us) if us <= MAX_LATENCY_US => us,
+                Some(us) => {
+                    return Err(file.key(
+                        bucket,
+                        format!(
+                            "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(file.key(
+                        bucket,
+                        format!(
+                            "expected a bucket in whole microseconds like \"12\", found \"{key}\""
+                        ),
+                    ));
+                }
+            };
+            buckets.push((us, count, bucket));
+        }
+        buckets.sort_by_key(|(us, ..)| *us);
         let mut h = LatencyHistogram::new();
         let mut counted = 0u64;
         // In bulk: a bucket of 10^18 samples costs what a bucket of one does.
-        for (Micros(us), count) in t.histogram {
+        for (us, count, bucket) in buckets {
             let value = Nanos::from_micros(us);
             h.record_n(value, count)
-                .map_err(|_| too_many(&format!("histogram.{us}")))?;
+                .map_err(|_| too_many(bucket.clone()))?;
             merged
                 .record_n(value, count)
-                .map_err(|_| too_many(&format!("histogram.{us}")))?;
+                .map_err(|_| too_many(bucket.clone()))?;
             counted = counted
                 .checked_add(count)
-                .ok_or_else(|| too_many(&format!("histogram.{us}")))?;
+                .ok_or_else(|| too_many(bucket.clone()))?;
         }
         let overflow = t.cycles.saturating_sub(counted);
         let value = Nanos::from_micros(max_us);
         h.record_n(value, overflow)
-            .map_err(|_| too_many("cycles"))?;
+            .map_err(|_| too_many(at.key("cycles")))?;
         merged
             .record_n(value, overflow)
-            .map_err(|_| too_many("cycles"))?;
+            .map_err(|_| too_many(at.key("cycles")))?;
         if overflow > 0 {
             warnings.push(Warning {
                 id: "histogram-overflow".into(),
@@ -401,7 +462,7 @@ fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, I
         if let Some(avg) = t.avg {
             if !(0.0..=MAX_LATENCY_US as f64).contains(&avg) {
                 return Err(refuse(
-                    &at("avg"),
+                    &at.key("avg"),
                     format!("expected a mean latency from 0 to {MAX_LATENCY_US} us, found {avg}"),
                 ));
             }
@@ -461,6 +522,7 @@ fn cyclictest_value(v: &Value, numbers: File, name: &str) -> Result<RunRecord, I
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn fixture() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cyclictest-2threads.json")
@@ -561,7 +623,11 @@ mod tests {
         let key = file_with(r#"{"x": 1}"#, "");
         assert!(matches!(
             cyclictest_text(&key, "ct.json"),
-            Err(ImportError::Json { line: 5, .. })
+            Err(ImportError::Value {
+                line: 5,
+                column: 21,
+                ..
+            })
         ));
         let sum = file_with(
             r#"{"1": 18446744073709551615, "2": 18446744073709551615}"#,
@@ -569,28 +635,148 @@ mod tests {
         );
         let err = cyclictest_text(&sum, "ct.json").unwrap_err();
         assert!(
-            matches!(&err, ImportError::Value { at, .. } if at == "thread.0.histogram.2"),
+            matches!(&err, ImportError::Value { at, .. } if at.to_string() == "thread.0.histogram.2"),
             "{err}"
         );
         let avg = file_with(r#"{"1": 1}"#, ", \"avg\": 1e300");
         let err = cyclictest_text(&avg, "ct.json").unwrap_err();
         assert!(
-            matches!(&err, ImportError::Value { at, .. } if at == "thread.0.avg"),
+            matches!(&err, ImportError::Value { at, .. } if at.to_string() == "thread.0.avg"),
             "{err}"
         );
         let cpu = file_with(r#"{"1": 1}"#, ", \"cpu\": 99999999999");
         let err = cyclictest_text(&cpu, "ct.json").unwrap_err();
-        // serde places a refusal of a checked value at the end of its object.
+        // Placed at the value, not where serde noticed (the end of its object).
         assert!(
-            matches!(&err, ImportError::Json { line: 7, message, .. } if message.contains("99999999999")),
+            matches!(&err, ImportError::Json { line: 6, column: 27, message, .. }
+                if message.contains("thread.0.cpu: expected a CPU number") && message.contains("99999999999")),
             "{err:?}"
         );
         let cmdline = file_with(r#"{"1": 1}"#, "").replace("-D 10", "-D 18446744073709551615");
         let err = cyclictest_text(&cmdline, "ct.json").unwrap_err();
         assert!(
-            matches!(&err, ImportError::Value { at, .. } if at == "cmdline"),
+            matches!(&err, ImportError::Value { at, line: 2, column: 15, .. } if at.to_string() == r#""cmdline:""#),
             "{err}"
         );
+    }
+
+    /// The JSON value (or key) that starts at `line`:`column` of `text`.
+    fn value_at(text: &str, line: usize, column: usize) -> Option<Value> {
+        let at = json::offset_of(text, Place { line, column })?;
+        serde_json::Deserializer::from_str(&text[at..])
+            .into_iter::<Value>()
+            .next()?
+            .ok()
+    }
+
+    /// The place of a refusal of JSON text.
+    fn place_of(err: &ImportError) -> Option<(usize, usize)> {
+        match *err {
+            ImportError::Json { line, column, .. }
+            | ImportError::Shape { line, column, .. }
+            | ImportError::Value { line, column, .. } => Some((line, column)),
+            ImportError::Input(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_bucket_or_thread_key_that_is_not_a_plain_number_is_refused_at_the_key() {
+        for bad in ["+5", "05", "-1", " 5", "5.0", "", "5us", "0x5"] {
+            let key = serde_json::to_string(bad).unwrap();
+            let text = file_with(&format!("{{{key}: 1}}"), "");
+            let err = cyclictest_text(&text, "ct.json").unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    ImportError::Value {
+                        line: 5,
+                        column: 21,
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("expected a bucket"), "{err}");
+            let text = file_with("{\"5\": 1}", "").replace("\"0\": {", &format!("{key}: {{"));
+            let err = cyclictest_text(&text, "ct.json").unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    ImportError::Value {
+                        line: 4,
+                        column: 5,
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
+            );
+            assert!(
+                err.to_string().contains("expected a thread number"),
+                "{err}"
+            );
+        }
+        // "0" is a plain number.
+        cyclictest_text(&file_with(r#"{"0": 1, "10": 2}"#, ""), "ct.json").unwrap();
+    }
+
+    #[test]
+    fn a_max_or_avg_of_the_wrong_type_is_refused_at_its_value() {
+        for bad in [r#""7""#, r#""string""#, "-1", "1.5", "true", "[]"] {
+            let text = file_with(r#"{"1": 1}"#, &format!(", \"max\": {bad}"));
+            let err = cyclictest_text(&text, "ct.json").unwrap_err();
+            assert!(
+                matches!(&err, ImportError::Json { line: 6, column: 27, message, .. } if message.starts_with("thread.0.max: ")),
+                "{bad}: {err}"
+            );
+        }
+        let text = file_with(r#"{"1": 1}"#, ", \"avg\": \"3\"");
+        let err = cyclictest_text(&text, "ct.json").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ImportError::Json {
+                    line: 6,
+                    column: 27,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_of_another_shape_is_refused_where_the_shape_differs() {
+        // (text, line, column, words)
+        let cases: &[(&str, usize, usize, &str)] = &[
+            ("[1]", 1, 1, "object at the top"),
+            ("\n  5", 2, 3, "object at the top"),
+            ("{\n \"x\": 1}", 1, 1, "\"thread\""),
+            ("{\"thread\": [1]}", 1, 12, "\"thread\""),
+            ("{\"thread\": {}}", 1, 12, "no thread results"),
+            ("{\"thread\": {\"0\": {\"cycles\": 1}}}", 1, 18, "-h N"),
+            ("{\"thread\": {\"0\": 7}}", 1, 18, "-h N"),
+            (
+                "{\"thread\": {\"0\": {\"histogram\": [], \"cycles\": 1}}}",
+                1,
+                32,
+                "-h N",
+            ),
+            (
+                "{\"thread\": {\"0\": {\"histogram\": {}}}}",
+                1,
+                18,
+                "\"cycles\"",
+            ),
+        ];
+        for &(text, line, column, words) in cases {
+            let err = cyclictest_text(text, "ct.json").unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("ct.json:{line}:{column}: "))
+                    && err.to_string().contains(words),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -615,6 +801,37 @@ mod tests {
         fn arbitrary_text_never_panics_and_syntax_errors_have_a_place(text in ".{0,200}") {
             if let Err(ImportError::Json { line, column, .. }) = cyclictest_text(&text, "f") {
                 proptest::prop_assert!(line >= 1 && column >= 1);
+            }
+        }
+
+        #[test]
+        fn a_refused_value_anywhere_is_placed_at_its_start(
+            at in proptest::sample::select(vec![
+                "", "/thread", "/thread/0", "/thread/0/histogram", "/thread/0/histogram/5",
+                "/thread/0/cycles", "/thread/0/max", "/thread/0/avg", "/thread/0/cpu", "/cmdline:",
+            ]),
+            value in proptest::prop_oneof![
+                proptest::strategy::Just(Value::Null),
+                proptest::prelude::any::<bool>().prop_map(Value::from),
+                proptest::prelude::any::<i64>().prop_map(Value::from),
+                proptest::prelude::any::<u64>().prop_map(Value::from),
+                proptest::prelude::any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+                ".{0,8}".prop_map(Value::from),
+                "-[iD] [0-9]{1,22}".prop_map(Value::from),
+                proptest::collection::vec(proptest::prelude::any::<u64>(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[-+0-9a-z]{0,4}", proptest::prelude::any::<u64>(), 0..3)
+                    .prop_map(|m| serde_json::json!(m)),
+            ],
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            let mut v: Value = serde_json::from_str(&file_with(r#"{"5": 1}"#, r#", "max": 5, "avg": 5.0, "cpu": 0"#)).unwrap();
+            *v.pointer_mut(at).unwrap() = value.clone();
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
+            if let Err(err) = cyclictest_text(&text, "f") {
+                let (line, column) = place_of(&err).unwrap();
+                // Valid JSON: every refusal points at the start of a value or a key.
+                proptest::prop_assert!(value_at(&text, line, column).is_some(), "{}={}: {} points at nothing", at, value, err);
+                proptest::prop_assert!(err.to_string().starts_with(&format!("f:{line}:{column}: ")), "{}", err);
             }
         }
 

@@ -13,8 +13,10 @@
 
 use std::collections::BTreeMap;
 
+use ictus_core::cpulist::MAX_CPU;
 use ictus_core::histogram::HistogramData;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Percentile, Summary};
+use ictus_os::json::{self, JsonError, JsonPath};
 use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 
@@ -272,24 +274,31 @@ pub struct ClockCost {
     pub read_cost: Summary,
 }
 
-/// Why a record file could not be read.
+/// Why a record file could not be read. Every error about the content names the file,
+/// and the line and column (in characters, from 1) of the value that is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// The file could not be read: missing, not a regular file, too large, not UTF-8.
     #[error(transparent)]
     Input(#[from] ictus_os::fs::InputError),
     /// A field holds what no ictus writes: a figure not finite, negative or beyond
-    /// 64 bits, an unknown probe, a version that is not a number.
-    #[error("{path}: {field}: {message}")]
+    /// 64 bits, an unknown probe, a version that is not a number, a CPU beyond
+    /// [`MAX_CPU`].
+    #[error("{path}:{line}:{column}: {field}: {message}")]
     Invalid {
         /// The file.
         path: String,
+        /// 1-based line of the value.
+        line: usize,
+        /// 1-based column of the value.
+        column: usize,
         /// The field (`measurements[2].labels.frequency_hz`).
-        field: String,
+        field: JsonPath,
         /// What was expected, and what was found.
         message: String,
     },
-    /// Not JSON, or not a RunRecord.
+    /// Not JSON, or not a RunRecord (a value of the wrong type is placed at its start,
+    /// its path in the message).
     #[error("{path}:{line}:{column}: {message}")]
     Parse {
         /// The file.
@@ -301,24 +310,49 @@ pub enum RecordError {
         /// What was expected.
         message: String,
     },
-    /// JSON of another schema.
-    #[error("{path}: not an ictus result record (schema '{found}', expected '{SCHEMA_NAME}')")]
+    /// JSON of another schema (placed at its `schema`, or at the top when it has none).
+    #[error(
+        "{path}:{line}:{column}: not an ictus result record (schema '{found}', expected '{SCHEMA_NAME}')"
+    )]
     Schema {
         /// The file.
         path: String,
+        /// 1-based line of the `schema` value (or of the document).
+        line: usize,
+        /// 1-based column of it.
+        column: usize,
         /// Its schema field.
         found: String,
     },
     /// A record of a schema version this ictus cannot read.
     #[error(
-        "{path}: schema version {found} is not supported by this ictus (it reads version {SCHEMA_VERSION}); use the ictus version that wrote it"
+        "{path}:{line}:{column}: schema version {found} is not supported by this ictus (it reads version {SCHEMA_VERSION}); use the ictus version that wrote it"
     )]
     Version {
         /// The file.
         path: String,
+        /// 1-based line of the `schema_version` value.
+        line: usize,
+        /// 1-based column of it.
+        column: usize,
         /// Its version.
-        found: u32,
+        found: u64,
     },
+}
+
+/// A field [`RunRecord::validate`] refused: where, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The field (`measurements[2].latency.summary.mean_ns`).
+    pub field: JsonPath,
+    /// What was expected, and what was found.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(field: JsonPath, message: String) -> Self {
+        Refusal { field, message }
+    }
 }
 
 impl RunRecord {
@@ -330,33 +364,38 @@ impl RunRecord {
     }
 
     /// Reads a record from JSON `text` (`name` names it in errors): the checks of
-    /// [`RunRecord::load`], then [`RunRecord::validate`].
+    /// [`RunRecord::load`], then [`RunRecord::validate`]. Every refusal carries the line
+    /// and column of the value that is wrong.
     pub fn from_json(text: &str, name: &str) -> Result<RunRecord, RecordError> {
-        let parse_error = |e: serde_json::Error| RecordError::Parse {
+        let parse_error = |e: JsonError| RecordError::Parse {
             path: name.to_string(),
-            line: e.line().max(1),
-            column: e.column().max(1),
-            message: e
-                .to_string()
-                .split(" at line ")
-                .next()
-                .unwrap_or("")
-                .to_string(),
+            line: e.place.line,
+            column: e.place.column,
+            message: e.message,
         };
-        let value: serde_json::Value = serde_json::from_str(text).map_err(parse_error)?;
+        let value: serde_json::Value = json::from_str(text).map_err(parse_error)?;
+        let at = |field: &JsonPath| json::place(text, field);
+        let schema_field = JsonPath::root().key("schema");
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA_NAME {
+            let p = at(&schema_field);
             return Err(RecordError::Schema {
                 path: name.to_string(),
+                line: p.line,
+                column: p.column,
                 found: schema.to_string(),
             });
         }
+        let version_field = JsonPath::root().key("schema_version");
         let version = match value.get("schema_version") {
             Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
             other => {
+                let p = at(&version_field);
                 return Err(RecordError::Invalid {
                     path: name.to_string(),
-                    field: "schema_version".into(),
+                    line: p.line,
+                    column: p.column,
+                    field: version_field,
                     message: format!(
                         "expected the whole number {SCHEMA_VERSION}, found {}",
                         json_kind(other)
@@ -364,29 +403,37 @@ impl RunRecord {
                 });
             }
         };
-        if version != Some(u64::from(SCHEMA_VERSION)) {
+        if let Some(found) = version.filter(|&v| v != u64::from(SCHEMA_VERSION)) {
+            let p = at(&version_field);
             return Err(RecordError::Version {
                 path: name.to_string(),
-                found: version.map_or(u32::MAX, |v| u32::try_from(v).unwrap_or(u32::MAX)),
+                line: p.line,
+                column: p.column,
+                found,
             });
         }
-        let record: RunRecord = serde_json::from_str(text).map_err(parse_error)?;
-        record
-            .validate()
-            .map_err(|(field, message)| RecordError::Invalid {
+        let record: RunRecord = json::from_str(text).map_err(parse_error)?;
+        record.validate().map_err(|r| {
+            let p = at(&r.field);
+            RecordError::Invalid {
                 path: name.to_string(),
-                field,
-                message,
-            })?;
+                line: p.line,
+                column: p.column,
+                field: r.field,
+                message: r.message,
+            }
+        })?;
         Ok(record)
     }
 
-    /// Checks what serde cannot: a known probe, and every figure finite, not negative
-    /// and within 64 bits ([`MAX_FIGURE`]). On refusal, the field and what was wrong.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Checks what serde cannot: a known probe, every figure finite, not negative and
+    /// within 64 bits ([`MAX_FIGURE`]), every CPU number at most [`MAX_CPU`] and the CPU
+    /// count at most one more. On refusal, the field and what was wrong.
+    pub fn validate(&self) -> Result<(), Refusal> {
+        let top = JsonPath::root();
         if !KNOWN_PROBES.contains(&self.probe.as_str()) {
-            return Err((
-                "probe".into(),
+            return Err(Refusal::new(
+                top.key("probe"),
                 format!(
                     "expected one of {}, found '{}'",
                     KNOWN_PROBES.join(", "),
@@ -394,68 +441,118 @@ impl RunRecord {
                 ),
             ));
         }
+        let provenance = top.key("provenance");
+        if self.provenance.cpu_count > MAX_CPU + 1 {
+            return Err(Refusal::new(
+                provenance.key("cpu_count"),
+                format!(
+                    "expected a CPU count from 0 to {}, found {}",
+                    MAX_CPU + 1,
+                    self.provenance.cpu_count
+                ),
+            ));
+        }
+        let measurements = top.key("measurements");
         for (i, m) in self.measurements.iter().enumerate() {
+            let at = measurements.index(i);
             for (k, v) in &m.metrics {
-                figure(&format!("measurements[{i}].metrics.{k}"), *v)?;
+                figure(at.key("metrics").key(k.as_str()), *v)?;
             }
             for (k, v) in &m.labels {
                 if let Some(x) = v.as_f64() {
-                    figure(&format!("measurements[{i}].labels.{k}"), x)?;
+                    figure(at.key("labels").key(k.as_str()), x)?;
                 }
             }
             if let Some(l) = &m.latency {
-                latency(&format!("measurements[{i}].latency"), l)?;
+                latency(at.key("latency"), l)?;
             }
         }
+        let threads = top.key("threads");
         for (i, t) in self.threads.iter().enumerate() {
-            latency(&format!("threads[{i}].latency"), &t.latency)?;
+            let at = threads.index(i);
+            if let Some(cpu) = t.config.pinned_cpu {
+                cpu_number(at.key("config").key("pinned_cpu"), cpu)?;
+            }
+            latency(at.key("latency"), &t.latency)?;
         }
         if let Some(l) = &self.merged {
-            latency("merged", l)?;
+            latency(top.key("merged"), l)?;
         }
-        if let Some(s) = &self.environment.steal
-            && !(0.0..=1.0).contains(&s.share)
-        {
-            return Err((
-                "environment.steal.share".into(),
-                format!("expected a share from 0 to 1, found {}", s.share),
-            ));
+        let environment = top.key("environment");
+        if let Some(s) = &self.environment.steal {
+            let steal = environment.key("steal");
+            if !(0.0..=1.0).contains(&s.share) {
+                return Err(Refusal::new(
+                    steal.key("share"),
+                    format!("expected a share from 0 to 1, found {}", s.share),
+                ));
+            }
+            for (i, c) in s.per_cpu.iter().enumerate() {
+                cpu_number(steal.key("per_cpu").index(i).key("cpu"), c.cpu)?;
+            }
         }
         for (i, l) in self.environment.loads.iter().enumerate() {
             for (k, v) in &l.metrics {
-                figure(&format!("environment.loads[{i}].metrics.{k}"), *v)?;
+                figure(
+                    environment
+                        .key("loads")
+                        .index(i)
+                        .key("metrics")
+                        .key(k.as_str()),
+                    *v,
+                )?;
             }
         }
         Ok(())
     }
 }
 
+/// A CPU number: at most [`MAX_CPU`].
+fn cpu_number(field: JsonPath, cpu: usize) -> Result<(), Refusal> {
+    if cpu <= MAX_CPU {
+        Ok(())
+    } else {
+        Err(Refusal::new(
+            field,
+            format!("expected a CPU number from 0 to {MAX_CPU}, found {cpu}"),
+        ))
+    }
+}
+
 /// A figure: finite, not negative, within [`MAX_FIGURE`].
-fn figure(field: &str, v: f64) -> Result<(), (String, String)> {
+fn figure(field: JsonPath, v: f64) -> Result<(), Refusal> {
     if v.is_finite() && (0.0..=MAX_FIGURE).contains(&v) {
         Ok(())
     } else {
-        Err((
-            field.to_string(),
-            format!("expected a figure from 0 to {MAX_FIGURE:e}, found {v}"),
+        Err(Refusal::new(
+            field,
+            format!(
+                "expected a figure from 0 to {MAX_FIGURE:e}, found {}",
+                // 1e308 as written, not as 309 digits.
+                if v.abs() >= 1e16 {
+                    format!("{v:e}")
+                } else {
+                    format!("{v}")
+                }
+            ),
         ))
     }
 }
 
 /// A latency's floating figures, and its extremes in order.
-fn latency(field: &str, l: &LatencyResult) -> Result<(), (String, String)> {
-    let s = &l.summary;
-    if let Some(m) = s.mean_ns {
-        figure(&format!("{field}.summary.mean_ns"), m)?;
+fn latency(field: JsonPath, l: &LatencyResult) -> Result<(), Refusal> {
+    let s = field.key("summary");
+    if let Some(m) = l.summary.mean_ns {
+        figure(s.key("mean_ns"), m)?;
     }
-    if let Some(d) = s.stddev_ns {
-        figure(&format!("{field}.summary.stddev_ns"), d)?;
+    if let Some(d) = l.summary.stddev_ns {
+        figure(s.key("stddev_ns"), d)?;
     }
-    if let (Some(min), Some(max)) = (s.min_ns, s.max_ns)
+    if let (Some(min), Some(max)) = (l.summary.min_ns, l.summary.max_ns)
         && min > max
     {
-        return Err((
-            format!("{field}.summary.min_ns"),
+        return Err(Refusal::new(
+            s.key("min_ns"),
             format!("expected at most max_ns ({max}), found {min}"),
         ));
     }
@@ -562,9 +659,41 @@ mod tests {
 
     fn refused_field(v: &serde_json::Value) -> String {
         match RunRecord::from_json(&v.to_string(), "r.json") {
-            Err(RecordError::Invalid { field, .. }) => field,
+            Err(RecordError::Invalid { field, .. }) => field.to_string(),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The line and column of a refusal of JSON text, if it has one.
+    fn place_of(err: &RecordError) -> Option<(usize, usize)> {
+        match *err {
+            RecordError::Invalid { line, column, .. }
+            | RecordError::Parse { line, column, .. }
+            | RecordError::Schema { line, column, .. }
+            | RecordError::Version { line, column, .. } => Some((line, column)),
+            RecordError::Input(_) => None,
+        }
+    }
+
+    /// The JSON value that starts at `line`:`column` (characters, from 1) of `text`.
+    fn value_at(text: &str, line: usize, column: usize) -> Option<serde_json::Value> {
+        let at = json::offset_of(text, json::Place { line, column })?;
+        serde_json::Deserializer::from_str(&text[at..])
+            .into_iter::<serde_json::Value>()
+            .next()?
+            .ok()
+    }
+
+    /// `good()` with the value at JSON pointer `at` replaced by `value` ("" replaces
+    /// the whole), as compact or pretty text; None when `at` is not in the record.
+    fn spoiled(at: &str, value: &serde_json::Value, pretty: bool) -> Option<String> {
+        let mut v = good();
+        *v.pointer_mut(at)? = value.clone();
+        Some(if pretty {
+            serde_json::to_string_pretty(&v).unwrap()
+        } else {
+            v.to_string()
+        })
     }
 
     #[test]
@@ -600,8 +729,133 @@ mod tests {
         );
     }
 
+    /// What the corpus found refused without a place, each at its value.
+    const SPOILS: &[(&str, &str)] = &[
+        ("/probe", r#""warp-drive""#),
+        ("/probe", r#""""#),
+        ("/schema_version", r#""1""#),
+        ("/schema_version", "-1"),
+        ("/schema_version", "1.5"),
+        ("/schema_version", "1e300"),
+        ("/schema_version", "99999999999"),
+        ("/schema", r#""ictus.other""#),
+        ("/measurements/0/latency/summary/mean_ns", "1e308"),
+        ("/measurements/0/latency/summary/mean_ns", "-5"),
+        ("/measurements/0/latency/summary/stddev_ns", "-0.5"),
+        ("/measurements/0/latency/summary/count", r#""3""#),
+        ("/measurements/0/metrics/ns_per_step", "1e308"),
+        ("/measurements/0/labels/frequency_hz", "-1"),
+        ("/provenance/cpu_count", "99999999999"),
+        ("/provenance/online_cpus", "[0, 99999999999]"),
+        ("/provenance/isolated_cpus", "[4096]"),
+        (
+            "/environment/steal",
+            r#"{"total_ns": 0, "per_cpu": [], "share": 2.0}"#,
+        ),
+        (
+            "/environment/steal",
+            r#"{"total_ns": 0, "per_cpu": [{"cpu": 5000, "steal_ns": 0}], "share": 0.5}"#,
+        ),
+        ("", "[1, 2]"),
+        (
+            "",
+            r#"{"thread": {"0": {"histogram": {"1": 1}, "cycles": 1}}}"#,
+        ),
+    ];
+
+    #[test]
+    fn every_refusal_is_placed_at_the_value_it_refuses() {
+        for &(at, bad) in SPOILS {
+            let bad: serde_json::Value = serde_json::from_str(bad).unwrap();
+            for pretty in [false, true] {
+                let text = spoiled(at, &bad, pretty).unwrap();
+                let err = RunRecord::from_json(&text, "r.json").unwrap_err();
+                let (line, column) = place_of(&err).unwrap();
+                assert!(
+                    err.to_string()
+                        .starts_with(&format!("r.json:{line}:{column}: ")),
+                    "{err}"
+                );
+                let found = value_at(&text, line, column)
+                    .unwrap_or_else(|| panic!("{at}: {err}: no value at {line}:{column}"));
+                // The value itself, or (a schema refused) the record's `schema`, or
+                // (a CPU in a list) an element of the list.
+                let whole = serde_json::from_str::<serde_json::Value>(&text).unwrap();
+                let expected_somewhere = found == bad
+                    || Some(&found) == whole.get("schema")
+                    || bad.as_array().is_some_and(|a| a.contains(&found))
+                    || bad.get("share") == Some(&found)
+                    || bad.pointer("/per_cpu/0/cpu") == Some(&found);
+                assert!(expected_somewhere, "{at}={bad}: {err}: found {found}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_cpu_count_or_cpu_number_is_refused_naming_the_field() {
+        let mut v = good();
+        v["provenance"]["cpu_count"] = serde_json::json!(99_999_999_999u64);
+        assert_eq!(refused_field(&v), "provenance.cpu_count");
+        let mut v = good();
+        v["provenance"]["online_cpus"] = serde_json::json!([0, 99_999_999_999u64]);
+        let err = RunRecord::from_json(&v.to_string(), "r.json").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("provenance.online_cpus[1]: expected a CPU number from 0 to 1023"),
+            "{err}"
+        );
+    }
+
+    /// Values of every JSON kind, the troublesome ones among them.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<u64>().prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("JSON has no NaN", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
+            ".{0,8}".prop_map(serde_json::Value::from),
+            proptest::collection::vec(any::<u64>(), 0..3).prop_map(serde_json::Value::from),
+            Just(serde_json::json!({})),
+        ]
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn a_refused_value_anywhere_is_placed_at_its_start(
+            at in proptest::sample::select(vec![
+                "", "/schema", "/probe", "/schema_version", "/complete", "/threads", "/merged",
+                "/measurements", "/measurements/0", "/measurements/0/latency/summary/mean_ns",
+                "/measurements/0/latency/summary/stddev_ns", "/measurements/0/latency/summary/count",
+                "/measurements/0/latency/summary/min_ns", "/measurements/0/latency/histogram",
+                "/measurements/0/metrics/ns_per_step", "/measurements/0/labels/frequency_hz",
+                "/provenance/cpu_count", "/provenance/online_cpus", "/provenance/argv",
+                "/environment", "/environment/steal", "/environment/loads", "/obtained/locked_bytes",
+            ]),
+            value in any_json(),
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            let text = spoiled(at, &value, pretty).unwrap();
+            if let Err(err) = RunRecord::from_json(&text, "f") {
+                let (line, column) = place_of(&err).unwrap();
+                // Syntactically valid JSON: every refusal points at the start of a value.
+                let found = value_at(&text, line, column);
+                proptest::prop_assert!(found.is_some(), "{}={}: {} points at no value", at, value, err);
+                if let RecordError::Invalid { field, .. } = &err {
+                    let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let pointer: String = field.segments().iter().map(|s| match s {
+                        ictus_os::json::Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                        ictus_os::json::Segment::Index(i) => format!("/{i}"),
+                    }).collect();
+                    proptest::prop_assert_eq!(found.as_ref(), whole.pointer(&pointer), "{}", err);
+                }
+            }
+        }
 
         #[test]
         fn arbitrary_text_never_panics_and_parse_errors_have_a_place(text in ".{0,300}") {

@@ -53,12 +53,16 @@ pub enum ReportError {
     #[error(transparent)]
     Input(#[from] ictus_os::fs::InputError),
     /// A field of `survey.json` of the wrong type.
-    #[error("{path}: {field}: {message}")]
+    #[error("{path}:{line}:{column}: {field}: {message}")]
     Invalid {
         /// The file.
         path: String,
+        /// 1-based line of the value.
+        line: usize,
+        /// 1-based column of the value.
+        column: usize,
         /// The field.
-        field: &'static str,
+        field: ictus_os::json::JsonPath,
         /// What was expected, and what was found.
         message: String,
     },
@@ -71,7 +75,8 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
-    /// `survey.json` or `doctor.json` is not valid JSON of its kind.
+    /// `survey.json`, `doctor.json` or a scenario's `result.json` is not valid JSON of
+    /// its kind: a syntax error, or a value of the wrong type placed at its start.
     #[error("{path}:{line}:{column}: {message}")]
     Json {
         /// The file.
@@ -83,23 +88,33 @@ pub enum ReportError {
         /// What was expected.
         message: String,
     },
-    /// `survey.json` of another schema.
-    #[error("{path}: not an ictus survey manifest (schema '{found}', expected '{expected}')")]
+    /// `survey.json` (or a scenario's `result.json`) of another schema, placed at its
+    /// `schema` (or at the top when it has none).
+    #[error("{path}:{line}:{column}: schema '{found}', expected '{expected}'")]
     Schema {
         /// The file.
         path: String,
+        /// 1-based line of the `schema` value.
+        line: usize,
+        /// 1-based column of it.
+        column: usize,
         /// Its schema field.
         found: String,
         /// The schema expected.
         expected: &'static str,
     },
-    /// `survey.json` of a version this ictus cannot read.
+    /// `survey.json` (or a scenario's `result.json`) of a version this ictus cannot
+    /// read, placed at the version.
     #[error(
-        "{path}: survey manifest version {found} is not supported by this ictus (it reads version {supported}); use the ictus version that wrote it"
+        "{path}:{line}:{column}: version {found} is not supported by this ictus (it reads version {supported}); use the ictus version that wrote it"
     )]
     Version {
         /// The file.
         path: String,
+        /// 1-based line of the version value.
+        line: usize,
+        /// 1-based column of it.
+        column: usize,
         /// Its version.
         found: u64,
         /// The version this ictus reads.

@@ -15,6 +15,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
 use ictus_probe::load::LoadKind;
@@ -291,20 +292,18 @@ fn load_of(r: &RunRecord) -> LoadCase {
 }
 
 fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
-    let value: serde_json::Value = load_json(path)?;
     let name = path.display().to_string();
-    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
-    if schema != MANIFEST_SCHEMA {
-        return Err(ReportError::Schema {
-            path: name,
-            found: schema.to_string(),
-            expected: MANIFEST_SCHEMA,
-        });
-    }
+    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
+    let value: serde_json::Value = parse_json(&text, &name)?;
+    check_schema(&text, &name, &value, "schema", MANIFEST_SCHEMA)?;
+    let field = JsonPath::root().key("schema_version");
+    let place = json::place(&text, &field);
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
         return Err(ReportError::Invalid {
             path: name,
-            field: "schema_version",
+            line: place.line,
+            column: place.column,
+            field,
             message: format!(
                 "expected the whole number {MANIFEST_VERSION}, found {}",
                 value
@@ -316,26 +315,54 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
     if version != u64::from(MANIFEST_VERSION) {
         return Err(ReportError::Version {
             path: name,
+            line: place.line,
+            column: place.column,
             found: version,
             supported: MANIFEST_VERSION,
         });
     }
-    load_json(path)
+    parse_json(&text, &name)
+}
+
+/// Refuses `value` unless its `key` is `expected`, placed at that key's value (or at
+/// the top when it has none).
+pub(crate) fn check_schema(
+    text: &str,
+    name: &str,
+    value: &serde_json::Value,
+    key: &str,
+    expected: &'static str,
+) -> Result<(), ReportError> {
+    let found = value.get(key).and_then(|s| s.as_str()).unwrap_or("");
+    if found == expected {
+        return Ok(());
+    }
+    let place = json::place(text, &JsonPath::root().key(key));
+    Err(ReportError::Schema {
+        path: name.to_string(),
+        line: place.line,
+        column: place.column,
+        found: found.to_string(),
+        expected,
+    })
 }
 
 fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
-    let name = path.display().to_string();
     let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
-    serde_json::from_str(&text).map_err(|e| ReportError::Json {
-        path: name,
-        line: e.line().max(1),
-        column: e.column().max(1),
-        message: e
-            .to_string()
-            .split(" at line ")
-            .next()
-            .unwrap_or("")
-            .to_string(),
+    parse_json(&text, &path.display().to_string())
+}
+
+/// `text` (of the file `name`) as a `T`: a syntax error at serde_json's place, a value
+/// of the wrong type at its start with its path.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    name: &str,
+) -> Result<T, ReportError> {
+    json::from_str(text).map_err(|e| ReportError::Json {
+        path: name.to_string(),
+        line: e.place.line,
+        column: e.place.column,
+        message: e.message,
     })
 }
 
@@ -374,6 +401,7 @@ pub(crate) fn step_rows(r: &Results) -> Option<Vec<Vec<String>>> {
 mod tests {
     use super::*;
     use ictus_os::fs::InputError;
+    use proptest::strategy::Strategy as _;
 
     #[test]
     fn a_fifo_or_a_device_is_refused_without_blocking() {
@@ -408,10 +436,106 @@ mod tests {
         .unwrap();
         let err = load(dir.path()).unwrap_err().to_string();
         assert!(
-            err.contains("schema_version: expected the whole number 1, found \"1\""),
+            err.contains(
+                "survey.json:1:46: schema_version: expected the whole number 1, found \"1\""
+            ),
             "{err}"
         );
     }
+
+    /// The place of a refusal of a file's content.
+    fn place_of(err: &ReportError) -> Option<(usize, usize)> {
+        use ictus_probe::record::RecordError as R;
+        match *err {
+            ReportError::Record(
+                R::Invalid { line, column, .. }
+                | R::Parse { line, column, .. }
+                | R::Schema { line, column, .. }
+                | R::Version { line, column, .. },
+            )
+            | ReportError::Json { line, column, .. }
+            | ReportError::Invalid { line, column, .. }
+            | ReportError::Schema { line, column, .. }
+            | ReportError::Version { line, column, .. } => Some((line, column)),
+            _ => None,
+        }
+    }
+
+    /// The JSON value that starts at `line`:`column` of `text`.
+    fn value_at(text: &str, line: usize, column: usize) -> Option<serde_json::Value> {
+        let at = json::offset_of(text, json::Place { line, column })?;
+        serde_json::Deserializer::from_str(&text[at..])
+            .into_iter::<serde_json::Value>()
+            .next()?
+            .ok()
+    }
+
+    fn fixture(name: &str) -> serde_json::Value {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/survey-a")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_huge_cpu_list_in_a_record_is_refused_at_the_cpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = fixture("loop-rt-pinned-idle.json");
+        v["provenance"]["online_cpus"] = serde_json::json!([0, 1, 18446744073709551615u64]);
+        let path = dir.path().join("r.json");
+        let text = serde_json::to_string_pretty(&v).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let err = load(&path).unwrap_err();
+        let (line, column) = place_of(&err).unwrap();
+        assert_eq!(
+            value_at(&text, line, column),
+            Some(serde_json::json!(18446744073709551615u64))
+        );
+        assert!(
+            err.to_string()
+                .contains("provenance.online_cpus[2]: expected a CPU number"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_or_audit_value_of_the_wrong_type_is_placed_at_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = fixture(MANIFEST_FILE);
+        m["steps"][0]["probe"] = serde_json::json!(5);
+        let text = serde_json::to_string_pretty(&m).unwrap();
+        std::fs::write(dir.path().join(MANIFEST_FILE), &text).unwrap();
+        let err = load(dir.path()).unwrap_err();
+        let (line, column) = place_of(&err).unwrap();
+        assert_eq!(
+            value_at(&text, line, column),
+            Some(serde_json::json!(5)),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("steps[0].probe: invalid type"),
+            "{err}"
+        );
+    }
+
+    /// Pointers into the record fixture where a value of another kind may be refused.
+    const POINTERS: &[&str] = &[
+        "",
+        "/schema",
+        "/schema_version",
+        "/probe",
+        "/complete",
+        "/provenance/cpu_count",
+        "/provenance/online_cpus",
+        "/measurements/0/metrics",
+        "/measurements/0/labels",
+        "/measurements/0/latency/summary/mean_ns",
+        "/measurements/0/latency/summary/stddev_ns",
+        "/environment",
+        "/threads",
+        "/merged",
+        "/obtained",
+    ];
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
@@ -425,11 +549,44 @@ mod tests {
             std::fs::write(&path, &bytes).unwrap();
             use ictus_probe::record::RecordError;
             match load(&path) {
-                Err(ReportError::Record(RecordError::Parse { line, column, .. }))
-                | Err(ReportError::Record(RecordError::Input(InputError::NotUtf8 { line, column, .. }))) => {
+                Err(ReportError::Record(RecordError::Input(InputError::NotUtf8 { line, column, .. }))) => {
                     proptest::prop_assert!(line >= 1 && column >= 1);
                 }
-                _ => {}
+                Err(err) => {
+                    // Text: every refusal of its content is placed inside it.
+                    let text = String::from_utf8(bytes).unwrap();
+                    let (line, column) = place_of(&err).unwrap();
+                    proptest::prop_assert!(json::offset_of(&text, json::Place { line, column }).is_some(), "{}", err);
+                    if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
+                        proptest::prop_assert!(value_at(&text, line, column).is_some(), "{}", err);
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+
+        #[test]
+        fn every_refusal_of_a_record_in_a_file_points_at_a_value(
+            at in proptest::sample::select(POINTERS),
+            value in proptest::prop_oneof![
+                proptest::strategy::Just(serde_json::Value::Null),
+                proptest::prelude::any::<i64>().prop_map(serde_json::Value::from),
+                proptest::prelude::any::<u64>().prop_map(serde_json::Value::from),
+                proptest::prelude::any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+                ".{0,6}".prop_map(serde_json::Value::from),
+                proptest::collection::vec(proptest::prelude::any::<u64>(), 0..3).prop_map(serde_json::Value::from),
+            ],
+        ) {
+            let mut v = fixture("loop-rt-pinned-idle.json");
+            *v.pointer_mut(at).unwrap() = value.clone();
+            let text = serde_json::to_string_pretty(&v).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.json");
+            std::fs::write(&path, &text).unwrap();
+            if let Err(err) = load(&path) {
+                let (line, column) = place_of(&err).unwrap();
+                proptest::prop_assert!(value_at(&text, line, column).is_some(), "{}={}: {}", at, value, err);
+                proptest::prop_assert!(err.to_string().contains(&format!("r.json:{line}:{column}: ")), "{}", err);
             }
         }
     }

@@ -25,6 +25,7 @@ use crate::ReportError;
 use crate::format::sig3;
 use crate::markdown::md_table;
 use crate::plots::colour;
+use crate::results::{check_schema, parse_json};
 
 /// The result's file name in a scenario's output directory.
 pub const RESULT_FILE: &str = "result.json";
@@ -109,39 +110,20 @@ pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
         path: name.clone(),
         source,
     })?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| json_error(&name, &e))?;
-    let schema = value["schema"].as_str().unwrap_or("");
-    if schema != RESULT_SCHEMA {
-        return Err(ReportError::Schema {
-            path: name,
-            found: schema.to_string(),
-            expected: RESULT_SCHEMA,
-        });
-    }
+    let value: serde_json::Value = parse_json(&text, &name)?;
+    check_schema(&text, &name, &value, "schema", RESULT_SCHEMA)?;
     let version = value["version"].as_u64().unwrap_or(0);
     if version != u64::from(RESULT_VERSION) {
+        let place = ictus_os::json::place(&text, &ictus_os::json::JsonPath::root().key("version"));
         return Err(ReportError::Version {
             path: name,
+            line: place.line,
+            column: place.column,
             found: version,
             supported: RESULT_VERSION,
         });
     }
-    serde_json::from_str(&text).map_err(|e| json_error(&name, &e))
-}
-
-fn json_error(name: &str, e: &serde_json::Error) -> ReportError {
-    ReportError::Json {
-        path: name.to_string(),
-        line: e.line(),
-        column: e.column(),
-        message: e
-            .to_string()
-            .split(" at line ")
-            .next()
-            .unwrap_or("")
-            .to_string(),
-    }
+    parse_json(&text, &name)
 }
 
 /// Writes `result.json`, `report.md` and `timeline.svg` into `dir` (which exists) and
