@@ -106,10 +106,8 @@ fn cpu_list(r: &ScenarioResult) -> Vec<usize> {
 /// Reads a `result.json`, checking its schema and version.
 pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
-        path: name.clone(),
-        source,
-    })?;
+    // Refuses a FIFO, a device, a directory or an absurd size without blocking.
+    let text = ictus_os::fs::read_input(path, crate::results::MAX_MANIFEST_BYTES)?;
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", RESULT_SCHEMA)?;
     let version = value["version"].as_u64().unwrap_or(0);
