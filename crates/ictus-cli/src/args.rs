@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::ValueHint;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// ictus: can this machine keep my beat? Measure real-time latency, set the machine
 /// up, run cyclic loops.
@@ -12,6 +13,45 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments with the hardened command line ([`harden`]).
+    pub(crate) fn try_parse_hardened() -> Result<Self, clap::Error> {
+        Self::try_parse_hardened_from(std::env::args_os())
+    }
+
+    /// Parses `args` (the program name first) with the hardened command line.
+    pub(crate) fn try_parse_hardened_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = harden(Cli::command());
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+    }
+}
+
+/// The command line with one rule applied to every option of every subcommand: an
+/// option's value may start with `-`, so `--loops -1`, `--duration -1s` or
+/// `--sizes -4K` reach the option's own parser and are refused naming the option
+/// and what it expects, instead of clap's "unexpected argument '-1'", which names
+/// none. Exempt are options taking a path (a file named `--json` is a typo, not a
+/// wish) and positionals (`ictus exec ... -- cmd -1` keeps its trailing words).
+pub(crate) fn harden(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_args(|arg| {
+        let path = matches!(
+            arg.get_value_hint(),
+            ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+        );
+        if arg.is_positional() || path || !arg.get_action().takes_values() {
+            arg
+        } else {
+            arg.allow_hyphen_values(true)
+        }
+    });
+    cmd.mut_subcommands(harden)
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +238,9 @@ pub(crate) const MAX_COUNT: u64 = 1_000_000_000_000;
 
 /// A humantime duration (`1ms`, `250us`, `10s`) of at most `limit`.
 fn bounded_duration(s: &str, limit: Duration, what: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("a duration cannot be negative (expected e.g. 1ms, 100us, 10s)".into());
+    }
     let d =
         humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
     if d > limit {
@@ -235,11 +278,11 @@ pub(crate) fn interval(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+        harden(Cli::command()).debug_assert();
     }
 
     #[test]

@@ -256,3 +256,79 @@ fn an_os_error_is_said_once() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+/// `(args, words)`: each command must be refused with exit 2, one line, no panic,
+/// and every word present (the flag, and the limit or expectation).
+type Case = (&'static [&'static str], &'static [&'static str]);
+
+fn all_refused(cases: &[Case]) {
+    for (args, words) in cases {
+        refused(args, words);
+    }
+}
+
+#[test]
+fn negative_numbers_reach_the_option_and_are_refused_naming_it() {
+    all_refused(&[
+        (
+            &["probe", "timer", "--loops", "-1"],
+            &["'--loops <LOOPS>'", "-1"],
+        ),
+        (
+            &["probe", "timer", "--interval", "-1"],
+            &["--interval", "negative"],
+        ),
+        (
+            &["probe", "timer", "--priority", "-5"],
+            &["--priority", "1..=99"],
+        ),
+        (
+            &["probe", "timer", "--duration", "-1s"],
+            &["--duration", "negative"],
+        ),
+        (&["probe", "pingpong", "--duration", "-1s"], &["--duration"]),
+        (&["probe", "irq", "--duration", "-1s"], &["--duration"]),
+        (&["probe", "jitter", "--runs", "-1"], &["--runs"]),
+        (&["probe", "jitter", "--work", "-1"], &["--work"]),
+        (&["probe", "rendezvous", "--spacing", "-1"], &["--spacing"]),
+        (&["probe", "rendezvous", "--payload", "-1"], &["--payload"]),
+        (
+            &["probe", "throughput", "--max-payload", "-1"],
+            &["--max-payload"],
+        ),
+        (&["probe", "throughput", "--sizes", "-1"], &["--sizes"]),
+        (&["probe", "memlat", "--sizes", "-1"], &["--sizes"]),
+        (&["probe", "memlat", "--sizes", "-4K"], &["--sizes"]),
+        (
+            &["probe", "memlat", "--point-time", "-1s"],
+            &["--point-time"],
+        ),
+        (&["probe", "loop", "--steps", "-1"], &["--steps"]),
+        (
+            &["probe", "loop", "--frequency", "-10kHz"],
+            &["--frequency"],
+        ),
+        (&["probe", "compute", "--sizes", "-1"], &["--sizes"]),
+        (&["run", "x.toml", "--duration", "-1s"], &["--duration"]),
+        (
+            &["compare", "a", "b", "--reference", "-1"],
+            &["--reference"],
+        ),
+    ]);
+}
+
+#[test]
+fn trailing_words_of_exec_keep_their_hyphens() {
+    ictus()
+        .args([
+            "exec", "--class", "normal", "--quiet", "--", "echo", "-1", "--json",
+        ])
+        .assert()
+        .success()
+        .stdout("-1 --json\n");
+}
+
+#[test]
+fn a_flag_given_where_a_path_is_expected_is_not_taken_as_the_path() {
+    refused(&["probe", "timer", "-o", "--json"], &["--output"]);
+}
