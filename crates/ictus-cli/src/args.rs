@@ -275,6 +275,94 @@ pub(crate) fn interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The largest number of threads a count flag takes (`--threads`): one per CPU the
+/// kernel can address; how many CPUs there really are is checked after parsing.
+pub(crate) const MAX_THREADS: usize = ictus_core::cpulist::MAX_CPU + 1;
+
+/// A whole number of `unit` (`threads`, `modules`) from `min` to `max`: refuses
+/// negatives, garbage and values over `max` naming the range.
+pub(crate) fn count_in(
+    min: usize,
+    max: usize,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let t = s.trim();
+        let range = || format!("expected a whole number of {unit} from {min} to {max}");
+        let over = || format!("over the limit of {max} {unit}");
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            // All digits: a parse failure is an overflow, so over the limit too.
+            return match t.parse::<usize>() {
+                Ok(n) if n > max => Err(over()),
+                Ok(n) if n < min => Err(format!("must be at least {min} {unit}")),
+                Ok(n) => Ok(n),
+                Err(_) => Err(over()),
+            };
+        }
+        if t.starts_with('-') {
+            return Err(format!("cannot be negative ({})", range()));
+        }
+        Err(range())
+    }
+}
+
+/// A byte count as a number with an optional binary unit (`512`, `4K`, `64KiB`,
+/// `1M`, `2G`), exactly; `None` when it is not one. Counts beyond `u128` saturate,
+/// so every huge count reads as over a limit rather than as garbage.
+fn byte_count(s: &str) -> Option<u128> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return None;
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return None,
+    };
+    let n = digits.parse::<u128>().unwrap_or(u128::MAX);
+    Some(n.checked_mul(1 << shift).unwrap_or(u128::MAX))
+}
+
+/// `n` bytes as a person reads a limit: `1 MiB (1048576 bytes)`.
+pub(crate) fn byte_limit(n: usize) -> String {
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    format!(
+        "{} ({n} bytes)",
+        ictus_probe::memlat::format_bytes(n as u64)
+    )
+}
+
+/// A byte count (see [`byte_count`]) from `min` to `max`: refuses negatives,
+/// garbage and sizes over `max` naming the limit.
+pub(crate) fn bytes_in(
+    min: usize,
+    max: usize,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let expected = "expected a size such as 512, 4K, 64KiB or 1M";
+        if s.trim_start().starts_with('-') {
+            return Err(format!("a size cannot be negative ({expected})"));
+        }
+        if s.trim().is_empty() {
+            return Err(format!("an empty item ({expected})"));
+        }
+        let n = byte_count(s).ok_or_else(|| expected.to_string())?;
+        if n > max as u128 {
+            return Err(format!("over the limit of {}", byte_limit(max)));
+        }
+        if n < min as u128 {
+            return Err(format!("must be at least {}", byte_limit(min)));
+        }
+        Ok(n as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,7 +407,57 @@ mod tests {
         fn numbers_with_units_never_panic(n in proptest::prelude::any::<u64>(), unit in "(ns|us|ms|s|m|h|d|y|years|)") {
             let s = format!("{n}{unit}");
             let _ = positive_duration(&s);
-            let _ = crate::common::cpus(&s);
+            let _ = crate::common::cpus("--cpus", &s);
+        }
+    }
+
+    #[test]
+    fn counts_are_refused_outside_their_range_naming_it() {
+        let sut = count_in(3, 1000, "modules");
+        assert_eq!(sut("3"), Ok(3));
+        assert_eq!(sut(" 1000 "), Ok(1000));
+        for (s, words) in [
+            ("0", "at least 3 modules"),
+            ("1001", "limit of 1000 modules"),
+            ("18446744073709551616", "limit of 1000"),
+            ("-1", "negative"),
+            ("", "from 3 to 1000"),
+            ("1e3", "from 3 to 1000"),
+        ] {
+            let err = sut(s).unwrap_err();
+            assert!(err.contains(words), "{s:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_refused_outside_their_range_naming_the_limit() {
+        let sut = bytes_in(64, 1 << 20);
+        assert_eq!(sut("1M"), Ok(1 << 20));
+        assert_eq!(sut("4KiB"), Ok(4096));
+        for (s, words) in [
+            ("1048577", "1 MiB (1048576 bytes)"),
+            ("18446744073709551615K", "limit"),
+            ("999999999999999999999999999999999999999999", "limit"),
+            ("2M", "limit"),
+            ("63", "at least 64 bytes"),
+            ("-4K", "negative"),
+            ("", "an empty item"),
+            ("4X", "expected a size"),
+        ] {
+            let err = sut(s).unwrap_err();
+            assert!(err.contains(words), "{s:?}: {err}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_bounded_parser_never_returns_a_value_out_of_bounds(s in ".{0,24}", n in 0usize..5000) {
+            if let Ok(v) = count_in(3, n.max(3), "things")(&s) {
+                proptest::prop_assert!((3..=n.max(3)).contains(&v));
+            }
+            if let Ok(v) = bytes_in(64, n.max(64))(&s) {
+                proptest::prop_assert!((64..=n.max(64)).contains(&v));
+            }
         }
     }
 

@@ -34,10 +34,10 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_enum)]
     pub(crate) class: ClassArg,
     /// The RT CPU of an RT0 task.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=ictus_core::cpulist::MAX_CPU as u64))]
     pub(crate) cpu: Option<usize>,
     /// RT1+ priority, 1 to 98.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=98))]
     pub(crate) priority: Option<u8>,
     /// RT1+ policy.
     #[arg(long, value_enum, default_value = "fifo")]
@@ -104,8 +104,9 @@ pub(crate) fn run(args: &ExecArgs) -> Result<(), Failure> {
         prefault_stack: false,
     };
     let entered = class::enter(class, options, shield.as_ref()).map_err(|e| match e {
-        ClassError::Priority(_) | ClassError::CpuOffline { .. } | ClassError::NotRtCpu { .. } => {
-            Failure::usage(e)
+        ClassError::Priority(_) => Failure::usage(anyhow::Error::new(e).context("--priority")),
+        ClassError::CpuOffline { .. } | ClassError::NotRtCpu { .. } => {
+            Failure::usage(anyhow::Error::new(e).context("--cpu"))
         }
         other => Failure::from(other),
     })?;

@@ -16,6 +16,7 @@ mod load;
 mod loop_cmd;
 mod memlat;
 mod pingpong;
+mod refusal;
 mod rendezvous;
 mod report;
 mod run;
