@@ -324,7 +324,7 @@ fn byte_count(s: &str) -> Option<u128> {
         _ => return None,
     };
     let n = digits.parse::<u128>().unwrap_or(u128::MAX);
-    Some(n.checked_mul(1 << shift).unwrap_or(u128::MAX))
+    Some(n.saturating_mul(1 << shift))
 }
 
 /// `n` bytes as a person reads a limit: `1 MiB (1048576 bytes)`.

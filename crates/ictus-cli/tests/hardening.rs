@@ -507,11 +507,11 @@ fn bounds_checked_after_reading_a_value_name_the_flag_and_the_limit() {
         ),
         (
             &["exec", "--class", "rt1", "--priority", "0", "--", "true"],
-            &["--priority", "1..=98"],
+            &["--priority", "1 to 98"],
         ),
         (
             &["exec", "--class", "rt1", "--priority", "99", "--", "true"],
-            &["--priority", "1..=98"],
+            &["--priority", "1 to 98"],
         ),
     ]);
     refused(
