@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::ValueHint;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// ictus: can this machine keep my beat? Measure real-time latency, set the machine
 /// up, run cyclic loops.
@@ -12,6 +13,45 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments with the hardened command line ([`harden`]).
+    pub(crate) fn try_parse_hardened() -> Result<Self, clap::Error> {
+        Self::try_parse_hardened_from(std::env::args_os())
+    }
+
+    /// Parses `args` (the program name first) with the hardened command line.
+    pub(crate) fn try_parse_hardened_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = harden(Cli::command());
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+    }
+}
+
+/// The command line with one rule applied to every option of every subcommand: an
+/// option's value may start with `-`, so `--loops -1`, `--duration -1s` or
+/// `--sizes -4K` reach the option's own parser and are refused naming the option
+/// and what it expects, instead of clap's "unexpected argument '-1'", which names
+/// none. Exempt are options taking a path (a file named `--json` is a typo, not a
+/// wish) and positionals (`ictus exec ... -- cmd -1` keeps its trailing words).
+pub(crate) fn harden(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_args(|arg| {
+        let path = matches!(
+            arg.get_value_hint(),
+            ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+        );
+        if arg.is_positional() || path || !arg.get_action().takes_values() {
+            arg
+        } else {
+            arg.allow_hyphen_values(true)
+        }
+    });
+    cmd.mut_subcommands(harden)
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +238,9 @@ pub(crate) const MAX_COUNT: u64 = 1_000_000_000_000;
 
 /// A humantime duration (`1ms`, `250us`, `10s`) of at most `limit`.
 fn bounded_duration(s: &str, limit: Duration, what: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("a duration cannot be negative (expected e.g. 1ms, 100us, 10s)".into());
+    }
     let d =
         humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
     if d > limit {
@@ -232,14 +275,102 @@ pub(crate) fn interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The largest number of threads a count flag takes (`--threads`): one per CPU the
+/// kernel can address; how many CPUs there really are is checked after parsing.
+pub(crate) const MAX_THREADS: usize = ictus_core::cpulist::MAX_CPU + 1;
+
+/// A whole number of `unit` (`threads`, `modules`) from `min` to `max`: refuses
+/// negatives, garbage and values over `max` naming the range.
+pub(crate) fn count_in(
+    min: usize,
+    max: usize,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let t = s.trim();
+        let range = || format!("expected a whole number of {unit} from {min} to {max}");
+        let over = || format!("over the limit of {max} {unit}");
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            // All digits: a parse failure is an overflow, so over the limit too.
+            return match t.parse::<usize>() {
+                Ok(n) if n > max => Err(over()),
+                Ok(n) if n < min => Err(format!("must be at least {min} {unit}")),
+                Ok(n) => Ok(n),
+                Err(_) => Err(over()),
+            };
+        }
+        if t.starts_with('-') {
+            return Err(format!("cannot be negative ({})", range()));
+        }
+        Err(range())
+    }
+}
+
+/// A byte count as a number with an optional binary unit (`512`, `4K`, `64KiB`,
+/// `1M`, `2G`), exactly; `None` when it is not one. Counts beyond `u128` saturate,
+/// so every huge count reads as over a limit rather than as garbage.
+fn byte_count(s: &str) -> Option<u128> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return None;
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return None,
+    };
+    let n = digits.parse::<u128>().unwrap_or(u128::MAX);
+    Some(n.saturating_mul(1 << shift))
+}
+
+/// `n` bytes as a person reads a limit: `1 MiB (1048576 bytes)`.
+pub(crate) fn byte_limit(n: usize) -> String {
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    format!(
+        "{} ({n} bytes)",
+        ictus_probe::memlat::format_bytes(n as u64)
+    )
+}
+
+/// A byte count (see [`byte_count`]) from `min` to `max`: refuses negatives,
+/// garbage and sizes over `max` naming the limit.
+pub(crate) fn bytes_in(
+    min: usize,
+    max: usize,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        let expected = "expected a size such as 512, 4K, 64KiB or 1M";
+        if s.trim_start().starts_with('-') {
+            return Err(format!("a size cannot be negative ({expected})"));
+        }
+        if s.trim().is_empty() {
+            return Err(format!("an empty item ({expected})"));
+        }
+        let n = byte_count(s).ok_or_else(|| expected.to_string())?;
+        if n > max as u128 {
+            return Err(format!("over the limit of {}", byte_limit(max)));
+        }
+        if n < min as u128 {
+            return Err(format!("must be at least {}", byte_limit(min)));
+        }
+        Ok(n as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+        harden(Cli::command()).debug_assert();
     }
 
     #[test]
@@ -276,7 +407,57 @@ mod tests {
         fn numbers_with_units_never_panic(n in proptest::prelude::any::<u64>(), unit in "(ns|us|ms|s|m|h|d|y|years|)") {
             let s = format!("{n}{unit}");
             let _ = positive_duration(&s);
-            let _ = crate::common::cpus(&s);
+            let _ = crate::common::cpus("--cpus", &s);
+        }
+    }
+
+    #[test]
+    fn counts_are_refused_outside_their_range_naming_it() {
+        let sut = count_in(3, 1000, "modules");
+        assert_eq!(sut("3"), Ok(3));
+        assert_eq!(sut(" 1000 "), Ok(1000));
+        for (s, words) in [
+            ("0", "at least 3 modules"),
+            ("1001", "limit of 1000 modules"),
+            ("18446744073709551616", "limit of 1000"),
+            ("-1", "negative"),
+            ("", "from 3 to 1000"),
+            ("1e3", "from 3 to 1000"),
+        ] {
+            let err = sut(s).unwrap_err();
+            assert!(err.contains(words), "{s:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_refused_outside_their_range_naming_the_limit() {
+        let sut = bytes_in(64, 1 << 20);
+        assert_eq!(sut("1M"), Ok(1 << 20));
+        assert_eq!(sut("4KiB"), Ok(4096));
+        for (s, words) in [
+            ("1048577", "1 MiB (1048576 bytes)"),
+            ("18446744073709551615K", "limit"),
+            ("999999999999999999999999999999999999999999", "limit"),
+            ("2M", "limit"),
+            ("63", "at least 64 bytes"),
+            ("-4K", "negative"),
+            ("", "an empty item"),
+            ("4X", "expected a size"),
+        ] {
+            let err = sut(s).unwrap_err();
+            assert!(err.contains(words), "{s:?}: {err}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_bounded_parser_never_returns_a_value_out_of_bounds(s in ".{0,24}", n in 0usize..5000) {
+            if let Ok(v) = count_in(3, n.max(3), "things")(&s) {
+                proptest::prop_assert!((3..=n.max(3)).contains(&v));
+            }
+            if let Ok(v) = bytes_in(64, n.max(64))(&s) {
+                proptest::prop_assert!((64..=n.max(64)).contains(&v));
+            }
         }
     }
 

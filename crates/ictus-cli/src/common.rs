@@ -18,13 +18,27 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::Failure;
 use crate::args::{MAX_DURATION, OutputArgs, PolicyArg, SchedArgs};
 
-/// Parses `--cpus` (`all` or a list).
-pub(crate) fn cpus(text: &str) -> Result<CpuSet, Failure> {
+/// Parses a CPU list option (`flag` is `--cpus`, `--load-cpus`...): `all`, or a list
+/// of online CPUs, at least one. Every refusal names the flag and its value: bad
+/// input, exit 2.
+pub(crate) fn cpus(flag: &str, text: &str) -> Result<CpuSet, Failure> {
+    let refuse = |why: String| Failure::usage(anyhow::anyhow!("{flag} '{text}': {why}"));
+    let online = facts::online_cpus();
     if text.trim() == "all" {
-        return Ok(facts::online_cpus());
+        return Ok(online);
     }
-    text.parse::<CpuSet>()
-        .map_err(|e| Failure::usage(anyhow::anyhow!("--cpus {text}: {e}")))
+    let set = text.parse::<CpuSet>().map_err(|e| refuse(e.to_string()))?;
+    if set.is_empty() {
+        return Err(refuse(
+            "no CPU given (expected a list like 0-3,6, or all)".into(),
+        ));
+    }
+    if let Some(cpu) = set.cpus().iter().find(|&&c| !online.contains(c)) {
+        return Err(refuse(format!(
+            "CPU {cpu} is not online (online CPUs: {online})"
+        )));
+    }
+    Ok(set)
 }
 
 /// The scheduling options as a [`SchedSpec`], every online CPU when `--cpus` is not
@@ -68,15 +82,9 @@ pub(crate) fn sched_spec_or(
         }
     };
     let cpus = match &args.cpus {
-        Some(text) => cpus(text)?,
+        Some(text) => cpus("--cpus", text)?,
         None => default_cpus(),
     };
-    let online = facts::online_cpus();
-    if let Some(cpu) = cpus.cpus().iter().find(|&&c| !online.contains(c)) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "CPU {cpu} is not online (online CPUs: {online})"
-        )));
-    }
     Ok(SchedSpec {
         cpus,
         pin: !args.no_pin,
@@ -99,7 +107,7 @@ where
         return probe().map_err(|e| anyhow::Error::new(e).into());
     }
     let cpus = match &args.load_cpus {
-        Some(text) => cpus(text)?,
+        Some(text) => cpus("--load-cpus", text)?,
         None => facts::online_cpus(),
     };
     let specs = crate::load::kinds_on(&args.loads, cpus)?;

@@ -23,14 +23,15 @@ pub(crate) struct ComputeArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "11,101,1001,10001,100001,1000001"
+        default_value = "11,101,1001,10001,100001,1000001",
+        value_parser = crate::args::count_in(3, compute::MAX_MODULES, "modules")
     )]
     pub(crate) sizes: Vec<usize>,
     /// Model size (modules) split across threads.
-    #[arg(long, default_value_t = 100_001)]
+    #[arg(long, default_value_t = 100_001, value_parser = crate::args::count_in(3, compute::MAX_MODULES, "modules"))]
     pub(crate) split_modules: usize,
     /// Thread counts of the split (default: 1 to the number of CPUs).
-    #[arg(short = 't', long, value_delimiter = ',')]
+    #[arg(short = 't', long, value_delimiter = ',', value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
     pub(crate) threads: Option<Vec<usize>>,
     /// Time spent on each point.
     #[arg(long, default_value = "200ms", value_parser = positive_duration)]
@@ -58,12 +59,14 @@ pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Fa
         split_modules: args.split_modules,
         point_time: Nanos::from(args.point_time),
     };
-    compute::validate(&params).map_err(Failure::usage)?;
+    compute::validate(&params).map_err(crate::refusal::refused)?;
     let reference = match &args.reference {
         Some(path) => {
-            let r = RunRecord::load(path).map_err(Failure::usage)?;
-            compute::check_reference(&r)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+            let r = RunRecord::load(path)
+                .map_err(|e| Failure::usage(anyhow::Error::new(e).context("--reference")))?;
+            compute::check_reference(&r).map_err(|e| {
+                Failure::usage(anyhow::anyhow!("--reference {}: {e}", path.display()))
+            })?;
             Some(r)
         }
         None => None,

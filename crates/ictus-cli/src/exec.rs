@@ -34,10 +34,10 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_enum)]
     pub(crate) class: ClassArg,
     /// The RT CPU of an RT0 task.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = cpu_number)]
     pub(crate) cpu: Option<usize>,
     /// RT1+ priority, 1 to 98.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = rt1_priority)]
     pub(crate) priority: Option<u8>,
     /// RT1+ policy.
     #[arg(long, value_enum, default_value = "fifo")]
@@ -51,6 +51,29 @@ pub(crate) struct ExecArgs {
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
+}
+
+/// `--cpu`: a CPU number the kernel can address; whether it is online is checked when
+/// the class is entered.
+fn cpu_number(s: &str) -> Result<usize, String> {
+    let max = ictus_core::cpulist::MAX_CPU;
+    crate::args::count_in(0, max, "")(s).map_err(|e| {
+        if e.starts_with("over the limit") {
+            format!(
+                "CPU {} is not online (the largest CPU number is {max})",
+                s.trim()
+            )
+        } else {
+            format!("expected a CPU number from 0 to {max}")
+        }
+    })
+}
+
+/// `--priority`: an RT1+ priority, 1 to 98 (99 is RT0's).
+fn rt1_priority(s: &str) -> Result<u8, String> {
+    crate::args::count_in(1, 98, "")(s)
+        .map(|p| p as u8)
+        .map_err(|_| "an RT1+ priority is 1 to 98 (99 is RT0's)".to_string())
 }
 
 /// Enters the class, then replaces this process with the command. Returns only on
@@ -109,8 +132,9 @@ pub(crate) fn run(args: &ExecArgs) -> Result<(), Failure> {
         prefault_stack: false,
     };
     let entered = class::enter(class, options, shield.as_ref()).map_err(|e| match e {
-        ClassError::Priority(_) | ClassError::CpuOffline { .. } | ClassError::NotRtCpu { .. } => {
-            Failure::usage(e)
+        ClassError::Priority(_) => Failure::usage(anyhow::Error::new(e).context("--priority")),
+        ClassError::CpuOffline { .. } | ClassError::NotRtCpu { .. } => {
+            Failure::usage(anyhow::Error::new(e).context("--cpu"))
         }
         other => Failure::from(other),
     })?;

@@ -34,12 +34,26 @@ pub(crate) struct IrqArgs {
 /// Runs the probe and prints the record.
 pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
     common::check_outputs(&args.out)?;
+    let (shortest, longest) = (Duration::from_micros(100), Duration::from_secs(1));
+    if !(shortest..=longest).contains(&args.interval) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--interval {}: the timerlat tracer's period is 100us to 1s",
+            humantime::format_duration(args.interval)
+        )));
+    }
+    if args.duration < args.interval {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--duration {}: shorter than one --interval ({})",
+            humantime::format_duration(args.duration),
+            humantime::format_duration(args.interval)
+        )));
+    }
     let params = IrqParams {
-        cpus: common::cpus(&args.cpus)?,
+        cpus: common::cpus("--cpus", &args.cpus)?,
         period: Nanos::from(args.interval),
         duration: Nanos::from(args.duration),
     };
-    irq::validate(&params).map_err(Failure::usage)?;
+    irq::validate(&params).map_err(crate::refusal::refused)?;
     let expected = if irq::unavailable_reason().is_some() {
         Duration::ZERO
     } else {

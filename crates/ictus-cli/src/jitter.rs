@@ -77,7 +77,7 @@ pub(crate) fn params(args: &JitterArgs) -> Result<JitterParams, Failure> {
         runs: args.runs,
         warmup_runs: args.warmup_runs,
     };
-    jitter::validate(&params).map_err(Failure::usage)?;
+    jitter::validate(&params).map_err(crate::refusal::refused)?;
     Ok(params)
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn parse_kind(s: &str) -> Result<KindArg, String> {
 
 /// The loads the command line asks for, each kind once, on the CPUs asked for.
 pub(crate) fn specs(args: &LoadCommandArgs) -> Result<Vec<LoadSpec>, Failure> {
-    kinds_on(&args.kinds, common::cpus(&args.cpus)?)
+    kinds_on(&args.kinds, common::cpus("--cpus", &args.cpus)?)
 }
 
 /// Each kind named once (all of them for `all`), on `cpus`.

@@ -22,13 +22,13 @@ pub(crate) struct LoopArgs {
     #[arg(short = 'f', long, default_value = "10kHz", value_parser = parse_frequency)]
     pub(crate) frequency: f64,
     /// Threads in the loop, one per CPU (default: 2, or 1 on a one-CPU machine).
-    #[arg(short = 'k', long)]
+    #[arg(short = 'k', long, value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
     pub(crate) threads: Option<usize>,
     /// Size of the mass-interaction model, in modules.
-    #[arg(long, default_value_t = 1_001)]
+    #[arg(long, default_value_t = 1_001, value_parser = crate::args::count_in(3, ictus_probe::compute::MAX_MODULES, "modules"))]
     pub(crate) modules: usize,
     /// Bytes each thread sends at each of the two rendezvous per step.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = crate::args::bytes_in(0, r#loop::MAX_EXCHANGE_BYTES))]
     pub(crate) exchange: usize,
     /// Steps to run (per trial with --find-max).
     #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
@@ -58,10 +58,15 @@ pub(crate) fn parse_frequency(s: &str) -> Result<f64, String> {
     } else {
         (t.as_str(), 1.0)
     };
+    let (min, max) = (r#loop::MIN_FREQUENCY_HZ, r#loop::MAX_FREQUENCY_HZ);
     match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+        Ok(v) if (min..=max).contains(&(v * scale)) => Ok(v * scale),
+        Ok(v) if v.is_finite() => Err(format!(
+            "{} Hz is outside {min} Hz to {max} Hz (the loop's range)",
+            v * scale
+        )),
         _ => Err(format!(
-            "'{s}' is not a frequency (expected e.g. 10kHz, 500Hz)"
+            "not a frequency (expected e.g. 10kHz, 500Hz, from {min} Hz to {max} Hz)"
         )),
     }
 }
@@ -88,7 +93,7 @@ pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failu
             ..FindMax::default()
         }),
     };
-    r#loop::validate(&params).map_err(Failure::usage)?;
+    r#loop::validate(&params).map_err(crate::refusal::refused)?;
     common::check_span("--steps", args.steps, "a period", Duration::from(period))?;
     let expected = if args.find_max {
         Duration::from_secs(30)

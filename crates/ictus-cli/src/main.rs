@@ -16,6 +16,7 @@ mod load;
 mod loop_cmd;
 mod memlat;
 mod pingpong;
+mod refusal;
 mod rendezvous;
 mod report;
 mod run;
@@ -29,7 +30,6 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
 use ictus_probe::progress::Progress;
 
 use crate::args::{Cli, Command, ProbeCommand};
@@ -65,7 +65,7 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_hardened() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus_core::Nanos;
@@ -25,24 +24,24 @@ use crate::common::{self, Bar};
 #[derive(Args, Debug)]
 pub(crate) struct MemlatArgs {
     /// Working sets, e.g. 4K,64K,1M,256M (binary units; at least 4K, whole 64-byte
-    /// lines). Default: 4 KiB to 256 MiB by powers of 2.
-    #[arg(long, value_name = "LIST")]
-    pub(crate) sizes: Option<String>,
-    /// Strides of the strided accesses, in bytes.
-    #[arg(long, value_name = "LIST", default_value = "4,44,64,4096")]
-    pub(crate) strides: String,
+    /// lines, at most 16G). Default: 4 KiB to 256 MiB by powers of 2.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = working_set)]
+    pub(crate) sizes: Option<Vec<usize>>,
+    /// Strides of the strided accesses, in bytes (1 to 1M) [default: 4,44,64,4096].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::args::bytes_in(1, memlat::MAX_STRIDE))]
+    pub(crate) strides: Option<Vec<usize>>,
     /// Which measurements run.
     #[arg(long, value_enum, default_value = "all")]
     pub(crate) mode: MemlatMode,
     /// Also measure with up to this many threads at once (2, 4, ... up to N), one per
     /// CPU of --cpus, each on its own buffer.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
     pub(crate) threads: usize,
     /// Pages backing the buffers: 4k (MADV_NOHUGEPAGE) or thp (MADV_HUGEPAGE).
     #[arg(long, value_enum, default_value = "4k")]
     pub(crate) pages: PagesArg,
     /// Timed repetitions per point.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i64::from(memlat::MAX_REPEAT)))]
     pub(crate) repeat: u32,
     /// How long one repetition of a point runs (e.g. 20ms).
     #[arg(long, default_value = "20ms", value_parser = positive_duration)]
@@ -82,23 +81,35 @@ pub(crate) enum PagesArg {
 const SHORT_PASS: u64 = 8;
 const QUICK_SIZES: &str = "4K,32K,256K,2M,16M,64M";
 const QUICK_STRIDES: &str = "4,64";
+const DEFAULT_STRIDES: &str = "4,44,64,4096";
+
+/// `--sizes`: one working set, from [`memlat::MIN_SIZE`] to [`memlat::MAX_SIZE`]
+/// bytes, in whole cache lines.
+fn working_set(s: &str) -> Result<usize, String> {
+    let n = crate::args::bytes_in(memlat::MIN_SIZE, memlat::MAX_SIZE)(s)?;
+    if n % memlat::LINE_BYTES != 0 {
+        return Err(format!(
+            "{n} bytes is not a whole number of {}-byte cache lines",
+            memlat::LINE_BYTES
+        ));
+    }
+    Ok(n)
+}
 
 /// Turns the command line into probe parameters, refusing what can never run.
 pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
     let sched = common::sched_spec(&args.sched, Nanos::from_millis(1))?;
-    let usage = |flag: &str, e: String| Failure::usage(anyhow!("--{flag} {e}"));
     let sizes = match (&args.sizes, args.quick) {
-        (Some(list), _) => memlat::parse_byte_list(list).map_err(|e| usage("sizes", e))?,
+        (Some(list), _) => list.clone(),
         (None, true) => memlat::parse_byte_list(QUICK_SIZES).expect("constant list"),
         (None, false) => memlat::default_sizes(),
     };
     // --quick replaces the default strides, not ones given explicitly.
-    let strides_text = if args.quick && args.strides == "4,44,64,4096" {
-        QUICK_STRIDES
-    } else {
-        args.strides.as_str()
+    let strides = match (&args.strides, args.quick) {
+        (Some(list), _) => list.clone(),
+        (None, true) => memlat::parse_byte_list(QUICK_STRIDES).expect("constant list"),
+        (None, false) => memlat::parse_byte_list(DEFAULT_STRIDES).expect("constant list"),
     };
-    let strides = memlat::parse_byte_list(strides_text).map_err(|e| usage("strides", e))?;
     let (repeat, point_time) = if args.quick {
         (
             args.repeat.min(2),
@@ -124,7 +135,7 @@ pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
         point_time,
         sched,
     };
-    memlat::validate(&params).map_err(Failure::usage)?;
+    memlat::validate(&params).map_err(crate::refusal::refused)?;
     Ok(params)
 }
 

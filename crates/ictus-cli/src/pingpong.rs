@@ -108,7 +108,7 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
         mlock: sched.mlock,
         cpu_load: args.cpu_load,
     };
-    pingpong::validate(&params).map_err(Failure::usage)?;
+    pingpong::validate(&params).map_err(crate::refusal::refused)?;
     Ok(params)
 }
 

@@ -19,14 +19,14 @@ use crate::common::{self, Bar};
 #[derive(Debug, Args)]
 pub(crate) struct RendezvousArgs {
     /// Thread counts to measure, each from 2 to the number of CPUs (e.g. 2,3,4).
-    #[arg(short = 't', long, value_delimiter = ',', default_value = "2")]
+    #[arg(short = 't', long, value_delimiter = ',', default_value = "2", value_parser = crate::args::count_in(2, crate::args::MAX_THREADS, "threads"))]
     pub(crate) threads: Vec<usize>,
     /// Where the spin flags sit: same-line, adjacent, or a distance in bytes (e.g.
     /// same-line,adjacent,5000).
     #[arg(long, value_delimiter = ',', default_value = "same-line,adjacent,5000", value_parser = parse_spacing)]
     pub(crate) spacing: Vec<Spacing>,
     /// Bytes each thread sends to the others per rendezvous (e.g. 0,512).
-    #[arg(long, value_delimiter = ',', default_value = "0,512")]
+    #[arg(long, value_delimiter = ',', default_value = "0,512", value_parser = crate::args::bytes_in(0, rendezvous::MAX_PAYLOAD_BYTES))]
     pub(crate) payload: Vec<usize>,
     /// Untimed rendezvous per point (for the rate).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
@@ -47,13 +47,10 @@ fn parse_spacing(s: &str) -> Result<Spacing, String> {
     match s {
         "same-line" => Ok(Spacing::SameLine),
         "adjacent" => Ok(Spacing::Adjacent),
-        n => match n.parse::<usize>() {
-            Ok(0) => Err("a spacing of 0 bytes puts every flag in the same byte".into()),
-            Ok(d) => Ok(Spacing::Bytes(d)),
-            Err(_) => Err(format!(
-                "'{n}' is not same-line, adjacent or a number of bytes"
-            )),
-        },
+        n if n.trim() == "0" => Err("a spacing of 0 bytes puts every flag in the same byte".into()),
+        n => crate::args::bytes_in(1, rendezvous::MAX_SPACING_BYTES)(n)
+            .map(Spacing::Bytes)
+            .map_err(|e| format!("{e}; or same-line, adjacent")),
     }
 }
 
@@ -68,7 +65,7 @@ pub(crate) fn params(args: &RendezvousArgs) -> Result<RendezvousParams, Failure>
         timed_steps: args.timed_steps,
         round_trips: args.round_trips,
     };
-    rendezvous::validate(&params).map_err(Failure::usage)?;
+    rendezvous::validate(&params).map_err(crate::refusal::refused)?;
     Ok(params)
 }
 

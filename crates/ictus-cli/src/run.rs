@@ -45,8 +45,15 @@ pub(crate) struct CtlArgs {
     /// `run`, `pause`, `off` or a mode of the schedule; `status` or `stop`.
     pub(crate) command: String,
     /// The run (its schedule's name); default: the only run active.
-    #[arg(long)]
+    #[arg(long, value_parser = run_name)]
     pub(crate) name: Option<String>,
+}
+
+/// `--name`: a name that can name a run (see [`ictus_exec::ctl::check_name`]).
+fn run_name(s: &str) -> Result<String, String> {
+    ictus_exec::ctl::check_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Loads the schedule; a malformed one is bad input (exit code 2), before anything starts.

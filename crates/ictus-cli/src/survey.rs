@@ -78,7 +78,7 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
             cores: args.cores,
             exchange_bytes: args.exchange,
         },
-        cpus: common::cpus(&args.cpus)?,
+        cpus: common::cpus("--cpus", &args.cpus)?,
     };
     if args.cores == 0 {
         return Err(Failure::usage(anyhow::anyhow!(

@@ -99,23 +99,9 @@ fn parse_transport(s: &str) -> Result<TransportChoice, String> {
         .ok_or_else(|| format!("'{s}' is not spsc, pipe, unix, handover or all"))
 }
 
-/// A byte count: a number, optionally with K, KiB, M or MiB (powers of 1024).
+/// A payload size (see [`crate::args::bytes_in`]) up to [`MAX_PAYLOAD_BYTES`].
 fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let scale: usize = match unit.trim() {
-        "" | "B" => 1,
-        "K" | "KiB" | "k" => 1024,
-        "M" | "MiB" => 1024 * 1024,
-        other => return Err(format!("unknown unit '{other}' (use bytes, K or M)")),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{s}' is not a byte count (e.g. 4096, 32K)"))?;
-    n.checked_mul(scale)
-        .filter(|&b| b <= MAX_PAYLOAD_BYTES)
-        .ok_or_else(|| format!("{s} is larger than the {MAX_PAYLOAD_BYTES}-byte limit"))
+    crate::args::bytes_in(0, MAX_PAYLOAD_BYTES)(s)
 }
 
 /// Turns the command line into probe parameters, refusing what can never run.
@@ -158,7 +144,7 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
         warmup: Nanos::from(args.warmup),
         round_trips: args.round_trips,
     };
-    throughput::validate(&params).map_err(Failure::usage)?;
+    throughput::validate(&params).map_err(crate::refusal::refused)?;
     Ok(params)
 }
 

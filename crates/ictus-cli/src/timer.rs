@@ -43,7 +43,7 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
         },
         warmup: Nanos::from(args.warmup),
     };
-    timer::validate(&params).map_err(Failure::usage)?;
+    timer::validate(&params).map_err(crate::refusal::refused)?;
     if let Some(n) = args.loops {
         common::check_span("--loops", n, "--interval", args.interval)?;
     }

@@ -65,7 +65,10 @@ fn absurd_sizes_and_counts_are_refused_naming_the_limit() {
         &["probe", "loop", "--modules", "1000000000000"],
         &["modules", "10000001"],
     );
-    refused(&["probe", "memlat", "--sizes", "1000G"], &["working set"]);
+    refused(
+        &["probe", "memlat", "--sizes", "1000G"],
+        &["--sizes", "16 GiB"],
+    );
     refused(
         &["probe", "jitter", "--threads", "2", "--elements", max],
         &["elements"],
@@ -410,4 +413,320 @@ fn an_os_error_is_said_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+/// `(args, words)`: each command must be refused with exit 2, one line, no panic,
+/// and every word present (the flag, and the limit or expectation).
+type Case<'a> = (&'a [&'a str], &'a [&'a str]);
+
+fn all_refused(cases: &[Case<'_>]) {
+    for (args, words) in cases {
+        refused(args, words);
+    }
+}
+
+#[test]
+fn negative_numbers_reach_the_option_and_are_refused_naming_it() {
+    all_refused(&[
+        (
+            &["probe", "timer", "--loops", "-1"],
+            &["'--loops <LOOPS>'", "-1"],
+        ),
+        (
+            &["probe", "timer", "--interval", "-1"],
+            &["--interval", "negative"],
+        ),
+        (
+            &["probe", "timer", "--priority", "-5"],
+            &["--priority", "1..=99"],
+        ),
+        (
+            &["probe", "timer", "--duration", "-1s"],
+            &["--duration", "negative"],
+        ),
+        (&["probe", "pingpong", "--duration", "-1s"], &["--duration"]),
+        (&["probe", "irq", "--duration", "-1s"], &["--duration"]),
+        (&["probe", "jitter", "--runs", "-1"], &["--runs"]),
+        (&["probe", "jitter", "--work", "-1"], &["--work"]),
+        (&["probe", "rendezvous", "--spacing", "-1"], &["--spacing"]),
+        (&["probe", "rendezvous", "--payload", "-1"], &["--payload"]),
+        (
+            &["probe", "throughput", "--max-payload", "-1"],
+            &["--max-payload"],
+        ),
+        (&["probe", "throughput", "--sizes", "-1"], &["--sizes"]),
+        (&["probe", "memlat", "--sizes", "-1"], &["--sizes"]),
+        (&["probe", "memlat", "--sizes", "-4K"], &["--sizes"]),
+        (
+            &["probe", "memlat", "--point-time", "-1s"],
+            &["--point-time"],
+        ),
+        (&["probe", "loop", "--steps", "-1"], &["--steps"]),
+        (
+            &["probe", "loop", "--frequency", "-10kHz"],
+            &["--frequency"],
+        ),
+        (&["probe", "compute", "--sizes", "-1"], &["--sizes"]),
+        (&["run", "x.toml", "--duration", "-1s"], &["--duration"]),
+        (
+            &["compare", "a", "b", "--reference", "-1"],
+            &["--reference"],
+        ),
+    ]);
+}
+
+#[test]
+fn trailing_words_of_exec_keep_their_hyphens() {
+    ictus()
+        .args([
+            "exec", "--class", "normal", "--quiet", "--", "echo", "-1", "--json",
+        ])
+        .assert()
+        .success()
+        .stdout("-1 --json\n");
+}
+
+#[test]
+fn a_flag_given_where_a_path_is_expected_is_not_taken_as_the_path() {
+    refused(&["probe", "timer", "-o", "--json"], &["--output"]);
+}
+
+#[test]
+fn bounds_checked_after_reading_a_value_name_the_flag_and_the_limit() {
+    let max = "18446744073709551615";
+    all_refused(&[
+        (
+            &["probe", "rendezvous", "--spacing", max],
+            &["--spacing", "1048576"],
+        ),
+        (
+            &["probe", "rendezvous", "--spacing", "2M"],
+            &["--spacing", "1 MiB"],
+        ),
+        (
+            &["probe", "rendezvous", "--payload", "1048577"],
+            &["--payload", "1048576"],
+        ),
+        (
+            &["probe", "rendezvous", "--payload", max],
+            &["--payload", "1048576"],
+        ),
+        (
+            &["probe", "rendezvous", "--threads", "0"],
+            &["--threads", "2"],
+        ),
+        (
+            &["probe", "rendezvous", "--threads", "1"],
+            &["--threads", "2"],
+        ),
+        (
+            &["probe", "rendezvous", "--threads", "1025"],
+            &["--threads", "1024"],
+        ),
+        (
+            &["probe", "rendezvous", "--threads", max],
+            &["--threads", "1024"],
+        ),
+        (&["probe", "memlat", "--sizes", "0"], &["--sizes", "4096"]),
+        (&["probe", "memlat", "--sizes", "3K"], &["--sizes", "4096"]),
+        (
+            &["probe", "memlat", "--sizes", "4097"],
+            &["--sizes", "64-byte"],
+        ),
+        (
+            &["probe", "memlat", "--sizes", "17G"],
+            &["--sizes", "17179869184"],
+        ),
+        (
+            &["probe", "memlat", "--sizes", max],
+            &["--sizes", "17179869184"],
+        ),
+        (&["probe", "memlat", "--sizes", ""], &["--sizes", "empty"]),
+        (
+            &["probe", "memlat", "--strides", "0"],
+            &["--strides", "at least 1"],
+        ),
+        (
+            &["probe", "memlat", "--strides", "2M"],
+            &["--strides", "1048576"],
+        ),
+        (
+            &["probe", "memlat", "--strides", max],
+            &["--strides", "1048576"],
+        ),
+        (
+            &["probe", "memlat", "--repeat", "0"],
+            &["--repeat", "1..=1000"],
+        ),
+        (&["probe", "memlat", "--threads", "0"], &["--threads", "1"]),
+        (
+            &["probe", "timer", "--cpus", "1023"],
+            &["--cpus", "not online"],
+        ),
+        (
+            &["probe", "timer", "--cpus", "0-1023"],
+            &["--cpus", "not online"],
+        ),
+        (&["probe", "timer", "--cpus", "5000"], &["--cpus", "1023"]),
+        (&["probe", "timer", "--cpus", ""], &["--cpus", "no CPU"]),
+        (
+            &["probe", "timer", "--load", "cpu", "--load-cpus", "1023"],
+            &["--load-cpus", "not online"],
+        ),
+        (
+            &["probe", "loop", "--frequency", "-10kHz"],
+            &["--frequency", "200000 Hz"],
+        ),
+        (
+            &["probe", "loop", "--frequency", "1e12Hz"],
+            &["--frequency", "200000 Hz"],
+        ),
+        (
+            &["probe", "loop", "--frequency", "0.0001Hz"],
+            &["--frequency", "100 Hz"],
+        ),
+        (
+            &["probe", "loop", "--frequency", "1Hz"],
+            &["--frequency", "100 Hz"],
+        ),
+        (
+            &["probe", "loop", "--threads", "0"],
+            &["--threads", "at least 1"],
+        ),
+        (&["probe", "loop", "--threads", max], &["--threads", "1024"]),
+        (
+            &["probe", "loop", "--threads", "1024"],
+            &["--threads", "CPU"],
+        ),
+        (&["probe", "loop", "--modules", "0"], &["--modules", "3"]),
+        (
+            &["probe", "loop", "--modules", max],
+            &["--modules", "10000001"],
+        ),
+        (
+            &["probe", "loop", "--exchange", max],
+            &["--exchange", "1048576"],
+        ),
+        (&["probe", "compute", "--sizes", "0"], &["--sizes", "3"]),
+        (
+            &["probe", "compute", "--sizes", max],
+            &["--sizes", "10000001"],
+        ),
+        (
+            &["probe", "compute", "--split-modules", max],
+            &["--split-modules", "10000001"],
+        ),
+        (
+            &["probe", "compute", "--threads", "0"],
+            &["--threads", "at least 1"],
+        ),
+        (
+            &["probe", "compute", "--threads", "1024"],
+            &["--threads", "CPUs"],
+        ),
+        (
+            &["probe", "compute", "--reference", "/nonexistent/r.json"],
+            &["--reference", "/nonexistent/r.json"],
+        ),
+        (
+            &["probe", "irq", "--interval", "10us", "--duration", "1s"],
+            &["--interval", "100us"],
+        ),
+        (
+            &["load", "cpu", "--cpus", "1023"],
+            &["--cpus", "not online"],
+        ),
+        (&["load", "cpu", "--cpus", ""], &["--cpus", "no CPU"]),
+        (
+            &["ctl", "--name", "../../x", "status"],
+            &["--name", "run name"],
+        ),
+        (&["ctl", "--name", "a/b", "status"], &["--name", "run name"]),
+        (&["ctl", "--name", "", "status"], &["--name", "empty"]),
+        (&["ctl", "--name", ".", "status"], &["--name", "run name"]),
+        (
+            &["ctl", "--name", "a\nb", "status"],
+            &["--name", "run name"],
+        ),
+        (
+            &["ctl", "--name", "\u{e9}", "status"],
+            &["--name", "run name"],
+        ),
+        (
+            &["exec", "--class", "rt0", "--cpu", "1023", "--", "true"],
+            &["--cpu", "not online"],
+        ),
+        (
+            &["exec", "--class", "rt0", "--cpu", max, "--", "true"],
+            &["--cpu", "1023"],
+        ),
+        (
+            &["exec", "--class", "rt1", "--priority", "0", "--", "true"],
+            &["--priority", "1 to 98"],
+        ),
+        (
+            &["exec", "--class", "rt1", "--priority", "99", "--", "true"],
+            &["--priority", "1 to 98"],
+        ),
+    ]);
+    refused(
+        &["ctl", "--name", &"a".repeat(65), "status"],
+        &["--name", "64"],
+    );
+}
+
+#[test]
+fn nonsense_that_used_to_run_is_refused_naming_the_flag() {
+    all_refused(&[
+        (
+            &["probe", "timer", "--cpus", "0,,1", "--duration", "1s"],
+            &["--cpus", "empty item"],
+        ),
+        (
+            &["probe", "timer", "--cpus", "0,", "--duration", "1s"],
+            &["--cpus", "empty item"],
+        ),
+        (
+            &["probe", "memlat", "--sizes", "4K,,8K", "--quick"],
+            &["--sizes", "empty item"],
+        ),
+        (
+            &["probe", "memlat", "--strides", "4,", "--quick"],
+            &["--strides", "empty item"],
+        ),
+        (
+            &[
+                "probe",
+                "timer",
+                "--mode",
+                "hybrid",
+                "--margin",
+                "2ms",
+                "--interval",
+                "1ms",
+                "--duration",
+                "1s",
+            ],
+            &["--margin", "shorter than the interval"],
+        ),
+        (
+            &[
+                "probe",
+                "timer",
+                "--mode",
+                "hybrid",
+                "--margin",
+                "1ms",
+                "--interval",
+                "1ms",
+                "--duration",
+                "1s",
+            ],
+            &["--margin", "shorter than the interval"],
+        ),
+        (
+            &["probe", "irq", "--cpus", "1023", "--duration", "1s"],
+            &["--cpus", "not online"],
+        ),
+    ]);
 }

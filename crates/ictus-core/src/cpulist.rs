@@ -22,6 +22,11 @@ pub enum CpuListError {
         /// The offending part.
         part: String,
     },
+    /// An empty item between commas (`0,,1`, `0,`): a typo, never what `/sys` prints.
+    #[error(
+        "an empty item in the list (expected CPU numbers or ranges like 2-5 between the commas)"
+    )]
+    EmptyPart,
     /// A range runs backwards.
     #[error("range {first}-{last} runs backwards")]
     Backwards {
@@ -123,11 +128,18 @@ impl CpuSet {
 impl FromStr for CpuSet {
     type Err = CpuListError;
     /// Parses the kernel's list format; surrounding whitespace and an empty string
-    /// (the empty set) are accepted, as `/sys` files print them.
+    /// (the empty set) are accepted, as `/sys` files print them. An empty item inside
+    /// a list (`0,,1`, `0,`) is refused: it is a typo that would silently drop CPUs.
     fn from_str(s: &str) -> Result<Self, CpuListError> {
         let mut cpus = Vec::new();
-        for part in s.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        if s.trim().is_empty() {
+            return Ok(CpuSet::default());
+        }
+        for part in s.trim().split(',') {
             let part = part.trim();
+            if part.is_empty() {
+                return Err(CpuListError::EmptyPart);
+            }
             let num = |t: &str| {
                 t.trim()
                     .parse::<usize>()
@@ -224,7 +236,28 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn an_empty_item_in_a_list_is_refused() {
+        for text in ["0,,1", "0,", ",0", " , ", "1-2,,3"] {
+            assert_eq!(
+                text.parse::<CpuSet>().unwrap_err(),
+                CpuListError::EmptyPart,
+                "{text:?}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn a_list_with_an_empty_item_never_parses(
+            cpus in prop::collection::vec(0usize..200, 1..10),
+            at in 0usize..10,
+        ) {
+            let mut items: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            items.insert(at.min(items.len()), String::new());
+            prop_assert!(items.join(",").parse::<CpuSet>().is_err());
+        }
+
         #[test]
         fn display_and_parse_round_trip(cpus in prop::collection::vec(0usize..200, 0..40)) {
             let sut = CpuSet::from_cpus(cpus);

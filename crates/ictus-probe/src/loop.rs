@@ -46,10 +46,10 @@ pub const PROBE: &str = "loop";
 /// Samples the leader reads and writes each step (16 bits each).
 pub const SAMPLES_PER_STEP: usize = 64;
 
-/// The highest frequency `find_max` tries.
-const MAX_FREQUENCY_HZ: f64 = 200_000.0;
-/// The lowest frequency `find_max` tries.
-const MIN_FREQUENCY_HZ: f64 = 100.0;
+/// The highest frequency a loop runs at, and the highest `find_max` tries.
+pub const MAX_FREQUENCY_HZ: f64 = 200_000.0;
+/// The lowest frequency a loop runs at, and the lowest `find_max` tries.
+pub const MIN_FREQUENCY_HZ: f64 = 100.0;
 
 /// How to search for the highest sustained frequency.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

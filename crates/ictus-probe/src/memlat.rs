@@ -1198,11 +1198,23 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text:?}: too large"))
 }
 
-/// A comma-separated list of byte counts (see [`parse_bytes`]).
+/// A comma-separated list of byte counts (see [`parse_bytes`]). An empty text is
+/// the empty list; an empty item inside a list (`4K,,8K`, `4K,`) is refused, as a
+/// typo that would silently drop a point.
 pub fn parse_byte_list(text: &str) -> Result<Vec<usize>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     text.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(parse_bytes)
+        .map(|item| {
+            if item.trim().is_empty() {
+                Err(format!(
+                    "{text:?}: an empty item in the list (expected sizes such as 4K between the commas)"
+                ))
+            } else {
+                parse_bytes(item)
+            }
+        })
         .collect()
 }
 
@@ -1451,6 +1463,31 @@ mod tests {
         assert_eq!(format_bytes(32 << 10), "32 KiB");
         assert_eq!(format_bytes(3 << 19), "1.5 MiB");
         assert_eq!(format_bytes(100), "100 B");
+    }
+
+    #[test]
+    fn a_size_list_with_an_empty_item_is_refused() {
+        for text in ["4K,,8K", "4K,", ",4K", " , "] {
+            let err = parse_byte_list(text).unwrap_err();
+            assert!(err.contains("empty item"), "{text:?}: {err}");
+        }
+        assert_eq!(parse_byte_list("").unwrap(), Vec::<usize>::new());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_size_list_parses_only_without_empty_items(
+            items in proptest::collection::vec("(|[0-9]{1,6}(|K|M))", 1..6),
+        ) {
+            let text = items.join(",");
+            let parsed = parse_byte_list(&text);
+            if items.iter().any(String::is_empty) && !text.trim().is_empty() {
+                proptest::prop_assert!(parsed.is_err(), "{text:?}");
+            }
+            if let Ok(sizes) = parsed {
+                proptest::prop_assert!(text.trim().is_empty() || sizes.len() == items.len());
+            }
+        }
     }
 
     fn tiny() -> MemlatParams {

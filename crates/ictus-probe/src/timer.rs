@@ -133,6 +133,15 @@ pub enum TimerError {
         /// The interval.
         interval: Nanos,
     },
+    /// A hybrid margin not shorter than the interval: every wait would be all spin,
+    /// which is spin mode under another name.
+    #[error("the hybrid margin {margin} must be shorter than the interval {interval}")]
+    Margin {
+        /// The margin asked for.
+        margin: Nanos,
+        /// The interval.
+        interval: Nanos,
+    },
     /// A CPU that is not online.
     #[error("CPU {cpu} is not online (online CPUs: {online})")]
     CpuOffline {
@@ -162,6 +171,16 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
     }
     if params.cpus.is_empty() {
         return Err(TimerError::NoCpu);
+    }
+    if let ModeRequest::Hybrid {
+        margin: Some(margin),
+    } = params.mode
+        && margin >= params.interval
+    {
+        return Err(TimerError::Margin {
+            margin,
+            interval: params.interval,
+        });
     }
     if params.loops() == 0 {
         return Err(TimerError::TooShort {
@@ -524,6 +543,26 @@ mod tests {
             ..quick()
         };
         assert!(matches!(validate(&short), Err(TimerError::TooShort { .. })));
+    }
+
+    #[test]
+    fn a_hybrid_margin_not_shorter_than_the_interval_is_refused() {
+        for margin in [Nanos::from_micros(500), Nanos::from_millis(2)] {
+            let sut = TimerParams {
+                mode: ModeRequest::Hybrid {
+                    margin: Some(margin),
+                },
+                ..quick()
+            };
+            assert!(matches!(validate(&sut), Err(TimerError::Margin { .. })));
+        }
+        let shorter = TimerParams {
+            mode: ModeRequest::Hybrid {
+                margin: Some(Nanos::from_micros(499)),
+            },
+            ..quick()
+        };
+        assert!(validate(&shorter).is_ok());
     }
 
     #[test]
