@@ -229,8 +229,10 @@ pub(crate) struct TimerArgs {
 /// The longest duration a flag takes (`--duration`, `--point-time`, `--warmup`...):
 /// one day. Every time derived from it fits in 64-bit nanoseconds many times over.
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3_600);
-/// The longest period (`--interval`): one hour, the top of ictus's histograms.
-pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(3_600);
+/// The longest period (`--interval`): one second, as the executive's longest tick. A
+/// probe's threads see a Ctrl-C when their current sleep ends, so this bounds the
+/// wait for it; longer periods would measure the same wake-up, far fewer times.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(1);
 /// The most iterations a count flag takes (`--loops`, `--steps`, `--round-trips`...):
 /// 10^12, so a count times any per-iteration time in nanoseconds stays far from
 /// overflow.
@@ -385,8 +387,10 @@ mod tests {
             assert!(any_duration(s).is_err(), "{s}");
         }
         assert!(positive_duration("1day").is_ok());
-        let err = interval("2h").unwrap_err();
-        assert!(err.contains("1h"), "{err}");
+        let err = interval("2s").unwrap_err();
+        assert!(err.contains("1s"), "{err}");
+        assert!(interval("1s").is_ok());
+        assert!(interval("1h").is_err());
         assert_eq!(any_duration("0s").unwrap(), Duration::ZERO);
     }
 
