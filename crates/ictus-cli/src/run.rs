@@ -33,6 +33,10 @@ pub(crate) struct RunArgs {
     /// Override the schedule's tick (e.g. 250us): the same schedule, faster or slower.
     #[arg(long, value_parser = crate::args::positive_duration)]
     pub(crate) tick: Option<Duration>,
+    /// How long subsystems may take to start (their `init`, a program joining the
+    /// run) before the run is given up (exit code 1, nothing left behind).
+    #[arg(long, default_value = "10s", value_parser = crate::args::positive_duration)]
+    pub(crate) ready_timeout: Duration,
     /// No live status line.
     #[arg(long)]
     pub(crate) quiet: bool,
@@ -96,6 +100,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
             }
         })),
         status_every: Duration::from_millis(100),
+        ready_timeout: args.ready_timeout,
         // `process = "own"`: ictus hosts the builtin in a child of itself.
         host: std::env::current_exe()
             .ok()

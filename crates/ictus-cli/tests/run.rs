@@ -752,3 +752,42 @@ fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
         assert!(shm_files(&name).is_empty());
     }
 }
+
+#[test]
+fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-never-{}", std::process::id());
+    let marker = format!("8{}.5", std::process::id());
+    let path = dir.path().join("never.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"sleep\"\nargs = [\"{marker}\"]\n"
+        ),
+    )
+    .unwrap();
+    let run = spawn_run(
+        dir.path(),
+        &[
+            "--ready-timeout",
+            "1s",
+            "--duration",
+            "1s",
+            path.to_str().unwrap(),
+        ],
+    );
+    // Bounded: the watchdog of `finish` kills it if it waits for ever.
+    let out = finish(run, std::time::Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("'s' did not start: not ready after 1s"),
+        "{err}"
+    );
+    assert!(
+        processes_with_arg(&marker).is_empty(),
+        "the program was ended"
+    );
+    assert!(shm_files(&name).is_empty());
+    assert!(!dir.path().join(format!("{name}.sock")).exists());
+}

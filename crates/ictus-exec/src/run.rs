@@ -269,7 +269,7 @@ impl Default for RunOptions {
             run_dir: ctl::run_dir(),
             program_dirs: Vec::new(),
             ack_timeout_frames: None,
-            ready_timeout: Duration::from_secs(20),
+            ready_timeout: Duration::from_secs(10),
             host: None,
         }
     }
