@@ -1,0 +1,225 @@
+//! The many-host link of ictus (issue 11): Zenoh sessions in peer mode, no router.
+//!
+//! Seed 003's framework spans hosts: a main coordinator publishes the tick, a local
+//! coordinator on each host releases its subsystems and copies in the cells that
+//! other hosts publish, a client/server channel serves setup, and the coordinator
+//! watches every host's health. ictus builds that on Zenoh (publish/subscribe,
+//! queryables, liveliness) rather than on a protocol of its own. Zenoh runs its own
+//! threads (a tokio runtime); it is never called from a real-time thread: those hand
+//! off through the lock-free rings of `ictus-core`.
+//!
+//! This crate holds what every host shares: how a session is opened
+//! ([`Endpoints`], [`open`]). So far it serves the measurement of the Zenoh path
+//! against a bare UDP round trip over the same links (`examples/zping.rs`,
+//! `bench/validate-netns.sh`).
+//!
+//! ```no_run
+//! use ictus_net::{Endpoints, open};
+//! let endpoints = Endpoints::parse(&["tcp/10.77.0.1:7447"], &["tcp/10.77.0.2:7447"])?;
+//! let session = open(&endpoints)?;
+//! # Ok::<(), ictus_net::NetError>(())
+//! ```
+
+use std::net::SocketAddr;
+
+use thiserror::Error;
+use zenoh::Wait;
+
+pub use zenoh::Session;
+
+/// Why a session could not be opened.
+#[derive(Debug, Error)]
+pub enum NetError {
+    /// An endpoint that is not `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT`.
+    #[error(
+        "endpoint '{text}': expected tcp/ADDRESS:PORT or udp/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
+    )]
+    BadEndpoint {
+        /// The endpoint as given.
+        text: String,
+    },
+    /// Zenoh refused the configuration or could not open the session (a port in
+    /// use, an address not on this host).
+    #[error("zenoh: {0}")]
+    Zenoh(String),
+}
+
+/// A link protocol Zenoh is built with here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// TCP: reliable, ordered; what the executive's cells use.
+    Tcp,
+    /// UDP: datagrams, best effort.
+    Udp,
+}
+
+/// One endpoint: a protocol and a socket address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The link protocol.
+    pub protocol: Protocol,
+    /// The address and port.
+    pub address: SocketAddr,
+}
+
+impl Endpoint {
+    /// Reads `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT` (IPv4 or `[IPv6]`).
+    pub fn parse(text: &str) -> Result<Endpoint, NetError> {
+        let bad = || NetError::BadEndpoint {
+            text: text.to_string(),
+        };
+        let (protocol, rest) = match text.split_once('/') {
+            Some(("tcp", rest)) => (Protocol::Tcp, rest),
+            Some(("udp", rest)) => (Protocol::Udp, rest),
+            _ => return Err(bad()),
+        };
+        let address = rest.parse::<SocketAddr>().map_err(|_| bad())?;
+        Ok(Endpoint { protocol, address })
+    }
+
+    /// Zenoh's locator string for it.
+    pub fn locator(&self) -> String {
+        let p = match self.protocol {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        };
+        format!("{p}/{}", self.address)
+    }
+}
+
+/// Where a session listens and which peers it connects to. With no peer to connect
+/// to, peers are found by Zenoh's multicast scouting (where the network has it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Addresses to listen on.
+    pub listen: Vec<Endpoint>,
+    /// Peers to connect to.
+    pub connect: Vec<Endpoint>,
+    /// Whether to find peers by UDP multicast scouting too.
+    pub multicast: bool,
+}
+
+impl Endpoints {
+    /// Reads listen and connect endpoints; multicast scouting is on only when no
+    /// peer is named.
+    pub fn parse(listen: &[&str], connect: &[&str]) -> Result<Endpoints, NetError> {
+        let listen = listen
+            .iter()
+            .map(|t| Endpoint::parse(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let connect = connect
+            .iter()
+            .map(|t| Endpoint::parse(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let multicast = connect.is_empty();
+        Ok(Endpoints {
+            listen,
+            connect,
+            multicast,
+        })
+    }
+}
+
+fn list(endpoints: &[Endpoint]) -> String {
+    let quoted: Vec<String> = endpoints
+        .iter()
+        .map(|e| format!("\"{}\"", e.locator()))
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The Zenoh configuration of a peer with these endpoints.
+pub fn config(endpoints: &Endpoints) -> Result<zenoh::Config, NetError> {
+    let z = |e: zenoh::Error| NetError::Zenoh(e.to_string());
+    let mut c = zenoh::Config::default();
+    c.insert_json5("mode", "\"peer\"").map_err(z)?;
+    c.insert_json5("listen/endpoints", &list(&endpoints.listen))
+        .map_err(z)?;
+    c.insert_json5("connect/endpoints", &list(&endpoints.connect))
+        .map_err(z)?;
+    c.insert_json5(
+        "scouting/multicast/enabled",
+        if endpoints.multicast { "true" } else { "false" },
+    )
+    .map_err(z)?;
+    Ok(c)
+}
+
+/// Opens a peer session (blocking until Zenoh has started; call it off the
+/// real-time threads).
+pub fn open(endpoints: &Endpoints) -> Result<Session, NetError> {
+    zenoh::open(config(endpoints)?)
+        .wait()
+        .map_err(|e| NetError::Zenoh(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn endpoints_are_tcp_or_udp_with_an_address_and_a_port() {
+        let e = Endpoint::parse("tcp/10.77.0.1:7447").unwrap();
+        assert_eq!(e.protocol, Protocol::Tcp);
+        assert_eq!(e.locator(), "tcp/10.77.0.1:7447");
+        assert_eq!(
+            Endpoint::parse("udp/[::1]:9").unwrap().locator(),
+            "udp/[::1]:9"
+        );
+        for bad in [
+            "",
+            "tcp",
+            "tcp/",
+            "quic/10.0.0.1:7447",
+            "tcp/10.0.0.1",
+            "tcp/10.0.0.1:99999",
+            "tcp/host.example:7447",
+            "tcp/10.0.0.1:7447/extra",
+        ] {
+            let err = Endpoint::parse(bad).unwrap_err();
+            assert!(err.to_string().contains(&format!("'{bad}'")), "{err}");
+        }
+        let both = Endpoints::parse(&["tcp/127.0.0.1:1"], &[]).unwrap();
+        assert!(both.multicast, "no peer named: scouting finds them");
+        let named = Endpoints::parse(&[], &["tcp/127.0.0.1:1"]).unwrap();
+        assert!(!named.multicast);
+    }
+
+    #[test]
+    fn two_peers_on_loopback_exchange_a_sample() {
+        // A port of this process's own, so parallel test runs do not meet.
+        let port = 20_000 + (std::process::id() % 20_000) as u16;
+        let at = format!("tcp/127.0.0.1:{port}");
+        let a = open(
+            &Endpoints::parse(&[&at], &[])
+                .map(|mut e| {
+                    e.multicast = false;
+                    e
+                })
+                .unwrap(),
+        )
+        .unwrap();
+        let b = open(&Endpoints::parse(&[], &[&at]).unwrap()).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let _sub = a
+            .declare_subscriber("ictus/test/cell")
+            .callback(move |s| {
+                let _ = tx.send(s.payload().to_bytes().into_owned());
+            })
+            .wait()
+            .unwrap();
+        // The subscription reaches the other peer asynchronously: publish until
+        // one arrives (bounded).
+        let mut got = None;
+        for _ in 0..100 {
+            b.put("ictus/test/cell", vec![1u8, 2, 3]).wait().unwrap();
+            if let Ok(v) = rx.recv_timeout(Duration::from_millis(50)) {
+                got = Some(v);
+                break;
+            }
+        }
+        assert_eq!(got, Some(vec![1, 2, 3]));
+    }
+}
