@@ -791,3 +791,32 @@ fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
     assert!(shm_files(&name).is_empty());
     assert!(!dir.path().join(format!("{name}.sock")).exists());
 }
+
+#[test]
+fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-hosts-{}", std::process::id());
+    let path = dir.path().join("hosts.toml");
+    for (address, says) in [
+        ("10.77.0.2", "is not an address and port"),
+        ("10.77.0.1:7447", "is already host 'main's"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n[[host]]\nname = \"h2\"\naddress = \"{address}\"\n[[subsystem]]\nname = \"s\"\nhost = \"h2\"\nbuiltin = \"idle\"\n"
+            ),
+        )
+        .unwrap();
+        let out = ictus(dir.path())
+            .args(["run", "--duration", "1s"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{}:9:11:", path.display())), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(shm_files(&name).is_empty());
+    }
+}

@@ -566,6 +566,7 @@ mod tests {
                 builtin: None,
                 group: None,
                 config: toml::Table::new(),
+                host: 0,
                 location: Default::default(),
             };
             assert_eq!(spec.releases_before(6 * majors), stats.counters.frames_run);

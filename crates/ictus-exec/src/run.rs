@@ -336,6 +336,21 @@ pub enum RunError {
         /// The program found.
         program: PathBuf,
     },
+    /// A subsystem on another host of a run across hosts.
+    #[error(
+        "{}:{}: subsystem '{name}' runs on host '{host}': `ictus run` runs the subsystems of the first host only so far (the local coordinator of the other hosts is issue 11's next step)",
+        path.display(), location
+    )]
+    OtherHost {
+        /// The schedule.
+        path: PathBuf,
+        /// Where the subsystem is declared.
+        location: crate::schedule::Location,
+        /// The subsystem.
+        name: String,
+        /// Its host.
+        host: String,
+    },
     /// A program could not be started.
     #[error(
         "{}:{}: subsystem '{name}': cannot start '{program}': {source}",
@@ -737,6 +752,14 @@ pub fn run(
     let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
     // (slot, program path, arguments, the name it is reported by)
     let mut programs: Vec<(usize, PathBuf, Vec<String>, String)> = Vec::new();
+    if let Some(spec) = schedule.subsystems.iter().find(|s| s.host != 0) {
+        return Err(RunError::OtherHost {
+            path: schedule.path.clone(),
+            location: spec.location,
+            name: spec.name.clone(),
+            host: schedule.hosts[spec.host].name.clone(),
+        });
+    }
     for (k, spec) in schedule.subsystems.iter().enumerate() {
         match &spec.process {
             Process::InProcess => {

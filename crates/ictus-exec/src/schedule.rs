@@ -352,7 +352,25 @@ pub struct SubsystemSpec {
     pub group: Option<String>,
     /// Free-form settings for the subsystem (the built-ins read theirs here).
     pub config: toml::Table,
+    /// The host it runs on: an index into [`Schedule::hosts`] (0, the coordinator's
+    /// host, when the schedule names none).
+    pub host: usize,
     /// Where the subsystem's name stands in the schedule file.
+    pub location: Location,
+}
+
+/// The most hosts a schedule names.
+pub const MAX_HOSTS: usize = 64;
+
+/// A host of a run across machines (`[[host]]`): seed 003's hosts, each with a
+/// local coordinator. The first one is the main coordinator's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostSpec {
+    /// Its name, as subsystems' `host` name it.
+    pub name: String,
+    /// The address and port its local coordinator listens on (Zenoh, tcp).
+    pub address: std::net::SocketAddr,
+    /// Where its name stands in the schedule file.
     pub location: Location,
 }
 
@@ -410,6 +428,9 @@ pub struct Schedule {
     pub subsystems: Vec<SubsystemSpec>,
     /// The hubs the run owns (`[[hub]]` tables), in file order.
     pub hubs: Vec<HubDecl>,
+    /// The hosts of a run across machines (`[[host]]` tables), the main
+    /// coordinator's first; empty for a run on one host.
+    pub hosts: Vec<HostSpec>,
     /// The schedule's own text (an inline cell table is parsed from it).
     pub text: String,
     /// Where the values checked after parsing stand.
@@ -572,10 +593,11 @@ impl Schedule {
                 Rule::TooManySubsystems(raw.subsystems.len()),
             ));
         }
+        let hosts = hosts(&raw.hosts, &loc).map_err(|(span, rule)| fail(span, rule))?;
         let mut subsystems = Vec::with_capacity(raw.subsystems.len());
         let mut names: BTreeMap<String, Location> = BTreeMap::new();
         let mut rt0_cpus: BTreeMap<usize, String> = BTreeMap::new();
-        let mut groups: BTreeMap<String, (u64, u64, String)> = BTreeMap::new();
+        let mut groups: BTreeMap<String, (u64, u64, usize, String)> = BTreeMap::new();
         for s in &raw.subsystems {
             let span_all = s.span();
             let s = s.get_ref();
@@ -614,10 +636,27 @@ impl Schedule {
                     Rule::StartOutsidePeriod { start, period },
                 ));
             }
+            let host = match &s.host {
+                None => 0,
+                Some(h) if hosts.is_empty() => return Err(fail(h.span(), Rule::HostWithoutHosts)),
+                Some(h) => hosts
+                    .iter()
+                    .position(|x| x.name == *h.get_ref())
+                    .ok_or_else(|| {
+                        fail(
+                            h.span(),
+                            Rule::UnknownHost {
+                                name: h.get_ref().clone(),
+                                known: hosts.iter().map(|x| x.name.clone()).collect(),
+                            },
+                        )
+                    })?,
+            };
             let cpu = match &s.cpu {
                 Some(c) => {
                     let cpu = *c.get_ref();
-                    if !online.contains(cpu) {
+                    // Another host's CPUs are checked by its local coordinator.
+                    if host == 0 && !online.contains(cpu) {
                         return Err(fail(
                             c.span(),
                             Rule::CpuOffline {
@@ -713,7 +752,7 @@ impl Schedule {
                     return Err(fail(g.span(), Rule::GroupAcrossProcesses));
                 }
                 match groups.get(g.get_ref()) {
-                    Some((gstart, gperiod, first)) if (*gstart, *gperiod) != (start, period) => {
+                    Some((gstart, gperiod, _, first)) if (*gstart, *gperiod) != (start, period) => {
                         return Err(fail(
                             g.span(),
                             Rule::GroupCadence {
@@ -722,9 +761,18 @@ impl Schedule {
                             },
                         ));
                     }
+                    Some((_, _, ghost, first)) if *ghost != host => {
+                        return Err(fail(
+                            g.span(),
+                            Rule::GroupAcrossHosts {
+                                group: g.get_ref().clone(),
+                                first: first.clone(),
+                            },
+                        ));
+                    }
                     Some(_) => {}
                     None => {
-                        groups.insert(g.get_ref().clone(), (start, period, sname.clone()));
+                        groups.insert(g.get_ref().clone(), (start, period, host, sname.clone()));
                     }
                 }
             }
@@ -768,6 +816,7 @@ impl Schedule {
                 builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
                 group: s.group.as_ref().map(|g| g.get_ref().clone()),
                 config,
+                host,
                 location: loc(s.name.span()),
             });
         }
@@ -809,6 +858,7 @@ impl Schedule {
             stress,
             subsystems,
             hubs,
+            hosts,
             text: text.to_string(),
             places,
         };
@@ -1150,6 +1200,52 @@ pub enum Rule {
         "process = \"own\" hosts a builtin in a process of its own: name it with builtin = \"...\""
     )]
     OwnWithoutBuiltin,
+    /// A `host` on a subsystem of a schedule without `[[host]]` tables.
+    #[error("host applies only to a run across hosts: declare them with [[host]] tables")]
+    HostWithoutHosts,
+    /// A `host` that names no `[[host]]`.
+    #[error("unknown host '{name}' (declared: {})", known.join(", "))]
+    UnknownHost {
+        /// The name given.
+        name: String,
+        /// The hosts declared.
+        known: Vec<String>,
+    },
+    /// Two hosts with one name.
+    #[error("host '{name}' is already declared at {first}")]
+    DuplicateHost {
+        /// The name.
+        name: String,
+        /// Where it was first.
+        first: Location,
+    },
+    /// Two hosts at one address.
+    #[error("address {address} is already host '{first}'s")]
+    DuplicateAddress {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// The host that has it.
+        first: String,
+    },
+    /// An address that is not `IP:PORT`.
+    #[error("'{0}' is not an address and port (expected e.g. 10.77.0.2:7447 or [fd00::2]:7447)")]
+    BadAddress(String),
+    /// Port 0 (the local coordinator must be reachable at a known port).
+    #[error("port 0 cannot be connected to: give the port the host listens on")]
+    PortZero,
+    /// More hosts than [`MAX_HOSTS`].
+    #[error("{0} hosts declared; at most {MAX_HOSTS}")]
+    TooManyHosts(usize),
+    /// A synchronous group with members on two hosts.
+    #[error(
+        "group '{group}' meets at a spin rendezvous in one process: its members run on one host (as '{first}')"
+    )]
+    GroupAcrossHosts {
+        /// The group.
+        group: String,
+        /// Its first member.
+        first: String,
+    },
     /// A synchronous group with a member in another process.
     #[error("a synchronous group meets at an in-process rendezvous: its members run in-process")]
     GroupAcrossProcesses,
@@ -1259,6 +1355,56 @@ fn duration(s: &Spanned<String>) -> Result<Nanos, Rule> {
         .map_err(|_| Rule::DurationTooLong(s.get_ref().clone()))
 }
 
+/// The `[[host]]` tables: names plain and unique, addresses `IP:PORT` and unique.
+fn hosts(
+    raw: &[Spanned<RawHost>],
+    loc: &dyn Fn(Range<usize>) -> Location,
+) -> Result<Vec<HostSpec>, (Range<usize>, Rule)> {
+    if let Some(over) = raw.get(MAX_HOSTS) {
+        return Err((over.span(), Rule::TooManyHosts(raw.len())));
+    }
+    let mut out: Vec<HostSpec> = Vec::with_capacity(raw.len());
+    for h in raw {
+        let h = h.get_ref();
+        let name = h.name.get_ref();
+        if !valid_name(name) {
+            return Err((h.name.span(), Rule::BadName(name.clone())));
+        }
+        if let Some(first) = out.iter().find(|o| o.name == *name) {
+            return Err((
+                h.name.span(),
+                Rule::DuplicateHost {
+                    name: name.clone(),
+                    first: first.location,
+                },
+            ));
+        }
+        let text = h.address.get_ref();
+        let address: std::net::SocketAddr = text
+            .trim()
+            .parse()
+            .map_err(|_| (h.address.span(), Rule::BadAddress(text.clone())))?;
+        if address.port() == 0 {
+            return Err((h.address.span(), Rule::PortZero));
+        }
+        if let Some(first) = out.iter().find(|o| o.address == address) {
+            return Err((
+                h.address.span(),
+                Rule::DuplicateAddress {
+                    address,
+                    first: first.name.clone(),
+                },
+            ));
+        }
+        out.push(HostSpec {
+            name: name.clone(),
+            address,
+            location: loc(h.name.span()),
+        });
+    }
+    Ok(out)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSchedule {
@@ -1275,6 +1421,15 @@ struct RawSchedule {
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
     hub: Option<Vec<Spanned<toml::Table>>>,
+    #[serde(rename = "host", default)]
+    hosts: Vec<Spanned<RawHost>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Spanned<String>,
+    address: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -1297,6 +1452,7 @@ struct RawSubsystem {
     args: Option<Spanned<Vec<String>>>,
     builtin: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
+    host: Option<Spanned<String>>,
     config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
@@ -1440,6 +1596,117 @@ args = ["--fast"]
             "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\nprocess = \"x\"\ngroup = \"g\"\n",
         );
         assert_eq!(rule, Rule::GroupAcrossProcesses);
+    }
+
+    const HOSTS: &str = "tick = \"1ms\"\nmajor_frame = 3\n\
+        [[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n\
+        [[host]]\nname = \"h2\"\naddress = \"10.77.0.2:7447\"\n\
+        [[subsystem]]\nname = \"A\"\n\
+        [[subsystem]]\nname = \"B\"\nhost = \"h2\"\ncpu = 15\n";
+
+    #[test]
+    fn a_host_table_places_each_subsystem_and_leaves_remote_cpus_to_their_host() {
+        let sut = parse(HOSTS).unwrap();
+        assert_eq!(sut.hosts.len(), 2);
+        assert_eq!(sut.hosts[1].name, "h2");
+        assert_eq!(sut.hosts[1].address, "10.77.0.2:7447".parse().unwrap());
+        assert_eq!(sut.hosts[1].location, Location { line: 7, column: 8 });
+        // A runs on the main host (no `host`), B on h2, whose CPU 15 is not ours.
+        assert_eq!(
+            sut.subsystems.iter().map(|s| s.host).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        let one_host =
+            parse("tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n").unwrap();
+        assert!(one_host.hosts.is_empty());
+        assert_eq!(one_host.subsystems[0].host, 0);
+    }
+
+    #[test]
+    fn a_malformed_host_table_is_refused_at_its_place() {
+        // (text replaced, its replacement, the rule expected, where)
+        type Case = (&'static str, &'static str, fn(&Rule) -> bool, Location);
+        let cases: [Case; 7] = [
+            (
+                "address = \"10.77.0.1:7447\"",
+                "address = \"10.77.0.1\"",
+                |r| matches!(r, Rule::BadAddress(_)),
+                Location {
+                    line: 5,
+                    column: 11,
+                },
+            ),
+            (
+                "address = \"10.77.0.1:7447\"",
+                "address = \"10.77.0.1:0\"",
+                |r| *r == Rule::PortZero,
+                Location {
+                    line: 5,
+                    column: 11,
+                },
+            ),
+            (
+                "address = \"10.77.0.2:7447\"",
+                "address = \"10.77.0.1:7447\"",
+                |r| matches!(r, Rule::DuplicateAddress { first, .. } if first == "main"),
+                Location {
+                    line: 8,
+                    column: 11,
+                },
+            ),
+            (
+                "name = \"h2\"\naddress",
+                "name = \"main\"\naddress",
+                |r| matches!(r, Rule::DuplicateHost { name, .. } if name == "main"),
+                Location { line: 7, column: 8 },
+            ),
+            (
+                "name = \"h2\"\naddress",
+                "name = \"h 2\"\naddress",
+                |r| matches!(r, Rule::BadName(_)),
+                Location { line: 7, column: 8 },
+            ),
+            (
+                "host = \"h2\"",
+                "host = \"h9\"",
+                |r| matches!(r, Rule::UnknownHost { known, .. } if known.join(",") == "main,h2"),
+                Location {
+                    line: 13,
+                    column: 8,
+                },
+            ),
+            (
+                "address = \"10.77.0.1:7447\"",
+                "address = \"10.77.0.1:7447\"\nport = 1",
+                |r| matches!(r, Rule::Syntax(m) if m.contains("port")),
+                Location { line: 6, column: 1 },
+            ),
+        ];
+        for (from, to, expected, at) in cases {
+            let (rule, place) = rule_at(&HOSTS.replacen(from, to, 1));
+            assert!(expected(&rule), "{to}: {rule:?}");
+            assert_eq!(place, at, "{to}: {rule}");
+        }
+        // A group of A (main) and B (h2): one spin rendezvous cannot span hosts.
+        let text = HOSTS
+            .replacen("name = \"A\"", "name = \"A\"\ngroup = \"g\"", 1)
+            .replace("cpu = 15", "cpu = 15\ngroup = \"g\"");
+        let (rule, place) = rule_at(&text);
+        assert!(matches!(rule, Rule::GroupAcrossHosts { .. }), "{rule:?}");
+        assert_eq!(
+            place,
+            Location {
+                line: 16,
+                column: 9
+            },
+            "{text}"
+        );
+        // `host` without any [[host]] table.
+        let (rule, place) = rule_at(
+            "tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\nhost = \"h2\"\n",
+        );
+        assert_eq!(rule, Rule::HostWithoutHosts);
+        assert_eq!(place, Location { line: 5, column: 8 });
     }
 
     const HUBS: &str = "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\n[[hub]]\nname = \"ready\"\nkind = \"semaphore\"\n[[hub]]\nname = \"forces\"\nkind = \"fifo\"\ntype = \"f32\"\nlen = 3\ncapacity = 16\n";
