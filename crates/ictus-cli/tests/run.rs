@@ -719,6 +719,24 @@ fn a_run_killed_outright_takes_its_programs_with_it_and_its_name_runs_again() {
     assert!(shm_files(&name).is_empty());
 }
 
+/// Writes `text` as a schedule in `dir`, runs it, and checks it is refused before
+/// anything starts: exit code 2, `FILE:LINE:COLUMN` at `at` (`"5:8"`), `says` in the
+/// message, no segment of run `name` left.
+fn refused_schedule(dir: &Path, name: &str, text: &str, at: &str, says: &str) {
+    let path = dir.join("refused.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = ictus(dir)
+        .args(["run", "--duration", "1s"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+    assert!(err.contains(&format!("{}:{at}:", path.display())), "{err}");
+    assert!(err.contains(says), "{err}");
+    assert!(shm_files(name).is_empty());
+}
+
 #[test]
 fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
     use std::os::unix::fs::PermissionsExt;
@@ -732,24 +750,15 @@ fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
         ("./plain", "is not executable"),
         ("/etc/passwd", "is not executable"),
     ] {
-        let path = dir.path().join("prog.toml");
-        std::fs::write(
-            &path,
-            format!(
+        refused_schedule(
+            dir.path(),
+            &name,
+            &format!(
                 "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"{program}\"\n"
             ),
-        )
-        .unwrap();
-        let out = ictus(dir.path())
-            .args(["run", "--duration", "1s"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{program}: {err}");
-        assert!(err.contains(&format!("{}:5:8:", path.display())), "{err}");
-        assert!(err.contains(words), "{err}");
-        assert!(shm_files(&name).is_empty());
+            "5:8",
+            words,
+        );
     }
 }
 
@@ -796,27 +805,18 @@ fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
 fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("cli-hosts-{}", std::process::id());
-    let path = dir.path().join("hosts.toml");
     for (address, says) in [
         ("10.77.0.2", "is not an address and port"),
         ("10.77.0.1:7447", "is already host 'main's"),
     ] {
-        std::fs::write(
-            &path,
-            format!(
+        refused_schedule(
+            dir.path(),
+            &name,
+            &format!(
                 "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n[[host]]\nname = \"h2\"\naddress = \"{address}\"\n[[subsystem]]\nname = \"s\"\nhost = \"h2\"\nbuiltin = \"idle\"\n"
             ),
-        )
-        .unwrap();
-        let out = ictus(dir.path())
-            .args(["run", "--duration", "1s"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains(&format!("{}:9:11:", path.display())), "{err}");
-        assert!(err.contains(says), "{err}");
-        assert!(shm_files(&name).is_empty());
+            "9:11",
+            says,
+        );
     }
 }
