@@ -9,9 +9,10 @@
 //! off through the lock-free rings of `ictus-core`.
 //!
 //! This crate holds what every host shares: how a session is opened
-//! ([`Endpoints`], [`open`]). So far it serves the measurement of the Zenoh path
-//! against a bare UDP round trip over the same links (`examples/zping.rs`,
-//! `bench/validate-netns.sh`).
+//! ([`Endpoints`], [`open`]) and the tick as a publication ([`tick`]). So far it
+//! serves the measurement of the Zenoh path against a bare UDP round trip over the
+//! same links (`examples/zping.rs`) and of tick arrivals per host
+//! (`examples/ztick.rs`), both run by `bench/validate-netns.sh`.
 //!
 //! ```no_run
 //! use ictus_net::{Endpoints, open};
@@ -23,6 +24,8 @@
 use std::net::SocketAddr;
 
 use thiserror::Error;
+
+pub mod tick;
 use zenoh::Wait;
 
 pub use zenoh::Session;

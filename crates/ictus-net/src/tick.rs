@@ -1,0 +1,237 @@
+//! The main coordinator's tick as a publication (seed 003: the main coordinator
+//! publishes the tick; each host's local coordinator releases its subsystems from it).
+//!
+//! A [`Tick`] carries its frame, the deadline it stands for and when it was sent, all
+//! in `CLOCK_MONOTONIC` nanoseconds of the sender. Hosts that share that clock
+//! (network namespaces of one machine) measure one-way delays directly; others
+//! measure the jitter of arrivals. A subscriber's samples arrive on a Zenoh thread,
+//! which stamps them and hands them over through a lock-free ring ([`subscribe`]):
+//! the thread that releases subsystems never calls Zenoh and never waits on a lock.
+//!
+//! ```
+//! use ictus_core::Nanos;
+//! use ictus_net::tick::Tick;
+//! let t = Tick { frame: 7, deadline: Nanos::new(1_000), sent: Nanos::new(1_020) };
+//! assert_eq!(Tick::decode(&t.encode()), Some(t));
+//! assert_eq!(Tick::decode(&[0u8; 3]), None);
+//! ```
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ictus_core::Nanos;
+use ictus_core::sync::spsc::{self, Consumer};
+use zenoh::Wait;
+use zenoh::qos::{CongestionControl, Priority};
+
+use crate::{NetError, Session};
+
+/// The size of an encoded tick.
+pub const TICK_BYTES: usize = 24;
+
+/// The frame that ends a stream of ticks.
+pub const END_FRAME: u64 = u64::MAX;
+
+/// One tick of the main coordinator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// The frame it releases.
+    pub frame: u64,
+    /// The frame's deadline on the sender's clock.
+    pub deadline: Nanos,
+    /// When it was sent, on the sender's clock.
+    pub sent: Nanos,
+}
+
+impl Tick {
+    /// Its 24 bytes: frame, deadline, sent, little-endian.
+    pub fn encode(&self) -> [u8; TICK_BYTES] {
+        let mut b = [0u8; TICK_BYTES];
+        b[..8].copy_from_slice(&self.frame.to_le_bytes());
+        b[8..16].copy_from_slice(&self.deadline.as_u64().to_le_bytes());
+        b[16..].copy_from_slice(&self.sent.as_u64().to_le_bytes());
+        b
+    }
+
+    /// Reads [`Tick::encode`]'s bytes; `None` for any other length.
+    pub fn decode(bytes: &[u8]) -> Option<Tick> {
+        let b: &[u8; TICK_BYTES] = bytes.try_into().ok()?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        Some(Tick {
+            frame: word(0),
+            deadline: Nanos::new(word(8)),
+            sent: Nanos::new(word(16)),
+        })
+    }
+}
+
+/// A tick as it arrived here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// The tick.
+    pub tick: Tick,
+    /// When Zenoh's thread handed it over, on this host's clock.
+    pub arrived: Nanos,
+}
+
+/// The key the ticks of run `run` are published on.
+pub fn key(run: &str) -> String {
+    format!("ictus/{run}/tick")
+}
+
+/// Publishes a run's ticks: express (not batched), at real-time priority in Zenoh's
+/// queues, blocking rather than dropping when congested.
+pub struct TickPublisher {
+    publisher: zenoh::pubsub::Publisher<'static>,
+}
+
+impl TickPublisher {
+    /// Declares the publisher of run `run`'s ticks.
+    pub fn new(session: &Session, run: &str) -> Result<TickPublisher, NetError> {
+        let publisher = session
+            .declare_publisher(key(run))
+            .congestion_control(CongestionControl::Block)
+            .priority(Priority::RealTime)
+            .express(true)
+            .wait()
+            .map_err(|e| NetError::Zenoh(e.to_string()))?;
+        Ok(TickPublisher { publisher })
+    }
+
+    /// Sends one tick (from a thread that may call Zenoh: not a real-time one).
+    pub fn send(&self, tick: Tick) -> Result<(), NetError> {
+        self.publisher
+            .put(tick.encode().to_vec())
+            .wait()
+            .map_err(|e| NetError::Zenoh(e.to_string()))
+    }
+}
+
+/// A subscription to a run's ticks. Dropping it ends the subscription.
+pub struct TickSubscriber {
+    _subscriber: zenoh::pubsub::Subscriber<()>,
+    lost: Arc<AtomicU64>,
+}
+
+impl TickSubscriber {
+    /// Ticks dropped because the ring was full (its reader fell behind) or that
+    /// were not ticks (of another length).
+    pub fn dropped(&self) -> u64 {
+        // Relaxed: a counter, read for reports.
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// Subscribes to run `run`'s ticks: each one is stamped on arrival and pushed into
+/// a ring of `capacity` whose reading end is returned.
+pub fn subscribe(
+    session: &Session,
+    run: &str,
+    capacity: usize,
+) -> Result<(TickSubscriber, Consumer<Arrival>), NetError> {
+    let (producer, consumer) = spsc::channel::<Arrival>(capacity);
+    // Zenoh may call back from more than one of its threads: the ring has one
+    // producer, so they take turns (an uncontended lock, off the real-time side).
+    let producer = Mutex::new(producer);
+    let lost = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&lost);
+    let subscriber = session
+        .declare_subscriber(key(run))
+        .callback(move |sample| {
+            let arrived = ictus_os::clock::monotonic_now();
+            let pushed = Tick::decode(&sample.payload().to_bytes()).is_some_and(|tick| {
+                let mut p = producer.lock().unwrap_or_else(|e| e.into_inner());
+                p.push(Arrival { tick, arrived }).is_ok()
+            });
+            if !pushed {
+                // Relaxed: a counter.
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .wait()
+        .map_err(|e| NetError::Zenoh(e.to_string()))?;
+    Ok((
+        TickSubscriber {
+            _subscriber: subscriber,
+            lost,
+        },
+        consumer,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Endpoints, open};
+    use std::time::Duration;
+
+    #[test]
+    fn a_tick_is_24_bytes_and_nothing_else_reads_as_one() {
+        let t = Tick {
+            frame: u64::MAX - 1,
+            deadline: Nanos::new(u64::MAX),
+            sent: Nanos::ZERO,
+        };
+        assert_eq!(Tick::decode(&t.encode()), Some(t));
+        assert_eq!(Tick::decode(&[]), None);
+        assert_eq!(Tick::decode(&[0u8; TICK_BYTES + 1]), None);
+    }
+
+    #[test]
+    fn ticks_cross_from_one_peer_to_another_in_order_through_the_ring() {
+        let port = 40_000 + (std::process::id() % 20_000) as u16;
+        let at = format!("tcp/127.0.0.1:{port}");
+        let mut listen = Endpoints::parse(&[&at], &[]).unwrap();
+        listen.multicast = false;
+        let a = open(&listen).unwrap();
+        let b = open(&Endpoints::parse(&[], &[&at]).unwrap()).unwrap();
+        let (sub, mut ring) = subscribe(&a, "t", 64).unwrap();
+        let publisher = TickPublisher::new(&b, "t").unwrap();
+        // Until the subscription has reached the publisher's peer (bounded).
+        let mut first = None;
+        for _ in 0..100 {
+            publisher
+                .send(Tick {
+                    frame: 0,
+                    deadline: Nanos::ZERO,
+                    sent: Nanos::ZERO,
+                })
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            if let Some(a) = ring.pop() {
+                first = Some(a);
+                break;
+            }
+        }
+        assert!(first.is_some(), "no tick crossed");
+        while ring.pop().is_some() {}
+        for frame in 1..=10 {
+            let now = ictus_os::clock::monotonic_now();
+            publisher
+                .send(Tick {
+                    frame,
+                    deadline: now,
+                    sent: now,
+                })
+                .unwrap();
+        }
+        let mut frames = Vec::new();
+        for _ in 0..200 {
+            while let Some(a) = ring.pop() {
+                assert!(a.arrived >= a.tick.sent, "one clock: arrival after sending");
+                frames.push(a.tick.frame);
+            }
+            if frames.len() == 10 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(frames, (1..=10).collect::<Vec<_>>());
+        assert_eq!(sub.dropped(), 0);
+    }
+}
