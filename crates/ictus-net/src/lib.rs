@@ -9,7 +9,8 @@
 //! off through the lock-free rings of `ictus-core`.
 //!
 //! This crate holds what every host shares: how a session is opened
-//! ([`Endpoints`], [`open`]) and the tick as a publication ([`tick`]). So far it
+//! ([`Endpoints`], [`open`]), the tick as a publication ([`tick`]) and who is alive
+//! ([`health`]). So far it
 //! serves the measurement of the Zenoh path against a bare UDP round trip over the
 //! same links (`examples/zping.rs`) and of tick arrivals per host
 //! (`examples/ztick.rs`), both run by `bench/validate-netns.sh`.
@@ -25,7 +26,17 @@ use std::net::SocketAddr;
 
 use thiserror::Error;
 
+pub mod health;
 pub mod tick;
+
+/// A loopback endpoint on a port free a moment ago (the kernel picks it), for tests
+/// that open peers side by side.
+#[cfg(test)]
+pub(crate) fn free_loopback() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = listener.local_addr().expect("its address").port();
+    format!("tcp/127.0.0.1:{port}")
+}
 use zenoh::Wait;
 
 pub use zenoh::Session;
@@ -192,9 +203,7 @@ mod tests {
 
     #[test]
     fn two_peers_on_loopback_exchange_a_sample() {
-        // A port of this process's own, so parallel test runs do not meet.
-        let port = 20_000 + (std::process::id() % 20_000) as u16;
-        let at = format!("tcp/127.0.0.1:{port}");
+        let at = free_loopback();
         let a = open(
             &Endpoints::parse(&[&at], &[])
                 .map(|mut e| {

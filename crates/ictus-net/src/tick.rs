@@ -184,8 +184,7 @@ mod tests {
 
     #[test]
     fn ticks_cross_from_one_peer_to_another_in_order_through_the_ring() {
-        let port = 40_000 + (std::process::id() % 20_000) as u16;
-        let at = format!("tcp/127.0.0.1:{port}");
+        let at = crate::free_loopback();
         let mut listen = Endpoints::parse(&[&at], &[]).unwrap();
         listen.multicast = false;
         let a = open(&listen).unwrap();
