@@ -7,9 +7,7 @@
 //! Events arrive on a Zenoh thread and are handed over through an SPSC ring, as the
 //! ticks are ([`crate::tick`]).
 
-use std::sync::Mutex;
-
-use ictus_core::sync::spsc::{self, Consumer};
+use ictus_core::sync::spsc::Consumer;
 use zenoh::Wait;
 use zenoh::sample::SampleKind;
 
@@ -58,8 +56,7 @@ pub fn watch(
     run: &str,
     capacity: usize,
 ) -> Result<(Watch, Consumer<HealthEvent>), NetError> {
-    let (producer, consumer) = spsc::channel::<HealthEvent>(capacity);
-    let producer = Mutex::new(producer);
+    let (ring, consumer) = crate::handoff::<HealthEvent>(capacity);
     let prefix = key(run, "");
     let subscriber = session
         .liveliness()
@@ -76,8 +73,8 @@ pub fn watch(
                 SampleKind::Put => HealthEvent::Joined(name),
                 SampleKind::Delete => HealthEvent::Left(name),
             };
-            let mut p = producer.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = p.push(event);
+            // Full: dropped, as documented (the ring is sized for the run's hosts).
+            let _ = ring.push(event);
         })
         .wait()
         .map_err(|e| NetError::Zenoh(e.to_string()))?;

@@ -29,6 +29,35 @@ use thiserror::Error;
 pub mod health;
 pub mod tick;
 
+/// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,
+/// for a thread that never calls Zenoh to pop. Zenoh may call back from more than
+/// one of its threads and the ring has one producer, so they take turns (an
+/// uncontended lock, on Zenoh's side only).
+pub(crate) struct Handoff<T> {
+    producer: std::sync::Mutex<ictus_core::sync::spsc::Producer<T>>,
+}
+
+impl<T: Send> Handoff<T> {
+    /// Pushes `value`; `false` when the ring is full (the reader fell behind).
+    pub(crate) fn push(&self, value: T) -> bool {
+        let mut p = self.producer.lock().unwrap_or_else(|e| e.into_inner());
+        p.push(value).is_ok()
+    }
+}
+
+/// A hand-over ring of `capacity`: its Zenoh side and its reading end.
+pub(crate) fn handoff<T: Send>(
+    capacity: usize,
+) -> (Handoff<T>, ictus_core::sync::spsc::Consumer<T>) {
+    let (producer, consumer) = ictus_core::sync::spsc::channel(capacity);
+    (
+        Handoff {
+            producer: std::sync::Mutex::new(producer),
+        },
+        consumer,
+    )
+}
+
 /// A loopback endpoint on a port free a moment ago (the kernel picks it), for tests
 /// that open peers side by side.
 #[cfg(test)]

@@ -17,11 +17,10 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::Nanos;
-use ictus_core::sync::spsc::{self, Consumer};
+use ictus_core::sync::spsc::Consumer;
 use zenoh::Wait;
 use zenoh::qos::{CongestionControl, Priority};
 
@@ -134,20 +133,15 @@ pub fn subscribe(
     run: &str,
     capacity: usize,
 ) -> Result<(TickSubscriber, Consumer<Arrival>), NetError> {
-    let (producer, consumer) = spsc::channel::<Arrival>(capacity);
-    // Zenoh may call back from more than one of its threads: the ring has one
-    // producer, so they take turns (an uncontended lock, off the real-time side).
-    let producer = Mutex::new(producer);
+    let (ring, consumer) = crate::handoff::<Arrival>(capacity);
     let lost = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&lost);
     let subscriber = session
         .declare_subscriber(key(run))
         .callback(move |sample| {
             let arrived = ictus_os::clock::monotonic_now();
-            let pushed = Tick::decode(&sample.payload().to_bytes()).is_some_and(|tick| {
-                let mut p = producer.lock().unwrap_or_else(|e| e.into_inner());
-                p.push(Arrival { tick, arrived }).is_ok()
-            });
+            let pushed = Tick::decode(&sample.payload().to_bytes())
+                .is_some_and(|tick| ring.push(Arrival { tick, arrived }));
             if !pushed {
                 // Relaxed: a counter.
                 counted.fetch_add(1, Ordering::Relaxed);
