@@ -163,18 +163,8 @@ fn refused_at(args: &[&str], file: &Path, text: &str, words: &str) -> serde_json
     let mut numbers = rest.splitn(3, ':');
     let line: usize = numbers.next().unwrap().parse().expect(&err);
     let column: usize = numbers.next().unwrap().parse().expect(&err);
-    // The text from that place to the end: lines and columns count characters.
-    let before: usize = text
-        .split_inclusive('\n')
-        .take(line - 1)
-        .map(str::len)
-        .sum();
-    let from: String = text[before..].chars().skip(column - 1).collect();
-    serde_json::Deserializer::from_str(&from)
-        .into_iter::<serde_json::Value>()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_else(|| panic!("{err}: no value at {line}:{column} ({from})"))
+    ictus_os::json::value_at(text, ictus_os::json::Place { line, column })
+        .unwrap_or_else(|| panic!("{err}: no value at {line}:{column}"))
 }
 
 #[test]

@@ -662,11 +662,7 @@ mod tests {
 
     /// The JSON value (or key) that starts at `line`:`column` of `text`.
     fn value_at(text: &str, line: usize, column: usize) -> Option<Value> {
-        let at = json::offset_of(text, Place { line, column })?;
-        serde_json::Deserializer::from_str(&text[at..])
-            .into_iter::<Value>()
-            .next()?
-            .ok()
+        json::value_at(text, Place { line, column })
     }
 
     /// The place of a refusal of JSON text.

@@ -675,13 +675,9 @@ mod tests {
         }
     }
 
-    /// The JSON value that starts at `line`:`column` (characters, from 1) of `text`.
+    /// The JSON value that starts at `line`:`column` of `text`.
     fn value_at(text: &str, line: usize, column: usize) -> Option<serde_json::Value> {
-        let at = json::offset_of(text, json::Place { line, column })?;
-        serde_json::Deserializer::from_str(&text[at..])
-            .into_iter::<serde_json::Value>()
-            .next()?
-            .ok()
+        json::value_at(text, json::Place { line, column })
     }
 
     /// `good()` with the value at JSON pointer `at` replaced by `value` ("" replaces
