@@ -82,6 +82,10 @@ pub(crate) enum Command {
     /// Run a cyclic executive schedule (subsystems, cells, frames) with a live status
     /// line; writes a RunRecord with per-subsystem statistics.
     Run(crate::run::RunArgs),
+    /// Be one host of a schedule that spans hosts: its local coordinator (seed 003).
+    /// Runs this host's subsystems on the main host's beat (`ictus run` there),
+    /// copies in the cells other hosts publish and publishes its own.
+    Node(crate::run::NodeArgs),
     /// Command a running schedule: run, pause, off or a mode; status; stop.
     Ctl(crate::run::CtlArgs),
     /// Hosts a built-in subsystem in a process of its own: what `ictus run` launches

@@ -154,6 +154,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             install_stop_handler(&progress)?;
             run::run(&args, &progress)
         }
+        Command::Node(args) => {
+            let progress = Arc::new(Progress::new());
+            install_stop_handler(&progress)?;
+            run::node(&args, &progress)
+        }
         Command::Ctl(args) => run::ctl(&args),
         Command::Subsystem => run::host(),
         Command::Load(args) => {

@@ -45,6 +45,28 @@ pub(crate) struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct NodeArgs {
+    /// The schedule, the same file as the main host's (its host table names this host).
+    pub(crate) schedule: PathBuf,
+    /// This host's name in the schedule's host table (not the first: that one is the
+    /// main host, where `ictus run` coordinates).
+    #[arg(long)]
+    pub(crate) host: String,
+    /// Override the schedule's tick, as the main host does (the two must agree).
+    #[arg(long, value_parser = crate::args::positive_duration)]
+    pub(crate) tick: Option<Duration>,
+    /// How long this host waits for its subsystems and then for the main host's start
+    /// (hosts start in any order) before it gives up (exit code 1, nothing left behind).
+    #[arg(long, default_value = "60s", value_parser = crate::args::positive_duration)]
+    pub(crate) ready_timeout: Duration,
+    /// No live status line.
+    #[arg(long)]
+    pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct CtlArgs {
     /// `run`, `pause`, `off` or a mode of the schedule; `status` or `stop`.
     pub(crate) command: String,
@@ -68,8 +90,66 @@ fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
 }
 
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let mut schedule = load(&args.schedule)?;
-    if let Some(t) = args.tick {
+    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
+    let how = How {
+        here: 0,
+        duration: args.duration,
+        ready_timeout: args.ready_timeout,
+        quiet: args.quiet,
+        out: &args.out,
+    };
+    execute(schedule, &how, progress)
+}
+
+/// `ictus node SCHEDULE --host NAME`: this host's part of a schedule across hosts.
+pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
+    let here = schedule
+        .hosts
+        .iter()
+        .position(|h| h.name == args.host)
+        .ok_or_else(|| {
+            let names: Vec<&str> = schedule.hosts.iter().map(|h| h.name.as_str()).collect();
+            Failure::usage(anyhow::anyhow!(
+                "--host {}: {} {}",
+                args.host,
+                args.schedule.display(),
+                if names.is_empty() {
+                    "has no host table ([[host]] name and address): it runs on one host, \
+                     with `ictus run`"
+                        .to_string()
+                } else {
+                    format!("names the hosts {}", names.join(", "))
+                }
+            ))
+        })?;
+    if here == 0 {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--host {}: the first host of the table is the main host: run \
+             `ictus run {}` there",
+            args.host,
+            args.schedule.display()
+        )));
+    }
+    let how = How {
+        here,
+        duration: None,
+        ready_timeout: args.ready_timeout,
+        quiet: args.quiet,
+        out: &args.out,
+    };
+    execute(schedule, &how, progress)
+}
+
+/// A schedule read and checked (with `--tick`) and an output that can be written,
+/// before anything starts.
+fn prepare(
+    path: &std::path::Path,
+    tick: Option<Duration>,
+    out: &OutputArgs,
+) -> Result<Schedule, Failure> {
+    let mut schedule = load(path)?;
+    if let Some(t) = tick {
         // Every rule a tick obeys in the file holds for --tick too (bounds, the
         // hybrid margin, the major frame), before anything starts.
         schedule.with_tick(Nanos::from(t)).map_err(|e| {
@@ -79,15 +159,68 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
     // The cell table is checked here too, so a malformed one starts nothing.
     schedule.cell_table().map_err(Failure::usage)?;
     // So is the output: a run is never lost to a typo in `-o`.
-    if let Some(path) = &args.out.output {
+    if let Some(path) = &out.output {
         ictus_os::fs::check_writable(path).map_err(Failure::usage)?;
     }
+    Ok(schedule)
+}
+
+/// Which host runs, and how.
+struct How<'a> {
+    here: usize,
+    duration: Option<Duration>,
+    ready_timeout: Duration,
+    quiet: bool,
+    out: &'a OutputArgs,
+}
+
+/// The link to the other hosts when the schedule places subsystems on several: a
+/// Zenoh session opened with this thread kept off the CPUs of this host's real-time
+/// subsystems, so Zenoh's threads (which inherit it) stay off them too.
+fn link_for(
+    schedule: &Schedule,
+    here: usize,
+    store: ictus_exec::state::SetupStore,
+) -> Result<Option<Box<dyn ictus_exec::link::Link>>, Failure> {
+    if schedule.subsystems.iter().all(|s| s.host == 0) {
+        return Ok(None);
+    }
+    let rt = ictus_core::CpuSet::from_cpus(
+        schedule
+            .subsystems
+            .iter()
+            .filter(|s| s.host == here && !matches!(s.class, ictus_shield::class::Class::Normal))
+            .filter_map(|s| s.cpu),
+    );
+    let others = ictus_core::CpuSet::from_cpus(
+        ictus_os::facts::online_cpus()
+            .cpus()
+            .iter()
+            .copied()
+            .filter(|c| !rt.contains(*c)),
+    );
+    if !others.is_empty() {
+        let _ = ictus_os::sched::set_affinity(&others);
+    }
+    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name, store)
+        .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
+    Ok(Some(Box::new(link)))
+}
+
+fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
     let session = Session::begin(std::env::args().collect(), false);
+    let affinity_before = ictus_os::sched::current_affinity().ok();
+    let link = link_for(&schedule, how.here, ictus_exec::state::SetupStore::new())?;
+    if how.here != 0 {
+        // This host's segments and control socket, apart from the other hosts' on
+        // the same machine (network namespaces share /dev/shm and /run).
+        schedule.name = format!("{}.{}", schedule.name, schedule.hosts[how.here].name);
+    }
     let stop = Arc::new(AtomicBool::new(false));
-    let show = !args.quiet && !args.out.json && std::io::stderr().is_terminal();
+    let show = !how.quiet && !how.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
     let options = RunOptions {
-        duration: args.duration,
+        duration: how.duration,
         stop: Arc::clone(&stop),
         on_status: Some(Box::new(move |s: &LiveStatus| {
             if watch.stop_requested() {
@@ -100,14 +233,18 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
             }
         })),
         status_every: Duration::from_millis(100),
-        ready_timeout: args.ready_timeout,
+        ready_timeout: how.ready_timeout,
         // `process = "own"`: ictus hosts the builtin in a child of itself.
         host: std::env::current_exe()
             .ok()
             .map(|exe| (exe, vec!["subsystem".to_string()])),
+        link,
         ..RunOptions::default()
     };
     let result = exec_run::run(&schedule, &mut exec_run::builtin, options);
+    if let Some(a) = affinity_before {
+        let _ = ictus_os::sched::set_affinity(&a);
+    }
     if show {
         let _ = std::io::stderr().write_all(b"\r\x1b[2K");
     }
@@ -116,13 +253,13 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         Err(e) if e.is_bad_input() => return Err(Failure::usage(e)),
         Err(e) => {
             return Err(anyhow::Error::new(e)
-                .context(format!("running {}", args.schedule.display()))
+                .context(format!("running {}", schedule.path.display()))
                 .into());
         }
     };
-    let mut record = session.finish("run", &parameters(&schedule, args), progress);
+    let mut record = session.finish("run", &parameters(&schedule, how.duration), progress);
     fill(&mut record, &report);
-    common::emit(&record, &args.out, render)?;
+    common::emit(&record, how.out, render)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
     if lost > 0 {
         return Err(Failure {
@@ -160,14 +297,18 @@ fn status_line(s: &LiveStatus) -> String {
     line
 }
 
-fn parameters(schedule: &Schedule, args: &RunArgs) -> serde_json::Value {
+fn parameters(schedule: &Schedule, duration: Option<Duration>) -> serde_json::Value {
     serde_json::json!({
         "schedule": schedule.path.display().to_string(),
         "name": schedule.name,
         "tick_ns": schedule.tick.as_u64(),
         "major_frame": schedule.major_frame,
         "wait": schedule.wait,
-        "duration_ns": args.duration.map(|d| Nanos::from(d).as_u64()),
+        "duration_ns": duration.map(|d| Nanos::from(d).as_u64()),
+        "hosts": schedule.hosts.iter().map(|h| serde_json::json!({
+            "name": h.name,
+            "address": h.address.to_string(),
+        })).collect::<Vec<_>>(),
         "subsystems": schedule.subsystems.iter().map(|s| serde_json::json!({
             "name": s.name,
             "start": s.start,
@@ -177,6 +318,7 @@ fn parameters(schedule: &Schedule, args: &RunArgs) -> serde_json::Value {
             "process": s.process,
             "builtin": s.builtin,
             "group": s.group,
+            "host": schedule.hosts.get(s.host).map(|h| h.name.as_str()),
         })).collect::<Vec<_>>(),
     })
 }
@@ -256,6 +398,36 @@ pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
                 .metric("missed_frames", st.missed_frames as f64)
                 .metric("incoherent_cells", st.incoherent_cells as f64),
         );
+    }
+    for h in &report.hosts {
+        let labels = |m: Measurement| {
+            m.label("host", h.name.as_str())
+                .label("role", h.role.as_str())
+                .metric("clock_offset_ns", h.clock_offset_ns as f64)
+                .metric("clock_uncertainty_ns", h.clock_uncertainty_ns as f64)
+        };
+        let mut tick = labels(Measurement::new("tick-arrival"))
+            .metric("ticks_received", h.ticks as f64)
+            .metric(
+                if h.role == "main" {
+                    "ticks_sent"
+                } else {
+                    "ticks_missing"
+                },
+                h.ticks_sent_or_missing as f64,
+            )
+            .metric("bytes_sent", h.bytes_sent as f64);
+        if let Some(d) = &h.tick_lateness {
+            tick = tick.with_latency(latency(d, 0, 0));
+        }
+        record.measurements.push(tick);
+        let mut cells = labels(Measurement::new("cell-latency"))
+            .metric("cells_sent", h.cells_sent as f64)
+            .metric("cells_received", h.cells_received as f64);
+        if let Some(d) = &h.cell_latency {
+            cells = cells.with_latency(latency(d, 0, 0));
+        }
+        record.measurements.push(cells);
     }
     let overruns: u64 = report.subsystems.iter().map(|s| s.overruns).sum();
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
@@ -376,6 +548,9 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
     }
     let _ = writeln!(out, "{table}");
+    if let Some(hosts) = hosts_table(record) {
+        let _ = writeln!(out, "{hosts}");
+    }
     if let Some(events) = p["events"].as_array() {
         for e in events {
             let _ = writeln!(out, "event: {}", e.as_str().unwrap_or(""));
@@ -385,6 +560,93 @@ pub(crate) fn render(record: &RunRecord) -> String {
         let _ = writeln!(out, "{h}");
     }
     out
+}
+
+/// The link figures of a run across hosts: one row per host.
+fn hosts_table(record: &RunRecord) -> Option<Table> {
+    let find = |name: &str, host: &str| {
+        record
+            .measurements
+            .iter()
+            .find(|m| m.name == name && m.labels.get("host").and_then(|v| v.as_str()) == Some(host))
+    };
+    let hosts: Vec<&str> = record
+        .measurements
+        .iter()
+        .filter(|m| m.name == "tick-arrival")
+        .filter_map(|m| m.labels.get("host").and_then(|v| v.as_str()))
+        .collect();
+    if hosts.is_empty() {
+        return None;
+    }
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "host",
+        "role",
+        "ticks",
+        "tick late p50 us",
+        "tick late p99 us",
+        "tick late max us",
+        "cells sent",
+        "cells recv",
+        "cell p50 us",
+        "cell p99 us",
+        "cell max us",
+        "bytes sent",
+    ]);
+    for host in hosts {
+        let (Some(t), c) = (find("tick-arrival", host), find("cell-latency", host)) else {
+            continue;
+        };
+        let metric = |m: Option<&Measurement>, k: &str| {
+            m.and_then(|m| m.metrics.get(k).copied())
+                .map_or("-".to_string(), |v| format!("{v:.0}"))
+        };
+        let pct = |m: Option<&Measurement>, p: Option<Percentile>| {
+            common::micros(m.and_then(|m| m.latency.as_ref()).and_then(|l| match p {
+                Some(p) => l.summary.percentile(p),
+                None => l.summary.max_ns,
+            }))
+        };
+        let role = t.labels.get("role").and_then(|v| v.as_str()).unwrap_or("-");
+        let ticks = if role == "main" {
+            format!("{} sent", metric(Some(t), "ticks_sent"))
+        } else {
+            format!(
+                "{} ({} missing)",
+                metric(Some(t), "ticks_received"),
+                metric(Some(t), "ticks_missing")
+            )
+        };
+        let tick_pct = |p| {
+            if role == "main" {
+                "-".to_string()
+            } else {
+                pct(Some(t), p)
+            }
+        };
+        table.add_row(vec![
+            Cell::new(host),
+            Cell::new(role),
+            Cell::new(ticks),
+            Cell::new(tick_pct(Some(Percentile::P50))),
+            Cell::new(tick_pct(Some(Percentile::P99))),
+            Cell::new(tick_pct(None)),
+            Cell::new(metric(c, "cells_sent")),
+            Cell::new(metric(c, "cells_received")),
+            Cell::new(pct(c, Some(Percentile::P50))),
+            Cell::new(pct(c, Some(Percentile::P99))),
+            Cell::new(pct(c, None)),
+            Cell::new(metric(Some(t), "bytes_sent")),
+        ]);
+    }
+    for col in 2..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    Some(table)
 }
 
 /// `ictus subsystem` (hidden): hosts the built-in subsystem that `ictus run`

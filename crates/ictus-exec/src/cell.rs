@@ -101,6 +101,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use ictus_core::Nanos;
 use ictus_core::sync::AtomicU64;
 use ictus_core::sync::seqlock::{SeqlockView, region_words};
 use ictus_os::shm::{Segment, ShmError};
@@ -1409,10 +1410,18 @@ const REGION_ALIGN_WORDS: usize = 16;
 
 /// "ictusCEL": the first word of the cells' area of a shared segment.
 const CELLS_MAGIC: u64 = u64::from_le_bytes(*b"ictusCEL");
-/// The version of the cells' layout in a segment.
-const CELLS_VERSION: u64 = 1;
-/// Words before the table JSON: magic, version, JSON length.
-const CELLS_HEADER_WORDS: usize = 3;
+/// The version of the cells' layout in a segment (2: the publication notice).
+const CELLS_VERSION: u64 = 2;
+/// Words before the table JSON: magic, version, JSON length, the notice's two words.
+const CELLS_HEADER_WORDS: usize = 5;
+/// Where the notice's words are in a segment: its counter, then its stamp.
+const SHARED_NOTICE: usize = 3;
+/// Where they are in process memory (before the first cell).
+const OWNED_NOTICE: usize = 0;
+/// Words of the notice.
+const NOTICE_WORDS: usize = 2;
+/// The notice's low bit: someone forwards publications and sleeps on the word.
+const NOTICE_LISTENED: u64 = 1;
 
 /// The word ranges of the cells' regions, starting at word `base`, and the
 /// words used in all.
@@ -1444,6 +1453,8 @@ impl Memory {
 
 struct Inner {
     table: CellTable,
+    /// The first of the notice's words in `memory`.
+    notice: usize,
     /// Word range of each cell's seqlock region in `memory`.
     regions: Vec<Range<usize>>,
     memory: Memory,
@@ -1462,11 +1473,12 @@ pub struct Cells {
 impl Cells {
     /// Storage for `table` in this process's memory, all elements zero.
     pub fn in_process(table: &CellTable) -> Cells {
-        let (regions, words) = regions(table, 0);
+        let (regions, words) = regions(table, OWNED_NOTICE + NOTICE_WORDS);
         let words = (0..words).map(|_| AtomicU64::new(0)).collect();
         Cells {
             inner: Arc::new(Inner {
                 table: table.clone(),
+                notice: OWNED_NOTICE,
                 regions,
                 memory: Memory::Owned(words),
             }),
@@ -1495,6 +1507,7 @@ impl Cells {
         Ok(Cells {
             inner: Arc::new(Inner {
                 table: table.clone(),
+                notice: SHARED_NOTICE,
                 regions,
                 memory: Memory::Shared(segment),
             }),
@@ -1547,6 +1560,7 @@ impl Cells {
         Ok(Cells {
             inner: Arc::new(Inner {
                 table,
+                notice: SHARED_NOTICE,
                 regions,
                 memory: Memory::Shared(segment),
             }),
@@ -1624,6 +1638,57 @@ impl Cells {
     /// frame loop).
     pub fn new_buffer(&self, cell: usize) -> Vec<u8> {
         vec![0; self.cell_bytes(cell)]
+    }
+
+    /// The notice's words: its counter (2 per publication, plus the listening bit)
+    /// and the stamp of the last publication.
+    fn notice_words(&self) -> (&AtomicU64, &AtomicU64) {
+        let w = &self.inner.memory.words()[self.inner.notice..self.inner.notice + NOTICE_WORDS];
+        (&w[0], &w[1])
+    }
+
+    /// Tells a forwarder (the link of a run across hosts) that subsystems published
+    /// output cells: called once at the end of a frame and on each early flush. It
+    /// costs one relaxed load when nobody listens; else a clock read, a store, an
+    /// atomic add and a futex wake. Never allocates, never blocks.
+    #[inline]
+    pub(crate) fn notify_published(&self) {
+        let (count, stamp) = self.notice_words();
+        // Relaxed: only tells whether anyone listens (set once, before the epoch).
+        if count.load(Ordering::Relaxed) & NOTICE_LISTENED == 0 {
+            return;
+        }
+        // Relaxed: read with the counter, whose Release add below publishes it.
+        stamp.store(ictus_os::clock::monotonic_now().as_u64(), Ordering::Relaxed);
+        // Release: the cells written before are visible to whoever sees the count.
+        count.fetch_add(2, Ordering::Release);
+        ictus_os::handoff::futex_wake_shared_u64(count, 1);
+    }
+
+    /// Starts listening to publications (a subsystem's frame end or early flush):
+    /// from now on, each one bumps [`notice`](Self::notice) and wakes
+    /// [`wait_notice`](Self::wait_notice).
+    pub fn listen(&self) {
+        // Relaxed: a flag the writers poll; a publication that misses it is found by
+        // the listener's next scan.
+        self.notice_words()
+            .0
+            .fetch_or(NOTICE_LISTENED, Ordering::Relaxed);
+    }
+
+    /// The publications so far (a counter that moves by 2 per publication) and when
+    /// the last was made (the monotonic clock of its writer).
+    pub fn notice(&self) -> (u64, Nanos) {
+        let (count, stamp) = self.notice_words();
+        // Acquire: pairs with the Release add of `notify_published`.
+        let c = count.load(Ordering::Acquire);
+        // Relaxed: ordered by the Acquire load above.
+        (c, Nanos::new(stamp.load(Ordering::Relaxed)))
+    }
+
+    /// Sleeps until the counter differs from `seen` (a publication), at most `timeout`.
+    pub fn wait_notice(&self, seen: u64, timeout: std::time::Duration) {
+        ictus_os::handoff::futex_wait_shared_u64(self.notice_words().0, seen, Some(timeout));
     }
 
     /// The seqlock of cell `cell`.

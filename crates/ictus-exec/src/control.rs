@@ -91,7 +91,8 @@ pub enum Status {
 }
 
 impl Status {
-    fn from_word(w: u64) -> Status {
+    /// The status a word holds (unknown words read as failed).
+    pub fn from_word(w: u64) -> Status {
         match w {
             1 => Status::Starting,
             2 => Status::Ready,

@@ -17,6 +17,7 @@ pub mod control;
 pub mod ctl;
 pub mod executive;
 pub mod hub;
+pub mod link;
 pub mod run;
 pub mod schedule;
 mod shared;

@@ -17,7 +17,8 @@
 //! println!("{} frames", report.frames);
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as ProcessCommand};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +39,7 @@ use crate::control::{Control, Status};
 use crate::ctl::{self, Command, CtlError, Server};
 use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
 use crate::hub::Hubs;
+use crate::link::{HostReport, Link, LinkEvent, Start};
 use crate::schedule::{Process, Schedule, ScheduleError, SubsystemSpec};
 use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
 use crate::subsystem::element_count;
@@ -193,6 +195,9 @@ pub struct RunReport {
     /// False when stopped by a signal rather than by the duration, or when a
     /// subsystem lost frames (it crashed, left, or never ran them).
     pub complete: bool,
+    /// Each host's link figures, when the run spans hosts (this host's first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostReport>,
 }
 
 /// A snapshot of the run for a status line or `ictus ctl status`.
@@ -256,6 +261,9 @@ pub struct RunOptions {
     /// process of its own (`process = "own"`): `ictus` sets itself and its hidden
     /// `subsystem` command; the program calls [`crate::child::main_builtin`].
     pub host: Option<(PathBuf, Vec<String>)>,
+    /// The link to the run's other hosts, when its schedule spans several (see
+    /// [`crate::link`]); `None`: every subsystem runs on this host.
+    pub link: Option<Box<dyn Link>>,
 }
 
 impl Default for RunOptions {
@@ -271,6 +279,7 @@ impl Default for RunOptions {
             ack_timeout_frames: None,
             ready_timeout: Duration::from_secs(10),
             host: None,
+            link: None,
         }
     }
 }
@@ -280,6 +289,7 @@ impl std::fmt::Debug for RunOptions {
         f.debug_struct("RunOptions")
             .field("duration", &self.duration)
             .field("run_dir", &self.run_dir)
+            .field("link", &self.link.as_ref().map(|l| l.host()))
             .finish_non_exhaustive()
     }
 }
@@ -752,7 +762,11 @@ pub fn run(
     let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
     // (slot, program path, arguments, the name it is reported by)
     let mut programs: Vec<(usize, PathBuf, Vec<String>, String)> = Vec::new();
-    if let Some(spec) = schedule.subsystems.iter().find(|s| s.host != 0) {
+    let mut link = options.link.take();
+    let here = link.as_ref().map_or(0, |l| l.host());
+    if link.is_none()
+        && let Some(spec) = schedule.subsystems.iter().find(|s| s.host != 0)
+    {
         return Err(RunError::OtherHost {
             path: schedule.path.clone(),
             location: spec.location,
@@ -760,7 +774,12 @@ pub fn run(
             host: schedule.hosts[spec.host].name.clone(),
         });
     }
-    for (k, spec) in schedule.subsystems.iter().enumerate() {
+    // The subsystems of this host; the others run on theirs.
+    let local: Vec<usize> = (0..schedule.subsystems.len())
+        .filter(|&k| schedule.subsystems[k].host == here)
+        .collect();
+    for &k in &local {
+        let spec = &schedule.subsystems[k];
         match &spec.process {
             Process::InProcess => {
                 let s = factory(spec).map_err(|message| RunError::NoSubsystem {
@@ -877,7 +896,7 @@ pub fn run(
         schedule
             .subsystems
             .iter()
-            .filter(|s| !matches!(s.class, Class::Normal))
+            .filter(|s| s.host == here && !matches!(s.class, Class::Normal))
             .filter_map(|s| s.cpu),
     );
     let online = facts::online_cpus();
@@ -1007,11 +1026,13 @@ pub fn run(
 
         // 4. Wait until every subsystem is ready.
         let ready_by = monotonic_now() + Nanos::from(options.ready_timeout);
+        let mut linked = false;
+        let mut start: Option<Start> = None;
         let failure = loop {
             control.beat(monotonic_now());
             let mut all_ready = true;
             let mut failed = None;
-            for k in 0..n {
+            for &k in &local {
                 match control.slot(k).status() {
                     Status::Ready => {}
                     Status::Failed => failed = Some((k, "init failed".to_string())),
@@ -1034,14 +1055,50 @@ pub fn run(
             if let Some(f) = failed {
                 break Some(f);
             }
-            if all_ready {
+            // Across hosts: once this host is ready, the link forwards its cells
+            // and tells the others; the main coordinator waits for every host, a
+            // node for the start.
+            let mut waiting_hosts = Vec::new();
+            if all_ready && let Some(l) = link.as_mut() {
+                if !linked {
+                    linked = true;
+                    let writes = local_writes(&cells, &control, &local);
+                    if let Err(e) = l.ready(&cells, &writes) {
+                        break Some((local.first().copied().unwrap_or(0), e));
+                    }
+                }
+                if here == 0 {
+                    waiting_hosts = l.waiting_for();
+                } else {
+                    start = l.start();
+                    if start.is_none() {
+                        waiting_hosts.push(0);
+                    }
+                }
+            }
+            if all_ready && waiting_hosts.is_empty() {
                 break None;
             }
             if monotonic_now() > ready_by {
-                let slow = (0..n)
-                    .find(|&k| control.slot(k).status() != Status::Ready)
-                    .unwrap_or(0);
-                break Some((slow, format!("not ready after {:?}", options.ready_timeout)));
+                let slow = local
+                    .iter()
+                    .copied()
+                    .find(|&k| control.slot(k).status() != Status::Ready);
+                let why = match slow {
+                    Some(_) => format!("not ready after {:?}", options.ready_timeout),
+                    None => {
+                        let hosts: Vec<&str> = waiting_hosts
+                            .iter()
+                            .map(|&h| schedule.hosts[h].name.as_str())
+                            .collect();
+                        format!(
+                            "ready, but host(s) {} not after {:?}",
+                            hosts.join(", "),
+                            options.ready_timeout
+                        )
+                    }
+                };
+                break Some((slow.or(local.first().copied()).unwrap_or(0), why));
             }
             // Commands and the status hook are served while waiting too, so
             // Ctrl-C and `ictus ctl stop` end a start-up that never completes.
@@ -1068,8 +1125,11 @@ pub fn run(
             }
             // Relaxed: a stop request, polled.
             if options.stop.load(Ordering::Relaxed) {
-                let waiting = (0..n)
+                let waiting = local
+                    .iter()
+                    .copied()
                     .find(|&k| control.slot(k).status() != Status::Ready)
+                    .or(local.first().copied())
                     .unwrap_or(0);
                 break Some((
                     waiting,
@@ -1097,15 +1157,69 @@ pub fn run(
         }
 
         // 5. The epoch.
-        let lead = Nanos::from_millis(20).max(tick * 2);
-        let epoch = monotonic_now() + Nanos::from_millis(30).max(tick * 4);
+        // Across hosts, changes are announced further ahead (they travel with the
+        // tick) and the epoch leaves the start time to reach every host.
+        let (lead, epoch_lead) = if link.is_some() {
+            (Nanos::from_millis(100), Nanos::from_millis(300))
+        } else {
+            (Nanos::from_millis(20), Nanos::from_millis(30))
+        };
+        let lead = lead.max(tick * 2);
         let major = schedule.major_frame;
         let mut stop_frame = u64::MAX;
-        if let Some(d) = options.duration {
-            let frames = Nanos::from(d).as_u64().div_ceil(tick.as_u64());
-            stop_frame = frames.div_ceil(major) * major;
-            control.set_stop_frame(stop_frame);
-        }
+        let epoch = match start {
+            // A node: the main coordinator's start, on this host's clock.
+            Some(s) if s.tick != tick => {
+                abort_flag.store(true, Ordering::Relaxed);
+                control.abort();
+                wait_children(&mut children, Duration::from_secs(2));
+                return Err(RunError::Init {
+                    name: names[local.first().copied().unwrap_or(0)].clone(),
+                    message: format!(
+                        "the main host runs a tick of {}, this host {}: give both the same \
+                         schedule and --tick",
+                        s.tick, tick
+                    ),
+                });
+            }
+            Some(s) => {
+                let word = s.state;
+                log.command(word.previous, 0);
+                if word.next != word.previous {
+                    log.command(word.next, word.from_frame);
+                }
+                control.set_state(word);
+                stop_frame = s.stop_frame;
+                control.set_stop_frame(stop_frame);
+                s.epoch
+            }
+            None => {
+                if let Some(d) = options.duration {
+                    let frames = Nanos::from(d).as_u64().div_ceil(tick.as_u64());
+                    stop_frame = frames.div_ceil(major) * major;
+                    control.set_stop_frame(stop_frame);
+                }
+                let epoch = monotonic_now() + epoch_lead.max(tick * 4);
+                if let Some(l) = link.as_mut() {
+                    let s = Start {
+                        epoch,
+                        stop_frame,
+                        state: control.state(),
+                        tick,
+                    };
+                    if let Err(e) = l.begin(s) {
+                        abort_flag.store(true, Ordering::Relaxed);
+                        control.abort();
+                        wait_children(&mut children, Duration::from_secs(2));
+                        return Err(RunError::Init {
+                            name: names[local.first().copied().unwrap_or(0)].clone(),
+                            message: e,
+                        });
+                    }
+                }
+                epoch
+            }
+        };
         control.beat(monotonic_now());
         control.set_epoch(epoch);
         let frame_now = |now: Nanos| now.saturating_sub(epoch).as_u64() / tick.as_u64();
@@ -1120,6 +1234,8 @@ pub fn run(
         let mut killed = false;
         let mut torn_seen: Vec<u64> = vec![0; n];
         let mut thread_failed: Vec<bool> = vec![false; n];
+        let mut hosts_left: BTreeSet<usize> = BTreeSet::new();
+        let mut remote_failed: Vec<bool> = vec![false; n];
 
         // 6. Coordinate.
         loop {
@@ -1202,9 +1318,43 @@ pub fn run(
                     });
                 }
             }
+            // The other hosts.
+            if let Some(l) = link.as_mut() {
+                for event in l.poll(&control, &local) {
+                    let what = LinkTurn {
+                        schedule,
+                        control: &control,
+                        here,
+                        frame: f,
+                        lead,
+                        epoch,
+                    };
+                    match what.apply(event, &mut log, &mut hosts_left, &mut remote_failed) {
+                        Turn::Nothing => {}
+                        Turn::Event(e) => events.push(e),
+                        Turn::Warning(e, w) => {
+                            events.push(e);
+                            warnings.push(w);
+                        }
+                    }
+                }
+                if here != 0 {
+                    // The main coordinator's stop (and one a lost main set).
+                    stop_frame = stop_frame.min(control.stop_frame());
+                } else {
+                    l.command(control.state(), stop_frame);
+                }
+            }
             // Commands.
             while let Ok(cmd) = cmd_rx.try_recv() {
                 match cmd {
+                    Command::State(_, reply) if here != 0 => {
+                        let _ = reply.send(format!(
+                            "error this host follows the main coordinator on host {}: \
+                             command the run there",
+                            schedule.hosts[0].name
+                        ));
+                    }
                     Command::State(name, reply) => match states.id(&name) {
                         Some(id) => queue.push((id, name, reply)),
                         None => {
@@ -1244,6 +1394,8 @@ pub fn run(
             // Acknowledgements.
             let word = control.state();
             let acks: Vec<(&str, Option<state::Ack>)> = (0..n)
+                .filter(|&k| here == 0 || schedule.subsystems[k].host == here)
+                .filter(|k| !hosts_left.contains(&schedule.subsystems[*k].host))
                 .map(|k| (names[k].as_str(), control.slot(k).ack()))
                 .collect();
             for p in state::pending(word, f.min(stop_frame), acks) {
@@ -1326,8 +1478,26 @@ pub fn run(
             }
             let _ = std::fs::remove_file(&c.outcome_file);
         }
+        // Across hosts: the main coordinator collects the others' outcomes; a node
+        // hands its own over.
+        let mut hosts = Vec::new();
+        if let Some(l) = link.as_mut() {
+            let mine = l.report();
+            let (theirs, reports) = l.finish(&outcomes, &mine, Duration::from_secs(10));
+            hosts.push(mine);
+            hosts.extend(reports);
+            for (k, o) in theirs {
+                if schedule.subsystems.get(k).is_some_and(|s| s.host != here) {
+                    outcomes.insert(k, o);
+                }
+            }
+        }
         let mut subsystems = Vec::new();
         for (k, spec) in schedule.subsystems.iter().enumerate() {
+            // A node reports its own subsystems; the main coordinator all of them.
+            if here != 0 && spec.host != here {
+                continue;
+            }
             let view = control.slot(k).view();
             let outcome = outcomes.remove(&k);
             let (frames_run, overruns, streak) = match &outcome {
@@ -1350,6 +1520,12 @@ pub fn run(
                 complete = false;
                 let why = match (&crashed, outcome.as_ref().map(|o| o.end.as_str())) {
                     (Some(c), _) => format!("its process {c}"),
+                    (None, None) if hosts_left.contains(&spec.host) => {
+                        format!("its host {} left the run", schedule.hosts[spec.host].name)
+                    }
+                    (None, None) if spec.host != here => {
+                        format!("its host {} sent no report", schedule.hosts[spec.host].name)
+                    }
                     (None, Some("coordinator-gone")) => {
                         "it left the run: it found the coordinator gone".to_string()
                     }
@@ -1393,7 +1569,9 @@ pub fn run(
                 outcome,
             });
         }
-        let stress = schedule.stress.as_ref().map(|s| {
+        // The stress check reads the counters in this host's table: the main one's
+        // holds every host's cells.
+        let stress = schedule.stress.as_ref().filter(|_| here == 0).map(|s| {
             crate::stress::check(&cells, &s.counters, log.frames_in(StateId::RUN, stop_frame))
         });
         let mut state_frames = BTreeMap::new();
@@ -1423,6 +1601,7 @@ pub fn run(
             warnings: dedup(warnings),
             events,
             complete,
+            hosts,
         })
     });
     kill_all(&mut children);
@@ -1431,6 +1610,195 @@ pub fn run(
         let _ = sched::set_affinity(&a);
     }
     outcome
+}
+
+/// The cells this host's subsystems write, with the byte ranges of their elements
+/// (from the writer claims they made in `init`).
+fn local_writes(
+    cells: &Cells,
+    control: &Control,
+    local: &[usize],
+) -> Vec<(usize, Vec<Range<usize>>)> {
+    let mut out = Vec::new();
+    let mut index = 0;
+    for (c, cell) in cells.table().cells().iter().enumerate() {
+        let mut ranges: Vec<Range<usize>> = Vec::new();
+        for e in cell.elements() {
+            if control.writer_of(index).is_some_and(|w| local.contains(&w)) {
+                let r = e.range();
+                match ranges.last_mut() {
+                    Some(last) if last.end == r.start => last.end = r.end,
+                    _ => ranges.push(r),
+                }
+            }
+            index += 1;
+        }
+        if !ranges.is_empty() {
+            out.push((c, ranges));
+        }
+    }
+    out
+}
+
+/// What the coordinator's loop makes of a [`LinkEvent`].
+enum Turn {
+    Nothing,
+    Event(String),
+    Warning(String, RunWarning),
+}
+
+/// The coordinator's loop, as a [`LinkEvent`] meets it.
+struct LinkTurn<'a> {
+    schedule: &'a Schedule,
+    control: &'a Control,
+    here: usize,
+    frame: u64,
+    lead: Nanos,
+    epoch: Nanos,
+}
+
+impl LinkTurn<'_> {
+    fn apply(
+        &self,
+        event: LinkEvent,
+        log: &mut StateLog,
+        hosts_left: &mut BTreeSet<usize>,
+        remote_failed: &mut [bool],
+    ) -> Turn {
+        let f = self.frame;
+        let host_name = |h: usize| self.schedule.hosts.get(h).map_or("?", |x| x.name.as_str());
+        match event {
+            LinkEvent::Joined(h) if hosts_left.remove(&h) => {
+                Turn::Event(format!("frame {f}: host {} is back", host_name(h)))
+            }
+            LinkEvent::Joined(_) => Turn::Nothing,
+            LinkEvent::Left(h) if hosts_left.contains(&h) => Turn::Nothing,
+            LinkEvent::Left(h) => {
+                hosts_left.insert(h);
+                if self.here != 0 && h == 0 {
+                    // The main coordinator is gone: this host stops at the next
+                    // major frame it can still announce to its subsystems.
+                    let at = executive::announce_frame(
+                        self.epoch,
+                        self.control.tick(),
+                        self.schedule.major_frame,
+                        monotonic_now(),
+                        self.lead,
+                    );
+                    self.control.set_stop_frame(at);
+                    let msg = format!(
+                        "the main coordinator (host {}) left the run at frame {f}; this host \
+                         stops at frame {at}",
+                        host_name(0)
+                    );
+                    return Turn::Warning(
+                        format!("frame {f}: {msg}"),
+                        RunWarning {
+                            id: "host-lost".into(),
+                            message: msg,
+                            advice: Some(
+                                "the frames after it count as lost; start the run again \
+                                 from the main host"
+                                    .into(),
+                            ),
+                        },
+                    );
+                }
+                if self.here != 0 {
+                    return Turn::Event(format!("frame {f}: host {} left the run", host_name(h)));
+                }
+                let mut lost = Vec::new();
+                for (k, spec) in self.schedule.subsystems.iter().enumerate() {
+                    if spec.host == h && self.control.slot(k).status() != Status::Finished {
+                        self.control.slot(k).set_status(Status::Failed);
+                        lost.push(spec.name.as_str());
+                    }
+                }
+                if lost.is_empty() {
+                    return Turn::Event(format!("frame {f}: host {} left the run", host_name(h)));
+                }
+                let msg = format!(
+                    "host {} left the run at frame {f}: the frames of {} count as lost from there",
+                    host_name(h),
+                    lost.join(", ")
+                );
+                Turn::Warning(
+                    format!("frame {f}: {msg}"),
+                    RunWarning {
+                        id: "host-lost".into(),
+                        message: msg,
+                        advice: Some(
+                            "the other hosts kept their beat; see why the host went (its \
+                             `ictus node` output, its link)"
+                                .into(),
+                        ),
+                    },
+                )
+            }
+            LinkEvent::Control { state, stop_frame } => {
+                if state != self.control.state() {
+                    log.command(state.next, state.from_frame);
+                    self.control.set_state(state);
+                }
+                self.control.set_stop_frame(stop_frame);
+                Turn::Nothing
+            }
+            LinkEvent::Remote(r) => {
+                let Some(spec) = self.schedule.subsystems.get(r.slot) else {
+                    return Turn::Nothing;
+                };
+                if spec.host == self.here || hosts_left.contains(&spec.host) {
+                    return Turn::Nothing;
+                }
+                let slot = self.control.slot(r.slot);
+                slot.publish(&crate::control::Counters {
+                    frames_run: r.frames_run,
+                    overruns: r.overruns,
+                    longest_streak: r.longest_streak,
+                    last_frame: r.last_frame,
+                    last_exec: Nanos::ZERO,
+                    max_jitter: Nanos::new(r.max_jitter_ns),
+                    max_exec: Nanos::new(r.max_exec_ns),
+                    torn: 0,
+                    last_torn_cell: 0,
+                });
+                if let Some(a) = crate::state::Ack::unpack(r.ack) {
+                    slot.acknowledge(a);
+                }
+                let status = r.status();
+                if slot.status() != status {
+                    slot.set_status(status);
+                }
+                if status == Status::Failed && !remote_failed[r.slot] {
+                    remote_failed[r.slot] = true;
+                    let msg = format!(
+                        "{} on host {}: it failed after frame {} (reported by its host); its \
+                         frames count as lost",
+                        spec.name,
+                        host_name(spec.host),
+                        if r.last_frame == u64::MAX {
+                            "-".to_string()
+                        } else {
+                            r.last_frame.to_string()
+                        }
+                    );
+                    return Turn::Warning(
+                        format!("frame {f}: {msg}"),
+                        RunWarning {
+                            id: "crash".into(),
+                            message: msg,
+                            advice: Some(
+                                "the other subsystems kept their beat; its host's `ictus node` \
+                                 output says why"
+                                    .into(),
+                            ),
+                        },
+                    );
+                }
+                Turn::Nothing
+            }
+        }
+    }
 }
 
 /// Reopens every cell the subsystem in `slot` writes and that its death left in

@@ -348,6 +348,16 @@ impl Ports {
         for i in 0..self.outputs.len() {
             self.publish(i);
         }
+        if !self.outputs.is_empty() {
+            self.cells.notify_published();
+        }
+    }
+
+    /// Publishes output `i` before the frame ends (an early flush).
+    #[inline]
+    fn flush(&mut self, i: usize) {
+        self.publish(i);
+        self.cells.notify_published();
     }
 
     #[inline]
@@ -849,7 +859,7 @@ impl<'a> Frame<'a> {
     /// of the frame.
     #[inline]
     pub fn flush<T>(&mut self, output: &Output<T>) {
-        self.ports.publish(output.port);
+        self.ports.flush(output.port);
     }
 
     /// The bytes of an untyped input.
@@ -876,7 +886,7 @@ impl<'a> Frame<'a> {
     /// Publishes the cell of an untyped output now.
     #[inline]
     pub fn flush_raw(&mut self, output: &RawPort) {
-        self.ports.publish(output.port);
+        self.ports.flush(output.port);
     }
 
     /// Acknowledges that the subsystem has reached `state`.

@@ -111,6 +111,8 @@ fn send(
             frame,
             deadline,
             sent,
+            state: 0,
+            stop: u64::MAX,
         })?;
     }
     let now = monotonic_now();
@@ -119,6 +121,8 @@ fn send(
             frame: END_FRAME,
             deadline: now,
             sent: now,
+            state: 0,
+            stop: u64::MAX,
         })?;
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use thiserror::Error;
 
 pub mod health;
+pub mod link;
 pub mod tick;
 
 /// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,

@@ -11,7 +11,7 @@
 //! ```
 //! use ictus_core::Nanos;
 //! use ictus_net::tick::Tick;
-//! let t = Tick { frame: 7, deadline: Nanos::new(1_000), sent: Nanos::new(1_020) };
+//! let t = Tick { frame: 7, deadline: Nanos::new(1_000), sent: Nanos::new(1_020), state: 0, stop: u64::MAX };
 //! assert_eq!(Tick::decode(&t.encode()), Some(t));
 //! assert_eq!(Tick::decode(&[0u8; 3]), None);
 //! ```
@@ -27,7 +27,7 @@ use zenoh::qos::{CongestionControl, Priority};
 use crate::{NetError, Session};
 
 /// The size of an encoded tick.
-pub const TICK_BYTES: usize = 24;
+pub const TICK_BYTES: usize = 40;
 
 /// The frame that ends a stream of ticks.
 pub const END_FRAME: u64 = u64::MAX;
@@ -41,15 +41,26 @@ pub struct Tick {
     pub deadline: Nanos,
     /// When it was sent, on the sender's clock.
     pub sent: Nanos,
+    /// The run's state word in force (packed `ictus_exec::state::StateWord`).
+    pub state: u64,
+    /// The run's stop frame (`u64::MAX`: none yet).
+    pub stop: u64,
 }
 
 impl Tick {
-    /// Its 24 bytes: frame, deadline, sent, little-endian.
+    /// Its 40 bytes: frame, deadline, sent, state, stop, little-endian.
     pub fn encode(&self) -> [u8; TICK_BYTES] {
         let mut b = [0u8; TICK_BYTES];
-        b[..8].copy_from_slice(&self.frame.to_le_bytes());
-        b[8..16].copy_from_slice(&self.deadline.as_u64().to_le_bytes());
-        b[16..].copy_from_slice(&self.sent.as_u64().to_le_bytes());
+        let words = [
+            self.frame,
+            self.deadline.as_u64(),
+            self.sent.as_u64(),
+            self.state,
+            self.stop,
+        ];
+        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
         b
     }
 
@@ -65,6 +76,8 @@ impl Tick {
             frame: word(0),
             deadline: Nanos::new(word(8)),
             sent: Nanos::new(word(16)),
+            state: word(24),
+            stop: word(32),
         })
     }
 }
@@ -165,11 +178,13 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_tick_is_24_bytes_and_nothing_else_reads_as_one() {
+    fn a_tick_is_40_bytes_and_nothing_else_reads_as_one() {
         let t = Tick {
             frame: u64::MAX - 1,
             deadline: Nanos::new(u64::MAX),
             sent: Nanos::ZERO,
+            state: 0x0102_0000_0000_0007,
+            stop: 9,
         };
         assert_eq!(Tick::decode(&t.encode()), Some(t));
         assert_eq!(Tick::decode(&[]), None);
@@ -193,6 +208,8 @@ mod tests {
                     frame: 0,
                     deadline: Nanos::ZERO,
                     sent: Nanos::ZERO,
+                    state: 0,
+                    stop: u64::MAX,
                 })
                 .unwrap();
             std::thread::sleep(Duration::from_millis(50));
@@ -210,6 +227,8 @@ mod tests {
                     frame,
                     deadline: now,
                     sent: now,
+                    state: 0,
+                    stop: u64::MAX,
                 })
                 .unwrap();
         }

@@ -190,6 +190,52 @@ pub fn futex_wake_shared(word: &AtomicU32, n: u32) -> u32 {
     rc.max(0) as u32
 }
 
+/// The address of the 32 bits of `word` that hold its low half: the futex word of a
+/// 64-bit counter (the kernel compares and sleeps on 32 bits).
+fn low_half(word: &AtomicU64) -> *const u32 {
+    let base = word.as_ptr().cast::<u32>().cast_const();
+    if cfg!(target_endian = "little") {
+        base
+    } else {
+        base.wrapping_add(1)
+    }
+}
+
+/// [`futex_wait_shared`] on a 64-bit counter: sleeps while its low 32 bits equal
+/// those of `expected`, at most `timeout`. The counter is only ever read and written
+/// as 64 bits from Rust; the kernel reads its low half. The caller re-checks.
+pub fn futex_wait_shared_u64(word: &AtomicU64, expected: u64, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `low_half` points at 4 bytes inside a live, 8-aligned AtomicU64 borrowed
+    // for the whole call (so 4-aligned); FUTEX_WAIT only reads them, atomically, in
+    // the kernel. `ts_ptr` is null or points to `ts`, which outlives the call. Every
+    // failure (EAGAIN, EINTR, ETIMEDOUT) means "re-check": the result is ignored.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            low_half(word),
+            libc::FUTEX_WAIT,
+            expected as u32,
+            ts_ptr,
+        );
+    }
+}
+
+/// [`futex_wake_shared`] for sleepers of [`futex_wait_shared_u64`] on `word`.
+pub fn futex_wake_shared_u64(word: &AtomicU64, n: u32) -> u32 {
+    let n = n.min(i32::MAX as u32) as i32;
+    // SAFETY: the address is inside a live AtomicU64; FUTEX_WAKE does not access the
+    // memory, it only looks up sleepers keyed by the address.
+    let rc = unsafe { libc::syscall(libc::SYS_futex, low_half(word), libc::FUTEX_WAKE, n) };
+    rc.max(0) as u32
+}
+
 /// The [`Park`] of the hubs: spin a little, then sleep in the kernel with the
 /// shared futex operations (so hubs in shared memory work between processes).
 #[derive(Clone, Copy, Debug)]

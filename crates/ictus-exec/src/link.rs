@@ -1,0 +1,178 @@
+//! What a run across hosts adds to a run on one (seed 003's distributed framework),
+//! without the transport: [`Link`] is what [`crate::run::run`] calls on the
+//! coordinator's own thread (never a subsystem's), and `ictus-net` implements it on
+//! Zenoh.
+//!
+//! Every host runs the same executive on its own subsystems: the host's cells and
+//! control block live in its shared memory as on one host, and each subsystem is
+//! released from this host's monotonic clock at `epoch + frame * tick`. The main
+//! coordinator (host 0, `ictus run`) chooses the epoch once every host is ready and
+//! sends it; a local coordinator (`ictus node`) converts it to its own clock and
+//! publishes it in its control block. Afterwards the main coordinator's tick carries
+//! the state and the stop frame to every host, and its arrival measures each host's
+//! distance from the main beat. A subsystem's outputs reach the other hosts through
+//! the link's forwarder, woken by [`crate::cell::Cells::listen`]'s notice at the end
+//! of each frame (and on each early flush): the real-time thread itself only stores,
+//! adds and wakes, it never sends.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use ictus_core::Nanos;
+use serde::{Deserialize, Serialize};
+
+use crate::cell::Cells;
+use crate::control::{Control, Status};
+use crate::run::{Distribution, ThreadOutcome};
+use crate::state::StateWord;
+
+/// What the main coordinator sends when every host is ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    /// The deadline of frame 0, on the clock of the host that reads it.
+    pub epoch: Nanos,
+    /// The first frame no subsystem runs (`u64::MAX`: until stopped).
+    pub stop_frame: u64,
+    /// The state word in force.
+    pub state: StateWord,
+    /// The main host's tick (every host must run the same).
+    pub tick: Nanos,
+}
+
+/// A subsystem of another host as its local coordinator last reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteSlot {
+    /// Its slot in the schedule.
+    pub slot: usize,
+    /// Its life stage (see [`Status`]).
+    pub status: u64,
+    /// Frames run.
+    pub frames_run: u64,
+    /// Overruns.
+    pub overruns: u64,
+    /// Longest overrun streak.
+    pub longest_streak: u64,
+    /// The last frame it ran (`u64::MAX`: none yet).
+    pub last_frame: u64,
+    /// Its largest release jitter so far, ns.
+    pub max_jitter_ns: u64,
+    /// Its longest execution so far, ns.
+    pub max_exec_ns: u64,
+    /// Its last acknowledgement, packed ([`crate::state::Ack::pack`]).
+    pub ack: u64,
+}
+
+impl RemoteSlot {
+    /// Slot `slot` of `control` as it stands.
+    pub fn of(control: &Control, slot: usize) -> RemoteSlot {
+        let v = control.slot(slot).view();
+        RemoteSlot {
+            slot,
+            status: v.status as u64,
+            frames_run: v.frames_run,
+            overruns: v.overruns,
+            longest_streak: v.longest_streak,
+            last_frame: v.last_frame.unwrap_or(u64::MAX),
+            max_jitter_ns: v.max_jitter.as_u64(),
+            max_exec_ns: v.max_exec.as_u64(),
+            ack: v.ack.map_or(crate::state::Ack::NONE, |a| a.pack()),
+        }
+    }
+
+    /// Its life stage.
+    pub fn status(&self) -> Status {
+        Status::from_word(self.status)
+    }
+}
+
+/// Something the link learnt, for the coordinator's loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// Host `host` (an index in the schedule's host table) is alive.
+    Joined(usize),
+    /// Host `host` left the run: it ended, died or its link was cut.
+    Left(usize),
+    /// The main coordinator's state word and stop frame (on a node).
+    Control {
+        /// The state word in force.
+        state: StateWord,
+        /// The stop frame.
+        stop_frame: u64,
+    },
+    /// A subsystem of another host, as last reported (on the main coordinator).
+    Remote(RemoteSlot),
+}
+
+/// One host's view of the link, in the run's report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// The host's name in the schedule.
+    pub name: String,
+    /// `main` or `node`.
+    pub role: String,
+    /// This host's clock minus the main coordinator's, as measured (0 on the main
+    /// host), and half the round trip of the exchange that measured it.
+    pub clock_offset_ns: i64,
+    /// Half the round trip of that exchange: the offset's uncertainty.
+    pub clock_uncertainty_ns: u64,
+    /// Ticks received (none on the main host, which sends them).
+    pub ticks: u64,
+    /// Ticks sent (main host) or missing from the received sequence (nodes).
+    pub ticks_sent_or_missing: u64,
+    /// Tick arrival after the frame's deadline (arrival on this host's clock minus
+    /// the deadline converted to it).
+    pub tick_lateness: Option<Distribution>,
+    /// Cell publications received from other hosts.
+    pub cells_received: u64,
+    /// Cell publications sent.
+    pub cells_sent: u64,
+    /// Payload bytes sent (ticks, cells, status), without Zenoh's framing.
+    pub bytes_sent: u64,
+    /// Delay from a subsystem's publication on another host to the copy in this
+    /// host's table (one-way, on clocks converted with the measured offset).
+    pub cell_latency: Option<Distribution>,
+}
+
+/// The many-host side of a run. Every method is called from the coordinator's own
+/// thread (the one that runs [`crate::run::run`]), never from a subsystem's; a link
+/// runs its transport on threads of its own.
+pub trait Link: Send {
+    /// This host's index in the schedule's host table (0: the main coordinator).
+    fn host(&self) -> usize;
+
+    /// Every local subsystem is ready: forward what they write (`writes`: cell index
+    /// and the byte ranges of the elements this host's subsystems write) and copy in
+    /// what the other hosts publish. A node announces itself ready here.
+    fn ready(&mut self, cells: &Cells, writes: &[(usize, Vec<Range<usize>>)])
+    -> Result<(), String>;
+
+    /// The main coordinator: the hosts not ready yet (empty once all are).
+    fn waiting_for(&mut self) -> Vec<usize>;
+
+    /// The main coordinator: sends the start and begins the tick.
+    fn begin(&mut self, start: Start) -> Result<(), String>;
+
+    /// A node: the start, once the main coordinator has sent it.
+    fn start(&mut self) -> Option<Start>;
+
+    /// The main coordinator: a new state word or stop frame, for the next ticks.
+    fn command(&mut self, state: StateWord, stop_frame: u64);
+
+    /// Called every few milliseconds during the run: reports what happened, and
+    /// passes this host's subsystems (of `control`) to the main coordinator.
+    fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent>;
+
+    /// The run ended here. The main coordinator collects the other hosts' outcomes
+    /// (by slot) and reports, waiting at most `timeout`; a node offers its own
+    /// (`outcomes`, `report`) until the main coordinator has them or `timeout` passes.
+    fn finish(
+        &mut self,
+        outcomes: &BTreeMap<usize, ThreadOutcome>,
+        report: &HostReport,
+        timeout: Duration,
+    ) -> (BTreeMap<usize, ThreadOutcome>, Vec<HostReport>);
+
+    /// This host's figures so far.
+    fn report(&self) -> HostReport;
+}

@@ -1,0 +1,876 @@
+//! The executive's [`Link`] on Zenoh: what makes `ictus run` the main coordinator
+//! of a schedule that spans hosts, and `ictus node` a host's local coordinator.
+//!
+//! Keys of run `R` (every host opens a peer session that listens on its address in
+//! the schedule's host table and connects to the others'):
+//!
+//! | key | what | who |
+//! |---|---|---|
+//! | `ictus/R/host/H` | liveliness token: host H is ready and alive | every host |
+//! | `ictus/R/setup/clock` | queryable: the main host's clock (offset measurement) | main |
+//! | `ictus/R/setup/start` | queryable: the epoch, stop frame and state, once begun | main |
+//! | `ictus/R/setup/kv/K` | queryable: the run's setup store (seed 003's setup requests) | main |
+//! | `ictus/R/tick` | the tick: frame, deadline, state word, stop frame | main |
+//! | `ictus/R/cell/C` | a host's elements of cell C, at each publication | writers |
+//! | `ictus/R/status/H` | host H's subsystems' counters, every 100 ms | nodes |
+//! | `ictus/R/outcome/H` | queryable: host H's outcomes and figures, once it ended | nodes |
+//!
+//! Threads: Zenoh's runtime (spawned when the session opens: it inherits the
+//! opener's affinity, which `ictus run` and `ictus node` set to the CPUs without a
+//! real-time subsystem, and runs `SCHED_OTHER`), the forwarder (one per host: it
+//! sleeps on the cells' notice and publishes what changed) and, on the main host,
+//! the tick thread (`SCHED_OTHER` on the same CPUs). No real-time thread calls
+//! Zenoh or waits on a lock: subsystems only bump the notice; what Zenoh's threads
+//! receive is written into the seqlocked cells (never blocking a reader) or handed
+//! over through SPSC rings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ictus_core::sync::spsc::Consumer;
+use ictus_core::{LatencyHistogram, Nanos};
+use ictus_exec::cell::Cells;
+use ictus_exec::control::Control;
+use ictus_exec::link::{HostReport, Link, LinkEvent, RemoteSlot, Start};
+use ictus_exec::run::{Distribution, ThreadOutcome};
+use ictus_exec::schedule::Schedule;
+use ictus_exec::state::{SetupStore, StateWord};
+use ictus_os::clock::monotonic_now;
+use serde::{Deserialize, Serialize};
+use zenoh::Wait;
+use zenoh::qos::{CongestionControl, Priority};
+
+use crate::health::{HealthEvent, Presence, Watch};
+use crate::tick::{Arrival, END_FRAME, Tick, TickPublisher, TickSubscriber};
+use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
+
+/// Exchanges of the clock measurement; the one with the shortest round trip counts.
+const CLOCK_SAMPLES: usize = 16;
+/// How often a node reports its subsystems.
+const STATUS_EVERY: Duration = Duration::from_millis(100);
+/// The longest a forwarder sleeps between scans (it is woken by every publication).
+const FORWARD_NAP: Duration = Duration::from_millis(20);
+
+fn zerr(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The endpoints of host `host` of `schedule`: it listens on its address and
+/// connects to every other host's (TCP), without multicast scouting.
+pub fn endpoints_of(schedule: &Schedule, host: usize) -> Result<Endpoints, NetError> {
+    let to = |h: &ictus_exec::schedule::HostSpec| Endpoint {
+        protocol: Protocol::Tcp,
+        address: h.address,
+    };
+    let listen = vec![to(&schedule.hosts[host])];
+    let connect = schedule
+        .hosts
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != host)
+        .map(|(_, h)| to(h))
+        .collect();
+    Ok(Endpoints {
+        listen,
+        connect,
+        multicast: false,
+    })
+}
+
+/// What flows to the tick thread: the state and stop frame to send, and its end.
+struct TickShared {
+    state: AtomicU64,
+    stop: AtomicU64,
+    quit: AtomicBool,
+    sent: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// What the forwarder and the cell subscriber count.
+#[derive(Default)]
+struct CellCounts {
+    sent: AtomicU64,
+    bytes: AtomicU64,
+    received: AtomicU64,
+}
+
+/// A node's hand-over at the end.
+#[derive(Serialize, Deserialize)]
+struct Handover {
+    outcomes: BTreeMap<usize, ThreadOutcome>,
+    report: HostReport,
+}
+
+/// [`Link`] on a Zenoh session.
+pub struct ZenohLink {
+    run: String,
+    host: usize,
+    hosts: Vec<String>,
+    tick_period: Nanos,
+    /// Hosts other than the main one that run subsystems (the main one waits for them).
+    needed: BTreeSet<usize>,
+    session: Session,
+    store: SetupStore,
+    presence: Option<Presence>,
+    watch: Option<(Watch, Consumer<HealthEvent>)>,
+    joined: BTreeSet<usize>,
+    queryables: Vec<zenoh::query::Queryable<()>>,
+    subscribers: Vec<zenoh::pubsub::Subscriber<()>>,
+    // The main host.
+    start_word: Arc<Mutex<Option<[u8; 32]>>>,
+    tick: Option<(JoinHandle<()>, Arc<TickShared>)>,
+    status_ring: Option<Consumer<Vec<RemoteSlot>>>,
+    // A node.
+    offset: Option<(i64, u64)>,
+    /// Shared with the cell subscriber: this host's offset, once measured.
+    offset_ns: Arc<AtomicU64>,
+    next_try: Instant,
+    start: Option<Start>,
+    ticks: Option<(TickSubscriber, Consumer<Arrival>)>,
+    tick_lateness: LatencyHistogram,
+    ticks_seen: u64,
+    ticks_missing: u64,
+    last_tick: Option<u64>,
+    last_control: Option<(StateWord, u64)>,
+    status_pub: Option<zenoh::pubsub::Publisher<'static>>,
+    last_status: Instant,
+    status_bytes: u64,
+    handover: Arc<Mutex<Option<Vec<u8>>>>,
+    collected: Arc<AtomicBool>,
+    // Both.
+    forwarder: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
+    counts: Arc<CellCounts>,
+    latency: Arc<Mutex<LatencyHistogram>>,
+}
+
+impl ZenohLink {
+    /// Opens host `host`'s session for run `run` of `schedule` (`store`: the main
+    /// host's setup store, served to the others).
+    pub fn open(
+        schedule: &Schedule,
+        host: usize,
+        run: &str,
+        store: SetupStore,
+    ) -> Result<ZenohLink, NetError> {
+        let session = crate::open(&endpoints_of(schedule, host)?)?;
+        let needed = schedule
+            .subsystems
+            .iter()
+            .map(|s| s.host)
+            .filter(|&h| h != 0)
+            .collect();
+        Ok(ZenohLink {
+            run: run.to_string(),
+            host,
+            hosts: schedule.hosts.iter().map(|h| h.name.clone()).collect(),
+            tick_period: schedule.tick,
+            needed,
+            session,
+            store,
+            presence: None,
+            watch: None,
+            joined: BTreeSet::new(),
+            queryables: Vec::new(),
+            subscribers: Vec::new(),
+            start_word: Arc::new(Mutex::new(None)),
+            tick: None,
+            status_ring: None,
+            offset: None,
+            offset_ns: Arc::new(AtomicU64::new(0)),
+            next_try: Instant::now(),
+            start: None,
+            ticks: None,
+            tick_lateness: LatencyHistogram::new(),
+            ticks_seen: 0,
+            ticks_missing: 0,
+            last_tick: None,
+            last_control: None,
+            status_pub: None,
+            last_status: Instant::now(),
+            status_bytes: 0,
+            handover: Arc::new(Mutex::new(None)),
+            collected: Arc::new(AtomicBool::new(false)),
+            forwarder: None,
+            counts: Arc::new(CellCounts::default()),
+            latency: Arc::new(Mutex::new(LatencyHistogram::new())),
+        })
+    }
+
+    fn key(&self, rest: &str) -> String {
+        format!("ictus/{}/{rest}", self.run)
+    }
+
+    /// Serves the main host's setup channel: its clock, the start, the setup store.
+    fn serve_setup(&mut self) -> Result<(), String> {
+        let clock = self
+            .session
+            .declare_queryable(self.key("setup/clock"))
+            .callback(|query| {
+                let now = monotonic_now().as_u64().to_le_bytes().to_vec();
+                let _ = query.reply(query.key_expr().clone(), now).wait();
+            })
+            .wait()
+            .map_err(zerr)?;
+        let word = Arc::clone(&self.start_word);
+        let start = self
+            .session
+            .declare_queryable(self.key("setup/start"))
+            .callback(move |query| {
+                let w = *word.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = match w {
+                    Some(bytes) => query.reply(query.key_expr().clone(), bytes.to_vec()).wait(),
+                    None => query.reply_err("not started").wait(),
+                };
+            })
+            .wait()
+            .map_err(zerr)?;
+        let store = self.store.clone();
+        let prefix = self.key("setup/kv/");
+        let kv = self
+            .session
+            .declare_queryable(self.key("setup/kv/**"))
+            .callback(move |query| {
+                let key = query
+                    .key_expr()
+                    .as_str()
+                    .strip_prefix(&prefix)
+                    .unwrap_or_default()
+                    .to_string();
+                let _ = match query.payload() {
+                    Some(value) => {
+                        let value = value.to_bytes().into_owned();
+                        store.put(&key, value);
+                        query.reply(query.key_expr().clone(), Vec::new()).wait()
+                    }
+                    // Never blocking Zenoh's thread: the asker waits, by asking again.
+                    None => match store.get(&key, Duration::ZERO) {
+                        Ok(v) => query.reply(query.key_expr().clone(), v).wait(),
+                        Err(e) => query.reply_err(e.to_string()).wait(),
+                    },
+                };
+            })
+            .wait()
+            .map_err(zerr)?;
+        self.queryables.extend([clock, start, kv]);
+        let (ring, consumer) = crate::handoff::<Vec<RemoteSlot>>(256);
+        let status = self
+            .session
+            .declare_subscriber(self.key("status/*"))
+            .callback(move |sample| {
+                if let Ok(slots) = serde_json::from_slice(&sample.payload().to_bytes()) {
+                    let _ = ring.push(slots);
+                }
+            })
+            .wait()
+            .map_err(zerr)?;
+        self.subscribers.push(status);
+        self.status_ring = Some(consumer);
+        Ok(())
+    }
+
+    /// A node's hand-over point: its outcomes, once it ended.
+    fn serve_outcome(&mut self) -> Result<(), String> {
+        let handover = Arc::clone(&self.handover);
+        let collected = Arc::clone(&self.collected);
+        let q = self
+            .session
+            .declare_queryable(self.key(&format!("outcome/{}", self.hosts[self.host])))
+            .callback(move |query| {
+                let h = handover.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                match h {
+                    Some(bytes) => {
+                        if query.reply(query.key_expr().clone(), bytes).wait().is_ok() {
+                            // Relaxed: a flag the finishing thread polls.
+                            collected.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    None => {
+                        let _ = query.reply_err("running").wait();
+                    }
+                }
+            })
+            .wait()
+            .map_err(zerr)?;
+        self.queryables.push(q);
+        Ok(())
+    }
+
+    /// Copies the other hosts' cell publications into `cells`, measuring their delay.
+    fn subscribe_cells(
+        &mut self,
+        cells: &Cells,
+        mine: &[(usize, Vec<Range<usize>>)],
+    ) -> Result<(), String> {
+        let cells = cells.clone();
+        let host = self.host as u16;
+        let ours: Vec<(usize, Vec<Range<usize>>)> = mine.to_vec();
+        let counts = Arc::clone(&self.counts);
+        let latency = Arc::clone(&self.latency);
+        let offset = Arc::clone(&self.offset_ns);
+        let prefix = self.key("cell/");
+        let sub = self
+            .session
+            .declare_subscriber(self.key("cell/*"))
+            .callback(move |sample| {
+                let now = monotonic_now();
+                let name = sample
+                    .key_expr()
+                    .as_str()
+                    .strip_prefix(&prefix)
+                    .unwrap_or_default();
+                let Ok(cell) = cells.cell_index(name) else {
+                    return;
+                };
+                let bytes = sample.payload().to_bytes();
+                let Some(p) = Publication::decode(&bytes) else {
+                    return;
+                };
+                if p.host == host {
+                    return;
+                }
+                let size = cells.cell_bytes(cell);
+                for (at, data) in &p.ranges {
+                    let end = at.saturating_add(data.len());
+                    // Never a range past the cell, never one this host writes.
+                    let clash = ours
+                        .iter()
+                        .filter(|(c, _)| *c == cell)
+                        .flat_map(|(_, r)| r.iter())
+                        .any(|r| r.start < end && *at < r.end);
+                    if end <= size && !clash {
+                        cells.write_cell_range(cell, *at, data);
+                    }
+                }
+                // A copy made before any publication (the initial values) has no
+                // stamp, so no delay.
+                if p.stamp == 0 {
+                    // Relaxed: counters.
+                    counts.received.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                // The writer's stamp on the main clock, then on this host's.
+                // Relaxed: a measured figure, set once before cells flow.
+                let mine = offset.load(Ordering::Relaxed) as i64;
+                let stamp = p.stamp as i128 - i128::from(p.offset) + i128::from(mine);
+                let delay = (i128::from(now.as_u64()) - stamp).max(0) as u64;
+                latency
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .record(Nanos::new(delay));
+                // Relaxed: counters.
+                counts.received.fetch_add(1, Ordering::Relaxed);
+            })
+            .wait()
+            .map_err(zerr)?;
+        self.subscribers.push(sub);
+        Ok(())
+    }
+
+    /// Starts the forwarder: sleeps on the cells' notice, publishes what changed.
+    fn forward(
+        &mut self,
+        cells: &Cells,
+        writes: &[(usize, Vec<Range<usize>>)],
+    ) -> Result<(), String> {
+        let mut publishers = Vec::new();
+        for (cell, _) in writes {
+            let name = cells.table().cells()[*cell].name().to_string();
+            let p = self
+                .session
+                .declare_publisher(self.key(&format!("cell/{name}")))
+                .congestion_control(CongestionControl::Block)
+                .priority(Priority::RealTime)
+                .express(true)
+                .wait()
+                .map_err(zerr)?;
+            publishers.push(p);
+        }
+        let cells = cells.clone();
+        let writes = writes.to_vec();
+        let quit = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&quit);
+        let counts = Arc::clone(&self.counts);
+        let host = self.host as u16;
+        let offset = Arc::clone(&self.offset_ns);
+        cells.listen();
+        let handle = std::thread::Builder::new()
+            .name("ictus-forward".into())
+            .spawn(move || {
+                let mut last = vec![u64::MAX; writes.len()];
+                let mut bufs: Vec<Vec<u8>> =
+                    writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect();
+                let mut out = Vec::new();
+                loop {
+                    // Relaxed: a stop request, polled; one more scan follows it.
+                    let ending = stop.load(Ordering::Relaxed);
+                    let (seen, stamp) = cells.notice();
+                    for (i, (cell, ranges)) in writes.iter().enumerate() {
+                        if cells.sequence(*cell) == last[i] {
+                            continue;
+                        }
+                        let Some(seq) = cells.try_read_cell(*cell, &mut bufs[i]) else {
+                            continue;
+                        };
+                        last[i] = seq;
+                        let p = Publication {
+                            host,
+                            // Relaxed: set once before cells flow.
+                            offset: offset.load(Ordering::Relaxed) as i64,
+                            stamp: stamp.as_u64(),
+                            ranges: ranges
+                                .iter()
+                                .map(|r| (r.start, &bufs[i][r.clone()]))
+                                .collect(),
+                        };
+                        out.clear();
+                        p.encode(&mut out);
+                        if publishers[i].put(out.clone()).wait().is_ok() {
+                            // Relaxed: counters.
+                            counts.sent.fetch_add(1, Ordering::Relaxed);
+                            counts.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                        }
+                    }
+                    if ending {
+                        break;
+                    }
+                    cells.wait_notice(seen, FORWARD_NAP);
+                }
+            })
+            .map_err(zerr)?;
+        self.forwarder = Some((handle, quit));
+        Ok(())
+    }
+
+    /// Measures this host's clock against the main host's: `CLOCK_SAMPLES`
+    /// exchanges, the shortest round trip counts. `None` while the main host does
+    /// not answer.
+    fn measure_clock(&self) -> Option<(i64, u64)> {
+        let mut best: Option<(i64, u64)> = None;
+        for _ in 0..CLOCK_SAMPLES {
+            let t0 = monotonic_now().as_u64();
+            let replies = self
+                .session
+                .get(self.key("setup/clock"))
+                .timeout(Duration::from_millis(500))
+                .wait()
+                .ok()?;
+            let reply = replies.recv().ok()?;
+            let t2 = monotonic_now().as_u64();
+            let sample = reply.result().ok()?;
+            let bytes: [u8; 8] = sample.payload().to_bytes().as_ref().try_into().ok()?;
+            let main = u64::from_le_bytes(bytes);
+            let rtt = t2.saturating_sub(t0);
+            let offset = (i128::from(t0) + i128::from(rtt / 2) - i128::from(main)) as i64;
+            if best.is_none_or(|(_, r)| rtt / 2 < r) {
+                best = Some((offset, rtt / 2));
+            }
+        }
+        best
+    }
+
+    /// Asks the main host for the start (a node, until it has it).
+    fn ask_start(&mut self) -> Option<Start> {
+        let replies = self
+            .session
+            .get(self.key("setup/start"))
+            .timeout(Duration::from_millis(200))
+            .wait()
+            .ok()?;
+        let reply = replies.recv().ok()?;
+        let sample = reply.result().ok()?;
+        let b = sample.payload().to_bytes();
+        let w: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        let [epoch, stop, state, tick] = w[..] else {
+            return None;
+        };
+        let offset = match self.offset {
+            Some(o) => o,
+            None => {
+                let o = self.measure_clock()?;
+                self.offset = Some(o);
+                // Relaxed: read by the cell threads for their figures.
+                self.offset_ns.store(o.0 as u64, Ordering::Relaxed);
+                o
+            }
+        };
+        Some(Start {
+            epoch: Nanos::new((i128::from(epoch) + i128::from(offset.0)).max(1) as u64),
+            stop_frame: stop,
+            state: StateWord::unpack(state),
+            tick: Nanos::new(tick),
+        })
+    }
+
+    /// A node: the ticks that arrived, as lateness figures and control events.
+    fn take_ticks(&mut self, events: &mut Vec<LinkEvent>) {
+        let offset = self.offset.map_or(0, |o| o.0);
+        let Some((_, ring)) = self.ticks.as_mut() else {
+            return;
+        };
+        while let Some(a) = ring.pop() {
+            let t = a.tick;
+            if t.frame == END_FRAME {
+                continue;
+            }
+            self.ticks_seen += 1;
+            if let Some(last) = self.last_tick
+                && t.frame > last + 1
+            {
+                self.ticks_missing += t.frame - last - 1;
+            }
+            self.last_tick = Some(self.last_tick.map_or(t.frame, |l| l.max(t.frame)));
+            let deadline = i128::from(t.deadline.as_u64()) + i128::from(offset);
+            let late = (i128::from(a.arrived.as_u64()) - deadline).max(0) as u64;
+            self.tick_lateness.record(Nanos::new(late));
+            let control = (StateWord::unpack(t.state), t.stop);
+            if self.last_control != Some(control) {
+                self.last_control = Some(control);
+                events.push(LinkEvent::Control {
+                    state: control.0,
+                    stop_frame: control.1,
+                });
+            }
+        }
+    }
+}
+
+/// One host's elements of one cell, as published: the writer's host, its clock
+/// offset to the main host, the stamp of the publication on its clock, and each
+/// range with its offset in the cell.
+struct Publication<'a> {
+    host: u16,
+    offset: i64,
+    stamp: u64,
+    ranges: Vec<(usize, &'a [u8])>,
+}
+
+impl<'a> Publication<'a> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.host.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.stamp.to_le_bytes());
+        out.extend_from_slice(&(self.ranges.len() as u16).to_le_bytes());
+        for (at, data) in &self.ranges {
+            out.extend_from_slice(&(*at as u32).to_le_bytes());
+            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            out.extend_from_slice(data);
+        }
+    }
+
+    fn decode(b: &'a [u8]) -> Option<Publication<'a>> {
+        let take = |at: &mut usize, n: usize| -> Option<&'a [u8]> {
+            let s = b.get(*at..at.checked_add(n)?)?;
+            *at += n;
+            Some(s)
+        };
+        let mut at = 0;
+        let host = u16::from_le_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let offset = i64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
+        let stamp = u64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
+        let n = u16::from_le_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let mut ranges = Vec::with_capacity(usize::from(n));
+        for _ in 0..n {
+            let off = u32::from_le_bytes(take(&mut at, 4)?.try_into().ok()?) as usize;
+            let len = u32::from_le_bytes(take(&mut at, 4)?.try_into().ok()?) as usize;
+            ranges.push((off, take(&mut at, len)?));
+        }
+        (at == b.len()).then_some(Publication {
+            host,
+            offset,
+            stamp,
+            ranges,
+        })
+    }
+}
+
+impl Link for ZenohLink {
+    fn host(&self) -> usize {
+        self.host
+    }
+
+    fn ready(
+        &mut self,
+        cells: &Cells,
+        writes: &[(usize, Vec<Range<usize>>)],
+    ) -> Result<(), String> {
+        self.subscribe_cells(cells, writes)?;
+        if self.host == 0 {
+            self.serve_setup()?;
+        } else {
+            self.serve_outcome()?;
+            self.ticks =
+                Some(crate::tick::subscribe(&self.session, &self.run, 1 << 14).map_err(zerr)?);
+            let p = self
+                .session
+                .declare_publisher(self.key(&format!("status/{}", self.hosts[self.host])))
+                .wait()
+                .map_err(zerr)?;
+            self.status_pub = Some(p);
+        }
+        self.forward(cells, writes)?;
+        self.watch = Some(crate::health::watch(&self.session, &self.run, 256).map_err(zerr)?);
+        self.presence = Some(
+            crate::health::announce(&self.session, &self.run, &self.hosts[self.host])
+                .map_err(zerr)?,
+        );
+        Ok(())
+    }
+
+    fn waiting_for(&mut self) -> Vec<usize> {
+        let mut events = Vec::new();
+        self.drain_health(&mut events);
+        self.needed
+            .iter()
+            .copied()
+            .filter(|h| !self.joined.contains(h))
+            .collect()
+    }
+
+    fn begin(&mut self, start: Start) -> Result<(), String> {
+        let mut word = [0u8; 32];
+        for (chunk, w) in word.chunks_exact_mut(8).zip([
+            start.epoch.as_u64(),
+            start.stop_frame,
+            start.state.pack(),
+            start.tick.as_u64(),
+        ]) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        *self.start_word.lock().unwrap_or_else(|e| e.into_inner()) = Some(word);
+        let publisher = TickPublisher::new(&self.session, &self.run).map_err(zerr)?;
+        let shared = Arc::new(TickShared {
+            state: AtomicU64::new(start.state.pack()),
+            stop: AtomicU64::new(start.stop_frame),
+            quit: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        });
+        let s = Arc::clone(&shared);
+        let period = self.tick_period;
+        let handle = std::thread::Builder::new()
+            .name("ictus-tick".into())
+            .spawn(move || {
+                let mut frame = 0u64;
+                loop {
+                    // Relaxed (all): values the coordinator's loop sets, each read on its own.
+                    let stop = s.stop.load(Ordering::Relaxed);
+                    if s.quit.load(Ordering::Relaxed) || frame >= stop {
+                        break;
+                    }
+                    let deadline = start.epoch + period * frame;
+                    ictus_os::wait::sleep_until(deadline);
+                    let t = Tick {
+                        frame,
+                        deadline,
+                        sent: monotonic_now(),
+                        state: s.state.load(Ordering::Relaxed),
+                        stop,
+                    };
+                    if publisher.send(t).is_ok() {
+                        s.sent.fetch_add(1, Ordering::Relaxed);
+                        s.bytes
+                            .fetch_add(crate::tick::TICK_BYTES as u64, Ordering::Relaxed);
+                    }
+                    frame += 1;
+                }
+                let now = monotonic_now();
+                let _ = publisher.send(Tick {
+                    frame: END_FRAME,
+                    deadline: now,
+                    sent: now,
+                    state: s.state.load(Ordering::Relaxed),
+                    stop: s.stop.load(Ordering::Relaxed),
+                });
+            })
+            .map_err(zerr)?;
+        self.tick = Some((handle, shared));
+        Ok(())
+    }
+
+    fn start(&mut self) -> Option<Start> {
+        if self.start.is_none() && Instant::now() >= self.next_try {
+            self.next_try = Instant::now() + Duration::from_millis(50);
+            self.start = self.ask_start();
+        }
+        self.start
+    }
+
+    fn command(&mut self, state: StateWord, stop_frame: u64) {
+        if let Some((_, s)) = &self.tick {
+            // Relaxed: each read on its own by the tick thread.
+            s.state.store(state.pack(), Ordering::Relaxed);
+            s.stop.store(stop_frame, Ordering::Relaxed);
+        }
+    }
+
+    fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent> {
+        let mut events = Vec::new();
+        self.drain_health(&mut events);
+        if self.host == 0 {
+            if let Some(ring) = self.status_ring.as_mut() {
+                while let Some(slots) = ring.pop() {
+                    events.extend(slots.into_iter().map(LinkEvent::Remote));
+                }
+            }
+        } else {
+            self.take_ticks(&mut events);
+            if self.last_status.elapsed() >= STATUS_EVERY
+                && let Some(p) = &self.status_pub
+            {
+                self.last_status = Instant::now();
+                let slots: Vec<RemoteSlot> =
+                    local.iter().map(|&k| RemoteSlot::of(control, k)).collect();
+                let json = serde_json::to_vec(&slots).unwrap_or_default();
+                self.status_bytes += json.len() as u64;
+                let _ = p.put(json).wait();
+            }
+        }
+        events
+    }
+
+    fn finish(
+        &mut self,
+        outcomes: &BTreeMap<usize, ThreadOutcome>,
+        report: &HostReport,
+        timeout: Duration,
+    ) -> (BTreeMap<usize, ThreadOutcome>, Vec<HostReport>) {
+        // The last publications go out first.
+        if let Some((h, quit)) = self.forwarder.take() {
+            // Relaxed: a stop request; the join below orders the rest.
+            quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+        if let Some((h, s)) = self.tick.take() {
+            // Relaxed: a stop request.
+            s.quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+        let deadline = Instant::now() + timeout;
+        if self.host != 0 {
+            let mut report = report.clone();
+            report.bytes_sent = self.report().bytes_sent;
+            let json = serde_json::to_vec(&Handover {
+                outcomes: outcomes.clone(),
+                report,
+            })
+            .unwrap_or_default();
+            *self.handover.lock().unwrap_or_else(|e| e.into_inner()) = Some(json);
+            let mut events = Vec::new();
+            // Relaxed: set by the queryable's callback once it replied.
+            while !self.collected.load(Ordering::Relaxed) && Instant::now() < deadline {
+                self.drain_health(&mut events);
+                if events.contains(&LinkEvent::Left(0)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            return (BTreeMap::new(), Vec::new());
+        }
+        let mut all = BTreeMap::new();
+        let mut reports = Vec::new();
+        let needed: Vec<usize> = self.needed.iter().copied().collect();
+        for h in needed {
+            let key = self.key(&format!("outcome/{}", self.hosts[h]));
+            let mut events = Vec::new();
+            'host: while Instant::now() < deadline {
+                self.drain_health(&mut events);
+                if events.contains(&LinkEvent::Left(h)) && !self.joined.contains(&h) {
+                    break;
+                }
+                if let Ok(replies) = self
+                    .session
+                    .get(&key)
+                    .timeout(Duration::from_millis(500))
+                    .wait()
+                {
+                    while let Ok(reply) = replies.recv() {
+                        if let Ok(sample) = reply.result()
+                            && let Ok(hand) =
+                                serde_json::from_slice::<Handover>(&sample.payload().to_bytes())
+                        {
+                            all.extend(hand.outcomes);
+                            reports.push(hand.report);
+                            break 'host;
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        (all, reports)
+    }
+
+    fn report(&self) -> HostReport {
+        let main = self.host == 0;
+        let (ticks_sent, tick_bytes) = self.tick.as_ref().map_or((0, 0), |(_, s)| {
+            // Relaxed: counters.
+            (
+                s.sent.load(Ordering::Relaxed),
+                s.bytes.load(Ordering::Relaxed),
+            )
+        });
+        let latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed (all): counters.
+        let cells_sent = self.counts.sent.load(Ordering::Relaxed);
+        HostReport {
+            name: self.hosts[self.host].clone(),
+            role: if main { "main" } else { "node" }.to_string(),
+            clock_offset_ns: self.offset.map_or(0, |o| o.0),
+            clock_uncertainty_ns: self.offset.map_or(0, |o| o.1),
+            ticks: self.ticks_seen,
+            ticks_sent_or_missing: if main { ticks_sent } else { self.ticks_missing },
+            tick_lateness: (!main).then(|| Distribution::of(&self.tick_lateness)),
+            cells_received: self.counts.received.load(Ordering::Relaxed),
+            cells_sent,
+            bytes_sent: self.counts.bytes.load(Ordering::Relaxed) + tick_bytes + self.status_bytes,
+            cell_latency: (latency.count() > 0).then(|| Distribution::of(&latency)),
+        }
+    }
+}
+
+impl ZenohLink {
+    /// Health events since the last call: joins and leaves of known hosts.
+    fn drain_health(&mut self, events: &mut Vec<LinkEvent>) {
+        let Some((_, ring)) = self.watch.as_mut() else {
+            return;
+        };
+        while let Some(e) = ring.pop() {
+            match e {
+                HealthEvent::Joined(name) => {
+                    if let Some(h) = self.hosts.iter().position(|x| *x == name) {
+                        self.joined.insert(h);
+                        events.push(LinkEvent::Joined(h));
+                    }
+                }
+                HealthEvent::Left(name) => {
+                    if let Some(h) = self.hosts.iter().position(|x| *x == name) {
+                        self.joined.remove(&h);
+                        events.push(LinkEvent::Left(h));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ZenohLink {
+    fn drop(&mut self) {
+        if let Some((h, quit)) = self.forwarder.take() {
+            // Relaxed: a stop request.
+            quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+        if let Some((h, s)) = self.tick.take() {
+            // Relaxed: a stop request.
+            s.quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+    }
+}
