@@ -6,11 +6,14 @@
  *   udp_pingpong server ADDR PORT [SECONDS]
  *       echoes every datagram back to its sender; ends on an empty datagram or
  *       after SECONDS (default 60) without one.
- *   udp_pingpong client ADDR PORT COUNT SIZE
+ *   udp_pingpong client ADDR PORT COUNT SIZE [INTERVAL_US]
  *       sends COUNT datagrams of SIZE bytes one at a time (after 100 unrecorded
  *       warm-up ones), each waiting for its echo (1 s at most: then it is counted
  *       lost), and prints one line of JSON: every round trip's percentiles and its
- *       max, in nanoseconds of CLOCK_MONOTONIC. Never drops an outlier.
+ *       max, in nanoseconds of CLOCK_MONOTONIC. Never drops an outlier. With
+ *       INTERVAL_US, one round trip starts every INTERVAL_US (absolute times), so
+ *       both ends sleep between them as the executive's hosts do; without it they
+ *       follow each other (both ends stay awake).
  *
  * Build: cc -O2 -o udp_pingpong udp_pingpong.c
  */
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,7 +46,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: udp_pingpong server ADDR PORT [SECONDS] | client ADDR PORT COUNT SIZE\n");
+    fprintf(stderr, "usage: udp_pingpong server ADDR PORT [SECONDS] | client ADDR PORT COUNT SIZE [INTERVAL_US]\n");
     exit(2);
 }
 
@@ -112,7 +116,7 @@ static uint64_t pct(const uint64_t *v, long n, double p) {
     return v[i];
 }
 
-static int client(struct sockaddr_in a, long count, long size) {
+static int client(struct sockaddr_in a, long count, long size, long interval_us) {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         perror("udp_pingpong: client socket");
@@ -128,7 +132,16 @@ static int client(struct sockaddr_in a, long count, long size) {
     }
     long kept = 0, lost = 0;
     uint64_t start = now_ns();
+    uint64_t next = now_ns();
     for (long i = 0; i < WARMUP + count; i++) {
+        if (interval_us > 0) {
+            /* Paced: one round trip per interval, at absolute times, so both ends
+               sleep between them as a cell's writer and reader do. */
+            next += (uint64_t)interval_us * 1000u;
+            struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+            }
+        }
         uint64_t t0 = now_ns();
         if (send(fd, out, (size_t)size, 0) != size) {
             perror("udp_pingpong: send");
@@ -175,9 +188,10 @@ int main(int argc, char **argv) {
     struct sockaddr_in a = address(argv[2], argv[3]);
     if (strcmp(argv[1], "server") == 0 && (argc == 4 || argc == 5))
         return server(a, argc == 5 ? number(argv[4], 1, 86400, "seconds") : 60);
-    if (strcmp(argv[1], "client") == 0 && argc == 6)
+    if (strcmp(argv[1], "client") == 0 && (argc == 6 || argc == 7))
         return client(a, number(argv[4], 1, 100000000, "count"),
-                      number(argv[5], 1, MAX_SIZE, "size"));
+                      number(argv[5], 1, MAX_SIZE, "size"),
+                      argc == 7 ? number(argv[6], 0, 1000000, "interval_us") : 0);
     usage();
     return 2;
 }

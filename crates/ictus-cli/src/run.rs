@@ -428,6 +428,13 @@ pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
             cells = cells.with_latency(latency(d, 0, 0));
         }
         record.measurements.push(cells);
+        if let Some(d) = &h.forward_delay {
+            record.measurements.push(
+                labels(Measurement::new("forward-delay"))
+                    .metric("cells_sent", h.cells_sent as f64)
+                    .with_latency(latency(d, 0, 0)),
+            );
+        }
     }
     let overruns: u64 = report.subsystems.iter().map(|s| s.overruns).sum();
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();

@@ -1868,6 +1868,42 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn a_publication_is_noticed_only_once_someone_listens_and_wakes_the_listener() {
+        let cells = Cells::in_process(&dynamics());
+        cells.notify_published();
+        assert_eq!(
+            cells.notice(),
+            (0, Nanos::ZERO),
+            "nobody listens: nothing changes"
+        );
+        cells.listen();
+        let (seen, _) = cells.notice();
+        let waiter = {
+            let cells = cells.clone();
+            std::thread::spawn(move || {
+                // Bounded: a wake-up that never comes fails the test, not hangs it.
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while cells.notice().0 == seen && std::time::Instant::now() < until {
+                    cells.wait_notice(seen, std::time::Duration::from_millis(100));
+                }
+                cells.notice()
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        cells.notify_published();
+        let (count, stamp) = waiter.join().unwrap();
+        assert_eq!(count, seen + 2);
+        assert!(stamp > Nanos::ZERO);
+        // A shared table keeps its notice in the segment, for every process.
+        let name = format!("ictus-test-notice-{}", std::process::id());
+        let shared = Cells::create_shared(&dynamics(), &name).unwrap();
+        let other = Cells::open_shared(&name).unwrap();
+        other.listen();
+        shared.notify_published();
+        assert_eq!(other.notice().0, 3, "the listening bit and one publication");
+    }
+
     fn dynamics() -> CellTable {
         CellTable::builder()
             .cell("dynamics")

@@ -132,6 +132,10 @@ pub struct HostReport {
     /// Delay from a subsystem's publication on another host to the copy in this
     /// host's table (one-way, on clocks converted with the measured offset).
     pub cell_latency: Option<Distribution>,
+    /// The part of it spent on the sending host: from a publication here to the
+    /// forwarder handing it to the transport (the forwarder's wake-up and copy).
+    #[serde(default)]
+    pub forward_delay: Option<Distribution>,
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own
@@ -165,11 +169,11 @@ pub trait Link: Send {
 
     /// The run ended here. The main coordinator collects the other hosts' outcomes
     /// (by slot) and reports, waiting at most `timeout`; a node offers its own
-    /// (`outcomes`, `report`) until the main coordinator has them or `timeout` passes.
+    /// `outcomes` and [`report`](Self::report) until the main coordinator has them or
+    /// `timeout` passes.
     fn finish(
         &mut self,
         outcomes: &BTreeMap<usize, ThreadOutcome>,
-        report: &HostReport,
         timeout: Duration,
     ) -> (BTreeMap<usize, ThreadOutcome>, Vec<HostReport>);
 

@@ -348,7 +348,7 @@ pub enum RunError {
     },
     /// A subsystem on another host of a run across hosts.
     #[error(
-        "{}:{}: subsystem '{name}' runs on host '{host}': `ictus run` runs the subsystems of the first host only so far (the local coordinator of the other hosts is issue 11's next step)",
+        "{}:{}: subsystem '{name}' runs on host '{host}': a run across hosts needs a link to them (RunOptions::link; `ictus run` makes one, and `ictus node` runs the other hosts)",
         path.display(), location
     )]
     OtherHost {
@@ -1482,9 +1482,8 @@ pub fn run(
         // hands its own over.
         let mut hosts = Vec::new();
         if let Some(l) = link.as_mut() {
-            let mine = l.report();
-            let (theirs, reports) = l.finish(&outcomes, &mine, Duration::from_secs(10));
-            hosts.push(mine);
+            let (theirs, reports) = l.finish(&outcomes, Duration::from_secs(10));
+            hosts.push(l.report());
             hosts.extend(reports);
             for (k, o) in theirs {
                 if schedule.subsystems.get(k).is_some_and(|s| s.host != here) {

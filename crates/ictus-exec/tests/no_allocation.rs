@@ -141,3 +141,30 @@ fn the_frame_loop_allocates_nothing_on_the_real_clock() {
     assert_eq!(stats.counters.frames_run + stats.overruns.missed, 200);
     assert_eq!(n, 0, "allocations in 200 real frames");
 }
+
+#[test]
+fn the_frame_loop_allocates_nothing_when_a_forwarder_listens() {
+    // A run across hosts: each frame end and early flush also stamps the cells'
+    // notice and wakes the forwarder (a thread of the link), still without an
+    // allocation on the subsystem's thread.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
+    let cells = Cells::in_process(&table());
+    cells.listen();
+    let control = Control::in_process_with_claims(1, 100_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(1_000);
+    control.set_epoch(Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    w.clock = Some(clock);
+    let before = cells.notice().0;
+    let (n, stats) = run_watched(&MockBeat(clock), &control, &mut w, &mut ports);
+    assert_eq!(stats.counters.frames_run, 1_000);
+    assert_eq!(n, 0, "allocations in 1,000 frames");
+    // Two publications a frame (the flush, then the frame's end), 2 counts each.
+    assert_eq!(cells.notice().0 - before, 4 * 1_000);
+    assert!(
+        cells.notice().1 > Nanos::ZERO,
+        "the last publication is stamped"
+    );
+}

@@ -123,6 +123,8 @@ pub struct ZenohLink {
     // The main host.
     start_word: Arc<Mutex<Option<[u8; 32]>>>,
     tick: Option<(JoinHandle<()>, Arc<TickShared>)>,
+    /// The tick thread's counters, kept after it ends.
+    tick_counts: Option<Arc<TickShared>>,
     status_ring: Option<Consumer<Vec<RemoteSlot>>>,
     // A node.
     offset: Option<(i64, u64)>,
@@ -145,6 +147,7 @@ pub struct ZenohLink {
     forwarder: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
+    forward_delay: Arc<Mutex<LatencyHistogram>>,
 }
 
 impl ZenohLink {
@@ -178,6 +181,7 @@ impl ZenohLink {
             subscribers: Vec::new(),
             start_word: Arc::new(Mutex::new(None)),
             tick: None,
+            tick_counts: None,
             status_ring: None,
             offset: None,
             offset_ns: Arc::new(AtomicU64::new(0)),
@@ -197,6 +201,7 @@ impl ZenohLink {
             forwarder: None,
             counts: Arc::new(CellCounts::default()),
             latency: Arc::new(Mutex::new(LatencyHistogram::new())),
+            forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
         })
     }
 
@@ -396,10 +401,15 @@ impl ZenohLink {
         let counts = Arc::clone(&self.counts);
         let host = self.host as u16;
         let offset = Arc::clone(&self.offset_ns);
+        let delays = Arc::clone(&self.forward_delay);
         cells.listen();
         let handle = std::thread::Builder::new()
             .name("ictus-forward".into())
             .spawn(move || {
+                // Its waits end on a wake-up, never on a timer that slack would delay;
+                // the nap's end may as well be exact.
+                let _ = ictus_os::sched::set_timer_slack(1);
+                let mut delay = LatencyHistogram::new();
                 let mut last = vec![u64::MAX; writes.len()];
                 let mut bufs: Vec<Vec<u8>> =
                     writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect();
@@ -428,6 +438,9 @@ impl ZenohLink {
                         };
                         out.clear();
                         p.encode(&mut out);
+                        if stamp.as_u64() != 0 {
+                            delay.record(monotonic_now().saturating_sub(stamp));
+                        }
                         if publishers[i].put(out.clone()).wait().is_ok() {
                             // Relaxed: counters.
                             counts.sent.fetch_add(1, Ordering::Relaxed);
@@ -439,6 +452,7 @@ impl ZenohLink {
                     }
                     cells.wait_notice(seen, FORWARD_NAP);
                 }
+                *delays.lock().unwrap_or_else(|e| e.into_inner()) = delay;
             })
             .map_err(zerr)?;
         self.forwarder = Some((handle, quit));
@@ -657,6 +671,9 @@ impl Link for ZenohLink {
         let handle = std::thread::Builder::new()
             .name("ictus-tick".into())
             .spawn(move || {
+                // The tick's own lateness is what every host's arrival starts from:
+                // no timer slack on its sleeps.
+                let _ = ictus_os::sched::set_timer_slack(1);
                 let mut frame = 0u64;
                 loop {
                     // Relaxed (all): values the coordinator's loop sets, each read on its own.
@@ -690,6 +707,7 @@ impl Link for ZenohLink {
                 });
             })
             .map_err(zerr)?;
+        self.tick_counts = Some(Arc::clone(&shared));
         self.tick = Some((handle, shared));
         Ok(())
     }
@@ -738,7 +756,6 @@ impl Link for ZenohLink {
     fn finish(
         &mut self,
         outcomes: &BTreeMap<usize, ThreadOutcome>,
-        report: &HostReport,
         timeout: Duration,
     ) -> (BTreeMap<usize, ThreadOutcome>, Vec<HostReport>) {
         // The last publications go out first.
@@ -754,8 +771,7 @@ impl Link for ZenohLink {
         }
         let deadline = Instant::now() + timeout;
         if self.host != 0 {
-            let mut report = report.clone();
-            report.bytes_sent = self.report().bytes_sent;
+            let report = self.report();
             let json = serde_json::to_vec(&Handover {
                 outcomes: outcomes.clone(),
                 report,
@@ -809,7 +825,7 @@ impl Link for ZenohLink {
 
     fn report(&self) -> HostReport {
         let main = self.host == 0;
-        let (ticks_sent, tick_bytes) = self.tick.as_ref().map_or((0, 0), |(_, s)| {
+        let (ticks_sent, tick_bytes) = self.tick_counts.as_ref().map_or((0, 0), |s| {
             // Relaxed: counters.
             (
                 s.sent.load(Ordering::Relaxed),
@@ -831,6 +847,10 @@ impl Link for ZenohLink {
             cells_sent,
             bytes_sent: self.counts.bytes.load(Ordering::Relaxed) + tick_bytes + self.status_bytes,
             cell_latency: (latency.count() > 0).then(|| Distribution::of(&latency)),
+            forward_delay: {
+                let d = self.forward_delay.lock().unwrap_or_else(|e| e.into_inner());
+                (d.count() > 0).then(|| Distribution::of(&d))
+            },
         }
     }
 }
@@ -872,5 +892,34 @@ impl Drop for ZenohLink {
             s.quit.store(true, Ordering::Relaxed);
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publication_reads_back_and_anything_cut_or_longer_is_refused() {
+        let data = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+        let p = Publication {
+            host: 2,
+            offset: -1234,
+            stamp: 987_654_321,
+            ranges: vec![(0, &data[..4]), (16, &data[4..])],
+        };
+        let mut out = Vec::new();
+        p.encode(&mut out);
+        let back = Publication::decode(&out).unwrap();
+        assert_eq!(
+            (back.host, back.offset, back.stamp),
+            (2, -1234, 987_654_321)
+        );
+        assert_eq!(back.ranges, p.ranges);
+        for cut in 0..out.len() {
+            assert!(Publication::decode(&out[..cut]).is_none(), "cut at {cut}");
+        }
+        out.push(0);
+        assert!(Publication::decode(&out).is_none());
     }
 }

@@ -1,0 +1,358 @@
+//! End-to-end: a schedule across three hosts on loopback (`ictus run` as the main
+//! coordinator, `ictus node` for the two others), as bench/stress-hosts.sh runs it
+//! across network namespaces. Structure only: every frame accounted for, cells and
+//! ticks crossing, a killed host reported; never a timing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("ictus")
+}
+
+/// A port on loopback free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Seed 003's ring over three hosts: A and C on h2 (C in a process of its own),
+/// B on h3, the main coordinator on h1.
+fn three_hosts(dir: &Path, name: &str) -> PathBuf {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stress");
+    std::fs::copy(examples.join("cells.toml"), dir.join("cells.toml")).unwrap();
+    let mut text = format!(
+        "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 3\ncells = \"cells.toml\"\n\
+         initial_state = \"run\"\n[stress]\ncounters = [\"A.int\", \"B.int\", \"C.int\"]\n"
+    );
+    for h in 1..=3 {
+        text += &format!(
+            "[[host]]\nname = \"h{h}\"\naddress = \"127.0.0.1:{}\"\n",
+            free_port()
+        );
+    }
+    for (n, start, from, to, host, own) in [
+        ("A", 0, "A", "B", "h2", false),
+        ("B", 1, "B", "C", "h3", false),
+        ("C", 2, "C", "A", "h2", true),
+    ] {
+        text += &format!(
+            "[[subsystem]]\nname = \"{n}\"\nhost = \"{host}\"\nstart = {start}\nperiod = 3\n\
+             builtin = \"increment\"\nconfig = {{ from = \"{from}\", to = \"{to}\" }}\n{}",
+            if own { "process = \"own\"\n" } else { "" }
+        );
+    }
+    let path = dir.join("hosts.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn spawn(dir: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
+        .env("ICTUS_RUN_DIR", dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` at most `limit` (reading its output meanwhile); kills it and
+/// fails when it does not end.
+fn finish(child: Child, limit: Duration) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let out = rx.recv().unwrap().unwrap();
+            panic!(
+                "process {pid} did not end within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+fn measurements<'a>(r: &'a Value, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    r["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(move |m| m["name"] == name)
+}
+
+fn of_host<'a>(r: &'a Value, name: &'a str, host: &str) -> &'a Value {
+    measurements(r, name)
+        .find(|m| m["labels"]["host"] == host)
+        .unwrap_or_else(|| panic!("no {name} for host {host}"))
+}
+
+fn subsystem<'a>(r: &'a Value, name: &str) -> &'a Value {
+    measurements(r, "release-jitter")
+        .find(|m| m["labels"]["subsystem"] == name)
+        .unwrap_or_else(|| panic!("no subsystem {name}"))
+}
+
+fn shm_left(name: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| f.starts_with(&format!("ictus-{name}")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-hosts-{}", std::process::id());
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    // Hosts start in any order: the nodes first here, the main one a moment later.
+    let h2 = spawn(
+        dir.path(),
+        &["node", file, "--host", "h2", "--json", "--quiet"],
+    );
+    let h3 = spawn(
+        dir.path(),
+        &["node", file, "--host", "h3", "--json", "--quiet"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let main = spawn(
+        dir.path(),
+        &["run", file, "--duration", "3s", "--json", "--quiet"],
+    );
+    // While it runs, the main host's status shows the other hosts' subsystems.
+    let sock = dir.path().join(format!("{name}.sock"));
+    let mut b_frames = 0;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(100));
+        if !sock.exists() {
+            continue;
+        }
+        let out = Command::new(bin())
+            .env("ICTUS_RUN_DIR", dir.path())
+            .args(["ctl", "status", "--name", &name])
+            .output()
+            .unwrap();
+        if let Ok(s) = serde_json::from_slice::<Value>(&out.stdout)
+            && let Some(b) = s["subsystems"]
+                .as_array()
+                .and_then(|a| a.iter().find(|x| x["name"] == "B"))
+        {
+            b_frames = b["frames_run"].as_u64().unwrap_or(0);
+            if b_frames > 0 {
+                break;
+            }
+        }
+    }
+    assert!(
+        b_frames > 0,
+        "B (on h3) never showed in the main host's status"
+    );
+    let out = finish(main, Duration::from_secs(60));
+    let (o2, o3) = (
+        finish(h2, Duration::from_secs(30)),
+        finish(h3, Duration::from_secs(30)),
+    );
+    for (who, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{who}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], true);
+    // Every frame of every host's subsystems is accounted for, run or overrun.
+    for n in ["A", "B", "C"] {
+        let m = &subsystem(&r, n)["metrics"];
+        assert_eq!(m["lost_frames"], 0.0, "{n}");
+        let (run, over, due) = (
+            m["frames_run"].as_f64().unwrap(),
+            m["overruns"].as_f64().unwrap(),
+            m["releases_due"].as_f64().unwrap(),
+        );
+        assert!(
+            due > 0.0 && run + over == due,
+            "{n}: {run} + {over} != {due}"
+        );
+    }
+    // Cells crossed hosts: the counters grew past their first transfer.
+    let stress = &measurements(&r, "stress").next().unwrap()["metrics"];
+    assert!(stress["final_value"].as_f64().unwrap() > 3.0, "{stress}");
+    // Each host's link figures: the main host sent ticks, the nodes received them
+    // and sent and received cells; the main host received every node's cells.
+    let main_tick = &of_host(&r, "tick-arrival", "h1")["metrics"];
+    assert!(main_tick["ticks_sent"].as_f64().unwrap() > 0.0);
+    for h in ["h2", "h3"] {
+        let t = &of_host(&r, "tick-arrival", h);
+        assert!(
+            t["metrics"]["ticks_received"].as_f64().unwrap() > 0.0,
+            "{h}"
+        );
+        assert!(
+            t["latency"]["summary"]["count"].as_u64().unwrap() > 0,
+            "{h}"
+        );
+        let c = &of_host(&r, "cell-latency", h)["metrics"];
+        assert!(c["cells_sent"].as_f64().unwrap() > 0.0, "{h}");
+        assert!(c["cells_received"].as_f64().unwrap() > 0.0, "{h}");
+    }
+    assert!(of_host(&r, "cell-latency", "h1")["metrics"]["cells_received"].as_f64() > Some(0.0));
+    // A node reports its own subsystems only.
+    let r2: Value = serde_json::from_slice(&o2.stdout).unwrap();
+    let names: Vec<&str> = measurements(&r2, "release-jitter")
+        .map(|m| m["labels"]["subsystem"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["A", "C"]);
+    assert!(shm_left(&name).is_empty(), "{:?}", shm_left(&name));
+}
+
+#[test]
+fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-hostkill-{}", std::process::id());
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    let h2 = spawn(
+        dir.path(),
+        &["node", file, "--host", "h2", "--json", "--quiet"],
+    );
+    let h3 = spawn(
+        dir.path(),
+        &["node", file, "--host", "h3", "--json", "--quiet"],
+    );
+    let main = spawn(
+        dir.path(),
+        &["run", file, "--duration", "4s", "--json", "--quiet"],
+    );
+    let sock = dir.path().join(format!("{name}.sock"));
+    for _ in 0..500 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &h3.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(main, Duration::from_secs(60));
+    let _ = finish(h3, Duration::from_secs(10));
+    let o2 = finish(h2, Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], false);
+    let lost = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == "host-lost")
+        .expect("a host-lost warning");
+    assert!(
+        lost["message"].as_str().unwrap().contains("host h3 left"),
+        "{lost}"
+    );
+    assert!(
+        subsystem(&r, "B")["metrics"]["lost_frames"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // h2's subsystems kept their beat: every frame run or overrun, none lost.
+    for n in ["A", "C"] {
+        assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");
+    }
+    assert_eq!(
+        o2.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o2.stderr)
+    );
+    assert!(shm_left(&format!("{name}.h2")).is_empty());
+}
+
+#[test]
+fn a_node_names_a_host_of_the_table_other_than_the_main_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = three_hosts(dir.path(), "cli-hostname");
+    let file = path.to_str().unwrap();
+    for (host, says) in [
+        ("nope", "names the hosts h1, h2, h3"),
+        ("h1", "the first host of the table is the main host"),
+    ] {
+        let out = Command::new(bin())
+            .env("ICTUS_RUN_DIR", dir.path())
+            .args(["node", file, "--host", host])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{host}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("--host {host}")) && err.contains(says),
+            "{err}"
+        );
+    }
+    let one = dir.path().join("one.toml");
+    std::fs::write(
+        &one,
+        "tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .env("ICTUS_RUN_DIR", dir.path())
+        .args(["node", one.to_str().unwrap(), "--host", "h2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no host table"));
+}
+
+#[test]
+fn a_main_host_whose_nodes_never_come_gives_up_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-alone-{}", std::process::id());
+    let path = three_hosts(dir.path(), &name);
+    let out = Command::new(bin())
+        .env("ICTUS_RUN_DIR", dir.path())
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--duration",
+            "1s",
+            "--ready-timeout",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host(s) h2, h3 not after"), "{err}");
+    assert!(shm_left(&name).is_empty());
+}
