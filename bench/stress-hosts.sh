@@ -17,7 +17,8 @@
 # "1 2"), TEST2_TICKS and TEST2_SECONDS (test 2 unshaped; default TICKS, SECONDS_PER), RATES ("none" and/or a tc rate such as 10mbit,
 # seed 003's Ethernet; default "none 10mbit"), SHAPED_TICKS (ticks run on a shaped link,
 # default the seed's six), SHAPED_SECONDS (default SECONDS_PER), COUNT (UDP round trips,
-# default 5000), OUT_DIR (default target/stress-hosts-DATE). Subsystems run FIFO 80 on
+# default 5000), OUT_DIR (default target/stress-hosts-DATE), ICTUS (a built ictus
+# binary to use; default: cargo build --release). Subsystems run FIFO 80 on
 # CPU 1 where the machine allows (else the run says the class it got).
 #
 # Root only (namespaces): without it, says why and exits 3, having changed nothing.
@@ -216,8 +217,13 @@ export OUT_DIR=${OUT_DIR:-$root/target/stress-hosts-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 export bin="$OUT_DIR/udp_pingpong"
 cc -O2 -Wall -Wextra -o "$bin" "$here/c/udp_pingpong.c"
-(cd "$root" && cargo build --release --quiet -p ictus-cli)
-export ictus="$root/target/release/ictus"
+if [ -n "${ICTUS:-}" ]; then
+  # A binary built before (e.g. a copy, so the tree can change while this runs).
+  export ictus=$ICTUS
+else
+  (cd "$root" && cargo build --release --quiet -p ictus-cli)
+  export ictus="$root/target/release/ictus"
+fi
 export -f ns schedule one
 export here root
 

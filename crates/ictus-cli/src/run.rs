@@ -180,7 +180,6 @@ struct How<'a> {
 fn link_for(
     schedule: &Schedule,
     here: usize,
-    store: ictus_exec::state::SetupStore,
 ) -> Result<Option<Box<dyn ictus_exec::link::Link>>, Failure> {
     if schedule.subsystems.iter().all(|s| s.host == 0) {
         return Ok(None);
@@ -202,7 +201,7 @@ fn link_for(
     if !others.is_empty() {
         let _ = ictus_os::sched::set_affinity(&others);
     }
-    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name, store)
+    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name)
         .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
     Ok(Some(Box::new(link)))
 }
@@ -210,7 +209,7 @@ fn link_for(
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
     let session = Session::begin(std::env::args().collect(), false);
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link = link_for(&schedule, how.here, ictus_exec::state::SetupStore::new())?;
+    let link = link_for(&schedule, how.here)?;
     if how.here != 0 {
         // This host's segments and control socket, apart from the other hosts' on
         // the same machine (network namespaces share /dev/shm and /run).

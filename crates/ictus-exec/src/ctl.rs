@@ -422,10 +422,10 @@ fn serve(conn: UnixStream, store: &SetupStore, commands: &mpsc::Sender<Command>)
         (Some("status"), None, None) => ask(commands, Command::Status),
         (Some("stop"), None, None) => ask(commands, Command::Stop),
         (Some("put"), Some(key), Some(value)) => match unhex(value) {
-            Some(v) => {
-                store.put(key, v);
-                "ok".to_string()
-            }
+            Some(v) => match store.put(key, v) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("error {e}"),
+            },
             None => "error the value is not hexadecimal".to_string(),
         },
         (Some("get"), Some(key), Some(ms)) => match ms.parse::<u64>() {

@@ -145,9 +145,15 @@ pub trait Link: Send {
     /// This host's index in the schedule's host table (0: the main coordinator).
     fn host(&self) -> usize;
 
+    /// The run's setup store as this host's subsystems reach it: on the main host,
+    /// the store the link serves to the others from the start (a subsystem's `init`
+    /// may wait there for a value another host's `init` publishes); on a node, one
+    /// whose requests go to it.
+    fn setup_store(&self) -> crate::state::SetupStore;
+
     /// Every local subsystem is ready: forward what they write (`writes`: cell index
     /// and the byte ranges of the elements this host's subsystems write) and copy in
-    /// what the other hosts publish. A node announces itself ready here.
+    /// what the other hosts publish. A host announces itself ready here.
     fn ready(&mut self, cells: &Cells, writes: &[(usize, Vec<Range<usize>>)])
     -> Result<(), String>;
 

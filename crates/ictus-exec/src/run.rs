@@ -890,7 +890,10 @@ pub fn run(
     let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
     let mut log = StateLog::new(initial);
     control.set_state(StateWord::constant(initial));
-    let store = SetupStore::new();
+    // Across hosts, a node's setup requests go to the main coordinator's store.
+    let store = link
+        .as_ref()
+        .map_or_else(SetupStore::new, |l| l.setup_store());
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>();
     let rt_cpus: CpuSet = CpuSet::from_cpus(
         schedule

@@ -294,10 +294,27 @@ type Blobs = BTreeMap<String, Vec<u8>>;
 /// path. A fetch waits until the key is published, so "A produces, B consumes" needs
 /// no SETUP1/SETUP2 states and no sub-state variables: the store serialises them.
 /// The coordinator owns it and serves it to child processes over the control socket.
+///
+/// Across hosts, a node's store has an *upstream*: the main coordinator's store, which
+/// every host's subsystems share (seed 003's client/server setup channel). A put goes
+/// there; a get asks there (every 20 ms) until the value is published or it times out.
 #[derive(Clone, Debug, Default)]
 pub struct SetupStore {
     inner: Arc<(Mutex<Blobs>, Condvar)>,
+    upstream: Option<Arc<dyn SetupUpstream>>,
 }
+
+/// The store a node's setup requests go to: the main coordinator's, on another host.
+pub trait SetupUpstream: Send + Sync + std::fmt::Debug {
+    /// Publishes `value` under `key` there.
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError>;
+    /// The value under `key` there now, if published (a short request, never a wait
+    /// for the value).
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError>;
+}
+
+/// How often a get asks the upstream again while the value is not published.
+const UPSTREAM_POLL: Duration = Duration::from_millis(20);
 
 impl SetupStore {
     /// An empty store.
@@ -305,16 +322,30 @@ impl SetupStore {
         SetupStore::default()
     }
 
-    /// Publishes `value` under `key` (replacing an earlier value) and wakes the waiters.
-    pub fn put(&self, key: &str, value: Vec<u8>) {
+    /// A store whose requests go to `upstream` (a node's, across hosts).
+    pub fn with_upstream(upstream: Arc<dyn SetupUpstream>) -> SetupStore {
+        SetupStore {
+            inner: Arc::default(),
+            upstream: Some(upstream),
+        }
+    }
+
+    /// Publishes `value` under `key` (replacing an earlier value) and wakes the
+    /// waiters; with an upstream, publishes it there first (and fails if that fails).
+    pub fn put(&self, key: &str, value: Vec<u8>) -> Result<(), SetupError> {
+        if let Some(up) = &self.upstream {
+            up.put(key, &value)?;
+        }
         let (map, cv) = &*self.inner;
         map.lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.to_string(), value);
         cv.notify_all();
+        Ok(())
     }
 
-    /// The value under `key`, waiting up to `timeout` for it to be published.
+    /// The value under `key`, waiting up to `timeout` for it to be published (here,
+    /// or upstream when there is one).
     pub fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, SetupError> {
         let (map, cv) = &*self.inner;
         let deadline = Instant::now() + timeout;
@@ -323,6 +354,13 @@ impl SetupStore {
             if let Some(v) = guard.get(key) {
                 return Ok(v.clone());
             }
+            if let Some(up) = &self.upstream {
+                drop(guard);
+                if let Some(v) = up.try_get(key)? {
+                    return Ok(v);
+                }
+                guard = map.lock().unwrap_or_else(|e| e.into_inner());
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SetupError::Timeout {
@@ -330,8 +368,13 @@ impl SetupStore {
                     waited: timeout,
                 });
             }
+            let nap = if self.upstream.is_some() {
+                left.min(UPSTREAM_POLL)
+            } else {
+                left
+            };
             guard = cv
-                .wait_timeout(guard, left)
+                .wait_timeout(guard, nap)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -419,7 +462,7 @@ mod tests {
         let producer = sut.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            producer.put("route", b"loop-3".to_vec());
+            producer.put("route", b"loop-3".to_vec()).unwrap();
         });
         assert_eq!(sut.get("route", Duration::from_secs(5)).unwrap(), b"loop-3");
         t.join().unwrap();

@@ -740,10 +740,7 @@ impl SetupClient {
     /// Publishes `value` under `key`.
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::state::SetupError> {
         match &self.inner {
-            SetupInner::Local(s) => {
-                s.put(key, value.to_vec());
-                Ok(())
-            }
+            SetupInner::Local(s) => s.put(key, value.to_vec()),
             SetupInner::Remote(path) => crate::ctl::setup_put(path, key, value),
         }
     }

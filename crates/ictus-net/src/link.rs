@@ -38,7 +38,7 @@ use ictus_exec::control::Control;
 use ictus_exec::link::{HostReport, Link, LinkEvent, RemoteSlot, Start};
 use ictus_exec::run::{Distribution, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::state::{SetupStore, StateWord};
+use ictus_exec::state::{SetupError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
@@ -151,14 +151,8 @@ pub struct ZenohLink {
 }
 
 impl ZenohLink {
-    /// Opens host `host`'s session for run `run` of `schedule` (`store`: the main
-    /// host's setup store, served to the others).
-    pub fn open(
-        schedule: &Schedule,
-        host: usize,
-        run: &str,
-        store: SetupStore,
-    ) -> Result<ZenohLink, NetError> {
+    /// Opens host `host`'s session for run `run` of `schedule`.
+    pub fn open(schedule: &Schedule, host: usize, run: &str) -> Result<ZenohLink, NetError> {
         let session = crate::open(&endpoints_of(schedule, host)?)?;
         let needed = schedule
             .subsystems
@@ -166,14 +160,14 @@ impl ZenohLink {
             .map(|s| s.host)
             .filter(|&h| h != 0)
             .collect();
-        Ok(ZenohLink {
+        let mut link = ZenohLink {
             run: run.to_string(),
             host,
             hosts: schedule.hosts.iter().map(|h| h.name.clone()).collect(),
             tick_period: schedule.tick,
             needed,
             session,
-            store,
+            store: SetupStore::new(),
             presence: None,
             watch: None,
             joined: BTreeSet::new(),
@@ -202,7 +196,13 @@ impl ZenohLink {
             counts: Arc::new(CellCounts::default()),
             latency: Arc::new(Mutex::new(LatencyHistogram::new())),
             forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
-        })
+        };
+        if host == 0 {
+            // The setup channel serves from the start: a subsystem's `init` on one
+            // host may wait for a value another host's `init` publishes.
+            link.serve_setup().map_err(NetError::Zenoh)?;
+        }
+        Ok(link)
     }
 
     fn key(&self, rest: &str) -> String {
@@ -248,8 +248,10 @@ impl ZenohLink {
                 let _ = match query.payload() {
                     Some(value) => {
                         let value = value.to_bytes().into_owned();
-                        store.put(&key, value);
-                        query.reply(query.key_expr().clone(), Vec::new()).wait()
+                        match store.put(&key, value) {
+                            Ok(()) => query.reply(query.key_expr().clone(), Vec::new()).wait(),
+                            Err(e) => query.reply_err(e.to_string()).wait(),
+                        }
                     }
                     // Never blocking Zenoh's thread: the asker waits, by asking again.
                     None => match store.get(&key, Duration::ZERO) {
@@ -555,6 +557,88 @@ impl ZenohLink {
     }
 }
 
+/// A node's setup requests, sent to the main host's queryable (`setup/kv/KEY`).
+struct ZenohSetup {
+    session: Session,
+    prefix: String,
+}
+
+impl std::fmt::Debug for ZenohSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZenohSetup")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// What the main host said to one setup request.
+enum Answer {
+    /// The value (a get) or the acknowledgement (a put).
+    Value(Vec<u8>),
+    /// It answered with an error: no such value yet, or a refused put.
+    Refused(String),
+    /// Nobody answered: the main host is not reachable (yet).
+    Silent,
+}
+
+impl ZenohSetup {
+    /// One request, waiting at most 500 ms for the answer.
+    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupError> {
+        let mut get = self
+            .session
+            .get(format!("{}{key}", self.prefix))
+            .timeout(Duration::from_millis(500));
+        if let Some(v) = value {
+            get = get.payload(v.to_vec());
+        }
+        let replies = get.wait().map_err(|e| SetupError::Closed(e.to_string()))?;
+        Ok(match replies.recv() {
+            Ok(reply) => match reply.result() {
+                Ok(sample) => Answer::Value(sample.payload().to_bytes().into_owned()),
+                Err(e) => {
+                    Answer::Refused(String::from_utf8_lossy(&e.payload().to_bytes()).into_owned())
+                }
+            },
+            Err(_) => Answer::Silent,
+        })
+    }
+}
+
+/// How long a put keeps asking a main host that does not answer (hosts start in any
+/// order: the main one may not be up yet).
+const SETUP_PUT_PATIENCE: Duration = Duration::from_secs(30);
+
+impl SetupUpstream for ZenohSetup {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError> {
+        let until = Instant::now() + SETUP_PUT_PATIENCE;
+        loop {
+            match self.ask(key, Some(value))? {
+                Answer::Value(_) => return Ok(()),
+                Answer::Refused(why) => {
+                    return Err(SetupError::Closed(format!(
+                        "the main host refused '{key}': {why}"
+                    )));
+                }
+                Answer::Silent if Instant::now() >= until => {
+                    return Err(SetupError::Closed(format!(
+                        "the main host did not answer for {SETUP_PUT_PATIENCE:?}"
+                    )));
+                }
+                Answer::Silent => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+        // Not published there yet, or the main host not reachable yet: the caller
+        // asks again until its own wait ends.
+        Ok(match self.ask(key, None)? {
+            Answer::Value(v) => Some(v),
+            Answer::Refused(_) | Answer::Silent => None,
+        })
+    }
+}
+
 /// One host's elements of one cell, as published: the writer's host, its clock
 /// offset to the main host, the stamp of the publication on its clock, and each
 /// range with its offset in the cell.
@@ -609,15 +693,24 @@ impl Link for ZenohLink {
         self.host
     }
 
+    fn setup_store(&self) -> SetupStore {
+        if self.host == 0 {
+            self.store.clone()
+        } else {
+            SetupStore::with_upstream(Arc::new(ZenohSetup {
+                session: self.session.clone(),
+                prefix: self.key("setup/kv/"),
+            }))
+        }
+    }
+
     fn ready(
         &mut self,
         cells: &Cells,
         writes: &[(usize, Vec<Range<usize>>)],
     ) -> Result<(), String> {
         self.subscribe_cells(cells, writes)?;
-        if self.host == 0 {
-            self.serve_setup()?;
-        } else {
+        if self.host != 0 {
             self.serve_outcome()?;
             self.ticks =
                 Some(crate::tick::subscribe(&self.session, &self.run, 1 << 14).map_err(zerr)?);
