@@ -50,6 +50,10 @@ use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 
 /// Exchanges of the clock measurement; the one with the shortest round trip counts.
 const CLOCK_SAMPLES: usize = 16;
+/// The forwarder's nice value (and the tick thread's): first among normal threads.
+const FORWARDER_NICE: i32 = -10;
+/// What the main host sends a node once it has read its hand-over.
+const COLLECTED: &[u8] = b"collected";
 /// How often a node reports its subsystems.
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// The longest a forwarder sleeps between scans (it is woken by every publication).
@@ -287,18 +291,23 @@ impl ZenohLink {
             .session
             .declare_queryable(self.key(&format!("outcome/{}", self.hosts[self.host])))
             .callback(move |query| {
-                let h = handover.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                match h {
-                    Some(bytes) => {
-                        if query.reply(query.key_expr().clone(), bytes).wait().is_ok() {
-                            // Relaxed: a flag the finishing thread polls.
-                            collected.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    None => {
-                        let _ = query.reply_err("running").wait();
-                    }
+                // The main host acknowledges what it read (a query carrying
+                // `collected`): only then may this host leave. A reply sent is not a
+                // reply read (the query may have timed out on the way).
+                if query
+                    .payload()
+                    .is_some_and(|p| p.to_bytes().as_ref() == COLLECTED)
+                {
+                    // Relaxed: a flag the finishing thread polls.
+                    collected.store(true, Ordering::Relaxed);
+                    let _ = query.reply(query.key_expr().clone(), Vec::new()).wait();
+                    return;
                 }
+                let h = handover.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let _ = match h {
+                    Some(bytes) => query.reply(query.key_expr().clone(), bytes).wait(),
+                    None => query.reply_err("running").wait(),
+                };
             })
             .wait()
             .map_err(zerr)?;
@@ -411,6 +420,12 @@ impl ZenohLink {
                 // Its waits end on a wake-up, never on a timer that slack would delay;
                 // the nap's end may as well be exact.
                 let _ = ictus_os::sched::set_timer_slack(1);
+                // Ahead of the other normal threads on its CPUs (Zenoh's, the
+                // coordinator's), still in the normal class: it calls Zenoh, which
+                // locks and allocates. Refused without CAP_SYS_NICE: it runs at nice 0.
+                let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Other {
+                    nice: FORWARDER_NICE,
+                });
                 let mut delay = LatencyHistogram::new();
                 let mut last = vec![u64::MAX; writes.len()];
                 let mut bufs: Vec<Vec<u8>> =
@@ -765,8 +780,11 @@ impl Link for ZenohLink {
             .name("ictus-tick".into())
             .spawn(move || {
                 // The tick's own lateness is what every host's arrival starts from:
-                // no timer slack on its sleeps.
+                // no timer slack on its sleeps, first among normal threads.
                 let _ = ictus_os::sched::set_timer_slack(1);
+                let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Other {
+                    nice: FORWARDER_NICE,
+                });
                 let mut frame = 0u64;
                 loop {
                     // Relaxed (all): values the coordinator's loop sets, each read on its own.
@@ -864,6 +882,9 @@ impl Link for ZenohLink {
         }
         let deadline = Instant::now() + timeout;
         if self.host != 0 {
+            // A node waits longer than the main host collects (which may wait for
+            // the other nodes first).
+            let deadline = deadline + timeout;
             let report = self.report();
             let json = serde_json::to_vec(&Handover {
                 outcomes: outcomes.clone(),
@@ -872,7 +893,8 @@ impl Link for ZenohLink {
             .unwrap_or_default();
             *self.handover.lock().unwrap_or_else(|e| e.into_inner()) = Some(json);
             let mut events = Vec::new();
-            // Relaxed: set by the queryable's callback once it replied.
+            // Relaxed: set by the queryable's callback once the main host said it
+            // has the hand-over.
             while !self.collected.load(Ordering::Relaxed) && Instant::now() < deadline {
                 self.drain_health(&mut events);
                 if events.contains(&LinkEvent::Left(0)) {
@@ -890,13 +912,14 @@ impl Link for ZenohLink {
             let mut events = Vec::new();
             'host: while Instant::now() < deadline {
                 self.drain_health(&mut events);
-                if events.contains(&LinkEvent::Left(h)) && !self.joined.contains(&h) {
+                if !self.joined.contains(&h) {
+                    // Gone (killed, cut off) before it handed anything over.
                     break;
                 }
                 if let Ok(replies) = self
                     .session
                     .get(&key)
-                    .timeout(Duration::from_millis(500))
+                    .timeout(Duration::from_millis(1000))
                     .wait()
                 {
                     while let Ok(reply) = replies.recv() {
@@ -906,6 +929,14 @@ impl Link for ZenohLink {
                         {
                             all.extend(hand.outcomes);
                             reports.push(hand.report);
+                            // Best effort: a node not told waits out its own limit.
+                            let _ = self
+                                .session
+                                .get(&key)
+                                .payload(COLLECTED.to_vec())
+                                .timeout(Duration::from_millis(1000))
+                                .wait()
+                                .map(|r| r.recv());
                             break 'host;
                         }
                     }
