@@ -85,6 +85,17 @@ pub fn endpoints_of(schedule: &Schedule, host: usize) -> Result<Endpoints, NetEr
     })
 }
 
+/// The forwarder and the tick thread: no timer slack (their sleeps end on time) and
+/// ahead of the other normal threads on their CPUs (Zenoh's, the coordinator's), still
+/// in the normal class, since they call Zenoh, which locks and allocates. Without
+/// CAP_SYS_NICE the nice value is refused and they run at 0.
+fn first_among_normal_threads() {
+    let _ = ictus_os::sched::set_timer_slack(1);
+    let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Other {
+        nice: FORWARDER_NICE,
+    });
+}
+
 /// What flows to the tick thread: the state and stop frame to send, and its end.
 struct TickShared {
     state: AtomicU64,
@@ -417,15 +428,7 @@ impl ZenohLink {
         let handle = std::thread::Builder::new()
             .name("ictus-forward".into())
             .spawn(move || {
-                // Its waits end on a wake-up, never on a timer that slack would delay;
-                // the nap's end may as well be exact.
-                let _ = ictus_os::sched::set_timer_slack(1);
-                // Ahead of the other normal threads on its CPUs (Zenoh's, the
-                // coordinator's), still in the normal class: it calls Zenoh, which
-                // locks and allocates. Refused without CAP_SYS_NICE: it runs at nice 0.
-                let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Other {
-                    nice: FORWARDER_NICE,
-                });
+                first_among_normal_threads();
                 let mut delay = LatencyHistogram::new();
                 let mut last = vec![u64::MAX; writes.len()];
                 let mut bufs: Vec<Vec<u8>> =
@@ -779,12 +782,8 @@ impl Link for ZenohLink {
         let handle = std::thread::Builder::new()
             .name("ictus-tick".into())
             .spawn(move || {
-                // The tick's own lateness is what every host's arrival starts from:
-                // no timer slack on its sleeps, first among normal threads.
-                let _ = ictus_os::sched::set_timer_slack(1);
-                let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Other {
-                    nice: FORWARDER_NICE,
-                });
+                // The tick's own lateness is what every host's arrival starts from.
+                first_among_normal_threads();
                 let mut frame = 0u64;
                 loop {
                     // Relaxed (all): values the coordinator's loop sets, each read on its own.

@@ -150,12 +150,14 @@ impl Futex {
     }
 }
 
-/// Sleeps while `word` holds `expected` (`FUTEX_WAIT`, not private: the word may
-/// be in memory shared between processes), for at most `timeout`. Returns when
-/// woken, at once when the word differs, after a signal or the timeout: the caller
-/// re-checks the word, as with any futex.
+/// `FUTEX_WAIT` (not private) on the 32 bits at `addr` while they hold `expected`,
+/// for at most `timeout`. Every failure (EAGAIN: the word changed, EINTR, ETIMEDOUT)
+/// means "re-check", so the result is ignored.
+///
+/// # Safety
+/// `addr` points at 4 aligned bytes that stay mapped for the whole call.
 #[inline]
-pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+unsafe fn futex_wait_at(addr: *const u32, expected: u32, timeout: Option<Duration>) {
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -163,31 +165,40 @@ pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout: Option<Durati
     let ts_ptr = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: the address is that of a live, aligned AtomicU32 borrowed for the whole
-    // call; FUTEX_WAIT only reads it. `ts_ptr` is null (no timeout) or points to `ts`,
-    // a relative timespec that outlives the call. Every failure (EAGAIN: the word
-    // changed, EINTR, ETIMEDOUT) means "re-check", so the return value is ignored.
+    // SAFETY: `addr` is valid and aligned for the whole call (the caller's contract);
+    // FUTEX_WAIT only reads it. `ts_ptr` is null (no timeout) or points to `ts`, a
+    // relative timespec that outlives the call.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-        );
+        libc::syscall(libc::SYS_futex, addr, libc::FUTEX_WAIT, expected, ts_ptr);
     }
+}
+
+/// `FUTEX_WAKE` (not private) of up to `n` sleepers on `addr`; how many were woken.
+fn futex_wake_at(addr: *const u32, n: u32) -> u32 {
+    let n = n.min(i32::MAX as u32) as i32;
+    // SAFETY: FUTEX_WAKE does not access the memory at `addr`: it only looks up
+    // sleepers keyed by the address (for a shared mapping, by the page and offset, so
+    // sleepers of other processes are found); a stale address wakes nobody.
+    let rc = unsafe { libc::syscall(libc::SYS_futex, addr, libc::FUTEX_WAKE, n) };
+    rc.max(0) as u32
+}
+
+/// Sleeps while `word` holds `expected` (`FUTEX_WAIT`, not private: the word may
+/// be in memory shared between processes), for at most `timeout`. Returns when
+/// woken, at once when the word differs, after a signal or the timeout: the caller
+/// re-checks the word, as with any futex.
+#[inline]
+pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    // SAFETY: the address is that of a live, aligned AtomicU32 borrowed for the whole
+    // call.
+    unsafe { futex_wait_at(word.as_ptr().cast_const(), expected, timeout) }
 }
 
 /// Wakes up to `n` threads, of any process, sleeping on `word` (`FUTEX_WAKE`, not
 /// private); returns how many were woken.
 #[inline]
 pub fn futex_wake_shared(word: &AtomicU32, n: u32) -> u32 {
-    let n = n.min(i32::MAX as u32) as i32;
-    // SAFETY: the address is that of a live, aligned AtomicU32; FUTEX_WAKE does not
-    // access the memory, it only looks up sleepers keyed by the address (for a shared
-    // mapping, by the page and offset, so sleepers of other processes are found).
-    let rc = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n) };
-    rc.max(0) as u32
+    futex_wake_at(word.as_ptr().cast_const(), n)
 }
 
 /// The address of the 32 bits of `word` that hold its low half: the futex word of a
@@ -205,35 +216,14 @@ fn low_half(word: &AtomicU64) -> *const u32 {
 /// those of `expected`, at most `timeout`. The counter is only ever read and written
 /// as 64 bits from Rust; the kernel reads its low half. The caller re-checks.
 pub fn futex_wait_shared_u64(word: &AtomicU64, expected: u64, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `low_half` points at 4 bytes inside a live, 8-aligned AtomicU64 borrowed
-    // for the whole call (so 4-aligned); FUTEX_WAIT only reads them, atomically, in
-    // the kernel. `ts_ptr` is null or points to `ts`, which outlives the call. Every
-    // failure (EAGAIN, EINTR, ETIMEDOUT) means "re-check": the result is ignored.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            low_half(word),
-            libc::FUTEX_WAIT,
-            expected as u32,
-            ts_ptr,
-        );
-    }
+    // for the whole call (so 4-aligned); the kernel reads them atomically.
+    unsafe { futex_wait_at(low_half(word), expected as u32, timeout) }
 }
 
 /// [`futex_wake_shared`] for sleepers of [`futex_wait_shared_u64`] on `word`.
 pub fn futex_wake_shared_u64(word: &AtomicU64, n: u32) -> u32 {
-    let n = n.min(i32::MAX as u32) as i32;
-    // SAFETY: the address is inside a live AtomicU64; FUTEX_WAKE does not access the
-    // memory, it only looks up sleepers keyed by the address.
-    let rc = unsafe { libc::syscall(libc::SYS_futex, low_half(word), libc::FUTEX_WAKE, n) };
-    rc.max(0) as u32
+    futex_wake_at(low_half(word), n)
 }
 
 /// The [`Park`] of the hubs: spin a little, then sleep in the kernel with the
