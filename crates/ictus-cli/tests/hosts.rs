@@ -3,6 +3,9 @@
 //! across network namespaces. Structure only: every frame accounted for, cells and
 //! ticks crossing, a killed host reported; never a timing.
 
+mod common;
+use common::finish;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -61,29 +64,6 @@ fn spawn(dir: &Path, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Waits for `child` at most `limit` (reading its output meanwhile); kills it and
-/// fails when it does not end.
-fn finish(child: Child, limit: Duration) -> std::process::Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            let out = rx.recv().unwrap().unwrap();
-            panic!(
-                "process {pid} did not end within {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
 }
 
 fn measurements<'a>(r: &'a Value, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {

@@ -1,5 +1,8 @@
 //! End-to-end: `ictus run` and `ictus ctl` as a user runs them.
 
+mod common;
+use common::finish;
+
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -259,30 +262,6 @@ fn spawn_run(dir: &Path, args: &[&str]) -> std::process::Child {
         .process_group(0)
         .spawn()
         .unwrap()
-}
-
-/// Waits for `child` at most `limit`, reading its output meanwhile (a record
-/// larger than a pipe would otherwise block it); kills it and fails when it does
-/// not end.
-fn finish(child: std::process::Child, limit: std::time::Duration) -> std::process::Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            let out = rx.recv().unwrap().unwrap();
-            panic!(
-                "ictus run did not end within {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
 }
 
 /// Sends `signal` to every process of group `pgid`, as a terminal does.
