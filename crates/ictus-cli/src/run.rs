@@ -40,8 +40,34 @@ pub(crate) struct RunArgs {
     /// No live status line.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Serve the live page (states, modes, stop, health, jitter) at this address:
+    /// `IP:PORT` or `PORT` (on 127.0.0.1); port 0 picks a free one. The URL is printed
+    /// at start; beyond loopback it carries a token that every request needs.
+    #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
+    pub(crate) ui: Option<std::net::SocketAddr>,
+    /// The live page's token (at least 16 letters, digits, `-` or `_`); default: one
+    /// made at start when the page is reachable beyond loopback.
+    #[arg(long, value_name = "TOKEN", requires = "ui", value_parser = ui_token)]
+    pub(crate) ui_token: Option<String>,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
+}
+
+/// `--ui`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
+fn ui_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        "expected IP:PORT (127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080) or a port".to_string()
+    })
+}
+
+/// `--ui-token`: see [`ictus_ui::check_token`].
+fn ui_token(s: &str) -> Result<String, String> {
+    ictus_ui::check_token(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +123,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
         out: &args.out,
+        ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
     };
     execute(schedule, &how, progress)
 }
@@ -137,6 +164,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
         out: &args.out,
+        ui: None,
     };
     execute(schedule, &how, progress)
 }
@@ -172,6 +200,8 @@ struct How<'a> {
     ready_timeout: Duration,
     quiet: bool,
     out: &'a OutputArgs,
+    /// The live page's address and token.
+    ui: Option<(std::net::SocketAddr, Option<String>)>,
 }
 
 /// The link to the other hosts when the schedule places subsystems on several: a
@@ -184,6 +214,17 @@ fn link_for(
     if schedule.subsystems.iter().all(|s| s.host == 0) {
         return Ok(None);
     }
+    if let Some(others) = outside_rt(schedule, here) {
+        let _ = ictus_os::sched::set_affinity(&others);
+    }
+    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name)
+        .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
+    Ok(Some(Box::new(link)))
+}
+
+/// The CPUs of this machine that none of this host's real-time subsystems is pinned
+/// to, if any: where the link's and the live page's threads run.
+fn outside_rt(schedule: &Schedule, here: usize) -> Option<ictus_core::CpuSet> {
     let rt = ictus_core::CpuSet::from_cpus(
         schedule
             .subsystems
@@ -198,12 +239,42 @@ fn link_for(
             .copied()
             .filter(|c| !rt.contains(*c)),
     );
-    if !others.is_empty() {
-        let _ = ictus_os::sched::set_affinity(&others);
+    (!others.is_empty()).then_some(others)
+}
+
+/// Starts the live page of `schedule`'s run, when asked, and says where it is.
+fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::Ui>>, Failure> {
+    let Some((addr, token)) = &how.ui else {
+        return Ok(None);
+    };
+    let token = match token {
+        Some(t) => Some(t.clone()),
+        None if !addr.ip().is_loopback() => {
+            Some(ictus_ui::new_token().map_err(|e| anyhow::anyhow!(e))?)
+        }
+        None => None,
+    };
+    let control = ictus_exec::ctl::check_socket(&ictus_exec::ctl::run_dir(), &schedule.name)
+        .map_err(Failure::usage)?;
+    let ui = ictus_ui::Ui::start(ictus_ui::UiOptions {
+        addr: *addr,
+        control,
+        token,
+        cpus: outside_rt(schedule, how.here),
+    })
+    .map_err(|e| match e {
+        e @ (ictus_ui::UiError::NoToken { .. } | ictus_ui::UiError::BadToken) => Failure::usage(e),
+        e => anyhow::Error::new(e).into(),
+    })?;
+    let mut note = format!("live page: {}", ui.url());
+    if addr.ip().is_unspecified() {
+        let _ = write!(
+            note,
+            " (on every address of this machine; the token is required)"
+        );
     }
-    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name)
-        .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
-    Ok(Some(Box::new(link)))
+    let _ = writeln!(std::io::stderr(), "{note}");
+    Ok(Some(Arc::new(ui)))
 }
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
@@ -215,9 +286,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         // the same machine (network namespaces share /dev/shm and /run).
         schedule.name = format!("{}.{}", schedule.name, schedule.hosts[how.here].name);
     }
+    let ui = live_page(&schedule, how)?;
     let stop = Arc::new(AtomicBool::new(false));
     let show = !how.quiet && !how.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
+    let page = ui.clone();
+    let mut last_line = std::time::Instant::now();
     let options = RunOptions {
         duration: how.duration,
         stop: Arc::clone(&stop),
@@ -226,12 +300,18 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 // Relaxed: a stop request, polled by the coordinator.
                 flag.store(true, Ordering::Relaxed);
             }
-            if show {
+            if let Some(p) = &page {
+                p.publish(s);
+            }
+            if show && last_line.elapsed() >= Duration::from_millis(100) {
+                last_line = std::time::Instant::now();
                 let _ =
                     std::io::stderr().write_all(format!("\r\x1b[2K{}", status_line(s)).as_bytes());
             }
         })),
-        status_every: Duration::from_millis(100),
+        // The live page plots one point per jitter window (about 100 ms): it is
+        // sampled twice as often, so no window is skipped.
+        status_every: Duration::from_millis(if ui.is_some() { 50 } else { 100 }),
         ready_timeout: how.ready_timeout,
         // `process = "own"`: ictus hosts the builtin in a child of itself.
         host: std::env::current_exe()
@@ -246,6 +326,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     }
     if show {
         let _ = std::io::stderr().write_all(b"\r\x1b[2K");
+    }
+    if let Some(p) = &ui {
+        p.end(&match &result {
+            Ok(r) => ended(r),
+            Err(e) => format!("the run failed: {e}"),
+        });
     }
     let report = match result {
         Ok(r) => r,
@@ -269,6 +355,27 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         });
     }
     Ok(())
+}
+
+/// How a run ended, for the live page.
+fn ended(report: &RunReport) -> String {
+    let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
+    let mut line = format!(
+        "the run ended at frame {} ({})",
+        report.frames,
+        if report.complete {
+            "complete"
+        } else {
+            "stopped early or incomplete"
+        }
+    );
+    if lost > 0 {
+        let _ = write!(line, "; {lost} frame(s) lost");
+    }
+    if let Some(s) = &report.stress {
+        let _ = write!(line, "; stress: {} missed frame(s)", s.missed_frames);
+    }
+    line
 }
 
 /// `ictus run`'s exit code when the run ended but frames were lost: a subsystem

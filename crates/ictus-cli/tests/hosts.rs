@@ -120,6 +120,7 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
     // While it runs, the main host's status shows the other hosts' subsystems.
     let sock = dir.path().join(format!("{name}.sock"));
     let mut b_frames = 0;
+    let mut hosts = Value::Null;
     for _ in 0..100 {
         std::thread::sleep(Duration::from_millis(100));
         if !sock.exists() {
@@ -136,7 +137,20 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
                 .and_then(|a| a.iter().find(|x| x["name"] == "B"))
         {
             b_frames = b["frames_run"].as_u64().unwrap_or(0);
-            if b_frames > 0 {
+            // And every host, the nodes with the ticks that reached them.
+            hosts = s["hosts"].clone();
+            let ticking = |h: &str| {
+                hosts.as_array().is_some_and(|a| {
+                    a.iter().any(|x| {
+                        x["name"] == h
+                            && x["role"] == "node"
+                            && x["alive"] == true
+                            && x["ticks"].as_u64().unwrap_or(0) > 0
+                            && x["tick_late_max_ns"].is_u64()
+                    })
+                })
+            };
+            if b_frames > 0 && ticking("h2") && ticking("h3") {
                 break;
             }
         }
@@ -144,6 +158,28 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
     assert!(
         b_frames > 0,
         "B (on h3) never showed in the main host's status"
+    );
+    let names: Vec<(&str, &str)> = hosts
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x["name"].as_str().unwrap_or(""),
+                        x["role"].as_str().unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        names,
+        [("h1", "main"), ("h2", "node"), ("h3", "node")],
+        "{hosts}"
+    );
+    assert!(
+        hosts[1]["ticks"].as_u64().unwrap_or(0) > 0 && hosts[2]["ticks"].as_u64().unwrap_or(0) > 0,
+        "the nodes' tick figures never reached the main host: {hosts}"
     );
     let out = finish(main, Duration::from_secs(60));
     let (o2, o3) = (

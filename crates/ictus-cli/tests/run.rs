@@ -1,7 +1,7 @@
 //! End-to-end: `ictus run` and `ictus ctl` as a user runs them.
 
 mod common;
-use common::finish;
+use common::{finish, stress_copy};
 
 use std::path::Path;
 
@@ -272,19 +272,6 @@ fn signal_group(pgid: u32, signal: &str) {
         .unwrap()
         .success();
     assert!(ok, "kill -{signal} -{pgid}");
-}
-
-/// The seed 003 stress schedule (A and C in-process, B in a process of its own)
-/// under another run name, with a slow tick so an idle machine misses nothing.
-fn stress_copy(dir: &Path, name: &str) -> std::path::PathBuf {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stress");
-    let text = std::fs::read_to_string(examples.join("schedule.toml"))
-        .unwrap()
-        .replace("name = \"stress\"", &format!("name = \"{name}\""));
-    std::fs::copy(examples.join("cells.toml"), dir.join("cells.toml")).unwrap();
-    let path = dir.join("schedule.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn metric(record: &Value, measurement: &str, key: &str) -> Option<f64> {

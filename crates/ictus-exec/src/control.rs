@@ -33,8 +33,8 @@ pub const MAX_SUBSYSTEMS: usize = 64;
 /// Words per header and per slot (128 bytes: a cache-line pair).
 pub const SLOT_WORDS: usize = 16;
 
-/// The magic word: "ictusCB" and the layout version (2: torn-cell counters).
-pub const MAGIC: u64 = 0x6963_7475_7343_4202;
+/// The magic word: "ictusCB" and the layout version (3: the jitter window).
+pub const MAGIC: u64 = 0x6963_7475_7343_4203;
 
 /// Bytes a control block of `slots` subsystems takes (without writer claims).
 pub const fn size_bytes(slots: usize) -> usize {
@@ -72,6 +72,30 @@ const S_MAX_EXEC: usize = 9;
 const S_TID: usize = 10;
 const S_TORN: usize = 11;
 const S_TORN_CELL: usize = 12;
+const S_WINDOW: usize = 13;
+
+/// Bits of the jitter in a packed window word; the window's index (plus one) fills
+/// the others.
+const WINDOW_JITTER_BITS: u32 = 40;
+
+/// Packs a complete jitter window (its index and its largest release jitter, in
+/// nanoseconds, saturated at 2^40 - 1, about 18 minutes) into one word, so a reader
+/// never sees the index of one window with the figure of another.
+pub(crate) fn pack_window(index: u64, max_jitter: Nanos) -> u64 {
+    let mask = (1u64 << WINDOW_JITTER_BITS) - 1;
+    ((index.wrapping_add(1)) << WINDOW_JITTER_BITS) | max_jitter.as_u64().min(mask)
+}
+
+/// The window a packed word holds (index modulo 2^24), if any.
+fn unpack_window(word: u64) -> Option<(u64, Nanos)> {
+    let index = word >> WINDOW_JITTER_BITS;
+    (index != 0).then(|| {
+        (
+            index - 1,
+            Nanos::new(word & ((1u64 << WINDOW_JITTER_BITS) - 1)),
+        )
+    })
+}
 
 /// Where a subsystem is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -385,6 +409,9 @@ pub struct SlotView {
     pub torn: u64,
     /// The cell of the last of those.
     pub last_torn_cell: Option<usize>,
+    /// Its last complete jitter window: the window's index (frame / window frames,
+    /// modulo 2^24) and its largest release jitter (see [`crate::live`]).
+    pub window_jitter: Option<(u64, Nanos)>,
 }
 
 impl<'a> Slot<'a> {
@@ -432,6 +459,7 @@ impl<'a> Slot<'a> {
         self.word(S_TORN).store(c.torn, Ordering::Relaxed);
         self.word(S_TORN_CELL)
             .store(c.last_torn_cell, Ordering::Relaxed);
+        self.word(S_WINDOW).store(c.window_done, Ordering::Relaxed);
     }
 
     /// Records an acknowledgement.
@@ -467,6 +495,7 @@ impl<'a> Slot<'a> {
             last_torn_cell: usize::try_from(r(S_TORN_CELL))
                 .ok()
                 .filter(|_| r(S_TORN) > 0),
+            window_jitter: unpack_window(r(S_WINDOW)),
         }
     }
 }
@@ -492,6 +521,12 @@ pub struct Counters {
     pub torn: u64,
     /// The cell of the last of those (meaningful when `torn > 0`).
     pub last_torn_cell: u64,
+    /// The window of frames under way (frame / window frames).
+    pub window: u64,
+    /// The largest release jitter in it so far.
+    pub window_max: Nanos,
+    /// The last complete window, packed (0: none yet).
+    pub window_done: u64,
 }
 
 #[cfg(test)]
@@ -525,6 +560,29 @@ mod tests {
         sut.set_stop_frame(90);
         sut.set_stop_frame(120);
         assert_eq!(sut.stop_frame(), 90);
+    }
+
+    #[test]
+    fn a_packed_window_reads_back_whole_and_saturates() {
+        assert_eq!(unpack_window(0), None);
+        let w = pack_window(7, Nanos::new(123_456));
+        assert_eq!(unpack_window(w), Some((7, Nanos::new(123_456))));
+        let huge = pack_window(0, Nanos::new(u64::MAX));
+        assert_eq!(
+            unpack_window(huge),
+            Some((0, Nanos::new((1 << WINDOW_JITTER_BITS) - 1)))
+        );
+        let sut = Control::in_process(1, 1_000);
+        assert_eq!(sut.slot(0).view().window_jitter, None);
+        let c = Counters {
+            window_done: w,
+            ..Counters::default()
+        };
+        sut.slot(0).publish(&c);
+        assert_eq!(
+            sut.slot(0).view().window_jitter,
+            Some((7, Nanos::new(123_456)))
+        );
     }
 
     #[test]

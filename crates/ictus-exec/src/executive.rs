@@ -28,7 +28,7 @@ use ictus_core::sync::SpinBarrier;
 use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
 use ictus_os::wait::{self, WaitMode};
 
-use crate::control::{Control, Counters, Status};
+use crate::control::{Control, Counters, Status, pack_window};
 use crate::state::{Ack, StateId};
 use crate::subsystem::{Frame, Ports, Subsystem};
 
@@ -300,6 +300,7 @@ impl Runner<'_> {
         let tick = self.control.tick();
         let slot = self.control.slot(self.slot);
         let period = tick * self.period;
+        let window = crate::live::window_frames(tick);
         let mut cadence = Cadence::new(epoch, tick, self.start, self.period);
         let mut last_ack: Option<StateId> = None;
         slot.set_status(Status::Running);
@@ -377,7 +378,18 @@ impl Runner<'_> {
             c.last_frame = frame;
             c.last_exec = exec;
             c.max_exec = c.max_exec.max(exec);
-            c.max_jitter = c.max_jitter.max(woke.saturating_sub(deadline));
+            let late = woke.saturating_sub(deadline);
+            c.max_jitter = c.max_jitter.max(late);
+            // The live page's plot: the largest jitter of each window of frames.
+            let w = frame / window;
+            if w != c.window {
+                if c.frames_run > 1 {
+                    c.window_done = pack_window(c.window, c.window_max);
+                }
+                c.window = w;
+                c.window_max = Nanos::ZERO;
+            }
+            c.window_max = c.window_max.max(late);
             let torn = ports.torn();
             c.torn = torn.count;
             c.last_torn_cell = torn.last_cell.map_or(0, |i| i as u64);

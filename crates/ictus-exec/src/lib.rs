@@ -18,6 +18,7 @@ pub mod ctl;
 pub mod executive;
 pub mod hub;
 pub mod link;
+pub mod live;
 pub mod run;
 pub mod schedule;
 mod shared;

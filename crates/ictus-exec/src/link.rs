@@ -61,6 +61,9 @@ pub struct RemoteSlot {
     pub max_exec_ns: u64,
     /// Its last acknowledgement, packed ([`crate::state::Ack::pack`]).
     pub ack: u64,
+    /// Its last complete jitter window, packed as in the control block.
+    #[serde(default)]
+    pub window_done: u64,
 }
 
 impl RemoteSlot {
@@ -77,6 +80,9 @@ impl RemoteSlot {
             max_jitter_ns: v.max_jitter.as_u64(),
             max_exec_ns: v.max_exec.as_u64(),
             ack: v.ack.map_or(crate::state::Ack::NONE, |a| a.pack()),
+            window_done: v
+                .window_jitter
+                .map_or(0, |(w, j)| crate::control::pack_window(w, j)),
         }
     }
 
@@ -185,4 +191,17 @@ pub trait Link: Send {
 
     /// This host's figures so far.
     fn report(&self) -> HostReport;
+
+    /// The hosts as this link sees them, for the live view: every host of the
+    /// table, its presence and, for a node, the lateness of the ticks that reached it
+    /// (the main host learns a node's from the node's status). Empty by default.
+    fn live_hosts(&self) -> Vec<crate::live::LiveHost> {
+        Vec::new()
+    }
+
+    /// Per cell, the host and time (this host's monotonic clock) of the last copy
+    /// that came over the link, for the live view. Empty by default.
+    fn cell_arrivals(&self) -> Vec<Option<(usize, Nanos)>> {
+        Vec::new()
+    }
 }

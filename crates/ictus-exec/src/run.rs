@@ -40,6 +40,7 @@ use crate::ctl::{self, Command, CtlError, Server};
 use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
 use crate::hub::Hubs;
 use crate::link::{HostReport, Link, LinkEvent, Start};
+use crate::live::Extras;
 use crate::schedule::{Process, Schedule, ScheduleError, SubsystemSpec};
 use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
 use crate::subsystem::element_count;
@@ -200,35 +201,7 @@ pub struct RunReport {
     pub hosts: Vec<HostReport>,
 }
 
-/// A snapshot of the run for a status line or `ictus ctl status`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LiveStatus {
-    /// The run.
-    pub name: String,
-    /// The current frame.
-    pub frame: u64,
-    /// The state commanded.
-    pub state: String,
-    /// Per subsystem: name, status, frames run, overruns.
-    pub subsystems: Vec<LiveSubsystem>,
-    /// Who has not acknowledged the state, and for how many frames.
-    pub pending: Vec<(String, u64)>,
-}
-
-/// One subsystem in a [`LiveStatus`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveSubsystem {
-    /// Its name.
-    pub name: String,
-    /// Its life stage.
-    pub status: String,
-    /// The process it runs in.
-    pub pid: u32,
-    /// Frames run.
-    pub frames_run: u64,
-    /// Overruns.
-    pub overruns: u64,
-}
+pub use crate::live::{LiveStatus, LiveSubsystem};
 
 /// A callback that receives the live status.
 pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
@@ -1105,6 +1078,10 @@ pub fn run(
             }
             // Commands and the status hook are served while waiting too, so
             // Ctrl-C and `ictus ctl stop` end a start-up that never completes.
+            let snapshot = || {
+                let extras = starting(link.as_deref(), &events);
+                live_now(schedule, &control, &states, &cells, &log, 0, extras)
+            };
             while let Ok(cmd) = cmd_rx.try_recv() {
                 match cmd {
                     Command::State(_, reply) => {
@@ -1114,7 +1091,7 @@ pub fn run(
                         );
                     }
                     Command::Status(reply) => {
-                        let s = live(schedule, &control, &states, &log, 0);
+                        let s = snapshot();
                         let _ = reply.send(serde_json::to_string(&s).unwrap_or_default());
                     }
                     Command::Stop(reply) => {
@@ -1124,7 +1101,7 @@ pub fn run(
                 }
             }
             if let Some(cb) = options.on_status.as_mut() {
-                cb(&live(schedule, &control, &states, &log, 0));
+                cb(&snapshot());
             }
             // Relaxed: a stop request, polled.
             if options.stop.load(Ordering::Relaxed) {
@@ -1348,6 +1325,18 @@ pub fn run(
                     l.command(control.state(), stop_frame);
                 }
             }
+            // The live view (`ictus ctl status`, the status hook), when asked for.
+            let snapshot = |log: &StateLog, events: &[String]| {
+                let extras = running(
+                    link.as_deref(),
+                    &hosts_left,
+                    events,
+                    epoch,
+                    stop_frame,
+                    stop_requested,
+                );
+                live_now(schedule, &control, &states, &cells, log, f, extras)
+            };
             // Commands.
             while let Ok(cmd) = cmd_rx.try_recv() {
                 match cmd {
@@ -1368,7 +1357,7 @@ pub fn run(
                         }
                     },
                     Command::Status(reply) => {
-                        let s = live(schedule, &control, &states, &log, f);
+                        let s = snapshot(&log, &events);
                         let _ = reply.send(serde_json::to_string(&s).unwrap_or_default());
                     }
                     Command::Stop(reply) => {
@@ -1422,7 +1411,7 @@ pub fn run(
                 && now.saturating_sub(last_status) >= Nanos::from(options.status_every)
             {
                 last_status = now;
-                cb(&live(schedule, &control, &states, &log, f));
+                cb(&snapshot(&log, &events));
             }
             // Stop on request (Ctrl-C, `ictus ctl stop`), at the first major frame that
             // can still be announced, unless the duration ends the run before.
@@ -1763,6 +1752,9 @@ impl LinkTurn<'_> {
                     max_exec: Nanos::new(r.max_exec_ns),
                     torn: 0,
                     last_torn_cell: 0,
+                    window: 0,
+                    window_max: Nanos::ZERO,
+                    window_done: r.window_done,
                 });
                 if let Some(a) = crate::state::Ack::unpack(r.ack) {
                     slot.acknowledge(a);
@@ -1861,38 +1853,63 @@ fn check_announcement(
     }
 }
 
-fn live(
+/// The live snapshot now (see [`crate::live`]).
+fn live_now(
     schedule: &Schedule,
     control: &Control,
     states: &States,
+    cells: &Cells,
     log: &StateLog,
     frame: u64,
+    extras: Extras<'_>,
 ) -> LiveStatus {
-    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
-    let acks: Vec<(&str, Option<state::Ack>)> = (0..names.len())
-        .map(|k| (names[k].as_str(), control.slot(k).ack()))
-        .collect();
-    let pending = state::pending(control.state(), frame, acks)
-        .into_iter()
-        .map(|p| (p.subsystem, p.frames))
-        .collect();
-    LiveStatus {
-        name: schedule.name.clone(),
-        frame,
-        state: states.name(log.at(frame)).to_string(),
-        subsystems: (0..names.len())
-            .map(|k| {
-                let v = control.slot(k).view();
-                LiveSubsystem {
-                    name: names[k].clone(),
-                    status: v.status.name().to_string(),
-                    pid: v.pid,
-                    frames_run: v.frames_run,
-                    overruns: v.overruns,
-                }
-            })
-            .collect(),
-        pending,
+    crate::live::snapshot(schedule, control, states, log, frame, Some(cells), extras)
+}
+
+/// A live snapshot's extras while subsystems start.
+fn starting<'a>(link: Option<&dyn Link>, events: &'a [String]) -> Extras<'a> {
+    Extras {
+        starting: true,
+        ..link_extras(link, &BTreeSet::new(), events)
+    }
+}
+
+/// A live snapshot's extras once the epoch is set.
+fn running<'a>(
+    link: Option<&dyn Link>,
+    hosts_left: &BTreeSet<usize>,
+    events: &'a [String],
+    epoch: Nanos,
+    stop_frame: u64,
+    stopping: bool,
+) -> Extras<'a> {
+    Extras {
+        epoch: Some(epoch),
+        stop_frame: (stop_frame != u64::MAX).then_some(stop_frame),
+        stopping,
+        ..link_extras(link, hosts_left, events)
+    }
+}
+
+/// What the link knows for a live snapshot: its hosts (those that left marked so)
+/// and the cells' last copies.
+fn link_extras<'a>(
+    link: Option<&dyn Link>,
+    hosts_left: &BTreeSet<usize>,
+    events: &'a [String],
+) -> Extras<'a> {
+    let mut hosts = link.map_or_else(Vec::new, |l| l.live_hosts());
+    for (h, host) in hosts.iter_mut().enumerate() {
+        if hosts_left.contains(&h) {
+            host.alive = false;
+        }
+    }
+    Extras {
+        events,
+        hosts,
+        arrivals: link.map_or_else(Vec::new, |l| l.cell_arrivals()),
+        here: link.map_or(0, |l| l.host()),
+        ..Extras::default()
     }
 }
 

@@ -113,6 +113,28 @@ struct CellCounts {
     received: AtomicU64,
 }
 
+/// What a node tells the main host every [`STATUS_EVERY`]: its subsystems' counters
+/// and the lateness of the ticks that reached it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct NodeStatus {
+    slots: Vec<RemoteSlot>,
+    tick: TickFigures,
+}
+
+/// A node's tick lateness, for the live view.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+struct TickFigures {
+    ticks: u64,
+    missing: u64,
+    p50_ns: Option<u64>,
+    max_ns: Option<u64>,
+    /// The largest since the previous status.
+    recent_ns: Option<u64>,
+}
+
+/// Per cell, the host and time (this host's clock) of the last copy from another host.
+type Arrivals = Vec<Option<(usize, Nanos)>>;
+
 /// A node's hand-over at the end.
 #[derive(Serialize, Deserialize)]
 struct Handover {
@@ -140,7 +162,11 @@ pub struct ZenohLink {
     tick: Option<(JoinHandle<()>, Arc<TickShared>)>,
     /// The tick thread's counters, kept after it ends.
     tick_counts: Option<Arc<TickShared>>,
-    status_ring: Option<Consumer<Vec<RemoteSlot>>>,
+    status_ring: Option<Consumer<(usize, NodeStatus)>>,
+    /// Each node's last tick figures.
+    node_ticks: BTreeMap<usize, TickFigures>,
+    /// Per cell, the host and time of the last copy that came over the link.
+    arrivals: Arc<Mutex<Arrivals>>,
     // A node.
     offset: Option<(i64, u64)>,
     /// Shared with the cell subscriber: this host's offset, once measured.
@@ -149,6 +175,8 @@ pub struct ZenohLink {
     start: Option<Start>,
     ticks: Option<(TickSubscriber, Consumer<Arrival>)>,
     tick_lateness: LatencyHistogram,
+    /// The largest lateness since the last status.
+    recent_late: Option<u64>,
     ticks_seen: u64,
     ticks_missing: u64,
     last_tick: Option<u64>,
@@ -192,12 +220,15 @@ impl ZenohLink {
             tick: None,
             tick_counts: None,
             status_ring: None,
+            node_ticks: BTreeMap::new(),
+            arrivals: Arc::new(Mutex::new(Vec::new())),
             offset: None,
             offset_ns: Arc::new(AtomicU64::new(0)),
             next_try: Instant::now(),
             start: None,
             ticks: None,
             tick_lateness: LatencyHistogram::new(),
+            recent_late: None,
             ticks_seen: 0,
             ticks_missing: 0,
             last_tick: None,
@@ -278,13 +309,19 @@ impl ZenohLink {
             .wait()
             .map_err(zerr)?;
         self.queryables.extend([clock, start, kv]);
-        let (ring, consumer) = crate::handoff::<Vec<RemoteSlot>>(256);
+        let (ring, consumer) = crate::handoff::<(usize, NodeStatus)>(256);
+        let prefix = self.key("status/");
+        let hosts = self.hosts.clone();
         let status = self
             .session
             .declare_subscriber(self.key("status/*"))
             .callback(move |sample| {
-                if let Ok(slots) = serde_json::from_slice(&sample.payload().to_bytes()) {
-                    let _ = ring.push(slots);
+                let name = sample.key_expr().as_str().strip_prefix(&prefix);
+                let Some(h) = name.and_then(|n| hosts.iter().position(|x| x == n)) else {
+                    return;
+                };
+                if let Ok(status) = serde_json::from_slice(&sample.payload().to_bytes()) {
+                    let _ = ring.push((h, status));
                 }
             })
             .wait()
@@ -338,6 +375,8 @@ impl ZenohLink {
         let counts = Arc::clone(&self.counts);
         let latency = Arc::clone(&self.latency);
         let offset = Arc::clone(&self.offset_ns);
+        let arrivals = Arc::clone(&self.arrivals);
+        *arrivals.lock().unwrap_or_else(|e| e.into_inner()) = vec![None; cells.len()];
         let prefix = self.key("cell/");
         let sub = self
             .session
@@ -358,6 +397,13 @@ impl ZenohLink {
                 };
                 if p.host == host {
                     return;
+                }
+                if let Some(a) = arrivals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(cell)
+                {
+                    *a = Some((usize::from(p.host), now));
                 }
                 let size = cells.cell_bytes(cell);
                 for (at, data) in &p.ranges {
@@ -563,6 +609,7 @@ impl ZenohLink {
             let deadline = i128::from(t.deadline.as_u64()) + i128::from(offset);
             let late = (i128::from(a.arrived.as_u64()) - deadline).max(0) as u64;
             self.tick_lateness.record(Nanos::new(late));
+            self.recent_late = Some(self.recent_late.map_or(late, |r| r.max(late)));
             let control = (StateWord::unpack(t.state), t.stop);
             if self.last_control != Some(control) {
                 self.last_control = Some(control);
@@ -843,8 +890,9 @@ impl Link for ZenohLink {
         self.drain_health(&mut events);
         if self.host == 0 {
             if let Some(ring) = self.status_ring.as_mut() {
-                while let Some(slots) = ring.pop() {
-                    events.extend(slots.into_iter().map(LinkEvent::Remote));
+                while let Some((h, status)) = ring.pop() {
+                    self.node_ticks.insert(h, status.tick);
+                    events.extend(status.slots.into_iter().map(LinkEvent::Remote));
                 }
             }
         } else {
@@ -853,9 +901,12 @@ impl Link for ZenohLink {
                 && let Some(p) = &self.status_pub
             {
                 self.last_status = Instant::now();
-                let slots: Vec<RemoteSlot> =
-                    local.iter().map(|&k| RemoteSlot::of(control, k)).collect();
-                let json = serde_json::to_vec(&slots).unwrap_or_default();
+                let status = NodeStatus {
+                    slots: local.iter().map(|&k| RemoteSlot::of(control, k)).collect(),
+                    tick: self.tick_figures(),
+                };
+                self.recent_late = None;
+                let json = serde_json::to_vec(&status).unwrap_or_default();
                 self.status_bytes += json.len() as u64;
                 let _ = p.put(json).wait();
             }
@@ -946,6 +997,37 @@ impl Link for ZenohLink {
         (all, reports)
     }
 
+    fn live_hosts(&self) -> Vec<ictus_exec::live::LiveHost> {
+        (0..self.hosts.len())
+            .map(|h| {
+                let tick = if h == 0 {
+                    None
+                } else if h == self.host {
+                    Some(self.tick_figures())
+                } else {
+                    self.node_ticks.get(&h).copied()
+                };
+                ictus_exec::live::LiveHost {
+                    name: self.hosts[h].clone(),
+                    role: if h == 0 { "main" } else { "node" }.to_string(),
+                    alive: h == self.host || self.joined.contains(&h),
+                    ticks: tick.map_or(0, |t| t.ticks),
+                    ticks_missing: tick.map_or(0, |t| t.missing),
+                    tick_late_p50_ns: tick.and_then(|t| t.p50_ns),
+                    tick_late_max_ns: tick.and_then(|t| t.max_ns),
+                    tick_late_recent_ns: tick.and_then(|t| t.recent_ns),
+                }
+            })
+            .collect()
+    }
+
+    fn cell_arrivals(&self) -> Vec<Option<(usize, Nanos)>> {
+        self.arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn report(&self) -> HostReport {
         let main = self.host == 0;
         let (ticks_sent, tick_bytes) = self.tick_counts.as_ref().map_or((0, 0), |s| {
@@ -980,6 +1062,18 @@ impl Link for ZenohLink {
 
 impl ZenohLink {
     /// Health events since the last call: joins and leaves of known hosts.
+    /// A node's tick lateness so far.
+    fn tick_figures(&self) -> TickFigures {
+        let h = &self.tick_lateness;
+        TickFigures {
+            ticks: self.ticks_seen,
+            missing: self.ticks_missing,
+            p50_ns: h.percentile(ictus_core::Percentile::P50).map(Nanos::as_u64),
+            max_ns: h.max().map(Nanos::as_u64),
+            recent_ns: self.recent_late,
+        }
+    }
+
     fn drain_health(&mut self, events: &mut Vec<LinkEvent>) {
         let Some((_, ring)) = self.watch.as_mut() else {
             return;

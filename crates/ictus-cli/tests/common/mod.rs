@@ -26,3 +26,17 @@ pub(crate) fn finish(child: Child, limit: Duration) -> Output {
         }
     }
 }
+
+/// The seed 003 stress schedule (A and C in-process, B in a process of its own)
+/// under another run name, in `dir`.
+#[allow(dead_code)] // not every test binary that shares this module runs it
+pub(crate) fn stress_copy(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stress");
+    let text = std::fs::read_to_string(examples.join("schedule.toml"))
+        .unwrap()
+        .replace("name = \"stress\"", &format!("name = \"{name}\""));
+    std::fs::copy(examples.join("cells.toml"), dir.join("cells.toml")).unwrap();
+    let path = dir.join("schedule.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -1,0 +1,326 @@
+//! The live page (`ictus run --ui`) in a real headless Chromium: it loads, shows the
+//! subsystems of a running schedule, a click on PAUSE changes the state `ictus ctl
+//! status` reports, and a killed subsystem shows as dead within a second. Also the
+//! token beyond loopback, over a plain socket. Where no Chromium is installed the
+//! browser test says SKIPPED and passes (CI installs it: `.ci/run`).
+//!
+//! Screenshots are kept in the target directory (`target/ictus-ui-*.png`) for a
+//! person to look at (docs/img/ has copies).
+#![allow(clippy::print_stderr)]
+
+#[allow(dead_code)] // the client's self-test (tests/cdp.rs) uses all of it
+#[path = "common/cdp.rs"]
+mod cdp;
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{finish, stress_copy};
+use serde_json::Value;
+
+/// `ictus run SCHEDULE ARGS` in `run_dir`, and the live page's URL it prints.
+fn start(
+    run_dir: &Path,
+    schedule: &Path,
+    args: &[&str],
+) -> (Child, String, mpsc::Receiver<String>) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+        .env("ICTUS_RUN_DIR", run_dir)
+        .arg("run")
+        .arg(schedule)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every line of stderr goes on; the URL is the first `live page:` line.
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let by = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while Instant::now() < by {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            if let Some(url) = line.strip_prefix("live page: ") {
+                let url = url.split_whitespace().next().unwrap().to_string();
+                return (child, url, rx);
+            }
+            seen.push(line);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no `live page:` line within 20 s; stderr: {seen:?}");
+}
+
+fn ctl_status(run_dir: &Path, name: &str) -> Value {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+        .env("ICTUS_RUN_DIR", run_dir)
+        .args(["ctl", "status", "--name", name])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Waits until `expr` is true in the page, at most `seconds`.
+fn until(browser: &mut cdp::Browser, expr: &str, seconds: u64) -> Duration {
+    browser
+        .wait_for(expr, Duration::from_secs(seconds))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
+#[test]
+fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
+    let Some(chromium) = cdp::find_chromium() else {
+        eprintln!(
+            "SKIPPED the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead: \
+             no chromium on PATH (apt-get install chromium)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-ui-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let (run, url, _stderr) = start(
+        dir.path(),
+        &schedule,
+        &[
+            "--tick",
+            "5ms",
+            "--duration",
+            "60s",
+            "--ui",
+            "127.0.0.1:0",
+            "--quiet",
+            "--json",
+        ],
+    );
+    assert!(
+        url.starts_with("http://127.0.0.1:") && !url.contains("token"),
+        "{url}"
+    );
+    let mut browser = cdp::Browser::launch(&chromium).unwrap();
+    browser.navigate(&url).unwrap();
+    until(&mut browser, "document.body.dataset.ready === '1'", 15);
+
+    // The subsystems of the running schedule, each alive, in RUN.
+    let rows = browser
+        .eval("[...document.querySelectorAll('#subsystems tr[data-name]')].map(r => [r.dataset.name, r.dataset.alive, r.querySelector('.alive').textContent])")
+        .unwrap();
+    assert_eq!(
+        rows,
+        serde_json::json!([
+            ["A", "true", "alive"],
+            ["B", "true", "alive"],
+            ["C", "true", "alive"]
+        ])
+    );
+    until(
+        &mut browser,
+        "document.getElementById('state').dataset.state === 'run'",
+        5,
+    );
+    for command in ["off", "pause", "run", "stop"] {
+        let n = browser
+            .eval(&format!(
+                "document.querySelectorAll('button[data-command=\"{command}\"]').length"
+            ))
+            .unwrap();
+        assert_eq!(n, 1, "button {command}");
+    }
+    // The page is live: several updates a second.
+    until(
+        &mut browser,
+        "parseFloat(document.getElementById('rate').textContent) >= 5",
+        5,
+    );
+
+    // A click on PAUSE: the run's own control socket reports PAUSE.
+    browser.click("button[data-command=\"pause\"]").unwrap();
+    let by = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = ctl_status(dir.path(), &name);
+        if s["state"] == "pause" {
+            break;
+        }
+        assert!(Instant::now() < by, "ctl status still says {}", s["state"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    until(
+        &mut browser,
+        "document.getElementById('state').dataset.state === 'pause'",
+        5,
+    );
+    let reply = browser
+        .eval("document.getElementById('reply').textContent")
+        .unwrap();
+    assert!(
+        reply.as_str().unwrap().starts_with("ok pause from frame "),
+        "{reply}"
+    );
+    browser
+        .screenshot(&target_dir().join("ictus-ui-paused.png"))
+        .unwrap();
+    browser.click("button[data-command=\"run\"]").unwrap();
+    until(
+        &mut browser,
+        "document.getElementById('state').dataset.state === 'run'",
+        10,
+    );
+
+    // B runs in a process of its own: killed, the page shows it dead within a second.
+    let status = ctl_status(dir.path(), &name);
+    let b = status["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "B")
+        .unwrap();
+    let pid = b["pid"].as_u64().unwrap();
+    assert_ne!(u64::from(run.id()), pid, "B runs in a process of its own");
+    let killed = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let shown = until(
+        &mut browser,
+        "document.querySelector('#subsystems tr[data-name=\"B\"]').dataset.alive === 'false'",
+        5,
+    );
+    let took = killed.elapsed();
+    eprintln!("B killed: shown dead after {took:?} (the page's own wait {shown:?})");
+    assert!(
+        took <= Duration::from_secs(1),
+        "B shown dead after {took:?}"
+    );
+    let dead = browser
+        .eval("document.querySelector('#subsystems tr[data-name=\"B\"] .alive').textContent")
+        .unwrap();
+    assert_eq!(dead, "dead");
+    let others = browser
+        .eval("['A', 'C'].map(n => document.querySelector(`#subsystems tr[data-name=\"${n}\"]`).dataset.alive)")
+        .unwrap();
+    assert_eq!(others, serde_json::json!(["true", "true"]));
+    until(
+        &mut browser,
+        "document.getElementById('events').textContent.includes('B: its process')",
+        5,
+    );
+    browser
+        .screenshot(&target_dir().join("ictus-ui-dead.png"))
+        .unwrap();
+
+    // Stopped from the page: the run ends, and the page says so.
+    browser.eval("window.confirm = () => true").unwrap();
+    browser.click("button[data-command=\"stop\"]").unwrap();
+    let out = finish(run, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(3), "B's frames were lost");
+    let record: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(record["measurements"].is_array(), "{record}");
+    until(
+        &mut browser,
+        "document.getElementById('connection').dataset.connection === 'ended'",
+        5,
+    );
+    let ended = browser
+        .eval("document.getElementById('ended').textContent")
+        .unwrap();
+    assert!(
+        ended.as_str().unwrap().contains("the run ended at frame"),
+        "{ended}"
+    );
+}
+
+/// One request over a plain socket: the status code.
+fn get(addr: &str, path: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn beyond_loopback_the_page_needs_the_token_printed_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-ui-token-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let (run, url, _stderr) = start(
+        dir.path(),
+        &schedule,
+        &[
+            "--tick",
+            "5ms",
+            "--duration",
+            "3s",
+            "--ui",
+            "0.0.0.0:0",
+            "--quiet",
+            "--json",
+        ],
+    );
+    let (base, token) = url.split_once("/?token=").expect("a token in the URL");
+    assert!(token.len() >= 32, "{url}");
+    let port = base.rsplit(':').next().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    assert_eq!(get(&addr, "/"), 401);
+    assert_eq!(
+        get(&addr, "/status?token=0123456789abcdef0123456789abcdef"),
+        401
+    );
+    assert_eq!(get(&addr, &format!("/?token={token}")), 200);
+    let out = finish(run, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_malformed_page_address_or_token_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = stress_copy(dir.path(), &format!("cli-ui-bad-{}", std::process::id()));
+    for (args, expect) in [
+        (vec!["--ui", "localhost"], "--ui"),
+        (vec!["--ui", "127.0.0.1:99999"], "--ui"),
+        (vec!["--ui", "0", "--ui-token", "short"], "at least 16"),
+        (vec!["--ui-token", "0123456789abcdef0123"], "--ui"),
+    ] {
+        let out = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+            .env("ICTUS_RUN_DIR", dir.path())
+            .arg("run")
+            .arg(&schedule)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,391 @@
+//! The live view of a run: what `ictus ctl status`, the status line and the live page
+//! show while it runs. Built by the coordinator from the control block (the
+//! subsystems' own counters, never a lock or a message from a real-time thread), the
+//! link's figures when the run spans hosts, and the run's event log.
+//!
+//! ```
+//! use ictus_exec::live::LiveStatus;
+//! let s: LiveStatus = serde_json::from_str(
+//!     r#"{"name":"stress","frame":3,"state":"run","subsystems":[],"pending":[]}"#,
+//! ).unwrap();
+//! assert!(s.hosts.is_empty() && s.cells.is_empty());
+//! ```
+
+use ictus_core::Nanos;
+use serde::{Deserialize, Serialize};
+
+use crate::control::{Control, Status};
+use crate::schedule::Schedule;
+use crate::state::{self, StateLog, States};
+
+/// Events a snapshot carries (the newest; `events_total` counts them all).
+pub const LIVE_EVENTS: usize = 64;
+
+/// A snapshot of the run for a status line, `ictus ctl status` and the live page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiveStatus {
+    /// The run.
+    pub name: String,
+    /// The current frame (0 before the epoch).
+    pub frame: u64,
+    /// The state in force.
+    pub state: String,
+    /// Per subsystem.
+    pub subsystems: Vec<LiveSubsystem>,
+    /// Who has not acknowledged the state, and for how many frames.
+    pub pending: Vec<(String, u64)>,
+    /// `starting` (subsystems not all ready), `running`, `stopping` (a stop was asked
+    /// for: it takes effect at [`stop_frame`](Self::stop_frame)).
+    #[serde(default)]
+    pub phase: String,
+    /// The tick.
+    #[serde(default)]
+    pub tick_ns: u64,
+    /// Minor frames per major frame.
+    #[serde(default)]
+    pub major_frame: u64,
+    /// The frame the run stops at, once known.
+    #[serde(default)]
+    pub stop_frame: Option<u64>,
+    /// The frames a jitter window spans ([`LiveSubsystem::window_jitter_ns`]).
+    #[serde(default)]
+    pub window_frames: u64,
+    /// Every state and mode the run can be moved to: OFF, PAUSE, RUN, then the
+    /// schedule's modes.
+    #[serde(default)]
+    pub states: Vec<String>,
+    /// The state commanded next and its first frame, while a change is announced.
+    #[serde(default)]
+    pub next: Option<(String, u64)>,
+    /// The hosts (one, this host, when the run does not span hosts).
+    #[serde(default)]
+    pub hosts: Vec<LiveHost>,
+    /// The cells.
+    #[serde(default)]
+    pub cells: Vec<LiveCell>,
+    /// The newest events (at most [`LIVE_EVENTS`]), oldest first.
+    #[serde(default)]
+    pub events: Vec<LiveEvent>,
+    /// Events so far (the index of the next one).
+    #[serde(default)]
+    pub events_total: u64,
+}
+
+/// One subsystem in a [`LiveStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveSubsystem {
+    /// Its name.
+    pub name: String,
+    /// Its life stage: `empty`, `starting`, `ready`, `running`, `finished`, `failed`.
+    pub status: String,
+    /// The process it runs in.
+    pub pid: u32,
+    /// Frames run.
+    pub frames_run: u64,
+    /// Overruns.
+    pub overruns: u64,
+    /// Its host's name (empty when the run does not span hosts).
+    #[serde(default)]
+    pub host: String,
+    /// False once it failed: its process died, its thread panicked, its host left.
+    #[serde(default = "yes")]
+    pub alive: bool,
+    /// Its CPU, when pinned.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// Its period in minor frames.
+    #[serde(default)]
+    pub period: u64,
+    /// Releases lost so far: due, not run and not overrun (a dead subsystem's).
+    #[serde(default)]
+    pub lost: u64,
+    /// Its largest release jitter so far.
+    #[serde(default)]
+    pub max_jitter_ns: u64,
+    /// Its largest release jitter in its last complete window of
+    /// [`LiveStatus::window_frames`] frames, and the window's index.
+    #[serde(default)]
+    pub window_jitter_ns: Option<u64>,
+    /// The index of that window (frame / window_frames).
+    #[serde(default)]
+    pub window: Option<u64>,
+    /// Its last execution time.
+    #[serde(default)]
+    pub last_exec_ns: u64,
+    /// Its longest execution so far.
+    #[serde(default)]
+    pub max_exec_ns: u64,
+    /// The state it acknowledged last, and from which frame.
+    #[serde(default)]
+    pub ack: Option<(String, u64)>,
+    /// Whether that is the state in force.
+    #[serde(default)]
+    pub acknowledged: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One host in a [`LiveStatus`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveHost {
+    /// Its name in the host table (`this host` when the run does not span hosts).
+    pub name: String,
+    /// `main` (coordinates and sends the tick) or `node`.
+    pub role: String,
+    /// Whether it is in the run (its liveliness token is there).
+    pub alive: bool,
+    /// Ticks that reached it (a node), and the ones that did not.
+    pub ticks: u64,
+    /// Ticks that never reached it.
+    pub ticks_missing: u64,
+    /// Tick arrival minus the tick's deadline (a node): median so far.
+    pub tick_late_p50_ns: Option<u64>,
+    /// The largest so far.
+    pub tick_late_max_ns: Option<u64>,
+    /// The largest over the node's last status period (100 ms).
+    pub tick_late_recent_ns: Option<u64>,
+}
+
+/// One cell in a [`LiveStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveCell {
+    /// Its name.
+    pub name: String,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// The subsystems of this host that write it (element claims).
+    pub writers: Vec<String>,
+    /// The writer that published it last (a subsystem, or `host NAME` for a copy
+    /// that came over the link), if any.
+    pub last_writer: Option<String>,
+    /// The frame of that publication, when a subsystem of this host made it.
+    pub frame: Option<u64>,
+    /// How old the cell's content is: now minus the start of the frame that published
+    /// it (a subsystem of this host), or minus the arrival of the copy (another host).
+    pub age_ns: Option<u64>,
+    /// Writes so far (its seqlock's sequence / 2).
+    pub writes: u64,
+}
+
+/// One line of the event log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveEvent {
+    /// Its index in the run's log (0-based).
+    pub index: u64,
+    /// What happened (`frame F: ...`).
+    pub text: String,
+}
+
+/// The frames of a jitter window: about 100 ms, at least one frame.
+pub fn window_frames(tick: Nanos) -> u64 {
+    (100_000_000 / tick.as_u64().max(1)).max(1)
+}
+
+/// What the coordinator knows beside the control block, for a snapshot.
+#[derive(Debug, Default)]
+pub struct Extras<'a> {
+    /// The run's events so far.
+    pub events: &'a [String],
+    /// The hosts, from the link (empty on one host).
+    pub hosts: Vec<LiveHost>,
+    /// Per cell, the host and time of the last copy the link brought (empty on one host).
+    pub arrivals: Vec<Option<(usize, Nanos)>>,
+    /// The epoch, once set.
+    pub epoch: Option<Nanos>,
+    /// The stop frame, once set.
+    pub stop_frame: Option<u64>,
+    /// Whether subsystems are still starting.
+    pub starting: bool,
+    /// Whether a stop was asked for (Ctrl-C, `ictus ctl stop`, the page).
+    pub stopping: bool,
+    /// This host (0 on one host or the main host).
+    pub here: usize,
+}
+
+/// The snapshot of a run now.
+pub fn snapshot(
+    schedule: &Schedule,
+    control: &Control,
+    states: &States,
+    log: &StateLog,
+    frame: u64,
+    cells: Option<&crate::cell::Cells>,
+    extras: Extras<'_>,
+) -> LiveStatus {
+    let names: Vec<&str> = schedule
+        .subsystems
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let acks: Vec<(&str, Option<state::Ack>)> = (0..names.len())
+        .map(|k| (names[k], control.slot(k).ack()))
+        .collect();
+    let word = control.state();
+    let pending = state::pending(word, frame, acks)
+        .into_iter()
+        .map(|p| (p.subsystem, p.frames))
+        .collect();
+    let in_force = log.at(frame);
+    let window = window_frames(control.tick());
+    let spans_hosts = schedule.subsystems.iter().any(|s| s.host != 0);
+    let subsystems = schedule
+        .subsystems
+        .iter()
+        .enumerate()
+        .map(|(k, spec)| {
+            let v = control.slot(k).view();
+            let due = spec.releases_before(frame.min(extras.stop_frame.unwrap_or(u64::MAX)));
+            let failed = v.status == Status::Failed;
+            LiveSubsystem {
+                name: spec.name.clone(),
+                status: v.status.name().to_string(),
+                pid: v.pid,
+                frames_run: v.frames_run,
+                overruns: v.overruns,
+                host: if spans_hosts {
+                    schedule.hosts[spec.host].name.clone()
+                } else {
+                    String::new()
+                },
+                alive: !failed,
+                cpu: spec.cpu,
+                period: spec.period,
+                lost: if failed {
+                    due.saturating_sub(v.frames_run + v.overruns)
+                } else {
+                    0
+                },
+                max_jitter_ns: v.max_jitter.as_u64(),
+                window_jitter_ns: v.window_jitter.map(|(_, j)| j.as_u64()),
+                window: v.window_jitter.map(|(w, _)| w),
+                last_exec_ns: v.last_exec.as_u64(),
+                max_exec_ns: v.max_exec.as_u64(),
+                ack: v.ack.map(|a| (states.name(a.state).to_string(), a.frame)),
+                acknowledged: v.ack.is_some_and(|a| a.state == in_force),
+            }
+        })
+        .collect();
+    let hosts = if extras.hosts.is_empty() {
+        vec![LiveHost {
+            name: schedule
+                .hosts
+                .first()
+                .map_or_else(|| "this host".to_string(), |h| h.name.clone()),
+            role: "main".into(),
+            alive: true,
+            ..LiveHost::default()
+        }]
+    } else {
+        extras.hosts
+    };
+    let now = ictus_os::clock::monotonic_now();
+    let cells = cells.map_or_else(Vec::new, |c| {
+        live_cells(schedule, control, c, &extras.arrivals, extras.epoch, now)
+    });
+    let total = extras.events.len();
+    let first = total.saturating_sub(LIVE_EVENTS);
+    LiveStatus {
+        name: schedule.name.clone(),
+        frame,
+        state: states.name(in_force).to_string(),
+        subsystems,
+        pending,
+        phase: if extras.starting {
+            "starting"
+        } else if extras.stopping {
+            "stopping"
+        } else {
+            "running"
+        }
+        .to_string(),
+        tick_ns: control.tick().as_u64(),
+        major_frame: schedule.major_frame,
+        stop_frame: extras.stop_frame,
+        window_frames: window,
+        states: states.names().iter().map(|s| s.to_string()).collect(),
+        next: (word.next != word.previous && word.from_frame > frame)
+            .then(|| (states.name(word.next).to_string(), word.from_frame)),
+        hosts,
+        cells,
+        events: extras.events[first..]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| LiveEvent {
+                index: (first + i) as u64,
+                text: text.clone(),
+            })
+            .collect(),
+        events_total: total as u64,
+    }
+}
+
+/// Each cell's writers and its last publication. A subsystem publishes every output
+/// at the end of every frame it runs, so the cell's last publication is its writers'
+/// last frame (read from their slots: nothing is added to the frame loop); a copy from
+/// another host is the link's last arrival.
+fn live_cells(
+    schedule: &Schedule,
+    control: &Control,
+    cells: &crate::cell::Cells,
+    arrivals: &[Option<(usize, Nanos)>],
+    epoch: Option<Nanos>,
+    now: Nanos,
+) -> Vec<LiveCell> {
+    let tick = control.tick();
+    let mut element = 0;
+    cells
+        .table()
+        .cells()
+        .iter()
+        .enumerate()
+        .map(|(c, decl)| {
+            let mut writers: Vec<usize> = Vec::new();
+            for _ in decl.elements() {
+                if let Some(w) = control.writer_of(element)
+                    && !writers.contains(&w)
+                {
+                    writers.push(w);
+                }
+                element += 1;
+            }
+            // The local writer that ran last.
+            let local = writers
+                .iter()
+                .filter_map(|&w| control.slot(w).view().last_frame.map(|f| (f, w)))
+                .max();
+            let local_at = local.and_then(|(f, _)| epoch.map(|e| e + tick * f));
+            let remote = arrivals.get(c).copied().flatten();
+            let (last_writer, frame, at) = match (local, remote) {
+                (Some((f, w)), Some((_, r))) if local_at.is_some_and(|l| l >= r) => {
+                    (Some(schedule.subsystems[w].name.clone()), Some(f), local_at)
+                }
+                (_, Some((h, r))) => (
+                    Some(format!(
+                        "host {}",
+                        schedule.hosts.get(h).map_or("?", |x| x.name.as_str())
+                    )),
+                    None,
+                    Some(r),
+                ),
+                (Some((f, w)), None) => {
+                    (Some(schedule.subsystems[w].name.clone()), Some(f), local_at)
+                }
+                (None, None) => (None, None, None),
+            };
+            LiveCell {
+                name: decl.name().to_string(),
+                bytes: decl.bytes(),
+                writers: writers
+                    .iter()
+                    .map(|&w| schedule.subsystems[w].name.clone())
+                    .collect(),
+                last_writer,
+                frame,
+                age_ns: at.map(|a| now.saturating_sub(a).as_u64()),
+                writes: cells.sequence(c) / 2,
+            }
+        })
+        .collect()
+}

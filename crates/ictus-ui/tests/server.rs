@@ -1,0 +1,242 @@
+//! The live page's server over real sockets: who may use it (token, Host, Origin,
+//! the command header), what a command does (it reaches the run's control socket),
+//! and what the websocket carries (history, snapshots, the end).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ictus_exec::ctl::{Command, Server};
+use ictus_exec::live::{LiveStatus, LiveSubsystem};
+use ictus_exec::state::SetupStore;
+use ictus_ui::{Ui, UiOptions};
+
+/// One HTTP/1.1 request, the status code and body of the answer.
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let host = headers
+        .iter()
+        .find(|(k, _)| *k == "Host")
+        .map_or(addr.to_string(), |(_, v)| v.to_string());
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (k, v) in headers.iter().filter(|(k, _)| *k != "Host") {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("Content-Length: 0\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn status(frame: u64, window: u64) -> LiveStatus {
+    LiveStatus {
+        name: "t".into(),
+        frame,
+        state: "run".into(),
+        subsystems: vec![LiveSubsystem {
+            name: "A".into(),
+            status: "running".into(),
+            pid: 1,
+            frames_run: frame,
+            overruns: 0,
+            host: String::new(),
+            alive: true,
+            cpu: None,
+            period: 1,
+            lost: 0,
+            max_jitter_ns: 5_000,
+            window_jitter_ns: Some(4_000 + window),
+            window: Some(window),
+            last_exec_ns: 1_000,
+            max_exec_ns: 2_000,
+            ack: Some(("run".into(), 0)),
+            acknowledged: true,
+        }],
+        pending: Vec::new(),
+        phase: "running".into(),
+        tick_ns: 1_000_000,
+        major_frame: 1,
+        stop_frame: None,
+        window_frames: 100,
+        states: vec!["off".into(), "pause".into(), "run".into()],
+        next: None,
+        hosts: Vec::new(),
+        cells: Vec::new(),
+        events: Vec::new(),
+        events_total: 0,
+    }
+}
+
+#[test]
+fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::start(UiOptions {
+        addr: "0.0.0.0:0".parse().unwrap(),
+        control: dir.path().join("none.sock"),
+        token: Some("0123456789abcdef0123".into()),
+        cpus: None,
+    })
+    .unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], ui.addr().port()));
+    assert!(
+        ui.url().ends_with("/?token=0123456789abcdef0123"),
+        "{}",
+        ui.url()
+    );
+    for path in ["/", "/status", "/live", "/command/pause"] {
+        let (code, body) = http(addr, "GET", path, &[]);
+        assert_eq!(code, 401, "{path} without a token: {body}");
+        assert!(body.contains("token is required"), "{body}");
+        let (code, body) = http(
+            addr,
+            "GET",
+            &format!("{path}?token=0123456789abcdef0124"),
+            &[],
+        );
+        assert_eq!(code, 401, "{path} with a wrong token: {body}");
+        assert!(body.contains("wrong token"), "{body}");
+    }
+    let (code, body) = http(addr, "GET", "/?token=0123456789abcdef0123", &[]);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("<html") || body.contains("<!doctype") || body.contains("<!DOCTYPE"));
+    let (code, _) = http(
+        addr,
+        "GET",
+        "/",
+        &[("Authorization", "Bearer 0123456789abcdef0123")],
+    );
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let ctl = Server::start(dir.path(), "t", SetupStore::new(), tx, None).unwrap();
+    let coordinator = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while let Ok(cmd) = rx.recv_timeout(Duration::from_secs(5)) {
+            match cmd {
+                Command::State(name, reply) => {
+                    seen.push(name.clone());
+                    let _ = reply.send(format!("ok {name} from frame 30"));
+                }
+                Command::Stop(reply) => {
+                    seen.push("stop".into());
+                    let _ = reply.send("ok stopping".into());
+                    break;
+                }
+                Command::Status(reply) => {
+                    let _ = reply.send("{}".into());
+                }
+            }
+        }
+        seen
+    });
+    let ui = Ui::start(UiOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        control: ctl.path().to_path_buf(),
+        token: None,
+        cpus: None,
+    })
+    .unwrap();
+    let addr = ui.addr();
+    assert_eq!(ui.url(), format!("http://{addr}/"));
+    assert_eq!(http(addr, "GET", "/", &[]).0, 200);
+    // A page of another site, or a name that rebinds to 127.0.0.1, is refused.
+    let (code, body) = http(addr, "GET", "/status", &[("Host", "evil.example:80")]);
+    assert_eq!(code, 403, "{body}");
+    let (code, _) = http(
+        addr,
+        "POST",
+        "/command/pause",
+        &[("Origin", "http://evil.example"), ("X-Ictus", "1")],
+    );
+    assert_eq!(code, 403);
+    // A form post (no header) is refused; a GET is not a command.
+    let (code, body) = http(addr, "POST", "/command/pause", &[]);
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(http(addr, "GET", "/command/pause", &[]).0, 405);
+    let (code, body) = http(addr, "POST", "/command/pa%20use", &[("X-Ictus", "1")]);
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(http(addr, "GET", "/nothing", &[]).0, 404);
+    // No snapshot yet.
+    assert_eq!(http(addr, "GET", "/status", &[]).0, 503);
+    ui.publish(&status(10, 0));
+    let (code, body) = http(addr, "GET", "/status", &[]);
+    assert_eq!(code, 200);
+    assert_eq!(serde_json::from_str::<LiveStatus>(&body).unwrap().frame, 10);
+    // Commands reach the control socket, as `ictus ctl` sends them.
+    let origin = format!("http://{addr}");
+    let (code, body) = http(
+        addr,
+        "POST",
+        "/command/pause",
+        &[("X-Ictus", "1"), ("Origin", &origin)],
+    );
+    assert_eq!((code, body.trim()), (200, "ok pause from frame 30"));
+    let (code, body) = http(addr, "POST", "/command/stop", &[("X-Ictus", "1")]);
+    assert_eq!((code, body.trim()), (200, "ok stopping"));
+    assert_eq!(coordinator.join().unwrap(), ["pause", "stop"]);
+    drop(ctl);
+    let (code, body) = http(addr, "POST", "/command/run", &[("X-Ictus", "1")]);
+    assert_eq!(code, 502, "{body}");
+    assert!(body.contains("no run is listening"), "{body}");
+}
+
+#[test]
+fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::start(UiOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        control: dir.path().join("none.sock"),
+        token: None,
+        cpus: None,
+    })
+    .unwrap();
+    // Two windows before the page connects: they come as its history.
+    ui.publish(&status(100, 1));
+    ui.publish(&status(150, 1));
+    ui.publish(&status(200, 2));
+    let url = format!("ws://{}/live", ui.addr());
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    let mut next = || -> serde_json::Value {
+        loop {
+            let m = ws.read().unwrap();
+            if let tungstenite::Message::Text(t) = m {
+                let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                if v["type"] != "ping" {
+                    return v;
+                }
+            }
+        }
+    };
+    let history = next();
+    assert_eq!(history["type"], "history");
+    assert_eq!(
+        history["history"]["series"]["A"],
+        serde_json::json!([[1, 4001], [2, 4002]])
+    );
+    // The last snapshot, then each new one.
+    assert_eq!(next()["status"]["frame"], 200);
+    ui.publish(&status(300, 3));
+    let s = next();
+    assert_eq!(s["type"], "status");
+    assert_eq!(s["status"]["frame"], 300);
+    ui.end("the run ended at frame 300 (complete)");
+    let end = next();
+    assert_eq!(end["type"], "end");
+    assert_eq!(end["reason"], "the run ended at frame 300 (complete)");
+}
