@@ -6,7 +6,7 @@
 //! | request                  | reply                                    |
 //! |--------------------------|------------------------------------------|
 //! | `state NAME`             | `ok NAME from frame F` or `error ...`    |
-//! | `status`                 | one line of JSON ([`crate::run::LiveStatus`]) |
+//! | `status`                 | one line of JSON ([`crate::live::LiveStatus`]) |
 //! | `stop`                   | `ok stopping`                            |
 //! | `put KEY HEX`            | `ok`                                     |
 //! | `get KEY TIMEOUT_MS`     | `value HEX` or `error ...`               |
