@@ -111,7 +111,7 @@ pub(crate) fn run(args: &ShieldArgs) -> Result<(), Failure> {
 }
 
 /// How `apply` starts the watchdog: this very executable, as `ictus shield watchdog`.
-fn watchdog_launch(
+pub(crate) fn watchdog_launch(
     limit: Duration,
     rt_cpus: &CpuSet,
     journal: &Path,

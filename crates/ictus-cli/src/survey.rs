@@ -2,12 +2,16 @@
 //! report a person wants to read.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use ictus_probe::progress::Progress;
-use ictus_probe::survey::{self, Manifest, Profile, StepStatus, SurveyOptions, Target};
+use ictus_probe::survey::{
+    self, Manifest, Profile, ShieldAccess, ShieldDriver, ShieldSplit, StepStatus, SurveyOptions,
+    Target,
+};
 
 use crate::Failure;
 use crate::common::{self, Bar};
@@ -47,6 +51,14 @@ pub(crate) struct SurveyArgs {
     /// Where results directories go.
     #[arg(long, default_value = "ictus-results")]
     pub(crate) results: PathBuf,
+    /// The shielded configuration (as root): `off` also turns the RT throttle off
+    /// while the shield is applied, behind a watchdog (see --watchdog).
+    #[arg(long, value_name = "on|off", value_enum, default_value = "on")]
+    pub(crate) rt_throttle: crate::shield::Throttle,
+    /// With `--rt-throttle off`: the watchdog's limit, how long a real-time thread may
+    /// hold its CPU without sleeping before it is demoted.
+    #[arg(long, value_name = "LIMIT", default_value = "2s", value_parser = crate::args::positive_duration)]
+    pub(crate) watchdog: std::time::Duration,
 }
 
 fn parse_bytes(s: &str) -> Result<usize, String> {
@@ -79,6 +91,7 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
             exchange_bytes: args.exchange,
         },
         cpus: common::cpus("--cpus", &args.cpus)?,
+        shield: shield_access(args)?,
     };
     if args.cores == 0 {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -105,6 +118,177 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     crate::say(&summary(&manifest, &dir, reports))
 }
 
+/// The journal of this survey's own shield, apart from `ictus shield`'s: named after
+/// this process (its pid and start time), so a survey never takes another's for one a
+/// crashed survey left.
+fn survey_journal() -> PathBuf {
+    let pid = std::process::id() as i32;
+    let start = ictus_shield::snapshot::process_start_time(pid).unwrap_or(0);
+    journal_dir().join(format!("survey-shield-{pid}-{start}.journal"))
+}
+
+fn journal_dir() -> PathBuf {
+    std::path::Path::new(ictus_shield::DEFAULT_JOURNAL)
+        .parent()
+        .map_or_else(|| PathBuf::from("/run/ictus"), std::path::Path::to_path_buf)
+}
+
+/// Resets the shields of surveys that were killed (their process is gone), saying so.
+fn reset_stale_shields() -> Result<(), Failure> {
+    let Ok(entries) = std::fs::read_dir(journal_dir()) else {
+        return Ok(());
+    };
+    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Some(owner) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("survey-shield-")?.strip_suffix(".journal"))
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, start)| Some((pid.parse::<i32>().ok()?, start.parse::<u64>().ok()?)))
+        else {
+            continue;
+        };
+        if ictus_shield::snapshot::process_alive(owner.0, owner.1) {
+            continue;
+        }
+        let o = ictus_shield::reset(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "resetting the shield a stopped survey left ({}): {e}",
+                path.display()
+            )
+        })?;
+        let _ = writeln!(
+            std::io::stderr(),
+            "reset the shield a stopped survey left ({}): {} value(s) restored",
+            path.display(),
+            o.restored
+        );
+    }
+    Ok(())
+}
+
+/// Whether the survey can try the shielded configuration here, and how. A shield a
+/// killed survey left is reset first.
+fn shield_access(args: &SurveyArgs) -> Result<ShieldAccess, Failure> {
+    if let Some(need) = ictus_shield::apply::privilege_shortfall() {
+        return Ok(ShieldAccess::Unavailable(format!(
+            "the shielded configuration needs {need}: run the survey as root (sudo)"
+        )));
+    }
+    match ictus_os::facts::cgroups().cpuset {
+        Some(c) if c.version == 1 && c.writable => {}
+        Some(c) if c.version != 1 => {
+            return Ok(ShieldAccess::Unavailable(
+                "the survey drives the shield on cgroup v1 only: on v2 a cpuset holds whole \
+                 processes, and the survey's probes and loads share one (apply `ictus shield` \
+                 and run the probes inside it)"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Ok(ShieldAccess::Unavailable(
+                "no writable cpuset controller (see `ictus doctor`)".into(),
+            ));
+        }
+    }
+    if std::path::Path::new(ictus_shield::DEFAULT_JOURNAL).exists() {
+        return Ok(ShieldAccess::Unavailable(format!(
+            "a shield is applied already ({}: see `ictus shield status`): the survey measures \
+             the machine as it is and applies none of its own",
+            ictus_shield::DEFAULT_JOURNAL
+        )));
+    }
+    reset_stale_shields()?;
+    let journal = survey_journal();
+    let watchdog = (args.rt_throttle == crate::shield::Throttle::Off).then_some(args.watchdog);
+    Ok(ShieldAccess::Driver(Arc::new(SurveyShield {
+        journal,
+        watchdog,
+    })))
+}
+
+/// The shield of the survey's shielded configuration (seed 000's principle), with
+/// its own journal: `ictus shield reset --journal FILE` finishes what a killed survey
+/// could not.
+#[derive(Debug)]
+struct SurveyShield {
+    journal: PathBuf,
+    /// The watchdog's limit, when the RT throttle goes off.
+    watchdog: Option<std::time::Duration>,
+}
+
+impl ShieldDriver for SurveyShield {
+    fn apply(&self, split: &ShieldSplit) -> Result<String, String> {
+        let watchdog = match self.watchdog {
+            Some(limit) => Some(
+                crate::shield::watchdog_launch(limit, &split.rt, &self.journal)
+                    .map_err(|f| f.error.to_string())?,
+            ),
+            None => None,
+        };
+        let request = ictus_shield::Request {
+            rt_cpus: split.rt.clone(),
+            irq_for: Vec::new(),
+            rt_throttle_off: watchdog.is_some(),
+            watchdog,
+        };
+        let applied = ictus_shield::apply(&request, &self.journal).map_err(|e| e.to_string())?;
+        // The shield put this process in the NRT group too; back in the root group,
+        // its probes place their threads on the RT CPUs and its loads on the system
+        // CPU by affinity, while every other task stays shielded off the RT CPUs.
+        let admitted = ictus_shield::partition::Partition::applied(&self.journal)
+            .map_err(|e| e.to_string())
+            .and_then(|p| p.ok_or_else(|| "the shield's journal has no partition".to_string()))
+            .and_then(|p| {
+                let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| e.to_string())?;
+                for t in tasks.filter_map(|e| e.ok()) {
+                    if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse().ok()) {
+                        p.admit(tid, false).map_err(|e| e.to_string())?;
+                    }
+                }
+                Ok(())
+            });
+        if let Err(e) = admitted {
+            let _ = ictus_shield::reset(&self.journal);
+            return Err(format!(
+                "placing the survey's threads: {e} (the shield was reset)"
+            ));
+        }
+        Ok(format!(
+            "RT CPUs {}, system CPU {}{}{} (journal {})",
+            split.rt,
+            split.system,
+            if applied.refused.is_empty() {
+                String::new()
+            } else {
+                format!(", {} step(s) refused by the kernel", applied.refused.len())
+            },
+            if applied.watchdog.is_some() {
+                ", RT throttle off behind a watchdog"
+            } else {
+                ""
+            },
+            self.journal.display()
+        ))
+    }
+
+    fn reset(&self) -> Result<String, String> {
+        let o = ictus_shield::reset(&self.journal).map_err(|e| e.to_string())?;
+        if o.problems.is_empty() {
+            Ok(format!(
+                "{} value(s) restored, {} gone with their task",
+                o.restored, o.vanished
+            ))
+        } else {
+            Err(format!(
+                "{} (journal kept: `ictus shield reset --journal {}`)",
+                o.problems.join("; "),
+                self.journal.display()
+            ))
+        }
+    }
+}
+
 /// The terminal's last words: the verdict, what ran, where the report is.
 fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>) -> String {
     let mut out = String::new();
@@ -120,6 +304,9 @@ fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>
             for e in &v.evidence {
                 let _ = writeln!(out, "  - {e}");
             }
+            if let Some(b) = &v.best {
+                let _ = writeln!(out, "{b}");
+            }
             if let Some(s) = &v.sound_line {
                 let _ = writeln!(out, "{s}");
             }
@@ -127,6 +314,9 @@ fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>
         None => {
             let _ = writeln!(out, "No verdict: the loop probe did not run.");
         }
+    }
+    for line in &m.shield {
+        let _ = writeln!(out, "shield {line}");
     }
     let count = |s: StepStatus| m.steps.iter().filter(|x| x.status == s).count();
     let _ = writeln!(

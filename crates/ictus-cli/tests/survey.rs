@@ -1,10 +1,68 @@
 //! End-to-end: `ictus survey` writes a complete results directory, and Ctrl-C leaves
-//! a consistent, incomplete one with nothing running and nothing left behind.
+//! a consistent, incomplete one with nothing running and nothing left behind. As
+//! root, with a writable cpuset (v1), the survey applies its shield for the shielded
+//! steps and resets it exactly: a snapshot of the machine (cpusets, IRQ affinities,
+//! the RT throttle) is the same before and after, also after Ctrl-C while shielded.
+#![allow(clippy::print_stderr)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ictus_shield::snapshot::{differences, state};
 use serde_json::Value;
+
+/// A survey may apply a shield: the tests run one at a time.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn machine() -> MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why the survey will not try the shielded configuration here, if it will not.
+fn no_shield() -> Option<String> {
+    if let Some(need) = ictus_shield::apply::privilege_shortfall() {
+        return Some(format!("the shield needs {need}"));
+    }
+    if !ictus_os::facts::cgroups()
+        .cpuset
+        .is_some_and(|c| c.writable && c.version == 1)
+    {
+        return Some("no writable cgroup v1 cpuset".into());
+    }
+    if ictus_os::facts::online_cpus().len() < 2 {
+        return Some("fewer than two online CPUs".into());
+    }
+    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists() {
+        return Some("a shield is applied on this machine".into());
+    }
+    None
+}
+
+/// What changed on the machine between two snapshots, tasks aside (they come and go).
+fn changed(before: &BTreeMap<String, String>) -> Vec<String> {
+    differences(before, &state())
+        .into_iter()
+        .filter(|d| !d.starts_with("task:"))
+        .collect()
+}
+
+/// The shield's log in a manifest, and its shielded steps' statuses.
+fn shield_of(manifest: &Value) -> (Vec<String>, Vec<String>) {
+    let log = manifest["shield"]
+        .as_array()
+        .map(|a| a.iter().map(|l| l.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    let steps = manifest["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["class"] == "shielded")
+        .map(|s| s["status"].as_str().unwrap().to_string())
+        .collect();
+    (log, steps)
+}
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ictus-survey-{tag}-{}", std::process::id()));
@@ -30,6 +88,8 @@ fn json(path: &Path) -> Value {
 
 #[test]
 fn a_survey_writes_every_record_the_manifest_and_both_reports() {
+    let _machine = machine();
+    let before = state();
     let root = temp_dir("full");
     let out = assert_cmd::Command::cargo_bin("ictus")
         .unwrap()
@@ -75,11 +135,103 @@ fn a_survey_writes_every_record_the_manifest_and_both_reports() {
             .contains("<svg")
     );
     assert!(stdout.contains("Report: "));
+    // The shielded configuration: tried and undone exactly, or skipped saying why.
+    let (log, shielded) = shield_of(&manifest);
+    match no_shield() {
+        None => {
+            assert!(
+                log.first()
+                    .is_some_and(|l| l.starts_with("applied: RT CPUs"))
+                    && log.last().is_some_and(|l| l.starts_with("reset: ")),
+                "{log:?}"
+            );
+            assert!(shielded.iter().any(|s| s == "done"), "{shielded:?}");
+        }
+        Some(why) => {
+            eprintln!("the shielded steps were skipped: {why}");
+            assert!(shielded.iter().all(|s| s == "skipped"), "{shielded:?}");
+        }
+    }
+    assert_eq!(
+        changed(&before),
+        Vec::<String>::new(),
+        "the machine is as it was"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn ctrl_c_while_shielded_resets_the_shield_exactly() {
+    if let Some(why) = no_shield() {
+        eprintln!("SKIPPED ctrl_c_while_shielded_resets_the_shield_exactly: {why}");
+        return;
+    }
+    let _machine = machine();
+    let before = state();
+    let root = temp_dir("shielded");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+        .args(["survey", "--profile", "smoke", "--results"])
+        .arg(&root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until this survey's shield is applied (its journal exists), then Ctrl-C.
+    let journal_of_child = || {
+        std::fs::read_dir("/run/ictus").ok().and_then(|d| {
+            d.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("survey-shield-{pid}-")))
+            })
+        })
+    };
+    let start = Instant::now();
+    let journal = loop {
+        if let Some(j) = journal_of_child() {
+            break j;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the survey never applied its shield"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !changed(&before).is_empty(),
+        "the shield changed the machine"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "a stopped survey still writes and exits 0"
+    );
+    assert_eq!(
+        changed(&before),
+        Vec::<String>::new(),
+        "the machine is as it was"
+    );
+    assert!(!journal.exists(), "the journal is gone with the shield");
+    let manifest = json(&results(&root).join("survey.json"));
+    assert_eq!(manifest["complete"], false);
+    let (log, _) = shield_of(&manifest);
+    assert!(
+        log.last().is_some_and(|l| l.starts_with("reset: ")),
+        "{log:?}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
+    let _machine = machine();
     let root = temp_dir("stopped");
     let bin = assert_cmd::cargo::cargo_bin("ictus");
     let child = std::process::Command::new(bin)

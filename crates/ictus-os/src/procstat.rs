@@ -143,8 +143,64 @@ impl StatSnapshot {
     }
 }
 
+/// Interrupts served by each CPU so far (every line of `/proc/interrupts` with a
+/// count per CPU, summed), indexed by the CPU numbers of its header.
+pub fn interrupts() -> io::Result<Vec<(usize, u64)>> {
+    Ok(parse_interrupts(&std::fs::read_to_string(
+        "/proc/interrupts",
+    )?))
+}
+
+/// Parses the text of `/proc/interrupts`: per CPU of the header (`CPU0 CPU1 ...`), the
+/// sum of its column over the lines that have one (`ERR:` and `MIS:` have a single
+/// total and are left out).
+pub fn parse_interrupts(text: &str) -> Vec<(usize, u64)> {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let cpus: Vec<usize> = header
+        .split_whitespace()
+        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let mut sums = vec![0u64; cpus.len()];
+    for line in lines {
+        let Some((_, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let counts: Vec<u64> = rest
+            .split_whitespace()
+            .take(cpus.len())
+            .map_while(|w| w.parse().ok())
+            .collect();
+        if counts.len() == cpus.len() {
+            for (sum, c) in sums.iter_mut().zip(counts) {
+                *sum = sum.saturating_add(c);
+            }
+        }
+    }
+    cpus.into_iter().zip(sums).collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn interrupts_are_summed_per_cpu_of_the_header() {
+        let text = "           CPU0       CPU1       CPU3\n\
+              0:         44          0          2   IO-APIC    2-edge      timer\n\
+             24:     123456      98765          1   PCI-MSI 512000-edge      ahci\n\
+            LOC:    9000000    8000000        100   Local timer interrupts\n\
+            ERR:          3\n\
+            MIS:          0\n";
+        assert_eq!(
+            super::parse_interrupts(text),
+            [(0, 9_123_500), (1, 8_098_765), (3, 103)]
+        );
+        assert!(super::parse_interrupts("").is_empty());
+        let here = super::interrupts().unwrap();
+        assert!(!here.is_empty() && here.iter().any(|&(_, n)| n > 0));
+    }
+
     use super::*;
 
     const BEFORE: &str = "cpu  10 0 5 100 0 0 0 7 0 0\ncpu0 5 0 2 50 0 0 0 3 0 0\ncpu1 5 0 3 50 0 0 0 4 0 0\nintr 1 2 3\n";

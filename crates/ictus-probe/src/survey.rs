@@ -5,6 +5,7 @@
 //! the verdict against the target loop.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -37,7 +38,8 @@ pub enum Class {
     NormalUnpinned,
     /// SCHED_FIFO, pinned, memory locked (where permitted).
     RtPinned,
-    /// RT pinned on a shielded CPU (needs the shield; skipped until it exists).
+    /// SCHED_FIFO, pinned on a CPU of a shield applied for it (seed 000's principle:
+    /// one system CPU, the others shielded); the loads on the system CPU.
     Shielded,
 }
 
@@ -84,7 +86,7 @@ pub struct Target {
 pub enum StepStatus {
     /// Ran; its record is in `file`.
     Done,
-    /// Not run, for a reason (e.g. the survey does not drive the shield yet, FIFO refused).
+    /// Not run, for a reason (e.g. no root for the shield, FIFO refused).
     Skipped,
     /// Started and failed (the error in `reason`).
     Failed,
@@ -109,6 +111,12 @@ pub struct Step {
     pub file: Option<String>,
     /// Why skipped or failed.
     pub reason: Option<String>,
+    /// The CPUs it measured on, once run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Interrupts those CPUs served while it ran (`/proc/interrupts`), once run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqs: Option<u64>,
 }
 
 /// The verdict against the target loop, in plain words first.
@@ -122,6 +130,9 @@ pub struct Verdict {
     pub evidence: Vec<String>,
     /// The same for seed 000's 50 kHz sound loop.
     pub sound_line: Option<String>,
+    /// The configuration that held best (fewest misses, then the shortest worst step).
+    #[serde(default)]
+    pub best: Option<String>,
 }
 
 /// `survey.json`: what the survey ran and concluded.
@@ -143,6 +154,10 @@ pub struct Manifest {
     pub steps: Vec<Step>,
     /// The verdict (absent when stopped before the loop probe ran).
     pub verdict: Option<Verdict>,
+    /// What the survey did to the machine for the shielded configuration, in order:
+    /// each shield applied and reset, with what reset restored or could not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shield: Vec<String>,
 }
 
 // The runner.
@@ -241,6 +256,10 @@ pub struct PlannedStep {
     step: Step,
     action: Option<Action>,
     estimate: Duration,
+    /// Where its loads run (the system CPU when shielded).
+    load_cpus: CpuSet,
+    /// Where it measures.
+    cpus: CpuSet,
 }
 
 impl PlannedStep {
@@ -263,6 +282,8 @@ pub struct SurveyOptions {
     pub target: Target,
     /// CPUs the survey measures on (and loads).
     pub cpus: CpuSet,
+    /// Whether the shielded configuration is tried.
+    pub shield: ShieldAccess,
 }
 
 impl Default for SurveyOptions {
@@ -272,6 +293,11 @@ impl Default for SurveyOptions {
             profile: Profile::Quick,
             target: Target::default(),
             cpus: facts::online_cpus(),
+            shield: ShieldAccess::Unavailable(
+                "the shield is driven by `ictus survey` (ictus-shield), not by the library \
+                 alone"
+                    .into(),
+            ),
         }
     }
 }
@@ -315,6 +341,49 @@ fn fifo_refusal() -> Option<String> {
     }
 }
 
+/// Where the shielded configuration puts things: seed 000's principle, one system CPU
+/// (the first of the survey's CPUs: it keeps the machine's tasks, IRQs and the loads)
+/// and the others shielded for the measuring threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShieldSplit {
+    /// The shielded (RT) CPUs.
+    pub rt: CpuSet,
+    /// The system CPU.
+    pub system: CpuSet,
+}
+
+impl ShieldSplit {
+    /// The split of `cpus`, when it has two CPUs or more.
+    pub fn of(cpus: &CpuSet) -> Option<ShieldSplit> {
+        let (first, rest) = cpus.cpus().split_first()?;
+        (!rest.is_empty()).then(|| ShieldSplit {
+            rt: CpuSet::from_cpus(rest.iter().copied()),
+            system: CpuSet::from_cpus([*first]),
+        })
+    }
+}
+
+/// Applies and undoes the shield for the survey's shielded configuration. The survey
+/// knows nothing of cpusets: the CLI implements this with `ictus-shield` (its journal,
+/// its exact reset).
+pub trait ShieldDriver: Send + Sync + std::fmt::Debug {
+    /// Applies a shield whose RT CPUs are `split.rt` (the rest of the machine NRT) and
+    /// lets this process place its threads on either side by affinity. `Err`: why not.
+    fn apply(&self, split: &ShieldSplit) -> Result<String, String>;
+    /// Undoes it exactly. `Ok`: what was restored; `Err`: what could not be (the
+    /// journal is kept, and says how to finish).
+    fn reset(&self) -> Result<String, String>;
+}
+
+/// Whether the survey may try the shielded configuration.
+#[derive(Clone, Debug)]
+pub enum ShieldAccess {
+    /// Through this driver.
+    Driver(Arc<dyn ShieldDriver>),
+    /// Not, for this reason (with the fix).
+    Unavailable(String),
+}
+
 fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
     match class {
         Class::NormalUnpinned => SchedSpec {
@@ -332,36 +401,52 @@ fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
     }
 }
 
-/// The steps of a survey, in order, before any runs.
-pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
-    if opts.cpus.is_empty() {
-        return Err(SurveyError::NoCpu);
+/// The plan under way: the steps so far and what decides whether one can run.
+struct Planner<'a> {
+    opts: &'a SurveyOptions,
+    /// Why SCHED_FIFO is refused, if it is.
+    fifo: Option<String>,
+    /// The shielded configuration's CPUs, or why it is not tried.
+    shield: Result<ShieldSplit, String>,
+    steps: Vec<PlannedStep>,
+}
+
+impl Planner<'_> {
+    /// The CPUs a class measures on, and those its loads run on.
+    fn cpus(&self, class: Class) -> (CpuSet, CpuSet) {
+        match (class, &self.shield) {
+            (Class::Shielded, Ok(split)) => (split.rt.clone(), split.system.clone()),
+            _ => (self.opts.cpus.clone(), self.opts.cpus.clone()),
+        }
     }
-    let k = scale(opts.profile);
-    let cpus = &opts.cpus;
-    let last = CpuSet::from_cpus(cpus.cpus().last().copied());
-    let fifo = fifo_refusal();
-    let mut steps = Vec::new();
-    let mut push = |probe: &str,
-                    class: Class,
-                    load: LoadCase,
-                    action: Option<Action>,
-                    estimate: Duration,
-                    skip: Option<String>| {
+
+    /// Adds a step; `skip` (or the class's own refusal) plans it as skipped.
+    fn push(
+        &mut self,
+        probe: &str,
+        class: Class,
+        load: LoadCase,
+        action: Action,
+        estimate: Duration,
+        skip: Option<String>,
+    ) {
         let id = format!("{probe}-{}-{}", class.name(), load.name());
-        let (status, reason, action) = match (skip, class) {
-            (Some(r), _) => (StepStatus::Skipped, Some(r), None),
-            (None, Class::Shielded) => (
-                StepStatus::Skipped,
-                Some(
-                    "shield not driven by the survey yet: apply `ictus shield` and run the rt probes on its CPUs".to_string(),
-                ),
-                None,
-            ),
-            (None, Class::RtPinned) if fifo.is_some() => (StepStatus::Skipped, fifo.clone(), None),
-            (None, _) => (StepStatus::NotRun, None, action),
+        let refusal = skip.or_else(|| match class {
+            Class::Shielded => self
+                .shield
+                .as_ref()
+                .err()
+                .cloned()
+                .or_else(|| self.fifo.clone()),
+            Class::RtPinned => self.fifo.clone(),
+            Class::NormalUnpinned => None,
+        });
+        let (status, reason, action) = match refusal {
+            Some(r) => (StepStatus::Skipped, Some(r), None),
+            None => (StepStatus::NotRun, None, Some(action)),
         };
-        steps.push(PlannedStep {
+        let (cpus, load_cpus) = self.cpus(class);
+        self.steps.push(PlannedStep {
             step: Step {
                 id,
                 probe: probe.to_string(),
@@ -370,6 +455,8 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
                 status,
                 file: None,
                 reason,
+                cpus: None,
+                irqs: None,
             },
             estimate: if action.is_some() {
                 estimate
@@ -377,269 +464,309 @@ pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
                 Duration::ZERO
             },
             action,
+            load_cpus,
+            cpus,
         });
-    };
+    }
 
-    // timer, pingpong, jitter over the matrix.
-    let timer_len = match opts.profile {
-        Profile::Full => (Nanos::from_micros(100), Nanos::from_secs(100)),
-        _ => (Nanos::from_millis(1), Nanos::from_millis(2_000 * k / 10)),
-    };
-    for class in [Class::RtPinned, Class::NormalUnpinned, Class::Shielded] {
-        for load in LoadCase::matrix() {
-            let s = sched(class, cpus, false);
-            let t = timer::TimerParams {
-                interval: timer_len.0,
-                length: timer::Length::Duration(timer_len.1),
-                cpus: if class == Class::NormalUnpinned {
-                    last.clone()
-                } else {
-                    cpus.clone()
-                },
-                pin: s.pin,
-                policy: s.policy,
-                mlock: s.mlock,
-                mode: timer::ModeRequest::Nanosleep,
-                warmup: Nanos::from_millis(100),
-            };
-            push(
-                "timer",
-                class,
-                load.clone(),
-                Some(Action::Timer(t)),
-                Duration::from(timer_len.1) + Duration::from_millis(400),
-                None,
-            );
-            let mut placements = vec![pingpong::Placement::SameCpu];
-            if cpus.len() >= 2 {
-                placements.push(pingpong::Placement::CrossCpu);
+    /// Timer, pingpong and jitter over every class and load.
+    fn matrix(&mut self, k: u64) {
+        let timer_len = match self.opts.profile {
+            Profile::Full => (Nanos::from_micros(100), Nanos::from_secs(100)),
+            _ => (Nanos::from_millis(1), Nanos::from_millis(2_000 * k / 10)),
+        };
+        for class in [Class::RtPinned, Class::NormalUnpinned, Class::Shielded] {
+            let (cpus, _) = self.cpus(class);
+            let last = CpuSet::from_cpus(cpus.cpus().last().copied());
+            for load in LoadCase::matrix() {
+                let s = sched(class, &cpus, false);
+                let t = timer::TimerParams {
+                    interval: timer_len.0,
+                    length: timer::Length::Duration(timer_len.1),
+                    cpus: if class == Class::NormalUnpinned {
+                        last.clone()
+                    } else {
+                        cpus.clone()
+                    },
+                    pin: s.pin,
+                    policy: s.policy,
+                    mlock: s.mlock,
+                    mode: timer::ModeRequest::Nanosleep,
+                    warmup: Nanos::from_millis(100),
+                };
+                let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
+                self.push(
+                    "timer",
+                    class,
+                    load.clone(),
+                    Action::Timer(t),
+                    estimate,
+                    None,
+                );
+                let mut placements = vec![pingpong::Placement::SameCpu];
+                if cpus.len() >= 2 {
+                    placements.push(pingpong::Placement::CrossCpu);
+                }
+                let point = Nanos::from_millis(500 * k / 10);
+                let p = pingpong::PingpongParams {
+                    primitives: vec![pingpong::Primitive::Futex],
+                    placements: placements.clone(),
+                    length: pingpong::Length::Duration(point),
+                    warmup: Nanos::from_millis(50),
+                    cpus: cpus.clone(),
+                    policy: s.policy,
+                    mlock: s.mlock,
+                    cpu_load: false,
+                };
+                let estimate =
+                    Duration::from(point) * placements.len() as u32 + Duration::from_millis(400);
+                self.push(
+                    "pingpong",
+                    class,
+                    load.clone(),
+                    Action::Pingpong(p),
+                    estimate,
+                    None,
+                );
+                let j = jitter::JitterParams {
+                    sched: SchedSpec {
+                        cpus: last.clone(),
+                        pin: class != Class::NormalUnpinned,
+                        ..s.clone()
+                    },
+                    routine: jitter::Routine::Divisions {
+                        divisions: 1_000_000,
+                    },
+                    runs: 300 * k / 10,
+                    warmup_runs: 5,
+                };
+                let estimate = Duration::from_millis(3 * 300 * k / 10) + Duration::from_millis(400);
+                self.push("jitter", class, load, Action::Jitter(j), estimate, None);
             }
-            let point = Nanos::from_millis(500 * k / 10);
-            let p = pingpong::PingpongParams {
-                primitives: vec![pingpong::Primitive::Futex],
-                placements: placements.clone(),
-                length: pingpong::Length::Duration(point),
-                warmup: Nanos::from_millis(50),
-                cpus: cpus.clone(),
-                policy: s.policy,
-                mlock: s.mlock,
-                cpu_load: false,
-            };
-            push(
-                "pingpong",
-                class,
-                load.clone(),
-                Some(Action::Pingpong(p)),
-                Duration::from(point) * placements.len() as u32 + Duration::from_millis(400),
-                None,
-            );
-            let j = jitter::JitterParams {
-                sched: SchedSpec {
-                    cpus: last.clone(),
-                    pin: class != Class::NormalUnpinned,
-                    ..s.clone()
-                },
-                routine: jitter::Routine::Divisions {
-                    divisions: 1_000_000,
-                },
-                runs: 300 * k / 10,
-                warmup_runs: 5,
-            };
-            push(
-                "jitter",
-                class,
-                load,
-                Some(Action::Jitter(j)),
-                Duration::from_millis(3 * 300 * k / 10) + Duration::from_millis(400),
-                None,
-            );
         }
     }
 
-    // memlat, compute, throughput, rendezvous: idle.
-    let rt_or_normal = if fifo.is_some() {
-        Class::NormalUnpinned
-    } else {
-        Class::RtPinned
-    };
-    let m = memlat::MemlatParams {
-        sizes: match opts.profile {
-            Profile::Smoke => vec![4 << 10, 64 << 10],
-            Profile::Quick => vec![4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20],
-            _ => memlat::default_sizes(),
-        },
-        strides: match opts.profile {
-            Profile::Quick | Profile::Smoke => vec![4, 64],
-            _ => vec![4, 44, 64, 4096],
-        },
-        mode: memlat::Mode::All,
-        threads: 1,
-        pages: memlat::PageSize::Base,
-        repeat: if opts.profile == Profile::Quick { 3 } else { 5 },
-        point_time: Nanos::from_millis(if opts.profile == Profile::Quick {
-            5
+    /// The class the single-configuration probes run in: real-time where allowed.
+    fn rt_or_normal(&self) -> Class {
+        if self.fifo.is_some() {
+            Class::NormalUnpinned
         } else {
-            20
-        }),
-        sched: SchedSpec {
-            cpus: last.clone(),
-            ..sched(rt_or_normal, cpus, true)
-        },
-    };
-    push(
-        "memlat",
-        rt_or_normal,
-        LoadCase::Idle,
-        Some(Action::Memlat(m)),
-        Duration::from_secs(if opts.profile == Profile::Quick {
-            8
-        } else {
-            25
-        }),
-        None,
-    );
-    let c = compute::ComputeParams {
-        sched: sched(rt_or_normal, cpus, true),
-        sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
-        split_modules: 100_001,
-        threads: (1..=cpus.len()).collect(),
-        point_time: Nanos::from_millis(100 * k / 10),
-    };
-    let points = (c.sizes.len() + c.threads.len()) as u32;
-    push(
-        "compute",
-        rt_or_normal,
-        LoadCase::Idle,
-        Some(Action::Compute(c)),
-        Duration::from_millis(100 * k / 10) * points + Duration::from_secs(1),
-        None,
-    );
-    let two_cpus = (cpus.len() < 2).then(|| "needs two CPUs".to_string());
-    let t = throughput::ThroughputParams {
-        sched: sched(Class::NormalUnpinned, cpus, true),
-        transports: throughput::Transport::ALL.to_vec(),
-        placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
-        mode: throughput::Mode::Sync,
-        sizes: vec![0, 64, 1024, 4096, 32768],
-        length: throughput::Length::Time(Nanos::from_millis((20 * k / 10).max(1))),
-        warmup: Nanos::from_millis(5),
-        round_trips: 200_000,
-    };
-    push(
-        "throughput",
-        Class::NormalUnpinned,
-        LoadCase::Idle,
-        Some(Action::Throughput(t)),
-        Duration::from_millis(20 * k / 10 * 4 * 2 * 5) + Duration::from_secs(2),
-        two_cpus.clone(),
-    );
-    let r = rendezvous::RendezvousParams {
-        sched: sched(Class::NormalUnpinned, cpus, true),
-        threads: (2..=cpus.len().min(4)).collect(),
-        spacings: vec![
-            rendezvous::Spacing::SameLine,
-            rendezvous::Spacing::Adjacent,
-            rendezvous::Spacing::Bytes(5000),
-        ],
-        payloads: vec![0, 512],
-        steps: 200_000 * k / 10,
-        timed_steps: 50_000 * k / 10,
-        round_trips: 500_000,
-    };
-    push(
-        "rendezvous",
-        Class::NormalUnpinned,
-        LoadCase::Idle,
-        Some(Action::Rendezvous(r)),
-        Duration::from_millis(300 * k),
-        two_cpus,
-    );
+            Class::RtPinned
+        }
+    }
 
-    // The target loop: real-time and normal, idle and under every load; then the
-    // highest frequency.
-    let cores = opts.target.cores;
-    if cores > cpus.len() {
+    /// Memlat, compute, throughput and rendezvous, idle.
+    fn idle_probes(&mut self, k: u64) {
+        let cpus = self.opts.cpus.clone();
+        let last = CpuSet::from_cpus(cpus.cpus().last().copied());
+        let quick = self.opts.profile == Profile::Quick;
+        let class = self.rt_or_normal();
+        let m = memlat::MemlatParams {
+            sizes: match self.opts.profile {
+                Profile::Smoke => vec![4 << 10, 64 << 10],
+                Profile::Quick => vec![4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20],
+                _ => memlat::default_sizes(),
+            },
+            strides: match self.opts.profile {
+                Profile::Quick | Profile::Smoke => vec![4, 64],
+                _ => vec![4, 44, 64, 4096],
+            },
+            mode: memlat::Mode::All,
+            threads: 1,
+            pages: memlat::PageSize::Base,
+            repeat: if quick { 3 } else { 5 },
+            point_time: Nanos::from_millis(if quick { 5 } else { 20 }),
+            sched: SchedSpec {
+                cpus: last,
+                ..sched(class, &cpus, true)
+            },
+        };
+        let estimate = Duration::from_secs(if quick { 8 } else { 25 });
+        self.push(
+            "memlat",
+            class,
+            LoadCase::Idle,
+            Action::Memlat(m),
+            estimate,
+            None,
+        );
+        let c = compute::ComputeParams {
+            sched: sched(class, &cpus, true),
+            sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
+            split_modules: 100_001,
+            threads: (1..=cpus.len()).collect(),
+            point_time: Nanos::from_millis(100 * k / 10),
+        };
+        let points = (c.sizes.len() + c.threads.len()) as u32;
+        let estimate = Duration::from_millis(100 * k / 10) * points + Duration::from_secs(1);
+        self.push(
+            "compute",
+            class,
+            LoadCase::Idle,
+            Action::Compute(c),
+            estimate,
+            None,
+        );
+        let two_cpus = (cpus.len() < 2).then(|| "needs two CPUs".to_string());
+        let t = throughput::ThroughputParams {
+            sched: sched(Class::NormalUnpinned, &cpus, true),
+            transports: throughput::Transport::ALL.to_vec(),
+            placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
+            mode: throughput::Mode::Sync,
+            sizes: vec![0, 64, 1024, 4096, 32768],
+            length: throughput::Length::Time(Nanos::from_millis((20 * k / 10).max(1))),
+            warmup: Nanos::from_millis(5),
+            round_trips: 200_000,
+        };
+        let estimate = Duration::from_millis(20 * k / 10 * 4 * 2 * 5) + Duration::from_secs(2);
+        let normal = Class::NormalUnpinned;
+        self.push(
+            "throughput",
+            normal,
+            LoadCase::Idle,
+            Action::Throughput(t),
+            estimate,
+            two_cpus.clone(),
+        );
+        let r = rendezvous::RendezvousParams {
+            sched: sched(Class::NormalUnpinned, &cpus, true),
+            threads: (2..=cpus.len().min(4)).collect(),
+            spacings: vec![
+                rendezvous::Spacing::SameLine,
+                rendezvous::Spacing::Adjacent,
+                rendezvous::Spacing::Bytes(5000),
+            ],
+            payloads: vec![0, 512],
+            steps: 200_000 * k / 10,
+            timed_steps: 50_000 * k / 10,
+            round_trips: 500_000,
+        };
+        let estimate = Duration::from_millis(300 * k);
+        self.push(
+            "rendezvous",
+            normal,
+            LoadCase::Idle,
+            Action::Rendezvous(r),
+            estimate,
+            two_cpus,
+        );
+    }
+
+    /// The target loop: real-time, normal and shielded, idle and under every load;
+    /// then the highest frequency.
+    fn loops(&mut self, k: u64) {
+        let target = self.opts.target;
+        let cores = target.cores;
+        let loop_steps = 20_000 * k / 10;
+        for class in [Class::RtPinned, Class::NormalUnpinned, Class::Shielded] {
+            let (cpus, _) = self.cpus(class);
+            // Shielded, each thread needs an RT CPU of its own (seed 000: one process each).
+            let short = (class == Class::Shielded && self.shield.is_ok() && cpus.len() < cores)
+                .then(|| {
+                    format!(
+                        "the target loop needs {cores} cores; the shield leaves {} RT CPU(s) \
+                         here (one CPU stays the system's): `--cores {}` tries it on them",
+                        cpus.len(),
+                        cpus.len()
+                    )
+                });
+            for load in [LoadCase::Idle, LoadCase::All] {
+                let l = r#loop::LoopParams {
+                    sched: sched(class, &cpus, true),
+                    threads: cores,
+                    frequency_hz: target.frequency_hz,
+                    modules: 1_001,
+                    exchange_bytes: target.exchange_bytes,
+                    steps: loop_steps,
+                    margin: None,
+                    find_max: None,
+                };
+                let secs = loop_steps as f64 / target.frequency_hz;
+                let estimate = Duration::from_secs_f64(secs + 0.6);
+                self.push(
+                    "loop",
+                    class,
+                    load,
+                    Action::Loop(l),
+                    estimate,
+                    short.clone(),
+                );
+            }
+        }
+        let class = self.rt_or_normal();
+        let find = r#loop::LoopParams {
+            sched: sched(class, &self.opts.cpus, true),
+            threads: cores,
+            frequency_hz: target.frequency_hz,
+            modules: 1_001,
+            exchange_bytes: target.exchange_bytes,
+            steps: 10_000 * k / 10,
+            margin: None,
+            find_max: Some(r#loop::FindMax {
+                max_trial: Nanos::from_millis(100 * k),
+                floor_hz: if self.opts.profile == Profile::Smoke {
+                    1_000.0
+                } else {
+                    100.0
+                },
+                ..r#loop::FindMax::default()
+            }),
+        };
+        self.push(
+            "loop",
+            class,
+            LoadCase::Idle,
+            Action::Loop(find),
+            Duration::from_secs(k),
+            None,
+        );
+        // The last step's id says what it is.
+        if let Some(last) = self.steps.last_mut() {
+            last.step.id = format!("loop-find-max-{}-idle", class.name());
+        }
+    }
+}
+
+/// The steps of a survey, in order, before any runs.
+pub fn plan(opts: &SurveyOptions) -> Result<Vec<PlannedStep>, SurveyError> {
+    if opts.cpus.is_empty() {
+        return Err(SurveyError::NoCpu);
+    }
+    if opts.target.cores > opts.cpus.len() {
         return Err(SurveyError::TargetCores {
-            cores,
-            cpus: cpus.len(),
+            cores: opts.target.cores,
+            cpus: opts.cpus.len(),
         });
     }
-    let loop_steps = 20_000 * k / 10;
-    for class in [Class::RtPinned, Class::NormalUnpinned] {
-        for load in [LoadCase::Idle, LoadCase::All] {
-            let l = r#loop::LoopParams {
-                sched: sched(class, cpus, true),
-                threads: cores,
-                frequency_hz: opts.target.frequency_hz,
-                modules: 1_001,
-                exchange_bytes: opts.target.exchange_bytes,
-                steps: loop_steps,
-                margin: None,
-                find_max: None,
-            };
-            let secs = loop_steps as f64 / opts.target.frequency_hz;
-            push(
-                "loop",
-                class,
-                load,
-                Some(Action::Loop(l)),
-                Duration::from_secs_f64(secs + 0.6),
-                None,
-            );
+    let shield = match (&opts.shield, ShieldSplit::of(&opts.cpus)) {
+        (ShieldAccess::Unavailable(why), _) => Err(why.clone()),
+        (ShieldAccess::Driver(_), None) => {
+            Err("needs two CPUs: one for the system, one or more shielded".to_string())
         }
-    }
-    let find = r#loop::LoopParams {
-        sched: sched(rt_or_normal, cpus, true),
-        threads: cores,
-        frequency_hz: opts.target.frequency_hz,
-        modules: 1_001,
-        exchange_bytes: opts.target.exchange_bytes,
-        steps: 10_000 * k / 10,
-        margin: None,
-        find_max: Some(r#loop::FindMax {
-            max_trial: Nanos::from_millis(100 * k),
-            floor_hz: if opts.profile == Profile::Smoke {
-                1_000.0
-            } else {
-                100.0
-            },
-            ..r#loop::FindMax::default()
-        }),
+        (ShieldAccess::Driver(_), Some(split)) => Ok(split),
     };
-    let mut last_step = PlannedStep {
-        step: Step {
-            id: format!("loop-find-max-{}-idle", rt_or_normal.name()),
-            probe: "loop".into(),
-            class: rt_or_normal,
-            load: LoadCase::Idle,
-            status: StepStatus::NotRun,
-            file: None,
-            reason: None,
-        },
-        action: Some(Action::Loop(find)),
-        estimate: Duration::from_secs(k),
+    let mut planner = Planner {
+        opts,
+        fifo: fifo_refusal(),
+        shield,
+        steps: Vec::new(),
     };
-    if let Some(reason) = (rt_or_normal == Class::RtPinned)
-        .then(|| fifo.clone())
-        .flatten()
-    {
-        last_step.step.status = StepStatus::Skipped;
-        last_step.step.reason = Some(reason);
-        last_step.action = None;
-    }
-    steps.push(last_step);
-    Ok(steps)
+    let k = scale(opts.profile);
+    planner.matrix(k);
+    planner.idle_probes(k);
+    planner.loops(k);
+    Ok(planner.steps)
 }
 
 /// Runs one action under its loads; returns the record.
 fn execute(
     action: &Action,
     load: &LoadCase,
-    cpus: &CpuSet,
+    load_cpus: &CpuSet,
     argv: &[String],
     progress: &Progress,
 ) -> Result<RunRecord, String> {
-    let specs = load.specs(cpus);
+    let specs = load.specs(load_cpus);
     let running = if specs.is_empty() {
         None
     } else {
@@ -693,12 +820,14 @@ pub fn run(
         provenance: crate::provenance::Provenance::capture(argv.clone()),
         steps: steps.iter().map(|s| s.step.clone()).collect(),
         verdict: None,
+        shield: Vec::new(),
     };
     let manifest_path = dir.join(MANIFEST_FILE);
     write_json(&manifest_path, &manifest)?;
     write_json(&dir.join(DOCTOR_FILE), &crate::doctor::audit())?;
 
     let mut done_ms = 0u64;
+    let mut shield = Shielding::new(opts);
     for (i, planned) in steps.iter().enumerate() {
         let Some(action) = &planned.action else {
             continue;
@@ -706,9 +835,19 @@ pub fn run(
         if progress.stop_requested() {
             break;
         }
+        // The shield is applied for a run of shielded steps and reset after it.
+        let shielded = planned.step.class == Class::Shielded;
+        if let Err(why) = shield.set(shielded, &mut manifest.shield) {
+            let step = &mut manifest.steps[i];
+            step.status = StepStatus::Skipped;
+            step.reason = Some(why);
+            write_json(&manifest_path, &manifest)?;
+            continue;
+        }
         progress.set_label(&planned.step.id);
         let inner = Progress::new();
         let finished = AtomicBool::new(false);
+        let irqs_before = ictus_os::procstat::interrupts().ok();
         let estimate_ms = planned.estimate.as_millis() as u64;
         let outcome = std::thread::scope(|s| {
             // Forwards a stop request to the step, and the step's progress to the
@@ -728,13 +867,23 @@ pub fn run(
                     std::thread::sleep(Duration::from_millis(50));
                 }
             });
-            let r = execute(action, &planned.step.load, &opts.cpus, &argv, &inner);
+            let r = execute(
+                action,
+                &planned.step.load,
+                &planned.load_cpus,
+                &argv,
+                &inner,
+            );
             finished.store(true, Ordering::Relaxed);
             r
         });
         done_ms += estimate_ms;
         progress.set_done(done_ms);
         let step = &mut manifest.steps[i];
+        step.cpus = Some(planned.cpus.to_string());
+        step.irqs = irqs_before
+            .zip(ictus_os::procstat::interrupts().ok())
+            .map(|(a, b)| irqs_on(&a, &b, &planned.cpus));
         match outcome {
             Ok(record) => {
                 let file = format!("{}.json", step.id);
@@ -752,11 +901,89 @@ pub fn run(
         }
         write_json(&manifest_path, &manifest)?;
     }
+    // Also after Ctrl-C: the stop ended the step under way, the loop above, and here
+    // the shield.
+    let _ = shield.set(false, &mut manifest.shield);
     manifest.complete = !progress.stop_requested();
     manifest.provenance.finish();
     manifest.verdict = verdict(&manifest, dir);
     write_json(&manifest_path, &manifest)?;
     Ok(manifest)
+}
+
+/// The shield of the survey's shielded steps: applied when a run of them starts,
+/// reset when it ends.
+struct Shielding {
+    driver: Option<(Arc<dyn ShieldDriver>, ShieldSplit)>,
+    applied: bool,
+    /// Why it could not be applied, once it could not (the later shielded steps are
+    /// skipped for the same reason).
+    failed: Option<String>,
+}
+
+impl Shielding {
+    fn new(opts: &SurveyOptions) -> Shielding {
+        let driver = match &opts.shield {
+            ShieldAccess::Driver(d) => ShieldSplit::of(&opts.cpus).map(|s| (Arc::clone(d), s)),
+            ShieldAccess::Unavailable(_) => None,
+        };
+        Shielding {
+            driver,
+            applied: false,
+            failed: None,
+        }
+    }
+
+    /// Makes the shield applied (`on`) or not, logging what it did; `Err` when a
+    /// shielded step cannot run.
+    fn set(&mut self, on: bool, log: &mut Vec<String>) -> Result<(), String> {
+        if let Some(why) = self.failed.as_ref().filter(|_| on) {
+            return Err(why.clone());
+        }
+        let Some((driver, split)) = &self.driver else {
+            return if on {
+                Err("the survey has no shield to apply".into())
+            } else {
+                Ok(())
+            };
+        };
+        match (on, self.applied) {
+            (true, false) => match driver.apply(split) {
+                Ok(what) => {
+                    self.applied = true;
+                    log.push(format!("applied: {what}"));
+                    Ok(())
+                }
+                Err(e) => {
+                    let why = format!("the shield could not be applied: {e}");
+                    log.push(why.clone());
+                    self.failed = Some(why.clone());
+                    Err(why)
+                }
+            },
+            (false, true) => {
+                self.applied = false;
+                match driver.reset() {
+                    Ok(what) => log.push(format!("reset: {what}")),
+                    Err(e) => log.push(format!("reset left problems: {e}")),
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Interrupts the CPUs of `cpus` served between two readings.
+fn irqs_on(before: &[(usize, u64)], after: &[(usize, u64)], cpus: &CpuSet) -> u64 {
+    after
+        .iter()
+        .filter(|(cpu, _)| cpus.contains(*cpu))
+        .map(|(cpu, n)| {
+            let was = before.iter().find(|(c, _)| c == cpu).map_or(0, |(_, b)| *b);
+            n.saturating_sub(was)
+        })
+        .sum()
 }
 
 /// The loop records of a finished survey, with their steps.
@@ -780,36 +1007,18 @@ fn trial_metric(record: &RunRecord, key: &str) -> Option<f64> {
         .and_then(|m| m.metrics.get(key).copied())
 }
 
-/// Plain words first: does the target hold, where, and what breaks it.
-pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
-    let t = manifest.target;
-    let loops = loop_records(manifest, dir);
-    let fixed: Vec<&(&Step, RunRecord)> = loops
-        .iter()
-        .filter(|(s, _)| !s.id.starts_with("loop-find-max"))
-        .collect();
-    if fixed.is_empty() {
-        return None;
-    }
-    let what = format!(
-        "a {} loop on {} core{} (model 1001 modules, {} B exchanged twice a step)",
-        khz(t.frequency_hz),
-        t.cores,
-        if t.cores == 1 { "" } else { "s" },
-        t.exchange_bytes
-    );
-    let period = Nanos::new((1e9 / t.frequency_hz) as u64);
-    let mut evidence = Vec::new();
-    let mut holding = Vec::new();
-    for (step, record) in &fixed {
-        let misses = trial_metric(record, "misses").unwrap_or(f64::NAN);
-        let steps = record
-            .measurements
-            .first()
-            .and_then(|m| m.labels.get("steps"))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        let worst = trial_metric(record, "worst_completion_ns").map(|v| Nanos::new(v as u64));
+/// One fixed-frequency loop run of the survey, read back.
+struct LoopRun<'a> {
+    step: &'a Step,
+    record: RunRecord,
+    misses: f64,
+    worst: Option<Nanos>,
+    /// `class (what the threads ran as), load`.
+    place: String,
+}
+
+impl<'a> LoopRun<'a> {
+    fn of(step: &'a Step, record: RunRecord) -> LoopRun<'a> {
         // Say what the threads really ran as (the loop pins even in the normal class).
         let obtained = record.threads.first().map_or_else(
             || step.class.describe().to_string(),
@@ -830,28 +1039,140 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
                 )
             },
         );
-        let where_ = format!("{} ({obtained}), {}", step.class.name(), step.load.name());
-        let cause = match worst {
-            Some(w)
-                if (Nanos::from_millis(40)..=Nanos::from_millis(60)).contains(&w)
-                    && step.class != Class::NormalUnpinned
-                    && facts::rt_throttling().is_some_and(|b| b.throttles()) =>
-            {
-                " (about 50 ms: RT throttling stalled the busy real-time threads for the rest of \
-                 a second; see sched_rt_runtime_us in the audit)"
-            }
-            _ => "",
-        };
-        evidence.push(format!(
-            "{where_}: {} misses in {steps} steps, worst step {} against the {period} period{cause}",
-            misses,
-            worst.map_or("-".into(), |w| w.to_string()),
-        ));
-        if misses == 0.0 {
-            holding.push(where_);
+        LoopRun {
+            step,
+            misses: trial_metric(&record, "misses").unwrap_or(f64::NAN),
+            worst: trial_metric(&record, "worst_completion_ns").map(|v| Nanos::new(v as u64)),
+            place: format!("{} ({obtained}), {}", step.class.name(), step.load.name()),
+            record,
         }
     }
-    let best = loops
+
+    /// What may explain its misses, measured in the same run or configuration.
+    fn causes(&self, manifest: &Manifest, dir: &Path, period: Nanos) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.misses == 0.0 {
+            return out;
+        }
+        if let Some(w) = self.worst
+            && (Nanos::from_millis(40)..=Nanos::from_millis(60)).contains(&w)
+            && self.step.class != Class::NormalUnpinned
+            && facts::rt_throttling().is_some_and(|b| b.throttles())
+        {
+            out.push(
+                "about 50 ms: RT throttling stalled the busy real-time threads for the rest of \
+                 a second (sched_rt_runtime_us in the audit; `--rt-throttle off` tries without)"
+                    .into(),
+            );
+        }
+        if let Some(steal) = self
+            .record
+            .environment
+            .steal
+            .as_ref()
+            .filter(|s| s.total_ns > 0)
+        {
+            out.push(format!(
+                "the hypervisor stole {} of CPU time during the run",
+                Nanos::new(steal.total_ns)
+            ));
+        }
+        if let (Some(n), Some(cpus)) = (self.step.irqs.filter(|&n| n > 0), &self.step.cpus) {
+            out.push(format!("{n} interrupts on CPU(s) {cpus} during the run"));
+        }
+        let timer = manifest.steps.iter().find(|s| {
+            s.probe == "timer"
+                && s.class == self.step.class
+                && s.load == self.step.load
+                && s.status == StepStatus::Done
+        });
+        let late = timer
+            .and_then(|s| RunRecord::load(&dir.join(s.file.as_ref()?)).ok())
+            .and_then(|r| {
+                r.measurements
+                    .iter()
+                    .filter_map(|m| m.latency.as_ref()?.summary.max_ns)
+                    .max()
+            })
+            .filter(|&max| max > period);
+        if let Some(max) = late {
+            out.push(format!(
+                "the timer probe in the same configuration woke up to {} late (stalls of the \
+                 host or the kernel, beyond the loop's period)",
+                max
+            ));
+        }
+        out
+    }
+}
+
+/// Plain words first: does the target hold, where, and what breaks it.
+pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
+    let t = manifest.target;
+    let loops = loop_records(manifest, dir);
+    let fixed: Vec<LoopRun<'_>> = loops
+        .iter()
+        .filter(|(s, _)| !s.id.starts_with("loop-find-max"))
+        .map(|(s, r)| LoopRun::of(s, r.clone()))
+        .collect();
+    if fixed.is_empty() {
+        return None;
+    }
+    let what = format!(
+        "a {} loop on {} core{} (model 1001 modules, {} B exchanged twice a step)",
+        khz(t.frequency_hz),
+        t.cores,
+        if t.cores == 1 { "" } else { "s" },
+        t.exchange_bytes
+    );
+    let period = Nanos::new((1e9 / t.frequency_hz) as u64);
+    let mut evidence = Vec::new();
+    for run in &fixed {
+        let steps = run
+            .record
+            .measurements
+            .first()
+            .and_then(|m| m.labels.get("steps"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let causes = run.causes(manifest, dir, period);
+        evidence.push(format!(
+            "{}: {} misses in {steps} steps, worst step {} against the {period} period{}",
+            run.place,
+            run.misses,
+            run.worst.map_or("-".into(), |w| w.to_string()),
+            if causes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", causes.join("; "))
+            }
+        ));
+    }
+    let holding: Vec<&str> = fixed
+        .iter()
+        .filter(|r| r.misses == 0.0)
+        .map(|r| r.place.as_str())
+        .collect();
+    // The configuration that held best: fewest misses, then the shortest worst step.
+    let best = fixed
+        .iter()
+        .filter(|r| !r.misses.is_nan())
+        .min_by(|a, b| {
+            a.misses.total_cmp(&b.misses).then(
+                a.worst
+                    .unwrap_or(Nanos::MAX)
+                    .cmp(&b.worst.unwrap_or(Nanos::MAX)),
+            )
+        })
+        .map(|r| {
+            format!(
+                "The configuration that held best: {} ({} misses, worst step {}).",
+                r.place,
+                r.misses,
+                r.worst.map_or("-".into(), |w| w.to_string())
+            )
+        });
+    let max_held = loops
         .iter()
         .find(|(s, _)| s.id.starts_with("loop-find-max"))
         .and_then(|(_, r)| {
@@ -865,8 +1186,8 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
     let line = if holds {
         let broken: Vec<String> = fixed
             .iter()
-            .filter(|(_, r)| trial_metric(r, "misses").is_some_and(|m| m > 0.0))
-            .map(|(s, _)| format!("{} under {}", s.class.name(), s.load.name()))
+            .filter(|r| r.misses > 0.0)
+            .map(|r| format!("{} under {}", r.step.class.name(), r.step.load.name()))
             .collect();
         format!(
             "Yes: this machine holds {what} in {}.{}",
@@ -880,7 +1201,7 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
     } else {
         format!(
             "No: this machine does not hold {what} in any configuration tried.{}",
-            match best {
+            match max_held {
                 Some(f) => format!(
                     " The highest frequency it held with zero misses: {}.",
                     khz(f)
@@ -889,7 +1210,7 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
             }
         )
     };
-    let sound_line = best.map(|f| {
+    let sound_line = max_held.map(|f| {
         if f >= 50_000.0 {
             format!("The 50 kHz sound loop of seed 000 also holds (zero misses up to {}).", khz(f))
         } else {
@@ -904,6 +1225,7 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
         holds,
         evidence,
         sound_line,
+        best,
     })
 }
 
@@ -952,6 +1274,110 @@ mod tests {
             sut.len(),
             "step ids are unique (they name files)"
         );
+    }
+
+    /// A shield that only counts what it is asked.
+    #[derive(Debug, Default)]
+    struct FakeShield {
+        calls: std::sync::Mutex<Vec<String>>,
+        refuse: bool,
+    }
+
+    impl ShieldDriver for FakeShield {
+        fn apply(&self, split: &ShieldSplit) -> Result<String, String> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("apply {}", split.rt));
+            if self.refuse {
+                Err("no cpuset".into())
+            } else {
+                Ok(format!("RT CPUs {}", split.rt))
+            }
+        }
+        fn reset(&self) -> Result<String, String> {
+            self.calls.lock().unwrap().push("reset".into());
+            Ok("3 value(s) restored".into())
+        }
+    }
+
+    fn shielded_opts(cpus: &str, driver: Arc<FakeShield>) -> SurveyOptions {
+        SurveyOptions {
+            cpus: cpus.parse().unwrap(),
+            shield: ShieldAccess::Driver(driver),
+            ..SurveyOptions::default()
+        }
+    }
+
+    #[test]
+    fn with_a_shield_the_shielded_steps_measure_on_the_rt_cpus_and_load_the_system_cpu() {
+        let opts = shielded_opts("0-3", Arc::new(FakeShield::default()));
+        let sut = plan(&opts).unwrap();
+        let shielded: Vec<&PlannedStep> = sut
+            .iter()
+            .filter(|s| s.step.class == Class::Shielded)
+            .collect();
+        assert!(!shielded.is_empty());
+        for s in &shielded {
+            if fifo_refusal().is_some() {
+                assert_eq!(s.step.status, StepStatus::Skipped);
+                continue;
+            }
+            assert_eq!(s.step.status, StepStatus::NotRun, "{}", s.step.id);
+            assert_eq!(s.cpus.to_string(), "1-3", "{}", s.step.id);
+            assert_eq!(s.load_cpus.to_string(), "0", "{}", s.step.id);
+        }
+        // Other classes measure and load on every CPU.
+        let rt = sut
+            .iter()
+            .find(|s| s.step.id == "timer-rt-pinned-all-loads")
+            .unwrap();
+        assert_eq!(rt.load_cpus.to_string(), "0-3");
+        // On two CPUs one is left shielded: a two-core loop cannot be shielded there.
+        let two = plan(&shielded_opts("0-1", Arc::new(FakeShield::default()))).unwrap();
+        let l = two
+            .iter()
+            .find(|s| s.step.id == "loop-shielded-idle")
+            .unwrap();
+        assert_eq!(l.step.status, StepStatus::Skipped);
+        assert!(
+            l.step.reason.as_ref().unwrap().contains("--cores 1"),
+            "{:?}",
+            l.step.reason
+        );
+        // Without root (the default options) every shielded step says why it was skipped.
+        for s in plan(&SurveyOptions::default()).unwrap() {
+            if s.step.class == Class::Shielded {
+                assert_eq!(s.step.status, StepStatus::Skipped);
+                assert!(s.step.reason.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn the_shield_is_applied_for_a_run_of_shielded_steps_and_reset_after_it() {
+        let driver = Arc::new(FakeShield::default());
+        let opts = shielded_opts("0-1", Arc::clone(&driver));
+        let mut sut = Shielding::new(&opts);
+        let mut log = Vec::new();
+        for on in [false, true, true, false, true, false, false] {
+            sut.set(on, &mut log).unwrap();
+        }
+        assert_eq!(
+            *driver.calls.lock().unwrap(),
+            ["apply 1", "reset", "apply 1", "reset"]
+        );
+        assert_eq!(log.len(), 4);
+        // A shield that cannot be applied skips every later shielded step, once asked.
+        let refusing = Arc::new(FakeShield {
+            refuse: true,
+            ..FakeShield::default()
+        });
+        let mut sut = Shielding::new(&shielded_opts("0-1", Arc::clone(&refusing)));
+        assert!(sut.set(true, &mut log).unwrap_err().contains("no cpuset"));
+        assert!(sut.set(true, &mut log).is_err());
+        sut.set(false, &mut log).unwrap();
+        assert_eq!(*refusing.calls.lock().unwrap(), ["apply 1"]);
     }
 
     #[test]

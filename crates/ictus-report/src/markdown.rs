@@ -96,6 +96,7 @@ pub(crate) fn front(r: &Results) -> Front {
     let (verdict, evidence) = match r.manifest.as_ref().and_then(|m| m.verdict.as_ref()) {
         Some(v) => {
             let mut e = v.evidence.clone();
+            e.extend(v.best.clone());
             e.extend(v.sound_line.clone());
             (v.line.clone(), e)
         }
