@@ -143,8 +143,9 @@ impl StatSnapshot {
     }
 }
 
-/// Interrupts served by each CPU so far (every line of `/proc/interrupts` with a
-/// count per CPU, summed), indexed by the CPU numbers of its header.
+/// Interrupts served by each CPU so far, other than the local timer's (every line of
+/// `/proc/interrupts` with a count per CPU, summed, but `LOC`: a measuring thread's
+/// own timed sleeps raise those), indexed by the CPU numbers of its header.
 pub fn interrupts() -> io::Result<Vec<(usize, u64)>> {
     Ok(parse_interrupts(&std::fs::read_to_string(
         "/proc/interrupts",
@@ -153,7 +154,7 @@ pub fn interrupts() -> io::Result<Vec<(usize, u64)>> {
 
 /// Parses the text of `/proc/interrupts`: per CPU of the header (`CPU0 CPU1 ...`), the
 /// sum of its column over the lines that have one (`ERR:` and `MIS:` have a single
-/// total and are left out).
+/// total and are left out), but the local timer's (`LOC:`).
 pub fn parse_interrupts(text: &str) -> Vec<(usize, u64)> {
     let mut lines = text.lines();
     let Some(header) = lines.next() else {
@@ -165,9 +166,12 @@ pub fn parse_interrupts(text: &str) -> Vec<(usize, u64)> {
         .collect();
     let mut sums = vec![0u64; cpus.len()];
     for line in lines {
-        let Some((_, rest)) = line.split_once(':') else {
+        let Some((label, rest)) = line.split_once(':') else {
             continue;
         };
+        if label.trim() == "LOC" {
+            continue;
+        }
         let counts: Vec<u64> = rest
             .split_whitespace()
             .take(cpus.len())
@@ -194,7 +198,7 @@ mod tests {
             MIS:          0\n";
         assert_eq!(
             super::parse_interrupts(text),
-            [(0, 9_123_500), (1, 8_098_765), (3, 103)]
+            [(0, 123_500), (1, 98_765), (3, 3)]
         );
         assert!(super::parse_interrupts("").is_empty());
         let here = super::interrupts().unwrap();

@@ -114,7 +114,8 @@ pub struct Step {
     /// The CPUs it measured on, once run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
-    /// Interrupts those CPUs served while it ran (`/proc/interrupts`), once run.
+    /// Interrupts those CPUs served while it ran (`/proc/interrupts`, the local
+    /// timer's aside: the probes' own sleeps raise those), once run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqs: Option<u64>,
 }
@@ -1078,7 +1079,9 @@ impl<'a> LoopRun<'a> {
             ));
         }
         if let (Some(n), Some(cpus)) = (self.step.irqs.filter(|&n| n > 0), &self.step.cpus) {
-            out.push(format!("{n} interrupts on CPU(s) {cpus} during the run"));
+            out.push(format!(
+                "{n} interrupts on CPU(s) {cpus} during the run, the local timer's aside"
+            ));
         }
         let timer = manifest.steps.iter().find(|s| {
             s.probe == "timer"
