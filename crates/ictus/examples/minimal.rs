@@ -2,7 +2,7 @@
 //! one output, one schedule.
 //!
 //! ```text
-//! cargo run --release -p ictus-exec --example minimal
+//! cargo run --release -p ictus --example minimal
 //! ```
 //!
 //! The subsystem reads element `count.n` as it was published at the end of the
@@ -15,11 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use ictus_exec::run::{self, RunOptions};
-use ictus_exec::schedule::Schedule;
-
 // --- the README's snippet, verbatim -------------------------------------------------
-use ictus_exec::subsystem::{Frame, Input, Output, Registry, RegistryError, Subsystem};
+use ictus::prelude::*;
 
 /// Reads `count.n` as published last frame and publishes it plus one.
 #[derive(Default)]
@@ -76,8 +73,7 @@ impl Subsystem for Watched {
 }
 
 fn main() -> ExitCode {
-    let schedule = match Schedule::parse(SCHEDULE, "minimal.toml", &ictus_os::facts::online_cpus())
-    {
+    let schedule = match Schedule::parse(SCHEDULE, "minimal.toml", &online_cpus()) {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
@@ -90,7 +86,7 @@ fn main() -> ExitCode {
     let mut factory = |_: &_| -> Result<Box<dyn Subsystem>, String> {
         Ok(Box::new(Watched(Counter::default(), Arc::clone(&last))))
     };
-    let report = match run::run(&schedule, &mut factory, options) {
+    let report = match run(&schedule, &mut factory, options) {
         Ok(r) => r,
         Err(e) => return fail(&e.to_string()),
     };
