@@ -41,8 +41,9 @@ const PAGE: &str = r#"<!DOCTYPE html>
 #[test]
 fn the_cdp_client_drives_a_headless_chromium() {
     let Some(chromium) = cdp::find_chromium() else {
-        eprintln!(
-            "SKIPPED the_cdp_client_drives_a_headless_chromium: no chromium on PATH (apt-get install chromium)"
+        ictus_os::testing::skipped(
+            "the_cdp_client_drives_a_headless_chromium",
+            "no chromium on PATH (apt-get install chromium)",
         );
         return;
     };

@@ -2,7 +2,6 @@
 //! reports it (policy, priority, affinity, cpuset); bad input exits 2 without running
 //! anything; without privilege it names what is missing and runs nothing.
 // A test that cannot run here says so on stderr (shown with --nocapture).
-#![allow(clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -152,7 +151,7 @@ fn without_privilege_rt0_names_the_capability_and_runs_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let setpriv = std::path::Path::new("/usr/bin/setpriv");
     if !is_root() || !setpriv.exists() {
-        eprintln!("SKIPPED without_privilege_rt0...: needs root and setpriv");
+        ictus_os::testing::skipped("without_privilege_rt0...", "needs root and setpriv");
         return;
     }
     let bin = assert_cmd::cargo::cargo_bin("ictus");
@@ -169,7 +168,10 @@ fn without_privilege_rt0_names_the_capability_and_runs_nothing() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if err.contains("Permission denied") && !err.contains("ictus") {
-        eprintln!("SKIPPED: user nobody cannot execute {}", bin.display());
+        ictus_os::testing::skipped(
+            "without_privilege_rt0_names_the_capability_and_runs_nothing",
+            &format!("user nobody cannot execute {}", bin.display()),
+        );
         return;
     }
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -182,7 +184,10 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let online = ictus_os::facts::online_cpus();
     if !is_root() || online.len() < 2 || ictus_shield::apply::privilege_shortfall().is_some() {
-        eprintln!("SKIPPED under_a_shield_rt0_joins_the_rt_cpuset: needs root, 2 CPUs, cpusets");
+        ictus_os::testing::skipped(
+            "under_a_shield_rt0_joins_the_rt_cpuset",
+            "needs root, 2 CPUs, cpusets",
+        );
         return;
     }
     let journal: PathBuf =
@@ -195,9 +200,12 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
         .output()
         .unwrap();
     if !apply.status.success() {
-        eprintln!(
-            "SKIPPED under_a_shield...: shield apply failed: {}",
-            String::from_utf8_lossy(&apply.stderr)
+        ictus_os::testing::skipped(
+            "under_a_shield...",
+            &format!(
+                "shield apply failed: {}",
+                String::from_utf8_lossy(&apply.stderr)
+            ),
         );
         let _ = Command::cargo_bin("ictus")
             .unwrap()

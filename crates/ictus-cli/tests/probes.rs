@@ -75,6 +75,10 @@ fn jitter_gives_tmin_and_the_spread_per_thread() {
 #[test]
 fn rendezvous_gives_a_rate_per_point_and_the_cacheline_limit() {
     if !two_cpus() {
+        ictus_os::testing::skipped(
+            "rendezvous_gives_a_rate_per_point_and_the_cacheline_limit",
+            "needs two CPUs",
+        );
         return;
     }
     let r = record(

@@ -186,7 +186,10 @@ fn rt_runtime() -> String {
 fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
     let _machine = machine();
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED: apply --rt-throttle off --watchdog: {why}");
+        ictus_os::testing::skipped(
+            "apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back",
+            &why,
+        );
         return;
     }
     let path = journal("watchdog");

@@ -163,7 +163,7 @@ fn a_survey_writes_every_record_the_manifest_and_both_reports() {
 #[test]
 fn ctrl_c_while_shielded_resets_the_shield_exactly() {
     if let Some(why) = no_shield() {
-        eprintln!("SKIPPED ctrl_c_while_shielded_resets_the_shield_exactly: {why}");
+        ictus_os::testing::skipped("ctrl_c_while_shielded_resets_the_shield_exactly", &why);
         return;
     }
     let _machine = machine();

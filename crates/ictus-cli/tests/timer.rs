@@ -1,6 +1,5 @@
 //! End-to-end: `ictus probe timer` as a user runs it.
 // A test that cannot run here says so on stderr (shown with --nocapture).
-#![allow(clippy::print_stderr)]
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -169,8 +168,9 @@ fn a_refused_realtime_policy_is_a_warning_not_a_crash() {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
     let setpriv = std::path::Path::new("/usr/bin/setpriv");
     if !is_root || !setpriv.exists() {
-        eprintln!(
-            "SKIPPED a_refused_realtime_policy_is_a_warning_not_a_crash: needs root and setpriv"
+        ictus_os::testing::skipped(
+            "a_refused_realtime_policy_is_a_warning_not_a_crash",
+            "needs root and setpriv",
         );
         return;
     }
@@ -196,7 +196,10 @@ fn a_refused_realtime_policy_is_a_warning_not_a_crash() {
         .output()
         .unwrap();
     if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Permission denied") {
-        eprintln!("SKIPPED: user nobody cannot execute {}", bin.display());
+        ictus_os::testing::skipped(
+            "a_refused_realtime_policy_is_a_warning_not_a_crash",
+            &format!("user nobody cannot execute {}", bin.display()),
+        );
         return;
     }
     assert!(

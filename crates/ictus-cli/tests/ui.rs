@@ -84,9 +84,9 @@ fn target_dir() -> PathBuf {
 #[test]
 fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
     let Some(chromium) = cdp::find_chromium() else {
-        eprintln!(
-            "SKIPPED the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead: \
-             no chromium on PATH (apt-get install chromium)"
+        ictus_os::testing::skipped(
+            "the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead",
+            "no chromium on PATH (apt-get install chromium)",
         );
         return;
     };

@@ -852,7 +852,48 @@ mod tests {
     }
 
     #[test]
-    fn yielding_returns() {
-        yield_now();
+    fn a_yield_lets_a_runnable_thread_of_the_same_cpu_run() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        // Both threads on one CPU: the spinner can only advance while this thread
+        // has given the CPU up.
+        let cpu = crate::sched::current_affinity().unwrap().cpus()[0];
+        let one = ictus_core::CpuSet::from_cpus([cpu]);
+        let before = crate::sched::current_affinity().unwrap();
+        crate::sched::set_affinity(&one).unwrap();
+        let count = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let (count, stop, one) = (Arc::clone(&count), Arc::clone(&stop), one.clone());
+            std::thread::spawn(move || {
+                crate::sched::set_affinity(&one).unwrap();
+                // Relaxed: a counter and a stop flag, read on their own.
+                while !stop.load(Ordering::Relaxed) {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        // Relaxed: see the spinner.
+        while count.load(Ordering::Relaxed) == 0 {
+            yield_now();
+        }
+        // A yield need not switch each time (the scheduler picks), but a loop of yields
+        // that never lets the spinner run would take microseconds, far below a tick.
+        let mut advanced = 0;
+        for _ in 0..100 {
+            // Relaxed: see the spinner.
+            let seen = count.load(Ordering::Relaxed);
+            yield_now();
+            if count.load(Ordering::Relaxed) > seen {
+                advanced += 1;
+            }
+        }
+        // Relaxed: see the spinner.
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        crate::sched::set_affinity(&before).unwrap();
+        assert!(
+            advanced >= 3,
+            "the spinner ran during {advanced} of 100 yields"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub mod process;
 pub mod procstat;
 pub mod sched;
 pub mod shm;
+pub mod testing;
 pub mod thread_time;
 pub mod tracefs;
 pub mod wait;

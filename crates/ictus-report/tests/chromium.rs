@@ -2,7 +2,6 @@
 //! than a blank page's) with its SVG plots in the DOM. Where no Chromium is installed
 //! the test says SKIPPED and passes. The screenshot is kept in the target directory
 //! (`target/ictus-report-screenshot.png`) for a person to look at.
-#![allow(clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,8 +40,9 @@ fn run(browser: &Path, args: &[&str], url: &str) -> std::process::Output {
 #[test]
 fn the_html_report_renders_in_chromium_with_its_plots() {
     let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED the_html_report_renders_in_chromium_with_its_plots: no chromium on PATH (apt-get install chromium)"
+        ictus_os::testing::skipped(
+            "the_html_report_renders_in_chromium_with_its_plots",
+            "no chromium on PATH (apt-get install chromium)",
         );
         return;
     };

@@ -87,7 +87,10 @@ fn state() -> BTreeMap<String, String> {
 #[test]
 fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED: fault injection: {why}");
+        ictus_os::testing::skipped(
+            "reset_restores_the_machine_after_apply_stopped_at_every_point",
+            &why,
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("ictus-shield-fi-{}", std::process::id()));

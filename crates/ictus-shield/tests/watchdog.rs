@@ -6,9 +6,6 @@
 //! touches anything else on the machine. Needs the right to set SCHED_FIFO and
 //! CPUs 0 and 1 online; skips visibly otherwise.
 
-// A skipped test says so on stderr, visibly.
-#![allow(clippy::print_stderr)]
-
 use std::time::{Duration, Instant};
 
 use ictus_core::CpuSet;
@@ -54,7 +51,10 @@ fn spin(d: Duration) {
 #[test]
 fn a_runaway_fifo_loop_is_demoted_and_a_sleeping_one_is_not() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED: watchdog on the real machine: {why}");
+        ictus_os::testing::skipped(
+            "a_runaway_fifo_loop_is_demoted_and_a_sleeping_one_is_not",
+            &why,
+        );
         return;
     }
     let config = Config {
