@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command as ProcessCommand};
+use std::process::Command as ProcessCommand;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -30,14 +30,14 @@ use ictus_core::{CpuSet, LatencyHistogram, Nanos, Summary};
 use ictus_os::clock::monotonic_now;
 use ictus_os::facts;
 use ictus_os::sched;
-use ictus_shield::class::{self, Class, ClassError, Options};
+use ictus_shield::class::Class;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cell::Cells;
 use crate::control::{Control, Status};
 use crate::ctl::{self, Command, CtlError, Server};
-use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::executive::{self, Group};
 use crate::hub::Hubs;
 use crate::link::{HostReport, Link, LinkEvent, Start};
 use crate::live::Extras;
@@ -45,6 +45,9 @@ use crate::schedule::{Process, Schedule, ScheduleError, SubsystemSpec};
 use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
 use crate::subsystem::element_count;
 use crate::subsystem::{Registry, RegistryError, SetupClient, Subsystem};
+
+mod children;
+mod thread;
 
 /// A distribution with its exact summary, as records carry it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,6 +205,8 @@ pub struct RunReport {
 }
 
 pub use crate::live::{LiveStatus, LiveSubsystem};
+use children::{ChildProc, describe_exit, kill_all, wait_children};
+pub(crate) use thread::Prepared;
 
 /// A callback that receives the live status.
 pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
@@ -457,210 +462,6 @@ pub(crate) mod env {
     pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
 }
 
-/// The outcome of entering a class on the calling thread.
-pub(crate) struct Placement {
-    pub(crate) class_obtained: String,
-    pub(crate) memory_locked: bool,
-    pub(crate) warnings: Vec<RunWarning>,
-}
-
-/// Enters the subsystem's class on the calling thread; when a real-time policy is
-/// refused, goes on as normal and says which privilege was missing. Then pins to the
-/// subsystem's CPU.
-pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
-    let mut warnings = Vec::new();
-    let rt0 = matches!(spec.class, Class::Rt0 { .. });
-    let mut options = Options {
-        lock_memory: rt0,
-        prefault_stack: true,
-    };
-    let mut obtained = spec.class.clone();
-    let mut result = class::enter(spec.class.clone(), options, None);
-    if let Err(ClassError::Memory(e)) = &result {
-        warnings.push(RunWarning {
-            id: "mlock-refused".into(),
-            message: format!("{}: memory is not locked ({e})", spec.name),
-            advice: Some(e.advice.clone()),
-        });
-        options.lock_memory = false;
-        result = class::enter(spec.class.clone(), options, None);
-    }
-    if let Err(e) = &result {
-        let advice = match e {
-            ClassError::Policy(sched::SchedError::Refused { advice, .. }) => Some(advice.clone()),
-            _ => Some(
-                "real-time classes need CAP_SYS_NICE (run as root, or grant it with \
-                 `setcap cap_sys_nice+ep`, or raise RLIMIT_RTPRIO)"
-                    .to_string(),
-            ),
-        };
-        warnings.push(RunWarning {
-            id: "policy-refused".into(),
-            message: format!(
-                "{}: {} refused ({e}); it runs in the normal class",
-                spec.name, spec.class
-            ),
-            advice,
-        });
-        obtained = Class::Normal;
-        result = class::enter(Class::Normal, options, None);
-    }
-    let memory_locked = result.as_ref().is_ok_and(|e| e.memory_locked);
-    if !rt0 && let Some(cpu) = spec.cpu {
-        if let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu])) {
-            warnings.push(RunWarning {
-                id: "affinity-refused".into(),
-                message: format!("{}: not pinned to CPU {cpu} ({e})", spec.name),
-                advice: None,
-            });
-        }
-    } else if rt0
-        && matches!(obtained, Class::Normal)
-        && let Some(cpu) = spec.cpu
-    {
-        let _ = sched::set_affinity(&CpuSet::from_cpus([cpu]));
-    }
-    Placement {
-        class_obtained: obtained.to_string(),
-        memory_locked,
-        warnings,
-    }
-}
-
-/// The hybrid margin for `schedule` on the calling thread (calibrated if not given).
-pub(crate) fn margin_for(schedule: &Schedule, tick: Nanos) -> Option<Nanos> {
-    match schedule.wait {
-        crate::schedule::WaitSpec::Hybrid { margin: Some(m) } => Some(m),
-        crate::schedule::WaitSpec::Hybrid { margin: None } => {
-            let samples = (100_000_000 / tick.as_u64().max(1)).clamp(20, 200);
-            Some(ictus_os::wait::calibrate_margin(tick, samples).margin_ns)
-        }
-        _ => None,
-    }
-}
-
-/// How long a subsystem waits for a cell held by a writer before it goes on with
-/// its last coherent copy: half a tick, at most 1 ms.
-pub(crate) fn patience(tick: Nanos) -> Nanos {
-    Nanos::new(tick.as_u64() / 2).min(Nanos::from_millis(1))
-}
-
-/// Everything a subsystem thread or child needs to run its frames after `init`.
-pub(crate) struct Prepared<'a> {
-    pub(crate) schedule: &'a Schedule,
-    pub(crate) spec: &'a SubsystemSpec,
-    pub(crate) slot: usize,
-    pub(crate) control: &'a Control,
-    pub(crate) cells: Cells,
-    pub(crate) states: &'a States,
-    pub(crate) names: &'a [String],
-    pub(crate) setup: SetupClient,
-    pub(crate) hubs: Hubs,
-    pub(crate) group: Option<&'a Group>,
-    pub(crate) heartbeat_timeout: Option<Nanos>,
-}
-
-impl Prepared<'_> {
-    /// Places the thread, runs `init`, waits for the epoch, runs the frames, shuts
-    /// down. The slot follows each step; a failed `init` is returned as an error.
-    pub(crate) fn run(
-        &self,
-        subsystem: &mut dyn Subsystem,
-        give_up: &mut dyn FnMut() -> bool,
-    ) -> Result<ThreadOutcome, String> {
-        let slot = self.control.slot(self.slot);
-        // However this thread ends, also by a panic, its group partners stop
-        // waiting for it, and a panic shows in its slot at once.
-        let _leave = Leave {
-            group: self.group,
-            control: self.control,
-            slot: self.slot,
-        };
-        slot.set_ids(std::process::id(), sched::thread_id() as u64);
-        slot.set_status(Status::Starting);
-        let placement = place(self.spec);
-        let margin = margin_for(self.schedule, self.control.tick());
-        let mode = self.schedule.wait.mode(margin.unwrap_or(Nanos::ZERO));
-        let mut reg = Registry::new(
-            self.slot,
-            self.names,
-            &self.spec.config,
-            self.states,
-            self.cells.clone(),
-            self.control,
-            self.setup.clone(),
-            self.hubs.clone(),
-        );
-        if let Err(e) = subsystem.init(&mut reg) {
-            slot.set_status(Status::Failed);
-            return Err(e.to_string());
-        }
-        let registered = reg.finish();
-        let mut ports = registered.ports;
-        ports.set_patience(patience(self.control.tick()));
-        let mut stats = Stats::default();
-        ports.warm_up();
-        ictus_os::memory::prefault_stack();
-        slot.set_status(Status::Ready);
-        let end = if executive::wait_for_epoch(self.control, give_up) {
-            let runner = Runner {
-                control: self.control,
-                slot: self.slot,
-                start: self.spec.start,
-                period: self.spec.period,
-                group: self.group,
-                heartbeat_timeout: self.heartbeat_timeout,
-                explicit_ack: registered.explicit_ack,
-            };
-            runner.run(&OsBeat { mode }, subsystem, &mut ports, &mut stats)
-        } else {
-            LoopEnd::Aborted
-        };
-        subsystem.shutdown();
-        let outcome = ThreadOutcome {
-            subsystem: self.spec.name.clone(),
-            pid: std::process::id(),
-            tid: sched::thread_id() as u64,
-            class_requested: self.spec.class.to_string(),
-            class_obtained: placement.class_obtained,
-            policy: sched::current_policy().map_or_else(|e| e.to_string(), |p| p.to_string()),
-            affinity: sched::current_affinity().map_or_else(|e| e.to_string(), |c| c.to_string()),
-            memory_locked: placement.memory_locked,
-            hybrid_margin_ns: margin.map(Nanos::as_u64),
-            frames_run: stats.counters.frames_run,
-            overruns: stats.overruns.missed,
-            longest_overrun_streak: stats.overruns.longest_run,
-            jitter: Distribution::of(&stats.jitter),
-            exec: Distribution::of(&stats.exec),
-            end: end.name().to_string(),
-            warnings: placement.warnings,
-            torn: ports.torn().count,
-        };
-        slot.publish(&stats.counters);
-        slot.set_status(Status::Finished);
-        Ok(outcome)
-    }
-}
-
-/// Leaves a subsystem thread's synchronous group when dropped, and marks its slot
-/// failed when that happens while panicking.
-struct Leave<'a> {
-    group: Option<&'a Group>,
-    control: &'a Control,
-    slot: usize,
-}
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        if let Some(g) = self.group {
-            g.leave();
-        }
-        if std::thread::panicking() {
-            self.control.slot(self.slot).set_status(Status::Failed);
-        }
-    }
-}
-
 /// The program a schedule names: a path with a slash is relative to the schedule's
 /// folder; a bare name is looked up in `dirs`, next to the running executable, in its
 /// `examples/` folder (and its parent's, for test binaries), then in `PATH`.
@@ -713,14 +514,6 @@ fn is_executable(path: &Path) -> bool {
 enum Storage {
     Local,
     Shared,
-}
-
-struct ChildProc {
-    slot: usize,
-    child: Child,
-    program: String,
-    exited: Option<String>,
-    outcome_file: PathBuf,
 }
 
 /// Runs `schedule` (see the module documentation). `factory` makes the in-process
@@ -1913,60 +1706,6 @@ fn link_extras<'a>(
     }
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => format!("exited with code {c}"),
-        (None, Some(s)) => format!("was killed by signal {s}"),
-        _ => "ended".to_string(),
-    }
-}
-
-/// How long the coordinator waits for a killed child to be reaped.
-const REAP_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Kills every child still running and reaps it, waiting at most
-/// [`REAP_TIMEOUT`] in all: the coordinator never blocks without a bound (a
-/// process can take long to die, for example when a real-time thread keeps it off
-/// its CPU). A child not reaped in time is named in its `exited`.
-fn kill_all(children: &mut [ChildProc]) {
-    for c in children.iter_mut() {
-        if c.exited.is_none() {
-            match c.child.try_wait() {
-                Ok(Some(status)) => c.exited = Some(describe_exit(status)),
-                _ => {
-                    let _ = c.child.kill();
-                }
-            }
-        }
-    }
-    let until = monotonic_now() + Nanos::from(REAP_TIMEOUT);
-    loop {
-        let mut pending = false;
-        for c in children.iter_mut().filter(|c| c.exited.is_none()) {
-            match c.child.try_wait() {
-                Ok(Some(status)) => c.exited = Some(describe_exit(status)),
-                Ok(None) => pending = true,
-                Err(e) => c.exited = Some(format!("could not be reaped ({e})")),
-            }
-        }
-        if !pending {
-            return;
-        }
-        if monotonic_now() >= until {
-            for c in children.iter_mut().filter(|c| c.exited.is_none()) {
-                c.exited = Some(format!(
-                    "was killed but had not exited {} s later (pid {})",
-                    REAP_TIMEOUT.as_secs(),
-                    c.child.id()
-                ));
-            }
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The event for subsystem `k` having given up on a cell: which cell, and who
 /// writes it.
 fn torn_message(
@@ -2005,16 +1744,4 @@ fn torn_message(
          storm); it holds the cell until it runs again or its process ends"
             .to_string(),
     )
-}
-
-fn wait_children(children: &mut [ChildProc], timeout: Duration) {
-    let until = monotonic_now() + Nanos::from(timeout);
-    while monotonic_now() < until
-        && children
-            .iter_mut()
-            .any(|c| matches!(c.child.try_wait(), Ok(None)))
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    kill_all(children);
 }
