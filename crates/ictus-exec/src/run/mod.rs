@@ -26,28 +26,27 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use ictus_core::histogram::HistogramData;
-use ictus_core::{CpuSet, LatencyHistogram, Nanos, Summary};
+use ictus_core::{LatencyHistogram, Nanos, Summary};
 use ictus_os::clock::monotonic_now;
-use ictus_os::facts;
 use ictus_os::sched;
-use ictus_shield::class::Class;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cell::Cells;
 use crate::control::{Control, Status};
-use crate::ctl::{self, Command, CtlError, Server};
-use crate::executive::{self, Group};
-use crate::hub::Hubs;
+use crate::ctl::{self, Command, CtlError};
+use crate::executive;
 use crate::link::{HostReport, Link, LinkEvent, Start};
 use crate::live::Extras;
 use crate::schedule::{Process, Schedule, ScheduleError, SubsystemSpec};
-use crate::state::{self, Pending, SetupStore, StateId, StateLog, StateWord, States};
-use crate::subsystem::element_count;
+use crate::state::{self, Pending, StateId, StateLog, States};
 use crate::subsystem::{Registry, RegistryError, SetupClient, Subsystem};
 
 mod children;
+mod prepare;
 mod thread;
+
+use prepare::{Launch, Local, Staged};
 
 /// A distribution with its exact summary, as records carry it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -510,12 +509,6 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Storage {
-    Local,
-    Shared,
-}
-
 /// Runs `schedule` (see the module documentation). `factory` makes the in-process
 /// subsystems ([`builtin`] is what `ictus run` uses).
 pub fn run(
@@ -525,189 +518,32 @@ pub fn run(
 ) -> Result<RunReport, RunError> {
     // 1. Everything that can be refused, before anything starts.
     let table = schedule.cell_table()?;
-    let mut in_process: Vec<(usize, Box<dyn Subsystem>)> = Vec::new();
-    // (slot, program path, arguments, the name it is reported by)
-    let mut programs: Vec<(usize, PathBuf, Vec<String>, String)> = Vec::new();
     let mut link = options.link.take();
     let here = link.as_ref().map_or(0, |l| l.host());
-    if link.is_none()
-        && let Some(spec) = schedule.subsystems.iter().find(|s| s.host != 0)
-    {
-        return Err(RunError::OtherHost {
-            path: schedule.path.clone(),
-            location: spec.location,
-            name: spec.name.clone(),
-            host: schedule.hosts[spec.host].name.clone(),
-        });
-    }
-    // The subsystems of this host; the others run on theirs.
-    let local: Vec<usize> = (0..schedule.subsystems.len())
-        .filter(|&k| schedule.subsystems[k].host == here)
-        .collect();
-    for &k in &local {
-        let spec = &schedule.subsystems[k];
-        match &spec.process {
-            Process::InProcess => {
-                let s = factory(spec).map_err(|message| RunError::NoSubsystem {
-                    path: schedule.path.clone(),
-                    location: spec.location,
-                    name: spec.name.clone(),
-                    message,
-                })?;
-                in_process.push((k, s));
-            }
-            Process::Program { program, .. } => {
-                let path = resolve_program(program, schedule.folder(), &options.program_dirs)
-                    .ok_or_else(|| RunError::NoProgram {
-                        path: schedule.path.clone(),
-                        location: spec.location,
-                        name: spec.name.clone(),
-                        program: program.clone(),
-                    })?;
-                if !is_executable(&path) {
-                    return Err(RunError::NotExecutable {
-                        path: schedule.path.clone(),
-                        location: spec.location,
-                        name: spec.name.clone(),
-                        program: path,
-                    });
-                }
-                let Process::Program { args, .. } = &spec.process else {
-                    unreachable!("matched as a program");
-                };
-                programs.push((k, path, args.clone(), program.clone()));
-            }
-            Process::Own => {
-                // The builtin must exist here too (the host makes the same one).
-                factory(spec).map_err(|message| RunError::NoSubsystem {
-                    path: schedule.path.clone(),
-                    location: spec.location,
-                    name: spec.name.clone(),
-                    message,
-                })?;
-                let (host, args) = options.host.clone().ok_or_else(|| RunError::NoSubsystem {
-                    path: schedule.path.clone(),
-                    location: spec.location,
-                    name: spec.name.clone(),
-                    message: "process = \"own\" needs a program that hosts built-ins \
-                              (`ictus run` is one; RunOptions::host is not set)"
-                        .to_string(),
-                })?;
-                programs.push((k, host, args, "own".to_string()));
-            }
-        }
-    }
-    // The run's name names its socket and segments: checked here, with the
-    // socket's length, before any of them exists.
-    ctl::check_name(&schedule.name)?;
-    if options.control_socket || !programs.is_empty() {
-        ctl::check_socket(&options.run_dir, &schedule.name)?;
-    }
-    let storage = if programs.is_empty() {
-        Storage::Local
-    } else {
-        Storage::Shared
-    };
+    let local = Local::resolve(schedule, factory, &options, link.is_some(), here)?;
+    let staged = Staged::make(schedule, &table, &options, local, link.as_deref(), here)?;
+    let Staged {
+        here,
+        local,
+        mut in_process,
+        programs,
+        initial,
+        commands: cmd_rx,
+        store,
+        names,
+        states,
+        hubs,
+        control,
+        cells,
+        server,
+        affinity_before,
+    } = staged;
     let n = schedule.subsystems.len();
     let tick = schedule.tick;
-    let elements = element_count(&table);
-    if storage == Storage::Local {
-        // No segment of this run's own to create (which would reclaim them): the
-        // segments a killed run of the same name left are removed here, so a
-        // name is never left poisoned (best effort: /dev/shm may be absent).
-        for segment in [
-            cells_segment(&schedule.name),
-            control_segment(&schedule.name),
-            hubs_segment(&schedule.name),
-        ] {
-            let _ = ictus_os::shm::reclaim_stale(Some(&segment));
-        }
-    }
-    let (cells, control) = match storage {
-        Storage::Local => (
-            Cells::in_process(&table),
-            Control::in_process_with_claims(n, tick.as_u64(), elements),
-        ),
-        Storage::Shared => {
-            let cells = Cells::create_shared(&table, &cells_segment(&schedule.name))
-                .map_err(|e| RunError::Storage(e.to_string()))?;
-            let control = Control::create_shared_named(
-                &control_segment(&schedule.name),
-                n,
-                tick.as_u64(),
-                elements,
-            )
-            .map_err(RunError::Control)?;
-            (cells, control)
-        }
-    };
-    // The schedule's hubs, beside the cells: in this process when every subsystem
-    // is a thread, else in the run's shared memory (removed when `hubs` drops, at
-    // the end of the run; a stale one of a crashed run is reclaimed on create).
-    let hubs = match storage {
-        Storage::Shared if !schedule.hubs.is_empty() => {
-            Hubs::create_shared(&schedule.hubs, &hubs_segment(&schedule.name))
-        }
-        _ => Hubs::in_process(&schedule.hubs),
-    }
-    .map_err(|e| RunError::Hubs(e.to_string()))?;
-    let states = States::new(&schedule.modes);
-    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
-    let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
     let mut log = StateLog::new(initial);
-    control.set_state(StateWord::constant(initial));
-    // Across hosts, a node's setup requests go to the main coordinator's store.
-    let store = link
-        .as_ref()
-        .map_or_else(SetupStore::new, |l| l.setup_store());
-    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>();
-    let rt_cpus: CpuSet = CpuSet::from_cpus(
-        schedule
-            .subsystems
-            .iter()
-            .filter(|s| s.host == here && !matches!(s.class, Class::Normal))
-            .filter_map(|s| s.cpu),
-    );
-    let online = facts::online_cpus();
-    let nrt = CpuSet::from_cpus(
-        online
-            .cpus()
-            .iter()
-            .copied()
-            .filter(|c| !rt_cpus.contains(*c)),
-    );
-    let server = if options.control_socket || !programs.is_empty() {
-        Some(Server::start(
-            &options.run_dir,
-            &schedule.name,
-            store.clone(),
-            cmd_tx.clone(),
-            (!nrt.is_empty()).then_some(nrt.clone()),
-        )?)
-    } else {
-        None
-    };
-    // The coordinator itself stays off the real-time CPUs when there are others (and
-    // gets its own affinity back at the end).
-    let affinity_before = sched::current_affinity().ok();
-    if !nrt.is_empty() {
-        let _ = sched::set_affinity(&nrt);
-    }
 
     // 2. Groups.
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
-    for s in &schedule.subsystems {
-        if let Some(g) = &s.group {
-            let members = schedule
-                .subsystems
-                .iter()
-                .filter(|o| o.group.as_ref() == Some(g))
-                .count();
-            groups
-                .entry(g.clone())
-                .or_insert_with(|| Group::new(members));
-        }
-    }
+    let groups = prepare::groups(schedule);
 
     // 3. Start.
     control.beat(monotonic_now());
@@ -747,7 +583,13 @@ pub fn run(
         }
         let socket = server.as_ref().map(|s| s.path().to_path_buf());
         let schedule_abs = std::fs::canonicalize(&schedule.path).unwrap_or(schedule.path.clone());
-        for (k, path, args, program) in &programs {
+        for Launch {
+            slot: k,
+            path,
+            args,
+            program,
+        } in &programs
+        {
             let spec = &schedule.subsystems[*k];
             let outcome_file = options
                 .run_dir
