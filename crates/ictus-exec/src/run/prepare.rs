@@ -147,7 +147,10 @@ enum Storage {
 }
 
 /// What a run makes before anything starts, and what every later phase reads.
-pub(super) struct Staged {
+// Its fields drop in this order once the run has ended (its server taken and its
+// affinity given back first): the hubs, the control block and the cells last.
+pub(super) struct Staged<'a> {
+    pub(super) schedule: &'a Schedule,
     /// This host (0: the main coordinator's, or the only one).
     pub(super) here: usize,
     /// The slots of this host's subsystems.
@@ -174,18 +177,18 @@ pub(super) struct Staged {
     pub(super) affinity_before: Option<CpuSet>,
 }
 
-impl Staged {
+impl<'a> Staged<'a> {
     /// Checks the run's name, makes the cells, the control block and the hubs, sets
     /// the initial state, starts the control socket, and moves the coordinator off
     /// the real-time CPUs.
     pub(super) fn make(
-        schedule: &Schedule,
+        schedule: &'a Schedule,
         table: &CellTable,
         options: &RunOptions,
         local: Local,
         link: Option<&dyn Link>,
         here: usize,
-    ) -> Result<Staged, RunError> {
+    ) -> Result<Staged<'a>, RunError> {
         // The run's name names its socket and segments: checked here, with the
         // socket's length, before any of them exists.
         ctl::check_name(&schedule.name)?;
@@ -225,6 +228,7 @@ impl Staged {
             let _ = sched::set_affinity(&nrt);
         }
         Ok(Staged {
+            schedule,
             here,
             local: local.slots,
             in_process: local.in_process,
