@@ -35,6 +35,11 @@ use crate::link::{HostReport, Link};
 use crate::schedule::{Schedule, ScheduleError, SubsystemSpec};
 use crate::subsystem::{Registry, RegistryError, Subsystem};
 
+// The phases of `run`, a file each: prepare (what can refuse a run, made before
+// anything starts; the groups), start (threads, programs, the wait until ready,
+// the epoch), coordinate (the loop, one method per concern), gather (the report).
+// Beside them: thread (a subsystem's own side, also a launched program's),
+// children (reaping programs with a bound), snapshot (the live view).
 mod children;
 mod coordinate;
 mod gather;

@@ -22,7 +22,7 @@ use crate::ctl::Command;
 use crate::executive::Group;
 use crate::link::{Link, Start};
 use crate::live::LiveStatus;
-use crate::schedule::SubsystemSpec;
+use crate::schedule::{Schedule, SubsystemSpec};
 use crate::state::StateLog;
 use crate::subsystem::{SetupClient, Subsystem};
 
@@ -448,7 +448,7 @@ impl<'a, 'scope> Startup<'a, 'scope> {
 
 /// The error for a program that could not be started.
 fn launch_error(
-    schedule: &crate::schedule::Schedule,
+    schedule: &Schedule,
     spec: &SubsystemSpec,
     launch: &Launch,
     source: std::io::Error,
