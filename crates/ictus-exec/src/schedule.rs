@@ -463,389 +463,40 @@ impl Schedule {
         online: &CpuSet,
     ) -> Result<Schedule, ScheduleError> {
         let path = path.as_ref();
-        let lines = LineIndex::new(text);
-        let loc = |span: Range<usize>| {
-            let (line, column) = lines.locate(span.start);
-            Location { line, column }
-        };
-        let fail = |span: Range<usize>, rule: Rule| ScheduleError::Invalid {
-            path: path.to_path_buf(),
-            location: loc(span),
-            rule,
+        let r = Reader {
+            text,
+            path,
+            lines: LineIndex::new(text),
         };
         let raw: RawSchedule = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            fail(span, Rule::Syntax(e.message().trim().to_string()))
+            r.fail(span, Rule::Syntax(e.message().trim().to_string()))
         })?;
-
-        let tick = duration(&raw.tick).map_err(|r| fail(raw.tick.span(), r))?;
-        let major = *raw.major_frame.get_ref();
-        let margin = match &raw.margin {
-            Some(m) => Some((duration(m).map_err(|r| fail(m.span(), r))?, m.span())),
-            None => None,
-        };
-        let wait = match raw.wait.as_ref().map(|w| (w.get_ref().as_str(), w.span())) {
-            None | Some(("hybrid", _)) => WaitSpec::Hybrid {
-                margin: margin.as_ref().map(|m| m.0),
-            },
-            Some((other, span)) => {
-                if let Some((_, mspan)) = &margin {
-                    return Err(fail(mspan.clone(), Rule::MarginWithoutHybrid));
-                }
-                match other {
-                    "spin" => WaitSpec::Spin,
-                    "nanosleep" => WaitSpec::Nanosleep,
-                    _ => return Err(fail(span, Rule::UnknownWait(other.to_string()))),
-                }
-            }
-        };
-        check_tick(tick, major, &wait).map_err(|(part, rule)| {
-            let span = match (part, &margin) {
-                (TickPart::Tick, _) | (TickPart::Margin, None) => raw.tick.span(),
-                (TickPart::MajorFrame, _) => raw.major_frame.span(),
-                (TickPart::Margin, Some((_, span))) => span.clone(),
-            };
-            fail(span, rule)
-        })?;
+        let Timing {
+            tick,
+            major,
+            wait,
+            margin,
+        } = r.timing(&raw)?;
         let mut places = Places {
-            tick: loc(raw.tick.span()),
-            major_frame: loc(raw.major_frame.span()),
-            margin: margin.as_ref().map(|(_, span)| loc(span.clone())),
+            tick: r.loc(raw.tick.span()),
+            major_frame: r.loc(raw.major_frame.span()),
+            margin: margin.map(|span| r.loc(span)),
             ..Places::default()
         };
-        let cells = match (&raw.cells, &raw.cell) {
-            (Some(f), Some(_)) => return Err(fail(f.span(), Rule::CellsTwice)),
-            (Some(f), None) => {
-                places.cells = loc(f.span());
-                let rel = PathBuf::from(f.get_ref());
-                CellSource::File(if rel.is_absolute() {
-                    rel
-                } else {
-                    path.parent().unwrap_or(Path::new("")).join(rel)
-                })
-            }
-            (None, Some(specs)) => {
-                let file = path.display().to_string();
-                let table = CellTable::from_specs(specs, text, &file)
-                    .map_err(|e| cell_file_error(e, path, places.cells))?;
-                CellSource::Inline(table)
-            }
-            (None, None) => CellSource::None,
-        };
-        let raw_modes = raw.modes.as_deref().unwrap_or_default();
-        if let Some(over) = raw_modes.get(crate::state::MAX_MODES) {
-            return Err(fail(over.span(), Rule::TooManyModes(raw_modes.len())));
-        }
-        let mut modes = Vec::with_capacity(raw_modes.len());
-        let mut seen_states: BTreeSet<String> = ["off", "pause", "run"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        for m in raw_modes {
-            let name = m.get_ref();
-            if !valid_name(name) {
-                return Err(fail(m.span(), Rule::BadName(name.clone())));
-            }
-            if !seen_states.insert(name.to_ascii_lowercase()) {
-                return Err(fail(m.span(), Rule::DuplicateState(name.clone())));
-            }
-            modes.push(name.clone());
-        }
-        let initial_state = match &raw.initial_state {
-            None => "off".to_string(),
-            Some(s) => {
-                if !seen_states.contains(&s.get_ref().to_ascii_lowercase()) {
-                    return Err(fail(s.span(), Rule::UnknownState(s.get_ref().clone())));
-                }
-                s.get_ref().to_ascii_lowercase()
-            }
-        };
-
-        let name = match &raw.name {
-            Some(n) => {
-                if !valid_name(n.get_ref()) {
-                    return Err(fail(n.span(), Rule::BadName(n.get_ref().clone())));
-                }
-                n.get_ref().clone()
-            }
-            None => {
-                let stem = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let cleaned: String = stem
-                    .chars()
-                    .map(|c| if valid_char(c) { c } else { '-' })
-                    .collect();
-                if cleaned.is_empty() {
-                    "run".to_string()
-                } else {
-                    cleaned
-                }
-            }
-        };
-
+        let cells = r.cells(&raw, &mut places)?;
+        let (modes, initial_state) = r.states(&raw)?;
+        let name = r.name(&raw)?;
         // Counted before anything is checked per subsystem, so that checking stays
         // bounded whatever the file holds.
         if let Some(over) = raw.subsystems.get(crate::control::MAX_SUBSYSTEMS) {
-            return Err(fail(
-                over.span(),
-                Rule::TooManySubsystems(raw.subsystems.len()),
-            ));
+            return Err(r.fail(over.span(), Rule::TooManySubsystems(raw.subsystems.len())));
         }
-        let hosts = hosts(&raw.hosts, &loc).map_err(|(span, rule)| fail(span, rule))?;
-        let mut subsystems = Vec::with_capacity(raw.subsystems.len());
-        let mut names: BTreeMap<String, Location> = BTreeMap::new();
-        let mut rt0_cpus: BTreeMap<usize, String> = BTreeMap::new();
-        let mut groups: BTreeMap<String, (u64, u64, usize, String)> = BTreeMap::new();
-        for s in &raw.subsystems {
-            let span_all = s.span();
-            let s = s.get_ref();
-            let sname = s.name.get_ref();
-            if !valid_name(sname) {
-                return Err(fail(s.name.span(), Rule::BadName(sname.clone())));
-            }
-            if let Some(first) = names.get(sname) {
-                return Err(fail(
-                    s.name.span(),
-                    Rule::DuplicateName {
-                        name: sname.clone(),
-                        first: *first,
-                    },
-                ));
-            }
-            names.insert(sname.clone(), loc(s.name.span()));
-            let period = s.period.as_ref().map_or(1, |p| *p.get_ref());
-            let period_span = s.period.as_ref().map_or(span_all.clone(), |p| p.span());
-            if period == 0 {
-                return Err(fail(period_span, Rule::ZeroPeriod));
-            }
-            if period > major {
-                return Err(fail(period_span, Rule::PeriodTooLong { period, major }));
-            }
-            if !major.is_multiple_of(period) {
-                return Err(fail(
-                    period_span,
-                    Rule::PeriodDoesNotDivide { period, major },
-                ));
-            }
-            let start = s.start.as_ref().map_or(0, |p| *p.get_ref());
-            if start >= period {
-                return Err(fail(
-                    s.start.as_ref().map_or(span_all.clone(), |p| p.span()),
-                    Rule::StartOutsidePeriod { start, period },
-                ));
-            }
-            let host = match &s.host {
-                None => 0,
-                Some(h) if hosts.is_empty() => return Err(fail(h.span(), Rule::HostWithoutHosts)),
-                Some(h) => hosts
-                    .iter()
-                    .position(|x| x.name == *h.get_ref())
-                    .ok_or_else(|| {
-                        fail(
-                            h.span(),
-                            Rule::UnknownHost {
-                                name: h.get_ref().clone(),
-                                known: hosts.iter().map(|x| x.name.clone()).collect(),
-                            },
-                        )
-                    })?,
-            };
-            let cpu = match &s.cpu {
-                Some(c) => {
-                    let cpu = *c.get_ref();
-                    // Another host's CPUs are checked by its local coordinator.
-                    if host == 0 && !online.contains(cpu) {
-                        return Err(fail(
-                            c.span(),
-                            Rule::CpuOffline {
-                                cpu,
-                                online: online.clone(),
-                            },
-                        ));
-                    }
-                    Some(cpu)
-                }
-                None => None,
-            };
-            let class_name = s.class.as_ref().map_or("normal", |c| c.get_ref().as_str());
-            let class_span = s.class.as_ref().map_or(span_all.clone(), |c| c.span());
-            if let Some(p) = &s.policy
-                && class_name != "rt1"
-            {
-                return Err(fail(p.span(), Rule::PolicyWithoutRt1));
-            }
-            if let Some(p) = &s.priority
-                && class_name != "rt1"
-            {
-                return Err(fail(p.span(), Rule::PriorityWithoutRt1));
-            }
-            let class = match class_name {
-                "rt0" => {
-                    let Some(cpu) = cpu else {
-                        return Err(fail(class_span, Rule::Rt0WithoutCpu));
-                    };
-                    if let Some(other) = rt0_cpus.get(&cpu) {
-                        return Err(fail(
-                            s.cpu.as_ref().map_or(class_span, |c| c.span()),
-                            Rule::TwoRt0 {
-                                cpu,
-                                first: other.clone(),
-                            },
-                        ));
-                    }
-                    rt0_cpus.insert(cpu, sname.clone());
-                    Class::Rt0 { cpu }
-                }
-                "rt1" => {
-                    let priority = s.priority.as_ref().map_or(50, |p| *p.get_ref());
-                    if !(1..=98).contains(&priority) {
-                        return Err(fail(
-                            s.priority.as_ref().map_or(class_span, |p| p.span()),
-                            Rule::PriorityOutOfRange(priority),
-                        ));
-                    }
-                    let policy = match s.policy.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
-                        None | Some(("fifo", _)) => RtPolicy::Fifo,
-                        Some(("rr", _)) => RtPolicy::Rr,
-                        Some((other, span)) => {
-                            return Err(fail(span, Rule::UnknownPolicy(other.to_string())));
-                        }
-                    };
-                    Class::Rt1 { policy, priority }
-                }
-                "normal" => Class::Normal,
-                other => return Err(fail(class_span, Rule::UnknownClass(other.to_string()))),
-            };
-            let process = match s.process.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
-                None | Some(("in-process", _)) => {
-                    if let Some(a) = &s.args {
-                        return Err(fail(a.span(), Rule::ArgsWithoutProgram));
-                    }
-                    Process::InProcess
-                }
-                Some(("", span)) => return Err(fail(span, Rule::EmptyProgram)),
-                Some(("own", span)) => {
-                    if let Some(a) = &s.args {
-                        return Err(fail(a.span(), Rule::ArgsWithoutProgram));
-                    }
-                    if s.builtin.is_none() {
-                        return Err(fail(span, Rule::OwnWithoutBuiltin));
-                    }
-                    Process::Own
-                }
-                Some((program, _)) => Process::Program {
-                    program: program.to_string(),
-                    args: s
-                        .args
-                        .as_ref()
-                        .map(|a| a.get_ref().clone())
-                        .unwrap_or_default(),
-                },
-            };
-            if let (Some(b), Process::Program { .. }) = (&s.builtin, &process) {
-                return Err(fail(b.span(), Rule::BuiltinInProgram));
-            }
-            if let Some(g) = &s.group {
-                if !matches!(process, Process::InProcess) {
-                    return Err(fail(g.span(), Rule::GroupAcrossProcesses));
-                }
-                match groups.get(g.get_ref()) {
-                    Some((gstart, gperiod, _, first)) if (*gstart, *gperiod) != (start, period) => {
-                        return Err(fail(
-                            g.span(),
-                            Rule::GroupCadence {
-                                group: g.get_ref().clone(),
-                                first: first.clone(),
-                            },
-                        ));
-                    }
-                    Some((_, _, ghost, first)) if *ghost != host => {
-                        return Err(fail(
-                            g.span(),
-                            Rule::GroupAcrossHosts {
-                                group: g.get_ref().clone(),
-                                first: first.clone(),
-                            },
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        groups.insert(g.get_ref().clone(), (start, period, host, sname.clone()));
-                    }
-                }
-            }
-            let config: toml::Table = s
-                .config
-                .as_ref()
-                .map(|c| {
-                    c.get_ref()
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.get_ref().clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(b) = &s.builtin {
-                places.builtins.push(BuiltinPlaces {
-                    subsystem: subsystems.len(),
-                    name: loc(b.span()),
-                    config: s
-                        .config
-                        .as_ref()
-                        .map_or_else(|| loc(s.name.span()), |c| loc(c.span())),
-                    keys: s
-                        .config
-                        .as_ref()
-                        .map(|c| {
-                            c.get_ref()
-                                .iter()
-                                .map(|(k, v)| (k.clone(), loc(v.span())))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                });
-            }
-            subsystems.push(SubsystemSpec {
-                name: sname.clone(),
-                start,
-                period,
-                cpu,
-                class,
-                process,
-                builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
-                group: s.group.as_ref().map(|g| g.get_ref().clone()),
-                config,
-                host,
-                location: loc(s.name.span()),
-            });
-        }
-        if subsystems.is_empty() {
-            return Err(fail(0..0, Rule::NoSubsystem));
-        }
-        let stress = match &raw.stress {
-            None => None,
-            Some(st) => {
-                if st.counters.get_ref().is_empty() {
-                    return Err(fail(st.counters.span(), Rule::NoCounters));
-                }
-                places.counters = st
-                    .counters
-                    .get_ref()
-                    .iter()
-                    .map(|c| loc(c.span()))
-                    .collect();
-                Some(StressCheck {
-                    counters: st
-                        .counters
-                        .get_ref()
-                        .iter()
-                        .map(|c| c.get_ref().clone())
-                        .collect(),
-                })
-            }
-        };
-        let hubs = hubs(&raw, text).map_err(|(span, rule)| fail(span, rule))?;
+        let hosts =
+            hosts(&raw.hosts, &|span| r.loc(span)).map_err(|(span, rule)| r.fail(span, rule))?;
+        let subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        let stress = r.stress(&raw, &mut places)?;
+        let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
         let schedule = Schedule {
             name,
             path: path.to_path_buf(),
@@ -1280,6 +931,510 @@ pub enum Rule {
     /// A stress check without counters.
     #[error("the stress check needs at least one counter (cell.element)")]
     NoCounters,
+}
+
+/// A schedule's text as [`Schedule::parse`] checks it, one table or group of keys
+/// at a time: where a value stands, and the error for a rule it breaks there.
+struct Reader<'a> {
+    text: &'a str,
+    path: &'a Path,
+    lines: LineIndex<'a>,
+}
+
+/// The tick, the major frame and the wait mode, checked together.
+struct Timing {
+    tick: Nanos,
+    major: u64,
+    wait: WaitSpec,
+    /// Where the margin stands, when one is given.
+    margin: Option<Range<usize>>,
+}
+
+/// What the subsystems checked so far leave for the next ones.
+#[derive(Default)]
+struct Seen {
+    /// Each name, where it stands.
+    names: BTreeMap<String, Location>,
+    /// The CPUs an RT0 subsystem holds, and which.
+    rt0_cpus: BTreeMap<usize, String>,
+    /// Each group's start, period, host and first member.
+    groups: BTreeMap<String, (u64, u64, usize, String)>,
+}
+
+impl Reader<'_> {
+    fn loc(&self, span: Range<usize>) -> Location {
+        let (line, column) = self.lines.locate(span.start);
+        Location { line, column }
+    }
+
+    fn fail(&self, span: Range<usize>, rule: Rule) -> ScheduleError {
+        ScheduleError::Invalid {
+            path: self.path.to_path_buf(),
+            location: self.loc(span),
+            rule,
+        }
+    }
+
+    /// The tick, the major frame and the wait mode, checked together, with where
+    /// the margin stands when one is given.
+    fn timing(&self, raw: &RawSchedule) -> Result<Timing, ScheduleError> {
+        let tick = duration(&raw.tick).map_err(|r| self.fail(raw.tick.span(), r))?;
+        let major = *raw.major_frame.get_ref();
+        let margin = match &raw.margin {
+            Some(m) => Some((duration(m).map_err(|r| self.fail(m.span(), r))?, m.span())),
+            None => None,
+        };
+        let wait = match raw.wait.as_ref().map(|w| (w.get_ref().as_str(), w.span())) {
+            None | Some(("hybrid", _)) => WaitSpec::Hybrid {
+                margin: margin.as_ref().map(|m| m.0),
+            },
+            Some((other, span)) => {
+                if let Some((_, mspan)) = &margin {
+                    return Err(self.fail(mspan.clone(), Rule::MarginWithoutHybrid));
+                }
+                match other {
+                    "spin" => WaitSpec::Spin,
+                    "nanosleep" => WaitSpec::Nanosleep,
+                    _ => return Err(self.fail(span, Rule::UnknownWait(other.to_string()))),
+                }
+            }
+        };
+        check_tick(tick, major, &wait).map_err(|(part, rule)| {
+            let span = match (part, &margin) {
+                (TickPart::Tick, _) | (TickPart::Margin, None) => raw.tick.span(),
+                (TickPart::MajorFrame, _) => raw.major_frame.span(),
+                (TickPart::Margin, Some((_, span))) => span.clone(),
+            };
+            self.fail(span, rule)
+        })?;
+        Ok(Timing {
+            tick,
+            major,
+            wait,
+            margin: margin.map(|(_, span)| span),
+        })
+    }
+
+    /// Where the cells are declared: a file (its place noted), inline `[[cell]]`
+    /// tables (checked here), or nowhere; not both.
+    fn cells(&self, raw: &RawSchedule, places: &mut Places) -> Result<CellSource, ScheduleError> {
+        Ok(match (&raw.cells, &raw.cell) {
+            (Some(f), Some(_)) => return Err(self.fail(f.span(), Rule::CellsTwice)),
+            (Some(f), None) => {
+                places.cells = self.loc(f.span());
+                let rel = PathBuf::from(f.get_ref());
+                CellSource::File(if rel.is_absolute() {
+                    rel
+                } else {
+                    self.path.parent().unwrap_or(Path::new("")).join(rel)
+                })
+            }
+            (None, Some(specs)) => {
+                let file = self.path.display().to_string();
+                let table = CellTable::from_specs(specs, self.text, &file)
+                    .map_err(|e| cell_file_error(e, self.path, places.cells))?;
+                CellSource::Inline(table)
+            }
+            (None, None) => CellSource::None,
+        })
+    }
+
+    /// The user modes (counted first, then each a plain name unlike every state
+    /// before it) and the initial state, one of them or off, pause or run.
+    fn states(&self, raw: &RawSchedule) -> Result<(Vec<String>, String), ScheduleError> {
+        let raw_modes = raw.modes.as_deref().unwrap_or_default();
+        if let Some(over) = raw_modes.get(crate::state::MAX_MODES) {
+            return Err(self.fail(over.span(), Rule::TooManyModes(raw_modes.len())));
+        }
+        let mut modes = Vec::with_capacity(raw_modes.len());
+        let mut seen_states: BTreeSet<String> = ["off", "pause", "run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for m in raw_modes {
+            let name = m.get_ref();
+            if !valid_name(name) {
+                return Err(self.fail(m.span(), Rule::BadName(name.clone())));
+            }
+            if !seen_states.insert(name.to_ascii_lowercase()) {
+                return Err(self.fail(m.span(), Rule::DuplicateState(name.clone())));
+            }
+            modes.push(name.clone());
+        }
+        let initial_state = match &raw.initial_state {
+            None => "off".to_string(),
+            Some(s) => {
+                if !seen_states.contains(&s.get_ref().to_ascii_lowercase()) {
+                    return Err(self.fail(s.span(), Rule::UnknownState(s.get_ref().clone())));
+                }
+                s.get_ref().to_ascii_lowercase()
+            }
+        };
+        Ok((modes, initial_state))
+    }
+
+    /// The run's name: as given (a plain name), else the file's stem with every
+    /// other character made a `-` (`run` when nothing is left).
+    fn name(&self, raw: &RawSchedule) -> Result<String, ScheduleError> {
+        Ok(match &raw.name {
+            Some(n) => {
+                if !valid_name(n.get_ref()) {
+                    return Err(self.fail(n.span(), Rule::BadName(n.get_ref().clone())));
+                }
+                n.get_ref().clone()
+            }
+            None => {
+                let stem = self
+                    .path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let cleaned: String = stem
+                    .chars()
+                    .map(|c| if valid_char(c) { c } else { '-' })
+                    .collect();
+                if cleaned.is_empty() {
+                    "run".to_string()
+                } else {
+                    cleaned
+                }
+            }
+        })
+    }
+
+    /// The `[[subsystem]]` tables, in file order (at least one), each builtin's
+    /// places noted.
+    fn subsystems(
+        &self,
+        raw: &RawSchedule,
+        major: u64,
+        hosts: &[HostSpec],
+        online: &CpuSet,
+        places: &mut Places,
+    ) -> Result<Vec<SubsystemSpec>, ScheduleError> {
+        let mut subsystems = Vec::with_capacity(raw.subsystems.len());
+        let mut seen = Seen::default();
+        for s in &raw.subsystems {
+            let spec = self.subsystem(s, major, hosts, online, &mut seen)?;
+            let s = s.get_ref();
+            if let Some(b) = &s.builtin {
+                places.builtins.push(BuiltinPlaces {
+                    subsystem: subsystems.len(),
+                    name: self.loc(b.span()),
+                    config: s
+                        .config
+                        .as_ref()
+                        .map_or_else(|| self.loc(s.name.span()), |c| self.loc(c.span())),
+                    keys: s
+                        .config
+                        .as_ref()
+                        .map(|c| {
+                            c.get_ref()
+                                .iter()
+                                .map(|(k, v)| (k.clone(), self.loc(v.span())))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                });
+            }
+            subsystems.push(spec);
+        }
+        if subsystems.is_empty() {
+            return Err(self.fail(0..0, Rule::NoSubsystem));
+        }
+        Ok(subsystems)
+    }
+
+    /// One `[[subsystem]]` table: its name, cadence, host, CPU, class, process and
+    /// group, checked in that order against the tables before it (`seen`).
+    fn subsystem(
+        &self,
+        table: &Spanned<RawSubsystem>,
+        major: u64,
+        hosts: &[HostSpec],
+        online: &CpuSet,
+        seen: &mut Seen,
+    ) -> Result<SubsystemSpec, ScheduleError> {
+        let span_all = table.span();
+        let s = table.get_ref();
+        let sname = s.name.get_ref();
+        if !valid_name(sname) {
+            return Err(self.fail(s.name.span(), Rule::BadName(sname.clone())));
+        }
+        if let Some(first) = seen.names.get(sname) {
+            return Err(self.fail(
+                s.name.span(),
+                Rule::DuplicateName {
+                    name: sname.clone(),
+                    first: *first,
+                },
+            ));
+        }
+        seen.names.insert(sname.clone(), self.loc(s.name.span()));
+        let (start, period) = self.cadence(s, &span_all, major)?;
+        let host = self.host(s, hosts)?;
+        let cpu = match &s.cpu {
+            Some(c) => {
+                let cpu = *c.get_ref();
+                // Another host's CPUs are checked by its local coordinator.
+                if host == 0 && !online.contains(cpu) {
+                    return Err(self.fail(
+                        c.span(),
+                        Rule::CpuOffline {
+                            cpu,
+                            online: online.clone(),
+                        },
+                    ));
+                }
+                Some(cpu)
+            }
+            None => None,
+        };
+        let class = self.class(s, cpu, &span_all, &mut seen.rt0_cpus)?;
+        let process = self.process(s)?;
+        if let (Some(b), Process::Program { .. }) = (&s.builtin, &process) {
+            return Err(self.fail(b.span(), Rule::BuiltinInProgram));
+        }
+        if let Some(g) = &s.group {
+            self.group(g, &process, (start, period, host), sname, &mut seen.groups)?;
+        }
+        let config: toml::Table = s
+            .config
+            .as_ref()
+            .map(|c| {
+                c.get_ref()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(SubsystemSpec {
+            name: sname.clone(),
+            start,
+            period,
+            cpu,
+            class,
+            process,
+            builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
+            group: s.group.as_ref().map(|g| g.get_ref().clone()),
+            config,
+            host,
+            location: self.loc(s.name.span()),
+        })
+    }
+
+    /// A subsystem's start and period: the period divides the major frame, the
+    /// start falls inside the period (each reported at the table without them).
+    fn cadence(
+        &self,
+        s: &RawSubsystem,
+        span_all: &Range<usize>,
+        major: u64,
+    ) -> Result<(u64, u64), ScheduleError> {
+        let period = s.period.as_ref().map_or(1, |p| *p.get_ref());
+        let period_span = s.period.as_ref().map_or(span_all.clone(), |p| p.span());
+        if period == 0 {
+            return Err(self.fail(period_span, Rule::ZeroPeriod));
+        }
+        if period > major {
+            return Err(self.fail(period_span, Rule::PeriodTooLong { period, major }));
+        }
+        if !major.is_multiple_of(period) {
+            return Err(self.fail(period_span, Rule::PeriodDoesNotDivide { period, major }));
+        }
+        let start = s.start.as_ref().map_or(0, |p| *p.get_ref());
+        if start >= period {
+            return Err(self.fail(
+                s.start.as_ref().map_or(span_all.clone(), |p| p.span()),
+                Rule::StartOutsidePeriod { start, period },
+            ));
+        }
+        Ok((start, period))
+    }
+
+    /// A subsystem's host: the first (0) without `host`, else one of the `[[host]]`
+    /// tables.
+    fn host(&self, s: &RawSubsystem, hosts: &[HostSpec]) -> Result<usize, ScheduleError> {
+        match &s.host {
+            None => Ok(0),
+            Some(h) if hosts.is_empty() => Err(self.fail(h.span(), Rule::HostWithoutHosts)),
+            Some(h) => hosts
+                .iter()
+                .position(|x| x.name == *h.get_ref())
+                .ok_or_else(|| {
+                    self.fail(
+                        h.span(),
+                        Rule::UnknownHost {
+                            name: h.get_ref().clone(),
+                            known: hosts.iter().map(|x| x.name.clone()).collect(),
+                        },
+                    )
+                }),
+        }
+    }
+
+    /// A subsystem's class: `policy` and `priority` for RT1 only, one RT0 per CPU
+    /// (noted in `rt0_cpus`), an RT1 priority of 1 to 98.
+    fn class(
+        &self,
+        s: &RawSubsystem,
+        cpu: Option<usize>,
+        span_all: &Range<usize>,
+        rt0_cpus: &mut BTreeMap<usize, String>,
+    ) -> Result<Class, ScheduleError> {
+        let class_name = s.class.as_ref().map_or("normal", |c| c.get_ref().as_str());
+        let class_span = s.class.as_ref().map_or(span_all.clone(), |c| c.span());
+        if let Some(p) = &s.policy
+            && class_name != "rt1"
+        {
+            return Err(self.fail(p.span(), Rule::PolicyWithoutRt1));
+        }
+        if let Some(p) = &s.priority
+            && class_name != "rt1"
+        {
+            return Err(self.fail(p.span(), Rule::PriorityWithoutRt1));
+        }
+        Ok(match class_name {
+            "rt0" => {
+                let Some(cpu) = cpu else {
+                    return Err(self.fail(class_span, Rule::Rt0WithoutCpu));
+                };
+                if let Some(other) = rt0_cpus.get(&cpu) {
+                    return Err(self.fail(
+                        s.cpu.as_ref().map_or(class_span, |c| c.span()),
+                        Rule::TwoRt0 {
+                            cpu,
+                            first: other.clone(),
+                        },
+                    ));
+                }
+                rt0_cpus.insert(cpu, s.name.get_ref().clone());
+                Class::Rt0 { cpu }
+            }
+            "rt1" => {
+                let priority = s.priority.as_ref().map_or(50, |p| *p.get_ref());
+                if !(1..=98).contains(&priority) {
+                    return Err(self.fail(
+                        s.priority.as_ref().map_or(class_span, |p| p.span()),
+                        Rule::PriorityOutOfRange(priority),
+                    ));
+                }
+                let policy = match s.policy.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+                    None | Some(("fifo", _)) => RtPolicy::Fifo,
+                    Some(("rr", _)) => RtPolicy::Rr,
+                    Some((other, span)) => {
+                        return Err(self.fail(span, Rule::UnknownPolicy(other.to_string())));
+                    }
+                };
+                Class::Rt1 { policy, priority }
+            }
+            "normal" => Class::Normal,
+            other => return Err(self.fail(class_span, Rule::UnknownClass(other.to_string()))),
+        })
+    }
+
+    /// A subsystem's process: in-process (no `args`), `own` (a builtin, no `args`),
+    /// or a program (not empty) with its arguments.
+    fn process(&self, s: &RawSubsystem) -> Result<Process, ScheduleError> {
+        Ok(
+            match s.process.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+                None | Some(("in-process", _)) => {
+                    if let Some(a) = &s.args {
+                        return Err(self.fail(a.span(), Rule::ArgsWithoutProgram));
+                    }
+                    Process::InProcess
+                }
+                Some(("", span)) => return Err(self.fail(span, Rule::EmptyProgram)),
+                Some(("own", span)) => {
+                    if let Some(a) = &s.args {
+                        return Err(self.fail(a.span(), Rule::ArgsWithoutProgram));
+                    }
+                    if s.builtin.is_none() {
+                        return Err(self.fail(span, Rule::OwnWithoutBuiltin));
+                    }
+                    Process::Own
+                }
+                Some((program, _)) => Process::Program {
+                    program: program.to_string(),
+                    args: s
+                        .args
+                        .as_ref()
+                        .map(|a| a.get_ref().clone())
+                        .unwrap_or_default(),
+                },
+            },
+        )
+    }
+
+    /// A subsystem's synchronous group: its members are threads of one process, on
+    /// one host, with the cadence (`start`, `period`) of the first (noted in
+    /// `groups`).
+    fn group(
+        &self,
+        g: &Spanned<String>,
+        process: &Process,
+        (start, period, host): (u64, u64, usize),
+        sname: &str,
+        groups: &mut BTreeMap<String, (u64, u64, usize, String)>,
+    ) -> Result<(), ScheduleError> {
+        if !matches!(process, Process::InProcess) {
+            return Err(self.fail(g.span(), Rule::GroupAcrossProcesses));
+        }
+        match groups.get(g.get_ref()) {
+            Some((gstart, gperiod, _, first)) if (*gstart, *gperiod) != (start, period) => {
+                Err(self.fail(
+                    g.span(),
+                    Rule::GroupCadence {
+                        group: g.get_ref().clone(),
+                        first: first.clone(),
+                    },
+                ))
+            }
+            Some((_, _, ghost, first)) if *ghost != host => Err(self.fail(
+                g.span(),
+                Rule::GroupAcrossHosts {
+                    group: g.get_ref().clone(),
+                    first: first.clone(),
+                },
+            )),
+            Some(_) => Ok(()),
+            None => {
+                groups.insert(
+                    g.get_ref().clone(),
+                    (start, period, host, sname.to_string()),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The stress check: at least one counter, each counter's place noted.
+    fn stress(
+        &self,
+        raw: &RawSchedule,
+        places: &mut Places,
+    ) -> Result<Option<StressCheck>, ScheduleError> {
+        let Some(st) = &raw.stress else {
+            return Ok(None);
+        };
+        if st.counters.get_ref().is_empty() {
+            return Err(self.fail(st.counters.span(), Rule::NoCounters));
+        }
+        places.counters = st
+            .counters
+            .get_ref()
+            .iter()
+            .map(|c| self.loc(c.span()))
+            .collect();
+        Ok(Some(StressCheck {
+            counters: st
+                .counters
+                .get_ref()
+                .iter()
+                .map(|c| c.get_ref().clone())
+                .collect(),
+        }))
+    }
 }
 
 fn valid_char(c: char) -> bool {

@@ -1,0 +1,734 @@
+//! A run's coordinator, from the epoch to the stop: every 2 ms it beats, watches
+//! the children, the threads, the cells and the other hosts, serves the commands,
+//! puts the state changes in force, checks the acknowledgements, calls the status
+//! hook and stops the run. Each concern is one method, called in that order.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ictus_core::Nanos;
+use ictus_os::clock::monotonic_now;
+
+use super::children::{ChildProc, describe_exit, kill_all};
+use super::prepare::Staged;
+use super::snapshot::{live_now, running};
+use super::start::{Handle, Startup};
+use super::{RunOptions, RunWarning};
+use crate::cell::Cells;
+use crate::control::{Control, Status};
+use crate::ctl::Command;
+use crate::executive;
+use crate::link::{Link, LinkEvent, RemoteSlot};
+use crate::live::LiveStatus;
+use crate::schedule::Schedule;
+use crate::state::{self, Pending, StateId, StateLog, States};
+
+/// What happened during the run, in order, and the shortfalls met.
+#[derive(Default)]
+pub(super) struct Journal {
+    pub(super) events: Vec<String>,
+    pub(super) warnings: Vec<RunWarning>,
+}
+
+impl Journal {
+    /// `message` as an event of frame `frame`, and as a warning with its advice.
+    fn warn(&mut self, frame: u64, id: &str, message: String, advice: String) {
+        self.events.push(format!("frame {frame}: {message}"));
+        self.warnings.push(RunWarning {
+            id: id.into(),
+            message,
+            advice: Some(advice),
+        });
+    }
+}
+
+/// The run's time base, once the epoch is set.
+#[derive(Clone, Copy)]
+pub(super) struct Clock {
+    /// The deadline of frame 0.
+    pub(super) epoch: Nanos,
+    pub(super) tick: Nanos,
+    /// Minor frames per major frame.
+    pub(super) major: u64,
+    /// How far ahead a change is announced.
+    pub(super) lead: Nanos,
+}
+
+impl Clock {
+    /// The frame `now` falls in.
+    fn frame(&self, now: Nanos) -> u64 {
+        now.saturating_sub(self.epoch).as_u64() / self.tick.as_u64()
+    }
+
+    /// The first major frame a change decided at `now` can still be announced for.
+    fn announce(&self, now: Nanos) -> u64 {
+        executive::announce_frame(self.epoch, self.tick, self.major, now, self.lead)
+    }
+}
+
+/// A state command waiting for the one before it to be in force.
+type Queued = (StateId, String, mpsc::Sender<String>);
+
+/// The coordinator of a run, from the epoch on.
+pub(super) struct Coordinator<'a, 'scope> {
+    pub(super) staged: &'a Staged<'a>,
+    pub(super) options: &'a mut RunOptions,
+    pub(super) link: &'a mut Option<Box<dyn Link>>,
+    pub(super) children: &'a mut Vec<ChildProc>,
+    pub(super) handles: Vec<(usize, Handle<'scope>)>,
+    pub(super) log: StateLog,
+    pub(super) journal: Journal,
+    pub(super) clock: Clock,
+    /// The first frame no subsystem runs (`u64::MAX`: until stopped).
+    pub(super) stop_frame: u64,
+    /// False once stopped by request before the duration's end.
+    pub(super) complete: bool,
+    /// Subsystems that panicked (reported once).
+    pub(super) thread_failed: Vec<bool>,
+    /// Hosts that left the run.
+    pub(super) hosts_left: BTreeSet<usize>,
+    /// Frames after which a missing acknowledgement is reported.
+    ack_timeout: u64,
+    /// Subsystems whose missing acknowledgement of the state in force was reported.
+    reported: Vec<bool>,
+    queue: Vec<Queued>,
+    last_status: Nanos,
+    stop_requested: bool,
+    /// Whether programs still running after the stop were killed.
+    killed: bool,
+    /// The torn reads and writes of each subsystem already reported.
+    torn_seen: Vec<u64>,
+    /// Subsystems of other hosts whose failure was reported.
+    remote_failed: Vec<bool>,
+}
+
+impl<'a, 'scope> Coordinator<'a, 'scope> {
+    /// The coordinator of the run `startup` started, from its epoch on.
+    pub(super) fn new(startup: Startup<'a, 'scope>, clock: Clock, stop_frame: u64) -> Self {
+        let Startup {
+            staged,
+            options,
+            link,
+            children,
+            handles,
+            log,
+            journal,
+            ..
+        } = startup;
+        let n = staged.schedule.subsystems.len();
+        let ack_timeout = options
+            .ack_timeout_frames
+            .unwrap_or_else(|| (1_000_000_000 / clock.tick.as_u64()).max(1));
+        Coordinator {
+            staged,
+            options,
+            link,
+            children,
+            handles,
+            log,
+            journal,
+            clock,
+            stop_frame,
+            complete: true,
+            thread_failed: vec![false; n],
+            hosts_left: BTreeSet::new(),
+            ack_timeout,
+            reported: vec![false; n],
+            queue: Vec::new(),
+            last_status: monotonic_now(),
+            stop_requested: false,
+            killed: false,
+            torn_seen: vec![0; n],
+            remote_failed: vec![false; n],
+        }
+    }
+
+    /// Coordinates until every subsystem has stopped; the state commands still
+    /// queued are then refused.
+    pub(super) fn coordinate(&mut self) {
+        loop {
+            let now = monotonic_now();
+            self.staged.control.beat(now);
+            let f = self.clock.frame(now);
+            self.children_that_died(f);
+            self.threads_that_panicked(f);
+            self.torn_cells(f);
+            self.other_hosts(f);
+            self.commands(f);
+            self.transition(f, now);
+            self.acknowledgements(f);
+            self.status(f, now);
+            self.stop_on_request(now);
+            if self.stopped(f, now) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for (_, _, reply) in self.queue.drain(..) {
+            let _ = reply.send("error the run ended".into());
+        }
+    }
+
+    /// Children that died: a child that ended before it finished is failed, the
+    /// cells it was writing are reopened, and its frames count as lost.
+    fn children_that_died(&mut self, f: u64) {
+        let staged = self.staged;
+        let control = &staged.control;
+        for c in self.children.iter_mut() {
+            if c.exited.is_none()
+                && let Ok(Some(status)) = c.child.try_wait()
+            {
+                let view = control.slot(c.slot).view();
+                let clean = view.status == Status::Finished;
+                let what = describe_exit(status);
+                c.exited = Some(what.clone());
+                if !clean {
+                    control.slot(c.slot).set_status(Status::Failed);
+                    let recovered = recover_writer(&staged.cells, control, c.slot);
+                    let msg = format!(
+                        "{}: its process ({}) {what} after frame {}; its frames count as lost{}",
+                        staged.names[c.slot],
+                        c.program,
+                        view.last_frame.map_or("-".to_string(), |v| v.to_string()),
+                        if recovered > 0 {
+                            format!(", {recovered} cell(s) it was writing reopened")
+                        } else {
+                            String::new()
+                        }
+                    );
+                    self.journal.warn(
+                        f,
+                        "crash",
+                        msg,
+                        "the other subsystems kept their beat; rerun with `ictus run` \
+                         (no cleanup needed)"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Subsystem threads that panicked (their guard marked the slot failed and left
+    /// their group, so its other members end too).
+    fn threads_that_panicked(&mut self, f: u64) {
+        let staged = self.staged;
+        for (k, h) in &self.handles {
+            if !self.thread_failed[*k]
+                && h.is_finished()
+                && staged.control.slot(*k).status() == Status::Failed
+            {
+                self.thread_failed[*k] = true;
+                let view = staged.control.slot(*k).view();
+                let msg = format!(
+                    "{}: its thread panicked after frame {}; its frames count as lost",
+                    staged.names[*k],
+                    view.last_frame.map_or("-".to_string(), |v| v.to_string()),
+                );
+                self.journal.warn(
+                    f,
+                    "crash",
+                    msg,
+                    "the other subsystems kept their beat (a synchronous group ends \
+                     with its member); its panic message is on stderr"
+                        .into(),
+                );
+            }
+        }
+    }
+
+    /// Cells whose writer stopped half way through a write.
+    fn torn_cells(&mut self, f: u64) {
+        let staged = self.staged;
+        for (k, seen) in self.torn_seen.iter_mut().enumerate() {
+            let view = staged.control.slot(k).view();
+            if view.torn > *seen {
+                let (msg, advice) =
+                    torn_message(&staged.cells, &staged.control, &staged.names, k, &view);
+                *seen = view.torn;
+                self.journal.warn(f, "cell-torn", msg, advice);
+            }
+        }
+    }
+
+    /// The other hosts: their events, then the state and stop the main coordinator
+    /// sends (or, on a node, the stop it received).
+    fn other_hosts(&mut self, f: u64) {
+        let staged = self.staged;
+        let Some(l) = self.link.as_mut() else {
+            return;
+        };
+        for event in l.poll(&staged.control, &staged.local) {
+            let what = LinkTurn {
+                schedule: staged.schedule,
+                control: &staged.control,
+                here: staged.here,
+                frame: f,
+                lead: self.clock.lead,
+                epoch: self.clock.epoch,
+            };
+            match what.apply(
+                event,
+                &mut self.log,
+                &mut self.hosts_left,
+                &mut self.remote_failed,
+            ) {
+                Turn::Nothing => {}
+                Turn::Event(e) => self.journal.events.push(e),
+                Turn::Warning(e, w) => {
+                    self.journal.events.push(e);
+                    self.journal.warnings.push(w);
+                }
+            }
+        }
+        if staged.here != 0 {
+            // The main coordinator's stop (and one a lost main set).
+            self.stop_frame = self.stop_frame.min(staged.control.stop_frame());
+        } else {
+            l.command(staged.control.state(), self.stop_frame);
+        }
+    }
+
+    /// The live view (`ictus ctl status`, the status hook) at frame `f`.
+    fn snapshot(&self, f: u64) -> LiveStatus {
+        let s = self.staged;
+        let extras = running(
+            self.link.as_deref(),
+            &self.hosts_left,
+            &self.journal.events,
+            self.clock.epoch,
+            self.stop_frame,
+            self.stop_requested,
+        );
+        live_now(
+            s.schedule, &s.control, &s.states, &s.cells, &self.log, f, extras,
+        )
+    }
+
+    /// Commands: a state is queued (on the main host only), the status answered,
+    /// a stop requested.
+    fn commands(&mut self, f: u64) {
+        let staged = self.staged;
+        while let Ok(cmd) = staged.commands.try_recv() {
+            match cmd {
+                Command::State(_, reply) if staged.here != 0 => {
+                    let _ = reply.send(format!(
+                        "error this host follows the main coordinator on host {}: \
+                         command the run there",
+                        staged.schedule.hosts[0].name
+                    ));
+                }
+                Command::State(name, reply) => match staged.states.id(&name) {
+                    Some(id) => self.queue.push((id, name, reply)),
+                    None => {
+                        let _ = reply.send(format!(
+                            "error unknown state '{name}' (states: {})",
+                            staged.states.names().join(", ")
+                        ));
+                    }
+                },
+                Command::Status(reply) => {
+                    let s = self.snapshot(f);
+                    let _ = reply.send(serde_json::to_string(&s).unwrap_or_default());
+                }
+                Command::Stop(reply) => {
+                    self.options.stop.store(true, Ordering::Relaxed);
+                    let _ = reply.send("ok stopping".into());
+                }
+            }
+        }
+    }
+
+    /// One transition at a time: the next once the last is in force.
+    fn transition(&mut self, f: u64, now: Nanos) {
+        if self.queue.is_empty() || f < self.log.since() {
+            return;
+        }
+        let staged = self.staged;
+        let (id, name, reply) = self.queue.remove(0);
+        let at = self.clock.announce(now);
+        if at >= self.stop_frame {
+            let _ = reply.send(format!(
+                "error the run stops at frame {}, before the change could take effect",
+                self.stop_frame
+            ));
+        } else {
+            let word = self.log.command(id, at);
+            staged.control.set_state(word);
+            let Clock { epoch, tick, .. } = self.clock;
+            check_announcement(&mut self.journal.warnings, epoch, tick, at, "state change");
+            self.reported.iter_mut().for_each(|r| *r = false);
+            self.journal
+                .events
+                .push(format!("frame {f}: state {name} commanded from frame {at}"));
+            let _ = reply.send(format!("ok {} from frame {at}", staged.states.name(id)));
+        }
+    }
+
+    /// Acknowledgements: a subsystem still running that has not acknowledged the
+    /// state in force after the timeout is reported, once per state.
+    fn acknowledgements(&mut self, f: u64) {
+        let staged = self.staged;
+        let (schedule, control, names, here) =
+            (staged.schedule, &staged.control, &staged.names, staged.here);
+        let word = control.state();
+        let acks: Vec<(&str, Option<state::Ack>)> = (0..schedule.subsystems.len())
+            .filter(|&k| here == 0 || schedule.subsystems[k].host == here)
+            .filter(|k| !self.hosts_left.contains(&schedule.subsystems[*k].host))
+            .map(|k| (names[k].as_str(), control.slot(k).ack()))
+            .collect();
+        for p in state::pending(word, f.min(self.stop_frame), acks) {
+            let k = names.iter().position(|x| *x == p.subsystem).unwrap_or(0);
+            if p.frames >= self.ack_timeout
+                && !self.reported[k]
+                && control.slot(k).status() == Status::Running
+            {
+                self.reported[k] = true;
+                let msg = ack_message(&p, &staged.states);
+                self.journal.warn(
+                    f,
+                    "ack-timeout",
+                    msg,
+                    "a subsystem that acknowledges explicitly calls frame.ack(state) once it has reached the state".into(),
+                );
+            }
+        }
+    }
+
+    /// The status hook, every `status_every`.
+    fn status(&mut self, f: u64, now: Nanos) {
+        if self.options.on_status.is_none()
+            || now.saturating_sub(self.last_status) < Nanos::from(self.options.status_every)
+        {
+            return;
+        }
+        self.last_status = now;
+        let s = self.snapshot(f);
+        if let Some(cb) = self.options.on_status.as_mut() {
+            cb(&s);
+        }
+    }
+
+    /// Stop on request (Ctrl-C, `ictus ctl stop`), at the first major frame that
+    /// can still be announced, unless the duration ends the run before.
+    fn stop_on_request(&mut self, now: Nanos) {
+        // Relaxed: a stop request, polled.
+        if self.stop_requested || !self.options.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        self.stop_requested = true;
+        let at = self.clock.announce(now);
+        if at < self.stop_frame {
+            self.stop_frame = at;
+            self.staged.control.set_stop_frame(at);
+            let Clock { epoch, tick, .. } = self.clock;
+            check_announcement(&mut self.journal.warnings, epoch, tick, at, "stop");
+            self.complete = self.options.duration.is_none();
+        }
+    }
+
+    /// Whether the run is over: past its stop frame, every thread and program
+    /// ended. A program still running 5 s after the stop is killed.
+    fn stopped(&mut self, f: u64, now: Nanos) -> bool {
+        if self.stop_frame == u64::MAX {
+            return false;
+        }
+        let stop_at = self.clock.epoch + self.clock.tick * self.stop_frame;
+        let threads_done = self.handles.iter().all(|(_, h)| h.is_finished());
+        let children_done = self
+            .children
+            .iter_mut()
+            .all(|c| c.exited.is_some() || matches!(c.child.try_wait(), Ok(Some(_))));
+        if threads_done && children_done && now >= stop_at {
+            return true;
+        }
+        if !self.killed && now > stop_at + Nanos::from_secs(5) {
+            // A program that does not leave is ended.
+            self.killed = true;
+            kill_all(self.children);
+            self.journal.events.push(format!(
+                "frame {f}: programs still running 5 s after the stop were killed"
+            ));
+        }
+        false
+    }
+}
+
+/// What the coordinator's loop makes of a [`LinkEvent`].
+enum Turn {
+    Nothing,
+    Event(String),
+    Warning(String, RunWarning),
+}
+
+/// The coordinator's loop, as a [`LinkEvent`] meets it.
+struct LinkTurn<'a> {
+    schedule: &'a Schedule,
+    control: &'a Control,
+    here: usize,
+    frame: u64,
+    lead: Nanos,
+    epoch: Nanos,
+}
+
+impl LinkTurn<'_> {
+    fn apply(
+        &self,
+        event: LinkEvent,
+        log: &mut StateLog,
+        hosts_left: &mut BTreeSet<usize>,
+        remote_failed: &mut [bool],
+    ) -> Turn {
+        let f = self.frame;
+        match event {
+            LinkEvent::Joined(h) if hosts_left.remove(&h) => {
+                Turn::Event(format!("frame {f}: host {} is back", self.host_name(h)))
+            }
+            LinkEvent::Joined(_) => Turn::Nothing,
+            LinkEvent::Left(h) if hosts_left.contains(&h) => Turn::Nothing,
+            LinkEvent::Left(h) => {
+                hosts_left.insert(h);
+                self.left(h)
+            }
+            LinkEvent::Control { state, stop_frame } => {
+                if state != self.control.state() {
+                    log.command(state.next, state.from_frame);
+                    self.control.set_state(state);
+                }
+                self.control.set_stop_frame(stop_frame);
+                Turn::Nothing
+            }
+            LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
+        }
+    }
+
+    fn host_name(&self, h: usize) -> &str {
+        self.schedule.hosts.get(h).map_or("?", |x| x.name.as_str())
+    }
+
+    /// Host `h` left the run (it was not known to have left).
+    fn left(&self, h: usize) -> Turn {
+        let f = self.frame;
+        if self.here != 0 && h == 0 {
+            // The main coordinator is gone: this host stops at the next
+            // major frame it can still announce to its subsystems.
+            let at = executive::announce_frame(
+                self.epoch,
+                self.control.tick(),
+                self.schedule.major_frame,
+                monotonic_now(),
+                self.lead,
+            );
+            self.control.set_stop_frame(at);
+            let msg = format!(
+                "the main coordinator (host {}) left the run at frame {f}; this host \
+                 stops at frame {at}",
+                self.host_name(0)
+            );
+            return Turn::Warning(
+                format!("frame {f}: {msg}"),
+                RunWarning {
+                    id: "host-lost".into(),
+                    message: msg,
+                    advice: Some(
+                        "the frames after it count as lost; start the run again \
+                         from the main host"
+                            .into(),
+                    ),
+                },
+            );
+        }
+        if self.here != 0 {
+            return Turn::Event(format!(
+                "frame {f}: host {} left the run",
+                self.host_name(h)
+            ));
+        }
+        let mut lost = Vec::new();
+        for (k, spec) in self.schedule.subsystems.iter().enumerate() {
+            if spec.host == h && self.control.slot(k).status() != Status::Finished {
+                self.control.slot(k).set_status(Status::Failed);
+                lost.push(spec.name.as_str());
+            }
+        }
+        if lost.is_empty() {
+            return Turn::Event(format!(
+                "frame {f}: host {} left the run",
+                self.host_name(h)
+            ));
+        }
+        let msg = format!(
+            "host {} left the run at frame {f}: the frames of {} count as lost from there",
+            self.host_name(h),
+            lost.join(", ")
+        );
+        Turn::Warning(
+            format!("frame {f}: {msg}"),
+            RunWarning {
+                id: "host-lost".into(),
+                message: msg,
+                advice: Some(
+                    "the other hosts kept their beat; see why the host went (its \
+                     `ictus node` output, its link)"
+                        .into(),
+                ),
+            },
+        )
+    }
+
+    /// A subsystem of another host as its host reported it: its figures and its
+    /// acknowledgement in its slot, its failure reported once.
+    fn remote(
+        &self,
+        r: RemoteSlot,
+        hosts_left: &BTreeSet<usize>,
+        remote_failed: &mut [bool],
+    ) -> Turn {
+        let f = self.frame;
+        let Some(spec) = self.schedule.subsystems.get(r.slot) else {
+            return Turn::Nothing;
+        };
+        if spec.host == self.here || hosts_left.contains(&spec.host) {
+            return Turn::Nothing;
+        }
+        let slot = self.control.slot(r.slot);
+        slot.publish(&crate::control::Counters {
+            frames_run: r.frames_run,
+            overruns: r.overruns,
+            longest_streak: r.longest_streak,
+            last_frame: r.last_frame,
+            last_exec: Nanos::ZERO,
+            max_jitter: Nanos::new(r.max_jitter_ns),
+            max_exec: Nanos::new(r.max_exec_ns),
+            torn: 0,
+            last_torn_cell: 0,
+            window: 0,
+            window_max: Nanos::ZERO,
+            window_done: r.window_done,
+        });
+        if let Some(a) = crate::state::Ack::unpack(r.ack) {
+            slot.acknowledge(a);
+        }
+        let status = r.status();
+        if slot.status() != status {
+            slot.set_status(status);
+        }
+        if status == Status::Failed && !remote_failed[r.slot] {
+            remote_failed[r.slot] = true;
+            let msg = format!(
+                "{} on host {}: it failed after frame {} (reported by its host); its \
+                 frames count as lost",
+                spec.name,
+                self.host_name(spec.host),
+                if r.last_frame == u64::MAX {
+                    "-".to_string()
+                } else {
+                    r.last_frame.to_string()
+                }
+            );
+            return Turn::Warning(
+                format!("frame {f}: {msg}"),
+                RunWarning {
+                    id: "crash".into(),
+                    message: msg,
+                    advice: Some(
+                        "the other subsystems kept their beat; its host's `ictus node` \
+                         output says why"
+                            .into(),
+                    ),
+                },
+            );
+        }
+        Turn::Nothing
+    }
+}
+
+/// Reopens every cell the subsystem in `slot` writes and that its death left in
+/// the middle of a write; returns how many were.
+fn recover_writer(cells: &Cells, control: &Control, slot: usize) -> usize {
+    let table = cells.table();
+    let mut index = 0;
+    let mut recovered = 0;
+    for (c, cell) in table.cells().iter().enumerate() {
+        let n = cell.elements().len();
+        if (index..index + n).any(|e| control.writer_of(e) == Some(slot)) && cells.recover_cell(c) {
+            recovered += 1;
+        }
+        index += n;
+    }
+    recovered
+}
+
+fn ack_message(p: &Pending, states: &States) -> String {
+    format!(
+        "{} has not acknowledged state {} {} frames after it took effect (last acknowledged: {})",
+        p.subsystem,
+        states.name(p.commanded),
+        p.frames,
+        p.acknowledged.map_or("nothing", |a| states.name(a))
+    )
+}
+
+/// Warns when a change was announced so late that a subsystem may already have
+/// started the frame it applies to.
+fn check_announcement(
+    warnings: &mut Vec<RunWarning>,
+    epoch: Nanos,
+    tick: Nanos,
+    frame: u64,
+    what: &str,
+) {
+    let now = monotonic_now();
+    if now >= epoch + tick * frame.saturating_sub(1) {
+        warnings.push(RunWarning {
+            id: "late-announcement".into(),
+            message: format!(
+                "the {what} for frame {frame} was announced only at frame {}; a subsystem may have missed it",
+                now.saturating_sub(epoch).as_u64() / tick.as_u64()
+            ),
+            advice: Some("the coordinator was delayed: keep a CPU free of real-time work for it".into()),
+        });
+    }
+}
+
+/// The event for subsystem `k` having given up on a cell: which cell, and who
+/// writes it.
+fn torn_message(
+    cells: &Cells,
+    control: &Control,
+    names: &[String],
+    k: usize,
+    view: &crate::control::SlotView,
+) -> (String, String) {
+    let table = cells.table();
+    let Some(cell) = view.last_torn_cell.filter(|&c| c < table.cells().len()) else {
+        return (
+            format!("{}: a cell was held by a writer not progressing", names[k]),
+            "a writer stopped half way through a write".to_string(),
+        );
+    };
+    let first = crate::subsystem::first_element_index(table, cell);
+    let mut writers: Vec<&str> = (first..first + table.cells()[cell].elements().len())
+        .filter_map(|e| control.writer_of(e))
+        .filter_map(|w| names.get(w).map(String::as_str))
+        .collect();
+    writers.dedup();
+    let writer = if writers.is_empty() {
+        "(none registered)".to_string()
+    } else {
+        writers.join(", ")
+    };
+    (
+        format!(
+            "cell {} torn: writer {writer} not progressing ({} gave up on it {} time(s) and ran on with its last coherent copy)",
+            table.cells()[cell].name(),
+            names[k],
+            view.torn
+        ),
+        "a writer was stopped half way through a write (a debugger, SIGSTOP, a page-fault \
+         storm); it holds the cell until it runs again or its process ends"
+            .to_string(),
+    )
+}

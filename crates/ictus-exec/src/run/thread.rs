@@ -1,0 +1,220 @@
+//! A subsystem's side of a run: placing its thread, `init`, waiting for the epoch,
+//! its frames, its outcome. The same for a thread of the coordinator ([`super::run`])
+//! and for a launched program ([`crate::child::run`]).
+
+use ictus_core::{CpuSet, Nanos};
+use ictus_os::sched;
+use ictus_shield::class::{self, Class, ClassError, Options};
+
+use super::{Distribution, RunWarning, ThreadOutcome};
+use crate::cell::Cells;
+use crate::control::{Control, Status};
+use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::hub::Hubs;
+use crate::schedule::{Schedule, SubsystemSpec};
+use crate::state::States;
+use crate::subsystem::{Registry, SetupClient, Subsystem};
+
+/// The outcome of entering a class on the calling thread.
+pub(crate) struct Placement {
+    pub(crate) class_obtained: String,
+    pub(crate) memory_locked: bool,
+    pub(crate) warnings: Vec<RunWarning>,
+}
+
+/// Enters the subsystem's class on the calling thread; when a real-time policy is
+/// refused, goes on as normal and says which privilege was missing. Then pins to the
+/// subsystem's CPU.
+pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
+    let mut warnings = Vec::new();
+    let rt0 = matches!(spec.class, Class::Rt0 { .. });
+    let mut options = Options {
+        lock_memory: rt0,
+        prefault_stack: true,
+    };
+    let mut obtained = spec.class.clone();
+    let mut result = class::enter(spec.class.clone(), options, None);
+    if let Err(ClassError::Memory(e)) = &result {
+        warnings.push(RunWarning {
+            id: "mlock-refused".into(),
+            message: format!("{}: memory is not locked ({e})", spec.name),
+            advice: Some(e.advice.clone()),
+        });
+        options.lock_memory = false;
+        result = class::enter(spec.class.clone(), options, None);
+    }
+    if let Err(e) = &result {
+        let advice = match e {
+            ClassError::Policy(sched::SchedError::Refused { advice, .. }) => Some(advice.clone()),
+            _ => Some(
+                "real-time classes need CAP_SYS_NICE (run as root, or grant it with \
+                 `setcap cap_sys_nice+ep`, or raise RLIMIT_RTPRIO)"
+                    .to_string(),
+            ),
+        };
+        warnings.push(RunWarning {
+            id: "policy-refused".into(),
+            message: format!(
+                "{}: {} refused ({e}); it runs in the normal class",
+                spec.name, spec.class
+            ),
+            advice,
+        });
+        obtained = Class::Normal;
+        result = class::enter(Class::Normal, options, None);
+    }
+    let memory_locked = result.as_ref().is_ok_and(|e| e.memory_locked);
+    if !rt0 && let Some(cpu) = spec.cpu {
+        if let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu])) {
+            warnings.push(RunWarning {
+                id: "affinity-refused".into(),
+                message: format!("{}: not pinned to CPU {cpu} ({e})", spec.name),
+                advice: None,
+            });
+        }
+    } else if rt0
+        && matches!(obtained, Class::Normal)
+        && let Some(cpu) = spec.cpu
+    {
+        let _ = sched::set_affinity(&CpuSet::from_cpus([cpu]));
+    }
+    Placement {
+        class_obtained: obtained.to_string(),
+        memory_locked,
+        warnings,
+    }
+}
+
+/// The hybrid margin for `schedule` on the calling thread (calibrated if not given).
+pub(crate) fn margin_for(schedule: &Schedule, tick: Nanos) -> Option<Nanos> {
+    match schedule.wait {
+        crate::schedule::WaitSpec::Hybrid { margin: Some(m) } => Some(m),
+        crate::schedule::WaitSpec::Hybrid { margin: None } => {
+            let samples = (100_000_000 / tick.as_u64().max(1)).clamp(20, 200);
+            Some(ictus_os::wait::calibrate_margin(tick, samples).margin_ns)
+        }
+        _ => None,
+    }
+}
+
+/// How long a subsystem waits for a cell held by a writer before it goes on with
+/// its last coherent copy: half a tick, at most 1 ms.
+pub(crate) fn patience(tick: Nanos) -> Nanos {
+    Nanos::new(tick.as_u64() / 2).min(Nanos::from_millis(1))
+}
+
+/// Everything a subsystem thread or child needs to run its frames after `init`.
+pub(crate) struct Prepared<'a> {
+    pub(crate) schedule: &'a Schedule,
+    pub(crate) spec: &'a SubsystemSpec,
+    pub(crate) slot: usize,
+    pub(crate) control: &'a Control,
+    pub(crate) cells: Cells,
+    pub(crate) states: &'a States,
+    pub(crate) names: &'a [String],
+    pub(crate) setup: SetupClient,
+    pub(crate) hubs: Hubs,
+    pub(crate) group: Option<&'a Group>,
+    pub(crate) heartbeat_timeout: Option<Nanos>,
+}
+
+impl Prepared<'_> {
+    /// Places the thread, runs `init`, waits for the epoch, runs the frames, shuts
+    /// down. The slot follows each step; a failed `init` is returned as an error.
+    pub(crate) fn run(
+        &self,
+        subsystem: &mut dyn Subsystem,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Result<ThreadOutcome, String> {
+        let slot = self.control.slot(self.slot);
+        // However this thread ends, also by a panic, its group partners stop
+        // waiting for it, and a panic shows in its slot at once.
+        let _leave = Leave {
+            group: self.group,
+            control: self.control,
+            slot: self.slot,
+        };
+        slot.set_ids(std::process::id(), sched::thread_id() as u64);
+        slot.set_status(Status::Starting);
+        let placement = place(self.spec);
+        let margin = margin_for(self.schedule, self.control.tick());
+        let mode = self.schedule.wait.mode(margin.unwrap_or(Nanos::ZERO));
+        let mut reg = Registry::new(
+            self.slot,
+            self.names,
+            &self.spec.config,
+            self.states,
+            self.cells.clone(),
+            self.control,
+            self.setup.clone(),
+            self.hubs.clone(),
+        );
+        if let Err(e) = subsystem.init(&mut reg) {
+            slot.set_status(Status::Failed);
+            return Err(e.to_string());
+        }
+        let registered = reg.finish();
+        let mut ports = registered.ports;
+        ports.set_patience(patience(self.control.tick()));
+        let mut stats = Stats::default();
+        ports.warm_up();
+        ictus_os::memory::prefault_stack();
+        slot.set_status(Status::Ready);
+        let end = if executive::wait_for_epoch(self.control, give_up) {
+            let runner = Runner {
+                control: self.control,
+                slot: self.slot,
+                start: self.spec.start,
+                period: self.spec.period,
+                group: self.group,
+                heartbeat_timeout: self.heartbeat_timeout,
+                explicit_ack: registered.explicit_ack,
+            };
+            runner.run(&OsBeat { mode }, subsystem, &mut ports, &mut stats)
+        } else {
+            LoopEnd::Aborted
+        };
+        subsystem.shutdown();
+        let outcome = ThreadOutcome {
+            subsystem: self.spec.name.clone(),
+            pid: std::process::id(),
+            tid: sched::thread_id() as u64,
+            class_requested: self.spec.class.to_string(),
+            class_obtained: placement.class_obtained,
+            policy: sched::current_policy().map_or_else(|e| e.to_string(), |p| p.to_string()),
+            affinity: sched::current_affinity().map_or_else(|e| e.to_string(), |c| c.to_string()),
+            memory_locked: placement.memory_locked,
+            hybrid_margin_ns: margin.map(Nanos::as_u64),
+            frames_run: stats.counters.frames_run,
+            overruns: stats.overruns.missed,
+            longest_overrun_streak: stats.overruns.longest_run,
+            jitter: Distribution::of(&stats.jitter),
+            exec: Distribution::of(&stats.exec),
+            end: end.name().to_string(),
+            warnings: placement.warnings,
+            torn: ports.torn().count,
+        };
+        slot.publish(&stats.counters);
+        slot.set_status(Status::Finished);
+        Ok(outcome)
+    }
+}
+
+/// Leaves a subsystem thread's synchronous group when dropped, and marks its slot
+/// failed when that happens while panicking.
+struct Leave<'a> {
+    group: Option<&'a Group>,
+    control: &'a Control,
+    slot: usize,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.group {
+            g.leave();
+        }
+        if std::thread::panicking() {
+            self.control.slot(self.slot).set_status(Status::Failed);
+        }
+    }
+}
