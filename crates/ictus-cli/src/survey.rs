@@ -274,9 +274,22 @@ impl ShieldDriver for SurveyShield {
 
     fn reset(&self) -> Result<String, String> {
         let o = ictus_shield::reset(&self.journal).map_err(|e| e.to_string())?;
+        // The watchdog's log (when the throttle was off): its demotions are said here,
+        // and the file goes with the shield.
+        let log = ictus_shield::watchdog::log_path(&self.journal);
+        let demotions = ictus_shield::watchdog::read_log(&log)
+            .iter()
+            .filter(|e| matches!(e, ictus_shield::watchdog::LogEvent::Demotion(_)))
+            .count();
+        let _ = std::fs::remove_file(&log);
+        let watched = if self.watchdog.is_some() {
+            format!(", the RT throttle back on; the watchdog demoted {demotions} thread(s)")
+        } else {
+            String::new()
+        };
         if o.problems.is_empty() {
             Ok(format!(
-                "{} value(s) restored, {} gone with their task",
+                "{} value(s) restored, {} gone with their task{watched}",
                 o.restored, o.vanished
             ))
         } else {
