@@ -143,6 +143,95 @@ impl StatSnapshot {
     }
 }
 
+/// The fields of a task's `stat` file (`/proc/<pid>/stat`, `/proc/<pid>/task/<tid>/stat`)
+/// that ictus reads: the one parser of that format, for every crate. It allocates
+/// nothing, so a sampler may call it on a real-time thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskStat {
+    /// Field 3: `R`, `S`, `D`, `Z` (zombie), `X`/`x` (dead)...
+    pub state: u8,
+    /// Field 9: the kernel's task flags (`PF_KTHREAD` for kernel threads...).
+    pub flags: u64,
+    /// Field 14: user time, in `USER_HZ` ticks.
+    pub utime: u64,
+    /// Field 15: system time, in `USER_HZ` ticks.
+    pub stime: u64,
+    /// Field 22: start time after boot, in `USER_HZ` ticks (with the pid, names a
+    /// process for good: pids are reused, start times are not).
+    pub start_time: u64,
+    /// Field 39: the CPU it last ran on.
+    pub processor: usize,
+    /// Field 40: its real-time priority (0 for the normal classes).
+    pub rt_priority: u32,
+    /// Field 41: its policy (0 OTHER, 1 FIFO, 2 RR, 3 BATCH, 5 IDLE, 6 DEADLINE).
+    pub policy: u32,
+}
+
+impl TaskStat {
+    /// Parses one `stat` line. The command name (field 2) is in parentheses and may
+    /// hold spaces, parentheses and bytes that are not UTF-8, so the fields are
+    /// counted after the last `)`.
+    pub fn parse(line: &[u8]) -> Option<TaskStat> {
+        let close = line.iter().rposition(|&b| b == b')')?;
+        let mut fields = line[close + 1..]
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty());
+        let state = *fields.next()?.first()?;
+        let mut stat = TaskStat {
+            state,
+            flags: 0,
+            utime: 0,
+            stime: 0,
+            start_time: 0,
+            processor: 0,
+            rt_priority: 0,
+            policy: 0,
+        };
+        fn num<T: std::str::FromStr>(f: &[u8]) -> Option<T> {
+            std::str::from_utf8(f).ok()?.parse().ok()
+        }
+        // The field after the state is field 4.
+        for (n, f) in (4..).zip(fields) {
+            match n {
+                9 => stat.flags = num(f)?,
+                14 => stat.utime = num(f)?,
+                15 => stat.stime = num(f)?,
+                22 => stat.start_time = num(f)?,
+                39 => stat.processor = num(f)?,
+                40 => stat.rt_priority = num(f)?,
+                41 => {
+                    stat.policy = num(f)?;
+                    return Some(stat);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The command name of a `stat` line (between the first `(` and the last `)`).
+    pub fn comm(line: &[u8]) -> Option<&[u8]> {
+        let open = line.iter().position(|&b| b == b'(')?;
+        let close = line.iter().rposition(|&b| b == b')')?;
+        line.get(open + 1..close)
+    }
+
+    /// Reads and parses the `stat` file at `path`.
+    pub fn read(path: &str) -> Option<TaskStat> {
+        TaskStat::parse(&std::fs::read(path).ok()?)
+    }
+
+    /// Whether the task has exited (a zombie not yet reaped, or dead).
+    pub fn exited(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
+
+    /// User and system time together, in `USER_HZ` ticks.
+    pub fn ticks(&self) -> u64 {
+        self.utime.saturating_add(self.stime)
+    }
+}
+
 /// Interrupts served by each CPU so far, other than the local timer's (every line of
 /// `/proc/interrupts` with a count per CPU, summed, but `LOC`: a measuring thread's
 /// own timed sleeps raise those), indexed by the CPU numbers of its header.
@@ -188,6 +277,36 @@ pub fn parse_interrupts(text: &str) -> Vec<(usize, u64)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stat_line_is_read_after_the_last_parenthesis() {
+        // A name with spaces, parentheses and a byte that is not UTF-8.
+        let mut line = b"4242 (a) b (\xff) R 1 4242 4242 0 -1 4194560 5 0 0 0 7 3 0 0 \
+            -51 0 1 0 123456 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 \
+            1 80 1 0 0 0"
+            .to_vec();
+        line.push(b'\n');
+        let sut = TaskStat::parse(&line).unwrap();
+        assert_eq!(
+            sut,
+            TaskStat {
+                state: b'R',
+                flags: 4_194_560,
+                utime: 7,
+                stime: 3,
+                start_time: 123_456,
+                processor: 1,
+                rt_priority: 80,
+                policy: 1,
+            }
+        );
+        assert_eq!(TaskStat::comm(&line), Some(&b"a) b (\xff"[..]));
+        assert_eq!(sut.ticks(), 10);
+        assert!(!sut.exited());
+        assert_eq!(TaskStat::parse(b"1 (x) Z 0 0"), None, "too short");
+        let me = TaskStat::read("/proc/self/stat").unwrap();
+        assert!(me.start_time > 0 && !me.exited());
+    }
+
     #[test]
     fn interrupts_are_summed_per_cpu_of_the_header() {
         let text = "           CPU0       CPU1       CPU3\n\

@@ -198,12 +198,7 @@ impl fmt::Display for Owner {
 /// The command name (field 2) is in parentheses and may hold spaces and
 /// parentheses itself, so the fields are counted after the last `)`.
 pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // After the state (field 3), field 22 is the 19th.
-    let start_time = fields.nth(18)?.parse().ok()?;
-    Some((state, start_time))
+    crate::procstat::TaskStat::parse(stat.as_bytes()).map(|t| (char::from(t.state), t.start_time))
 }
 
 /// Checks a logical name.
@@ -744,8 +739,10 @@ mod tests {
 
     #[test]
     fn a_stat_line_gives_state_and_start_time_even_with_odd_command_names() {
-        let line =
-            "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
+        // A whole line, as the kernel writes it (52 fields).
+        let line = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 \
+                    1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 \
+                    0 0 0 0";
         assert_eq!(parse_stat(line), Some(('S', 98765)));
         assert_eq!(parse_stat("garbage"), None);
         let me = Owner::current().unwrap();

@@ -1068,29 +1068,12 @@ impl ProcTask {
 /// Parses `/proc/TID/stat`: the command name may hold spaces, parentheses and bytes
 /// that are not UTF-8, so fields are counted from the last `)`.
 fn parse_stat(text: &[u8]) -> Option<ProcTask> {
-    let close = text.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
-    // The first field after the name is field 3.
-    let mut fields = rest.split_whitespace();
-    let state = *fields.next()?.as_bytes().first()?;
-    let mut ticks = 0u64;
-    let (mut processor, mut policy) = (None, None);
-    for (n, f) in (4..).zip(fields) {
-        match n {
-            14 | 15 => ticks += f.parse::<u64>().ok()?,
-            39 => processor = f.parse().ok(),
-            41 => {
-                policy = f.parse().ok();
-                break;
-            }
-            _ => {}
-        }
-    }
+    let t = ictus_os::procstat::TaskStat::parse(text)?;
     Some(ProcTask {
-        state,
-        processor: processor?,
-        policy: policy?,
-        ticks,
+        state: t.state,
+        processor: t.processor,
+        policy: t.policy,
+        ticks: t.ticks(),
     })
 }
 

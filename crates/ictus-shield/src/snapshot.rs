@@ -1,6 +1,7 @@
 //! What the machine looks like, read (never written): the facts a plan is computed
 //! from, and the full state that `reset` must bring back.
 
+use ictus_os::procstat::TaskStat;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -151,26 +152,14 @@ pub fn cpuset_root() -> Option<CpusetRoot> {
 /// Parses `/proc/<tid>/stat`: (start time, flags, last CPU). The command name may hold
 /// spaces and parentheses, so fields are counted after the last `)`.
 pub fn parse_stat(stat: &str) -> Option<(u64, u64, Option<usize>)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state): field n is f[n - 3].
-    let flags = f.get(9 - 3)?.parse().ok()?;
-    let start_time = f.get(22 - 3)?.parse().ok()?;
-    let last_cpu = f.get(39 - 3).and_then(|c| c.parse().ok());
-    Some((start_time, flags, last_cpu))
+    TaskStat::parse(stat.as_bytes()).map(|t| (t.start_time, t.flags, Some(t.processor)))
 }
 
 /// Whether process `pid` still runs and is the one that started at `start_time` (not a
 /// reused id). A zombie (exited, not yet reaped) does not run.
 pub fn process_alive(pid: i32, start_time: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().next());
-    !matches!(state, None | Some("Z" | "X" | "x"))
-        && parse_stat(&stat).is_some_and(|(start, _, _)| start == start_time)
+    TaskStat::read(&format!("/proc/{pid}/stat"))
+        .is_some_and(|t| !t.exited() && t.start_time == start_time)
 }
 
 /// The start time of process `pid` (`/proc/<pid>/stat` field 22), while it exists.
@@ -183,14 +172,8 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
 /// it cannot be moved, runs nowhere, and keeps the cpuset it died in).
 pub fn read_task(tid: i32) -> Option<Task> {
     let dir = format!("/proc/{tid}");
-    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
-    let state = stat
-        .rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().next());
-    if matches!(state, None | Some("Z" | "X" | "x")) {
-        return None;
-    }
-    let (start_time, flags, last_cpu) = parse_stat(&stat)?;
+    let stat = TaskStat::read(&format!("{dir}/stat")).filter(|t| !t.exited())?;
+    let (start_time, flags, last_cpu) = (stat.start_time, stat.flags, Some(stat.processor));
     Some(Task {
         tid,
         start_time,

@@ -313,19 +313,15 @@ pub struct StatFields {
 
 /// Parses a `stat` line; the command name may hold spaces and parentheses.
 pub fn parse_stat(stat: &str) -> Option<StatFields> {
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat.get(open + 1..close)?.to_owned();
-    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    // f[0] is field 3 (state): field n is f[n - 3].
-    let field = |n: usize| f.get(n - 3).copied();
+    let t = ictus_os::procstat::TaskStat::parse(stat.as_bytes())?;
+    let comm = ictus_os::procstat::TaskStat::comm(stat.as_bytes())?;
     Some(StatFields {
-        comm,
-        flags: field(9)?.parse().ok()?,
-        start_time: field(22)?.parse().ok()?,
-        cpu: field(39)?.parse().ok()?,
-        rt_priority: field(40)?.parse().ok()?,
-        policy: field(41)?.parse().ok()?,
+        comm: String::from_utf8_lossy(comm).into_owned(),
+        flags: t.flags,
+        start_time: t.start_time,
+        cpu: t.processor,
+        rt_priority: u8::try_from(t.rt_priority).ok()?,
+        policy: t.policy,
     })
 }
 
