@@ -67,7 +67,7 @@ impl Coordinator<'_, '_> {
             subsystems,
             stress: stress
                 .transpose()
-                .map_err(|e| RunError::Storage(e.to_string()))?,
+                .map_err(RunError::Storage)?,
             warnings: dedup(self.journal.warnings),
             events: self.journal.events,
             complete: self.complete,

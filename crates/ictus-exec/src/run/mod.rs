@@ -283,7 +283,7 @@ pub enum RunError {
     Schedule(#[from] ScheduleError),
     /// The cell storage could not be made.
     #[error("cells: {0}")]
-    Storage(String),
+    Storage(#[source] crate::cell::CellError),
     /// An in-process subsystem has no implementation here.
     #[error("{}:{}: subsystem '{name}': {message}", path.display(), location)]
     NoSubsystem {
@@ -375,7 +375,7 @@ pub enum RunError {
     Control(String),
     /// The hubs could not be made.
     #[error("hubs: {0}")]
-    Hubs(String),
+    Hubs(#[source] crate::hub::HubError),
 }
 
 impl RunError {

@@ -276,7 +276,7 @@ fn storage_of(
         ),
         Storage::Shared => {
             let cells = Cells::create_shared(table, &cells_segment(&schedule.name))
-                .map_err(|e| RunError::Storage(e.to_string()))?;
+                .map_err(RunError::Storage)?;
             let control = Control::create_shared_named(
                 &control_segment(&schedule.name),
                 n,
@@ -296,7 +296,7 @@ fn storage_of(
         }
         _ => Hubs::in_process(&schedule.hubs),
     }
-    .map_err(|e| RunError::Hubs(e.to_string()))?;
+    .map_err(RunError::Hubs)?;
     Ok((cells, control, hubs))
 }
 
