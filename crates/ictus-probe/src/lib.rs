@@ -14,6 +14,7 @@ pub mod load;
 pub mod r#loop;
 pub mod memlat;
 pub mod pingpong;
+pub mod probe;
 pub mod progress;
 pub mod provenance;
 pub mod record;

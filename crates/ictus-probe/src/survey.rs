@@ -15,6 +15,7 @@ use ictus_os::sched::Policy;
 use thiserror::Error;
 
 use crate::load::{LoadKind, LoadSpec};
+use crate::probe::Probe;
 use crate::progress::Progress;
 use crate::record::RunRecord;
 use crate::setup::SchedSpec;
@@ -238,18 +239,8 @@ impl Default for Target {
     }
 }
 
-/// What one step runs.
-#[derive(Clone, Debug)]
-enum Action {
-    Timer(timer::TimerParams),
-    Pingpong(pingpong::PingpongParams),
-    Jitter(jitter::JitterParams),
-    Memlat(memlat::MemlatParams),
-    Compute(compute::ComputeParams),
-    Throughput(throughput::ThroughputParams),
-    Rendezvous(rendezvous::RendezvousParams),
-    Loop(r#loop::LoopParams),
-}
+/// What one step runs: a probe's parameters.
+type Action = Arc<dyn Probe>;
 
 /// One planned step: what it is, what it runs, how long it should take.
 #[derive(Clone, Debug)]
@@ -496,14 +487,7 @@ impl Planner<'_> {
                     warmup: Nanos::from_millis(100),
                 };
                 let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
-                self.push(
-                    "timer",
-                    class,
-                    load.clone(),
-                    Action::Timer(t),
-                    estimate,
-                    None,
-                );
+                self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
                 let mut placements = vec![pingpong::Placement::SameCpu];
                 if cpus.len() >= 2 {
                     placements.push(pingpong::Placement::CrossCpu);
@@ -521,14 +505,7 @@ impl Planner<'_> {
                 };
                 let estimate =
                     Duration::from(point) * placements.len() as u32 + Duration::from_millis(400);
-                self.push(
-                    "pingpong",
-                    class,
-                    load.clone(),
-                    Action::Pingpong(p),
-                    estimate,
-                    None,
-                );
+                self.push("pingpong", class, load.clone(), Arc::new(p), estimate, None);
                 let j = jitter::JitterParams {
                     sched: SchedSpec {
                         cpus: last.clone(),
@@ -542,7 +519,7 @@ impl Planner<'_> {
                     warmup_runs: 5,
                 };
                 let estimate = Duration::from_millis(3 * 300 * k / 10) + Duration::from_millis(400);
-                self.push("jitter", class, load, Action::Jitter(j), estimate, None);
+                self.push("jitter", class, load, Arc::new(j), estimate, None);
             }
         }
     }
@@ -583,14 +560,7 @@ impl Planner<'_> {
             },
         };
         let estimate = Duration::from_secs(if quick { 8 } else { 25 });
-        self.push(
-            "memlat",
-            class,
-            LoadCase::Idle,
-            Action::Memlat(m),
-            estimate,
-            None,
-        );
+        self.push("memlat", class, LoadCase::Idle, Arc::new(m), estimate, None);
         let c = compute::ComputeParams {
             sched: sched(class, &cpus, true),
             sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
@@ -604,7 +574,7 @@ impl Planner<'_> {
             "compute",
             class,
             LoadCase::Idle,
-            Action::Compute(c),
+            Arc::new(c),
             estimate,
             None,
         );
@@ -625,7 +595,7 @@ impl Planner<'_> {
             "throughput",
             normal,
             LoadCase::Idle,
-            Action::Throughput(t),
+            Arc::new(t),
             estimate,
             two_cpus.clone(),
         );
@@ -647,7 +617,7 @@ impl Planner<'_> {
             "rendezvous",
             normal,
             LoadCase::Idle,
-            Action::Rendezvous(r),
+            Arc::new(r),
             estimate,
             two_cpus,
         );
@@ -684,14 +654,7 @@ impl Planner<'_> {
                 };
                 let secs = loop_steps as f64 / target.frequency_hz;
                 let estimate = Duration::from_secs_f64(secs + 0.6);
-                self.push(
-                    "loop",
-                    class,
-                    load,
-                    Action::Loop(l),
-                    estimate,
-                    short.clone(),
-                );
+                self.push("loop", class, load, Arc::new(l), estimate, short.clone());
             }
         }
         let class = self.rt_or_normal();
@@ -717,7 +680,7 @@ impl Planner<'_> {
             "loop",
             class,
             LoadCase::Idle,
-            Action::Loop(find),
+            Arc::new(find),
             Duration::from_secs(k),
             None,
         );
@@ -773,17 +736,9 @@ fn execute(
     } else {
         Some(crate::load::start(&specs).map_err(|e| format!("starting the loads: {e}"))?)
     };
-    let argv = argv.to_vec();
-    let result = match action {
-        Action::Timer(p) => timer::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Pingpong(p) => pingpong::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Jitter(p) => jitter::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Memlat(p) => memlat::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Compute(p) => compute::run(p, argv, None, progress).map_err(|e| e.to_string()),
-        Action::Throughput(p) => throughput::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Rendezvous(p) => rendezvous::run(p, argv, progress).map_err(|e| e.to_string()),
-        Action::Loop(p) => r#loop::run(p, argv, progress).map_err(|e| e.to_string()),
-    };
+    let result = action
+        .run(argv.to_vec(), progress)
+        .map_err(|e| e.to_string());
     let reports = running
         .map(crate::load::RunningLoads::stop)
         .unwrap_or_default();

@@ -65,9 +65,7 @@ impl Coordinator<'_, '_> {
                 .map(|&(f, s)| (f, staged.states.name(s).to_string()))
                 .collect(),
             subsystems,
-            stress: stress
-                .transpose()
-                .map_err(RunError::Storage)?,
+            stress: stress.transpose().map_err(RunError::Storage)?,
             warnings: dedup(self.journal.warnings),
             events: self.journal.events,
             complete: self.complete,
