@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::irq::{self, IrqParams};
 use ictus_probe::progress::Progress;
@@ -68,16 +68,12 @@ pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failur
 
 /// The verdict, then per CPU and context the latency distribution.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
+    let mut out = common::headline(record);
     if record.measurements.is_empty() {
         return out;
     }
     let _ = writeln!(out, "latency in microseconds:");
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["CPU", "context"];
     let mut l = common::latency_header();
     l.pop();
@@ -95,11 +91,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
         table.add_row(row);
     }
-    for col in 2..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 2);
     let _ = writeln!(out, "{table}");
     out
 }
