@@ -369,6 +369,20 @@ pub(crate) fn latency_cells(r: &LatencyResult) -> Vec<Cell> {
     cells
 }
 
+/// [`latency_header`] without the missed column, for what has no periods to miss.
+pub(crate) fn latency_header_without_missed() -> Vec<&'static str> {
+    let mut header = latency_header();
+    header.pop();
+    header
+}
+
+/// [`latency_cells`] without the missed column, for what has no periods to miss.
+pub(crate) fn latency_cells_without_missed(r: &LatencyResult) -> Vec<Cell> {
+    let mut cells = latency_cells(r);
+    cells.pop();
+    cells
+}
+
 /// The note explaining `~`, when any result in `results` has thin percentiles.
 pub(crate) fn thin_note<'a>(
     results: impl IntoIterator<Item = &'a LatencyResult>,

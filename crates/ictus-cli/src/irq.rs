@@ -75,9 +75,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let _ = writeln!(out, "latency in microseconds:");
     let mut table = common::table();
     let mut header = vec!["CPU", "context"];
-    let mut l = common::latency_header();
-    l.pop();
-    header.extend(l);
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for m in &record.measurements {
         let mut row = vec![
@@ -85,9 +83,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             Cell::new(m.labels["context"].as_str().unwrap_or("?")),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
-            row.extend(cells);
+            row.extend(common::latency_cells_without_missed(l));
         }
         table.add_row(row);
     }

@@ -152,14 +152,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let _ = writeln!(out, "run duration in microseconds:");
     let mut table = common::table();
     let mut header = vec!["thread"];
-    header.extend(common::latency_header());
-    header.pop(); // no missed periods here
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for t in &record.threads {
         let mut row = vec![Cell::new(t.thread)];
-        let mut cells = common::latency_cells(&t.latency);
-        cells.pop();
-        row.extend(cells);
+        row.extend(common::latency_cells_without_missed(&t.latency));
         table.add_row(row);
     }
     common::right_align(&mut table, 1);

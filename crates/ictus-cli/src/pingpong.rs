@@ -190,9 +190,8 @@ pub(crate) fn render(record: &RunRecord) -> String {
         "round trips/s",
         "round trip ± sd",
     ];
-    let mut latency = common::latency_header();
-    // Nothing is missed in a ping-pong: drop the missed column, show the stddev.
-    latency.pop();
+    // Nothing is missed in a ping-pong: no missed column; the stddev is shown.
+    let mut latency = common::latency_header_without_missed();
     latency.insert(3, "sd");
     header.extend(latency);
     table.set_header(header);
@@ -219,8 +218,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             )),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
+            let mut cells = common::latency_cells_without_missed(l);
             cells.insert(3, Cell::new(micros(l.summary.stddev_ns)));
             row.extend(cells);
         }

@@ -106,9 +106,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
     );
     let mut table = common::table();
     let mut header = vec!["threads", "flags", "payload", "kHz", "ns each", "vs limit"];
-    let mut latency = common::latency_header();
-    latency.pop();
-    header.extend(latency);
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for m in record
         .measurements
@@ -124,9 +122,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             Cell::new(format!("{:.2}x", m.metrics["vs_cacheline_limit"])),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
-            row.extend(cells);
+            row.extend(common::latency_cells_without_missed(l));
         }
         table.add_row(row);
     }
