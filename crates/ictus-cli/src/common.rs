@@ -1,12 +1,13 @@
 //! What every probe's command shares: scheduling options to a [`SchedSpec`], the
-//! progress bar, writing the record, and the footer every human view ends with.
+//! progress bar, the measurement with its loads, writing the record, and the tables,
+//! headline and footer of the human views.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use comfy_table::Cell;
+use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus_core::{CpuSet, Nanos, Percentile};
 use ictus_os::facts;
 use ictus_os::sched::Policy;
@@ -164,6 +165,26 @@ impl Bar {
     }
 }
 
+/// Runs `probe` under the loads `sched` names (see [`with_loads`]) while `bar` draws,
+/// then writes its record where `out` says, with `render` for the human view (see
+/// [`emit`]).
+pub(crate) fn measure<E>(
+    bar: Bar,
+    progress: &Progress,
+    sched: &SchedArgs,
+    out: &OutputArgs,
+    probe: impl FnOnce() -> Result<RunRecord, E>,
+    render: impl FnOnce(&RunRecord) -> String,
+) -> Result<(), Failure>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let record = with_loads(sched, probe);
+    bar.done(progress);
+    let record = record?;
+    emit(&record, out, render)
+}
+
 /// Refuses, before anything runs, an output path that could not be written: a
 /// directory, a missing directory, no permission. Bad input: exit 2.
 pub(crate) fn check_output(path: &std::path::Path) -> Result<(), Failure> {
@@ -227,6 +248,32 @@ pub(crate) fn emit(
         crate::say(&(render(record) + &footer(record)))?;
     }
     Ok(())
+}
+
+/// What most human views begin with: the record's headline on a line of its own, when
+/// it has one.
+pub(crate) fn headline(record: &RunRecord) -> String {
+    let mut out = String::new();
+    if let Some(h) = &record.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    out
+}
+
+/// An empty table in the style of every human view: horizontal rules only.
+pub(crate) fn table() -> Table {
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table
+}
+
+/// Aligns the columns of `table` from `from` on to the right (where the numbers are).
+pub(crate) fn right_align(table: &mut Table, from: usize) {
+    for col in from..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
 }
 
 /// What every human view ends with: incompleteness, steal time, the clock, warnings.
@@ -319,6 +366,20 @@ pub(crate) fn latency_cells(r: &LatencyResult) -> Vec<Cell> {
     }
     cells.push(Cell::new(micros(s.max_ns)));
     cells.push(Cell::new(format!("{} ({})", r.missed, r.longest_miss_run)));
+    cells
+}
+
+/// [`latency_header`] without the missed column, for what has no periods to miss.
+pub(crate) fn latency_header_without_missed() -> Vec<&'static str> {
+    let mut header = latency_header();
+    header.pop();
+    header
+}
+
+/// [`latency_cells`] without the missed column, for what has no periods to miss.
+pub(crate) fn latency_cells_without_missed(r: &LatencyResult) -> Vec<Cell> {
+    let mut cells = latency_cells(r);
+    cells.pop();
     cells
 }
 

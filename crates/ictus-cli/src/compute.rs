@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::compute::{self, ComputeParams};
 use ictus_probe::progress::Progress;
@@ -72,31 +72,22 @@ pub(crate) fn run(args: &ComputeArgs, progress: &Arc<Progress>) -> Result<(), Fa
         None => None,
     };
     let points = (params.sizes.len() + params.threads.len()) as u32;
-    let bar = Bar::start(
-        progress,
-        common::times(args.point_time, u64::from(points)),
-        &args.out,
-        "points",
-    );
-    let record = common::with_loads(&args.sched, || {
+    let expected = common::times(args.point_time, u64::from(points));
+    let probe = || {
         compute::run(
             &params,
             std::env::args().collect(),
             reference.as_ref(),
             progress,
         )
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    };
+    let bar = Bar::start(progress, expected, &args.out, "points");
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// Time per step against model size, then the split with its speed-up.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
+    let mut out = common::headline(record);
     let with_reference = record
         .measurements
         .iter()
@@ -108,8 +99,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             "split across threads, spin rendezvous twice a step",
         ),
     ] {
-        let mut table = Table::new();
-        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut table = common::table();
         let mut header = vec![
             "modules",
             "threads",
@@ -147,11 +137,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             }
             table.add_row(row);
         }
-        for col in 2..table.column_count() {
-            if let Some(c) = table.column_mut(col) {
-                c.set_cell_alignment(CellAlignment::Right);
-            }
-        }
+        common::right_align(&mut table, 2);
         let _ = writeln!(out, "{title}:\n{table}");
     }
     out

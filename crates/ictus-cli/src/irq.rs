@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::irq::{self, IrqParams};
 use ictus_probe::progress::Progress;
@@ -68,20 +68,14 @@ pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failur
 
 /// The verdict, then per CPU and context the latency distribution.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
+    let mut out = common::headline(record);
     if record.measurements.is_empty() {
         return out;
     }
     let _ = writeln!(out, "latency in microseconds:");
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["CPU", "context"];
-    let mut l = common::latency_header();
-    l.pop();
-    header.extend(l);
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for m in &record.measurements {
         let mut row = vec![
@@ -89,17 +83,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
             Cell::new(m.labels["context"].as_str().unwrap_or("?")),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
-            row.extend(cells);
+            row.extend(common::latency_cells_without_missed(l));
         }
         table.add_row(row);
     }
-    for col in 2..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 2);
     let _ = writeln!(out, "{table}");
     out
 }

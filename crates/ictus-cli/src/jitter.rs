@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::facts;
 use ictus_probe::jitter::{self, JitterParams, Routine};
@@ -96,13 +96,9 @@ pub(crate) fn run(args: &JitterArgs, progress: &Arc<Progress>) -> Result<(), Fai
             (elements as u64).saturating_mul(params.runs),
         ),
     };
+    let probe = || jitter::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "runs");
-    let record = common::with_loads(&args.sched, || {
-        jitter::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// Seed 002 Table 2's columns per thread, then the duration distribution.
@@ -124,8 +120,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(h) = &record.headline {
         let _ = writeln!(out, "{h}");
     }
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     table.set_header(vec![
         "thread",
         "CPU",
@@ -155,24 +150,16 @@ pub(crate) fn render(record: &RunRecord) -> String {
     }
     let _ = writeln!(out, "{table}");
     let _ = writeln!(out, "run duration in microseconds:");
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["thread"];
-    header.extend(common::latency_header());
-    header.pop(); // no missed periods here
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for t in &record.threads {
         let mut row = vec![Cell::new(t.thread)];
-        let mut cells = common::latency_cells(&t.latency);
-        cells.pop();
-        row.extend(cells);
+        row.extend(common::latency_cells_without_missed(&t.latency));
         table.add_row(row);
     }
-    for col in 1..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 1);
     let _ = writeln!(out, "{table}");
     let slow: Vec<String> = record
         .measurements

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::r#loop::{self, FindMax, LoopParams};
 use ictus_probe::progress::Progress;
@@ -101,23 +101,15 @@ pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failu
         common::times(Duration::from(period), args.steps)
     };
     let unit = if args.find_max { "trials" } else { "steps" };
+    let probe = || r#loop::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, unit);
-    let record = common::with_loads(&args.sched, || {
-        r#loop::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// The verdict first, then one row per trial.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut out = common::headline(record);
+    let mut table = common::table();
     table.set_header(vec![
         "frequency",
         "period",
@@ -155,11 +147,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             Cell::new(common::fmt(n("hybrid_margin_ns"))),
         ]);
     }
-    for col in 1..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 1);
     let _ = writeln!(out, "{table}");
     let _ = writeln!(
         out,

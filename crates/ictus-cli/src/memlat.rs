@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_os::sched::Policy;
 use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
@@ -148,13 +148,9 @@ pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Fai
         Duration::from(params.point_time),
         (points as u64).saturating_mul(u64::from(params.repeat)),
     );
+    let probe = || memlat::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "points");
-    let record = common::with_loads(&args.sched, || {
-        memlat::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 fn label_u64(m: &Measurement, key: &str) -> Option<u64> {
@@ -177,14 +173,6 @@ fn ns(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
-    }
-}
-
-fn right_align(table: &mut Table, from: usize) {
-    for col in from..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
     }
 }
 
@@ -246,8 +234,7 @@ fn render_chase(out: &mut String, record: &RunRecord) {
         "\npointer chase (one random cycle over 64-byte lines), ns per load, median of the \
          repetitions [min-max]:"
     );
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["working set".to_string()];
     for &k in &counts {
         if k == 1 {
@@ -288,7 +275,7 @@ fn render_chase(out: &mut String, record: &RunRecord) {
         }
         table.add_row(row);
     }
-    right_align(&mut table, 1);
+    common::right_align(&mut table, 1);
     let _ = writeln!(out, "{table}");
 }
 
@@ -323,8 +310,7 @@ fn render_strided(out: &mut String, record: &RunRecord) {
                 format!("{k} threads at once, mean per thread")
             }
         );
-        let mut table = Table::new();
-        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut table = common::table();
         let mut header = vec!["working set".to_string()];
         header.extend(strides.iter().map(|s| format!("{s} B")));
         header.push("GB/s (lines, 64 B stride read)".into());
@@ -359,7 +345,7 @@ fn render_strided(out: &mut String, record: &RunRecord) {
             row.push(Cell::new(bw));
             table.add_row(row);
         }
-        right_align(&mut table, 1);
+        common::right_align(&mut table, 1);
         let _ = writeln!(out, "{table}");
         if any_short {
             let _ = writeln!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
 use ictus_probe::progress::Progress;
@@ -131,21 +131,13 @@ pub(crate) fn run(args: &PingpongArgs, progress: &Arc<Progress>) -> Result<(), F
             "ms measured",
         ),
     };
-    let bar = Bar::start(
-        progress,
-        expected.saturating_add(common::times(
-            Duration::from(params.warmup),
-            u64::from(points),
-        )),
-        &args.out,
-        unit,
-    );
-    let record = common::with_loads(&args.sched, || {
-        pingpong::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    let expected = expected.saturating_add(common::times(
+        Duration::from(params.warmup),
+        u64::from(points),
+    ));
+    let probe = || pingpong::run(&params, std::env::args().collect(), progress);
+    let bar = Bar::start(progress, expected, &args.out, unit);
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// Microseconds with 0.1 us resolution from a nanosecond figure, or `-`.
@@ -190,8 +182,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         out,
         "round trip = 2 hand-offs; hand-off latency (one way, sender's stamp to receiver awake) in microseconds:"
     );
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec![
         "primitive",
         "placement",
@@ -199,9 +190,8 @@ pub(crate) fn render(record: &RunRecord) -> String {
         "round trips/s",
         "round trip ± sd",
     ];
-    let mut latency = common::latency_header();
-    // Nothing is missed in a ping-pong: drop the missed column, show the stddev.
-    latency.pop();
+    // Nothing is missed in a ping-pong: no missed column; the stddev is shown.
+    let mut latency = common::latency_header_without_missed();
     latency.insert(3, "sd");
     header.extend(latency);
     table.set_header(header);
@@ -228,18 +218,13 @@ pub(crate) fn render(record: &RunRecord) -> String {
             )),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
+            let mut cells = common::latency_cells_without_missed(l);
             cells.insert(3, Cell::new(micros(l.summary.stddev_ns)));
             row.extend(cells);
         }
         table.add_row(row);
     }
-    for col in 2..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 2);
     let _ = writeln!(out, "{table}");
     if let Some(skipped) = p["skipped"].as_array().filter(|s| !s.is_empty()) {
         let names: Vec<_> = skipped.iter().filter_map(|s| s.as_str()).collect();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
@@ -79,21 +79,14 @@ pub(crate) fn run(args: &RendezvousArgs, progress: &Arc<Progress>) -> Result<(),
         Duration::from_nanos(150),
         points.saturating_mul(params.steps.saturating_add(params.timed_steps)),
     );
+    let probe = || rendezvous::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "points");
-    let record = common::with_loads(&args.sched, || {
-        rendezvous::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// Seed 000 Table 6's shape: rate by thread count and spacing, then the distributions.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
+    let mut out = common::headline(record);
     if let Some(rt) = record
         .measurements
         .iter()
@@ -111,12 +104,9 @@ pub(crate) fn render(record: &RunRecord) -> String {
         out,
         "per-rendezvous time in microseconds (each sample includes one clock read):"
     );
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["threads", "flags", "payload", "kHz", "ns each", "vs limit"];
-    let mut latency = common::latency_header();
-    latency.pop();
-    header.extend(latency);
+    header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for m in record
         .measurements
@@ -132,17 +122,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
             Cell::new(format!("{:.2}x", m.metrics["vs_cacheline_limit"])),
         ];
         if let Some(l) = &m.latency {
-            let mut cells = common::latency_cells(l);
-            cells.pop();
-            row.extend(cells);
+            row.extend(common::latency_cells_without_missed(l));
         }
         table.add_row(row);
     }
-    for col in 3..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 3);
     let _ = writeln!(out, "{table}");
     let _ = writeln!(
         out,

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use comfy_table::{CellAlignment, Table, presets};
+use comfy_table::CellAlignment;
 use ictus_probe::progress::Progress;
 use ictus_report::scenario as report;
 use ictus_shield::scenario::run::ScenarioResult;
 use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions, Scenario, spec};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{Failure, say};
+use crate::{Failure, common, say};
 
 /// Placements on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -205,8 +205,7 @@ fn summary(r: &ScenarioResult) -> String {
         roles.join(" "),
         if r.complete { "" } else { ", INCOMPLETE" }
     );
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     table.set_header(vec![
         "group".to_string(),
         "class".to_string(),

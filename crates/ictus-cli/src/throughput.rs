@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::{Measurement, RunRecord};
@@ -169,13 +169,9 @@ pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(),
     )
     .saturating_add(common::times(memcpy, params.sizes.len() as u64))
     .saturating_add(common::times(Duration::from_nanos(200), params.round_trips));
+    let probe = || throughput::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "points");
-    let record = common::with_loads(&args.sched, || {
-        throughput::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// A figure from a measurement, if present.
@@ -200,10 +196,7 @@ fn size(n: u64) -> String {
 /// One table per transport and placement (seed 004 Figures 6 and 7 as numbers), the
 /// references, then the targets.
 pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
+    let mut out = common::headline(record);
     let memcpy: Vec<(u64, f64)> = record
         .measurements
         .iter()
@@ -247,8 +240,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             cpus.as_deref().unwrap_or("?")
         );
         let sync = mode == Mode::Sync.name();
-        let mut table = Table::new();
-        table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+        let mut table = common::table();
         let mut header = vec![
             "payload",
             "MB/s",
@@ -285,11 +277,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             }
             table.add_row(row);
         }
-        for col in 0..table.column_count() {
-            if let Some(c) = table.column_mut(col) {
-                c.set_cell_alignment(CellAlignment::Right);
-            }
-        }
+        common::right_align(&mut table, 0);
         let _ = writeln!(out, "{table}");
     }
     if let Some(rt) = record

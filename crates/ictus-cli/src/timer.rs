@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
@@ -58,13 +58,9 @@ pub(crate) fn run(args: &TimerArgs, progress: &Arc<Progress>) -> Result<(), Fail
         Duration::from(params.interval),
         params.loops().saturating_add(params.warmup_loops()),
     );
+    let probe = || timer::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "periods");
-    let record = common::with_loads(&args.sched, || {
-        timer::run(&params, std::env::args().collect(), progress)
-    });
-    bar.done(progress);
-    let record = record?;
-    common::emit(&record, &args.out, render)
+    common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
 /// The human view: configuration, one row per thread and the merged row.
@@ -85,8 +81,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         },
     );
     let _ = writeln!(out, "wake-up latency in microseconds:");
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    let mut table = common::table();
     let mut header = vec!["thread", "policy"];
     header.extend(common::latency_header());
     table.set_header(header);
@@ -104,11 +99,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         row.extend(common::latency_cells(merged));
         table.add_row(row);
     }
-    for col in 2..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    common::right_align(&mut table, 2);
     let _ = writeln!(out, "{table}");
     for t in &record.threads {
         let s = &t.latency.summary;

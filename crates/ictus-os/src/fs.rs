@@ -54,29 +54,32 @@ pub enum OutputError {
     },
 }
 
-fn directory_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Checks, without leaving anything behind, that `path` could be written by
-/// [`write_atomic`]: it is not a directory, its directory exists, and a file can be
-/// created there.
-pub fn check_writable(path: &Path) -> Result<(), OutputError> {
+/// The directory an output file at `path` goes in (`.` for a bare file name), or why
+/// no file can go there: `path` is a directory, or its directory does not exist.
+fn output_directory(path: &Path) -> Result<PathBuf, OutputError> {
     if path.is_dir() {
         return Err(OutputError::IsDirectory {
             path: path.to_path_buf(),
         });
     }
-    let dir = directory_of(path);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     if !dir.is_dir() {
         return Err(OutputError::NoDirectory {
             path: path.to_path_buf(),
             dir,
         });
     }
+    Ok(dir)
+}
+
+/// Checks, without leaving anything behind, that `path` could be written by
+/// [`write_atomic`]: it is not a directory, its directory exists, and a file can be
+/// created there.
+pub fn check_writable(path: &Path) -> Result<(), OutputError> {
+    let dir = output_directory(path)?;
     // A probe file in the same directory, removed when dropped.
     tempfile::Builder::new()
         .prefix(".ictus-check-")
@@ -92,18 +95,7 @@ pub fn check_writable(path: &Path) -> Result<(), OutputError> {
 /// flushed to disk, then renamed over `path`. On any failure `path` is untouched and
 /// the temporary file is removed.
 pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), OutputError> {
-    if path.is_dir() {
-        return Err(OutputError::IsDirectory {
-            path: path.to_path_buf(),
-        });
-    }
-    let dir = directory_of(path);
-    if !dir.is_dir() {
-        return Err(OutputError::NoDirectory {
-            path: path.to_path_buf(),
-            dir,
-        });
-    }
+    let dir = output_directory(path)?;
     let io = |source| OutputError::Io {
         path: path.to_path_buf(),
         source,

@@ -953,6 +953,16 @@ fn check_tracers(f: &PlatformFacts) -> Check {
         ("osnoise", "CONFIG_OSNOISE_TRACER"),
     ];
     let build_advice = "rebuild the kernel with CONFIG_HWLAT_TRACER, CONFIG_TIMERLAT_TRACER and CONFIG_OSNOISE_TRACER (or use rtla from a distribution kernel that has them)";
+    // None of the wanted tracers, whether tracefs or the kernel config says so.
+    let none_built = |detail| {
+        check(
+            "tracers",
+            title,
+            Status::Missing,
+            detail,
+            Some(build_advice.into()),
+        )
+    };
     if let Some(list) = &f.tracers {
         let have: Vec<&str> = WANTED
             .iter()
@@ -969,13 +979,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
             }
         );
         return if have.is_empty() {
-            check(
-                "tracers",
-                title,
-                Status::Missing,
-                detail,
-                Some(build_advice.into()),
-            )
+            none_built(detail)
         } else {
             let advice = (have.len() < WANTED.len()).then(|| build_advice.to_owned());
             check("tracers", title, Status::Available, detail, advice)
@@ -1005,13 +1009,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
         }
     );
     if built.is_empty() {
-        check(
-            "tracers",
-            title,
-            Status::Missing,
-            detail,
-            Some(build_advice.into()),
-        )
+        none_built(detail)
     } else {
         check(
             "tracers",

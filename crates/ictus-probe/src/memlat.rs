@@ -393,14 +393,7 @@ pub fn validate(params: &MemlatParams) -> Result<(), MemlatError> {
     if params.point_time == Nanos::ZERO {
         return Err(MemlatError::ZeroPointTime);
     }
-    let online = facts::online_cpus();
-    if let Some(&cpu) = params
-        .sched
-        .cpus
-        .cpus()
-        .iter()
-        .find(|&&c| !online.contains(c))
-    {
+    if let Some((cpu, online)) = setup::first_offline(params.sched.cpus.cpus()) {
         return Err(MemlatError::CpuOffline { cpu, online });
     }
     params

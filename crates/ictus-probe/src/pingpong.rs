@@ -316,9 +316,8 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
         Length::Duration(d) if d == Nanos::ZERO => return Err(PingpongError::ZeroDuration),
         _ => {}
     }
-    let online = facts::online_cpus();
     let used = &params.cpus.cpus()[..params.cpus.len().min(2)];
-    if let Some(&cpu) = used.iter().find(|&&c| !online.contains(c)) {
+    if let Some((cpu, online)) = setup::first_offline(used) {
         return Err(PingpongError::CpuOffline { cpu, online });
     }
     params.policy.check_range().map_err(PingpongError::Policy)

@@ -31,6 +31,14 @@ pub struct SchedSpec {
     pub mlock: bool,
 }
 
+/// The first of `cpus` that is not online, with the CPUs that are: what a probe's
+/// `validate` refuses as its `CpuOffline` error before anything runs.
+pub(crate) fn first_offline(cpus: &[usize]) -> Option<(usize, CpuSet)> {
+    let online = ictus_os::facts::online_cpus();
+    let cpu = *cpus.iter().find(|&&c| !online.contains(c))?;
+    Some((cpu, online))
+}
+
 /// Prepares the calling thread: pins it to `cpu` (if given), sets `policy`, prefaults
 /// its stack, then reads back the affinity and policy actually obtained.
 pub fn prepare_thread(cpu: Option<usize>, policy: Policy) -> (ThreadConfig, Vec<Warning>) {

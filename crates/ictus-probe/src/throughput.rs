@@ -418,9 +418,8 @@ pub fn validate(params: &ThroughputParams) -> Result<(), ThroughputError> {
     if params.round_trips == 0 {
         return Err(ThroughputError::ZeroRoundTrips);
     }
-    let online = facts::online_cpus();
     let used = &params.sched.cpus.cpus()[..params.sched.cpus.len().min(2)];
-    if let Some(&cpu) = used.iter().find(|&&c| !online.contains(c)) {
+    if let Some((cpu, online)) = setup::first_offline(used) {
         return Err(ThroughputError::CpuOffline { cpu, online });
     }
     Ok(())

@@ -187,8 +187,7 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
             interval: params.interval,
         });
     }
-    let online = facts::online_cpus();
-    if let Some(&cpu) = params.cpus.cpus().iter().find(|&&c| !online.contains(c)) {
+    if let Some((cpu, online)) = setup::first_offline(params.cpus.cpus()) {
         return Err(TimerError::CpuOffline { cpu, online });
     }
     params.policy.check_range().map_err(TimerError::Policy)

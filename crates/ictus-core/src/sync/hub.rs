@@ -927,20 +927,8 @@ mod tests {
         Pop,
     }
 
-    fn config() -> ProptestConfig {
-        if cfg!(miri) {
-            ProptestConfig {
-                cases: 4,
-                failure_persistence: None,
-                ..ProptestConfig::default()
-            }
-        } else {
-            ProptestConfig::default()
-        }
-    }
-
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::sync::test_support::proptest_config())]
 
         #[test]
         fn a_ring_behaves_like_a_bounded_vecdeque(

@@ -49,3 +49,23 @@ pub mod spsc;
 pub use atomic::{AtomicU32, AtomicU64};
 pub use barrier::SpinBarrier;
 pub use padded::CachePadded;
+
+/// What the unit tests of this module share.
+#[cfg(all(test, not(loom)))]
+mod test_support {
+    use proptest::test_runner::Config as ProptestConfig;
+
+    /// proptest's defaults; under Miri only a few cases, and no failure file
+    /// (Miri's isolation forbids the file system).
+    pub(crate) fn proptest_config() -> ProptestConfig {
+        if cfg!(miri) {
+            ProptestConfig {
+                cases: 4,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            }
+        } else {
+            ProptestConfig::default()
+        }
+    }
+}

@@ -684,21 +684,8 @@ mod tests {
         assert_eq!(&out[7..], &[WRITES; 5]);
     }
 
-    /// proptest's defaults; under Miri only a few cases, and no failure file.
-    fn config() -> ProptestConfig {
-        if cfg!(miri) {
-            ProptestConfig {
-                cases: 4,
-                failure_persistence: None,
-                ..ProptestConfig::default()
-            }
-        } else {
-            ProptestConfig::default()
-        }
-    }
-
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::sync::test_support::proptest_config())]
 
         #[test]
         fn behaves_like_a_byte_vector(

@@ -555,22 +555,8 @@ mod tests {
         prop_oneof![any::<u16>().prop_map(Op::Push), Just(Op::Pop)]
     }
 
-    /// proptest's defaults; under Miri only a few cases, and no failure file
-    /// (Miri's isolation forbids the file system).
-    fn config() -> ProptestConfig {
-        if cfg!(miri) {
-            ProptestConfig {
-                cases: 4,
-                failure_persistence: None,
-                ..ProptestConfig::default()
-            }
-        } else {
-            ProptestConfig::default()
-        }
-    }
-
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::sync::test_support::proptest_config())]
 
         #[test]
         fn behaves_like_a_bounded_vecdeque(

@@ -8,7 +8,7 @@
 
 use ictus_core::CpuSet;
 
-use super::{Job, Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::{Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
 
 /// Accesses between two looks at the stop flag (under a millisecond even at 200 ns
 /// per miss).
@@ -25,14 +25,7 @@ pub(super) fn buffer_bytes() -> u64 {
 
 pub(super) fn plan(cpus: &CpuSet) -> Plan {
     let bytes = buffer_bytes();
-    Plan {
-        jobs: cpus
-            .cpus()
-            .iter()
-            .map(|&cpu| Job::new("cachemiss", cpu, move |w| miss(w, bytes, cpu as u64)))
-            .collect(),
-        scratch: None,
-    }
+    Plan::per_cpu("cachemiss", cpus, |cpu| move |w| miss(w, bytes, cpu as u64))
 }
 
 /// xorshift64 (Marsaglia): fast, and far better than the access pattern needs.

@@ -4,20 +4,13 @@ use std::hint::black_box;
 
 use ictus_core::CpuSet;
 
-use super::{Job, Plan, Tally, Worker};
+use super::{Plan, Tally, Worker};
 
 /// Loop iterations between two looks at the stop flag (tens of microseconds).
 const STEP: u64 = 1 << 16;
 
 pub(super) fn plan(cpus: &CpuSet) -> Plan {
-    Plan {
-        jobs: cpus
-            .cpus()
-            .iter()
-            .map(|&cpu| Job::new("cpu", cpu, move |w| Ok(spin(w, cpu as u64))))
-            .collect(),
-        scratch: None,
-    }
+    Plan::per_cpu("cpu", cpus, |cpu| move |w| Ok(spin(w, cpu as u64)))
 }
 
 /// One step of a 64-bit linear congruential generator (Knuth's MMIX constants): a

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::CpuSet;
 
-use super::{Job, LoadError, Plan, SetupError, Tally, Worker};
+use super::{LoadError, Plan, SetupError, Tally, Worker};
 
 /// Bytes written (then read) per step.
 const BLOCK: usize = 256 << 10;
@@ -23,18 +23,12 @@ const FILE_BYTES: u64 = 16 << 20;
 
 pub(super) fn plan(cpus: &CpuSet) -> Result<Plan, LoadError> {
     let scratch = ScratchDir::create()?;
-    let jobs = cpus
-        .cpus()
-        .iter()
-        .map(|&cpu| {
-            let path = scratch.path().join(format!("worker-{cpu}.dat"));
-            Job::new("disk", cpu, move |w| churn(w, &path))
-        })
-        .collect();
-    Ok(Plan {
-        jobs,
-        scratch: Some(scratch),
-    })
+    let mut plan = Plan::per_cpu("disk", cpus, |cpu| {
+        let path = scratch.path().join(format!("worker-{cpu}.dat"));
+        move |w| churn(w, &path)
+    });
+    plan.scratch = Some(scratch);
+    Ok(plan)
 }
 
 fn churn(worker: &Worker<'_>, path: &Path) -> Result<Tally, SetupError> {

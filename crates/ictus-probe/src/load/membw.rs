@@ -3,7 +3,7 @@
 
 use ictus_core::CpuSet;
 
-use super::{Job, Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::{Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
 
 /// Bytes copied between two looks at the stop flag (well under a millisecond).
 const CHUNK: usize = 1 << 20;
@@ -17,14 +17,7 @@ pub(super) fn buffer_bytes() -> u64 {
 
 pub(super) fn plan(cpus: &CpuSet) -> Plan {
     let bytes = buffer_bytes();
-    Plan {
-        jobs: cpus
-            .cpus()
-            .iter()
-            .map(|&cpu| Job::new("membw", cpu, move |w| copy(w, bytes as usize)))
-            .collect(),
-        scratch: None,
-    }
+    Plan::per_cpu("membw", cpus, |_| move |w| copy(w, bytes as usize))
 }
 
 fn copy(worker: &Worker<'_>, bytes: usize) -> Result<Tally, SetupError> {

@@ -536,6 +536,24 @@ struct Plan {
     scratch: Option<disk::ScratchDir>,
 }
 
+impl Plan {
+    /// One worker of `kind` on each of `cpus`, running the work `work` makes for its
+    /// CPU; no directory to remove.
+    fn per_cpu<W>(kind: &str, cpus: &CpuSet, work: impl Fn(usize) -> W) -> Plan
+    where
+        W: FnOnce(&Worker<'_>) -> Result<Tally, SetupError> + Send + 'static,
+    {
+        Plan {
+            jobs: cpus
+                .cpus()
+                .iter()
+                .map(|&cpu| Job::new(kind, cpu, work(cpu)))
+                .collect(),
+            scratch: None,
+        }
+    }
+}
+
 /// The work of one worker, run on its own thread after it is pinned.
 type Work = Box<dyn FnOnce(&Worker<'_>) -> Result<Tally, SetupError> + Send>;
 

@@ -11,20 +11,13 @@ use std::io::{self, Read, Write};
 
 use ictus_core::CpuSet;
 
-use super::{Job, Plan, Tally, Worker};
+use super::{Plan, Tally, Worker};
 
 /// System calls per operation: `pipe2`, `write`, `read`, `close`, `close`.
 pub(super) const SYSCALLS_PER_OP: u64 = 5;
 
 pub(super) fn plan(cpus: &CpuSet) -> Plan {
-    Plan {
-        jobs: cpus
-            .cpus()
-            .iter()
-            .map(|&cpu| Job::new("syscall", cpu, |w| Ok(cycle_pipes(w))))
-            .collect(),
-        scratch: None,
-    }
+    Plan::per_cpu("syscall", cpus, |_| |w| Ok(cycle_pipes(w)))
 }
 
 fn one_pipe() -> io::Result<()> {

@@ -648,22 +648,8 @@ mod tests {
         producer.join().unwrap();
     }
 
-    /// proptest's defaults; under Miri only a few cases, and no failure file
-    /// (Miri's isolation forbids the file system).
-    fn config() -> ProptestConfig {
-        if cfg!(miri) {
-            ProptestConfig {
-                cases: 4,
-                failure_persistence: None,
-                ..ProptestConfig::default()
-            }
-        } else {
-            ProptestConfig::default()
-        }
-    }
-
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::sync::test_support::proptest_config())]
 
         #[test]
         fn messages_round_trip_like_a_bounded_vecdeque(
