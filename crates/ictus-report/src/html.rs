@@ -106,30 +106,8 @@ fn render_table(out: &mut String, n: usize, t: &Table) {
         return;
     }
     let _ = writeln!(out, "<p>{}</p>", inline(&t.caption));
-    let header: Vec<String> = t
-        .keys
-        .iter()
-        .cloned()
-        .chain(t.columns.iter().map(|c| c.name.clone()))
-        .collect();
-    let rows: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|r| {
-            r.keys
-                .iter()
-                .cloned()
-                .chain(r.cells.iter().map(|c| c.text.clone()))
-                .collect()
-        })
-        .collect();
-    let num: Vec<bool> = t
-        .keys
-        .iter()
-        .map(|_| false)
-        .chain(t.columns.iter().map(|c| c.compared))
-        .collect();
-    html_table(out, &header, &num, &rows);
+    let grid = t.grid();
+    html_table(out, &grid.header, &grid.numeric, &grid.rows);
     if !t.notes.is_empty() {
         out.push_str("<ul class=\"notes\">");
         for note in &t.notes {
@@ -589,24 +567,8 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
             out.push_str("<p>Not measured in any of the runs.</p>\n");
             continue;
         }
-        let header: Vec<String> = s
-            .keys
-            .iter()
-            .cloned()
-            .chain(headers.iter().cloned())
-            .collect();
-        let rows: Vec<Vec<String>> = s
-            .rows
-            .iter()
-            .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
-            .collect();
-        let num: Vec<bool> = s
-            .keys
-            .iter()
-            .map(|_| false)
-            .chain(headers.iter().map(|_| true))
-            .collect();
-        html_table(&mut out, &header, &num, &rows);
+        let grid = s.grid(&headers);
+        html_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
         if !s.notes.is_empty() {
             out.push_str("<ul class=\"notes\">");
             for note in &s.notes {
