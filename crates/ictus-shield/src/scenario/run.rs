@@ -1395,38 +1395,16 @@ fn parse_stat(line: &[u8]) -> Option<(u8, usize)> {
 }
 
 fn sampler_main(ctx: SamplerCtx) -> Sampled {
-    let n = ctx.tids.len();
-    let ncpu = ctx.cpus.len();
     let _ = sched::set_affinity(&ctx.nrt);
     let policy = match sched::set_policy(Policy::Fifo { priority: 99 }) {
         Ok(()) => "fifo 99".to_string(),
         Err(_) => sched::current_policy().map_or_else(|_| "other".into(), |p| p.to_string()),
     };
-    let max_cpu = ctx.cpus.iter().copied().max().unwrap_or(0);
-    let mut pos = vec![None; max_cpu + 1];
-    for (i, &c) in ctx.cpus.iter().enumerate() {
-        pos[c] = Some(i);
-    }
-    let mut files: Vec<Option<File>> = ctx
-        .tids
-        .iter()
-        .map(|tid| File::open(format!("/proc/self/task/{tid}/stat")).ok())
-        .collect();
-    let mut per_task = vec![
-        TaskSamples {
-            per_cpu: vec![0; ncpu],
-            ..TaskSamples::default()
-        };
-        n
-    ];
-    let mut last_cpu: Vec<Option<usize>> = vec![None; n];
-    let mut counts = vec![vec![0u32; ctx.group_names.len()]; ncpu];
-    let mut sums = vec![vec![0u64; ctx.group_names.len()]; ncpu];
-    let mut bucket_samples = 0u32;
-    let mut bucket_index = 0u64;
+    let mut reader = TaskReader::open(&ctx.tids, &ctx.cpus);
+    let mut counts = vec![vec![0u32; ctx.group_names.len()]; ctx.cpus.len()];
     let bucket_ns = ctx.bucket.as_nanos().max(1) as u64;
     let period = ctx.period.as_nanos().max(1) as u64;
-    let mut buckets = Vec::new();
+    let mut timeline = TimelineSums::new(ctx.cpus.len(), ctx.group_names.len(), bucket_ns);
     let mut info = SamplerInfo {
         period_ns: period,
         policy,
@@ -1434,7 +1412,6 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         ..SamplerInfo::default()
     };
     let cpu_before = thread_time::thread_cpu_time();
-    let mut buf = [0u8; 1024];
     let _ = ctx.ready.send(());
     drop(ctx.ready);
     ctx.shared.wait_gate();
@@ -1442,33 +1419,12 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
     if ctx.shared.abort.load(Ordering::Relaxed) {
         return Sampled {
             info,
-            per_task,
+            per_task: reader.per_task,
             timeline: Timeline::default(),
         };
     }
     let start = ctx.shared.start();
     let mut next = start;
-    let flush =
-        |sums: &mut Vec<Vec<u64>>, samples: &mut u32, index: u64, buckets: &mut Vec<Bucket>| {
-            if *samples > 0 {
-                buckets.push(Bucket {
-                    start_ns: index * bucket_ns,
-                    samples: *samples,
-                    running: sums
-                        .iter()
-                        .map(|row| {
-                            row.iter()
-                                .map(|&s| (s as f64 / f64::from(*samples) * 100.0).round() / 100.0)
-                                .collect()
-                        })
-                        .collect(),
-                });
-            }
-            for row in sums.iter_mut() {
-                row.fill(0);
-            }
-            *samples = 0;
-        };
     while ctx.shared.sampling.load(Ordering::Relaxed) {
         wait::sleep_until(Nanos::new(next));
         let now = clock::monotonic_now().as_u64();
@@ -1476,54 +1432,18 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         info.missed += late;
         next += (late + 1) * period;
         let t = now.saturating_sub(start);
-        let b = t / bucket_ns;
-        if b != bucket_index {
-            flush(&mut sums, &mut bucket_samples, bucket_index, &mut buckets);
-            bucket_index = b;
-        }
+        timeline.move_to(t);
         for row in counts.iter_mut() {
             row.fill(0);
         }
-        let mut live = 0;
-        for k in 0..n {
-            // Acquire: pairs with the task's Release store at its end.
-            if ctx.shared.done[k].load(Ordering::Acquire) {
-                files[k] = None;
-                continue;
-            }
-            let Some(f) = &files[k] else { continue };
-            let got = f.read_at(&mut buf, 0).ok().filter(|&len| len > 0);
-            let Some((state, cpu)) = got.and_then(|len| parse_stat(&buf[..len])) else {
-                files[k] = None;
-                continue;
-            };
-            live += 1;
-            let s = &mut per_task[k];
-            s.samples += 1;
-            if last_cpu[k].is_some_and(|c| c != cpu) {
-                s.changes += 1;
-            }
-            last_cpu[k] = Some(cpu);
-            if state == b'R' {
-                s.running += 1;
-                if let Some(Some(p)) = pos.get(cpu) {
-                    s.per_cpu[*p] += 1;
-                    counts[*p][ctx.groups[k]] += 1;
-                }
-            }
-        }
+        let live = reader.sample(&ctx.shared, &ctx.groups, &mut counts);
         if live == 0 && t > 0 && ctx.shared.done.iter().all(|d| d.load(Ordering::Acquire)) {
             break;
         }
-        for (row, c) in sums.iter_mut().zip(&counts) {
-            for (s, &v) in row.iter_mut().zip(c) {
-                *s += u64::from(v);
-            }
-        }
-        bucket_samples += 1;
+        timeline.add(&counts);
         info.samples += 1;
     }
-    flush(&mut sums, &mut bucket_samples, bucket_index, &mut buckets);
+    timeline.flush();
     info.cpu_time_ns = thread_time::thread_cpu_time()
         .saturating_sub(cpu_before)
         .as_u64();
@@ -1531,13 +1451,156 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         bucket_ns,
         cpus: ctx.cpus.clone(),
         groups: ctx.group_names.clone(),
-        buckets,
+        buckets: timeline.buckets,
     };
     coarsen(&mut timeline, MAX_BUCKETS);
     Sampled {
         info,
-        per_task,
+        per_task: reader.per_task,
         timeline,
+    }
+}
+
+/// The sampler's view of the tasks: each one's stat file, opened once before the
+/// start, and what was seen of it so far.
+struct TaskReader {
+    /// Per task; closed once it has ended or cannot be read.
+    files: Vec<Option<File>>,
+    per_task: Vec<TaskSamples>,
+    last_cpu: Vec<Option<usize>>,
+    /// A CPU's place among the CPUs in play, by CPU number.
+    pos: Vec<Option<usize>>,
+    buf: [u8; 1024],
+}
+
+impl TaskReader {
+    /// Opens the stat files of `tids`, counting their running samples on `cpus`.
+    fn open(tids: &[i32], cpus: &[usize]) -> TaskReader {
+        let max_cpu = cpus.iter().copied().max().unwrap_or(0);
+        let mut pos = vec![None; max_cpu + 1];
+        for (i, &c) in cpus.iter().enumerate() {
+            pos[c] = Some(i);
+        }
+        TaskReader {
+            files: tids
+                .iter()
+                .map(|tid| File::open(format!("/proc/self/task/{tid}/stat")).ok())
+                .collect(),
+            per_task: vec![
+                TaskSamples {
+                    per_cpu: vec![0; cpus.len()],
+                    ..TaskSamples::default()
+                };
+                tids.len()
+            ],
+            last_cpu: vec![None; tids.len()],
+            pos,
+            buf: [0u8; 1024],
+        }
+    }
+
+    /// One sample of every task still running: its state and CPU, counted per task
+    /// and, when running, in `counts[cpu][group]` (`groups` gives each task's group).
+    /// Returns how many tasks could be read.
+    fn sample(&mut self, shared: &Shared, groups: &[usize], counts: &mut [Vec<u32>]) -> usize {
+        let mut live = 0;
+        for k in 0..self.files.len() {
+            // Acquire: pairs with the task's Release store at its end.
+            if shared.done[k].load(Ordering::Acquire) {
+                self.files[k] = None;
+                continue;
+            }
+            let Some(f) = &self.files[k] else { continue };
+            let got = f.read_at(&mut self.buf, 0).ok().filter(|&len| len > 0);
+            let Some((state, cpu)) = got.and_then(|len| parse_stat(&self.buf[..len])) else {
+                self.files[k] = None;
+                continue;
+            };
+            live += 1;
+            let s = &mut self.per_task[k];
+            s.samples += 1;
+            if self.last_cpu[k].is_some_and(|c| c != cpu) {
+                s.changes += 1;
+            }
+            self.last_cpu[k] = Some(cpu);
+            if state == b'R' {
+                s.running += 1;
+                if let Some(Some(p)) = self.pos.get(cpu) {
+                    s.per_cpu[*p] += 1;
+                    counts[*p][groups[k]] += 1;
+                }
+            }
+        }
+        live
+    }
+}
+
+/// The timeline as it is sampled: the running tasks of the current bucket summed,
+/// the buckets before it done.
+struct TimelineSums {
+    bucket_ns: u64,
+    /// `sums[cpu][group]` over the current bucket's samples.
+    sums: Vec<Vec<u64>>,
+    /// Samples in the current bucket.
+    samples: u32,
+    /// The current bucket's index (its start over `bucket_ns`).
+    index: u64,
+    buckets: Vec<Bucket>,
+}
+
+impl TimelineSums {
+    fn new(cpus: usize, groups: usize, bucket_ns: u64) -> TimelineSums {
+        TimelineSums {
+            bucket_ns,
+            sums: vec![vec![0u64; groups]; cpus],
+            samples: 0,
+            index: 0,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// Moves to the bucket of time `t`, closing the current one if `t` is past it.
+    fn move_to(&mut self, t: u64) {
+        let b = t / self.bucket_ns;
+        if b != self.index {
+            self.flush();
+            self.index = b;
+        }
+    }
+
+    /// Adds one sample's running tasks, `counts[cpu][group]`.
+    fn add(&mut self, counts: &[Vec<u32>]) {
+        for (row, c) in self.sums.iter_mut().zip(counts) {
+            for (s, &v) in row.iter_mut().zip(c) {
+                *s += u64::from(v);
+            }
+        }
+        self.samples += 1;
+    }
+
+    /// Closes the current bucket: kept as means when it has samples; the sums start
+    /// again from zero.
+    fn flush(&mut self) {
+        if self.samples > 0 {
+            let samples = self.samples;
+            self.buckets.push(Bucket {
+                start_ns: self.index * self.bucket_ns,
+                samples,
+                running: self
+                    .sums
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|&s| (s as f64 / f64::from(samples) * 100.0).round() / 100.0)
+                            .collect()
+                    })
+                    .collect(),
+            });
+        }
+        for row in self.sums.iter_mut() {
+            row.fill(0);
+        }
+        self.samples = 0;
     }
 }
 
