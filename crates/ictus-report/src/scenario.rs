@@ -545,116 +545,12 @@ pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
     let Some(first) = runs.first() else {
         return "No scenario results to compare.\n".to_string();
     };
+    compare_heading(&mut out, first, runs);
     let labels: Vec<String> = runs
         .iter()
         .map(|r| format!("balancer `{}`", r.balancer))
         .collect();
-    let _ = writeln!(
-        out,
-        "# Scenario `{}`: {}\n",
-        first.scenario.name,
-        runs.iter()
-            .map(|r| r.balancer.name())
-            .collect::<Vec<_>>()
-            .join(" vs ")
-    );
-    if !first.scenario.description.trim().is_empty() {
-        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
-    }
-    if runs.iter().any(|r| r.scenario != first.scenario) {
-        let _ = writeln!(
-            out,
-            "**Note**: these runs are not of the same scenario; compare with care.\n"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
-        first.hostname,
-        join(&cpu_list(first)),
-        roles(first)
-    );
-    let mut names: Vec<&str> = Vec::new();
-    for r in runs {
-        for g in &r.groups {
-            if !names.contains(&g.name.as_str()) {
-                names.push(&g.name);
-            }
-        }
-    }
-    let group = |r: &ScenarioResult, name: &str| -> Option<GroupStats> {
-        r.groups.iter().find(|g| g.name == name).cloned()
-    };
-    type Row = (String, Box<dyn Fn(&ScenarioResult) -> String>);
-    let mut metrics: Vec<Row> = vec![
-        (
-            "CPU idle time until the first task ended (ms)".into(),
-            Box::new(|r: &ScenarioResult| idle_row(r, true)),
-        ),
-        (
-            "CPU idle time over the run (ms)".into(),
-            Box::new(|r: &ScenarioResult| idle_row(r, false)),
-        ),
-    ];
-    for name in &names {
-        let n = name.to_string();
-        metrics.push((
-            format!("CPU repartition of {name} tasks (%)"),
-            Box::new(move |r: &ScenarioResult| {
-                group(r, &n).map_or_else(
-                    || "-".to_string(),
-                    |g| shares_row(&cpu_list(r), &g.cpu_share),
-                )
-            }),
-        ));
-    }
-    for name in &names {
-        let n = name.to_string();
-        metrics.push((
-            format!("{name} tasks completion time (s)"),
-            Box::new(move |r: &ScenarioResult| {
-                group(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
-            }),
-        ));
-    }
-    for (label, pick) in [
-        ("involuntary ctxt switches", 0usize),
-        ("voluntary ctxt switches", 1),
-        ("migrations", 2),
-    ] {
-        for name in &names {
-            let n = name.to_string();
-            metrics.push((
-                format!("{name} tasks {label} (avg)"),
-                Box::new(move |r: &ScenarioResult| {
-                    group(r, &n).map_or_else(
-                        || "-".to_string(),
-                        |g| {
-                            avg(match pick {
-                                0 => g.involuntary_ctxt_switches,
-                                1 => g.voluntary_ctxt_switches,
-                                _ => g.migrations,
-                            })
-                        },
-                    )
-                }),
-            ));
-        }
-    }
-    metrics.push((
-        "wall time (s)".into(),
-        Box::new(|r: &ScenarioResult| secs(r.wall_ns as f64)),
-    ));
-    metrics.push((
-        "balancer decisions (withheld)".into(),
-        Box::new(|r: &ScenarioResult| {
-            r.balancer_report.as_ref().map_or_else(
-                || "-".to_string(),
-                |b| format!("{} ({})", b.decisions.len(), b.withheld),
-            )
-        }),
-    ));
-    let rows: Vec<Vec<String>> = metrics
+    let rows: Vec<Vec<String>> = compared_figures(&group_names(runs))
         .iter()
         .map(|(label, f)| {
             std::iter::once(label.clone())
@@ -682,6 +578,132 @@ pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
         }
     }
     out
+}
+
+/// The title (the scenario of the `first` run and the placements), its description,
+/// a note when the runs are not of one scenario, and the host.
+fn compare_heading(out: &mut String, first: &ScenarioResult, runs: &[ScenarioResult]) {
+    let _ = writeln!(
+        out,
+        "# Scenario `{}`: {}\n",
+        first.scenario.name,
+        runs.iter()
+            .map(|r| r.balancer.name())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    if !first.scenario.description.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
+    }
+    if runs.iter().any(|r| r.scenario != first.scenario) {
+        let _ = writeln!(
+            out,
+            "**Note**: these runs are not of the same scenario; compare with care.\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
+        first.hostname,
+        join(&cpu_list(first)),
+        roles(first)
+    );
+}
+
+/// The groups of all `runs`, in order of first appearance.
+fn group_names(runs: &[ScenarioResult]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        for g in &r.groups {
+            if !names.contains(&g.name.as_str()) {
+                names.push(&g.name);
+            }
+        }
+    }
+    names
+}
+
+/// Group `name` of run `r`, when it has one.
+fn group_of<'a>(r: &'a ScenarioResult, name: &str) -> Option<&'a GroupStats> {
+    r.groups.iter().find(|g| g.name == name)
+}
+
+/// A row of the comparison: its label and its figure for one run.
+type Figure = (String, Box<dyn Fn(&ScenarioResult) -> String>);
+
+/// The rows of the comparison, in the seed's order, for the groups `names`: idle
+/// times, then per group its CPU shares, completion times, context switches and
+/// migrations, then the wall time and the balancer's decisions.
+fn compared_figures(names: &[&str]) -> Vec<Figure> {
+    let mut figures: Vec<Figure> = vec![
+        (
+            "CPU idle time until the first task ended (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, true)),
+        ),
+        (
+            "CPU idle time over the run (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, false)),
+        ),
+    ];
+    for name in names {
+        let n = name.to_string();
+        figures.push((
+            format!("CPU repartition of {name} tasks (%)"),
+            Box::new(move |r: &ScenarioResult| {
+                group_of(r, &n).map_or_else(
+                    || "-".to_string(),
+                    |g| shares_row(&cpu_list(r), &g.cpu_share),
+                )
+            }),
+        ));
+    }
+    for name in names {
+        let n = name.to_string();
+        figures.push((
+            format!("{name} tasks completion time (s)"),
+            Box::new(move |r: &ScenarioResult| {
+                group_of(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
+            }),
+        ));
+    }
+    for (label, pick) in [
+        ("involuntary ctxt switches", 0usize),
+        ("voluntary ctxt switches", 1),
+        ("migrations", 2),
+    ] {
+        for name in names {
+            let n = name.to_string();
+            figures.push((
+                format!("{name} tasks {label} (avg)"),
+                Box::new(move |r: &ScenarioResult| {
+                    group_of(r, &n).map_or_else(
+                        || "-".to_string(),
+                        |g| {
+                            avg(match pick {
+                                0 => g.involuntary_ctxt_switches,
+                                1 => g.voluntary_ctxt_switches,
+                                _ => g.migrations,
+                            })
+                        },
+                    )
+                }),
+            ));
+        }
+    }
+    figures.push((
+        "wall time (s)".into(),
+        Box::new(|r: &ScenarioResult| secs(r.wall_ns as f64)),
+    ));
+    figures.push((
+        "balancer decisions (withheld)".into(),
+        Box::new(|r: &ScenarioResult| {
+            r.balancer_report.as_ref().map_or_else(
+                || "-".to_string(),
+                |b| format!("{} ({})", b.decisions.len(), b.withheld),
+            )
+        }),
+    ));
+    figures
 }
 
 /// Panel height of the timeline, per CPU.
