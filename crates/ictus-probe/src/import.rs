@@ -293,19 +293,73 @@ fn rfc3339(date: &str) -> String {
     }
 }
 
+/// The record of a cyclictest file: `v` as parsed, `numbers` as typed.
 fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRecord, ImportError> {
-    let name = file.name;
-    let top = JsonPath::root();
-    let cmdline_at = top.key(spelled(v, "cmdline"));
-    let refuse = |at: &JsonPath, message: String| file.value(at.clone(), message);
     let cmdline = get(v, "cmdline").and_then(Value::as_str).unwrap_or("");
     let argv: Vec<String> = cmdline.split_whitespace().map(str::to_string).collect();
-    let interval_us: Option<u64> = option(&argv, "-i", "--interval").and_then(|s| s.parse().ok());
-    let duration_s: Option<u64> = option(&argv, "-D", "--duration").and_then(|s| s.parse().ok());
+    let options = command_line(v, &argv, file)?;
+    let provenance = provenance(v, &argv);
+    let mut warnings = vec![Warning {
+        id: "imported".into(),
+        message: format!(
+            "imported from {}: cyclictest {} histograms have 1 us buckets, so values are \
+             truncated to the microsecond (the mean is cyclictest's own); host facts other than \
+             uname were not recorded",
+            file.name, provenance.tool_version
+        ),
+        advice: None,
+    }];
+    let mut merged = LatencyHistogram::new();
+    let mut results = Vec::new();
+    for (index, at, t) in numbered_threads(numbers.thread, file)? {
+        let (result, overflow) = import_thread(index, &at, t, options.policy, &mut merged, file)?;
+        warnings.extend(overflow);
+        results.push(result);
+    }
+    if let (Some(i), Some(d)) = (options.interval_us, options.duration_s) {
+        warnings.push(missed_unknown(i, d, &results));
+    }
+    let parameters = serde_json::json!({
+        "imported_from": "cyclictest",
+        "cmdline": cmdline,
+        "interval_ns": options.interval_ns,
+        "duration_ns": options.duration_ns,
+        "mode": "nanosleep",
+        "policy": options.policy,
+    });
+    let mut record = RunRecord::new("timer", provenance, parameters, Obtained::default());
+    record.complete = v.get("return_code").and_then(Value::as_i64).unwrap_or(0) == 0;
+    record.threads = results;
+    record.merged = Some(LatencyResult::from_histogram(
+        &merged,
+        MissCounter::default(),
+    ));
+    record.warnings = warnings;
+    Ok(record)
+}
+
+/// What cyclictest's command line says about the run.
+struct CommandLine {
+    /// `-i`, in microseconds.
+    interval_us: Option<u64>,
+    /// `-D`, in seconds.
+    duration_s: Option<u64>,
+    interval_ns: Option<u64>,
+    duration_ns: Option<u64>,
+    /// FIFO at `-p` when above 0, else `SCHED_OTHER`.
+    policy: Policy,
+}
+
+/// The interval, duration and policy of `argv`, the command line of `v`; an interval
+/// or a duration too large for nanoseconds is refused at the command line.
+fn command_line(v: &Value, argv: &[String], file: &Source<'_>) -> Result<CommandLine, ImportError> {
+    let cmdline_at = JsonPath::root().key(spelled(v, "cmdline"));
+    let interval_us: Option<u64> = option(argv, "-i", "--interval").and_then(|s| s.parse().ok());
+    let duration_s: Option<u64> = option(argv, "-D", "--duration").and_then(|s| s.parse().ok());
     let interval_ns = match interval_us.map(|i| i.checked_mul(1_000)) {
         Some(None) => {
-            return Err(refuse(
-                &cmdline_at,
+            return Err(file.value(
+                cmdline_at,
                 format!(
                     "expected an interval (-i) that fits in nanoseconds, found {} us",
                     interval_us.unwrap_or_default()
@@ -316,8 +370,8 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     };
     let duration_ns = match duration_s.map(|d| d.checked_mul(1_000_000_000)) {
         Some(None) => {
-            return Err(refuse(
-                &cmdline_at,
+            return Err(file.value(
+                cmdline_at,
                 format!(
                     "expected a duration (-D) that fits in nanoseconds, found {} s",
                     duration_s.unwrap_or_default()
@@ -326,11 +380,24 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
         }
         other => other.flatten(),
     };
-    let priority: Option<u8> = option(&argv, "-p", "--priority").and_then(|s| s.parse().ok());
+    let priority: Option<u8> = option(argv, "-p", "--priority").and_then(|s| s.parse().ok());
     let policy = match priority {
         Some(p) if p > 0 => Policy::Fifo { priority: p },
         _ => Policy::Other { nice: 0 },
     };
+    Ok(CommandLine {
+        interval_us,
+        duration_s,
+        interval_ns,
+        duration_ns,
+        policy,
+    })
+}
+
+/// Where the record comes from: cyclictest's version, `argv`, its times and the
+/// uname part of its sysinfo; the host facts cyclictest does not record are left
+/// empty.
+fn provenance(v: &Value, argv: &[String]) -> Provenance {
     let sys = v.get("sysinfo").cloned().unwrap_or(Value::Null);
     let text = |val: &Value, key: &str| {
         val.get(key)
@@ -338,13 +405,13 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
             .unwrap_or("")
             .to_string()
     };
-    let provenance = Provenance {
+    Provenance {
         tool: "cyclictest".into(),
         tool_version: get(v, "rt_test_version")
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string(),
-        argv: argv.clone(),
+        argv: argv.to_vec(),
         start_time: rfc3339(&text(v, "start_time")),
         end_time: Some(rfc3339(&text(v, "end_time"))),
         hostname: text(&sys, "nodename"),
@@ -367,22 +434,18 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
         isolated_cpus: CpuSet::default(),
         governor: None,
         virtualization: None,
-    };
-    let mut warnings = vec![Warning {
-        id: "imported".into(),
-        message: format!(
-            "imported from {name}: cyclictest {} histograms have 1 us buckets, so values are \
-             truncated to the microsecond (the mean is cyclictest's own); host facts other than \
-             uname were not recorded",
-            provenance.tool_version
-        ),
-        advice: None,
-    }];
-    let mut merged = LatencyHistogram::new();
-    let mut results = Vec::new();
-    let mut threads = Vec::with_capacity(numbers.thread.len());
-    for (key, t) in numbers.thread {
-        let at = top.key("thread").key(key.as_str());
+    }
+}
+
+/// The threads in number order, each with its place; every key is checked first, so
+/// the first key that is not a thread number is refused before any thread is read.
+fn numbered_threads(
+    threads: BTreeMap<String, Thread>,
+    file: &Source<'_>,
+) -> Result<Vec<(usize, JsonPath, Thread)>, ImportError> {
+    let mut numbered = Vec::with_capacity(threads.len());
+    for (key, t) in threads {
+        let at = JsonPath::root().key("thread").key(key.as_str());
         let index = plain_number(&key)
             .and_then(|i| usize::try_from(i).ok())
             .ok_or_else(|| {
@@ -391,132 +454,137 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
                     format!("expected a thread number like \"0\", found \"{key}\""),
                 )
             })?;
-        threads.push((index, at, t));
+        numbered.push((index, at, t));
     }
-    threads.sort_by_key(|(index, ..)| *index);
-    for (index, at, t) in threads {
-        let too_many = |at: JsonPath| {
-            file.value(
-                at,
-                "expected counts whose total fits in 64 bits, found more".to_string(),
-            )
-        };
-        let max_us = t.max.map_or(0, |Micros(m)| m);
-        let mut buckets = Vec::with_capacity(t.histogram.len());
-        for (key, count) in t.histogram {
-            let bucket = at.key("histogram").key(key.as_str());
-            let us = match plain_number(&key) {
-                Some(us) if us <= MAX_LATENCY_US => us,
-                Some(us) => {
-                    return Err(file.key(
-                        bucket,
-                        format!(
-                            "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(file.key(
-                        bucket,
-                        format!(
-                            "expected a bucket in whole microseconds like \"12\", found \"{key}\""
-                        ),
-                    ));
-                }
-            };
-            buckets.push((us, count, bucket));
-        }
-        buckets.sort_by_key(|(us, ..)| *us);
-        let mut h = LatencyHistogram::new();
-        let mut counted = 0u64;
-        // In bulk: a bucket of 10^18 samples costs what a bucket of one does.
-        for (us, count, bucket) in buckets {
-            let value = Nanos::from_micros(us);
-            h.record_n(value, count)
-                .map_err(|_| too_many(bucket.clone()))?;
-            merged
-                .record_n(value, count)
-                .map_err(|_| too_many(bucket.clone()))?;
-            counted = counted
-                .checked_add(count)
-                .ok_or_else(|| too_many(bucket.clone()))?;
-        }
-        let overflow = t.cycles.saturating_sub(counted);
-        let value = Nanos::from_micros(max_us);
-        h.record_n(value, overflow)
-            .map_err(|_| too_many(at.key("cycles")))?;
+    numbered.sort_by_key(|(index, ..)| *index);
+    Ok(numbered)
+}
+
+/// Thread `index` (at `at`) as a result with `policy`, its samples also recorded
+/// into `merged`; with a warning when samples lay beyond its histogram.
+fn import_thread(
+    index: usize,
+    at: &JsonPath,
+    t: Thread,
+    policy: Policy,
+    merged: &mut LatencyHistogram,
+    file: &Source<'_>,
+) -> Result<(ThreadResult, Option<Warning>), ImportError> {
+    let too_many = |at: JsonPath| {
+        file.value(
+            at,
+            "expected counts whose total fits in 64 bits, found more".to_string(),
+        )
+    };
+    let max_us = t.max.map_or(0, |Micros(m)| m);
+    let mut h = LatencyHistogram::new();
+    let mut counted = 0u64;
+    // In bulk: a bucket of 10^18 samples costs what a bucket of one does.
+    for (us, count, bucket) in histogram_buckets(at, t.histogram, file)? {
+        let value = Nanos::from_micros(us);
+        h.record_n(value, count)
+            .map_err(|_| too_many(bucket.clone()))?;
         merged
-            .record_n(value, overflow)
-            .map_err(|_| too_many(at.key("cycles")))?;
-        if overflow > 0 {
-            warnings.push(Warning {
-                id: "histogram-overflow".into(),
-                message: format!(
-                    "thread {index}: {overflow} samples lay beyond cyclictest's histogram and are \
-                     placed at its max ({max_us} us)"
-                ),
-                advice: Some("Rerun cyclictest with a larger -h.".into()),
-            });
+            .record_n(value, count)
+            .map_err(|_| too_many(bucket.clone()))?;
+        counted = counted
+            .checked_add(count)
+            .ok_or_else(|| too_many(bucket.clone()))?;
+    }
+    let overflow = t.cycles.saturating_sub(counted);
+    let value = Nanos::from_micros(max_us);
+    h.record_n(value, overflow)
+        .map_err(|_| too_many(at.key("cycles")))?;
+    merged
+        .record_n(value, overflow)
+        .map_err(|_| too_many(at.key("cycles")))?;
+    let warning = (overflow > 0).then(|| Warning {
+        id: "histogram-overflow".into(),
+        message: format!(
+            "thread {index}: {overflow} samples lay beyond cyclictest's histogram and are \
+             placed at its max ({max_us} us)"
+        ),
+        advice: Some("Rerun cyclictest with a larger -h.".into()),
+    });
+    let mut latency = LatencyResult::from_histogram(&h, MissCounter::default());
+    if let Some(avg) = t.avg {
+        if !(0.0..=MAX_LATENCY_US as f64).contains(&avg) {
+            return Err(file.value(
+                at.key("avg"),
+                format!("expected a mean latency from 0 to {MAX_LATENCY_US} us, found {avg}"),
+            ));
         }
-        let mut latency = LatencyResult::from_histogram(&h, MissCounter::default());
-        if let Some(avg) = t.avg {
-            if !(0.0..=MAX_LATENCY_US as f64).contains(&avg) {
-                return Err(refuse(
-                    &at.key("avg"),
-                    format!("expected a mean latency from 0 to {MAX_LATENCY_US} us, found {avg}"),
+        latency.summary.mean_ns = Some(avg * 1_000.0);
+    }
+    let cpu = t.cpu.map(|Cpu(c)| c);
+    let result = ThreadResult {
+        thread: index,
+        config: ThreadConfig {
+            tid: 0,
+            pinned_cpu: cpu,
+            affinity: CpuSet::from_cpus(cpu),
+            policy_requested: policy,
+            policy,
+            hybrid_margin_ns: None,
+        },
+        latency,
+    };
+    Ok((result, warning))
+}
+
+/// The buckets of the histogram of the thread at `at`, in latency order: (latency in
+/// us, count, place); every key is checked first.
+fn histogram_buckets(
+    at: &JsonPath,
+    histogram: BTreeMap<String, u64>,
+    file: &Source<'_>,
+) -> Result<Vec<(u64, u64, JsonPath)>, ImportError> {
+    let mut buckets = Vec::with_capacity(histogram.len());
+    for (key, count) in histogram {
+        let bucket = at.key("histogram").key(key.as_str());
+        let us = match plain_number(&key) {
+            Some(us) if us <= MAX_LATENCY_US => us,
+            Some(us) => {
+                return Err(file.key(
+                    bucket,
+                    format!(
+                        "expected a latency of at most {MAX_LATENCY_US} us (one hour), found {us}"
+                    ),
                 ));
             }
-            latency.summary.mean_ns = Some(avg * 1_000.0);
-        }
-        let cpu = t.cpu.map(|Cpu(c)| c);
-        results.push(ThreadResult {
-            thread: index,
-            config: ThreadConfig {
-                tid: 0,
-                pinned_cpu: cpu,
-                affinity: CpuSet::from_cpus(cpu),
-                policy_requested: policy,
-                policy,
-                hybrid_margin_ns: None,
-            },
-            latency,
-        });
+            None => {
+                return Err(file.key(
+                    bucket,
+                    format!("expected a bucket in whole microseconds like \"12\", found \"{key}\""),
+                ));
+            }
+        };
+        buckets.push((us, count, bucket));
     }
-    if let (Some(i), Some(d)) = (interval_us, duration_s) {
-        // No overflow: d fits in nanoseconds (checked above), so d * 10^6 does.
-        let expected = d * 1_000_000 / i.max(1);
-        let worst = results
-            .iter()
-            .map(|r| r.latency.summary.count)
-            .min()
-            .unwrap_or(0);
-        warnings.push(Warning {
-            id: "missed-unknown".into(),
-            message: format!(
-                "cyclictest skips missed periods without counting them: {expected} periods were \
-                 due per thread and it measured {worst} (the fewest of its threads); the \
-                 difference was missed or not started"
-            ),
-            advice: None,
-        });
+    buckets.sort_by_key(|(us, ..)| *us);
+    Ok(buckets)
+}
+
+/// cyclictest does not count the periods it missed: what was due in `duration_s`
+/// at `interval_us` against what its threads measured.
+fn missed_unknown(interval_us: u64, duration_s: u64, results: &[ThreadResult]) -> Warning {
+    // No overflow: the duration fits in nanoseconds (checked by `command_line`), so
+    // duration_s * 10^6 does.
+    let expected = duration_s * 1_000_000 / interval_us.max(1);
+    let worst = results
+        .iter()
+        .map(|r| r.latency.summary.count)
+        .min()
+        .unwrap_or(0);
+    Warning {
+        id: "missed-unknown".into(),
+        message: format!(
+            "cyclictest skips missed periods without counting them: {expected} periods were \
+             due per thread and it measured {worst} (the fewest of its threads); the \
+             difference was missed or not started"
+        ),
+        advice: None,
     }
-    let parameters = serde_json::json!({
-        "imported_from": "cyclictest",
-        "cmdline": cmdline,
-        "interval_ns": interval_ns,
-        "duration_ns": duration_ns,
-        "mode": "nanosleep",
-        "policy": policy,
-    });
-    let mut record = RunRecord::new("timer", provenance, parameters, Obtained::default());
-    record.complete = v.get("return_code").and_then(Value::as_i64).unwrap_or(0) == 0;
-    record.threads = results;
-    record.merged = Some(LatencyResult::from_histogram(
-        &merged,
-        MissCounter::default(),
-    ));
-    record.warnings = warnings;
-    Ok(record)
 }
 
 #[cfg(test)]

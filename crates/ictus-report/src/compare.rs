@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::format;
 use crate::markdown::{front, md_table};
 use crate::results::Results;
-use crate::tables::{self, Table};
+use crate::tables::{self, Grid, Table};
 
 /// The note under a table where a ratio compares thin tails.
 pub const THIN_COMPARE_NOTE: &str = "† at least one side of this ratio is a tail percentile that rests on too few samples (p99.999 needs 100,000): the tails of short runs do not compare like with like.";
@@ -20,6 +20,31 @@ pub(crate) struct Side {
     /// Keys (with the figure's name last), then one text per run.
     pub(crate) rows: Vec<(Vec<String>, Vec<String>)>,
     pub(crate) notes: Vec<String>,
+}
+
+impl Side {
+    /// The key columns, then one number column per run, headed `headers`.
+    pub(crate) fn grid(&self, headers: &[String]) -> Grid {
+        Grid {
+            header: self
+                .keys
+                .iter()
+                .cloned()
+                .chain(headers.iter().cloned())
+                .collect(),
+            numeric: self
+                .keys
+                .iter()
+                .map(|_| false)
+                .chain(headers.iter().map(|_| true))
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
+                .collect(),
+        }
+    }
 }
 
 /// Column headers: `1: vm 2026-11-22 18:36 (reference)`.
@@ -187,24 +212,8 @@ pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
             let _ = writeln!(out, "Not measured in any of the runs.\n");
             continue;
         }
-        let header: Vec<String> = s
-            .keys
-            .iter()
-            .cloned()
-            .chain(headers.iter().cloned())
-            .collect();
-        let right: Vec<bool> = s
-            .keys
-            .iter()
-            .map(|_| false)
-            .chain(headers.iter().map(|_| true))
-            .collect();
-        let rows: Vec<Vec<String>> = s
-            .rows
-            .iter()
-            .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
-            .collect();
-        md_table(&mut out, &header, &right, &rows);
+        let grid = s.grid(&headers);
+        md_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
         for note in &s.notes {
             let _ = writeln!(out, "\n- {note}");
         }

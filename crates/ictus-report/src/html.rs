@@ -106,30 +106,8 @@ fn render_table(out: &mut String, n: usize, t: &Table) {
         return;
     }
     let _ = writeln!(out, "<p>{}</p>", inline(&t.caption));
-    let header: Vec<String> = t
-        .keys
-        .iter()
-        .cloned()
-        .chain(t.columns.iter().map(|c| c.name.clone()))
-        .collect();
-    let rows: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|r| {
-            r.keys
-                .iter()
-                .cloned()
-                .chain(r.cells.iter().map(|c| c.text.clone()))
-                .collect()
-        })
-        .collect();
-    let num: Vec<bool> = t
-        .keys
-        .iter()
-        .map(|_| false)
-        .chain(t.columns.iter().map(|c| c.compared))
-        .collect();
-    html_table(out, &header, &num, &rows);
+    let grid = t.grid();
+    html_table(out, &grid.header, &grid.numeric, &grid.rows);
     if !t.notes.is_empty() {
         out.push_str("<ul class=\"notes\">");
         for note in &t.notes {
@@ -218,260 +196,295 @@ fn merged(run: &Run) -> Option<&HistogramData> {
         .filter(|h| !h.buckets.is_empty())
 }
 
+/// The plots under the table `id`.
 fn plots_for(out: &mut String, r: &Results, id: &str) {
     match id {
-        "timer" => {
-            let mut runs: Vec<&Run> = r.of("timer").collect();
-            runs.sort_by_key(|x| x.config());
-            let series: Vec<(String, &HistogramData)> = runs
-                .iter()
-                .filter_map(|x| Some((x.config().to_string(), merged(x)?)))
-                .collect();
+        "timer" => timer_plots(out, r),
+        "jitter" => jitter_plots(out, r),
+        "memlat" => memlat_plots(out, r),
+        "compute" => compute_plots(out, r),
+        "pingpong" => pingpong_plots(out, r),
+        "throughput" => throughput_plots(out, r),
+        "loop" => loop_plots(out, r),
+        _ => {}
+    }
+}
+
+/// The wake-up latency tails of every configuration, then each one's histogram.
+fn timer_plots(out: &mut String, r: &Results) {
+    let mut runs: Vec<&Run> = r.of("timer").collect();
+    runs.sort_by_key(|x| x.config());
+    let series: Vec<(String, &HistogramData)> = runs
+        .iter()
+        .filter_map(|x| Some((x.config().to_string(), merged(x)?)))
+        .collect();
+    figure(
+        out,
+        plots::exceedance("Wake-up latency tails", &series),
+        "Share of wake-ups at least this late, per configuration (log-log): the right end of each line is the max, each decade down is one more nine.",
+    );
+    for run in runs {
+        if let Some(h) = merged(run) {
             figure(
                 out,
-                plots::exceedance("Wake-up latency tails", &series),
-                "Share of wake-ups at least this late, per configuration (log-log): the right end of each line is the max, each decade down is one more nine.",
+                plots::histogram(&format!("Wake-up latency: {}", run.config()), h, None),
+                &format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
             );
-            for run in runs {
-                if let Some(h) = merged(run) {
-                    figure(
-                        out,
-                        plots::histogram(&format!("Wake-up latency: {}", run.config()), h, None),
-                        &format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
-                    );
-                }
-            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">A timeline of wake-up latency needs the raw samples, which the records do not carry yet; the execution-time timeline under the next table shows when slow runs happened.</p>"
+    );
+}
+
+/// The slow runs of every configuration over time, or a note that there were none.
+fn jitter_plots(out: &mut String, r: &Results) {
+    let mut series = Vec::new();
+    for run in r.of("jitter") {
+        let points: Vec<(f64, f64)> = run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "slow-run")
+            .filter_map(|m| {
+                Some((
+                    m.labels.get("at_ns")?.as_f64()? / 1e9,
+                    *m.metrics.get("duration_ns")?,
+                ))
+            })
+            .collect();
+        if !points.is_empty() {
+            series.push((run.config().to_string(), points));
+        }
+    }
+    match plots::timeline("Slow runs over time", &series) {
+        Some(svg) => figure(
+            out,
+            Some(svg),
+            "Every run that took more than twice Tmin, at the time it started. A regular pattern with a 1 s period is real-time throttling (95 % of each second by default); on a VM, steal time.",
+        ),
+        None => {
             let _ = writeln!(
                 out,
-                "<p class=\"note\">A timeline of wake-up latency needs the raw samples, which the records do not carry yet; the execution-time timeline under the next table shows when slow runs happened.</p>"
+                "<p class=\"note\">No run took more than twice Tmin: no slow-run timeline to plot.</p>"
             );
         }
-        "jitter" => {
-            let mut series = Vec::new();
-            for run in r.of("jitter") {
-                let points: Vec<(f64, f64)> = run
-                    .record
-                    .measurements
-                    .iter()
-                    .filter(|m| m.name == "slow-run")
-                    .filter_map(|m| {
-                        Some((
-                            m.labels.get("at_ns")?.as_f64()? / 1e9,
-                            *m.metrics.get("duration_ns")?,
-                        ))
-                    })
-                    .collect();
-                if !points.is_empty() {
-                    series.push((run.config().to_string(), points));
-                }
-            }
-            match plots::timeline("Slow runs over time", &series) {
-                Some(svg) => figure(
-                    out,
-                    Some(svg),
-                    "Every run that took more than twice Tmin, at the time it started. A regular pattern with a 1 s period is real-time throttling (95 % of each second by default); on a VM, steal time.",
-                ),
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "<p class=\"note\">No run took more than twice Tmin: no slow-run timeline to plot.</p>"
-                    );
-                }
-            }
+    }
+}
+
+/// Per memlat run: the time per access against the working set, one curve per
+/// access pattern, the cache sizes marked.
+fn memlat_plots(out: &mut String, r: &Results) {
+    for run in r.of("memlat") {
+        let marks: Vec<(f64, String)> = caches(run)
+            .into_iter()
+            .map(|(n, s)| (s as f64, format!("{n} {}", format::bytes(s as f64))))
+            .collect();
+        let axes = Axes {
+            x_desc: "working set",
+            y_desc: "time per access",
+            x_fmt: &plots::tick_bytes,
+            y_fmt: &plots::tick_ns,
+            x_bytes: true,
+        };
+        figure(
+            out,
+            plots::curves(
+                "Memory latency by working set",
+                &axes,
+                &memlat_series(run),
+                &marks,
+            ),
+            "Time per access against the working set (log-log); vertical lines are the cache sizes the kernel reports. The random chase steps up at each level.",
+        );
+    }
+}
+
+/// One curve per access pattern of a memlat run (single-threaded measurements only):
+/// (working set in bytes, ns per access).
+fn memlat_series(run: &Run) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for m in &run.record.measurements {
+        if m.labels
+            .get("threads")
+            .and_then(|v| v.as_u64())
+            .is_some_and(|n| n != 1)
+        {
+            continue;
         }
-        "memlat" => {
-            for run in r.of("memlat") {
-                let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-                for m in &run.record.measurements {
-                    if m.labels
-                        .get("threads")
+        let (name, key) = match m.name.as_str() {
+            "chase" => ("random chase".to_string(), "ns_per_load"),
+            "strided-read" | "strided-write" => (
+                format!(
+                    "{}, space {} B",
+                    m.name.trim_start_matches("strided-"),
+                    m.labels
+                        .get("stride_bytes")
                         .and_then(|v| v.as_u64())
-                        .is_some_and(|n| n != 1)
-                    {
-                        continue;
-                    }
-                    let (name, key) = match m.name.as_str() {
-                        "chase" => ("random chase".to_string(), "ns_per_load"),
-                        "strided-read" | "strided-write" => (
-                            format!(
-                                "{}, space {} B",
-                                m.name.trim_start_matches("strided-"),
-                                m.labels
-                                    .get("stride_bytes")
-                                    .and_then(|v| v.as_u64())
-                                    .unwrap_or(0)
-                            ),
-                            "ns_per_access",
-                        ),
-                        _ => continue,
-                    };
-                    let (Some(ws), Some(&v)) = (
-                        m.labels.get("working_set_bytes").and_then(|v| v.as_f64()),
-                        m.metrics.get(key),
-                    ) else {
-                        continue;
-                    };
-                    match series.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, p)) => p.push((ws, v)),
-                        None => series.push((name, vec![(ws, v)])),
-                    }
-                }
-                let marks: Vec<(f64, String)> = caches(run)
-                    .into_iter()
-                    .map(|(n, s)| (s as f64, format!("{n} {}", format::bytes(s as f64))))
-                    .collect();
-                let axes = Axes {
-                    x_desc: "working set",
-                    y_desc: "time per access",
-                    x_fmt: &plots::tick_bytes,
-                    y_fmt: &plots::tick_ns,
-                    x_bytes: true,
-                };
-                figure(
-                    out,
-                    plots::curves("Memory latency by working set", &axes, &series, &marks),
-                    "Time per access against the working set (log-log); vertical lines are the cache sizes the kernel reports. The random chase steps up at each level.",
-                );
-            }
+                        .unwrap_or(0)
+                ),
+                "ns_per_access",
+            ),
+            _ => continue,
+        };
+        let (Some(ws), Some(&v)) = (
+            m.labels.get("working_set_bytes").and_then(|v| v.as_f64()),
+            m.metrics.get(key),
+        ) else {
+            continue;
+        };
+        match series.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, p)) => p.push((ws, v)),
+            None => series.push((name, vec![(ws, v)])),
         }
-        "compute" => {
-            for run in r.of("compute") {
-                let points: Vec<(f64, f64)> = run
-                    .record
-                    .measurements
-                    .iter()
-                    .filter(|m| m.name == "model-size")
-                    .filter_map(|m| {
-                        Some((
-                            m.labels.get("modules")?.as_f64()?,
-                            *m.metrics.get("ns_per_module_step")?,
-                        ))
-                    })
-                    .collect();
-                let axes = Axes {
-                    x_desc: "model size (modules)",
-                    y_desc: "time per module and step",
-                    x_fmt: &|v| format::count(*v as u64),
-                    y_fmt: &plots::tick_ns,
-                    x_bytes: false,
+    }
+    series
+}
+
+/// Per compute run: the time per module and step against the model's size.
+fn compute_plots(out: &mut String, r: &Results) {
+    for run in r.of("compute") {
+        let points: Vec<(f64, f64)> = run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "model-size")
+            .filter_map(|m| {
+                Some((
+                    m.labels.get("modules")?.as_f64()?,
+                    *m.metrics.get("ns_per_module_step")?,
+                ))
+            })
+            .collect();
+        let axes = Axes {
+            x_desc: "model size (modules)",
+            y_desc: "time per module and step",
+            x_fmt: &|v| format::count(*v as u64),
+            y_fmt: &plots::tick_ns,
+            x_bytes: false,
+        };
+        figure(
+            out,
+            plots::curves(
+                "Computing cost by model size",
+                &axes,
+                &[("one thread".to_string(), points)],
+                &[],
+            ),
+            "Time per module and step as the model grows: flat while it fits in cache.",
+        );
+    }
+}
+
+/// The hand-off time tails of every configuration, load and placement.
+fn pingpong_plots(out: &mut String, r: &Results) {
+    let mut series = Vec::new();
+    let mut runs: Vec<&Run> = r.of("pingpong").collect();
+    runs.sort_by_key(|x| x.config());
+    for run in runs {
+        for m in run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "handoff")
+        {
+            if let Some(l) = &m.latency {
+                let load = if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
+                    "cpu load".to_string()
+                } else {
+                    load_name(&run.load)
                 };
-                figure(
-                    out,
-                    plots::curves(
-                        "Computing cost by model size",
-                        &axes,
-                        &[("one thread".to_string(), points)],
-                        &[],
+                series.push((
+                    format!(
+                        "{}, {load}, {}",
+                        class_name(run.class),
+                        m.labels
+                            .get("placement")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("?")
                     ),
-                    "Time per module and step as the model grows: flat while it fits in cache.",
-                );
+                    &l.histogram,
+                ));
             }
         }
-        "pingpong" => {
-            let mut series = Vec::new();
-            let mut runs: Vec<&Run> = r.of("pingpong").collect();
-            runs.sort_by_key(|x| x.config());
-            for run in runs {
-                for m in run
-                    .record
-                    .measurements
-                    .iter()
-                    .filter(|m| m.name == "handoff")
-                {
-                    if let Some(l) = &m.latency {
-                        let load =
-                            if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
-                                "cpu load".to_string()
-                            } else {
-                                load_name(&run.load)
-                            };
-                        series.push((
-                            format!(
-                                "{}, {load}, {}",
-                                class_name(run.class),
-                                m.labels
-                                    .get("placement")
-                                    .and_then(|v| v.as_str())
-                                    .unwrap_or("?")
-                            ),
-                            &l.histogram,
-                        ));
-                    }
-                }
-            }
-            figure(
-                out,
-                plots::exceedance("Hand-off time tails", &series),
-                "Share of hand-offs taking at least this long, per configuration, load and placement (log-log).",
-            );
-        }
-        "throughput" => {
-            let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-            for run in r.of("throughput") {
-                for m in &run.record.measurements {
-                    let name = match m.name.as_str() {
-                        "transfer" => format!(
-                            "{}, {}",
-                            m.labels
-                                .get("transport")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("?"),
-                            m.labels
-                                .get("placement")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("?")
-                        ),
-                        "memcpy" => "memcpy (one CPU)".to_string(),
-                        _ => continue,
-                    };
-                    let (Some(size), Some(&rate)) = (
-                        m.labels.get("payload_bytes").and_then(|v| v.as_f64()),
-                        m.metrics.get("bytes_per_s"),
-                    ) else {
-                        continue;
-                    };
-                    match series.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, p)) => p.push((size, rate / 1e6)),
-                        None => series.push((name, vec![(size, rate / 1e6)])),
-                    }
-                }
-            }
-            let axes = Axes {
-                x_desc: "payload",
-                y_desc: "MB/s",
-                x_fmt: &plots::tick_bytes,
-                y_fmt: &plots::tick_num,
-                x_bytes: true,
+    }
+    figure(
+        out,
+        plots::exceedance("Hand-off time tails", &series),
+        "Share of hand-offs taking at least this long, per configuration, load and placement (log-log).",
+    );
+}
+
+/// The payload throughput against its size, one curve per transport and placement
+/// and one for memcpy.
+fn throughput_plots(out: &mut String, r: &Results) {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for run in r.of("throughput") {
+        for m in &run.record.measurements {
+            let name = match m.name.as_str() {
+                "transfer" => format!(
+                    "{}, {}",
+                    m.labels
+                        .get("transport")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("?"),
+                    m.labels
+                        .get("placement")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("?")
+                ),
+                "memcpy" => "memcpy (one CPU)".to_string(),
+                _ => continue,
             };
-            figure(
-                out,
-                plots::curves("Throughput by payload", &axes, &series, &[]),
-                "Payload throughput against payload size (log-log), as seed 004's Figures 6 and 7.",
-            );
-        }
-        "loop" => {
-            for run in r.of("loop") {
-                let period = run
-                    .record
-                    .measurements
-                    .iter()
-                    .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
-                    .filter_map(|m| m.labels.get("period_ns")?.as_f64())
-                    .fold(f64::INFINITY, f64::min);
-                if let Some(h) = merged(run) {
-                    figure(
-                        out,
-                        plots::histogram(
-                            "Loop step completion",
-                            h,
-                            period.is_finite().then_some((period, "period")),
-                        ),
-                        "Step completion (deadline to the end of the output phase) in the fastest trial held without a miss (the first trial when none held); the red line is that trial's period. The gap between them is the slack.",
-                    );
-                }
+            let (Some(size), Some(&rate)) = (
+                m.labels.get("payload_bytes").and_then(|v| v.as_f64()),
+                m.metrics.get("bytes_per_s"),
+            ) else {
+                continue;
+            };
+            match series.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, p)) => p.push((size, rate / 1e6)),
+                None => series.push((name, vec![(size, rate / 1e6)])),
             }
         }
-        _ => {}
+    }
+    let axes = Axes {
+        x_desc: "payload",
+        y_desc: "MB/s",
+        x_fmt: &plots::tick_bytes,
+        y_fmt: &plots::tick_num,
+        x_bytes: true,
+    };
+    figure(
+        out,
+        plots::curves("Throughput by payload", &axes, &series, &[]),
+        "Payload throughput against payload size (log-log), as seed 004's Figures 6 and 7.",
+    );
+}
+
+/// Per loop run: the step completion histogram, the period of the fastest trial held
+/// without a miss marked.
+fn loop_plots(out: &mut String, r: &Results) {
+    for run in r.of("loop") {
+        let period = run
+            .record
+            .measurements
+            .iter()
+            .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
+            .filter_map(|m| m.labels.get("period_ns")?.as_f64())
+            .fold(f64::INFINITY, f64::min);
+        if let Some(h) = merged(run) {
+            figure(
+                out,
+                plots::histogram(
+                    "Loop step completion",
+                    h,
+                    period.is_finite().then_some((period, "period")),
+                ),
+                "Step completion (deadline to the end of the output phase) in the fastest trial held without a miss (the first trial when none held); the red line is that trial's period. The gap between them is the slack.",
+            );
+        }
     }
 }
 
@@ -554,24 +567,8 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
             out.push_str("<p>Not measured in any of the runs.</p>\n");
             continue;
         }
-        let header: Vec<String> = s
-            .keys
-            .iter()
-            .cloned()
-            .chain(headers.iter().cloned())
-            .collect();
-        let rows: Vec<Vec<String>> = s
-            .rows
-            .iter()
-            .map(|(k, v)| k.iter().cloned().chain(v.iter().cloned()).collect())
-            .collect();
-        let num: Vec<bool> = s
-            .keys
-            .iter()
-            .map(|_| false)
-            .chain(headers.iter().map(|_| true))
-            .collect();
-        html_table(&mut out, &header, &num, &rows);
+        let grid = s.grid(&headers);
+        html_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
         if !s.notes.is_empty() {
             out.push_str("<ul class=\"notes\">");
             for note in &s.notes {

@@ -176,30 +176,8 @@ fn render_table(out: &mut String, n: usize, t: &Table) {
         return;
     }
     let _ = writeln!(out, "{}\n", t.caption);
-    let header: Vec<String> = t
-        .keys
-        .iter()
-        .cloned()
-        .chain(t.columns.iter().map(|c| c.name.clone()))
-        .collect();
-    let right: Vec<bool> = t
-        .keys
-        .iter()
-        .map(|_| false)
-        .chain(t.columns.iter().map(|c| c.compared))
-        .collect();
-    let rows: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|r| {
-            r.keys
-                .iter()
-                .cloned()
-                .chain(r.cells.iter().map(|c| c.text.clone()))
-                .collect()
-        })
-        .collect();
-    md_table(out, &header, &right, &rows);
+    let grid = t.grid();
+    md_table(out, &grid.header, &grid.numeric, &grid.rows);
     if !t.notes.is_empty() {
         out.push('\n');
         for note in &t.notes {

@@ -17,6 +17,7 @@ use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use ictus_shield::balancer::{Decision, Report};
 use ictus_shield::scenario::run::{CpuShare, GroupStats, MinAvgMax, ScenarioResult};
 use ictus_shield::scenario::{RESULT_SCHEMA, RESULT_VERSION};
 use plotters::prelude::*;
@@ -153,6 +154,31 @@ pub fn write_files(dir: &Path, r: &ScenarioResult) -> Result<[PathBuf; 3], Repor
 /// the timeline (linked as `timeline`, when given), the balancer's account, warnings.
 pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
     let mut out = String::new();
+    let cpus = cpu_list(r);
+    heading(&mut out, r);
+    summary(&mut out, r, &cpus);
+    groups(&mut out, r);
+    cpus_idle(&mut out, r);
+    timeline_section(&mut out, r, timeline);
+    tasks(&mut out, r, &cpus);
+    if !r.policies.is_empty() {
+        policies(&mut out, r);
+    }
+    if let Some(b) = &r.balancer_report {
+        balancer(&mut out, b);
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(out, "## Warnings\n");
+        for w in &r.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The title, the description, the run in one paragraph, and INCOMPLETE when it was.
+fn heading(out: &mut String, r: &ScenarioResult) {
     let s = &r.scenario;
     let _ = writeln!(
         out,
@@ -184,9 +210,11 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
     if let Some(why) = &r.stopped {
         let _ = writeln!(out, "**INCOMPLETE**: {why}; the figures cover what ran.\n");
     }
+}
 
+/// The seed's Tables 3 to 5 for this run: one row per figure, the CPUs in one column.
+fn summary(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
     let _ = writeln!(out, "## Summary (as seed 002 Tables 3 to 5)\n");
-    let cpus = cpu_list(r);
     let mut rows = vec![
         vec![
             "CPU idle time until the first task ended (ms)".to_string(),
@@ -200,7 +228,7 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
     for g in &r.groups {
         rows.push(vec![
             format!("CPU repartition of {} tasks (%)", g.name),
-            shares_row(&cpus, &g.cpu_share),
+            shares_row(cpus, &g.cpu_share),
         ]);
     }
     for g in &r.groups {
@@ -216,11 +244,8 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         ]);
     }
     md_table(
-        &mut out,
-        &[
-            String::new(),
-            format!("CPUs {} ({})", join(&cpus), roles(r)),
-        ],
+        out,
+        &[String::new(), format!("CPUs {} ({})", join(cpus), roles(r))],
         &[false, true],
         &rows,
     );
@@ -229,11 +254,14 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         "\nCompletion time is minimum / average / maximum; shares are of the samples that saw a \
          task of the group running (state R) on each CPU; context switches are the mean per task.\n"
     );
+}
 
+/// One row per group.
+fn groups(out: &mut String, r: &ScenarioResult) {
     let _ = writeln!(out, "## Groups\n");
     let rows: Vec<Vec<String>> = r.groups.iter().map(group_row).collect();
     md_table(
-        &mut out,
+        out,
         &[
             "group",
             "class",
@@ -250,7 +278,10 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         &rows,
     );
     out.push('\n');
+}
 
+/// One row per CPU: its role, idle and steal time.
+fn cpus_idle(out: &mut String, r: &ScenarioResult) {
     let _ = writeln!(out, "## CPUs\n");
     let rows: Vec<Vec<String>> = r
         .cpus
@@ -267,7 +298,7 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         })
         .collect();
     md_table(
-        &mut out,
+        out,
         &[
             "CPU",
             "role",
@@ -287,7 +318,10 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
             |t| format!("the first task finished at {} s", secs(t as f64))
         )
     );
+}
 
+/// How the timeline was sampled, and the picture (`timeline`) when there is one.
+fn timeline_section(out: &mut String, r: &ScenarioResult, timeline: Option<&str>) {
     let _ = writeln!(out, "## Timeline\n");
     let _ = writeln!(
         out,
@@ -305,7 +339,10 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
     if let Some(file) = timeline {
         let _ = writeln!(out, "![running tasks per CPU over time]({file})\n");
     }
+}
 
+/// One row per task.
+fn tasks(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
     let _ = writeln!(out, "## Tasks\n");
     let rows: Vec<Vec<String>> = r
         .tasks
@@ -322,7 +359,7 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
                     format!("{} (stopped)", secs(t.completion_ns as f64))
                 },
                 secs(t.cpu_time_ns as f64),
-                shares_row(&cpus, &t.cpu_share),
+                shares_row(cpus, &t.cpu_share),
                 opt(t.voluntary_ctxt_switches),
                 opt(t.involuntary_ctxt_switches),
                 match t.migrations {
@@ -334,7 +371,7 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         })
         .collect();
     md_table(
-        &mut out,
+        out,
         &[
             "task".to_string(),
             "tid".to_string(),
@@ -342,7 +379,7 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
             "CPUs".to_string(),
             "completion (s)".to_string(),
             "CPU time (s)".to_string(),
-            format!("% on CPUs {}", join(&cpus)),
+            format!("% on CPUs {}", join(cpus)),
             "voluntary".to_string(),
             "involuntary".to_string(),
             "migrations".to_string(),
@@ -354,109 +391,107 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         &rows,
     );
     out.push('\n');
+}
 
-    if !r.policies.is_empty() {
-        let _ = writeln!(out, "## Policies\n");
-        let rows: Vec<Vec<String>> = r
-            .policies
-            .iter()
-            .map(|p| {
-                vec![
-                    p.group.clone(),
-                    p.asked.clone(),
-                    p.obtained.clone(),
-                    p.refused_tasks.to_string(),
-                    p.reason.clone().unwrap_or_else(|| "-".to_string()),
-                ]
-            })
-            .collect();
-        md_table(
-            &mut out,
-            &[
-                "group",
-                "asked",
-                "obtained",
-                "refused tasks",
-                "the kernel's reason",
+/// What each group asked for and obtained.
+fn policies(out: &mut String, r: &ScenarioResult) {
+    let _ = writeln!(out, "## Policies\n");
+    let rows: Vec<Vec<String>> = r
+        .policies
+        .iter()
+        .map(|p| {
+            vec![
+                p.group.clone(),
+                p.asked.clone(),
+                p.obtained.clone(),
+                p.refused_tasks.to_string(),
+                p.reason.clone().unwrap_or_else(|| "-".to_string()),
             ]
-            .map(String::from),
-            &[false, false, false, true, false],
-            &rows,
-        );
-        out.push('\n');
-    }
+        })
+        .collect();
+    md_table(
+        out,
+        &[
+            "group",
+            "asked",
+            "obtained",
+            "refused tasks",
+            "the kernel's reason",
+        ]
+        .map(String::from),
+        &[false, false, false, true, false],
+        &rows,
+    );
+    out.push('\n');
+}
 
-    if let Some(b) = &r.balancer_report {
-        let _ = writeln!(out, "## Balancer\n");
+/// The balancer's account: its counters, the real-time shares at the end, its notes
+/// and its first decisions.
+fn balancer(out: &mut String, b: &Report) {
+    let _ = writeln!(out, "## Balancer\n");
+    let _ = writeln!(
+        out,
+        "{} decision(s) over {} pass(es) and {} sample(s); {} move(s) back to an RT CPU withheld \
+         (anti ping-pong); {} migration attempt(s) received; {} move(s) refused by the kernel.\n",
+        b.decisions.len(),
+        b.passes,
+        b.samples,
+        b.withheld,
+        b.attempts_received,
+        b.refused
+    );
+    if !b.rt_share.is_empty() {
         let _ = writeln!(
             out,
-            "{} decision(s) over {} pass(es) and {} sample(s); {} move(s) back to an RT CPU withheld \
-             (anti ping-pong); {} migration attempt(s) received; {} move(s) refused by the kernel.\n",
-            b.decisions.len(),
-            b.passes,
-            b.samples,
-            b.withheld,
-            b.attempts_received,
-            b.refused
-        );
-        if !b.rt_share.is_empty() {
-            let _ = writeln!(
-                out,
-                "Real-time share at the end: {}.\n",
-                b.rt_share
-                    .iter()
-                    .map(|(c, s)| format!("CPU {c} {:.1} %", s * 100.0))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        for note in &b.notes {
-            let _ = writeln!(out, "- {note}");
-        }
-        if !b.notes.is_empty() {
-            out.push('\n');
-        }
-        const SHOWN: usize = 20;
-        if !b.decisions.is_empty() {
-            let rows: Vec<Vec<String>> = b
-                .decisions
+            "Real-time share at the end: {}.\n",
+            b.rt_share
                 .iter()
-                .take(SHOWN)
-                .map(|d| {
-                    vec![
-                        millis(d.at_ns as f64),
-                        d.tid.to_string(),
-                        d.from.map_or_else(|| "-".to_string(), |c| c.to_string()),
-                        d.to.to_string(),
-                        d.reason.clone(),
-                    ]
-                })
-                .collect();
-            md_table(
-                &mut out,
-                &["at (ms)", "tid", "from", "to", "why"].map(String::from),
-                &[true, true, true, true, false],
-                &rows,
-            );
-            if b.decisions.len() > SHOWN {
-                let _ = writeln!(
-                    out,
-                    "\n(the first {SHOWN} of {}; all are in `result.json`)",
-                    b.decisions.len()
-                );
-            }
-            out.push('\n');
-        }
+                .map(|(c, s)| format!("CPU {c} {:.1} %", s * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
-
-    if !r.warnings.is_empty() {
-        let _ = writeln!(out, "## Warnings\n");
-        for w in &r.warnings {
-            let _ = writeln!(out, "- {w}");
-        }
+    for note in &b.notes {
+        let _ = writeln!(out, "- {note}");
+    }
+    if !b.notes.is_empty() {
         out.push('\n');
     }
-    out
+    if !b.decisions.is_empty() {
+        decisions(out, &b.decisions);
+    }
+}
+
+/// The first decisions of the balancer; all of them are in the result file.
+fn decisions(out: &mut String, decisions: &[Decision]) {
+    const SHOWN: usize = 20;
+    let rows: Vec<Vec<String>> = decisions
+        .iter()
+        .take(SHOWN)
+        .map(|d| {
+            vec![
+                millis(d.at_ns as f64),
+                d.tid.to_string(),
+                d.from.map_or_else(|| "-".to_string(), |c| c.to_string()),
+                d.to.to_string(),
+                d.reason.clone(),
+            ]
+        })
+        .collect();
+    md_table(
+        out,
+        &["at (ms)", "tid", "from", "to", "why"].map(String::from),
+        &[true, true, true, true, false],
+        &rows,
+    );
+    if decisions.len() > SHOWN {
+        let _ = writeln!(
+            out,
+            "\n(the first {SHOWN} of {}; all are in `result.json`)",
+            decisions.len()
+        );
+    }
+    out.push('\n');
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -510,116 +545,12 @@ pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
     let Some(first) = runs.first() else {
         return "No scenario results to compare.\n".to_string();
     };
+    compare_heading(&mut out, first, runs);
     let labels: Vec<String> = runs
         .iter()
         .map(|r| format!("balancer `{}`", r.balancer))
         .collect();
-    let _ = writeln!(
-        out,
-        "# Scenario `{}`: {}\n",
-        first.scenario.name,
-        runs.iter()
-            .map(|r| r.balancer.name())
-            .collect::<Vec<_>>()
-            .join(" vs ")
-    );
-    if !first.scenario.description.trim().is_empty() {
-        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
-    }
-    if runs.iter().any(|r| r.scenario != first.scenario) {
-        let _ = writeln!(
-            out,
-            "**Note**: these runs are not of the same scenario; compare with care.\n"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
-        first.hostname,
-        join(&cpu_list(first)),
-        roles(first)
-    );
-    let mut names: Vec<&str> = Vec::new();
-    for r in runs {
-        for g in &r.groups {
-            if !names.contains(&g.name.as_str()) {
-                names.push(&g.name);
-            }
-        }
-    }
-    let group = |r: &ScenarioResult, name: &str| -> Option<GroupStats> {
-        r.groups.iter().find(|g| g.name == name).cloned()
-    };
-    type Row = (String, Box<dyn Fn(&ScenarioResult) -> String>);
-    let mut metrics: Vec<Row> = vec![
-        (
-            "CPU idle time until the first task ended (ms)".into(),
-            Box::new(|r: &ScenarioResult| idle_row(r, true)),
-        ),
-        (
-            "CPU idle time over the run (ms)".into(),
-            Box::new(|r: &ScenarioResult| idle_row(r, false)),
-        ),
-    ];
-    for name in &names {
-        let n = name.to_string();
-        metrics.push((
-            format!("CPU repartition of {name} tasks (%)"),
-            Box::new(move |r: &ScenarioResult| {
-                group(r, &n).map_or_else(
-                    || "-".to_string(),
-                    |g| shares_row(&cpu_list(r), &g.cpu_share),
-                )
-            }),
-        ));
-    }
-    for name in &names {
-        let n = name.to_string();
-        metrics.push((
-            format!("{name} tasks completion time (s)"),
-            Box::new(move |r: &ScenarioResult| {
-                group(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
-            }),
-        ));
-    }
-    for (label, pick) in [
-        ("involuntary ctxt switches", 0usize),
-        ("voluntary ctxt switches", 1),
-        ("migrations", 2),
-    ] {
-        for name in &names {
-            let n = name.to_string();
-            metrics.push((
-                format!("{name} tasks {label} (avg)"),
-                Box::new(move |r: &ScenarioResult| {
-                    group(r, &n).map_or_else(
-                        || "-".to_string(),
-                        |g| {
-                            avg(match pick {
-                                0 => g.involuntary_ctxt_switches,
-                                1 => g.voluntary_ctxt_switches,
-                                _ => g.migrations,
-                            })
-                        },
-                    )
-                }),
-            ));
-        }
-    }
-    metrics.push((
-        "wall time (s)".into(),
-        Box::new(|r: &ScenarioResult| secs(r.wall_ns as f64)),
-    ));
-    metrics.push((
-        "balancer decisions (withheld)".into(),
-        Box::new(|r: &ScenarioResult| {
-            r.balancer_report.as_ref().map_or_else(
-                || "-".to_string(),
-                |b| format!("{} ({})", b.decisions.len(), b.withheld),
-            )
-        }),
-    ));
-    let rows: Vec<Vec<String>> = metrics
+    let rows: Vec<Vec<String>> = compared_figures(&group_names(runs))
         .iter()
         .map(|(label, f)| {
             std::iter::once(label.clone())
@@ -647,6 +578,132 @@ pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
         }
     }
     out
+}
+
+/// The title (the scenario of the `first` run and the placements), its description,
+/// a note when the runs are not of one scenario, and the host.
+fn compare_heading(out: &mut String, first: &ScenarioResult, runs: &[ScenarioResult]) {
+    let _ = writeln!(
+        out,
+        "# Scenario `{}`: {}\n",
+        first.scenario.name,
+        runs.iter()
+            .map(|r| r.balancer.name())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    if !first.scenario.description.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
+    }
+    if runs.iter().any(|r| r.scenario != first.scenario) {
+        let _ = writeln!(
+            out,
+            "**Note**: these runs are not of the same scenario; compare with care.\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
+        first.hostname,
+        join(&cpu_list(first)),
+        roles(first)
+    );
+}
+
+/// The groups of all `runs`, in order of first appearance.
+fn group_names(runs: &[ScenarioResult]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        for g in &r.groups {
+            if !names.contains(&g.name.as_str()) {
+                names.push(&g.name);
+            }
+        }
+    }
+    names
+}
+
+/// Group `name` of run `r`, when it has one.
+fn group_of<'a>(r: &'a ScenarioResult, name: &str) -> Option<&'a GroupStats> {
+    r.groups.iter().find(|g| g.name == name)
+}
+
+/// A row of the comparison: its label and its figure for one run.
+type Figure = (String, Box<dyn Fn(&ScenarioResult) -> String>);
+
+/// The rows of the comparison, in the seed's order, for the groups `names`: idle
+/// times, then per group its CPU shares, completion times, context switches and
+/// migrations, then the wall time and the balancer's decisions.
+fn compared_figures(names: &[&str]) -> Vec<Figure> {
+    let mut figures: Vec<Figure> = vec![
+        (
+            "CPU idle time until the first task ended (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, true)),
+        ),
+        (
+            "CPU idle time over the run (ms)".into(),
+            Box::new(|r: &ScenarioResult| idle_row(r, false)),
+        ),
+    ];
+    for name in names {
+        let n = name.to_string();
+        figures.push((
+            format!("CPU repartition of {name} tasks (%)"),
+            Box::new(move |r: &ScenarioResult| {
+                group_of(r, &n).map_or_else(
+                    || "-".to_string(),
+                    |g| shares_row(&cpu_list(r), &g.cpu_share),
+                )
+            }),
+        ));
+    }
+    for name in names {
+        let n = name.to_string();
+        figures.push((
+            format!("{name} tasks completion time (s)"),
+            Box::new(move |r: &ScenarioResult| {
+                group_of(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
+            }),
+        ));
+    }
+    for (label, pick) in [
+        ("involuntary ctxt switches", 0usize),
+        ("voluntary ctxt switches", 1),
+        ("migrations", 2),
+    ] {
+        for name in names {
+            let n = name.to_string();
+            figures.push((
+                format!("{name} tasks {label} (avg)"),
+                Box::new(move |r: &ScenarioResult| {
+                    group_of(r, &n).map_or_else(
+                        || "-".to_string(),
+                        |g| {
+                            avg(match pick {
+                                0 => g.involuntary_ctxt_switches,
+                                1 => g.voluntary_ctxt_switches,
+                                _ => g.migrations,
+                            })
+                        },
+                    )
+                }),
+            ));
+        }
+    }
+    figures.push((
+        "wall time (s)".into(),
+        Box::new(|r: &ScenarioResult| secs(r.wall_ns as f64)),
+    ));
+    figures.push((
+        "balancer decisions (withheld)".into(),
+        Box::new(|r: &ScenarioResult| {
+            r.balancer_report.as_ref().map_or_else(
+                || "-".to_string(),
+                |b| format!("{} ({})", b.decisions.len(), b.withheld),
+            )
+        }),
+    ));
+    figures
 }
 
 /// Panel height of the timeline, per CPU.

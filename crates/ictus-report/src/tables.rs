@@ -65,6 +65,45 @@ impl Column {
     }
 }
 
+/// A table as the Markdown and HTML renderers write it: the header row, which
+/// columns hold numbers (right-aligned), and the rows, all as text.
+pub(crate) struct Grid {
+    pub(crate) header: Vec<String>,
+    pub(crate) numeric: Vec<bool>,
+    pub(crate) rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The key columns, then the value columns (numbers where compared).
+    pub(crate) fn grid(&self) -> Grid {
+        Grid {
+            header: self
+                .keys
+                .iter()
+                .cloned()
+                .chain(self.columns.iter().map(|c| c.name.clone()))
+                .collect(),
+            numeric: self
+                .keys
+                .iter()
+                .map(|_| false)
+                .chain(self.columns.iter().map(|c| c.compared))
+                .collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| {
+                    r.keys
+                        .iter()
+                        .cloned()
+                        .chain(r.cells.iter().map(|c| c.text.clone()))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One row: its keys, then one cell per value column.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {

@@ -155,6 +155,27 @@ pub fn apply_stopping_after(
     }
 }
 
+/// The journal as one step sees it: every entry appended is followed by the step's
+/// second stop point (`2 * done + 1`).
+struct StepJournal<'a> {
+    journal: &'a mut Journal,
+    stop_at: Option<usize>,
+    done: usize,
+}
+
+impl StepJournal<'_> {
+    fn append(&mut self, entry: &Entry) -> Result<(), ShieldError> {
+        self.journal.append(entry)?;
+        if self.stop_at == Some(2 * self.done + 1) {
+            return Err(ShieldError::Stopped {
+                at: 2 * self.done + 1,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Carries out the plan's steps in order, each journaled before it changes anything.
 fn run_steps(
     applied: &mut Applied,
     journal: &mut Journal,
@@ -166,58 +187,17 @@ fn run_steps(
             return Err(ShieldError::Stopped { at: 2 * done });
         }
         // Every journal entry of this step is followed by the second stop point.
-        let append = |journal: &mut Journal, entry: &Entry| -> Result<(), ShieldError> {
-            journal.append(entry)?;
-            if stop_at == Some(2 * done + 1) {
-                return Err(ShieldError::Stopped { at: 2 * done + 1 });
-            }
-            Ok(())
+        let mut journal = StepJournal {
+            journal: &mut *journal,
+            stop_at,
+            done,
         };
         match step {
             Step::Write { path, value } => {
-                // Files of a group the shield created go away with the group.
-                let inside_new = path
-                    .parent()
-                    .is_some_and(|d| created.iter().any(|c| c == d));
-                if !inside_new {
-                    let Some(prior_value) = read_trimmed(path) else {
-                        continue; // vanished (an IRQ freed meanwhile)
-                    };
-                    append(
-                        journal,
-                        &Entry::Write {
-                            path: path.clone(),
-                            prior_value,
-                        },
-                    )?;
-                }
-                let mut result = write_value(path, value);
-                if result.is_err() && value == "isolated" {
-                    // Kernels before 5.15 know only `root` partitions.
-                    result = write_value(path, "root");
-                }
-                if let Err(e) = result {
-                    if path.starts_with("/proc/irq") {
-                        applied.refused.push(Skip {
-                            what: format!("{}", path.display()),
-                            why: format!(
-                                "the kernel refused ({e}); a managed IRQ stays where it is"
-                            ),
-                        });
-                    } else {
-                        return Err(write_error(path, value, e));
-                    }
-                }
+                write_step(applied, &mut journal, &created, path, value)?;
             }
             Step::Mkdir { path } => {
-                append(
-                    journal,
-                    &Entry::Mkdir {
-                        path: path.clone(),
-                        prior_value: "absent".into(),
-                    },
-                )?;
-                std::fs::create_dir(path).map_err(|e| write_error(path, "(mkdir)", e))?;
+                mkdir_step(&mut journal, path)?;
                 created.push(path.clone());
             }
             Step::MoveTask {
@@ -225,122 +205,198 @@ fn run_steps(
                 start_time,
                 from,
                 to,
-            } => {
-                let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
-                else {
-                    continue; // exited
-                };
-                let Some(affinity) = task.affinity else {
-                    continue;
-                };
-                append(
-                    journal,
-                    &Entry::Task {
-                        path: from.clone(),
-                        prior_value: affinity,
-                        tid: *tid,
-                        start_time: *start_time,
-                        cpuset: task.cpuset.clone(),
-                        affinity_only: false,
-                    },
-                )?;
-                if let Err(e) = write_value(to, &tid.to_string())
-                    && e.raw_os_error() != Some(3)
-                {
-                    applied.refused.push(Skip {
-                        what: format!("task {tid} ({})", task.comm),
-                        why: format!(
-                            "the kernel refused the move ({e}); kthreadd stays in the root cpuset"
-                        ),
-                    });
-                }
-            }
+            } => move_task_step(applied, &mut journal, *tid, *start_time, from, to)?,
             Step::KeepAffinity { tid, start_time } => {
-                let Some(task) = snapshot::read_task(*tid).filter(|t| t.start_time == *start_time)
-                else {
-                    continue; // exited
-                };
-                let Some(affinity) = task.affinity else {
-                    continue;
-                };
-                append(
-                    journal,
-                    &Entry::Task {
-                        path: PathBuf::new(),
-                        prior_value: affinity,
-                        tid: *tid,
-                        start_time: *start_time,
-                        cpuset: task.cpuset.clone(),
-                        affinity_only: true,
-                    },
-                )?;
+                keep_affinity_step(&mut journal, *tid, *start_time)?;
             }
-            Step::StopIrqbalance { pid } => {
-                append(
-                    journal,
-                    &Entry::Irqbalance {
-                        path: PathBuf::from(format!("/proc/{pid}")),
-                        prior_value: "running".into(),
-                    },
-                )?;
-                let stopped = run_quietly("systemctl", &["stop", "irqbalance"])
-                    || run_quietly("kill", &[&pid.to_string()]);
-                applied.irqbalance_stopped = stopped;
-                if !stopped {
-                    applied.refused.push(Skip {
-                        what: format!("irqbalance (pid {pid})"),
-                        why: "could not be stopped; it may undo the IRQ affinity".into(),
-                    });
-                }
-            }
+            Step::StopIrqbalance { pid } => stop_irqbalance_step(applied, &mut journal, *pid)?,
             Step::StartWatchdog {
                 limit_ms,
                 program,
                 args,
-            } => {
-                // The order keeps `reset` exact after a kill -9 at any point:
-                // 1. spawn: the process starts but waits for GO on its stdin;
-                // 2. journal its pid and start time (known only after the spawn);
-                // 3. send GO, then wait for READY.
-                // Killed before 2: nothing journaled, and the process reads end of
-                // file instead of GO (the pipe closes with us) and exits having done
-                // nothing. Killed between 2 and 3: same exit; reset finds it gone.
-                // Killed after 3: reset stops it by pid, only if the start time still
-                // matches. The RT throttle goes off in a later step, after READY, so
-                // it is never off unless a watchdog was watching first. (Journaling an
-                // intent before the spawn would not help: the pid is unknown then.)
-                let start_error = |why: String| ShieldError::WatchdogStart {
-                    program: program.clone(),
-                    why,
-                };
-                let log = watchdog::log_path(&applied.journal);
-                let log = std::path::absolute(&log).unwrap_or(log);
-                let pending = watchdog::spawn_pending(program, args, &log)
-                    .map_err(|e| start_error(e.to_string()))?;
-                let (pid, start_time) = (pending.pid, pending.start_time);
-                append(
-                    journal,
-                    &Entry::Watchdog {
-                        path: PathBuf::from(format!("/proc/{pid}")),
-                        prior_value: "absent".into(),
-                        pid,
-                        start_time,
-                        limit_ms: *limit_ms,
-                        log: log.clone(),
-                    },
-                )?;
-                pending
-                    .release(WATCHDOG_READY_TIMEOUT)
-                    .map_err(|e| start_error(e.to_string()))?;
-                applied.watchdog = Some(StartedWatchdog {
-                    pid,
-                    start_time,
-                    limit_ms: *limit_ms,
-                    log,
-                });
-            }
+            } => start_watchdog_step(applied, &mut journal, *limit_ms, program, args)?,
         }
     }
+    Ok(())
+}
+
+/// Writes `value` to `path`, its prior value journaled first unless the file is in a
+/// group the shield `created`. A file that vanished is passed over; an IRQ the
+/// kernel will not move is recorded as refused.
+fn write_step(
+    applied: &mut Applied,
+    journal: &mut StepJournal<'_>,
+    created: &[PathBuf],
+    path: &Path,
+    value: &str,
+) -> Result<(), ShieldError> {
+    // Files of a group the shield created go away with the group.
+    let inside_new = path
+        .parent()
+        .is_some_and(|d| created.iter().any(|c| c == d));
+    if !inside_new {
+        let Some(prior_value) = read_trimmed(path) else {
+            return Ok(()); // vanished (an IRQ freed meanwhile)
+        };
+        journal.append(&Entry::Write {
+            path: path.to_path_buf(),
+            prior_value,
+        })?;
+    }
+    let mut result = write_value(path, value);
+    if result.is_err() && value == "isolated" {
+        // Kernels before 5.15 know only `root` partitions.
+        result = write_value(path, "root");
+    }
+    if let Err(e) = result {
+        if path.starts_with("/proc/irq") {
+            applied.refused.push(Skip {
+                what: format!("{}", path.display()),
+                why: format!("the kernel refused ({e}); a managed IRQ stays where it is"),
+            });
+        } else {
+            return Err(write_error(path, value, e));
+        }
+    }
+    Ok(())
+}
+
+/// Creates the cgroup directory `path`, journaled first.
+fn mkdir_step(journal: &mut StepJournal<'_>, path: &Path) -> Result<(), ShieldError> {
+    journal.append(&Entry::Mkdir {
+        path: path.to_path_buf(),
+        prior_value: "absent".into(),
+    })?;
+    std::fs::create_dir(path).map_err(|e| write_error(path, "(mkdir)", e))
+}
+
+/// Moves thread `tid` (with its start time) from the group of `from` into the group of
+/// `to`, its affinity and group journaled first. A thread that exited is passed over;
+/// one the kernel will not move is recorded as refused.
+fn move_task_step(
+    applied: &mut Applied,
+    journal: &mut StepJournal<'_>,
+    tid: i32,
+    start_time: u64,
+    from: &Path,
+    to: &Path,
+) -> Result<(), ShieldError> {
+    let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
+        return Ok(()); // exited
+    };
+    let Some(affinity) = task.affinity else {
+        return Ok(());
+    };
+    journal.append(&Entry::Task {
+        path: from.to_path_buf(),
+        prior_value: affinity,
+        tid,
+        start_time,
+        cpuset: task.cpuset.clone(),
+        affinity_only: false,
+    })?;
+    if let Err(e) = write_value(to, &tid.to_string())
+        && e.raw_os_error() != Some(3)
+    {
+        applied.refused.push(Skip {
+            what: format!("task {tid} ({})", task.comm),
+            why: format!("the kernel refused the move ({e}); kthreadd stays in the root cpuset"),
+        });
+    }
+    Ok(())
+}
+
+/// Journals the affinity of thread `tid` (with its start time) without changing
+/// anything; a thread that exited is passed over.
+fn keep_affinity_step(
+    journal: &mut StepJournal<'_>,
+    tid: i32,
+    start_time: u64,
+) -> Result<(), ShieldError> {
+    let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
+        return Ok(()); // exited
+    };
+    let Some(affinity) = task.affinity else {
+        return Ok(());
+    };
+    journal.append(&Entry::Task {
+        path: PathBuf::new(),
+        prior_value: affinity,
+        tid,
+        start_time,
+        cpuset: task.cpuset.clone(),
+        affinity_only: true,
+    })
+}
+
+/// Stops irqbalance (`pid`), journaled first; when it cannot be stopped, says so.
+fn stop_irqbalance_step(
+    applied: &mut Applied,
+    journal: &mut StepJournal<'_>,
+    pid: i32,
+) -> Result<(), ShieldError> {
+    journal.append(&Entry::Irqbalance {
+        path: PathBuf::from(format!("/proc/{pid}")),
+        prior_value: "running".into(),
+    })?;
+    let stopped = run_quietly("systemctl", &["stop", "irqbalance"])
+        || run_quietly("kill", &[&pid.to_string()]);
+    applied.irqbalance_stopped = stopped;
+    if !stopped {
+        applied.refused.push(Skip {
+            what: format!("irqbalance (pid {pid})"),
+            why: "could not be stopped; it may undo the IRQ affinity".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Starts the watchdog process (`program args`, limit `limit_ms`) and waits until it
+/// reports ready.
+fn start_watchdog_step(
+    applied: &mut Applied,
+    journal: &mut StepJournal<'_>,
+    limit_ms: u64,
+    program: &Path,
+    args: &[String],
+) -> Result<(), ShieldError> {
+    // The order keeps `reset` exact after a kill -9 at any point:
+    // 1. spawn: the process starts but waits for GO on its stdin;
+    // 2. journal its pid and start time (known only after the spawn);
+    // 3. send GO, then wait for READY.
+    // Killed before 2: nothing journaled, and the process reads end of
+    // file instead of GO (the pipe closes with us) and exits having done
+    // nothing. Killed between 2 and 3: same exit; reset finds it gone.
+    // Killed after 3: reset stops it by pid, only if the start time still
+    // matches. The RT throttle goes off in a later step, after READY, so
+    // it is never off unless a watchdog was watching first. (Journaling an
+    // intent before the spawn would not help: the pid is unknown then.)
+    let start_error = |why: String| ShieldError::WatchdogStart {
+        program: program.to_path_buf(),
+        why,
+    };
+    let log = watchdog::log_path(&applied.journal);
+    let log = std::path::absolute(&log).unwrap_or(log);
+    let pending =
+        watchdog::spawn_pending(program, args, &log).map_err(|e| start_error(e.to_string()))?;
+    let (pid, start_time) = (pending.pid, pending.start_time);
+    journal.append(&Entry::Watchdog {
+        path: PathBuf::from(format!("/proc/{pid}")),
+        prior_value: "absent".into(),
+        pid,
+        start_time,
+        limit_ms,
+        log: log.clone(),
+    })?;
+    pending
+        .release(WATCHDOG_READY_TIMEOUT)
+        .map_err(|e| start_error(e.to_string()))?;
+    applied.watchdog = Some(StartedWatchdog {
+        pid,
+        start_time,
+        limit_ms,
+        log,
+    });
     Ok(())
 }
 

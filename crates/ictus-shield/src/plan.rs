@@ -2,7 +2,7 @@
 //! on fake machines, run by [`crate::apply()`].
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ictus_core::CpuSet;
@@ -158,17 +158,7 @@ pub fn split(rt: &CpuSet, online: &CpuSet) -> Result<CpuSet, ShieldError> {
 
 /// Computes the plan. Fails on bad input only; changes nothing.
 pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
-    if request.rt_throttle_off && request.watchdog.is_none() {
-        return Err(ShieldError::ThrottleWithoutWatchdog);
-    }
-    if let Some(w) = &request.watchdog
-        && w.limit < MIN_WATCHDOG_LIMIT
-    {
-        return Err(ShieldError::WatchdogTooShort {
-            limit_ms: w.limit.as_millis() as u64,
-            min_ms: MIN_WATCHDOG_LIMIT.as_millis() as u64,
-        });
-    }
+    check_watchdog(request)?;
     let rt = &request.rt_cpus;
     let nrt = split(rt, &machine.online)?;
     let known: BTreeSet<u32> = machine.irqs.iter().map(|i| i.irq).collect();
@@ -181,109 +171,20 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
     let mut steps = Vec::new();
     let mut skipped = Vec::new();
     let root = cpuset.dir();
-    let write = |path: PathBuf, value: String| Step::Write { path, value };
-    let rt_dir = root.join(RT_GROUP);
     let cgroup_version = match cpuset {
         CpusetRoot::V1(_) => {
-            let nrt_dir = root.join(NRT_GROUP);
-            for (dir, cpus, balance) in [(&rt_dir, rt, "0"), (&nrt_dir, &nrt, "1")] {
-                steps.push(Step::Mkdir { path: dir.clone() });
-                steps.push(write(dir.join("cpuset.cpus"), cpus.to_string()));
-                steps.push(write(dir.join("cpuset.mems"), machine.mems.clone()));
-                steps.push(write(dir.join("cpuset.cpu_exclusive"), "1".into()));
-                steps.push(write(dir.join("cpuset.sched_load_balance"), balance.into()));
-            }
-            // The root stops balancing across all CPUs, so the RT CPUs form their own
-            // scheduling domain.
-            if machine
-                .root_files
-                .get("cpuset.sched_load_balance")
-                .map(String::as_str)
-                != Some("0")
-            {
-                steps.push(write(root.join("cpuset.sched_load_balance"), "0".into()));
-            }
-            let from = root.join("tasks");
-            let to = nrt_dir.join("tasks");
-            for task in machine.threads.iter().filter(|t| t.cpuset == "/") {
-                if task.is_movable() {
-                    steps.push(Step::MoveTask {
-                        tid: task.tid,
-                        start_time: task.start_time,
-                        from: from.clone(),
-                        to: to.clone(),
-                    });
-                } else {
-                    skipped.push(Skip {
-                        what: format!("task {} ({})", task.tid, task.comm),
-                        why: "kernel thread with a fixed affinity (PF_NO_SETAFFINITY)".into(),
-                    });
-                }
-            }
+            v1_groups(machine, root, rt, &nrt, &mut steps, &mut skipped);
             1
         }
         CpusetRoot::V2(_) => {
-            let controls = machine
-                .root_files
-                .get("cgroup.subtree_control")
-                .map(String::as_str)
-                .unwrap_or("");
-            if !controls.split_whitespace().any(|c| c == "cpuset") {
-                steps.push(write(root.join("cgroup.subtree_control"), "+cpuset".into()));
-            }
-            // The partition itself comes after the IRQs and masks (below), so reset
-            // removes it first and then puts back what the kernel changed with it.
-            // Every movable thread: removing the partition resets the affinity of
-            // threads pinned elsewhere too (seen on a 6.x kernel: per-CPU pins became
-            // all CPUs).
-            for task in &machine.threads {
-                if task.affinity.is_some() && task.is_movable() {
-                    steps.push(Step::KeepAffinity {
-                        tid: task.tid,
-                        start_time: task.start_time,
-                    });
-                }
-            }
+            v2_controller_and_affinities(machine, root, &mut steps);
             2
         }
     };
-    for irq in &machine.irqs {
-        let target = if request.irq_for.contains(&irq.irq) {
-            rt
-        } else {
-            &nrt
-        };
-        if irq.affinity.parse::<CpuSet>().ok().as_ref() != Some(target) {
-            steps.push(write(
-                PathBuf::from(format!("/proc/irq/{}/smp_affinity_list", irq.irq)),
-                target.to_string(),
-            ));
-        }
-    }
-    let mask_step = |current: &Option<String>, path: &str, steps: &mut Vec<Step>| {
-        if let Some(current) = current
-            && parse_mask(current).as_ref() != Some(&nrt)
-        {
-            steps.push(write(PathBuf::from(path), format_mask(&nrt)));
-        }
-    };
-    mask_step(
-        &machine.default_irq_affinity,
-        DEFAULT_IRQ_AFFINITY,
-        &mut steps,
-    );
-    mask_step(&machine.workqueue_cpumask, WORKQUEUE_CPUMASK, &mut steps);
+    irq_steps(machine, request, &nrt, &mut steps);
+    mask_steps(machine, &nrt, &mut steps);
     if cgroup_version == 2 {
-        steps.push(Step::Mkdir {
-            path: rt_dir.clone(),
-        });
-        steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
-        steps.push(write(rt_dir.join("cpuset.mems"), machine.mems.clone()));
-        // apply falls back to `root` where the kernel does not know `isolated`.
-        steps.push(write(
-            rt_dir.join("cpuset.cpus.partition"),
-            "isolated".into(),
-        ));
+        v2_partition(machine, &root.join(RT_GROUP), rt, &mut steps);
     }
     if let Some(pid) = machine.irqbalance {
         // First, so it cannot undo the IRQ affinity while the rest is applied.
@@ -298,17 +199,7 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
         });
     }
     if request.rt_throttle_off {
-        match machine.rt_runtime_us.as_deref() {
-            Some("-1") => skipped.push(Skip {
-                what: RT_RUNTIME.into(),
-                why: "RT throttling is already off".into(),
-            }),
-            Some(_) => steps.push(write(PathBuf::from(RT_RUNTIME), "-1".into())),
-            None => skipped.push(Skip {
-                what: RT_RUNTIME.into(),
-                why: "this kernel has no RT throttle".into(),
-            }),
-        }
+        throttle_off(machine, &mut steps, &mut skipped);
     }
     Ok(Plan {
         rt_cpus: rt.clone(),
@@ -317,6 +208,164 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
         steps,
         skipped,
     })
+}
+
+/// The RT throttle goes off only under a watchdog, and the watchdog's limit is not
+/// below [`MIN_WATCHDOG_LIMIT`].
+fn check_watchdog(request: &Request) -> Result<(), ShieldError> {
+    if request.rt_throttle_off && request.watchdog.is_none() {
+        return Err(ShieldError::ThrottleWithoutWatchdog);
+    }
+    if let Some(w) = &request.watchdog
+        && w.limit < MIN_WATCHDOG_LIMIT
+    {
+        return Err(ShieldError::WatchdogTooShort {
+            limit_ms: w.limit.as_millis() as u64,
+            min_ms: MIN_WATCHDOG_LIMIT.as_millis() as u64,
+        });
+    }
+    Ok(())
+}
+
+fn write(path: PathBuf, value: String) -> Step {
+    Step::Write { path, value }
+}
+
+/// cgroup v1: the RT and NRT groups, the root's balancing off, and every thread of
+/// the root moved to the NRT group (kernel threads that cannot move are skipped).
+fn v1_groups(
+    machine: &Machine,
+    root: &Path,
+    rt: &CpuSet,
+    nrt: &CpuSet,
+    steps: &mut Vec<Step>,
+    skipped: &mut Vec<Skip>,
+) {
+    let rt_dir = root.join(RT_GROUP);
+    let nrt_dir = root.join(NRT_GROUP);
+    for (dir, cpus, balance) in [(&rt_dir, rt, "0"), (&nrt_dir, nrt, "1")] {
+        steps.push(Step::Mkdir { path: dir.clone() });
+        steps.push(write(dir.join("cpuset.cpus"), cpus.to_string()));
+        steps.push(write(dir.join("cpuset.mems"), machine.mems.clone()));
+        steps.push(write(dir.join("cpuset.cpu_exclusive"), "1".into()));
+        steps.push(write(dir.join("cpuset.sched_load_balance"), balance.into()));
+    }
+    // The root stops balancing across all CPUs, so the RT CPUs form their own
+    // scheduling domain.
+    if machine
+        .root_files
+        .get("cpuset.sched_load_balance")
+        .map(String::as_str)
+        != Some("0")
+    {
+        steps.push(write(root.join("cpuset.sched_load_balance"), "0".into()));
+    }
+    let from = root.join("tasks");
+    let to = nrt_dir.join("tasks");
+    for task in machine.threads.iter().filter(|t| t.cpuset == "/") {
+        if task.is_movable() {
+            steps.push(Step::MoveTask {
+                tid: task.tid,
+                start_time: task.start_time,
+                from: from.clone(),
+                to: to.clone(),
+            });
+        } else {
+            skipped.push(Skip {
+                what: format!("task {} ({})", task.tid, task.comm),
+                why: "kernel thread with a fixed affinity (PF_NO_SETAFFINITY)".into(),
+            });
+        }
+    }
+}
+
+/// cgroup v2, before the IRQs: the cpuset controller for the root's children, and
+/// every movable thread's affinity journaled.
+fn v2_controller_and_affinities(machine: &Machine, root: &Path, steps: &mut Vec<Step>) {
+    let controls = machine
+        .root_files
+        .get("cgroup.subtree_control")
+        .map(String::as_str)
+        .unwrap_or("");
+    if !controls.split_whitespace().any(|c| c == "cpuset") {
+        steps.push(write(root.join("cgroup.subtree_control"), "+cpuset".into()));
+    }
+    // The partition itself comes after the IRQs and masks (`v2_partition`), so reset
+    // removes it first and then puts back what the kernel changed with it.
+    // Every movable thread: removing the partition resets the affinity of
+    // threads pinned elsewhere too (seen on a 6.x kernel: per-CPU pins became
+    // all CPUs).
+    for task in &machine.threads {
+        if task.affinity.is_some() && task.is_movable() {
+            steps.push(Step::KeepAffinity {
+                tid: task.tid,
+                start_time: task.start_time,
+            });
+        }
+    }
+}
+
+/// Every IRQ to the NRT CPUs, or to the RT CPUs when the request names it; those
+/// already there are left alone.
+fn irq_steps(machine: &Machine, request: &Request, nrt: &CpuSet, steps: &mut Vec<Step>) {
+    let rt = &request.rt_cpus;
+    for irq in &machine.irqs {
+        let target = if request.irq_for.contains(&irq.irq) {
+            rt
+        } else {
+            nrt
+        };
+        if irq.affinity.parse::<CpuSet>().ok().as_ref() != Some(target) {
+            steps.push(write(
+                PathBuf::from(format!("/proc/irq/{}/smp_affinity_list", irq.irq)),
+                target.to_string(),
+            ));
+        }
+    }
+}
+
+/// The default IRQ affinity and the workqueue mask to the NRT CPUs, where present
+/// and not already so.
+fn mask_steps(machine: &Machine, nrt: &CpuSet, steps: &mut Vec<Step>) {
+    for (current, path) in [
+        (&machine.default_irq_affinity, DEFAULT_IRQ_AFFINITY),
+        (&machine.workqueue_cpumask, WORKQUEUE_CPUMASK),
+    ] {
+        if let Some(current) = current
+            && parse_mask(current).as_ref() != Some(nrt)
+        {
+            steps.push(write(PathBuf::from(path), format_mask(nrt)));
+        }
+    }
+}
+
+/// cgroup v2: the RT group at `rt_dir`, made an isolated partition.
+fn v2_partition(machine: &Machine, rt_dir: &Path, rt: &CpuSet, steps: &mut Vec<Step>) {
+    steps.push(Step::Mkdir {
+        path: rt_dir.to_path_buf(),
+    });
+    steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
+    steps.push(write(rt_dir.join("cpuset.mems"), machine.mems.clone()));
+    // apply falls back to `root` where the kernel does not know `isolated`.
+    steps.push(write(
+        rt_dir.join("cpuset.cpus.partition"),
+        "isolated".into(),
+    ));
+}
+
+/// The RT throttle off, where the kernel has one and it is on.
+fn throttle_off(machine: &Machine, steps: &mut Vec<Step>, skipped: &mut Vec<Skip>) {
+    match machine.rt_runtime_us.as_deref() {
+        Some("-1") => skipped.push(Skip {
+            what: RT_RUNTIME.into(),
+            why: "RT throttling is already off".into(),
+        }),
+        Some(_) => steps.push(write(PathBuf::from(RT_RUNTIME), "-1".into())),
+        None => skipped.push(Skip {
+            what: RT_RUNTIME.into(),
+            why: "this kernel has no RT throttle".into(),
+        }),
+    }
 }
 
 #[cfg(test)]

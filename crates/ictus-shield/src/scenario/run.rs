@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ictus_core::sync::spsc::Producer;
 use ictus_core::{CpuSet, Nanos};
-use ictus_os::procstat::{self, StatSnapshot};
+use ictus_os::procstat::{self, StatSnapshot, StealDelta};
 use ictus_os::sched::{self, Policy};
 use ictus_os::{clock, facts, thread_time, wait};
 use serde::{Deserialize, Serialize};
@@ -494,6 +494,19 @@ struct Shared {
 }
 
 impl Shared {
+    /// Nothing started yet, for `tasks` tasks.
+    fn new(tasks: usize) -> Shared {
+        Shared {
+            abort: AtomicBool::new(false),
+            sampling: AtomicBool::new(true),
+            start_ns: AtomicU64::new(0),
+            ended: AtomicUsize::new(0),
+            done: (0..tasks).map(|_| AtomicBool::new(false)).collect(),
+            open: AtomicBool::new(false),
+            first_end: OnceLock::new(),
+        }
+    }
+
     fn wait_gate(&self) {
         // Acquire: pairs with the Release store in `open_gate`.
         while !self.open.load(Ordering::Acquire) {
@@ -511,7 +524,8 @@ impl Shared {
     }
 
     fn start(&self) -> u64 {
-        // Acquire: pairs with the Release store in `run` before the gate opens.
+        // Acquire: pairs with the Release store in `Setting::release` before the gate
+        // opens.
         self.start_ns.load(Ordering::Acquire)
     }
 }
@@ -535,325 +549,53 @@ pub fn run(
     }
     let loop_ns = calibrate();
     let plans = plans(scenario, &in_play, &mut warnings);
-    let n = plans.len();
-    let shared = Arc::new(Shared {
-        abort: AtomicBool::new(false),
-        sampling: AtomicBool::new(true),
-        start_ns: AtomicU64::new(0),
-        ended: AtomicUsize::new(0),
-        done: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        open: AtomicBool::new(false),
-        first_end: OnceLock::new(),
-    });
+    let shared = Arc::new(Shared::new(plans.len()));
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    let setting = Setting {
+        scenario,
+        opts,
+        plans: &plans,
+        in_play: &in_play,
+        partition: &partition,
+        shared: &shared,
+    };
 
     // Set up every task; each waits at the gate.
-    let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
-    let mut feeds = Vec::with_capacity(n);
-    let mut handles: Vec<JoinHandle<TaskEnd>> = Vec::with_capacity(n);
-    let ret = match opts.balancer {
-        BalancerMode::None => Return::Never,
-        BalancerMode::Ictus => Return::Stay,
-    };
-    let mut failure = None;
-    for (k, plan) in plans.iter().enumerate() {
-        let (feed_tx, feed_rx) = mpsc::channel::<Option<Producer<Attempt>>>();
-        let ctx = TaskCtx {
-            k,
-            plan: plan.clone(),
-            partition: partition.clone(),
-            // RT0 is never moved back by the balancer: its sections return at once.
-            ret: match (plan.class.clone(), ret) {
-                (Class::Rt0 { .. }, Return::Stay) => Return::Restore,
-                (_, r) => r,
-            },
-            shared: shared.clone(),
-            ready: ready_tx.clone(),
-            feed: feed_rx,
-        };
-        let name = format!("{}-{}", scenario.groups[plan.group].name, plan.index);
-        match std::thread::Builder::new()
-            .name(name)
-            .spawn(move || task_main(ctx))
-        {
-            Ok(h) => {
-                handles.push(h);
-                feeds.push(feed_tx);
-            }
-            Err(e) => {
-                failure = Some(RunError::Spawn(e));
-                break;
-            }
-        }
-    }
-    drop(ready_tx);
-    let mut ready: Vec<Option<Ready>> = (0..n).map(|_| None).collect();
-    for _ in 0..handles.len() {
-        match ready_rx.recv() {
-            Ok(r) => {
-                let k = r.task;
-                if failure.is_none()
-                    && let Some(what) = &r.error
-                {
-                    failure = Some(RunError::Task {
-                        group: scenario.groups[plans[k].group].name.clone(),
-                        index: plans[k].index,
-                        what: what.clone(),
-                    });
-                }
-                ready[k] = Some(r);
-            }
-            Err(_) => break,
-        }
-    }
-    if failure.is_none() && ready.iter().any(Option::is_none) {
-        failure = Some(RunError::Task {
-            group: "?".into(),
-            index: 0,
-            what: "a task thread ended during its setup".into(),
-        });
-    }
-    let abort = |shared: &Shared, feeds: &[mpsc::Sender<_>], handles: Vec<JoinHandle<TaskEnd>>| {
-        // Relaxed: the gate's Release store orders it before every waiter looks.
-        shared.abort.store(true, Ordering::Relaxed);
-        for f in feeds {
-            let _ = f.send(None);
-        }
-        shared.open_gate(handles.iter().map(|h| h.thread()));
-        for h in handles {
-            let _ = h.join();
-        }
-    };
-    if let Some(e) = failure {
-        abort(&shared, &feeds, handles);
-        return Err(e);
-    }
-    let ready: Vec<Ready> = ready.into_iter().flatten().collect();
-
+    let Tasks {
+        handles,
+        feeds,
+        ready,
+    } = setting.start_tasks()?;
     // The balancer, then the sampler; then the start.
-    let mut running = None;
-    match opts.balancer {
-        BalancerMode::None => {
-            for f in &feeds {
-                let _ = f.send(None);
-            }
-        }
-        BalancerMode::Ictus => {
-            let mut b = Balancer::new(partition.clone(), opts.balancer_config.clone());
-            for (k, plan) in plans.iter().enumerate() {
-                let role = match plan.class {
-                    Class::Rt0 { .. } => Role::Rt0,
-                    Class::Rt1 { .. } => Role::Rt1,
-                    Class::Normal => Role::Normal,
-                };
-                let producer = b.register(ready[k].tid, role, plan.affinity.clone());
-                let _ = feeds[k].send(Some(producer));
-            }
-            match b.start() {
-                Ok(r) => running = Some(r),
-                Err(e) => {
-                    abort(&shared, &[], handles);
-                    return Err(RunError::Balancer(e));
-                }
-            }
-        }
-    }
-    let (sampler_ready_tx, sampler_ready_rx) = mpsc::channel();
-    let sampler_ctx = SamplerCtx {
-        tids: ready.iter().map(|r| r.tid).collect(),
-        groups: plans.iter().map(|p| p.group).collect(),
-        group_names: scenario.groups.iter().map(|g| g.name.clone()).collect(),
-        cpus: in_play.cpus().to_vec(),
-        nrt: partition.nrt.clone(),
-        period: scenario.sample_period,
-        bucket: scenario.timeline_bucket,
-        shared: shared.clone(),
-        ready: sampler_ready_tx,
-    };
-    let sampler = match std::thread::Builder::new()
-        .name("scenario-sampler".into())
-        .spawn(move || sampler_main(sampler_ctx))
-    {
-        Ok(h) => h,
-        Err(e) => {
-            abort(&shared, &[], handles);
-            if let Some(r) = running {
-                let _ = r.stop();
-            }
-            return Err(RunError::Spawn(e));
-        }
-    };
-    let _ = sampler_ready_rx.recv();
-    let stat_start = match procstat::read() {
-        Ok(s) => s,
-        Err(e) => {
-            shared.sampling.store(false, Ordering::Relaxed);
-            abort(&shared, &[], handles);
-            shared.open_gate(std::iter::once(sampler.thread()));
-            let _ = sampler.join();
-            if let Some(r) = running {
-                let _ = r.stop();
-            }
-            return Err(RunError::ProcStat(e));
-        }
-    };
-    // The coordinator releases the tasks and watches them from the NRT CPUs, above them.
-    let coordinator = Raised::raise(&partition.nrt);
-    let start = clock::monotonic_now().as_u64();
-    // Release: pairs with the Acquire loads in `Shared::start` (tasks, sampler).
-    shared.start_ns.store(start, Ordering::Release);
-    shared.open_gate(std::iter::once(sampler.thread()).chain(handles.iter().map(|h| h.thread())));
-
+    let started = setting.release(handles, &feeds, &ready)?;
     // Watch.
-    let mut stopped = None;
-    loop {
-        std::thread::sleep(POLL);
-        // Acquire: pairs with the AcqRel increment of each task's end.
-        let ended = shared.ended.load(Ordering::Acquire);
-        let elapsed = Duration::from_nanos(clock::monotonic_now().as_u64().saturating_sub(start));
-        if ended >= n {
-            break;
-        }
-        if watch(&Progress {
-            elapsed,
-            finished: ended,
-            tasks: n,
-        }) == Flow::Stop
-        {
-            stopped = Some("stopped on request".to_string());
-        } else if let Some(limit) = scenario.duration_limit
-            && elapsed >= limit
-        {
-            stopped = Some(format!(
-                "stopped at the duration limit ({})",
-                spec::format_duration(limit)
-            ));
-        }
-        if stopped.is_some() {
-            shared.abort.store(true, Ordering::Relaxed);
-            break;
-        }
-    }
-    let ends: Vec<TaskEnd> = handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or_default())
-        .collect();
-    let end = clock::monotonic_now().as_u64();
-    shared.sampling.store(false, Ordering::Relaxed);
-    let sampled = sampler.join().unwrap_or_default();
-    drop(coordinator);
-    let balancer_report = running.map(|r| r.stop());
-    let stat_end = procstat::read().map_err(RunError::ProcStat)?;
-    watch(&Progress {
-        elapsed: Duration::from_nanos(end.saturating_sub(start)),
-        finished: ends.iter().filter(|e| e.finished).count(),
-        tasks: n,
-    });
+    let ended = setting.watch_to_end(started, &mut watch)?;
 
     // Assemble.
-    let tasks: Vec<TaskResult> = plans
-        .iter()
-        .zip(&ready)
-        .zip(&ends)
-        .enumerate()
-        .map(|(k, ((plan, r), e))| {
-            let runs = &sampled.per_task[k];
-            let total: u64 = runs.per_cpu.iter().sum();
-            TaskResult {
-                group: scenario.groups[plan.group].name.clone(),
-                index: plan.index,
-                tid: r.tid,
-                affinity: plan.affinity.clone(),
-                policy: r.policy.clone(),
-                finished: e.finished,
-                loops_done: e.loops_done,
-                completion_ns: if e.started {
-                    e.end_ns.saturating_sub(start)
-                } else {
-                    end.saturating_sub(start)
-                },
-                cpu_time_ns: e.cpu_time_ns,
-                cpu_share: shares(&in_play, &runs.per_cpu, total),
-                samples: runs.samples,
-                samples_running: runs.running,
-                voluntary_ctxt_switches: e.voluntary,
-                involuntary_ctxt_switches: e.involuntary,
-                migrations: e.migrations,
-                migrations_sampled: runs.changes,
-                sections: e.sections,
-            }
-        })
-        .collect();
-    let groups = group_stats(scenario, &tasks, &sampled, &in_play);
+    let tasks = setting.task_results(&ready, &ended);
+    let groups = group_stats(scenario, &tasks, &ended.sampled, &in_play);
     let first_end = shared.first_end.get().cloned();
-    let tick_ns = |s: &StatSnapshot, ticks: u64| {
-        ticks.saturating_mul(1_000_000_000) / s.ticks_per_second.max(1)
-    };
-    let idle_of = |s: &StatSnapshot, cpu: usize| {
-        s.per_cpu
-            .iter()
-            .find(|(c, _)| *c == cpu)
-            .map_or(0, |(_, t)| t.idle + t.iowait)
-    };
-    let steal = stat_end.steal_since(&stat_start);
-    let cpus = in_play
-        .cpus()
-        .iter()
-        .map(|&cpu| CpuIdle {
-            cpu,
-            rt: partition.is_rt(cpu),
-            idle_until_first_end_ns: first_end.as_ref().map(|(_, s)| {
-                tick_ns(s, idle_of(s, cpu).saturating_sub(idle_of(&stat_start, cpu)))
-            }),
-            idle_ns: tick_ns(
-                &stat_end,
-                idle_of(&stat_end, cpu).saturating_sub(idle_of(&stat_start, cpu)),
-            ),
-            steal_ns: steal
-                .per_cpu_ns
-                .iter()
-                .find(|(c, _)| *c == cpu)
-                .map_or(0, |(_, v)| *v),
-        })
-        .collect();
+    let steal = ended.stat_end.steal_since(&ended.stat_start);
+    let cpus = cpu_idle(
+        &in_play,
+        &partition,
+        first_end.as_ref().map(|(_, s)| s),
+        &ended.stat_start,
+        &ended.stat_end,
+        &steal,
+    );
     let policies = policy_outcomes(scenario, &plans, &ready);
-    for p in &policies {
-        if let Some(reason) = &p.reason {
-            warnings.push(format!(
-                "group {}: {} refused for {} task(s), ran {} instead: {reason}",
-                p.group, p.asked, p.refused_tasks, p.obtained
-            ));
-        }
-    }
-    if !sampled.info.policy.starts_with("fifo") {
-        warnings.push(format!(
-            "the sampler runs {} (FIFO 99 was refused): real-time tasks filling the CPUs delay its samples",
-            sampled.info.policy
-        ));
-    }
-    if sampled.info.missed > sampled.info.samples / 10 {
-        warnings.push(format!(
-            "the sampler missed {} of {} periods: the timeline and CPU shares are coarser than asked",
-            sampled.info.missed,
-            sampled.info.missed + sampled.info.samples
-        ));
-    }
-    let wall = end.saturating_sub(start);
-    let all_cpu = wall.saturating_mul(in_play.len() as u64).max(1);
-    if steal.total_ns * 100 > all_cpu {
-        warnings.push(format!(
-            "the host stole {:.1} % of the CPU time during the run (a virtual machine sharing its host): completion times include it",
-            steal.total_ns as f64 * 100.0 / all_cpu as f64
-        ));
-    }
-    let dropped: u64 = tasks.iter().map(|t| t.sections.dropped_reports).sum();
-    if dropped > 0 {
-        warnings.push(format!(
-            "{dropped} migration attempt report(s) were dropped: the balancer's rings were full"
-        ));
-    }
+    let wall = ended.end.saturating_sub(ended.start);
+    warnings.extend(run_warnings(
+        &policies,
+        &ended.sampled.info,
+        steal.total_ns,
+        wall,
+        in_play.len(),
+        &tasks,
+    ));
     let kernel = facts::kernel();
     Ok(ScenarioResult {
         schema: RESULT_SCHEMA.to_string(),
@@ -869,20 +611,504 @@ pub fn run(
         cpus_in_play: in_play,
         partition,
         loop_ns,
-        complete: stopped.is_none() && tasks.iter().all(|t| t.finished),
-        stopped,
+        complete: ended.stopped.is_none() && tasks.iter().all(|t| t.finished),
+        stopped: ended.stopped,
         wall_ns: wall,
-        first_end_ns: first_end.map(|(t, _)| t.saturating_sub(start)),
-        sampler: sampled.info,
+        first_end_ns: first_end.map(|(t, _)| t.saturating_sub(ended.start)),
+        sampler: ended.sampled.info,
         groups,
         tasks,
         cpus,
-        timeline: sampled.timeline,
+        timeline: ended.sampled.timeline,
         policies,
-        balancer_report,
+        balancer_report: ended.balancer_report,
         steal_ns: steal.total_ns,
         warnings,
     })
+}
+
+/// Where a task learns its balancer's ring: `Some` with [`BalancerMode::Ictus`], `None`
+/// without a balancer or when the run is aborted.
+type Feed = mpsc::Sender<Option<Producer<Attempt>>>;
+
+/// What every phase of a run reads.
+struct Setting<'a> {
+    scenario: &'a Scenario,
+    opts: &'a RunOptions,
+    plans: &'a [Plan],
+    in_play: &'a CpuSet,
+    partition: &'a Partition,
+    shared: &'a Arc<Shared>,
+}
+
+/// The task threads, set up and waiting at the gate.
+struct Tasks {
+    handles: Vec<JoinHandle<TaskEnd>>,
+    feeds: Vec<Feed>,
+    /// In plan order.
+    ready: Vec<Ready>,
+}
+
+/// A run under way: the gate opened at `start`.
+struct Started {
+    handles: Vec<JoinHandle<TaskEnd>>,
+    sampler: JoinHandle<Sampled>,
+    running: Option<balancer::Running>,
+    stat_start: StatSnapshot,
+    coordinator: Raised,
+    start: u64,
+}
+
+/// A run over: every thread joined, the balancer stopped.
+struct Ended {
+    /// In plan order.
+    ends: Vec<TaskEnd>,
+    start: u64,
+    end: u64,
+    stopped: Option<String>,
+    sampled: Sampled,
+    balancer_report: Option<balancer::Report>,
+    stat_start: StatSnapshot,
+    stat_end: StatSnapshot,
+}
+
+impl Setting<'_> {
+    /// Starts one thread per plan and waits until each has set itself up. On a
+    /// failure, the threads started are stopped.
+    fn start_tasks(&self) -> Result<Tasks, RunError> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
+        let (handles, feeds, failure) = self.spawn_tasks(ready_tx);
+        match self.gather_ready(&ready_rx, handles.len(), failure) {
+            Ok(ready) => Ok(Tasks {
+                handles,
+                feeds,
+                ready,
+            }),
+            Err(e) => {
+                abort_tasks(self.shared, &feeds, handles);
+                Err(e)
+            }
+        }
+    }
+
+    /// Spawns the task threads, in plan order; each says on `ready_tx` when it is set
+    /// up, then waits for its feed and the gate. Stops at the first thread that cannot
+    /// be started, and returns that failure with the threads started.
+    fn spawn_tasks(
+        &self,
+        ready_tx: mpsc::Sender<Ready>,
+    ) -> (Vec<JoinHandle<TaskEnd>>, Vec<Feed>, Option<RunError>) {
+        let n = self.plans.len();
+        let mut feeds = Vec::with_capacity(n);
+        let mut handles: Vec<JoinHandle<TaskEnd>> = Vec::with_capacity(n);
+        let ret = match self.opts.balancer {
+            BalancerMode::None => Return::Never,
+            BalancerMode::Ictus => Return::Stay,
+        };
+        for (k, plan) in self.plans.iter().enumerate() {
+            let (feed_tx, feed_rx) = mpsc::channel::<Option<Producer<Attempt>>>();
+            let ctx = TaskCtx {
+                k,
+                plan: plan.clone(),
+                partition: self.partition.clone(),
+                // RT0 is never moved back by the balancer: its sections return at once.
+                ret: match (plan.class.clone(), ret) {
+                    (Class::Rt0 { .. }, Return::Stay) => Return::Restore,
+                    (_, r) => r,
+                },
+                shared: self.shared.clone(),
+                ready: ready_tx.clone(),
+                feed: feed_rx,
+            };
+            let name = format!("{}-{}", self.scenario.groups[plan.group].name, plan.index);
+            match std::thread::Builder::new()
+                .name(name)
+                .spawn(move || task_main(ctx))
+            {
+                Ok(h) => {
+                    handles.push(h);
+                    feeds.push(feed_tx);
+                }
+                Err(e) => return (handles, feeds, Some(RunError::Spawn(e))),
+            }
+        }
+        (handles, feeds, None)
+    }
+
+    /// What the `started` tasks said once set up, in plan order. The error is
+    /// `failure` when given, else the first task's that could not set itself up, else
+    /// a task thread that ended without a word.
+    fn gather_ready(
+        &self,
+        ready_rx: &mpsc::Receiver<Ready>,
+        started: usize,
+        mut failure: Option<RunError>,
+    ) -> Result<Vec<Ready>, RunError> {
+        let mut ready: Vec<Option<Ready>> = (0..self.plans.len()).map(|_| None).collect();
+        for _ in 0..started {
+            match ready_rx.recv() {
+                Ok(r) => {
+                    let k = r.task;
+                    if failure.is_none()
+                        && let Some(what) = &r.error
+                    {
+                        failure = Some(RunError::Task {
+                            group: self.scenario.groups[self.plans[k].group].name.clone(),
+                            index: self.plans[k].index,
+                            what: what.clone(),
+                        });
+                    }
+                    ready[k] = Some(r);
+                }
+                Err(_) => break,
+            }
+        }
+        if failure.is_none() && ready.iter().any(Option::is_none) {
+            failure = Some(RunError::Task {
+                group: "?".into(),
+                index: 0,
+                what: "a task thread ended during its setup".into(),
+            });
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(ready.into_iter().flatten().collect()),
+        }
+    }
+
+    /// Starts the balancer and the sampler, then opens the gate: the common start. On
+    /// a failure, everything started is stopped.
+    fn release(
+        &self,
+        handles: Vec<JoinHandle<TaskEnd>>,
+        feeds: &[Feed],
+        ready: &[Ready],
+    ) -> Result<Started, RunError> {
+        let shared = self.shared;
+        let running = match self.start_balancer(feeds, ready) {
+            Ok(r) => r,
+            Err(e) => {
+                abort_tasks(shared, &[], handles);
+                return Err(RunError::Balancer(e));
+            }
+        };
+        let sampler = match self.spawn_sampler(ready) {
+            Ok(h) => h,
+            Err(e) => {
+                abort_tasks(shared, &[], handles);
+                if let Some(r) = running {
+                    let _ = r.stop();
+                }
+                return Err(RunError::Spawn(e));
+            }
+        };
+        let stat_start = match procstat::read() {
+            Ok(s) => s,
+            Err(e) => {
+                shared.sampling.store(false, Ordering::Relaxed);
+                abort_tasks(shared, &[], handles);
+                shared.open_gate(std::iter::once(sampler.thread()));
+                let _ = sampler.join();
+                if let Some(r) = running {
+                    let _ = r.stop();
+                }
+                return Err(RunError::ProcStat(e));
+            }
+        };
+        // The coordinator releases the tasks and watches them from the NRT CPUs, above them.
+        let coordinator = Raised::raise(&self.partition.nrt);
+        let start = clock::monotonic_now().as_u64();
+        // Release: pairs with the Acquire loads in `Shared::start` (tasks, sampler).
+        shared.start_ns.store(start, Ordering::Release);
+        shared
+            .open_gate(std::iter::once(sampler.thread()).chain(handles.iter().map(|h| h.thread())));
+        Ok(Started {
+            handles,
+            sampler,
+            running,
+            stat_start,
+            coordinator,
+            start,
+        })
+    }
+
+    /// Feeds every task: with [`BalancerMode::Ictus`], registers it with a new
+    /// balancer, hands it its ring and starts the balancer; else tells it there is none.
+    fn start_balancer(
+        &self,
+        feeds: &[Feed],
+        ready: &[Ready],
+    ) -> io::Result<Option<balancer::Running>> {
+        match self.opts.balancer {
+            BalancerMode::None => {
+                for f in feeds {
+                    let _ = f.send(None);
+                }
+                Ok(None)
+            }
+            BalancerMode::Ictus => {
+                let mut b =
+                    Balancer::new(self.partition.clone(), self.opts.balancer_config.clone());
+                for (k, plan) in self.plans.iter().enumerate() {
+                    let role = match plan.class {
+                        Class::Rt0 { .. } => Role::Rt0,
+                        Class::Rt1 { .. } => Role::Rt1,
+                        Class::Normal => Role::Normal,
+                    };
+                    let producer = b.register(ready[k].tid, role, plan.affinity.clone());
+                    let _ = feeds[k].send(Some(producer));
+                }
+                b.start().map(Some)
+            }
+        }
+    }
+
+    /// Starts the sampler thread and waits until it has raised itself.
+    fn spawn_sampler(&self, ready: &[Ready]) -> io::Result<JoinHandle<Sampled>> {
+        let (sampler_ready_tx, sampler_ready_rx) = mpsc::channel();
+        let sampler_ctx = SamplerCtx {
+            tids: ready.iter().map(|r| r.tid).collect(),
+            groups: self.plans.iter().map(|p| p.group).collect(),
+            group_names: self
+                .scenario
+                .groups
+                .iter()
+                .map(|g| g.name.clone())
+                .collect(),
+            cpus: self.in_play.cpus().to_vec(),
+            nrt: self.partition.nrt.clone(),
+            period: self.scenario.sample_period,
+            bucket: self.scenario.timeline_bucket,
+            shared: self.shared.clone(),
+            ready: sampler_ready_tx,
+        };
+        let sampler = std::thread::Builder::new()
+            .name("scenario-sampler".into())
+            .spawn(move || sampler_main(sampler_ctx))?;
+        let _ = sampler_ready_rx.recv();
+        Ok(sampler)
+    }
+
+    /// Watches the run until every task has ended or it must stop, then joins the
+    /// tasks and the sampler, stops the balancer and reads `/proc/stat` again.
+    fn watch_to_end(
+        &self,
+        started: Started,
+        watch: &mut impl FnMut(&Progress) -> Flow,
+    ) -> Result<Ended, RunError> {
+        let Started {
+            handles,
+            sampler,
+            running,
+            stat_start,
+            coordinator,
+            start,
+        } = started;
+        let stopped = self.watch_tasks(start, watch);
+        let ends: Vec<TaskEnd> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        let end = clock::monotonic_now().as_u64();
+        self.shared.sampling.store(false, Ordering::Relaxed);
+        let sampled = sampler.join().unwrap_or_default();
+        drop(coordinator);
+        let balancer_report = running.map(|r| r.stop());
+        let stat_end = procstat::read().map_err(RunError::ProcStat)?;
+        watch(&Progress {
+            elapsed: Duration::from_nanos(end.saturating_sub(start)),
+            finished: ends.iter().filter(|e| e.finished).count(),
+            tasks: self.plans.len(),
+        });
+        Ok(Ended {
+            ends,
+            start,
+            end,
+            stopped,
+            sampled,
+            balancer_report,
+            stat_start,
+            stat_end,
+        })
+    }
+
+    /// Calls `watch` every [`POLL`] until every task has ended. When it asks, or at
+    /// the scenario's duration limit, tells the tasks to stop and returns why.
+    fn watch_tasks(&self, start: u64, watch: &mut impl FnMut(&Progress) -> Flow) -> Option<String> {
+        let n = self.plans.len();
+        let mut stopped = None;
+        loop {
+            std::thread::sleep(POLL);
+            // Acquire: pairs with the AcqRel increment of each task's end.
+            let ended = self.shared.ended.load(Ordering::Acquire);
+            let elapsed =
+                Duration::from_nanos(clock::monotonic_now().as_u64().saturating_sub(start));
+            if ended >= n {
+                break;
+            }
+            if watch(&Progress {
+                elapsed,
+                finished: ended,
+                tasks: n,
+            }) == Flow::Stop
+            {
+                stopped = Some("stopped on request".to_string());
+            } else if let Some(limit) = self.scenario.duration_limit
+                && elapsed >= limit
+            {
+                stopped = Some(format!(
+                    "stopped at the duration limit ({})",
+                    spec::format_duration(limit)
+                ));
+            }
+            if stopped.is_some() {
+                self.shared.abort.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+        stopped
+    }
+
+    /// Each task's figures, in plan order.
+    fn task_results(&self, ready: &[Ready], ended: &Ended) -> Vec<TaskResult> {
+        let (start, end) = (ended.start, ended.end);
+        self.plans
+            .iter()
+            .zip(ready)
+            .zip(&ended.ends)
+            .enumerate()
+            .map(|(k, ((plan, r), e))| {
+                let runs = &ended.sampled.per_task[k];
+                let total: u64 = runs.per_cpu.iter().sum();
+                TaskResult {
+                    group: self.scenario.groups[plan.group].name.clone(),
+                    index: plan.index,
+                    tid: r.tid,
+                    affinity: plan.affinity.clone(),
+                    policy: r.policy.clone(),
+                    finished: e.finished,
+                    loops_done: e.loops_done,
+                    completion_ns: if e.started {
+                        e.end_ns.saturating_sub(start)
+                    } else {
+                        end.saturating_sub(start)
+                    },
+                    cpu_time_ns: e.cpu_time_ns,
+                    cpu_share: shares(self.in_play, &runs.per_cpu, total),
+                    samples: runs.samples,
+                    samples_running: runs.running,
+                    voluntary_ctxt_switches: e.voluntary,
+                    involuntary_ctxt_switches: e.involuntary,
+                    migrations: e.migrations,
+                    migrations_sampled: runs.changes,
+                    sections: e.sections,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Stops tasks that were set up but not started: tells them to give up, hands each
+/// of `feeds` no balancer, opens the gate and joins them.
+fn abort_tasks(shared: &Shared, feeds: &[Feed], handles: Vec<JoinHandle<TaskEnd>>) {
+    // Relaxed: the gate's Release store orders it before every waiter looks.
+    shared.abort.store(true, Ordering::Relaxed);
+    for f in feeds {
+        let _ = f.send(None);
+    }
+    shared.open_gate(handles.iter().map(|h| h.thread()));
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// Each CPU's idle time from the start to the end (and to the first task's end,
+/// `first_end`, when one finished) and its steal time.
+fn cpu_idle(
+    in_play: &CpuSet,
+    partition: &Partition,
+    first_end: Option<&StatSnapshot>,
+    stat_start: &StatSnapshot,
+    stat_end: &StatSnapshot,
+    steal: &StealDelta,
+) -> Vec<CpuIdle> {
+    let tick_ns = |s: &StatSnapshot, ticks: u64| {
+        ticks.saturating_mul(1_000_000_000) / s.ticks_per_second.max(1)
+    };
+    let idle_of = |s: &StatSnapshot, cpu: usize| {
+        s.per_cpu
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map_or(0, |(_, t)| t.idle + t.iowait)
+    };
+    in_play
+        .cpus()
+        .iter()
+        .map(|&cpu| CpuIdle {
+            cpu,
+            rt: partition.is_rt(cpu),
+            idle_until_first_end_ns: first_end
+                .map(|s| tick_ns(s, idle_of(s, cpu).saturating_sub(idle_of(stat_start, cpu)))),
+            idle_ns: tick_ns(
+                stat_end,
+                idle_of(stat_end, cpu).saturating_sub(idle_of(stat_start, cpu)),
+            ),
+            steal_ns: steal
+                .per_cpu_ns
+                .iter()
+                .find(|(c, _)| *c == cpu)
+                .map_or(0, |(_, v)| *v),
+        })
+        .collect()
+}
+
+/// The shortfalls a finished run found: refused policies, a sampler that was not
+/// raised or came late, host steal over 1 % of the `cpus` CPUs' `wall` time, dropped
+/// attempt reports.
+fn run_warnings(
+    policies: &[PolicyOutcome],
+    sampler: &SamplerInfo,
+    steal_ns: u64,
+    wall: u64,
+    cpus: usize,
+    tasks: &[TaskResult],
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for p in policies {
+        if let Some(reason) = &p.reason {
+            warnings.push(format!(
+                "group {}: {} refused for {} task(s), ran {} instead: {reason}",
+                p.group, p.asked, p.refused_tasks, p.obtained
+            ));
+        }
+    }
+    if !sampler.policy.starts_with("fifo") {
+        warnings.push(format!(
+            "the sampler runs {} (FIFO 99 was refused): real-time tasks filling the CPUs delay its samples",
+            sampler.policy
+        ));
+    }
+    if sampler.missed > sampler.samples / 10 {
+        warnings.push(format!(
+            "the sampler missed {} of {} periods: the timeline and CPU shares are coarser than asked",
+            sampler.missed,
+            sampler.missed + sampler.samples
+        ));
+    }
+    let all_cpu = wall.saturating_mul(cpus as u64).max(1);
+    if steal_ns * 100 > all_cpu {
+        warnings.push(format!(
+            "the host stole {:.1} % of the CPU time during the run (a virtual machine sharing its host): completion times include it",
+            steal_ns as f64 * 100.0 / all_cpu as f64
+        ));
+    }
+    let dropped: u64 = tasks.iter().map(|t| t.sections.dropped_reports).sum();
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} migration attempt report(s) were dropped: the balancer's rings were full"
+        ));
+    }
+    warnings
 }
 
 /// The calling thread raised to FIFO 99 on `cpus` for a while; dropping it puts back
@@ -1169,38 +1395,16 @@ fn parse_stat(line: &[u8]) -> Option<(u8, usize)> {
 }
 
 fn sampler_main(ctx: SamplerCtx) -> Sampled {
-    let n = ctx.tids.len();
-    let ncpu = ctx.cpus.len();
     let _ = sched::set_affinity(&ctx.nrt);
     let policy = match sched::set_policy(Policy::Fifo { priority: 99 }) {
         Ok(()) => "fifo 99".to_string(),
         Err(_) => sched::current_policy().map_or_else(|_| "other".into(), |p| p.to_string()),
     };
-    let max_cpu = ctx.cpus.iter().copied().max().unwrap_or(0);
-    let mut pos = vec![None; max_cpu + 1];
-    for (i, &c) in ctx.cpus.iter().enumerate() {
-        pos[c] = Some(i);
-    }
-    let mut files: Vec<Option<File>> = ctx
-        .tids
-        .iter()
-        .map(|tid| File::open(format!("/proc/self/task/{tid}/stat")).ok())
-        .collect();
-    let mut per_task = vec![
-        TaskSamples {
-            per_cpu: vec![0; ncpu],
-            ..TaskSamples::default()
-        };
-        n
-    ];
-    let mut last_cpu: Vec<Option<usize>> = vec![None; n];
-    let mut counts = vec![vec![0u32; ctx.group_names.len()]; ncpu];
-    let mut sums = vec![vec![0u64; ctx.group_names.len()]; ncpu];
-    let mut bucket_samples = 0u32;
-    let mut bucket_index = 0u64;
+    let mut reader = TaskReader::open(&ctx.tids, &ctx.cpus);
+    let mut counts = vec![vec![0u32; ctx.group_names.len()]; ctx.cpus.len()];
     let bucket_ns = ctx.bucket.as_nanos().max(1) as u64;
     let period = ctx.period.as_nanos().max(1) as u64;
-    let mut buckets = Vec::new();
+    let mut timeline = TimelineSums::new(ctx.cpus.len(), ctx.group_names.len(), bucket_ns);
     let mut info = SamplerInfo {
         period_ns: period,
         policy,
@@ -1208,7 +1412,6 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         ..SamplerInfo::default()
     };
     let cpu_before = thread_time::thread_cpu_time();
-    let mut buf = [0u8; 1024];
     let _ = ctx.ready.send(());
     drop(ctx.ready);
     ctx.shared.wait_gate();
@@ -1216,33 +1419,12 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
     if ctx.shared.abort.load(Ordering::Relaxed) {
         return Sampled {
             info,
-            per_task,
+            per_task: reader.per_task,
             timeline: Timeline::default(),
         };
     }
     let start = ctx.shared.start();
     let mut next = start;
-    let flush =
-        |sums: &mut Vec<Vec<u64>>, samples: &mut u32, index: u64, buckets: &mut Vec<Bucket>| {
-            if *samples > 0 {
-                buckets.push(Bucket {
-                    start_ns: index * bucket_ns,
-                    samples: *samples,
-                    running: sums
-                        .iter()
-                        .map(|row| {
-                            row.iter()
-                                .map(|&s| (s as f64 / f64::from(*samples) * 100.0).round() / 100.0)
-                                .collect()
-                        })
-                        .collect(),
-                });
-            }
-            for row in sums.iter_mut() {
-                row.fill(0);
-            }
-            *samples = 0;
-        };
     while ctx.shared.sampling.load(Ordering::Relaxed) {
         wait::sleep_until(Nanos::new(next));
         let now = clock::monotonic_now().as_u64();
@@ -1250,54 +1432,18 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         info.missed += late;
         next += (late + 1) * period;
         let t = now.saturating_sub(start);
-        let b = t / bucket_ns;
-        if b != bucket_index {
-            flush(&mut sums, &mut bucket_samples, bucket_index, &mut buckets);
-            bucket_index = b;
-        }
+        timeline.move_to(t);
         for row in counts.iter_mut() {
             row.fill(0);
         }
-        let mut live = 0;
-        for k in 0..n {
-            // Acquire: pairs with the task's Release store at its end.
-            if ctx.shared.done[k].load(Ordering::Acquire) {
-                files[k] = None;
-                continue;
-            }
-            let Some(f) = &files[k] else { continue };
-            let got = f.read_at(&mut buf, 0).ok().filter(|&len| len > 0);
-            let Some((state, cpu)) = got.and_then(|len| parse_stat(&buf[..len])) else {
-                files[k] = None;
-                continue;
-            };
-            live += 1;
-            let s = &mut per_task[k];
-            s.samples += 1;
-            if last_cpu[k].is_some_and(|c| c != cpu) {
-                s.changes += 1;
-            }
-            last_cpu[k] = Some(cpu);
-            if state == b'R' {
-                s.running += 1;
-                if let Some(Some(p)) = pos.get(cpu) {
-                    s.per_cpu[*p] += 1;
-                    counts[*p][ctx.groups[k]] += 1;
-                }
-            }
-        }
+        let live = reader.sample(&ctx.shared, &ctx.groups, &mut counts);
         if live == 0 && t > 0 && ctx.shared.done.iter().all(|d| d.load(Ordering::Acquire)) {
             break;
         }
-        for (row, c) in sums.iter_mut().zip(&counts) {
-            for (s, &v) in row.iter_mut().zip(c) {
-                *s += u64::from(v);
-            }
-        }
-        bucket_samples += 1;
+        timeline.add(&counts);
         info.samples += 1;
     }
-    flush(&mut sums, &mut bucket_samples, bucket_index, &mut buckets);
+    timeline.flush();
     info.cpu_time_ns = thread_time::thread_cpu_time()
         .saturating_sub(cpu_before)
         .as_u64();
@@ -1305,13 +1451,156 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
         bucket_ns,
         cpus: ctx.cpus.clone(),
         groups: ctx.group_names.clone(),
-        buckets,
+        buckets: timeline.buckets,
     };
     coarsen(&mut timeline, MAX_BUCKETS);
     Sampled {
         info,
-        per_task,
+        per_task: reader.per_task,
         timeline,
+    }
+}
+
+/// The sampler's view of the tasks: each one's stat file, opened once before the
+/// start, and what was seen of it so far.
+struct TaskReader {
+    /// Per task; closed once it has ended or cannot be read.
+    files: Vec<Option<File>>,
+    per_task: Vec<TaskSamples>,
+    last_cpu: Vec<Option<usize>>,
+    /// A CPU's place among the CPUs in play, by CPU number.
+    pos: Vec<Option<usize>>,
+    buf: [u8; 1024],
+}
+
+impl TaskReader {
+    /// Opens the stat files of `tids`, counting their running samples on `cpus`.
+    fn open(tids: &[i32], cpus: &[usize]) -> TaskReader {
+        let max_cpu = cpus.iter().copied().max().unwrap_or(0);
+        let mut pos = vec![None; max_cpu + 1];
+        for (i, &c) in cpus.iter().enumerate() {
+            pos[c] = Some(i);
+        }
+        TaskReader {
+            files: tids
+                .iter()
+                .map(|tid| File::open(format!("/proc/self/task/{tid}/stat")).ok())
+                .collect(),
+            per_task: vec![
+                TaskSamples {
+                    per_cpu: vec![0; cpus.len()],
+                    ..TaskSamples::default()
+                };
+                tids.len()
+            ],
+            last_cpu: vec![None; tids.len()],
+            pos,
+            buf: [0u8; 1024],
+        }
+    }
+
+    /// One sample of every task still running: its state and CPU, counted per task
+    /// and, when running, in `counts[cpu][group]` (`groups` gives each task's group).
+    /// Returns how many tasks could be read.
+    fn sample(&mut self, shared: &Shared, groups: &[usize], counts: &mut [Vec<u32>]) -> usize {
+        let mut live = 0;
+        for k in 0..self.files.len() {
+            // Acquire: pairs with the task's Release store at its end.
+            if shared.done[k].load(Ordering::Acquire) {
+                self.files[k] = None;
+                continue;
+            }
+            let Some(f) = &self.files[k] else { continue };
+            let got = f.read_at(&mut self.buf, 0).ok().filter(|&len| len > 0);
+            let Some((state, cpu)) = got.and_then(|len| parse_stat(&self.buf[..len])) else {
+                self.files[k] = None;
+                continue;
+            };
+            live += 1;
+            let s = &mut self.per_task[k];
+            s.samples += 1;
+            if self.last_cpu[k].is_some_and(|c| c != cpu) {
+                s.changes += 1;
+            }
+            self.last_cpu[k] = Some(cpu);
+            if state == b'R' {
+                s.running += 1;
+                if let Some(Some(p)) = self.pos.get(cpu) {
+                    s.per_cpu[*p] += 1;
+                    counts[*p][groups[k]] += 1;
+                }
+            }
+        }
+        live
+    }
+}
+
+/// The timeline as it is sampled: the running tasks of the current bucket summed,
+/// the buckets before it done.
+struct TimelineSums {
+    bucket_ns: u64,
+    /// `sums[cpu][group]` over the current bucket's samples.
+    sums: Vec<Vec<u64>>,
+    /// Samples in the current bucket.
+    samples: u32,
+    /// The current bucket's index (its start over `bucket_ns`).
+    index: u64,
+    buckets: Vec<Bucket>,
+}
+
+impl TimelineSums {
+    fn new(cpus: usize, groups: usize, bucket_ns: u64) -> TimelineSums {
+        TimelineSums {
+            bucket_ns,
+            sums: vec![vec![0u64; groups]; cpus],
+            samples: 0,
+            index: 0,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// Moves to the bucket of time `t`, closing the current one if `t` is past it.
+    fn move_to(&mut self, t: u64) {
+        let b = t / self.bucket_ns;
+        if b != self.index {
+            self.flush();
+            self.index = b;
+        }
+    }
+
+    /// Adds one sample's running tasks, `counts[cpu][group]`.
+    fn add(&mut self, counts: &[Vec<u32>]) {
+        for (row, c) in self.sums.iter_mut().zip(counts) {
+            for (s, &v) in row.iter_mut().zip(c) {
+                *s += u64::from(v);
+            }
+        }
+        self.samples += 1;
+    }
+
+    /// Closes the current bucket: kept as means when it has samples; the sums start
+    /// again from zero.
+    fn flush(&mut self) {
+        if self.samples > 0 {
+            let samples = self.samples;
+            self.buckets.push(Bucket {
+                start_ns: self.index * self.bucket_ns,
+                samples,
+                running: self
+                    .sums
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|&s| (s as f64 / f64::from(samples) * 100.0).round() / 100.0)
+                            .collect()
+                    })
+                    .collect(),
+            });
+        }
+        for row in self.sums.iter_mut() {
+            row.fill(0);
+        }
+        self.samples = 0;
     }
 }
 

@@ -321,223 +321,23 @@ fn both(a: &CpuSet, b: &CpuSet) -> CpuSet {
     CpuSet::from_cpus(a.cpus().iter().copied().filter(|&c| b.contains(c)))
 }
 
+/// The scenario of `file`, every key checked in file order: the partition, the
+/// timing, then each group.
 fn check(file: ScenarioFile, machine: &CpuSet) -> Result<Scenario, Refusal> {
-    let rt = &file.rt_cpus.get_ref().0;
-    if rt.is_empty() {
-        return refuse(
-            &file.rt_cpus,
-            "expected at least one RT CPU in `rt_cpus`, like \"1\"",
-        );
-    }
-    if let Some(cpu) = rt.cpus().iter().find(|&&c| !machine.contains(c)) {
-        return refuse(
-            &file.rt_cpus,
-            format!(
-                "expected RT CPUs this run may use ({machine}), found {rt}: CPU {cpu} is not online or not allowed"
-            ),
-        );
-    }
-    if machine.cpus().iter().all(|&c| rt.contains(c)) {
-        return refuse(
-            &file.rt_cpus,
-            format!(
-                "expected `rt_cpus` to leave at least one NRT CPU, found {rt} (CPUs this run may use: {machine})"
-            ),
-        );
-    }
+    let rt = check_rt_cpus(&file.rt_cpus, machine)?;
     let duration_limit = file
         .duration_limit
         .as_ref()
         .map(|d| positive(d, "duration_limit"))
         .transpose()?;
-    let sample_period = match &file.sample_period {
-        Some(d) => {
-            let v = positive(d, "sample_period")?;
-            if v < MIN_SAMPLE_PERIOD {
-                return refuse(
-                    d,
-                    "expected a `sample_period` of at least 100us (each sample reads every task's stat file)",
-                );
-            }
-            v
-        }
-        None => DEFAULT_SAMPLE_PERIOD,
-    };
-    let timeline_bucket = match &file.timeline_bucket {
-        Some(d) => {
-            let v = positive(d, "timeline_bucket")?;
-            if v < sample_period {
-                return refuse(
-                    d,
-                    "expected a `timeline_bucket` at least as long as `sample_period`",
-                );
-            }
-            v
-        }
-        None => DEFAULT_TIMELINE_BUCKET.max(sample_period),
-    };
+    let sample_period = check_sample_period(file.sample_period.as_ref())?;
+    let timeline_bucket = check_timeline_bucket(file.timeline_bucket.as_ref(), sample_period)?;
     let mut groups = Vec::with_capacity(file.groups.len());
     let mut tasks = 0u32;
     for g in file.groups {
-        let name = g.name.get_ref().trim().to_string();
-        if name.is_empty() {
-            return refuse(&g.name, "expected a group name, found an empty string");
-        }
-        if groups.iter().any(|x: &Group| x.name == name) {
-            return refuse(
-                &g.name,
-                format!("expected a unique group name, found a second `{name}`"),
-            );
-        }
-        let count = match &g.count {
-            Some(c) if *c.get_ref() == 0 => {
-                return refuse(c, "expected a `count` of at least 1, found 0");
-            }
-            Some(c) => *c.get_ref(),
-            None => 1,
-        };
-        let total = tasks.saturating_add(count);
-        if total > MAX_TASKS {
-            let at = g.count.as_ref().map_or(g.name.span(), |c| c.span());
-            return Err((
-                at,
-                format!(
-                    "expected at most {MAX_TASKS} tasks in all groups together, found {total} with this group's count of {count}"
-                ),
-            ));
-        }
-        tasks = total;
-        let class_name = g.class.as_ref().map_or(ClassName::Normal, |c| *c.get_ref());
-        let cpus = match (&g.cpus, &g.cpu_mask) {
-            (Some(_), Some(mask)) => {
-                return refuse(mask, "expected `cpus` or `cpu_mask`, not both");
-            }
-            (Some(c), None) => Some((c.span(), c.get_ref().0.clone(), "cpus")),
-            (None, Some(m)) => Some((m.span(), m.get_ref().0.clone(), "cpu_mask")),
-            (None, None) => None,
-        };
-        let cpus = match cpus {
-            Some((span, set, key)) => {
-                if both(&set, machine).is_empty() {
-                    return Err((
-                        span,
-                        format!(
-                            "expected `{key}` to name at least one online CPU this run may use ({machine}), found {}",
-                            if set.is_empty() {
-                                "none".to_string()
-                            } else {
-                                set.to_string()
-                            }
-                        ),
-                    ));
-                }
-                Some((span, set))
-            }
-            None => None,
-        };
-        let class = match class_name {
-            ClassName::Normal | ClassName::Rt0 => {
-                if let Some(p) = &g.policy {
-                    return refuse(
-                        p,
-                        format!(
-                            "`policy` is for rt1 groups; a {} group runs {}",
-                            class_name.name(),
-                            if class_name == ClassName::Rt0 {
-                                "fifo 99"
-                            } else {
-                                "SCHED_OTHER"
-                            }
-                        ),
-                    );
-                }
-                if let Some(p) = &g.priority {
-                    return refuse(
-                        p,
-                        format!("`priority` is for rt1 groups, not {}", class_name.name()),
-                    );
-                }
-                if class_name == ClassName::Rt0 {
-                    GroupClass::Rt0
-                } else {
-                    GroupClass::Normal
-                }
-            }
-            ClassName::Rt1 => {
-                let Some(priority) = &g.priority else {
-                    let at = g.class.as_ref().map_or(g.name.span(), |c| c.span());
-                    return Err((
-                        at,
-                        "expected `priority` (1 to 98) for an rt1 group".to_string(),
-                    ));
-                };
-                if !(1..=98).contains(priority.get_ref()) {
-                    return refuse(
-                        priority,
-                        format!(
-                            "expected an rt1 priority from 1 to 98 (99 is RT0's), found {}",
-                            priority.get_ref()
-                        ),
-                    );
-                }
-                GroupClass::Rt1 {
-                    policy: g.policy.as_ref().map_or(RtPolicy::Fifo, |p| *p.get_ref()),
-                    priority: *priority.get_ref(),
-                }
-            }
-        };
-        let cpus = match (class, cpus) {
-            (GroupClass::Rt0, Some((span, set))) => {
-                let usable = both(&set, machine);
-                if let Some(cpu) = usable.cpus().iter().find(|&&c| !rt.contains(c)) {
-                    return Err((
-                        span,
-                        format!(
-                            "expected RT CPUs (rt_cpus = {rt}) for an rt0 group, found CPU {cpu}"
-                        ),
-                    ));
-                }
-                if usable.len() < count as usize {
-                    return Err((
-                        span,
-                        format!(
-                            "expected one RT CPU per rt0 task: count is {count}, but only {} of {set} can be used",
-                            usable.len()
-                        ),
-                    ));
-                }
-                set
-            }
-            (GroupClass::Rt0, None) => {
-                if rt.len() < count as usize {
-                    let at = g.count.as_ref().map_or(g.name.span(), |c| c.span());
-                    return Err((
-                        at,
-                        format!(
-                            "expected one RT CPU per rt0 task: count is {count}, but rt_cpus has {}",
-                            rt.len()
-                        ),
-                    ));
-                }
-                rt.clone()
-            }
-            (_, Some((_, set))) => set,
-            (_, None) => machine.clone(),
-        };
-        if *g.loops.get_ref() == 0 {
-            return refuse(&g.loops, "expected `loops` of at least 1, found 0");
-        }
-        let sleep = every(&g.sleep_every, &g.sleep, ("sleep_every", "sleep"))?;
-        let section = every(&g.sloop, &g.section, ("sloop", "section"))?;
-        groups.push(Group {
-            name,
-            count,
-            cpus,
-            class,
-            loops: *g.loops.get_ref(),
-            sleep,
-            section,
-        });
+        let group = check_group(g, &groups, tasks, rt, machine)?;
+        tasks = tasks.saturating_add(group.count);
+        groups.push(group);
     }
     if groups.is_empty() {
         return Err((0..0, "expected at least one [[group]]".to_string()));
@@ -551,6 +351,273 @@ fn check(file: ScenarioFile, machine: &CpuSet) -> Result<Scenario, Refusal> {
         timeline_bucket,
         groups,
     })
+}
+
+/// `rt_cpus`: not empty, all of them CPUs this run may use, and not all of those.
+fn check_rt_cpus<'a>(
+    rt_cpus: &'a Spanned<CpuList>,
+    machine: &CpuSet,
+) -> Result<&'a CpuSet, Refusal> {
+    let rt = &rt_cpus.get_ref().0;
+    if rt.is_empty() {
+        return refuse(
+            rt_cpus,
+            "expected at least one RT CPU in `rt_cpus`, like \"1\"",
+        );
+    }
+    if let Some(cpu) = rt.cpus().iter().find(|&&c| !machine.contains(c)) {
+        return refuse(
+            rt_cpus,
+            format!(
+                "expected RT CPUs this run may use ({machine}), found {rt}: CPU {cpu} is not online or not allowed"
+            ),
+        );
+    }
+    if machine.cpus().iter().all(|&c| rt.contains(c)) {
+        return refuse(
+            rt_cpus,
+            format!(
+                "expected `rt_cpus` to leave at least one NRT CPU, found {rt} (CPUs this run may use: {machine})"
+            ),
+        );
+    }
+    Ok(rt)
+}
+
+/// `sample_period`, at least [`MIN_SAMPLE_PERIOD`]; the default when absent.
+fn check_sample_period(d: Option<&Spanned<DurationText>>) -> Result<Duration, Refusal> {
+    let Some(d) = d else {
+        return Ok(DEFAULT_SAMPLE_PERIOD);
+    };
+    let v = positive(d, "sample_period")?;
+    if v < MIN_SAMPLE_PERIOD {
+        return refuse(
+            d,
+            "expected a `sample_period` of at least 100us (each sample reads every task's stat file)",
+        );
+    }
+    Ok(v)
+}
+
+/// `timeline_bucket`, at least `sample_period`; when absent, the default or
+/// `sample_period` if longer.
+fn check_timeline_bucket(
+    d: Option<&Spanned<DurationText>>,
+    sample_period: Duration,
+) -> Result<Duration, Refusal> {
+    let Some(d) = d else {
+        return Ok(DEFAULT_TIMELINE_BUCKET.max(sample_period));
+    };
+    let v = positive(d, "timeline_bucket")?;
+    if v < sample_period {
+        return refuse(
+            d,
+            "expected a `timeline_bucket` at least as long as `sample_period`",
+        );
+    }
+    Ok(v)
+}
+
+/// One `[[group]]`, after the `groups` before it (`tasks` tasks in all), in the
+/// order its keys are checked: name, count, CPUs, class, the class's CPUs, loops,
+/// sleeps and sections.
+fn check_group(
+    g: GroupFile,
+    groups: &[Group],
+    tasks: u32,
+    rt: &CpuSet,
+    machine: &CpuSet,
+) -> Result<Group, Refusal> {
+    let name = g.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return refuse(&g.name, "expected a group name, found an empty string");
+    }
+    if groups.iter().any(|x: &Group| x.name == name) {
+        return refuse(
+            &g.name,
+            format!("expected a unique group name, found a second `{name}`"),
+        );
+    }
+    let count = check_count(&g, tasks)?;
+    let class_name = g.class.as_ref().map_or(ClassName::Normal, |c| *c.get_ref());
+    let cpus = check_group_cpus(&g, machine)?;
+    let class = check_class(&g, class_name)?;
+    let cpus = class_cpus(&g, class, cpus, count, rt, machine)?;
+    if *g.loops.get_ref() == 0 {
+        return refuse(&g.loops, "expected `loops` of at least 1, found 0");
+    }
+    let sleep = every(&g.sleep_every, &g.sleep, ("sleep_every", "sleep"))?;
+    let section = every(&g.sloop, &g.section, ("sloop", "section"))?;
+    Ok(Group {
+        name,
+        count,
+        cpus,
+        class,
+        loops: *g.loops.get_ref(),
+        sleep,
+        section,
+    })
+}
+
+/// The group's `count` (1 when absent): at least 1, and at most what is left of
+/// [`MAX_TASKS`] after the `tasks` of the groups before it.
+fn check_count(g: &GroupFile, tasks: u32) -> Result<u32, Refusal> {
+    let count = match &g.count {
+        Some(c) if *c.get_ref() == 0 => {
+            return refuse(c, "expected a `count` of at least 1, found 0");
+        }
+        Some(c) => *c.get_ref(),
+        None => 1,
+    };
+    let total = tasks.saturating_add(count);
+    if total > MAX_TASKS {
+        let at = g.count.as_ref().map_or(g.name.span(), |c| c.span());
+        return Err((
+            at,
+            format!(
+                "expected at most {MAX_TASKS} tasks in all groups together, found {total} with this group's count of {count}"
+            ),
+        ));
+    }
+    Ok(count)
+}
+
+/// The group's `cpus` or `cpu_mask` (not both) with its span, when given: at least
+/// one of them a CPU this run may use.
+fn check_group_cpus(
+    g: &GroupFile,
+    machine: &CpuSet,
+) -> Result<Option<(Range<usize>, CpuSet)>, Refusal> {
+    let cpus = match (&g.cpus, &g.cpu_mask) {
+        (Some(_), Some(mask)) => {
+            return refuse(mask, "expected `cpus` or `cpu_mask`, not both");
+        }
+        (Some(c), None) => Some((c.span(), c.get_ref().0.clone(), "cpus")),
+        (None, Some(m)) => Some((m.span(), m.get_ref().0.clone(), "cpu_mask")),
+        (None, None) => None,
+    };
+    let Some((span, set, key)) = cpus else {
+        return Ok(None);
+    };
+    if both(&set, machine).is_empty() {
+        return Err((
+            span,
+            format!(
+                "expected `{key}` to name at least one online CPU this run may use ({machine}), found {}",
+                if set.is_empty() {
+                    "none".to_string()
+                } else {
+                    set.to_string()
+                }
+            ),
+        ));
+    }
+    Ok(Some((span, set)))
+}
+
+/// The group's class: `policy` and `priority` only for rt1, which needs a priority
+/// from 1 to 98.
+fn check_class(g: &GroupFile, class_name: ClassName) -> Result<GroupClass, Refusal> {
+    match class_name {
+        ClassName::Normal | ClassName::Rt0 => {
+            if let Some(p) = &g.policy {
+                return refuse(
+                    p,
+                    format!(
+                        "`policy` is for rt1 groups; a {} group runs {}",
+                        class_name.name(),
+                        if class_name == ClassName::Rt0 {
+                            "fifo 99"
+                        } else {
+                            "SCHED_OTHER"
+                        }
+                    ),
+                );
+            }
+            if let Some(p) = &g.priority {
+                return refuse(
+                    p,
+                    format!("`priority` is for rt1 groups, not {}", class_name.name()),
+                );
+            }
+            if class_name == ClassName::Rt0 {
+                Ok(GroupClass::Rt0)
+            } else {
+                Ok(GroupClass::Normal)
+            }
+        }
+        ClassName::Rt1 => {
+            let Some(priority) = &g.priority else {
+                let at = g.class.as_ref().map_or(g.name.span(), |c| c.span());
+                return Err((
+                    at,
+                    "expected `priority` (1 to 98) for an rt1 group".to_string(),
+                ));
+            };
+            if !(1..=98).contains(priority.get_ref()) {
+                return refuse(
+                    priority,
+                    format!(
+                        "expected an rt1 priority from 1 to 98 (99 is RT0's), found {}",
+                        priority.get_ref()
+                    ),
+                );
+            }
+            Ok(GroupClass::Rt1 {
+                policy: g.policy.as_ref().map_or(RtPolicy::Fifo, |p| *p.get_ref()),
+                priority: *priority.get_ref(),
+            })
+        }
+    }
+}
+
+/// The CPUs of a group of `class` with `count` tasks: those given (`cpus`, with
+/// their span) or, when none are, the RT CPUs for rt0 and the machine's for the
+/// others. An rt0 group needs one usable RT CPU per task and no other CPU.
+fn class_cpus(
+    g: &GroupFile,
+    class: GroupClass,
+    cpus: Option<(Range<usize>, CpuSet)>,
+    count: u32,
+    rt: &CpuSet,
+    machine: &CpuSet,
+) -> Result<CpuSet, Refusal> {
+    match (class, cpus) {
+        (GroupClass::Rt0, Some((span, set))) => {
+            let usable = both(&set, machine);
+            if let Some(cpu) = usable.cpus().iter().find(|&&c| !rt.contains(c)) {
+                return Err((
+                    span,
+                    format!("expected RT CPUs (rt_cpus = {rt}) for an rt0 group, found CPU {cpu}"),
+                ));
+            }
+            if usable.len() < count as usize {
+                return Err((
+                    span,
+                    format!(
+                        "expected one RT CPU per rt0 task: count is {count}, but only {} of {set} can be used",
+                        usable.len()
+                    ),
+                ));
+            }
+            Ok(set)
+        }
+        (GroupClass::Rt0, None) => {
+            if rt.len() < count as usize {
+                let at = g.count.as_ref().map_or(g.name.span(), |c| c.span());
+                return Err((
+                    at,
+                    format!(
+                        "expected one RT CPU per rt0 task: count is {count}, but rt_cpus has {}",
+                        rt.len()
+                    ),
+                ));
+            }
+            Ok(rt.clone())
+        }
+        (_, Some((_, set))) => Ok(set),
+        (_, None) => Ok(machine.clone()),
+    }
 }
 
 /// `every` loops, something lasting `duration`: both keys or neither.
