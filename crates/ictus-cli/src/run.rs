@@ -16,7 +16,7 @@ use ictus_core::{Nanos, Percentile};
 use ictus_exec::run::{self as exec_run, Distribution, LiveStatus, RunOptions, RunReport};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::{LatencyResult, Measurement, RunRecord, Warning};
+use ictus_probe::record::{LatencyResult, Measurement, RunRecord};
 use ictus_probe::session::Session;
 
 use crate::Failure;
@@ -444,13 +444,7 @@ fn latency(d: &Distribution, missed: u64, longest: u64) -> LatencyResult {
 /// `execution-time` measurement, the stress check, the warnings and the headline.
 pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
     record.complete = record.complete && report.complete;
-    for w in &report.warnings {
-        record.warnings.push(Warning {
-            id: w.id.clone(),
-            message: w.message.clone(),
-            advice: w.advice.clone(),
-        });
-    }
+    record.warnings.extend(report.warnings.iter().cloned());
     for s in &report.subsystems {
         let labels = |m: Measurement| {
             let mut m = m

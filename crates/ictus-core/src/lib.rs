@@ -27,6 +27,7 @@ pub mod schedule;
 pub mod summary;
 pub mod sync;
 pub mod time;
+pub mod warning;
 
 pub use clock::{Clock, MockClock};
 pub use cpulist::{CpuListError, CpuSet};

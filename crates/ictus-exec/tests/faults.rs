@@ -99,7 +99,7 @@ fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
     let torn = r
         .warnings
         .iter()
-        .find(|w| w.id == "cell-torn")
+        .find(|w| w.id == ictus_exec::run::WarningId::CellTorn)
         .unwrap_or_else(|| panic!("no cell-torn warning: {:#?}", r.warnings));
     assert!(
         torn.message
@@ -124,7 +124,11 @@ fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
         "the stopped writer was ended: {writer:?}"
     );
     assert!(!r.complete, "a run that lost frames is not complete");
-    assert!(r.warnings.iter().any(|w| w.id == "frames-lost"));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.id == ictus_exec::run::WarningId::FramesLost)
+    );
     no_segments_of(&name);
 }
 
@@ -198,7 +202,7 @@ group = "pair"
     let crash = r
         .warnings
         .iter()
-        .find(|w| w.id == "crash")
+        .find(|w| w.id == ictus_exec::run::WarningId::Crash)
         .unwrap_or_else(|| panic!("no crash warning: {:#?}", r.warnings));
     assert!(
         crash.message.contains("faulty: its thread panicked"),

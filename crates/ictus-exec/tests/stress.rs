@@ -137,7 +137,11 @@ fn a_killed_process_is_reported_the_others_keep_their_beat_and_a_rerun_works() {
         "{b:?}"
     );
     assert!(b.lost > 0, "B's frames after its death count as lost");
-    assert!(r.warnings.iter().any(|w| w.id == "crash"));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.id == ictus_exec::run::WarningId::Crash)
+    );
     for s in [&r.subsystems[0], &r.subsystems[2]] {
         assert_eq!(s.lost, 0, "{} kept its beat", s.name);
         assert!(s.outcome.is_some());

@@ -13,6 +13,7 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+use crate::record::WarningId;
 use std::thread;
 
 use ictus_core::mass::{Model, Params};
@@ -257,7 +258,7 @@ pub fn run(
             }
         }
         session.warn(Warning {
-            id: "reference".into(),
+            id: WarningId::Reference,
             message: format!(
                 "time reductions are against the record of {} ({}), measured {}",
                 r.provenance.hostname,

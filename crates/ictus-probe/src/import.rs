@@ -12,6 +12,7 @@
 //! assert_eq!(record.probe, "timer");
 //! ```
 
+use crate::record::WarningId;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -300,7 +301,7 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     let options = command_line(v, &argv, file)?;
     let provenance = provenance(v, &argv);
     let mut warnings = vec![Warning {
-        id: "imported".into(),
+        id: WarningId::Imported,
         message: format!(
             "imported from {}: cyclictest {} histograms have 1 us buckets, so values are \
              truncated to the microsecond (the mean is cyclictest's own); host facts other than \
@@ -499,7 +500,7 @@ fn import_thread(
         .record_n(value, overflow)
         .map_err(|_| too_many(at.key("cycles")))?;
     let warning = (overflow > 0).then(|| Warning {
-        id: "histogram-overflow".into(),
+        id: WarningId::HistogramOverflow,
         message: format!(
             "thread {index}: {overflow} samples lay beyond cyclictest's histogram and are \
              placed at its max ({max_us} us)"
@@ -577,7 +578,7 @@ fn missed_unknown(interval_us: u64, duration_s: u64, results: &[ThreadResult]) -
         .min()
         .unwrap_or(0);
     Warning {
-        id: "missed-unknown".into(),
+        id: WarningId::MissedUnknown,
         message: format!(
             "cyclictest skips missed periods without counting them: {expected} periods were \
              due per thread and it measured {worst} (the fewest of its threads); the \

@@ -15,6 +15,7 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+use crate::record::WarningId;
 use std::collections::BTreeMap;
 
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
@@ -110,7 +111,7 @@ pub fn run(
     let mut session = Session::begin(argv, false);
     if let Some(reason) = unavailable_reason() {
         session.warn(Warning {
-            id: "irq-unavailable".into(),
+            id: WarningId::IrqUnavailable,
             message: format!("IRQ latency cannot be measured here: {reason}"),
             advice: Some(
                 "Use a kernel built with CONFIG_TIMERLAT_TRACER (most distribution kernels \
@@ -208,7 +209,11 @@ mod tests {
                 .unwrap()
                 .starts_with("IRQ latency not measured: ")
         );
-        assert!(sut.warnings.iter().any(|w| w.id == "irq-unavailable"));
+        assert!(
+            sut.warnings
+                .iter()
+                .any(|w| w.id == WarningId::IrqUnavailable)
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+use crate::record::WarningId;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -205,7 +206,7 @@ pub fn run(
 
     if params.sched.policy.is_realtime() && facts::rt_throttling().is_some_and(|b| b.throttles()) {
         session.warn(Warning {
-            id: "rt-throttling".into(),
+            id: WarningId::RtThrottled,
             message: "RT throttling is on: a busy real-time thread is stalled for the rest of \
                       each period once it used its runtime (about 50 ms every second with the \
                       default 950000 of 1000000 us); those stalls are in these figures"

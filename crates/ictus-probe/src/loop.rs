@@ -21,6 +21,7 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+use crate::record::WarningId;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -246,7 +247,7 @@ pub fn run(
     let mut session = Session::begin(argv, params.sched.mlock);
     if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
         session.warn(Warning {
-            id: "no-cpu-left".into(),
+            id: WarningId::NoCpuLeft,
             message: "the loop's real-time threads take every online CPU: the rest of the \
                       system only runs in their idle time and while RT throttling stalls them"
                 .into(),

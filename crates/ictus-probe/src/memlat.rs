@@ -57,6 +57,7 @@
 //! }
 //! ```
 
+use crate::record::WarningId;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
@@ -420,7 +421,7 @@ pub fn run(
         && !matches!(facts::thp_mode().as_deref(), Some("always" | "madvise"))
     {
         session.warn(Warning {
-            id: "thp-unavailable".into(),
+            id: WarningId::ThpUnavailable,
             message: format!(
                 "--pages thp asked for, but transparent huge pages are {}: the buffers are on 4 KiB pages",
                 facts::thp_mode().unwrap_or_else(|| "not built in".into())
@@ -432,7 +433,7 @@ pub fn run(
     }
     if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
         session.warn(Warning {
-            id: "no-cpu-left".into(),
+            id: WarningId::NoCpuLeft,
             message: "real-time threads run on every online CPU: the rest of the system only \
                       runs while RT throttling stalls them"
                 .into(),
@@ -470,7 +471,7 @@ pub fn run(
             && share < 0.5
         {
             session.warn(Warning {
-                id: "thp-not-obtained".into(),
+                id: WarningId::ThpNotObtained,
                 message: format!(
                     "--pages thp: only {:.0} % of the working sets of 4 MiB and more were on huge pages",
                     share * 100.0

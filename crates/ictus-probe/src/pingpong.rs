@@ -45,6 +45,7 @@
 //! }
 //! ```
 
+use crate::record::WarningId;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -385,7 +386,7 @@ pub fn run(
     {
         let stall = throttle.stall_per_period().unwrap_or_default();
         session.warn(Warning {
-            id: "rt-throttled".into(),
+            id: WarningId::RtThrottled,
             message: format!(
                 "on one CPU the two real-time threads keep it busy without a pause, so the \
                  kernel's real-time throttle may stall them for up to {stall} every {}: \

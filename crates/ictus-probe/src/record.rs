@@ -150,16 +150,8 @@ impl RunRecord {
     }
 }
 
-/// A shortfall or refusal, with what to do about it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Warning {
-    /// A stable identifier (`policy-refused`, `mlock-refused`, `steal-time`, ...).
-    pub id: String,
-    /// What happened.
-    pub message: String,
-    /// What a person can do, if anything.
-    pub advice: Option<String>,
-}
+/// A shortfall or refusal, with what to do about it: one type for every crate.
+pub use ictus_core::warning::{Warning, WarningId};
 
 /// Process-wide settings obtained.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

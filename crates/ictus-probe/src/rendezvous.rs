@@ -19,6 +19,7 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+use crate::record::WarningId;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::thread;
@@ -317,7 +318,7 @@ pub fn run(
     if params.sched.policy.is_realtime() && params.threads.iter().any(|&t| t >= session.cpu_count())
     {
         session.warn(Warning {
-            id: "no-cpu-left".into(),
+            id: WarningId::NoCpuLeft,
             message: "real-time threads spin on every online CPU: the rest of the system only \
                       runs while RT throttling stalls them (some steps then take ~50 ms)"
                 .into(),

@@ -12,6 +12,7 @@
 //! assert_eq!(record.probe, "timer");
 //! ```
 
+use crate::record::WarningId;
 use std::collections::BTreeSet;
 
 use ictus_core::Nanos;
@@ -52,7 +53,7 @@ impl Session {
             match memory::lock_all() {
                 Ok(()) => obtained.mlock = true,
                 Err(e) => warnings.push(Warning {
-                    id: "mlock-refused".into(),
+                    id: WarningId::MlockRefused,
                     message: format!("memory is not locked: mlockall refused ({})", e.source),
                     advice: Some(e.advice),
                 }),
@@ -113,7 +114,7 @@ impl Session {
         };
         if let Some(s) = steal.as_ref().filter(|s| s.total_ns > 0) {
             self.warn(Warning {
-                id: "steal-time".into(),
+                id: WarningId::StealTime,
                 message: format!(
                     "the hypervisor stole {} of CPU time during the run ({:.2} % of all CPUs)",
                     Nanos::new(s.total_ns),
@@ -147,7 +148,7 @@ fn dedup(warnings: Vec<Warning>) -> Vec<Warning> {
     let mut seen = BTreeSet::new();
     warnings
         .into_iter()
-        .filter(|w| seen.insert((w.id.clone(), w.message.clone())))
+        .filter(|w| seen.insert((w.id, w.message.clone())))
         .collect()
 }
 
@@ -184,7 +185,7 @@ mod tests {
     fn the_same_warning_twice_is_kept_once() {
         let mut sut = Session::begin(vec![], false);
         let w = Warning {
-            id: "policy-refused".into(),
+            id: WarningId::PolicyRefused,
             message: "m".into(),
             advice: None,
         };
@@ -195,7 +196,7 @@ mod tests {
             record
                 .warnings
                 .iter()
-                .filter(|w| w.id == "policy-refused")
+                .filter(|w| w.id == WarningId::PolicyRefused)
                 .count(),
             1
         );

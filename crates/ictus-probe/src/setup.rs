@@ -11,6 +11,7 @@
 //! }
 //! ```
 
+use crate::record::WarningId;
 use ictus_core::CpuSet;
 use ictus_os::memory;
 use ictus_os::sched::{self, Policy, SchedError};
@@ -48,7 +49,7 @@ pub fn prepare_thread(cpu: Option<usize>, policy: Policy) -> (ThreadConfig, Vec<
         && let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu]))
     {
         warnings.push(Warning {
-            id: "affinity-refused".into(),
+            id: WarningId::AffinityRefused,
             message: format!("thread for CPU {cpu} runs unpinned: {e}"),
             advice: None,
         });
@@ -64,7 +65,7 @@ pub fn prepare_thread(cpu: Option<usize>, policy: Policy) -> (ThreadConfig, Vec<
             other => (other.to_string(), None),
         };
         warnings.push(Warning {
-            id: "policy-refused".into(),
+            id: WarningId::PolicyRefused,
             message,
             advice,
         });

@@ -85,6 +85,7 @@
 //! }
 //! ```
 
+use crate::record::WarningId;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -548,7 +549,7 @@ fn warn_about_throttling(params: &ThroughputParams, session: &mut Session) {
         "the spinning or yielding sides keep their CPUs busy without a pause"
     };
     session.warn(Warning {
-        id: "rt-throttled".into(),
+        id: WarningId::RtThrottled,
         message: format!(
             "real-time threads: {busy}; the kernel's real-time throttle stalls them for up \
              to {stall} every {}, and a max latency of that size is the throttle, not the \

@@ -21,6 +21,7 @@
 //! println!("{:?}", record.merged.map(|m| m.summary.max_ns));
 //! ```
 
+use crate::record::WarningId;
 use std::sync::{Condvar, Mutex};
 use std::thread;
 
@@ -254,7 +255,7 @@ pub fn run(
         && params.cpus.len() >= session.cpu_count()
     {
         session.warn(Warning {
-            id: "no-cpu-left".into(),
+            id: WarningId::NoCpuLeft,
             message: "real-time threads spin on every online CPU: the rest of the system only \
                       runs while RT throttling stalls them"
                 .into(),

@@ -245,11 +245,11 @@ pub(crate) fn warning_list(r: &Results) -> Vec<(String, String, Option<String>, 
         for w in &run.record.warnings {
             match list
                 .iter_mut()
-                .find(|(id, m, _, _)| *id == w.id && *m == w.message)
+                .find(|(id, m, _, _)| *id == w.id.name() && *m == w.message)
             {
                 Some(entry) => entry.3.push(run.id.clone()),
                 None => list.push((
-                    w.id.clone(),
+                    w.id.name().to_string(),
                     w.message.clone(),
                     w.advice.clone(),
                     vec![run.id.clone()],

@@ -8,6 +8,7 @@
 //! }
 //! ```
 
+use ictus_probe::record::WarningId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ictus_core::Percentile;
@@ -216,7 +217,7 @@ fn setup_words(run: &Run) -> String {
 
 fn refused_note(t: &mut Table, run: &Run) {
     for w in &run.record.warnings {
-        if w.id == "policy-refused" || w.id == "mlock-refused" {
+        if matches!(w.id, WarningId::PolicyRefused | WarningId::MlockRefused) {
             let note = format!("{}: {}", run.id, w.message);
             if !t.notes.contains(&note) {
                 t.notes.push(note);
@@ -497,7 +498,12 @@ fn compute(r: &Results) -> Table {
     ];
     let mut reference = None;
     for run in &runs {
-        if let Some(w) = run.record.warnings.iter().find(|w| w.id == "reference") {
+        if let Some(w) = run
+            .record
+            .warnings
+            .iter()
+            .find(|w| w.id == WarningId::Reference)
+        {
             reference = Some(w.message.clone());
         }
         for m in &run.record.measurements {

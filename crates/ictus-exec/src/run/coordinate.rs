@@ -3,6 +3,7 @@
 //! puts the state changes in force, checks the acknowledgements, calls the status
 //! hook and stops the run. Each concern is one method, called in that order.
 
+use super::WarningId;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -34,10 +35,10 @@ pub(super) struct Journal {
 
 impl Journal {
     /// `message` as an event of frame `frame`, and as a warning with its advice.
-    fn warn(&mut self, frame: u64, id: &str, message: String, advice: String) {
+    fn warn(&mut self, frame: u64, id: WarningId, message: String, advice: String) {
         self.events.push(format!("frame {frame}: {message}"));
         self.warnings.push(RunWarning {
-            id: id.into(),
+            id,
             message,
             advice: Some(advice),
         });
@@ -200,7 +201,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                     );
                     self.journal.warn(
                         f,
-                        "crash",
+                        WarningId::Crash,
                         msg,
                         "the other subsystems kept their beat; rerun with `ictus run` \
                          (no cleanup needed)"
@@ -229,7 +230,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 );
                 self.journal.warn(
                     f,
-                    "crash",
+                    WarningId::Crash,
                     msg,
                     "the other subsystems kept their beat (a synchronous group ends \
                      with its member); its panic message is on stderr"
@@ -248,7 +249,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 let (msg, advice) =
                     torn_message(&staged.cells, &staged.control, &staged.names, k, &view);
                 *seen = view.torn;
-                self.journal.warn(f, "cell-torn", msg, advice);
+                self.journal.warn(f, WarningId::CellTorn, msg, advice);
             }
         }
     }
@@ -389,7 +390,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 let msg = ack_message(&p, &staged.states);
                 self.journal.warn(
                     f,
-                    "ack-timeout",
+                    WarningId::AckTimeout,
                     msg,
                     "a subsystem that acknowledges explicitly calls frame.ack(state) once it has reached the state".into(),
                 );
@@ -530,7 +531,7 @@ impl LinkTurn<'_> {
             return Turn::Warning(
                 format!("frame {f}: {msg}"),
                 RunWarning {
-                    id: "host-lost".into(),
+                    id: WarningId::HostLost,
                     message: msg,
                     advice: Some(
                         "the frames after it count as lost; start the run again \
@@ -567,7 +568,7 @@ impl LinkTurn<'_> {
         Turn::Warning(
             format!("frame {f}: {msg}"),
             RunWarning {
-                id: "host-lost".into(),
+                id: WarningId::HostLost,
                 message: msg,
                 advice: Some(
                     "the other hosts kept their beat; see why the host went (its \
@@ -631,7 +632,7 @@ impl LinkTurn<'_> {
             return Turn::Warning(
                 format!("frame {f}: {msg}"),
                 RunWarning {
-                    id: "crash".into(),
+                    id: WarningId::Crash,
                     message: msg,
                     advice: Some(
                         "the other subsystems kept their beat; its host's `ictus node` \
@@ -683,7 +684,7 @@ fn check_announcement(
     let now = monotonic_now();
     if now >= epoch + tick * frame.saturating_sub(1) {
         warnings.push(RunWarning {
-            id: "late-announcement".into(),
+            id: WarningId::LateAnnouncement,
             message: format!(
                 "the {what} for frame {frame} was announced only at frame {}; a subsystem may have missed it",
                 now.saturating_sub(epoch).as_u64() / tick.as_u64()

@@ -1,6 +1,7 @@
 //! A run's end: the outcomes gathered (threads, programs, other hosts) and the
 //! report made of them.
 
+use super::WarningId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -163,7 +164,7 @@ impl Coordinator<'_, '_> {
             );
             self.journal.events.push(msg.clone());
             self.journal.warnings.push(RunWarning {
-                id: "frames-lost".into(),
+                id: WarningId::FramesLost,
                 message: msg,
                 advice: Some(
                     "the figures of this run cover only part of it; `ictus run` exits \

@@ -74,17 +74,10 @@ impl Distribution {
     }
 }
 
-/// A shortfall with advice (a refused policy, an unlocked memory, ...).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunWarning {
-    /// Stable identifier: `policy-refused`, `mlock-refused`, `affinity-refused`,
-    /// `late-announcement`, `ack-timeout`, `crash`.
-    pub id: String,
-    /// What happened.
-    pub message: String,
-    /// What to do about it.
-    pub advice: Option<String>,
-}
+/// A shortfall with advice (a refused policy, an unlocked memory, ...): the same type
+/// as a probe record's warnings.
+pub type RunWarning = ictus_core::warning::Warning;
+pub use ictus_core::warning::WarningId;
 
 /// What one subsystem thread reports when it ends (a child sends it in a file).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

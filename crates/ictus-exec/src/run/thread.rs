@@ -2,6 +2,7 @@
 //! its frames, its outcome. The same for a thread of the coordinator ([`super::run`])
 //! and for a launched program ([`crate::child::run`]).
 
+use super::WarningId;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::sched;
 use ictus_shield::class::{self, Class, ClassError, Options};
@@ -36,7 +37,7 @@ pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
     let mut result = class::enter(spec.class.clone(), options, None);
     if let Err(ClassError::Memory(e)) = &result {
         warnings.push(RunWarning {
-            id: "mlock-refused".into(),
+            id: WarningId::MlockRefused,
             message: format!("{}: memory is not locked ({e})", spec.name),
             advice: Some(e.advice.clone()),
         });
@@ -53,7 +54,7 @@ pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
             ),
         };
         warnings.push(RunWarning {
-            id: "policy-refused".into(),
+            id: WarningId::PolicyRefused,
             message: format!(
                 "{}: {} refused ({e}); it runs in the normal class",
                 spec.name, spec.class
@@ -67,7 +68,7 @@ pub(crate) fn place(spec: &SubsystemSpec) -> Placement {
     if !rt0 && let Some(cpu) = spec.cpu {
         if let Err(e) = sched::set_affinity(&CpuSet::from_cpus([cpu])) {
             warnings.push(RunWarning {
-                id: "affinity-refused".into(),
+                id: WarningId::AffinityRefused,
                 message: format!("{}: not pinned to CPU {cpu} ({e})", spec.name),
                 advice: None,
             });
