@@ -1384,14 +1384,7 @@ struct Sampled {
 
 /// The state (field 3) and the CPU last run on (field 39) from a `stat` line.
 fn parse_stat(line: &[u8]) -> Option<(u8, usize)> {
-    let close = line.iter().rposition(|&b| b == b')')?;
-    let mut fields = line[close + 1..]
-        .split(|&b| b == b' ')
-        .filter(|f| !f.is_empty());
-    let state = *fields.next()?.first()?;
-    let cpu = fields.nth(35)?;
-    let cpu = std::str::from_utf8(cpu).ok()?.trim().parse().ok()?;
-    Some((state, cpu))
+    ictus_os::procstat::TaskStat::parse(line).map(|t| (t.state, t.processor))
 }
 
 fn sampler_main(ctx: SamplerCtx) -> Sampled {
