@@ -82,6 +82,21 @@ fn results(root: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// Ctrl-C to the survey: it must still write what it measured and exit 0.
+fn interrupt(child: std::process::Child) -> std::process::Output {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "a stopped survey still writes and exits 0"
+    );
+    out
+}
+
 fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -203,16 +218,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
         !changed(&before).is_empty(),
         "the shield changed the machine"
     );
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "a stopped survey still writes and exits 0"
-    );
+    interrupt(child);
     assert_eq!(
         changed(&before),
         Vec::<String>::new(),
@@ -256,16 +262,7 @@ fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let pid = child.id();
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "a stopped survey still writes and exits 0"
-    );
+    let out = interrupt(child);
     let dir = results(&root);
     let manifest = json(&dir.join("survey.json"));
     assert_eq!(manifest["complete"], false);

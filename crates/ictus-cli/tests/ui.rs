@@ -61,6 +61,30 @@ fn start(
     panic!("no `live page:` line within 20 s; stderr: {seen:?}");
 }
 
+/// The stress schedule (tick 5 ms) under a run name of its own, run for `duration`
+/// with its page at `addr`: the run folder, the run name, the process, the page's URL.
+fn stress_with_page(
+    tag: &str,
+    duration: &str,
+    addr: &str,
+) -> (tempfile::TempDir, String, Child, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("{tag}-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let args = [
+        "--tick",
+        "5ms",
+        "--duration",
+        duration,
+        "--ui",
+        addr,
+        "--quiet",
+        "--json",
+    ];
+    let (run, url, _stderr) = start(dir.path(), &schedule, &args);
+    (dir, name, run, url)
+}
+
 fn ctl_status(run_dir: &Path, name: &str) -> Value {
     let out = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
         .env("ICTUS_RUN_DIR", run_dir)
@@ -90,23 +114,7 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
         );
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ui-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let (run, url, _stderr) = start(
-        dir.path(),
-        &schedule,
-        &[
-            "--tick",
-            "5ms",
-            "--duration",
-            "60s",
-            "--ui",
-            "127.0.0.1:0",
-            "--quiet",
-            "--json",
-        ],
-    );
+    let (dir, name, run, url) = stress_with_page("cli-ui", "60s", "127.0.0.1:0");
     assert!(
         url.starts_with("http://127.0.0.1:") && !url.contains("token"),
         "{url}"
@@ -267,23 +275,7 @@ fn get(addr: &str, path: &str) -> u16 {
 
 #[test]
 fn beyond_loopback_the_page_needs_the_token_printed_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ui-token-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let (run, url, _stderr) = start(
-        dir.path(),
-        &schedule,
-        &[
-            "--tick",
-            "5ms",
-            "--duration",
-            "3s",
-            "--ui",
-            "0.0.0.0:0",
-            "--quiet",
-            "--json",
-        ],
-    );
+    let (_dir, _name, run, url) = stress_with_page("cli-ui-token", "3s", "0.0.0.0:0");
     let (base, token) = url.split_once("/?token=").expect("a token in the URL");
     assert!(token.len() >= 32, "{url}");
     let port = base.rsplit(':').next().unwrap();
