@@ -1,0 +1,331 @@
+//! The asymmetric balancer (seed 002 §2.3, §3.2).
+//!
+//! A supervisor thread on the NRT CPUs periodically places the RT1+ and normal tasks
+//! registered with it. ARTiS's rules, in user space:
+//!
+//! - **Load.** Per CPU, `load = L / (1 - RT)` (§3.2.2). Here **L** is the number of
+//!   *registered* tasks with a non-real-time policy that are runnable (state `R` in
+//!   `/proc/TID/task/TID/stat`) on that CPU at a sample, and **RT** is the share of
+//!   time that *registered* tasks with a real-time policy (FIFO, RR, DEADLINE) used
+//!   on that CPU: each sample, their runtime delta from `/proc/TID/task/TID/schedstat`
+//!   over the sample interval, capped at 1, smoothed as the kernel's `CALC_LOAD` does
+//!   with a weight of `1 / rt_window` (ARTiS: 500 samples, about half a second; until
+//!   that many samples exist the weight is `1 / samples`, a plain average, so a fresh
+//!   balancer does not start from zero). When RT nears 1 the free share is floored at
+//!   [`MIN_FREE_SHARE`]: such a CPU counts as a hundred times as loaded per task. A CPU
+//!   without runnable non-real-time tasks has load 0 however busy its real-time tasks
+//!   keep it, as in ARTiS.
+//! - **Push, not pull** (§3.2.3): only the supervisor moves tasks, and the RT CPUs
+//!   never run balancing code. Every `rt_push_period` (ARTiS: 4x as often as the
+//!   rest) RT1+ tasks found on NRT CPUs are pushed to the least loaded RT CPU they are
+//!   allowed on (see [`push_rt`]). Every `push_period` one task is pushed from the most
+//!   loaded CPU to the least loaded one, when that lowers the higher of the two loads
+//!   (the difference is worth more than one task on the destination), moving normal
+//!   tasks off RT CPUs before RT1+ tasks and RT1+ tasks onto RT CPUs before normal
+//!   ones (§3.2.5); among tasks bound for an RT CPU, those whose next migration attempt
+//!   is predicted furthest away go first (§3.2.4). Only tasks counted in L move in this
+//!   push: real-time tasks change no L.
+//! - **Anti ping-pong** (§3.2.4): no task is moved onto an RT CPU while
+//!   [`MigrationStats::may_return`] says its next migration attempt is predicted soon
+//!   (counted as `withheld`), nor while it is inside a section.
+//! - **RT0 tasks never move**; their CPU time counts as RT load. No task is ever
+//!   pinned outside the CPUs it was registered with.
+//!
+//! The supervisor runs on the NRT CPUs at `SCHED_FIFO` [`DEFAULT_FIFO_PRIORITY`]
+//! (above every RT1+ task, so that none can keep it off its CPU; a refusal is noted
+//! and it runs anyway). It opens each task's `/proc` files once, before raising its
+//! priority, and rereads them: it never looks a `/proc` path up while it runs (see
+//! `Tracked::read` in the source for the kernel spin that avoids).
+//!
+//! At start every movable task is placed once (RT1+ over the RT CPUs, normal tasks
+//! over the NRT CPUs, least loaded first, then balanced as the pushes would; see
+//! [`place_all`]). A placement pins the task to exactly one
+//! CPU with `sched_setaffinity`: the balancer owns the placement of registered tasks,
+//! which the kernel's own balancer would otherwise undo. Every move is a [`Decision`]
+//! with its reason in words, and counted in the [`Report`]. When the balancer stops,
+//! every task it pinned gets back the affinity it had when the balancer started.
+//!
+//! # Talking to tasks without a shared lock
+//!
+//! Each task reports its migration attempts to the supervisor through its own
+//! lock-free SPSC ring ([`Balancer::register`] returns the producer end for
+//! [`crate::migrate::Migrator::report_to`]). A section reports its start *before* the
+//! task touches its affinity, and its end after. The supervisor drains the rings at
+//! every sample and never moves a task inside a section onto an RT CPU. For the race
+//! where a section starts between that check and the move, it drains the task's ring
+//! again right after every move onto an RT CPU: the kernel serialises the two
+//! affinity changes of the task under the task's own lock, so if the task's move came
+//! first the supervisor's second look is bound to see the report; it then moves the
+//! task straight off the RT CPU (counted as `raced`). The task never waits for the
+//! supervisor. If a ring overflows (the task reported faster than the supervisor
+//! drained), the task is treated as inside a section until its next report arrives.
+//!
+//! # What differs from ARTiS
+//!
+//! - ARTiS balanced every task in the kernel; this balancer sees only the tasks
+//!   registered with it, and L and RT count only those. Other tasks on a CPU are
+//!   invisible to it.
+//! - ARTiS moved tasks through its RT-FIFOs so that an RT CPU never took a runqueue
+//!   lock an NRT CPU held. Here a move is `sched_setaffinity`, which the kernel
+//!   carries out with its own locks: the task's `pi_lock` and the runqueue locks of
+//!   both CPUs. The RT CPU's side of the balancer is lock-free (the tasks only push to
+//!   their rings), but each move does take kernel locks an RT CPU's scheduler also
+//!   takes, as the stock load balancer does. Reading `/proc/TID/task/TID/stat` briefly
+//!   takes the task's signal-handler lock.
+//! - RT1+ tasks whose real-time policy was refused run `SCHED_OTHER`: they count in L,
+//!   not RT. The RT push then moves such a task onto an RT CPU only when that CPU,
+//!   with it, is no more loaded than the best NRT CPU it may use (else it swaps places
+//!   with a normal task on an RT CPU, which changes no load), and the other push may
+//!   move it off an RT CPU when no normal task there can go: neither undoes the
+//!   other. ARTiS had no such tasks: its RT1+ tasks were always real-time.
+//!
+//! ```
+//! use ictus_shield::balancer::{CpuState, Role, Snapshot, TaskState, push_one};
+//! use ictus_shield::migrate::MigrationStats;
+//!
+//! // CPU 0 is NRT with two runnable normal tasks; CPU 1 is RT and idle.
+//! let task = |tid| TaskState {
+//!     tid,
+//!     role: Role::Normal,
+//!     cpu: Some(0),
+//!     allowed: "0-1".parse().unwrap(),
+//!     realtime: false,
+//!     runnable: true,
+//!     rt_share: 0.0,
+//!     stats: MigrationStats::default(),
+//!     in_section: false,
+//! };
+//! let mut snapshot = Snapshot {
+//!     now_ns: 0,
+//!     cpus: vec![
+//!         CpuState { cpu: 0, rt: false, runnable: 2, rt_share: 0.0 },
+//!         CpuState { cpu: 1, rt: true, runnable: 0, rt_share: 0.0 },
+//!     ],
+//!     tasks: vec![task(10), task(11)],
+//! };
+//! let pass = push_one(&mut snapshot, 20_000_000);
+//! assert_eq!((pass.moves[0].from, pass.moves[0].to), (Some(0), 1));
+//! assert_eq!(snapshot.load_of(0), 1.0);
+//! // Balanced now: the next pass moves nothing.
+//! assert!(push_one(&mut snapshot, 20_000_000).moves.is_empty());
+//! ```
+//!
+//! The live balancer:
+//!
+//! ```no_run
+//! use ictus_core::CpuSet;
+//! use ictus_shield::balancer::{Balancer, Config, Role};
+//! use ictus_shield::migrate::{Migrator, Return};
+//! use ictus_shield::partition::Partition;
+//! let online: CpuSet = "0-3".parse().unwrap();
+//! let partition = Partition::new("2-3".parse().unwrap(), &online).unwrap();
+//! let mut balancer = Balancer::new(partition.clone(), Config::default());
+//! let tid = ictus_os::sched::thread_id() as i32;
+//! let ring = balancer.register(tid, Role::Rt1, online.clone());
+//! let mut migrator = Migrator::new(partition, Return::Stay).report_to(ring);
+//! let running = balancer.start().unwrap();
+//! // ... work, with `migrator.section()` around what endangers latency ...
+//! let report = running.stop();
+//! assert!(report.samples > 0);
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(doc)]
+use crate::migrate::MigrationStats;
+
+mod policy;
+mod proc;
+mod prose;
+mod supervisor;
+
+pub use policy::{
+    CpuState, Move, PassOutcome, Snapshot, TaskState, load, place_all, push_one, push_rt,
+};
+pub use supervisor::{Balancer, Running};
+
+/// Slots in each task's report ring (two reports per section).
+pub const RING_CAPACITY: usize = 512;
+
+/// The least free share `1 - RT` the load formula divides by: a CPU its real-time
+/// tasks keep fully busy counts as a hundred times as loaded per task, not infinitely.
+pub const MIN_FREE_SHARE: f64 = 0.01;
+
+/// What a registered task is to the balancer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Bound to its CPU: never moved, but its CPU time counts as real-time load.
+    Rt0,
+    /// Real-time, movable: prefers RT CPUs.
+    Rt1,
+    /// Not real-time, movable: prefers NRT CPUs.
+    Normal,
+}
+
+impl Role {
+    /// `rt0`, `rt1` or `normal`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Rt0 => "rt0",
+            Role::Rt1 => "rt1",
+            Role::Normal => "normal",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Tuning. The defaults follow ARTiS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// How often per-CPU load and real-time share are sampled.
+    pub sample_period: Duration,
+    /// How many samples the real-time share is smoothed over (ARTiS: 500).
+    pub rt_window: u32,
+    /// How often RT1+ tasks are pushed from NRT to RT CPUs (ARTiS: 4x the others).
+    pub rt_push_period: Duration,
+    /// How often the other pushes run.
+    pub push_period: Duration,
+    /// The anti ping-pong horizon: a task whose next migration attempt is predicted
+    /// within this is not moved back to an RT CPU.
+    pub horizon: Duration,
+    /// The `SCHED_FIFO` priority the supervisor asks for (default
+    /// [`DEFAULT_FIFO_PRIORITY`]); `None` keeps it `SCHED_OTHER`. A refusal is noted in
+    /// the report and the balancer runs anyway. Below an RT1+ task's priority, that task
+    /// can keep the supervisor off its CPU.
+    #[serde(default = "default_fifo_priority")]
+    pub fifo_priority: Option<u8>,
+    /// Decisions kept in the report; later ones are only counted.
+    #[serde(default = "default_max_decisions")]
+    pub max_decisions: usize,
+}
+
+/// The supervisor's default priority: above every RT1+ task (1 to 98), as ARTiS's
+/// balancer ran inside the scheduler, above every task. It shares no CPU with RT0
+/// (99 too): it runs on the NRT CPUs. At 50, a compute-bound RT50 task that a section
+/// left on the NRT CPUs (seed 002 Table 5) starves it: measured on 2 CPUs, its rings
+/// overflowed and the RT50 tasks spent 99 % of their time on the NRT CPU.
+pub const DEFAULT_FIFO_PRIORITY: u8 = 99;
+
+fn default_fifo_priority() -> Option<u8> {
+    Some(DEFAULT_FIFO_PRIORITY)
+}
+
+fn default_max_decisions() -> usize {
+    100_000
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sample_period: Duration::from_millis(1),
+            rt_window: 500,
+            rt_push_period: Duration::from_millis(5),
+            push_period: Duration::from_millis(20),
+            horizon: Duration::from_millis(20),
+            fifo_priority: default_fifo_priority(),
+            max_decisions: default_max_decisions(),
+        }
+    }
+}
+
+/// One placement decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Nanoseconds since the balancer started.
+    pub at_ns: u64,
+    /// The task moved.
+    pub tid: i32,
+    /// The CPU it was on.
+    pub from: Option<usize>,
+    /// The CPU it was pushed to.
+    pub to: usize,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// What the balancer did over a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Report {
+    /// Every decision, in order (at most `Config::max_decisions`).
+    pub decisions: Vec<Decision>,
+    /// Samples taken.
+    pub samples: u64,
+    /// Balancing passes run (the placement at start, RT pushes and other pushes).
+    pub passes: u64,
+    /// Moves back to an RT CPU withheld by the anti ping-pong rule.
+    pub withheld: u64,
+    /// Migration attempts received from tasks.
+    pub attempts_received: u64,
+    /// Moves the kernel refused.
+    pub refused: u64,
+    /// Smoothed real-time share per CPU at the end (CPU, share 0..1).
+    pub rt_share: Vec<(usize, f64)>,
+    /// Whether the balancer thread ran with a real-time policy (and why not).
+    pub notes: Vec<String>,
+    /// Decisions made after the log was full: counted, not kept.
+    #[serde(default)]
+    pub decisions_dropped: u64,
+    /// Decisions that put a task on an RT CPU.
+    #[serde(default)]
+    pub to_rt: u64,
+    /// Decisions that put a task on an NRT CPU.
+    #[serde(default)]
+    pub to_nrt: u64,
+    /// Moves onto an RT CPU not made because the task was inside a section.
+    #[serde(default)]
+    pub in_section_skips: u64,
+    /// Moves onto an RT CPU during which the task started a section (the task was
+    /// moved off the RT CPU again at once if still inside it).
+    #[serde(default)]
+    pub raced: u64,
+    /// Section ends received from tasks.
+    #[serde(default)]
+    pub section_ends_received: u64,
+    /// Ring drains that found a task's ring full: reports may have been lost, and the
+    /// task was treated as inside a section until its next report.
+    #[serde(default)]
+    pub ring_overflows: u64,
+    /// Tasks that exited (or could no longer be read) and were dropped.
+    #[serde(default)]
+    pub dropped_tasks: Vec<i32>,
+    /// Load `L / (1 - RT)` per CPU at the last sample (CPU, load).
+    #[serde(default)]
+    pub load: Vec<(usize, f64)>,
+    /// Where each task the balancer had pinned was pinned when it stopped (tid, CPU),
+    /// before its affinity was given back.
+    #[serde(default)]
+    pub pinned_at_stop: Vec<(i32, usize)>,
+    /// Whether the supervisor ran `SCHED_FIFO`.
+    #[serde(default)]
+    pub supervisor_fifo: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_and_report_read_without_the_added_fields() {
+        let config = serde_json::json!({
+            "sample_period": {"secs": 0, "nanos": 1_000_000},
+            "rt_window": 500,
+            "rt_push_period": {"secs": 0, "nanos": 5_000_000},
+            "push_period": {"secs": 0, "nanos": 20_000_000},
+            "horizon": {"secs": 0, "nanos": 20_000_000},
+        });
+        let sut: Config = serde_json::from_value(config).unwrap();
+        assert_eq!(sut, Config::default());
+        let report = serde_json::to_value(Report::default()).unwrap();
+        let back: Report = serde_json::from_value(report).unwrap();
+        assert_eq!(back, Report::default());
+    }
+}
