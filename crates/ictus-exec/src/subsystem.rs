@@ -652,6 +652,33 @@ impl<'a> Registry<'a> {
         self.config
     }
 
+    /// Its settings from the schedule (`config = { ... }`) as the subsystem's own type
+    /// (serde): a missing or mistyped key is an error naming `config.KEY` and what was
+    /// expected, before the run starts.
+    ///
+    /// ```
+    /// # use ictus_exec::subsystem::Registry;
+    /// #[derive(serde::Deserialize)]
+    /// struct Gains { kp: f64, #[serde(default)] ki: f64 }
+    /// # fn init(reg: &mut Registry) -> Result<(), ictus_exec::subsystem::RegistryError> {
+    /// let gains: Gains = reg.settings()?;
+    /// # let _ = gains.kp + gains.ki; Ok(()) }
+    /// ```
+    pub fn settings<T: serde::de::DeserializeOwned>(&self) -> Result<T, RegistryError> {
+        let value = toml::Value::Table(self.config.clone());
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            RegistryError::Config {
+                subsystem: self.name.to_string(),
+                message: if path == "." {
+                    format!("config: {}", e.inner())
+                } else {
+                    format!("config.{path}: {}", e.inner())
+                },
+            }
+        })
+    }
+
     /// The state called `name` (off, pause, run or a schedule mode).
     pub fn state(&self, name: &str) -> Option<StateId> {
         self.states.id(name)
@@ -947,6 +974,28 @@ mod tests {
                 &self.control,
             )
         }
+    }
+
+    #[test]
+    fn settings_come_as_the_subsystems_own_type_and_a_wrong_key_is_named() {
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct Gains {
+            kp: f64,
+            #[serde(default)]
+            ki: f64,
+        }
+        let mut f = fixture();
+        f.config = toml::from_str("kp = 2.5").unwrap();
+        assert_eq!(
+            f.registry(0).settings::<Gains>().unwrap(),
+            Gains { kp: 2.5, ki: 0.0 }
+        );
+        f.config = toml::from_str("kp = \"fast\"").unwrap();
+        let err = f.registry(0).settings::<Gains>().unwrap_err().to_string();
+        assert!(err.starts_with("subsystem dynamics: config.kp: "), "{err}");
+        f.config = toml::Table::new();
+        let err = f.registry(1).settings::<Gains>().unwrap_err().to_string();
+        assert!(err.contains("missing field `kp`"), "{err}");
     }
 
     #[test]
