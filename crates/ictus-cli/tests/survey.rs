@@ -82,6 +82,17 @@ fn results(root: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// A smoke survey into `root`, running (its stdout piped), to be interrupted.
+fn smoke_survey(root: &Path) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
+        .args(["survey", "--profile", "smoke", "--results"])
+        .arg(root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Ctrl-C to the survey: it must still write what it measured and exit 0.
 fn interrupt(child: std::process::Child) -> std::process::Output {
     let status = std::process::Command::new("kill")
@@ -184,13 +195,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
     let _machine = machine();
     let before = state();
     let root = temp_dir("shielded");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-        .args(["survey", "--profile", "smoke", "--results"])
-        .arg(&root)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = smoke_survey(&root);
     let pid = child.id();
     // Wait until this survey's shield is applied (its journal exists), then Ctrl-C.
     let journal_of_child = || {
@@ -239,14 +244,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
 fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
     let _machine = machine();
     let root = temp_dir("stopped");
-    let bin = assert_cmd::cargo::cargo_bin("ictus");
-    let child = std::process::Command::new(bin)
-        .args(["survey", "--profile", "smoke", "--results"])
-        .arg(&root)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = smoke_survey(&root);
     // Wait until the survey has written its first records, then interrupt it.
     let start = Instant::now();
     loop {
