@@ -58,6 +58,8 @@ pub enum WarningId {
     CellTorn,
     /// A host left a run across hosts.
     HostLost,
+    /// A subsystem's `run` (or `shutdown`) returned an error.
+    SubsystemError,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -88,6 +90,7 @@ impl WarningId {
             WarningId::AckTimeout => "ack-timeout",
             WarningId::CellTorn => "cell-torn",
             WarningId::HostLost => "host-lost",
+            WarningId::SubsystemError => "subsystem-error",
             WarningId::Other => "other",
         }
     }
@@ -133,6 +136,7 @@ mod tests {
             WarningId::HistogramOverflow,
             WarningId::Hz,
             WarningId::HostLost,
+            WarningId::SubsystemError,
         ] {
             let json = serde_json::to_string(&id).unwrap();
             assert_eq!(json, format!("\"{}\"", id.name()));

@@ -11,37 +11,67 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ictus_core::mass::{Model, Params, Part};
-use ictus_exec::run::{self, RunOptions};
-use ictus_exec::schedule::{Schedule, SubsystemSpec};
+use ictus_exec::program::Executive;
+use ictus_exec::run::RunOptions;
+use ictus_exec::schedule::Schedule;
 use ictus_exec::state::StateId;
-use ictus_exec::subsystem::{Frame, Output, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Output, Registry, RegistryError, Subsystem};
 
 /// One CPU's share of the model. The part that owns the device's end moves it and
 /// publishes the force on it.
 struct HapticPart {
     model: Arc<Model>,
     part: Part,
+    /// The device's outputs (force, position), on the part that owns its end.
+    device: Option<(Output<f64>, Output<f64>)>,
+}
+
+/// What a part is made of: the whole model, its share, and whether it owns the
+/// device's end (`config.device`).
+#[derive(serde::Deserialize)]
+struct Settings {
+    #[serde(default)]
     device: bool,
-    force: Option<Output<f64>>,
-    position: Option<Output<f64>>,
+}
+
+impl HapticPart {
+    fn init_with(
+        reg: &mut Registry,
+        model: Arc<Model>,
+        part: Part,
+    ) -> Result<HapticPart, RegistryError> {
+        let Settings { device } = reg.settings()?;
+        let device = if device {
+            Some((reg.output("haptic.force")?, reg.output("haptic.position")?))
+        } else {
+            None
+        };
+        Ok(HapticPart {
+            model,
+            part,
+            device,
+        })
+    }
 }
 
 impl Subsystem for HapticPart {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        if self.device {
-            self.force = Some(reg.output("haptic.force")?);
-            self.position = Some(reg.output("haptic.position")?);
-        }
-        Ok(())
+    type Error = RegistryError;
+
+    /// Made only by `init_with` (it needs the model): this says so.
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        Err(RegistryError::Config {
+            subsystem: reg.name().to_string(),
+            message: "a haptic part is made with its share of the model".into(),
+        })
     }
 
-    fn run(&mut self, frame: &mut Frame) {
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
         if frame.state() != StateId::RUN {
-            return;
+            return Ok(Flow::Continue);
         }
         // Forces, rendezvous, integration, rendezvous: the fully synchronous step.
         self.model.step_part(&self.part, || frame.rendezvous());
-        if let (Some(force), Some(position)) = (&self.force, &self.position) {
+        if let Some((force, position)) = &self.device {
             // The device: a 1 mm, 1 Hz sine on point 0, the string's fixed left end,
             // which this part owns; moved after its integration, before the next step.
             let t = frame.time().as_secs_f64();
@@ -50,6 +80,7 @@ impl Subsystem for HapticPart {
             frame.set(position, x);
             frame.set(force, self.model.force_on(0));
         }
+        Ok(Flow::Continue)
     }
 }
 
@@ -88,27 +119,20 @@ fn main() -> ExitCode {
     };
     let members = schedule.subsystems.len();
     let parts = model.partition(members);
-    let mut factory = |spec: &SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
-        let k = schedule
-            .subsystems
-            .iter()
-            .position(|s| s.name == spec.name)
-            .ok_or("unknown subsystem")?;
-        Ok(Box::new(HapticPart {
-            model: Arc::clone(&model),
-            part: parts[k].clone(),
-            device: spec.config.get("device").and_then(|v| v.as_bool()) == Some(true),
-            force: None,
-            position: None,
-        }))
-    };
+    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+    let mut executive = Executive::new(schedule);
+    for (name, part) in names.iter().zip(parts) {
+        let model = Arc::clone(&model);
+        executive =
+            executive.subsystem_with(name, move |reg| HapticPart::init_with(reg, model, part));
+    }
     let options = RunOptions {
         duration: Some(duration),
         control_socket: false,
         ..RunOptions::default()
     };
-    let report = match run::run(&schedule, &mut factory, options) {
-        Ok(r) => r,
+    let report = match executive.options(options).run() {
+        Ok(outcome) => outcome.report,
         Err(e) => return fail(&e.to_string()),
     };
     let mut out = String::new();

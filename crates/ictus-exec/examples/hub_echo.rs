@@ -6,38 +6,37 @@
 use std::process::ExitCode;
 
 use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
-use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
 /// What the echo adds to every number.
 const OFFSET: u64 = 1_000_000;
 
-#[derive(Default)]
 struct Echo {
-    rx: Option<FifoReceiver<u64>>,
-    tx: Option<FifoSender<u64>>,
-    echoed: Option<Semaphore>,
+    rx: FifoReceiver<u64>,
+    tx: FifoSender<u64>,
+    echoed: Semaphore,
 }
 
 impl Subsystem for Echo {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.rx = Some(reg.fifo_receiver("to_echo")?);
-        self.tx = Some(reg.fifo_sender("from_echo")?);
-        self.echoed = Some(reg.semaphore("echoed")?);
-        Ok(())
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Echo {
+            rx: reg.fifo_receiver("to_echo")?,
+            tx: reg.fifo_sender("from_echo")?,
+            echoed: reg.semaphore("echoed")?,
+        })
     }
 
-    fn run(&mut self, _frame: &mut Frame) {
-        let (Some(rx), Some(tx), Some(echoed)) = (&mut self.rx, &mut self.tx, &self.echoed) else {
-            return;
-        };
-        while let Some(n) = rx.try_recv() {
-            if tx.try_send(n + OFFSET).is_ok() {
-                echoed.give();
+    fn run(&mut self, _frame: &mut Frame) -> Result<Flow, RegistryError> {
+        while let Some(n) = self.rx.try_recv() {
+            if self.tx.try_send(n + OFFSET).is_ok() {
+                self.echoed.give();
             }
         }
+        Ok(Flow::Continue)
     }
 }
 
 fn main() -> ExitCode {
-    ictus_exec::child::main("echo", Echo::default())
+    ictus_exec::child::main::<Echo>("echo")
 }

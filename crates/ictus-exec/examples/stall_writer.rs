@@ -8,57 +8,65 @@
 use std::process::ExitCode;
 
 use ictus_exec::cell::Cells;
-use ictus_exec::subsystem::{Frame, Output, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Output, Registry, RegistryError, Subsystem};
 
-#[derive(Default)]
 struct Stall {
-    out: Option<Output<i32>>,
-    cells: Option<(Cells, usize)>,
+    out: Output<i32>,
+    cells: Cells,
+    cell: usize,
     stall_at: u64,
 }
 
+/// `config.to` and `config.stall_at`.
+#[derive(serde::Deserialize)]
+struct Settings {
+    #[serde(default = "x_n")]
+    to: String,
+    #[serde(default = "hundred")]
+    stall_at: u64,
+}
+
+fn x_n() -> String {
+    "X.n".into()
+}
+
+fn hundred() -> u64 {
+    100
+}
+
 impl Subsystem for Stall {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        let to = reg
-            .config()
-            .get("to")
-            .and_then(|v| v.as_str())
-            .unwrap_or("X.n")
-            .to_string();
-        self.stall_at = reg
-            .config()
-            .get("stall_at")
-            .and_then(|v| v.as_integer())
-            .and_then(|v| u64::try_from(v).ok())
-            .unwrap_or(100);
-        self.out = Some(reg.output(&to)?);
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        let Settings { to, stall_at } = reg.settings()?;
+        let out = reg.output(&to)?;
         let cell = to.split('.').next().unwrap_or_default().to_string();
-        let index = reg
+        let cell = reg
             .cells()
             .cell_index(&cell)
             .map_err(|source| RegistryError::Cell {
                 subsystem: "W".into(),
                 source,
             })?;
-        self.cells = Some((reg.cells().clone(), index));
-        Ok(())
+        Ok(Stall {
+            out,
+            cells: reg.cells().clone(),
+            cell,
+            stall_at,
+        })
     }
 
-    fn run(&mut self, frame: &mut Frame) {
-        if let Some(out) = &self.out {
-            frame.set(out, frame.number() as i32);
-        }
-        if frame.number() >= self.stall_at
-            && let Some((cells, cell)) = &self.cells
-        {
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        frame.set(&self.out, frame.number() as i32);
+        if frame.number() >= self.stall_at {
             // Half way through a write, and stopped there.
-            cells.abandon_write(*cell);
+            self.cells.abandon_write(self.cell);
             let _ =
                 ictus_os::process::signal(std::process::id() as i32, ictus_os::process::SIGSTOP);
         }
+        Ok(Flow::Continue)
     }
 }
 
 fn main() -> ExitCode {
-    ictus_exec::child::main("W", Stall::default())
+    ictus_exec::child::main::<Stall>("W")
 }

@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use ictus_exec::stress::Increment;
+use ictus_exec::subsystem::Maker;
 
 fn main() -> ExitCode {
-    ictus_exec::child::main("B", Increment::between("B", "C"))
+    ictus_exec::child::main_with("B", Maker::with(|reg| Increment::between(reg, "B", "C")))
 }

@@ -11,16 +11,20 @@
 //! coordinator's report.
 //!
 //! ```no_run
-//! use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+//! use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 //! struct Nothing;
 //! impl Subsystem for Nothing {
-//!     fn init(&mut self, _: &mut Registry) -> Result<(), RegistryError> { Ok(()) }
-//!     fn run(&mut self, _: &mut Frame) {}
+//!     type Error = RegistryError;
+//!     fn init(_: &mut Registry) -> Result<Self, RegistryError> { Ok(Nothing) }
+//!     fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> { Ok(Flow::Continue) }
 //! }
 //! fn main() -> std::process::ExitCode {
-//!     ictus_exec::child::main("B", Nothing)
+//!     ictus_exec::child::main::<Nothing>("B")
 //! }
 //! ```
+//!
+//! A program whose subsystem needs more than its `init` (a parameter, a channel)
+//! passes a [`Maker`] to [`main_with`].
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,7 +39,7 @@ use crate::hub::Hubs;
 use crate::run::{ThreadOutcome, cells_segment, control_segment, env, hubs_segment};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::state::States;
-use crate::subsystem::{SetupClient, Subsystem};
+use crate::subsystem::{BoxError, Maker, SetupClient, Subsystem};
 
 /// How long the coordinator's heartbeat may be silent before a child leaves.
 pub const HEARTBEAT_TIMEOUT: Nanos = Nanos::from_secs(2);
@@ -67,9 +71,9 @@ pub enum ChildError {
         /// Why.
         message: String,
     },
-    /// `init` failed.
+    /// `init` failed (the subsystem's own error).
     #[error("{0}")]
-    Init(String),
+    Init(BoxError),
     /// The figures could not be written.
     #[error("writing its figures: {0}")]
     Outcome(#[source] ictus_os::fs::OutputError),
@@ -82,9 +86,10 @@ fn var(name: &'static str) -> Result<String, ChildError> {
         .ok_or(ChildError::NotLaunched(name))
 }
 
-/// Runs `subsystem`, named `name` in the schedule, as a child of `ictus run`.
-pub fn run(name: &str, mut subsystem: impl Subsystem) -> Result<ThreadOutcome, ChildError> {
-    run_dyn(name, &mut subsystem)
+/// Runs the subsystem `maker` makes, named `name` in the schedule, as a child of
+/// `ictus run`.
+pub fn run(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
+    run_made(name, maker)
 }
 
 /// Hosts a built-in subsystem in a process of its own (`process = "own"`): reads
@@ -98,8 +103,8 @@ pub fn run_builtin(factory: &mut crate::run::Factory<'_>) -> Result<ThreadOutcom
         run: var(env::RUN).unwrap_or_default(),
         message: format!("the schedule has no subsystem '{asked}'"),
     })?;
-    let mut subsystem = factory(spec).map_err(ChildError::Init)?;
-    run_dyn(&asked, subsystem.as_mut())
+    let maker = factory(spec).map_err(|m| ChildError::Init(m.into()))?;
+    run_made(&asked, maker)
 }
 
 /// [`run_builtin`] for a program's `main`: an error is one line on stderr and exit
@@ -115,7 +120,7 @@ pub fn main_builtin(factory: &mut crate::run::Factory<'_>) -> ExitCode {
     }
 }
 
-fn run_dyn(name: &str, subsystem: &mut dyn Subsystem) -> Result<ThreadOutcome, ChildError> {
+fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
     let run_name = var(env::RUN)?;
     let schedule_path = PathBuf::from(var(env::SCHEDULE)?);
     let asked = var(env::SUBSYSTEM)?;
@@ -144,7 +149,8 @@ fn run_dyn(name: &str, subsystem: &mut dyn Subsystem) -> Result<ThreadOutcome, C
         Hubs::open_shared_matching(&hubs_segment(&run_name), &schedule.hubs)
     }
     .map_err(|e| join(e.to_string()))?;
-    let control = Control::open_shared_named(&control_segment(&run_name)).map_err(join)?;
+    let control =
+        Control::open_shared_named(&control_segment(&run_name)).map_err(|e| join(e.to_string()))?;
     let coordinator = control.coordinator_pid();
     let states = States::new(&schedule.modes);
     let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
@@ -171,16 +177,23 @@ fn run_dyn(name: &str, subsystem: &mut dyn Subsystem) -> Result<ThreadOutcome, C
         !ictus_os::process::is_alive(coordinator)
     };
     let outcome = prepared
-        .run(subsystem, &mut give_up)
-        .map_err(ChildError::Init)?;
+        .run(maker, &mut give_up)
+        .map_err(ChildError::Init)?
+        .outcome;
     let json = serde_json::to_string(&outcome).unwrap_or_default();
     ictus_os::fs::write_atomic(&outcome_path, json).map_err(ChildError::Outcome)?;
     Ok(outcome)
 }
 
+/// [`run`] of `S` (made by its `init`) for a program's `main`: an error is one line
+/// on stderr and exit code 1.
+pub fn main<S: Subsystem>(name: &str) -> ExitCode {
+    main_with(name, Maker::of::<S>())
+}
+
 /// [`run`] for a program's `main`: an error is one line on stderr and exit code 1.
-pub fn main(name: &str, subsystem: impl Subsystem) -> ExitCode {
-    match run(name, subsystem) {
+pub fn main_with(name: &str, maker: Maker) -> ExitCode {
+    match run(name, maker) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{name}: {e}");

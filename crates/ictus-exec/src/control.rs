@@ -33,8 +33,8 @@ pub const MAX_SUBSYSTEMS: usize = 64;
 /// Words per header and per slot (128 bytes: a cache-line pair).
 pub const SLOT_WORDS: usize = 16;
 
-/// The magic word: "ictusCB" and the layout version (3: the jitter window).
-pub const MAGIC: u64 = 0x6963_7475_7343_4203;
+/// The magic word: "ictusCB" and the layout version (4: errors and stop asks).
+pub const MAGIC: u64 = 0x6963_7475_7343_4204;
 
 /// Bytes a control block of `slots` subsystems takes (without writer claims).
 pub const fn size_bytes(slots: usize) -> usize {
@@ -73,6 +73,8 @@ const S_TID: usize = 10;
 const S_TORN: usize = 11;
 const S_TORN_CELL: usize = 12;
 const S_WINDOW: usize = 13;
+const S_ERRORS: usize = 14;
+const S_STOP_ASKED: usize = 15;
 
 /// Bits of the jitter in a packed window word; the window's index (plus one) fills
 /// the others.
@@ -140,6 +142,22 @@ impl Status {
     }
 }
 
+/// Why a control block could not be made or joined.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The shared-memory segment could not be made or opened.
+    #[error(transparent)]
+    Shared(#[from] ictus_os::shm::ShmError),
+    /// The segment is not a control block this build can read.
+    #[error("segment {segment} {problem}")]
+    Layout {
+        /// The segment's name.
+        segment: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+}
+
 /// Storage of a control block.
 enum Store {
     Heap(Box<[AtomicU64]>),
@@ -190,9 +208,8 @@ impl Control {
         slots: usize,
         tick_ns: u64,
         elements: usize,
-    ) -> Result<Control, String> {
-        let words = crate::shared::SharedWords::create(name, total_words(slots, elements))
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Control, ControlError> {
+        let words = crate::shared::SharedWords::create(name, total_words(slots, elements))?;
         let sut = Control {
             store: Store::Shared(words),
             slots,
@@ -203,23 +220,25 @@ impl Control {
     }
 
     /// The block in the shared-memory segment `name` that a live coordinator made.
-    pub fn open_shared_named(name: &str) -> Result<Control, String> {
-        let words = crate::shared::SharedWords::open(name).map_err(|e| e.to_string())?;
+    pub fn open_shared_named(name: &str) -> Result<Control, ControlError> {
+        let words = crate::shared::SharedWords::open(name)?;
         let w = words.words();
+        let layout = |problem: &'static str| ControlError::Layout {
+            segment: name.to_string(),
+            problem,
+        };
         if w.len() < SLOT_WORDS {
-            return Err(format!("segment {name} is too small for a control block"));
+            return Err(layout("is too small for a control block"));
         }
         // Acquire: pairs with the Release store of the magic in `init`.
         if w[H_MAGIC].load(Ordering::Acquire) != MAGIC {
-            return Err(format!(
-                "segment {name} holds no control block of this version"
-            ));
+            return Err(layout("holds no control block of this version"));
         }
         // Relaxed: written before the magic, which we read with Acquire above.
         let slots = w[H_SLOTS].load(Ordering::Relaxed) as usize;
         let claims = w[H_CLAIMS].load(Ordering::Relaxed) as usize;
         if total_words(slots, claims) > w.len() {
-            return Err(format!("segment {name} is shorter than its control block"));
+            return Err(layout("is shorter than its control block"));
         }
         Ok(Control {
             store: Store::Shared(words),
@@ -412,6 +431,10 @@ pub struct SlotView {
     /// Its last complete jitter window: the window's index (frame / window frames,
     /// modulo 2^24) and its largest release jitter (see [`crate::live`]).
     pub window_jitter: Option<(u64, Nanos)>,
+    /// Frames whose `run` returned an error.
+    pub errors: u64,
+    /// The frame in which it asked the run to stop, if it did.
+    pub stop_asked: Option<u64>,
 }
 
 impl<'a> Slot<'a> {
@@ -460,6 +483,19 @@ impl<'a> Slot<'a> {
         self.word(S_TORN_CELL)
             .store(c.last_torn_cell, Ordering::Relaxed);
         self.word(S_WINDOW).store(c.window_done, Ordering::Relaxed);
+        self.word(S_ERRORS).store(c.errors, Ordering::Relaxed);
+    }
+
+    /// The subsystem asks the run to stop (at frame `frame`); the first ask stays.
+    #[inline]
+    pub fn ask_stop(&self, frame: u64) {
+        // Relaxed: polled by the coordinator, which announces the stop itself.
+        let _ = self.word(S_STOP_ASKED).compare_exchange(
+            0,
+            frame.saturating_add(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// Records an acknowledgement.
@@ -496,6 +532,8 @@ impl<'a> Slot<'a> {
                 .ok()
                 .filter(|_| r(S_TORN) > 0),
             window_jitter: unpack_window(r(S_WINDOW)),
+            errors: r(S_ERRORS),
+            stop_asked: r(S_STOP_ASKED).checked_sub(1),
         }
     }
 }
@@ -527,6 +565,8 @@ pub struct Counters {
     pub window_max: Nanos,
     /// The last complete window, packed (0: none yet).
     pub window_done: u64,
+    /// Frames whose `run` returned an error.
+    pub errors: u64,
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use ictus_os::wait::{self, WaitMode};
 
 use crate::control::{Control, Counters, Status, pack_window};
 use crate::state::{Ack, StateId};
-use crate::subsystem::{Frame, Ports, Subsystem};
+use crate::subsystem::{BoxError, Driven, Flow, Frame, OnError, Ports};
 
 /// A clock and a way to wait for an absolute deadline on it.
 pub trait Beat: Sync {
@@ -249,8 +249,13 @@ pub enum LoopEnd {
     /// The coordinator's heartbeat stopped and its process is gone (a child whose
     /// `ictus run` died).
     CoordinatorGone,
-    /// A member of its synchronous group left before the stop frame (it panicked).
+    /// A member of its synchronous group left before the stop frame (it panicked,
+    /// finished or failed).
     GroupBroken,
+    /// The subsystem said it had finished ([`Flow::Finished`]).
+    Finished,
+    /// Its `run` returned an error and its `on_error` is `stop`.
+    Failed,
 }
 
 impl LoopEnd {
@@ -261,6 +266,8 @@ impl LoopEnd {
             LoopEnd::Aborted => "aborted",
             LoopEnd::CoordinatorGone => "coordinator-gone",
             LoopEnd::GroupBroken => "group-broken",
+            LoopEnd::Finished => "finished",
+            LoopEnd::Failed => "failed",
         }
     }
 }
@@ -282,17 +289,67 @@ pub struct Runner<'a> {
     pub heartbeat_timeout: Option<Nanos>,
     /// Whether the subsystem acknowledges states itself (else each frame does).
     pub explicit_ack: bool,
+    /// What to do when its `run` returns an error.
+    pub on_error: OnError,
+}
+
+/// An error a subsystem's `run` returned, with the frame it returned it in.
+#[derive(Debug)]
+pub struct Fault {
+    /// The frame.
+    pub frame: u64,
+    /// The subsystem's own error.
+    pub error: BoxError,
+}
+
+impl Fault {
+    /// The error and its sources, `: `-separated, as reports print it.
+    pub fn message(&self) -> String {
+        let mut out = self.error.to_string();
+        let mut source = self.error.source();
+        while let Some(e) = source {
+            out += ": ";
+            out += &e.to_string();
+            source = e.source();
+        }
+        out
+    }
+}
+
+/// How a frame loop ended, and the first error the subsystem returned (every
+/// error is counted in [`Counters::errors`]).
+#[derive(Debug)]
+pub struct Ending {
+    /// Why it ended.
+    pub end: LoopEnd,
+    /// The first error, kept whole.
+    pub first_error: Option<Fault>,
 }
 
 impl Runner<'_> {
-    /// Runs frames until the stop frame, on `beat`, once the epoch is published
-    /// (call [`wait_for_epoch`] first). Allocates nothing.
+    /// Runs frames until the stop frame (or until the subsystem finishes, or fails
+    /// with `on_error = "stop"`), on `beat`, once the epoch is published (call
+    /// [`wait_for_epoch`] first). Allocates nothing, unless the subsystem returns an
+    /// error (its box, and the first one kept).
     pub fn run(
         &self,
         beat: &dyn Beat,
-        subsystem: &mut dyn Subsystem,
+        subsystem: &mut dyn Driven,
         ports: &mut Ports,
         stats: &mut Stats,
+    ) -> Ending {
+        let mut first_error = None;
+        let end = self.frames(beat, subsystem, ports, stats, &mut first_error);
+        Ending { end, first_error }
+    }
+
+    fn frames(
+        &self,
+        beat: &dyn Beat,
+        subsystem: &mut dyn Driven,
+        ports: &mut Ports,
+        stats: &mut Stats,
+        first_error: &mut Option<Fault>,
     ) -> LoopEnd {
         let Some(epoch) = self.control.epoch() else {
             return LoopEnd::Aborted;
@@ -344,7 +401,7 @@ impl Runner<'_> {
             let state = self.control.state().at(frame);
             ports.pull();
             let mut ack = None;
-            {
+            let flow = {
                 let mut f = Frame::new(
                     frame,
                     state,
@@ -354,9 +411,10 @@ impl Runner<'_> {
                     &mut ack,
                     self.group,
                 );
-                subsystem.run(&mut f);
-            }
+                subsystem.run_frame(&mut f)
+            };
             ports.push();
+            let ends = self.follow(flow, frame, stats, first_error);
             let ack = match ack {
                 Some(a) => Some(a),
                 None if !self.explicit_ack => Some(state),
@@ -394,6 +452,44 @@ impl Runner<'_> {
             c.torn = torn.count;
             c.last_torn_cell = torn.last_cell.map_or(0, |i| i as u64);
             slot.publish(c);
+            if let Some(end) = ends {
+                return end;
+            }
+        }
+    }
+
+    /// What the frame's status (or error) means: the loop's end, if it ends here.
+    /// A stop of the run is asked through the slot; the coordinator announces it.
+    #[inline]
+    fn follow(
+        &self,
+        flow: Result<Flow, BoxError>,
+        frame: u64,
+        stats: &mut Stats,
+        first_error: &mut Option<Fault>,
+    ) -> Option<LoopEnd> {
+        let slot = self.control.slot(self.slot);
+        match flow {
+            Ok(Flow::Continue) => None,
+            Ok(Flow::Finished) => Some(LoopEnd::Finished),
+            Ok(Flow::StopRun) => {
+                slot.ask_stop(frame);
+                None
+            }
+            Err(error) => {
+                stats.counters.errors += 1;
+                if first_error.is_none() {
+                    *first_error = Some(Fault { frame, error });
+                }
+                match self.on_error {
+                    OnError::Continue => None,
+                    OnError::Stop => Some(LoopEnd::Failed),
+                    OnError::StopRun => {
+                        slot.ask_stop(frame);
+                        None
+                    }
+                }
+            }
         }
     }
 }
@@ -441,7 +537,6 @@ mod tests {
     use super::*;
     use crate::cell::{CellTable, Cells};
     use crate::state::{self, StateWord};
-    use crate::subsystem::{Registry, RegistryError};
 
     fn ms(v: u64) -> Nanos {
         Nanos::from_millis(v)
@@ -463,11 +558,8 @@ mod tests {
         ack_from: Option<u64>,
     }
 
-    impl<F: Fn(u64) -> Nanos + Send> Subsystem for Busy<'_, F> {
-        fn init(&mut self, _: &mut Registry) -> Result<(), RegistryError> {
-            Ok(())
-        }
-        fn run(&mut self, frame: &mut Frame) {
+    impl<F: Fn(u64) -> Nanos + Send> Driven for Busy<'_, F> {
+        fn run_frame(&mut self, frame: &mut Frame) -> Result<Flow, BoxError> {
             self.frames.push(frame.number());
             if let Some(from) = self.ack_from
                 && frame.number() >= from
@@ -475,6 +567,10 @@ mod tests {
                 frame.ack(frame.state());
             }
             self.clock.advance((self.exec)(frame.number()));
+            Ok(Flow::Continue)
+        }
+        fn shut_down(&mut self) -> Result<(), BoxError> {
+            Ok(())
         }
     }
 
@@ -496,6 +592,7 @@ mod tests {
             group: None,
             heartbeat_timeout: None,
             explicit_ack: false,
+            on_error: OnError::Stop,
         }
     }
 
@@ -513,9 +610,10 @@ mod tests {
         // Frame 6 runs 2.5 ms: the releases of frames 7 and 8 pass while it runs.
         let mut sut = busy(&clock, |f| if f == 6 { us(2_500) } else { us(200) });
         let mut stats = Stats::default();
-        let end =
+        let ending =
             runner(&control, 0, 1).run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
-        assert_eq!(end, LoopEnd::Stopped);
+        assert_eq!(ending.end, LoopEnd::Stopped);
+        assert!(ending.first_error.is_none());
         let expected: Vec<u64> = (0..=6).chain(9..30).collect();
         assert_eq!(sut.frames, expected);
         assert_eq!(stats.overruns.missed, 2);
@@ -578,6 +676,7 @@ mod tests {
                 builtin: None,
                 group: None,
                 config: toml::Table::new(),
+                on_error: OnError::Stop,
                 host: 0,
                 location: Default::default(),
             };
@@ -738,5 +837,134 @@ mod tests {
         // At release 1 (index 0), the group runs frame 5: releases 1 and 3 are skipped.
         assert_eq!(sut.skip_to(5, u64::MAX), 2);
         assert_eq!(sut.frame(), 5);
+    }
+
+    /// Returns what `script` says for each frame, 100 us of mock time each.
+    struct Scripted<'a, F: Fn(u64) -> Result<Flow, BoxError>> {
+        clock: &'a MockClock,
+        script: F,
+        frames: Vec<u64>,
+        shut: bool,
+    }
+
+    impl<F: Fn(u64) -> Result<Flow, BoxError> + Send> Driven for Scripted<'_, F> {
+        fn run_frame(&mut self, frame: &mut Frame) -> Result<Flow, BoxError> {
+            self.frames.push(frame.number());
+            self.clock.advance(us(100));
+            (self.script)(frame.number())
+        }
+        fn shut_down(&mut self) -> Result<(), BoxError> {
+            self.shut = true;
+            Ok(())
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("sensor {0} out of range")]
+    struct SensorError(u64);
+
+    /// Runs `script` for frames 0..20 with `on_error`; returns the loop's ending,
+    /// the frames run, the counters and the slot's stop ask.
+    fn scripted(
+        on_error: OnError,
+        script: impl Fn(u64) -> Result<Flow, BoxError> + Send,
+    ) -> (Ending, Vec<u64>, Counters, Option<u64>) {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 20);
+        let mut sut = Scripted {
+            clock: &clock,
+            script,
+            frames: Vec::new(),
+            shut: false,
+        };
+        let mut stats = Stats::default();
+        let r = Runner {
+            on_error,
+            ..runner(&control, 0, 1)
+        };
+        let ending = r.run(&MockBeat(&clock), &mut sut, &mut no_ports(), &mut stats);
+        (
+            ending,
+            sut.frames,
+            stats.counters,
+            control.slot(0).view().stop_asked,
+        )
+    }
+
+    fn fails_at(at: &'static [u64]) -> impl Fn(u64) -> Result<Flow, BoxError> + Send {
+        move |f| {
+            if at.contains(&f) {
+                Err(Box::new(SensorError(f)))
+            } else {
+                Ok(Flow::Continue)
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_with_on_error_stop_ends_the_loop_after_that_frame_and_keeps_the_error() {
+        let (ending, frames, c, asked) = scripted(OnError::Stop, fails_at(&[5, 9]));
+        assert_eq!(ending.end, LoopEnd::Failed);
+        assert_eq!(frames, (0..=5).collect::<Vec<_>>());
+        assert_eq!((c.errors, c.frames_run, c.last_frame), (1, 6, 5));
+        let first = ending.first_error.expect("the error is kept");
+        assert_eq!(first.frame, 5);
+        // The subsystem's own error, whole: downcast to its type.
+        assert_eq!(
+            first.error.downcast_ref::<SensorError>().map(|e| e.0),
+            Some(5)
+        );
+        assert_eq!(first.message(), "sensor 5 out of range");
+        assert_eq!(asked, None);
+    }
+
+    #[test]
+    fn an_error_with_on_error_continue_is_counted_and_the_loop_goes_on() {
+        let (ending, frames, c, asked) = scripted(OnError::Continue, fails_at(&[5, 9, 12]));
+        assert_eq!(ending.end, LoopEnd::Stopped);
+        assert_eq!(frames, (0..20).collect::<Vec<_>>());
+        assert_eq!(c.errors, 3);
+        assert_eq!(
+            ending.first_error.map(|f| f.frame),
+            Some(5),
+            "the first is kept"
+        );
+        assert_eq!(asked, None);
+    }
+
+    #[test]
+    fn an_error_with_on_error_stop_run_asks_the_run_to_stop_and_goes_on_until_it_does() {
+        let (ending, frames, c, asked) = scripted(OnError::StopRun, fails_at(&[7, 8]));
+        // The coordinator announces the stop; this loop runs on to the stop frame.
+        assert_eq!(ending.end, LoopEnd::Stopped);
+        assert_eq!(frames.len(), 20);
+        assert_eq!(c.errors, 2);
+        assert_eq!(asked, Some(7), "the first ask stays");
+    }
+
+    #[test]
+    fn flow_finished_ends_the_loop_and_flow_stop_run_asks_for_the_stop() {
+        let (ending, frames, c, asked) = scripted(OnError::Stop, |f| {
+            Ok(if f == 7 {
+                Flow::Finished
+            } else {
+                Flow::Continue
+            })
+        });
+        assert_eq!(ending.end, LoopEnd::Finished);
+        assert_eq!(frames, (0..=7).collect::<Vec<_>>());
+        assert_eq!((c.errors, c.last_frame), (0, 7));
+        assert_eq!(asked, None);
+
+        let (ending, frames, _, asked) = scripted(OnError::Stop, |f| {
+            Ok(if f >= 3 {
+                Flow::StopRun
+            } else {
+                Flow::Continue
+            })
+        });
+        assert_eq!(ending.end, LoopEnd::Stopped);
+        assert_eq!(frames.len(), 20);
+        assert_eq!(asked, Some(3));
     }
 }

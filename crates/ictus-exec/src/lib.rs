@@ -19,6 +19,7 @@ pub mod executive;
 pub mod hub;
 pub mod link;
 pub mod live;
+pub mod program;
 pub mod run;
 pub mod schedule;
 mod shared;

@@ -121,6 +121,9 @@ pub struct LiveSubsystem {
     /// Whether that is the state in force.
     #[serde(default)]
     pub acknowledged: bool,
+    /// Frames whose `run` returned an error (this host's subsystems).
+    #[serde(default)]
+    pub errors: u64,
 }
 
 fn yes() -> bool {
@@ -264,6 +267,7 @@ pub fn snapshot(
                 max_exec_ns: v.max_exec.as_u64(),
                 ack: v.ack.map(|a| (states.name(a.state).to_string(), a.frame)),
                 acknowledged: v.ack.is_some_and(|a| a.state == in_force),
+                errors: v.errors,
             }
         })
         .collect();

@@ -28,6 +28,8 @@
 //!                        # program to launch, with `args = [...]`
 //! builtin = "increment"  # which built-in subsystem `ictus run` hosts
 //! config = { from = "A", to = "B" }
+//! on_error = "stop"      # when its run returns an error: stop (it stops, its frames
+//!                        # are lost), continue (counted, released again) or stop-run
 //!
 //! [[hub]]                # hubs (seed 004) the run owns, shared by name
 //! name = "forces"
@@ -352,6 +354,8 @@ pub struct SubsystemSpec {
     pub group: Option<String>,
     /// Free-form settings for the subsystem (the built-ins read theirs here).
     pub config: toml::Table,
+    /// What the executive does when its `run` returns an error (`on_error`).
+    pub on_error: crate::subsystem::OnError,
     /// The host it runs on: an index into [`Schedule::hosts`] (0, the coordinator's
     /// host, when the schedule names none).
     pub host: usize,
@@ -606,6 +610,12 @@ impl Schedule {
         }
     }
 
+    /// A schedule built in code, checked by the rules of a file when built
+    /// ([`crate::program::ScheduleBuilder`]).
+    pub fn builder(name: &str) -> crate::program::ScheduleBuilder {
+        crate::program::ScheduleBuilder::new(name)
+    }
+
     /// The subsystem called `name`.
     pub fn subsystem(&self, name: &str) -> Option<&SubsystemSpec> {
         self.subsystems.iter().find(|s| s.name == name)
@@ -737,6 +747,9 @@ pub enum Rule {
     /// An unknown wait mode.
     #[error("unknown wait mode '{0}' (expected hybrid, spin or nanosleep)")]
     UnknownWait(String),
+    /// An unknown `on_error`.
+    #[error("unknown on_error '{0}' (expected stop, continue or stop-run)")]
+    UnknownOnError(String),
     /// `margin` with a mode that does not spin after sleeping.
     #[error("margin applies only to wait = \"hybrid\"")]
     MarginWithoutHybrid,
@@ -1218,9 +1231,22 @@ impl Reader<'_> {
             builtin: s.builtin.as_ref().map(|b| b.get_ref().clone()),
             group: s.group.as_ref().map(|g| g.get_ref().clone()),
             config,
+            on_error: self.on_error(s)?,
             host,
             location: self.loc(s.name.span()),
         })
+    }
+
+    /// A subsystem's `on_error`: `stop` (the default), `continue` or `stop-run`.
+    fn on_error(&self, s: &RawSubsystem) -> Result<crate::subsystem::OnError, ScheduleError> {
+        use crate::subsystem::OnError;
+        let Some(v) = &s.on_error else {
+            return Ok(OnError::default());
+        };
+        [OnError::Stop, OnError::Continue, OnError::StopRun]
+            .into_iter()
+            .find(|o| o.name() == v.get_ref())
+            .ok_or_else(|| self.fail(v.span(), Rule::UnknownOnError(v.get_ref().clone())))
     }
 
     /// A subsystem's start and period: the period divides the major frame, the
@@ -1608,6 +1634,7 @@ struct RawSubsystem {
     builtin: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
     host: Option<Spanned<String>>,
+    on_error: Option<Spanned<String>>,
     config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
@@ -1775,6 +1802,20 @@ args = ["--fast"]
             parse("tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n").unwrap();
         assert!(one_host.hosts.is_empty());
         assert_eq!(one_host.subsystems[0].host, 0);
+    }
+
+    #[test]
+    fn on_error_is_read_and_an_unknown_one_is_refused_at_its_value() {
+        use crate::subsystem::OnError;
+        let base = "tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n";
+        assert_eq!(parse(base).unwrap().subsystems[0].on_error, OnError::Stop);
+        for o in [OnError::Stop, OnError::Continue, OnError::StopRun] {
+            let text = format!("{base}on_error = \"{}\"\n", o.name());
+            assert_eq!(parse(&text).unwrap().subsystems[0].on_error, o);
+        }
+        let (rule, at) = rule_at(&format!("{base}on_error = \"retry\"\n"));
+        assert_eq!(rule, Rule::UnknownOnError("retry".into()));
+        assert_eq!((at.line, at.column), (5, 12));
     }
 
     #[test]

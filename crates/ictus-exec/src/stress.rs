@@ -30,7 +30,7 @@
 use crate::cell::{CellDecl, CellError, CellTable, Cells, ElemType};
 use crate::run::StressReport;
 use crate::state::StateId;
-use crate::subsystem::{Frame, RawPort, Registry, RegistryError, Subsystem};
+use crate::subsystem::{Flow, Frame, RawPort, Registry, RegistryError, Subsystem};
 
 /// Adds one to every value of a cell laid out as `layout`, from `input` into
 /// `output` (integers wrap, floats add 1.0, booleans flip, characters move to the
@@ -98,29 +98,16 @@ fn bump(ty: ElemType, s: &[u8], d: &mut [u8]) {
 
 /// The ring's subsystem: in RUN, copies cell `from` into cell `to` adding one to
 /// every value; in other states it holds its output.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Increment {
-    ports: Option<(RawPort, RawPort)>,
-    layout: Option<CellDecl>,
+    ports: (RawPort, RawPort),
+    layout: CellDecl,
 }
 
 impl Increment {
-    /// An unregistered ring member (it reads `from` and `to` from its config).
-    pub fn new() -> Increment {
-        Increment::default()
-    }
-
     /// A ring member from `from` to `to`, whatever its config says (for programs
-    /// that run it as a child).
-    pub fn between(from: &str, to: &str) -> Between {
-        Between {
-            from: from.to_string(),
-            to: to.to_string(),
-            inner: Increment::new(),
-        }
-    }
-
-    fn register(&mut self, reg: &mut Registry, from: &str, to: &str) -> Result<(), RegistryError> {
+    /// that run it as a child: `Maker::with(|reg| Increment::between(reg, "A", "B"))`).
+    pub fn between(reg: &mut Registry, from: &str, to: &str) -> Result<Increment, RegistryError> {
         let input = reg.input_cell(from)?;
         let output = reg.output_cell(to)?;
         let table = reg.cells().table();
@@ -135,22 +122,29 @@ impl Increment {
             }
             _ => false,
         };
-        if !same {
-            return Err(RegistryError::Config {
-                subsystem: reg.name().to_string(),
-                message: format!(
-                    "cells {from} and {to} must have the same elements to increment one into the other"
-                ),
-            });
-        }
-        self.layout = a.cloned();
-        self.ports = Some((input, output));
-        Ok(())
+        let layout = match (a, same) {
+            (Some(a), true) => a.clone(),
+            _ => {
+                return Err(RegistryError::Config {
+                    subsystem: reg.name().to_string(),
+                    message: format!(
+                        "cells {from} and {to} must have the same elements to increment one into the other"
+                    ),
+                });
+            }
+        };
+        Ok(Increment {
+            ports: (input, output),
+            layout,
+        })
     }
 }
 
 impl Subsystem for Increment {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+    type Error = RegistryError;
+
+    /// Reads `from` and `to` (cell names) from its config.
+    fn init(reg: &mut Registry) -> Result<Increment, RegistryError> {
         let get = |key: &str| {
             reg.config()
                 .get(key)
@@ -162,36 +156,16 @@ impl Subsystem for Increment {
                 })
         };
         let (from, to) = (get("from")?, get("to")?);
-        self.register(reg, &from, &to)
+        Increment::between(reg, &from, &to)
     }
 
-    fn run(&mut self, frame: &mut Frame) {
-        if frame.state() != StateId::RUN {
-            return;
-        }
-        if let (Some((i, o)), Some(layout)) = (&self.ports, &self.layout) {
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        if frame.state() == StateId::RUN {
+            let (i, o) = &self.ports;
             let (input, output) = frame.raw_pair(i, o);
-            increment(layout, input, output);
+            increment(&self.layout, input, output);
         }
-    }
-}
-
-/// An [`Increment`] with its cells fixed in code.
-#[derive(Debug)]
-pub struct Between {
-    from: String,
-    to: String,
-    inner: Increment,
-}
-
-impl Subsystem for Between {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        let (from, to) = (self.from.clone(), self.to.clone());
-        self.inner.register(reg, &from, &to)
-    }
-
-    fn run(&mut self, frame: &mut Frame) {
-        self.inner.run(frame);
+        Ok(Flow::Continue)
     }
 }
 

@@ -1,37 +1,62 @@
-//! Subsystems (seed 003 "The API", in Rust shape): a [`Subsystem`] registers its
-//! inputs and outputs by cell element name in [`Subsystem::init`] and gets typed
-//! handles; each frame the executive copies every input cell into the subsystem's own
-//! buffers, calls [`Subsystem::run`] with a [`Frame`], and publishes every output
-//! after it. Reads and writes through the frame touch only those buffers, so a frame
-//! sees one coherent snapshot of its inputs however long it runs.
+//! Subsystems (seed 003 "The API", in Rust shape): a [`Subsystem`] is made by its
+//! `init`, which registers its inputs and outputs by cell element name and keeps the
+//! typed handles it gets as plain fields; each frame the executive copies every
+//! input cell into the subsystem's own buffers, calls [`Subsystem::run`] with a
+//! [`Frame`], and publishes every output after it. Reads and writes through the
+//! frame touch only those buffers, so a frame sees one coherent snapshot of its
+//! inputs however long it runs. `run` returns a [`Flow`] (go on, finished, stop the
+//! run) or the subsystem's own error, which the schedule's `on_error` ([`OnError`])
+//! handles and the run's report carries.
 //!
 //! ```
-//! use ictus_exec::subsystem::{Frame, Input, Output, Registry, RegistryError, Subsystem};
+//! use ictus_exec::subsystem::{Flow, Frame, Input, Output, Registry, RegistryError, Subsystem};
 //! use ictus_exec::state::StateId;
 //!
 //! /// Audio reads the velocity and the engine speed (it does not know who makes them).
 //! struct Audio {
-//!     velocity: Option<Input<[f32; 3]>>,
-//!     rpm: Option<Input<i32>>,
-//!     level: Option<Output<f32>>,
+//!     velocity: Input<[f32; 3]>,
+//!     rpm: Input<i32>,
+//!     level: Output<f32>,
+//!     gain: f32,
+//! }
+//!
+//! /// Its settings: the schedule's `config = { gain = 0.01 }`.
+//! #[derive(serde::Deserialize)]
+//! struct Settings {
+//!     gain: f32,
+//! }
+//!
+//! /// What can go wrong: a registration, or a speed no engine makes.
+//! #[derive(Debug, thiserror::Error)]
+//! enum AudioError {
+//!     #[error(transparent)]
+//!     Registry(#[from] RegistryError),
+//!     #[error("engine speed {0} rpm is negative")]
+//!     NegativeRpm(i32),
 //! }
 //!
 //! impl Subsystem for Audio {
-//!     fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-//!         self.velocity = Some(reg.input("dynamics.velocity")?);
-//!         self.rpm = Some(reg.input("engine.rpm")?);
-//!         self.level = Some(reg.output("audio.level")?);
-//!         Ok(())
+//!     type Error = AudioError;
+//!     fn init(reg: &mut Registry) -> Result<Self, AudioError> {
+//!         let Settings { gain } = reg.settings()?;
+//!         Ok(Audio {
+//!             velocity: reg.input("dynamics.velocity")?,
+//!             rpm: reg.input("engine.rpm")?,
+//!             level: reg.output("audio.level")?,
+//!             gain,
+//!         })
 //!     }
-//!     fn run(&mut self, frame: &mut Frame) {
+//!     fn run(&mut self, frame: &mut Frame) -> Result<Flow, AudioError> {
 //!         if frame.state() != StateId::RUN {
-//!             return;
+//!             return Ok(Flow::Continue);
 //!         }
-//!         let (Some(v), Some(rpm), Some(level)) = (&self.velocity, &self.rpm, &self.level) else {
-//!             return;
-//!         };
-//!         let speed = frame.get(v).iter().map(|c| c * c).sum::<f32>().sqrt();
-//!         frame.set(level, speed * 0.01 + frame.get(rpm) as f32 * 1e-4);
+//!         let rpm = frame.get(&self.rpm);
+//!         if rpm < 0 {
+//!             return Err(AudioError::NegativeRpm(rpm));
+//!         }
+//!         let speed = frame.get(&self.velocity).iter().map(|c| c * c).sum::<f32>().sqrt();
+//!         frame.set(&self.level, self.gain * speed + rpm as f32 * 1e-4);
+//!         Ok(Flow::Continue)
 //!     }
 //! }
 //! ```
@@ -46,21 +71,20 @@
 //!
 //! ```
 //! use ictus_exec::hub::{FifoSender, HubDecl, Hubs};
-//! use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+//! use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 //!
 //! struct Producer {
-//!     tx: Option<FifoSender<u64>>,
+//!     tx: FifoSender<u64>,
 //! }
 //!
 //! impl Subsystem for Producer {
-//!     fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-//!         self.tx = Some(reg.fifo_sender("numbers")?);
-//!         Ok(())
+//!     type Error = RegistryError;
+//!     fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+//!         Ok(Producer { tx: reg.fifo_sender("numbers")? })
 //!     }
-//!     fn run(&mut self, frame: &mut Frame) {
-//!         if let Some(tx) = &mut self.tx {
-//!             let _ = tx.try_send(frame.number());
-//!         }
+//!     fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+//!         let _ = self.tx.try_send(frame.number());
+//!         Ok(Flow::Continue)
 //!     }
 //! }
 //! # let _ = (HubDecl::fifo::<u64>("numbers", 8), Hubs::in_process(&[]));
@@ -81,15 +105,154 @@ use crate::hub::{
 };
 use crate::state::{SetupStore, StateId, States};
 
-/// A subsystem of the cyclic executive.
-pub trait Subsystem: Send {
-    /// Registers inputs and outputs (and reads its settings); runs once, on the
-    /// subsystem's own thread, in its class, before the first frame.
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError>;
-    /// One frame: inputs are fresh, outputs are published when it returns.
-    fn run(&mut self, frame: &mut Frame);
-    /// Once, after the last frame.
-    fn shutdown(&mut self) {}
+/// Any error a subsystem returns, as the executive keeps it: boxed, its chain of
+/// sources intact, downcastable to the subsystem's own type
+/// (`error.downcast_ref::<MyError>()`).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a frame tells the executive (the status [`Subsystem::run`] returns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flow {
+    /// Release it again at its next frame.
+    #[default]
+    Continue,
+    /// It has done its work: it is not released again and shuts down; its later
+    /// releases count as finished, not lost. (A member of a synchronous group that
+    /// finishes ends its group: the others' remaining frames count as lost.)
+    Finished,
+    /// Ask the run to stop, as `ictus ctl stop` does: at the first major frame the
+    /// coordinator can still announce. It keeps being released until then.
+    StopRun,
+}
+
+/// What the executive does when [`Subsystem::run`] returns an error (the schedule's
+/// `on_error`, per subsystem). Every error is counted and reported with its frame;
+/// the first is kept whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnError {
+    /// The subsystem stops (`stop`, the default): it is not released again, its
+    /// remaining frames count as lost (the run is incomplete, `ictus run` exits 3),
+    /// the others keep their beat, as when its process crashes.
+    #[default]
+    Stop,
+    /// The frame counts as failed and the subsystem is released again
+    /// (`continue`): for a subsystem that can recover at its next frame.
+    Continue,
+    /// The whole run stops at the first major frame it can still announce
+    /// (`stop-run`): for a fault that makes the others' work meaningless.
+    StopRun,
+}
+
+impl OnError {
+    /// Its name in a schedule: `stop`, `continue`, `stop-run`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Stop => "stop",
+            OnError::Continue => "continue",
+            OnError::StopRun => "stop-run",
+        }
+    }
+}
+
+/// A subsystem of the cyclic executive (seed 003's `SubsysBase`, with copper-rs's
+/// typed tasks): made by `init` on its own thread, in its class, from what it
+/// registers; released by `run` each frame; `shutdown` once after its last frame.
+///
+/// Its handles are plain fields (made in `init`, no `Option` to unpack each frame),
+/// its settings its own serde type ([`Registry::settings`]), and its errors its own
+/// type, carried through to the run's report and, in-process, to the caller
+/// ([`crate::program::Outcome::error`]).
+pub trait Subsystem: Send + Sized + 'static {
+    /// Its own error (any `std::error::Error + Send + Sync`, or a `BoxError`).
+    /// [`RegistryError`] must convert into it, so that `?` works in `init`.
+    type Error: Into<BoxError> + From<RegistryError>;
+
+    /// Registers inputs and outputs (and reads its settings) and makes the
+    /// subsystem; runs once, on the subsystem's own thread, in its class, before the
+    /// first frame. An error stops the run before it starts
+    /// ([`crate::run::RunError::Init`] carries it).
+    fn init(reg: &mut Registry) -> Result<Self, Self::Error>;
+
+    /// One frame: inputs are fresh, outputs are published when it returns. The
+    /// status says whether to go on; an error is handled by the schedule's
+    /// `on_error` ([`OnError`]). The error path may allocate (boxing the error); the
+    /// `Ok` path adds nothing to the frame.
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, Self::Error>;
+
+    /// Once, after the last frame (also after `Finished` or an error). An error is
+    /// reported with the subsystem's figures.
+    fn shutdown(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A made subsystem as the executive drives it: the object-safe form of
+/// [`Subsystem`], implemented for every one (errors boxed).
+pub trait Driven: Send {
+    /// [`Subsystem::run`].
+    fn run_frame(&mut self, frame: &mut Frame) -> Result<Flow, BoxError>;
+    /// [`Subsystem::shutdown`].
+    fn shut_down(&mut self) -> Result<(), BoxError>;
+    /// The subsystem itself, for [`crate::program::Outcome::take`] (`None` for a
+    /// driven type that is not a [`Subsystem`], as a test's mock).
+    fn into_any(self: Box<Self>) -> Option<Box<dyn std::any::Any + Send>> {
+        None
+    }
+}
+
+impl<S: Subsystem> Driven for S {
+    #[inline]
+    fn run_frame(&mut self, frame: &mut Frame) -> Result<Flow, BoxError> {
+        self.run(frame).map_err(Into::into)
+    }
+    fn shut_down(&mut self) -> Result<(), BoxError> {
+        self.shutdown().map_err(Into::into)
+    }
+    fn into_any(self: Box<Self>) -> Option<Box<dyn std::any::Any + Send>> {
+        Some(self)
+    }
+}
+
+/// How to make one subsystem on its own thread: its type's `init`, or a closure
+/// that calls it with more (a channel, a shared counter, a parameter).
+pub struct Maker {
+    make: MakeFn,
+}
+
+/// A maker's closure: registers, and returns the subsystem or its `init` error.
+type MakeFn = Box<dyn FnOnce(&mut Registry) -> Result<Box<dyn Driven>, BoxError> + Send>;
+
+impl fmt::Debug for Maker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Maker")
+    }
+}
+
+impl Maker {
+    /// Made by `S::init`.
+    pub fn of<S: Subsystem>() -> Maker {
+        Maker::with(S::init)
+    }
+
+    /// Made by `make`, which registers and returns the subsystem.
+    pub fn with<S, F>(make: F) -> Maker
+    where
+        S: Subsystem,
+        F: FnOnce(&mut Registry) -> Result<S, S::Error> + Send + 'static,
+    {
+        Maker {
+            make: Box::new(move |reg| match make(reg) {
+                Ok(s) => Ok(Box::new(s) as Box<dyn Driven>),
+                Err(e) => Err(e.into()),
+            }),
+        }
+    }
+
+    /// Runs the maker: the subsystem, or the error of its `init`.
+    pub fn make(self, reg: &mut Registry) -> Result<Box<dyn Driven>, BoxError> {
+        (self.make)(reg)
+    }
 }
 
 /// Why a registration failed.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ictus_exec::run::{self, RunOptions};
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
-use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 
 /// Fails the test process instead of letting CI hang.
 fn watchdog(limit: Duration, what: &'static str) {
@@ -139,15 +139,17 @@ struct Member {
 }
 
 impl Subsystem for Member {
-    fn init(&mut self, _reg: &mut Registry) -> Result<(), RegistryError> {
-        Ok(())
+    type Error = RegistryError;
+    fn init(_reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Member { panic_at: None })
     }
-    fn run(&mut self, frame: &mut Frame) {
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
         frame.rendezvous();
         if self.panic_at.is_some_and(|at| frame.number() >= at) {
             panic!("member fails on purpose in frame {}", frame.number());
         }
         frame.rendezvous();
+        Ok(Flow::Continue)
     }
 }
 
@@ -183,9 +185,10 @@ group = "pair"
     let path = dir.path().join("group.toml");
     std::fs::write(&path, text).unwrap();
     let s = Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap();
-    let mut factory = |spec: &SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
-        Ok(Box::new(Member {
-            panic_at: (spec.name == "faulty").then_some(100),
+    let mut factory = |spec: &SubsystemSpec| -> Result<Maker, String> {
+        let panic_at = (spec.name == "faulty").then_some(100);
+        Ok(Maker::with(move |_| {
+            Ok::<_, RegistryError>(Member { panic_at })
         }))
     };
     // Long enough that a partner spinning on the dead member would show as a hang.

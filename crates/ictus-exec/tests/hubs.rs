@@ -4,83 +4,83 @@
 //! another FIFO and counts them on a semaphore. Structure only, never timings.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
+use ictus_exec::program::Executive;
 use ictus_exec::run::{self, RunOptions};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
 const OFFSET: u64 = 1_000_000;
 
-/// Sends the frame number each release and collects what comes back.
+/// Sends the frame number each release and collects what comes back (the test
+/// reads it from the subsystem itself after the run).
 struct Source {
-    tx: Option<FifoSender<u64>>,
-    rx: Option<FifoReceiver<u64>>,
-    echoed: Option<Semaphore>,
-    sent: Arc<AtomicU64>,
-    back: Arc<Mutex<Vec<u64>>>,
-    tokens: Arc<AtomicU64>,
+    tx: FifoSender<u64>,
+    rx: FifoReceiver<u64>,
+    echoed: Semaphore,
+    sent: u64,
+    back: Vec<u64>,
+    tokens: u64,
 }
 
 impl Subsystem for Source {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.tx = Some(reg.fifo_sender("to_echo")?);
-        self.rx = Some(reg.fifo_receiver("from_echo")?);
-        self.echoed = Some(reg.semaphore("echoed")?);
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
         // The kinds and types are checked by name.
         assert!(reg.event("to_echo").is_err());
         assert!(reg.fifo_sender::<u32>("from_echo").is_err());
         assert!(reg.semaphore("nothing").is_err());
-        Ok(())
+        Ok(Source {
+            tx: reg.fifo_sender("to_echo")?,
+            rx: reg.fifo_receiver("from_echo")?,
+            echoed: reg.semaphore("echoed")?,
+            sent: 0,
+            back: Vec::with_capacity(1024),
+            tokens: 0,
+        })
     }
 
-    fn run(&mut self, frame: &mut Frame) {
-        let (Some(tx), Some(rx), Some(echoed)) = (&mut self.tx, &mut self.rx, &self.echoed) else {
-            return;
-        };
-        if tx.try_send(frame.number()).is_ok() {
-            // Relaxed: read after the run has joined every thread.
-            self.sent.fetch_add(1, Ordering::Relaxed);
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        if self.tx.try_send(frame.number()).is_ok() {
+            self.sent += 1;
         }
         // The test's own bookkeeping may allocate; the hubs do not.
-        let mut back = self.back.lock().unwrap();
-        while let Some(n) = rx.try_recv() {
-            back.push(n);
+        while let Some(n) = self.rx.try_recv() {
+            self.back.push(n);
         }
-        while echoed.try_take() {
-            self.tokens.fetch_add(1, Ordering::Relaxed);
+        while self.echoed.try_take() {
+            self.tokens += 1;
         }
+        Ok(Flow::Continue)
     }
 }
 
 /// The in-process twin of `examples/hub_echo.rs`.
-#[derive(Default)]
 struct Echo {
-    rx: Option<FifoReceiver<u64>>,
-    tx: Option<FifoSender<u64>>,
-    echoed: Option<Semaphore>,
+    rx: FifoReceiver<u64>,
+    tx: FifoSender<u64>,
+    echoed: Semaphore,
 }
 
 impl Subsystem for Echo {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.rx = Some(reg.fifo_receiver("to_echo")?);
-        self.tx = Some(reg.fifo_sender("from_echo")?);
-        self.echoed = Some(reg.semaphore("echoed")?);
-        Ok(())
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Echo {
+            rx: reg.fifo_receiver("to_echo")?,
+            tx: reg.fifo_sender("from_echo")?,
+            echoed: reg.semaphore("echoed")?,
+        })
     }
 
-    fn run(&mut self, _frame: &mut Frame) {
-        let (Some(rx), Some(tx), Some(echoed)) = (&mut self.rx, &mut self.tx, &self.echoed) else {
-            return;
-        };
-        while let Some(n) = rx.try_recv() {
-            if tx.try_send(n + OFFSET).is_ok() {
-                echoed.give();
+    fn run(&mut self, _frame: &mut Frame) -> Result<Flow, RegistryError> {
+        while let Some(n) = self.rx.try_recv() {
+            if self.tx.try_send(n + OFFSET).is_ok() {
+                self.echoed.give();
             }
         }
+        Ok(Flow::Continue)
     }
 }
 
@@ -140,43 +140,27 @@ fn echo_round_trip(echo_process: &str, tag: &str) -> run::RunReport {
     let name = format!("t-hubs-{tag}-{}", std::process::id());
     let s = schedule(dir.path(), &name, echo_process);
     assert_eq!(s.hubs.len(), 3);
-    let sent = Arc::new(AtomicU64::new(0));
-    let back = Arc::new(Mutex::new(Vec::new()));
-    let tokens = Arc::new(AtomicU64::new(0));
-    let (sent2, back2, tokens2) = (sent.clone(), back.clone(), tokens.clone());
-    let mut factory =
-        move |spec: &ictus_exec::schedule::SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
-            match spec.name.as_str() {
-                "source" => Ok(Box::new(Source {
-                    tx: None,
-                    rx: None,
-                    echoed: None,
-                    sent: sent2.clone(),
-                    back: back2.clone(),
-                    tokens: tokens2.clone(),
-                })),
-                "echo" => Ok(Box::new(Echo::default())),
-                other => Err(format!("no subsystem {other}")),
-            }
-        };
-    let r = run::run(
-        &s,
-        &mut factory,
-        RunOptions {
+    let mut executive = Executive::new(s).subsystem::<Source>("source");
+    if echo_process == "in-process" {
+        executive = executive.subsystem::<Echo>("echo");
+    }
+    let mut outcome = executive
+        .options(RunOptions {
             duration: Some(Duration::from_millis(400)),
             run_dir: dir.path().join("run"),
             ..RunOptions::default()
-        },
-    )
-    .unwrap();
+        })
+        .run()
+        .unwrap();
+    let source: Source = outcome.take("source").unwrap();
+    let r = outcome.report;
     assert!(r.complete, "{r:?}");
     assert!(
         r.subsystems
             .iter()
             .all(|s| s.lost == 0 && s.crashed.is_none())
     );
-    let back = back.lock().unwrap();
-    let sent = sent.load(Ordering::Relaxed);
+    let (back, sent) = (&source.back, source.sent);
     assert!(!back.is_empty(), "nothing came back ({sent} sent)");
     assert!(back.len() as u64 <= sent);
     // Every echo is a frame number of the source (even frames), plus the offset, in
@@ -188,8 +172,11 @@ fn echo_round_trip(echo_process: &str, tag: &str) -> run::RunReport {
     );
     assert!(back.windows(2).all(|w| w[0] < w[1]), "{back:?}");
     // One token per echo; the source took those given before its last frame.
-    assert!(tokens.load(Ordering::Relaxed) <= back.len() as u64 + 64);
-    assert!(tokens.load(Ordering::Relaxed) > 0);
+    assert!(source.tokens <= back.len() as u64 + 64);
+    assert!(source.tokens > 0);
+    // The subsystem taken back holds its hub handles, so the run's hubs outlive
+    // the run until it is dropped; then nothing is left.
+    drop(source);
     assert!(segments_of(&name).is_empty(), "{:?}", segments_of(&name));
     r
 }

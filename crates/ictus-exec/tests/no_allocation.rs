@@ -12,7 +12,7 @@ use ictus_exec::executive::{Beat, MockBeat, OsBeat, Runner, Stats};
 use ictus_exec::state::{StateId, StateWord};
 use ictus_exec::stress::increment;
 use ictus_exec::subsystem::{
-    Frame, Input, Output, Ports, RawPort, Registry, RegistryError, Subsystem,
+    Flow, Frame, Input, OnError, Output, Ports, RawPort, Registry, RegistryError, Subsystem,
 };
 use ictus_os::wait::WaitMode;
 
@@ -37,40 +37,38 @@ fn table() -> CellTable {
 
 /// Reads cell A whole and writes cell B incremented, reads a typed array and writes
 /// a typed scalar, flushing it early.
-#[derive(Default)]
 struct Worker {
-    from: Option<RawPort>,
-    to: Option<RawPort>,
-    v: Option<Input<[f32; 64]>>,
-    level: Option<Output<f64>>,
-    layout: Option<ictus_exec::cell::CellDecl>,
+    from: RawPort,
+    to: RawPort,
+    v: Input<[f32; 64]>,
+    level: Output<f64>,
+    layout: ictus_exec::cell::CellDecl,
     clock: Option<&'static MockClock>,
 }
 
 impl Subsystem for Worker {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.from = Some(reg.input_cell("A")?);
-        self.to = Some(reg.output_cell("B")?);
-        self.v = Some(reg.input("A.v")?);
-        self.level = Some(reg.output("audio.level")?);
-        self.layout = reg.cells().table().cell("A").cloned();
-        Ok(())
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Worker {
+            from: reg.input_cell("A")?,
+            to: reg.output_cell("B")?,
+            v: reg.input("A.v")?,
+            level: reg.output("audio.level")?,
+            layout: reg.cells().table().cell("A").cloned().unwrap(),
+            clock: None,
+        })
     }
-    fn run(&mut self, frame: &mut Frame) {
-        let (Some(from), Some(to), Some(v), Some(level), Some(layout)) =
-            (&self.from, &self.to, &self.v, &self.level, &self.layout)
-        else {
-            return;
-        };
-        let sum: f32 = frame.get(v).iter().sum();
-        frame.set(level, f64::from(sum));
-        frame.flush(level);
-        let (input, output) = frame.raw_pair(from, to);
-        increment(layout, input, output);
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        let sum: f32 = frame.get(&self.v).iter().sum();
+        frame.set(&self.level, f64::from(sum));
+        frame.flush(&self.level);
+        let (input, output) = frame.raw_pair(&self.from, &self.to);
+        increment(&self.layout, input, output);
         frame.ack(StateId::RUN);
         if let Some(c) = self.clock {
             c.advance(Nanos::from_micros(30));
         }
+        Ok(Flow::Continue)
     }
 }
 
@@ -79,8 +77,7 @@ fn prepared(control: &Control, cells: &Cells) -> (Worker, Ports, bool) {
     let config = toml::Table::new();
     let states = ictus_exec::state::States::new(&[]);
     let mut reg = Registry::standalone(0, &names, &config, &states, cells.clone(), control);
-    let mut w = Worker::default();
-    w.init(&mut reg).unwrap();
+    let w = Worker::init(&mut reg).unwrap();
     let (ports, explicit) = reg.into_parts();
     (w, ports, explicit)
 }
@@ -100,6 +97,7 @@ fn run_watched(
         group: None,
         heartbeat_timeout: None,
         explicit_ack: true,
+        on_error: OnError::Stop,
     };
     let n = alloc_count::allocations_of(|| {
         runner.run(beat, w, ports, &mut stats);

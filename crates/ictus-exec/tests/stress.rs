@@ -200,26 +200,33 @@ builtin = "idle"
 /// the setup channel B simply waits for it, whatever order the two start in.
 #[test]
 fn setup_data_flows_from_one_init_to_another_without_a_race() {
-    use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
-    use std::sync::Mutex;
+    use ictus_exec::program::Executive;
+    use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
     struct Producer;
     impl Subsystem for Producer {
-        fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+        type Error = RegistryError;
+        fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
             std::thread::sleep(Duration::from_millis(50));
             reg.setup().put("route", b"loop-3").unwrap();
-            Ok(())
+            Ok(Producer)
         }
-        fn run(&mut self, _: &mut Frame) {}
+        fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
+            Ok(Flow::Continue)
+        }
     }
-    struct Consumer(Arc<Mutex<Vec<u8>>>);
+    /// Keeps what it got; the test takes it back after the run.
+    struct Consumer(Vec<u8>);
     impl Subsystem for Consumer {
-        fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-            let v = reg.setup().get("route", Duration::from_secs(5)).unwrap();
-            *self.0.lock().unwrap() = v;
-            Ok(())
+        type Error = RegistryError;
+        fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+            Ok(Consumer(
+                reg.setup().get("route", Duration::from_secs(5)).unwrap(),
+            ))
         }
-        fn run(&mut self, _: &mut Frame) {}
+        fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
+            Ok(Flow::Continue)
+        }
     }
 
     let dir = tempfile::tempdir().unwrap();
@@ -233,17 +240,15 @@ fn setup_data_flows_from_one_init_to_another_without_a_race() {
         &ictus_os::facts::online_cpus(),
     )
     .unwrap();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = Arc::clone(&got);
-    let mut factory =
-        move |spec: &ictus_exec::schedule::SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
-            Ok(match spec.name.as_str() {
-                "a" => Box::new(Producer),
-                _ => Box::new(Consumer(Arc::clone(&g))),
-            })
-        };
     let mut opts = options(dir.path(), Duration::from_millis(50));
     opts.control_socket = false;
-    run::run(&s, &mut factory, opts).unwrap();
-    assert_eq!(*got.lock().unwrap(), b"loop-3");
+    let mut outcome = Executive::new(s)
+        .subsystem::<Producer>("a")
+        .subsystem::<Consumer>("b")
+        .options(opts)
+        .run()
+        .unwrap();
+    let consumer: Consumer = outcome.take("b").expect("b ran in-process");
+    assert_eq!(consumer.0, b"loop-3");
+    assert!(outcome.take::<Consumer>("a").is_none(), "a is a Producer");
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ictus_exec::run::{self, RunOptions};
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
-use ictus_exec::subsystem::{Frame, Registry, RegistryError, Subsystem};
+use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 use ictus_net::link::ZenohLink;
 
 fn free_port() -> u16 {
@@ -21,22 +21,34 @@ fn free_port() -> u16 {
 
 struct Producer;
 impl Subsystem for Producer {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
         std::thread::sleep(Duration::from_millis(100));
         reg.setup().put("route", b"loop-3").unwrap();
-        Ok(())
+        Ok(Producer)
     }
-    fn run(&mut self, _: &mut Frame) {}
+    fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
+        Ok(Flow::Continue)
+    }
 }
 
-struct Consumer(Arc<Mutex<Vec<u8>>>);
-impl Subsystem for Consumer {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
+/// Hands what it got from the setup channel to the test.
+struct Consumer;
+impl Consumer {
+    fn init_into(reg: &mut Registry, got: &Mutex<Vec<u8>>) -> Result<Consumer, RegistryError> {
         let v = reg.setup().get("route", Duration::from_secs(20)).unwrap();
-        *self.0.lock().unwrap() = v;
-        Ok(())
+        *got.lock().unwrap() = v;
+        Ok(Consumer)
     }
-    fn run(&mut self, _: &mut Frame) {}
+}
+impl Subsystem for Consumer {
+    type Error = RegistryError;
+    fn init(_: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Consumer)
+    }
+    fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
+        Ok(Flow::Continue)
+    }
 }
 
 /// Runs a two-host schedule where `producer_host` publishes and the other host's
@@ -72,13 +84,13 @@ fn across(producer_host: &str) -> Vec<u8> {
                 if host != 0 {
                     schedule.name = format!("{run_name}.h2");
                 }
-                let mut factory =
-                    move |spec: &SubsystemSpec| -> Result<Box<dyn Subsystem>, String> {
-                        Ok(match spec.name.as_str() {
-                            "p" => Box::new(Producer),
-                            _ => Box::new(Consumer(Arc::clone(&got))),
-                        })
-                    };
+                let mut factory = move |spec: &SubsystemSpec| -> Result<Maker, String> {
+                    let got = Arc::clone(&got);
+                    Ok(match spec.name.as_str() {
+                        "p" => Maker::of::<Producer>(),
+                        _ => Maker::with(move |reg| Consumer::init_into(reg, &got)),
+                    })
+                };
                 let options = RunOptions {
                     duration: Some(Duration::from_millis(200)),
                     run_dir,

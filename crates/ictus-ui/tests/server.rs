@@ -63,6 +63,7 @@ fn status(frame: u64, window: u64) -> LiveStatus {
             max_exec_ns: 2_000,
             ack: Some(("run".into(), 0)),
             acknowledged: true,
+            errors: 0,
         }],
         pending: Vec::new(),
         phase: "running".into(),

@@ -1,5 +1,5 @@
-//! The minimal subsystem of the README, run in-process for a few frames: one input,
-//! one output, one schedule.
+//! The minimal subsystem of the README, run in-process for 20 frames: one input,
+//! one output, a schedule built in code, the result read back from the cells.
 //!
 //! ```text
 //! cargo run --release -p ictus --example minimal
@@ -10,105 +10,59 @@
 //! a frame counter that goes through the cells.
 
 use std::io::Write;
-use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 // --- the README's snippet, verbatim -------------------------------------------------
 use ictus::prelude::*;
 
 /// Reads `count.n` as published last frame and publishes it plus one.
-#[derive(Default)]
 struct Counter {
-    io: Option<(Input<i64>, Output<i64>)>,
-    last: i64,
+    n: Input<i64>,
+    next: Output<i64>,
 }
 
 impl Subsystem for Counter {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.io = Some((reg.input("count.n")?, reg.output("count.n")?));
-        Ok(())
+    type Error = RegistryError;
+    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Counter {
+            n: reg.input("count.n")?,
+            next: reg.output("count.n")?,
+        })
     }
-    fn run(&mut self, frame: &mut Frame) {
-        if let Some((n, next)) = self.io {
-            self.last = frame.get(&n) + 1;
-            frame.set(&next, self.last);
-        }
-    }
-}
-
-const SCHEDULE: &str = r#"
-name = "minimal"
-tick = "1ms"          # one frame
-major_frame = 1
-initial_state = "run"
-
-[[cell]]
-name = "count"
-elements = [{ name = "n", type = "i64" }]
-
-[[subsystem]]
-name = "counter"      # in-process: made by the factory given to run::run
-cpu = 0
-class = "rt1"         # SCHED_FIFO 80, or the normal class (with a warning) if refused
-priority = 80
-"#;
-// --- end of the snippet ---------------------------------------------------------------
-
-/// Runs the counter and, at shutdown, hands its last value to `main`.
-struct Watched(Counter, Arc<AtomicI64>);
-
-impl Subsystem for Watched {
-    fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-        self.0.init(reg)
-    }
-    fn run(&mut self, frame: &mut Frame) {
-        self.0.run(frame);
-    }
-    fn shutdown(&mut self) {
-        // Relaxed: read by main after run::run has joined this thread.
-        self.1.store(self.0.last, Ordering::Relaxed);
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        let n = frame.get(&self.n) + 1;
+        frame.set(&self.next, n);
+        Ok(Flow::Continue)
     }
 }
 
-fn main() -> ExitCode {
-    let schedule = match Schedule::parse(SCHEDULE, "minimal.toml", &online_cpus()) {
-        Ok(s) => s,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let options = RunOptions {
-        duration: Some(Duration::from_millis(20)),
-        control_socket: false,
-        ..RunOptions::default()
-    };
-    let last = Arc::new(AtomicI64::new(0));
-    let mut factory = |_: &_| -> Result<Box<dyn Subsystem>, String> {
-        Ok(Box::new(Watched(Counter::default(), Arc::clone(&last))))
-    };
-    let report = match run(&schedule, &mut factory, options) {
-        Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
-    };
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let schedule = Schedule::builder("minimal")
+        .tick(Nanos::from_millis(1)) // one frame
+        .initial_state("run")
+        .cell("count", [ElementDecl::of::<i64>("n")])
+        // SCHED_FIFO 80 on CPU 0, or the normal class (with a warning) if refused.
+        .subsystem(SubsystemDecl::new("counter").cpu(0).fifo(80))
+        .build(&online_cpus())?;
+    let outcome = Executive::new(schedule)
+        .subsystem::<Counter>("counter")
+        .duration(Duration::from_millis(20))
+        .run()?;
     let mut out = String::new();
-    for s in &report.subsystems {
+    for s in &outcome.report.subsystems {
         out += &format!(
             "{}: {} frames run of {} due, {} overruns; count.n = {}\n",
             s.name,
             s.frames_run,
             s.releases_due,
             s.overruns,
-            last.load(Ordering::Relaxed)
+            outcome.cell::<i64>("count.n")?
         );
     }
-    for w in &report.warnings {
+    for w in &outcome.report.warnings {
         out += &format!("warning: {}\n", w.message);
     }
     let _ = std::io::stdout().write_all(out.as_bytes());
-    ExitCode::SUCCESS
+    Ok(())
 }
-
-fn fail(message: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "minimal: {message}");
-    ExitCode::FAILURE
-}
+// --- end of the snippet ---------------------------------------------------------------

@@ -5,22 +5,36 @@
 //! use ictus::prelude::*;
 //!
 //! /// Reads `count.n` as published last frame and publishes it plus one.
-//! #[derive(Default)]
 //! struct Counter {
-//!     io: Option<(Input<i64>, Output<i64>)>,
+//!     n: Input<i64>,
+//!     next: Output<i64>,
 //! }
 //!
 //! impl Subsystem for Counter {
-//!     fn init(&mut self, reg: &mut Registry) -> Result<(), RegistryError> {
-//!         self.io = Some((reg.input("count.n")?, reg.output("count.n")?));
-//!         Ok(())
+//!     type Error = RegistryError;
+//!     fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
+//!         Ok(Counter { n: reg.input("count.n")?, next: reg.output("count.n")? })
 //!     }
-//!     fn run(&mut self, frame: &mut Frame) {
-//!         if let Some((n, next)) = self.io {
-//!             let v = frame.get(&n) + 1;
-//!             frame.set(&next, v);
-//!         }
+//!     fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+//!         let n = frame.get(&self.n) + 1;
+//!         frame.set(&self.next, n);
+//!         Ok(Flow::Continue)
 //!     }
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let schedule = Schedule::builder("minimal")
+//!         .tick(Nanos::from_millis(1))
+//!         .initial_state("run")
+//!         .cell("count", [ElementDecl::of::<i64>("n")])
+//!         .subsystem(SubsystemDecl::new("counter").cpu(0).fifo(80))
+//!         .build(&online_cpus())?;
+//!     let outcome = Executive::new(schedule)
+//!         .subsystem::<Counter>("counter")
+//!         .duration(std::time::Duration::from_millis(20))
+//!         .run()?;
+//!     println!("count.n = {}", outcome.cell::<i64>("count.n")?);
+//!     Ok(())
 //! }
 //! ```
 //!
@@ -43,12 +57,16 @@ pub use ictus_os as os;
 pub use ictus_probe as probe;
 pub use ictus_shield as shield;
 
-/// What a program with subsystems uses: the subsystem trait and its handles, the
-/// schedule, running it, and the time and CPU types.
+/// What a program with subsystems uses: the subsystem trait, its handles and
+/// statuses, the schedule (from a file or built in code), running it and reading
+/// its outcome back, and the time and CPU types.
 pub mod prelude {
     pub use ictus_core::{CpuSet, Nanos};
-    pub use ictus_exec::run::{RunOptions, RunReport, run};
+    pub use ictus_exec::program::{ElementDecl, Executive, Outcome, SubsystemDecl};
+    pub use ictus_exec::run::{RunError, RunOptions, RunReport};
     pub use ictus_exec::schedule::Schedule;
-    pub use ictus_exec::subsystem::{Frame, Input, Output, Registry, RegistryError, Subsystem};
+    pub use ictus_exec::subsystem::{
+        BoxError, Flow, Frame, Input, OnError, Output, Registry, RegistryError, Subsystem,
+    };
     pub use ictus_os::facts::online_cpus;
 }

@@ -33,6 +33,12 @@ pub enum CellError {
         /// The cell name.
         name: String,
     },
+    /// A cell whose writer died in the middle of a write: no coherent copy of it.
+    #[error("cell `{cell}` was left half written (its writer stopped during a write)")]
+    Torn {
+        /// The cell name.
+        cell: String,
+    },
     /// The cell exists but has no such element.
     #[error("cell `{cell}` has no element `{element}`")]
     UnknownElement {

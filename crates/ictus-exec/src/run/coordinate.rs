@@ -103,6 +103,8 @@ pub(super) struct Coordinator<'a, 'scope> {
     torn_seen: Vec<u64>,
     /// Subsystems of other hosts whose failure was reported.
     remote_failed: Vec<bool>,
+    /// What the threads handed back: each subsystem, and its first error.
+    pub(super) made: super::Made,
 }
 
 impl<'a, 'scope> Coordinator<'a, 'scope> {
@@ -143,6 +145,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             killed: false,
             torn_seen: vec![0; n],
             remote_failed: vec![false; n],
+            made: super::Made::default(),
         }
     }
 
@@ -412,22 +415,47 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
     }
 
-    /// Stop on request (Ctrl-C, `ictus ctl stop`), at the first major frame that
-    /// can still be announced, unless the duration ends the run before.
+    /// Stop on request (Ctrl-C, `ictus ctl stop`, a subsystem's `Flow::StopRun`
+    /// or its error with `on_error = "stop-run"`), at the first major frame that can
+    /// still be announced, unless the duration ends the run before.
     fn stop_on_request(&mut self, now: Nanos) {
+        if self.stop_requested {
+            return;
+        }
+        let asked_by = self.stop_asked();
         // Relaxed: a stop request, polled.
-        if self.stop_requested || !self.options.stop.load(Ordering::Relaxed) {
+        if asked_by.is_none() && !self.options.stop.load(Ordering::Relaxed) {
             return;
         }
         self.stop_requested = true;
+        if let Some((k, frame)) = asked_by {
+            self.journal.events.push(format!(
+                "frame {frame}: {} asked the run to stop",
+                self.staged.names[k]
+            ));
+        }
         let at = self.clock.announce(now);
         if at < self.stop_frame {
             self.stop_frame = at;
             self.staged.control.set_stop_frame(at);
             let Clock { epoch, tick, .. } = self.clock;
             check_announcement(&mut self.journal.warnings, epoch, tick, at, "stop");
-            self.complete = self.options.duration.is_none();
+            // Stopped by a person before the duration's end: the figures cover
+            // part of the run. A subsystem that stops the run ends it as planned.
+            if asked_by.is_none() {
+                self.complete &= self.options.duration.is_none();
+            }
         }
+    }
+
+    /// The first subsystem of this host that asked the run to stop, and the frame.
+    fn stop_asked(&self) -> Option<(usize, u64)> {
+        let control = &self.staged.control;
+        self.staged
+            .local
+            .iter()
+            .filter_map(|&k| control.slot(k).view().stop_asked.map(|f| (k, f)))
+            .min_by_key(|&(_, f)| f)
     }
 
     /// Whether the run is over: past its stop frame, every thread and program
@@ -608,6 +636,7 @@ impl LinkTurn<'_> {
             window: 0,
             window_max: Nanos::ZERO,
             window_done: r.window_done,
+            errors: 0,
         });
         if let Some(a) = crate::state::Ack::unpack(r.ack) {
             slot.acknowledge(a);

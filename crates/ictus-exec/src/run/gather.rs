@@ -16,7 +16,7 @@ use crate::state::StateId;
 impl Coordinator<'_, '_> {
     /// The report of the run: every subsystem's figures (its own outcome, or what its
     /// slot shows), the frames lost and why, the stress check, the states.
-    pub(super) fn gather(mut self) -> Result<RunReport, RunError> {
+    pub(super) fn gather(mut self) -> Result<(RunReport, super::Made), RunError> {
         let mut outcomes = self.outcomes();
         let hosts = self.other_hosts_outcomes(&mut outcomes);
         let staged = self.staged;
@@ -51,7 +51,8 @@ impl Coordinator<'_, '_> {
                 state_frames.insert(name.clone(), frames);
             }
         }
-        Ok(RunReport {
+        self.made.cells = Some(crate::program::CellValues::read(&staged.cells));
+        let report = RunReport {
             name: schedule.name.clone(),
             schedule: schedule.path.clone(),
             tick_ns: self.clock.tick.as_u64(),
@@ -71,7 +72,8 @@ impl Coordinator<'_, '_> {
             events: self.journal.events,
             complete: self.complete,
             hosts,
-        })
+        };
+        Ok((report, self.made))
     }
 
     /// This host's outcomes: each thread's, joined, and each program's, read from
@@ -81,8 +83,15 @@ impl Coordinator<'_, '_> {
         let mut outcomes: BTreeMap<usize, ThreadOutcome> = BTreeMap::new();
         for (k, h) in std::mem::take(&mut self.handles) {
             match h.join() {
-                Ok(Ok(o)) => {
-                    outcomes.insert(k, o);
+                Ok(Ok(finish)) => {
+                    outcomes.insert(k, finish.outcome);
+                    let name = names[k].clone();
+                    if let Some(f) = finish.first_error {
+                        self.made.errors.insert(name.clone(), f);
+                    }
+                    if let Some(s) = finish.subsystem {
+                        self.made.subsystems.insert(name, s);
+                    }
                 }
                 Ok(Err(e)) => self.journal.events.push(format!("{}: {e}", names[k])),
                 Err(_) if self.thread_failed[k] => {}
@@ -145,7 +154,14 @@ impl Coordinator<'_, '_> {
         for w in outcome.iter().flat_map(|o| o.warnings.iter()) {
             self.journal.warnings.push(w.clone());
         }
-        let due = spec.releases_before(self.stop_frame);
+        let scheduled = spec.releases_before(self.stop_frame);
+        // A subsystem that finished was due until the frame it finished in.
+        let due = match outcome.as_ref() {
+            Some(o) if o.end == "finished" => {
+                spec.releases_before(o.last_frame.map_or(0, |f| f + 1).min(self.stop_frame))
+            }
+            _ => scheduled,
+        };
         let crashed = self
             .children
             .iter()
@@ -173,6 +189,9 @@ impl Coordinator<'_, '_> {
                 ),
             });
         }
+        if let Some(o) = &outcome {
+            self.errors(spec, o);
+        }
         SubsystemReport {
             name: spec.name.clone(),
             process: match &spec.process {
@@ -188,8 +207,40 @@ impl Coordinator<'_, '_> {
             overruns,
             longest_overrun_streak: streak,
             lost,
+            finished_early: scheduled - due,
+            errors: outcome.as_ref().map_or(0, |o| o.errors),
             crashed,
             outcome,
+        }
+    }
+
+    /// A subsystem's errors: each `run` error counted, the first one's frame and
+    /// message, and its `shutdown` error. Any error makes the run incomplete.
+    fn errors(&mut self, spec: &SubsystemSpec, o: &ThreadOutcome) {
+        let mut report = |message: String| {
+            self.complete = false;
+            self.journal.events.push(message.clone());
+            self.journal.warnings.push(RunWarning {
+                id: WarningId::SubsystemError,
+                message,
+                advice: Some(format!(
+                    "the subsystem's own error; on_error = \"{}\" decided what followed \
+                     (stop, continue or stop-run); `ictus run` exits with code 3",
+                    spec.on_error.name()
+                )),
+            });
+        };
+        if let Some((frame, message)) = &o.first_error {
+            report(format!(
+                "{}: its run returned {} error(s), the first at frame {frame}: {message}",
+                spec.name, o.errors
+            ));
+        }
+        if let Some(message) = &o.shutdown_error {
+            report(format!(
+                "{}: its shutdown returned an error: {message}",
+                spec.name
+            ));
         }
     }
 
@@ -216,6 +267,10 @@ impl Coordinator<'_, '_> {
             (None, Some("group-broken")) => {
                 "a member of its synchronous group left the run".to_string()
             }
+            (None, Some("failed")) => format!(
+                "its run returned an error and its on_error is \"{}\"",
+                spec.on_error.name()
+            ),
             (None, Some(end)) => format!("its loop ended early ({end})"),
             (None, None) => "it sent no report".to_string(),
         }

@@ -33,7 +33,7 @@ use thiserror::Error;
 use crate::ctl::{self, CtlError};
 use crate::link::{HostReport, Link};
 use crate::schedule::{Schedule, ScheduleError, SubsystemSpec};
-use crate::subsystem::{Registry, RegistryError, Subsystem};
+use crate::subsystem::{BoxError, Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 
 // The phases of `run`, a file each: prepare (what can refuse a run, made before
 // anything starts; the groups), start (threads, programs, the wait until ready,
@@ -118,6 +118,18 @@ pub struct ThreadOutcome {
     pub torn: u64,
     /// Shortfalls met while setting it up.
     pub warnings: Vec<RunWarning>,
+    /// The last frame it ran.
+    #[serde(default)]
+    pub last_frame: Option<u64>,
+    /// Frames whose `run` returned an error.
+    #[serde(default)]
+    pub errors: u64,
+    /// The first of those errors (its frame, and its message with its sources).
+    #[serde(default)]
+    pub first_error: Option<(u64, String)>,
+    /// The error its `shutdown` returned, if it did.
+    #[serde(default)]
+    pub shutdown_error: Option<String>,
 }
 
 /// One subsystem's figures for the whole run.
@@ -143,6 +155,13 @@ pub struct SubsystemReport {
     pub longest_overrun_streak: u64,
     /// Releases lost otherwise: `due - run - overruns` (a crashed process's frames).
     pub lost: u64,
+    /// Releases after it said it had finished ([`crate::subsystem::Flow::Finished`]):
+    /// not due, not lost.
+    #[serde(default)]
+    pub finished_early: u64,
+    /// Frames whose `run` returned an error.
+    #[serde(default)]
+    pub errors: u64,
     /// Why it stopped early, if it did (`killed by signal 9 after frame 1234`).
     pub crashed: Option<String>,
     /// The thread's own report (absent when it crashed).
@@ -201,13 +220,14 @@ pub struct RunReport {
 }
 
 pub use crate::live::{LiveStatus, LiveSubsystem};
-pub(crate) use thread::Prepared;
+pub(crate) use thread::{Finish, Prepared};
 
 /// A callback that receives the live status.
 pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
 
-/// Makes the in-process subsystem of a schedule line, or says why it cannot.
-pub type Factory<'a> = dyn FnMut(&SubsystemSpec) -> Result<Box<dyn Subsystem>, String> + 'a;
+/// Says how to make the in-process subsystem of a schedule line, or why it cannot
+/// be made here.
+pub type Factory<'a> = dyn FnMut(&SubsystemSpec) -> Result<Maker, String> + 'a;
 
 /// How to run.
 pub struct RunOptions {
@@ -289,6 +309,21 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+    /// A subsystem given by name ([`crate::program::Executive::subsystem`]) that is
+    /// not an in-process subsystem of the schedule.
+    #[error(
+        "{}: no in-process subsystem '{name}' (the schedule's in-process subsystems: {})",
+        path.display(),
+        if in_process.is_empty() { "none".to_string() } else { in_process.join(", ") }
+    )]
+    NotInSchedule {
+        /// The schedule.
+        path: PathBuf,
+        /// The name given.
+        name: String,
+        /// The schedule's in-process subsystems.
+        in_process: Vec<String>,
+    },
     /// A program the schedule names is not found.
     #[error(
         "{}:{}: subsystem '{name}': program '{program}' not found (a bare name is looked up next to ictus, in its examples/ folder and in PATH; build examples with `cargo build --examples`)",
@@ -352,32 +387,63 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    /// A subsystem failed in `init` (or its process exited before it was ready).
-    #[error("subsystem '{name}' did not start: {message}")]
+    /// A subsystem did not start: its `init` failed (its own error, kept whole), or
+    /// its thread could not be made, or its process ended or was late.
+    #[error("subsystem '{name}' did not start: {source}")]
     Init {
         /// The subsystem.
         name: String,
         /// Why.
-        message: String,
+        #[source]
+        source: StartError,
     },
     /// The control socket.
     #[error(transparent)]
     Ctl(#[from] CtlError),
     /// The control block's shared memory.
     #[error("control block: {0}")]
-    Control(String),
+    Control(#[source] crate::control::ControlError),
     /// The hubs could not be made.
     #[error("hubs: {0}")]
     Hubs(#[source] crate::hub::HubError),
 }
 
+/// Why a subsystem did not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// Its `init` returned an error: the subsystem's own (downcast it to its type;
+    /// for a program, its message).
+    #[error("{0}")]
+    Subsystem(BoxError),
+    /// Its thread could not be made.
+    #[error("cannot make its thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// What the coordinator saw: its process ended before it was ready, it was not
+    /// ready in time, the start-up of the hosts failed.
+    #[error("{0}")]
+    Start(String),
+}
+
 impl RunError {
+    /// The error a subsystem's `init` returned, when that is why the run did not
+    /// start: `run_error.subsystem_error()?.downcast_ref::<MyError>()`.
+    pub fn subsystem_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            RunError::Init {
+                source: StartError::Subsystem(e),
+                ..
+            } => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+
     /// Whether the error is in the schedule or the command line (the user can fix
     /// it, and nothing was started): the CLI's exit code 2.
     pub fn is_bad_input(&self) -> bool {
         match self {
             RunError::Schedule(_)
             | RunError::NoSubsystem { .. }
+            | RunError::NotInSchedule { .. }
             | RunError::NoProgram { .. }
             | RunError::NotExecutable { .. } => true,
             // The program is not one the kernel can run (no #! line, a format it
@@ -400,10 +466,10 @@ impl RunError {
 /// The built-in subsystems `ictus run` hosts in-process: `increment` (the stress
 /// test's ring: copies cell `from` to cell `to`, adding one to every element) and
 /// `idle` (does nothing; a placeholder).
-pub fn builtin(spec: &SubsystemSpec) -> Result<Box<dyn Subsystem>, String> {
+pub fn builtin(spec: &SubsystemSpec) -> Result<Maker, String> {
     match spec.builtin.as_deref() {
-        Some("increment") => Ok(Box::new(crate::stress::Increment::new())),
-        Some("idle") => Ok(Box::new(Idle)),
+        Some("increment") => Ok(Maker::of::<crate::stress::Increment>()),
+        Some("idle") => Ok(Maker::of::<Idle>()),
         Some(other) => Err(format!(
             "unknown builtin '{other}' (ictus run hosts increment and idle; link ictus-exec to host your own)"
         )),
@@ -420,10 +486,13 @@ pub fn builtin(spec: &SubsystemSpec) -> Result<Box<dyn Subsystem>, String> {
 pub struct Idle;
 
 impl Subsystem for Idle {
-    fn init(&mut self, _reg: &mut Registry) -> Result<(), RegistryError> {
-        Ok(())
+    type Error = RegistryError;
+    fn init(_reg: &mut Registry) -> Result<Idle, RegistryError> {
+        Ok(Idle)
     }
-    fn run(&mut self, _frame: &mut crate::subsystem::Frame) {}
+    fn run(&mut self, _frame: &mut Frame) -> Result<Flow, RegistryError> {
+        Ok(Flow::Continue)
+    }
 }
 
 /// Name of the control block's segment of run `name`.
@@ -505,13 +574,34 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Runs `schedule` (see the module documentation). `factory` makes the in-process
-/// subsystems ([`builtin`] is what `ictus run` uses).
+/// What a run hands back beside its report, for [`crate::program::Outcome`].
+#[derive(Default)]
+pub(crate) struct Made {
+    /// Each in-process subsystem that ended its loop, by name.
+    pub(crate) subsystems: BTreeMap<String, Box<dyn std::any::Any + Send>>,
+    /// The first error each one's `run` returned, by name.
+    pub(crate) errors: BTreeMap<String, crate::executive::Fault>,
+    /// The cells as the run left them.
+    pub(crate) cells: Option<crate::program::CellValues>,
+}
+
+/// Runs `schedule` (see the module documentation). `factory` says how to make the
+/// in-process subsystems ([`builtin`] is what `ictus run` uses;
+/// [`crate::program::Executive`] makes one from the subsystems given by name).
 pub fn run(
     schedule: &Schedule,
     factory: &mut Factory<'_>,
-    mut options: RunOptions,
+    options: RunOptions,
 ) -> Result<RunReport, RunError> {
+    run_made(schedule, factory, options).map(|(report, _)| report)
+}
+
+/// [`run`], with what the run made.
+pub(crate) fn run_made(
+    schedule: &Schedule,
+    factory: &mut Factory<'_>,
+    mut options: RunOptions,
+) -> Result<(RunReport, Made), RunError> {
     // 1. Everything that can be refused, before anything starts.
     let table = schedule.cell_table()?;
     let mut link = options.link.take();
@@ -527,7 +617,7 @@ pub fn run(
     staged.control.beat(monotonic_now());
     let mut children: Vec<ChildProc> = Vec::new();
     let abort_flag = AtomicBool::new(false);
-    let outcome = std::thread::scope(|scope| -> Result<RunReport, RunError> {
+    let outcome = std::thread::scope(|scope| -> Result<(RunReport, Made), RunError> {
         let handles = start::spawn(scope, &staged, &groups, &abort_flag, in_process)?;
         let mut startup = Startup::new(
             &staged,

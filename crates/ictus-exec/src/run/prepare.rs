@@ -23,7 +23,7 @@ use crate::hub::Hubs;
 use crate::link::Link;
 use crate::schedule::{Process, Schedule, SubsystemSpec};
 use crate::state::{SetupStore, StateId, StateWord, States};
-use crate::subsystem::{Subsystem, element_count};
+use crate::subsystem::{Maker, element_count};
 
 /// A program to launch for a subsystem of this host.
 pub(super) struct Launch {
@@ -42,7 +42,7 @@ pub(super) struct Local {
     /// Their slots; the others run on their hosts.
     pub(super) slots: Vec<usize>,
     /// The in-process subsystems, by slot.
-    pub(super) in_process: Vec<(usize, Box<dyn Subsystem>)>,
+    pub(super) in_process: Vec<(usize, Maker)>,
     /// The programs.
     pub(super) programs: Vec<Launch>,
 }
@@ -156,7 +156,7 @@ pub(super) struct Staged<'a> {
     /// The slots of this host's subsystems.
     pub(super) local: Vec<usize>,
     /// The in-process subsystems, until they move to their threads.
-    pub(super) in_process: Vec<(usize, Box<dyn Subsystem>)>,
+    pub(super) in_process: Vec<(usize, Maker)>,
     /// The programs to launch.
     pub(super) programs: Vec<Launch>,
     /// The state the run starts in.

@@ -15,7 +15,7 @@ use super::children::{ChildProc, kill_all, wait_children};
 use super::coordinate::{Clock, Coordinator, Journal};
 use super::prepare::{Launch, Staged};
 use super::snapshot::{live_now, starting};
-use super::{Prepared, RunError, RunOptions, ThreadOutcome, env};
+use super::{Finish, Prepared, RunError, RunOptions, StartError, env};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
 use crate::ctl::Command;
@@ -24,10 +24,10 @@ use crate::link::{Link, Start};
 use crate::live::LiveStatus;
 use crate::schedule::{Schedule, SubsystemSpec};
 use crate::state::StateLog;
-use crate::subsystem::{SetupClient, Subsystem};
+use crate::subsystem::{BoxError, Maker, SetupClient};
 
 /// An in-process subsystem's thread: its outcome, or why `init` failed.
-pub(super) type Handle<'scope> = ScopedJoinHandle<'scope, Result<ThreadOutcome, String>>;
+pub(super) type Handle<'scope> = ScopedJoinHandle<'scope, Result<Finish, BoxError>>;
 
 /// Starts one thread per in-process subsystem: it places itself, runs `init` and
 /// waits for the epoch (it gives up when `abort` is set).
@@ -36,11 +36,11 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
     staged: &'a Staged<'a>,
     groups: &'a BTreeMap<String, Group>,
     abort: &'a AtomicBool,
-    in_process: Vec<(usize, Box<dyn Subsystem>)>,
+    in_process: Vec<(usize, Maker)>,
 ) -> Result<Vec<(usize, Handle<'scope>)>, RunError> {
     let schedule = staged.schedule;
     let mut handles = Vec::new();
-    for (k, mut sub) in in_process {
+    for (k, maker) in in_process {
         let spec = &schedule.subsystems[k];
         let prepared = Prepared {
             schedule,
@@ -59,11 +59,11 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
             .name(format!("ictus-{}", spec.name))
             .spawn_scoped(scope, move || {
                 // Relaxed: a stop request, polled.
-                prepared.run(sub.as_mut(), &mut || abort.load(Ordering::Relaxed))
+                prepared.run(maker, &mut || abort.load(Ordering::Relaxed))
             })
             .map_err(|e| RunError::Init {
                 name: spec.name.clone(),
-                message: e.to_string(),
+                source: StartError::Thread(e),
             })?;
         handles.push((k, h));
     }
@@ -347,18 +347,18 @@ impl<'a, 'scope> Startup<'a, 'scope> {
     /// get a moment to leave before they are ended.
     fn fail(&mut self, k: usize, why: String) -> RunError {
         self.abort();
-        let mut message = why;
+        let mut source = StartError::Start(why);
         for (hk, h) in std::mem::take(&mut self.handles) {
             if let Ok(Err(e)) = h.join()
                 && hk == k
             {
-                message = e;
+                source = StartError::Subsystem(e);
             }
         }
         wait_children(self.children, Duration::from_secs(2));
         RunError::Init {
             name: self.staged.names[k].clone(),
-            message,
+            source,
         }
     }
 
@@ -369,7 +369,7 @@ impl<'a, 'scope> Startup<'a, 'scope> {
         wait_children(self.children, Duration::from_secs(2));
         RunError::Init {
             name: self.staged.names[self.first_local().unwrap_or(0)].clone(),
-            message,
+            source: StartError::Start(message),
         }
     }
 

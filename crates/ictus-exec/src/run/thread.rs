@@ -10,11 +10,11 @@ use ictus_shield::class::{self, Class, ClassError, Options};
 use super::{Distribution, RunWarning, ThreadOutcome};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
-use crate::executive::{self, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::executive::{self, Ending, Fault, Group, LoopEnd, OsBeat, Runner, Stats};
 use crate::hub::Hubs;
 use crate::schedule::{Schedule, SubsystemSpec};
 use crate::state::States;
-use crate::subsystem::{Registry, SetupClient, Subsystem};
+use crate::subsystem::{BoxError, Maker, Registry, SetupClient};
 
 /// The outcome of entering a class on the calling thread.
 pub(crate) struct Placement {
@@ -119,14 +119,34 @@ pub(crate) struct Prepared<'a> {
     pub(crate) heartbeat_timeout: Option<Nanos>,
 }
 
+/// What a subsystem's thread (or program) hands back when its loop has ended.
+pub(crate) struct Finish {
+    /// Its figures.
+    pub(crate) outcome: ThreadOutcome,
+    /// The subsystem itself (for [`crate::program::Outcome::take`]).
+    pub(crate) subsystem: Option<Box<dyn std::any::Any + Send>>,
+    /// The first error its `run` returned, kept whole.
+    pub(crate) first_error: Option<Fault>,
+}
+
+impl std::fmt::Debug for Finish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finish")
+            .field("outcome", &self.outcome.subsystem)
+            .field("first_error", &self.first_error)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Prepared<'_> {
-    /// Places the thread, runs `init`, waits for the epoch, runs the frames, shuts
-    /// down. The slot follows each step; a failed `init` is returned as an error.
+    /// Places the thread, makes the subsystem (its `init`), waits for the epoch,
+    /// runs the frames, shuts down. The slot follows each step; a failed `init` is
+    /// returned as its error.
     pub(crate) fn run(
         &self,
-        subsystem: &mut dyn Subsystem,
+        maker: Maker,
         give_up: &mut dyn FnMut() -> bool,
-    ) -> Result<ThreadOutcome, String> {
+    ) -> Result<Finish, BoxError> {
         let slot = self.control.slot(self.slot);
         // However this thread ends, also by a panic, its group partners stop
         // waiting for it, and a panic shows in its slot at once.
@@ -150,10 +170,13 @@ impl Prepared<'_> {
             self.setup.clone(),
             self.hubs.clone(),
         );
-        if let Err(e) = subsystem.init(&mut reg) {
-            slot.set_status(Status::Failed);
-            return Err(e.to_string());
-        }
+        let mut subsystem = match maker.make(&mut reg) {
+            Ok(s) => s,
+            Err(e) => {
+                slot.set_status(Status::Failed);
+                return Err(e);
+            }
+        };
         let registered = reg.finish();
         let mut ports = registered.ports;
         ports.set_patience(patience(self.control.tick()));
@@ -161,7 +184,7 @@ impl Prepared<'_> {
         ports.warm_up();
         ictus_os::memory::prefault_stack();
         slot.set_status(Status::Ready);
-        let end = if executive::wait_for_epoch(self.control, give_up) {
+        let Ending { end, first_error } = if executive::wait_for_epoch(self.control, give_up) {
             let runner = Runner {
                 control: self.control,
                 slot: self.slot,
@@ -170,12 +193,22 @@ impl Prepared<'_> {
                 group: self.group,
                 heartbeat_timeout: self.heartbeat_timeout,
                 explicit_ack: registered.explicit_ack,
+                on_error: self.spec.on_error,
             };
-            runner.run(&OsBeat { mode }, subsystem, &mut ports, &mut stats)
+            runner.run(&OsBeat { mode }, subsystem.as_mut(), &mut ports, &mut stats)
         } else {
-            LoopEnd::Aborted
+            Ending {
+                end: LoopEnd::Aborted,
+                first_error: None,
+            }
         };
-        subsystem.shutdown();
+        let shutdown_error = subsystem.shut_down().err().map(|e| {
+            Fault {
+                frame: stats.counters.last_frame,
+                error: e,
+            }
+            .message()
+        });
         let outcome = ThreadOutcome {
             subsystem: self.spec.name.clone(),
             pid: std::process::id(),
@@ -194,10 +227,19 @@ impl Prepared<'_> {
             end: end.name().to_string(),
             warnings: placement.warnings,
             torn: ports.torn().count,
+            last_frame: (stats.counters.last_frame != u64::MAX)
+                .then_some(stats.counters.last_frame),
+            errors: stats.counters.errors,
+            first_error: first_error.as_ref().map(|f| (f.frame, f.message())),
+            shutdown_error,
         };
         slot.publish(&stats.counters);
         slot.set_status(Status::Finished);
-        Ok(outcome)
+        Ok(Finish {
+            outcome,
+            subsystem: subsystem.into_any(),
+            first_error,
+        })
     }
 }
 
