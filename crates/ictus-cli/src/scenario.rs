@@ -75,6 +75,7 @@ pub(crate) fn run(args: &ScenarioArgs, progress: &Arc<Progress>) -> Result<(), F
         }
         let opts = RunOptions {
             source: Some(args.file.clone()),
+            argv: std::env::args().collect(),
             ..RunOptions::new(mode)
         };
         let result = run_one(&scenario, &opts, progress, !args.json)?;

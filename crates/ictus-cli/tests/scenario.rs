@@ -134,8 +134,20 @@ fn check_dir(dir: &Path, balancer: &str) -> Value {
         balancer == "none",
         "a balancer report with the ictus balancer only"
     );
+    let p = &result["provenance"];
+    assert_eq!(p["tool"], "ictus");
+    assert_eq!(p["argv"][1], "scenario");
+    let host = p["hostname"].as_str().expect("a host name");
+    assert_eq!(result["hostname"], host);
+    let time = |key: &str| {
+        humantime::parse_rfc3339(p[key].as_str().unwrap_or_else(|| panic!("no {key}")))
+            .unwrap_or_else(|e| panic!("{key}: {e}"))
+    };
+    assert!(time("start_time") <= time("end_time"));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.starts_with(&format!("# Scenario `tiny` under balancer `{balancer}`")));
+    assert!(md.contains(&format!("{host} · Linux ")), "{md}");
+    assert!(md.contains("UTC with ictus "), "{md}");
     assert!(
         std::fs::read_to_string(dir.join("timeline.svg"))
             .unwrap()

@@ -16,6 +16,8 @@
 //! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
+//! - [`provenance`]: the tool, host and time header of every probe record and scenario
+//!   result.
 //!
 //! Nothing here prints; everything returns data.
 
@@ -29,6 +31,7 @@ pub mod json;
 pub mod memory;
 pub mod process;
 pub mod procstat;
+pub mod provenance;
 pub mod sched;
 pub mod shm;
 pub mod testing;

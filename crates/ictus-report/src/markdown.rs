@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use ictus_os::provenance::Provenance;
+
 use crate::format;
 use crate::results::{Results, STEP_HEADER, short_time, step_rows};
 use crate::tables::{self, Table};
@@ -45,38 +47,8 @@ pub(crate) fn front(r: &Results) -> Front {
     });
     let mut host = Vec::new();
     if let Some(p) = p {
-        let preempt = format!(
-            "preemption {}{}",
-            p.preemption.model,
-            if p.preemption.dynamic {
-                " (dynamic)"
-            } else {
-                ""
-            }
-        );
-        host.push(format!(
-            "{} · Linux {} ({preempt}) · {}, {} CPUs{} · {}",
-            p.hostname,
-            p.kernel_release,
-            p.cpu_model.as_deref().unwrap_or("unknown CPU"),
-            p.cpu_count,
-            match p.smt {
-                Some(true) => ", SMT on",
-                Some(false) => ", SMT off",
-                None => "",
-            },
-            p.virtualization
-                .as_deref()
-                .map_or("bare metal".to_string(), |v| format!(
-                    "virtual machine: {v}"
-                )),
-        ));
-        let mut when = format!(
-            "Measured {} to {} UTC with ictus {}",
-            short_time(&p.start_time),
-            p.end_time.as_deref().map_or("?".to_string(), short_time),
-            p.tool_version
-        );
+        let [machine, mut when] = provenance_lines(p);
+        host.push(machine);
         if let Some(m) = &r.manifest {
             let profile = serde_json::to_value(m.profile)
                 .ok()
@@ -130,6 +102,45 @@ pub(crate) fn front(r: &Results) -> Front {
         evidence,
         audit,
     }
+}
+
+/// The two lines a report prints of a record's provenance: the host (name, kernel and
+/// preemption model, CPUs, virtualisation), then when and with which ictus it was
+/// measured, left open so that a caller may add to it before the closing period.
+pub(crate) fn provenance_lines(p: &Provenance) -> [String; 2] {
+    let preempt = format!(
+        "preemption {}{}",
+        p.preemption.model,
+        if p.preemption.dynamic {
+            " (dynamic)"
+        } else {
+            ""
+        }
+    );
+    let machine = format!(
+        "{} · Linux {} ({preempt}) · {}, {} CPUs{} · {}",
+        p.hostname,
+        p.kernel_release,
+        p.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        p.cpu_count,
+        match p.smt {
+            Some(true) => ", SMT on",
+            Some(false) => ", SMT off",
+            None => "",
+        },
+        p.virtualization
+            .as_deref()
+            .map_or("bare metal".to_string(), |v| format!(
+                "virtual machine: {v}"
+            )),
+    );
+    let when = format!(
+        "Measured {} to {} UTC with ictus {}",
+        short_time(&p.start_time),
+        p.end_time.as_deref().map_or("?".to_string(), short_time),
+        p.tool_version
+    );
+    [machine, when]
 }
 
 fn cell(s: &str) -> String {

@@ -24,7 +24,7 @@ use plotters::prelude::*;
 
 use crate::ReportError;
 use crate::format::sig3;
-use crate::markdown::md_table;
+use crate::markdown::{md_table, provenance_lines};
 use crate::plots::colour;
 use crate::results::{check_schema, parse_json};
 
@@ -177,7 +177,9 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
     out
 }
 
-/// The title, the description, the run in one paragraph, and INCOMPLETE when it was.
+/// The title, the description, the provenance as the probe reports print it (a result
+/// written before results carried one: its host, kernel and ictus version), the run in
+/// one paragraph, and INCOMPLETE when it was.
 fn heading(out: &mut String, r: &ScenarioResult) {
     let s = &r.scenario;
     let _ = writeln!(
@@ -188,13 +190,23 @@ fn heading(out: &mut String, r: &ScenarioResult) {
     if !s.description.trim().is_empty() {
         let _ = writeln!(out, "{}\n", s.description.trim());
     }
+    match &r.provenance {
+        Some(p) => {
+            let [machine, when] = provenance_lines(p);
+            let _ = writeln!(out, "{machine}  \n{when}.\n");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Host `{}`, kernel `{}`, ictus {}.\n",
+                r.hostname, r.kernel, r.tool_version
+            );
+        }
+    }
     let _ = writeln!(
         out,
-        "Host `{}`, kernel `{}`, ictus {}. CPUs in play {} as {} (RT CPUs {}, NRT CPUs {}). \
+        "CPUs in play {} as {} (RT CPUs {}, NRT CPUs {}). \
          {} tasks in {} group(s); one loop = {} ns (calibrated). Wall time {} s{}.\n",
-        r.hostname,
-        r.kernel,
-        r.tool_version,
         r.cpus_in_play,
         roles(r),
         r.partition.rt,

@@ -1,10 +1,13 @@
 //! The scenario reports of a small hand-made result (2 CPUs, 2 groups of 2 tasks):
 //! Markdown snapshots of one run and of two placements side by side, the timeline's
-//! structure, and the result file read back or refused by its schema.
+//! structure, and the result file read back or refused by its schema (a result from
+//! before results carried a provenance still reads and renders).
 
 use std::time::Duration;
 
 use ictus_core::CpuSet;
+use ictus_os::facts::{PreemptModel, Preemption};
+use ictus_os::provenance::Provenance;
 use ictus_report::ReportError;
 use ictus_report::scenario::{compare_markdown, markdown, read_result, timeline_svg, write_files};
 use ictus_shield::balancer::{Decision, Report};
@@ -59,6 +62,33 @@ fn task(group: &str, index: u32, completion_s: f64, on_cpu0: f64, involuntary: u
             failures: 0,
             dropped_reports: 0,
         },
+    }
+}
+
+/// The provenance of the fixture: a fixed host and time, so the snapshots hold.
+fn provenance() -> Provenance {
+    Provenance {
+        tool: "ictus".into(),
+        tool_version: "0.1.0".into(),
+        argv: vec!["ictus".into(), "scenario".into(), "tiny.toml".into()],
+        start_time: "2023-11-14T22:13:20.000000Z".into(),
+        end_time: Some("2023-11-14T22:13:22.000000Z".into()),
+        hostname: "testhost".into(),
+        kernel_release: "6.1.0-test".into(),
+        kernel_version: "#1 SMP PREEMPT_DYNAMIC".into(),
+        preemption: Preemption {
+            model: PreemptModel::Full,
+            dynamic: true,
+            source: "test".into(),
+        },
+        cmdline: "quiet".into(),
+        cpu_model: Some("Test CPU @ 3.00GHz".into()),
+        cpu_count: 2,
+        online_cpus: cpus("0-1"),
+        smt: Some(false),
+        isolated_cpus: CpuSet::default(),
+        governor: Some("performance".into()),
+        virtualization: None,
     }
 }
 
@@ -150,6 +180,7 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
         hostname: "testhost".into(),
         kernel: "6.1.0-test".into(),
         started_unix_ms: 1_700_000_000_000,
+        provenance: Some(provenance()),
         source: Some("examples/scenarios/tiny.toml".into()),
         scenario,
         balancer: mode,
@@ -325,4 +356,37 @@ fn a_foreign_or_broken_result_is_refused_naming_the_file() {
     let err = read_result(&fifo).unwrap_err();
     assert!(matches!(err, ReportError::Input(_)), "{err}");
     assert!(err.to_string().contains("FIFO"), "{err}");
+}
+
+#[test]
+fn a_result_from_before_the_provenance_still_reads_and_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("result.json");
+    let mut v = serde_json::to_value(fixture(BalancerMode::None)).unwrap();
+    v.as_object_mut().unwrap().remove("provenance");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let sut = read_result(&path).unwrap();
+    assert_eq!(sut.provenance, None);
+    let md = markdown(&sut, None);
+    assert!(
+        md.contains("Host `testhost`, kernel `6.1.0-test`, ictus 0.1.0."),
+        "{md}"
+    );
+    assert!(!md.contains("Measured "), "{md}");
+}
+
+#[test]
+fn the_report_shows_the_provenance_as_the_probe_reports_do() {
+    let md = markdown(&fixture(BalancerMode::None), None);
+    assert!(
+        md.contains(
+            "testhost · Linux 6.1.0-test (preemption full (dynamic)) · Test CPU @ 3.00GHz, \
+             2 CPUs, SMT off · bare metal"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("Measured 2023-11-14 22:13 to 2023-11-14 22:13 UTC with ictus 0.1.0."),
+        "{md}"
+    );
 }

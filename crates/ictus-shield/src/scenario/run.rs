@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ictus_core::sync::spsc::Producer;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::procstat::{self, StatSnapshot, StealDelta};
+use ictus_os::provenance::Provenance;
 use ictus_os::sched::{self, Policy};
 use ictus_os::{clock, facts, thread_time, wait};
 use serde::{Deserialize, Serialize};
@@ -45,7 +46,8 @@ use crate::partition::Partition;
 
 /// The `schema` field of every scenario result.
 pub const RESULT_SCHEMA: &str = "ictus.scenario-result";
-/// The result format's version.
+/// The result format's version. Version 1 files written before results carried a
+/// [`ScenarioResult::provenance`] read as they are, with none.
 pub const RESULT_VERSION: u32 = 1;
 /// Integer divisions in one loop.
 pub const LOOP_DIVISIONS: u32 = 32;
@@ -90,6 +92,8 @@ pub struct RunOptions {
     pub balancer_config: balancer::Config,
     /// The file the scenario came from, recorded in the result.
     pub source: Option<PathBuf>,
+    /// The command line, recorded in the result's provenance.
+    pub argv: Vec<String>,
 }
 
 impl RunOptions {
@@ -99,6 +103,7 @@ impl RunOptions {
             balancer,
             balancer_config: balancer::Config::default(),
             source: None,
+            argv: Vec::new(),
         }
     }
 }
@@ -357,14 +362,19 @@ pub struct ScenarioResult {
     pub schema: String,
     /// Always [`RESULT_VERSION`] for this ictus.
     pub version: u32,
-    /// The ictus version that ran it.
+    /// The ictus version that ran it (as in the provenance, kept for older readers).
     pub tool_version: String,
-    /// The host.
+    /// The host (as in the provenance, kept for older readers).
     pub hostname: String,
-    /// The kernel release.
+    /// The kernel release (as in the provenance, kept for older readers).
     pub kernel: String,
-    /// When it started (milliseconds since the Unix epoch).
+    /// When the tasks were released (milliseconds since the Unix epoch).
     pub started_unix_ms: u64,
+    /// The tool, the host and the time, as in every probe record: captured before the
+    /// scenario starts, its end time stamped once the run is over. `None` only in
+    /// results written before ictus recorded it.
+    #[serde(default)]
+    pub provenance: Option<Provenance>,
     /// The scenario file.
     pub source: Option<String>,
     /// The scenario, as checked.
@@ -537,6 +547,7 @@ pub fn run(
     opts: &RunOptions,
     mut watch: impl FnMut(&Progress) -> Flow,
 ) -> Result<ScenarioResult, RunError> {
+    let mut provenance = Provenance::capture(opts.argv.clone());
     let online = facts::online_cpus();
     let in_play = spec::machine_cpus();
     let partition = Partition::new(scenario.rt_cpus.clone(), &in_play)?;
@@ -596,14 +607,15 @@ pub fn run(
         in_play.len(),
         &tasks,
     ));
-    let kernel = facts::kernel();
+    provenance.finish();
     Ok(ScenarioResult {
         schema: RESULT_SCHEMA.to_string(),
         version: RESULT_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        hostname: kernel.hostname,
-        kernel: kernel.release,
+        tool_version: provenance.tool_version.clone(),
+        hostname: provenance.hostname.clone(),
+        kernel: provenance.kernel_release.clone(),
         started_unix_ms,
+        provenance: Some(provenance),
         source: opts.source.as_ref().map(|p| p.display().to_string()),
         scenario: scenario.clone(),
         balancer: opts.balancer,
@@ -1859,6 +1871,16 @@ mod tests {
                 assert!(b.running.iter().all(|row| row.len() == 2));
             }
             assert_eq!(sut.balancer_report.is_some(), mode == BalancerMode::Ictus);
+            let p = sut
+                .provenance
+                .as_ref()
+                .expect("a new result has a provenance");
+            assert_eq!(p.tool, "ictus");
+            assert_eq!(p.hostname, sut.hostname);
+            assert_eq!(p.online_cpus, sut.cpus_online);
+            // Both stamps have the same fixed-width RFC 3339 form, so text order is time order.
+            let end = p.end_time.as_deref().expect("stamped at the end");
+            assert!(p.start_time.as_str() <= end, "{} > {end}", p.start_time);
             let json = serde_json::to_string(&sut).unwrap();
             let back: ScenarioResult = serde_json::from_str(&json).unwrap();
             assert_eq!(back.tasks.len(), 4);
