@@ -63,13 +63,22 @@ pub enum ChildError {
         /// What the schedule asked for.
         asked: String,
     },
-    /// The cells or control block could not be opened.
-    #[error("joining run '{run}': {message}")]
+    /// The schedule has no subsystem of the name the run launched this program for.
+    #[error("joining run '{run}': the schedule has no subsystem '{name}'")]
+    NoSubsystem {
+        /// The run.
+        run: String,
+        /// The name asked for.
+        name: String,
+    },
+    /// The run's cells, hubs or control block could not be opened.
+    #[error("joining run '{run}': {source}")]
     Join {
         /// The run.
         run: String,
-        /// Why.
-        message: String,
+        /// Which part, and why.
+        #[source]
+        source: JoinError,
     },
     /// `init` failed (the subsystem's own error).
     #[error("{0}")]
@@ -77,6 +86,20 @@ pub enum ChildError {
     /// The figures could not be written.
     #[error("writing its figures: {0}")]
     Outcome(#[source] ictus_os::fs::OutputError),
+}
+
+/// What a child could not open of its run.
+#[derive(Debug, Error)]
+pub enum JoinError {
+    /// The cells' segment.
+    #[error("cells: {0}")]
+    Cells(#[source] crate::cell::CellError),
+    /// The hubs' segment.
+    #[error("hubs: {0}")]
+    Hubs(#[source] crate::hub::HubError),
+    /// The control block.
+    #[error("control block: {0}")]
+    Control(#[source] crate::control::ControlError),
 }
 
 fn var(name: &'static str) -> Result<String, ChildError> {
@@ -99,10 +122,12 @@ pub fn run_builtin(factory: &mut crate::run::Factory<'_>) -> Result<ThreadOutcom
     let asked = var(env::SUBSYSTEM)?;
     let schedule_path = PathBuf::from(var(env::SCHEDULE)?);
     let schedule = Schedule::from_file(&schedule_path, &ictus_os::facts::online_cpus())?;
-    let spec = schedule.subsystem(&asked).ok_or_else(|| ChildError::Join {
-        run: var(env::RUN).unwrap_or_default(),
-        message: format!("the schedule has no subsystem '{asked}'"),
-    })?;
+    let spec = schedule
+        .subsystem(&asked)
+        .ok_or_else(|| ChildError::NoSubsystem {
+            run: var(env::RUN).unwrap_or_default(),
+            name: asked.clone(),
+        })?;
     let maker = factory(spec).map_err(|m| ChildError::Init(m.into()))?;
     run_made(&asked, maker)
 }
@@ -132,25 +157,29 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         });
     }
     let schedule = Schedule::from_file(&schedule_path, &ictus_os::facts::online_cpus())?;
-    let join = |message: String| ChildError::Join {
+    let join = |source: JoinError| ChildError::Join {
         run: run_name.clone(),
-        message,
+        source,
     };
     let slot = schedule
         .subsystems
         .iter()
         .position(|s| s.name == name)
-        .ok_or_else(|| join(format!("the schedule has no subsystem '{name}'")))?;
+        .ok_or_else(|| ChildError::NoSubsystem {
+            run: run_name.clone(),
+            name: name.to_string(),
+        })?;
     let spec = &schedule.subsystems[slot];
-    let cells = Cells::open_shared(&cells_segment(&run_name)).map_err(|e| join(e.to_string()))?;
+    let cells =
+        Cells::open_shared(&cells_segment(&run_name)).map_err(|e| join(JoinError::Cells(e)))?;
     let hubs = if schedule.hubs.is_empty() {
         Hubs::in_process(&[])
     } else {
         Hubs::open_shared_matching(&hubs_segment(&run_name), &schedule.hubs)
     }
-    .map_err(|e| join(e.to_string()))?;
-    let control =
-        Control::open_shared_named(&control_segment(&run_name)).map_err(|e| join(e.to_string()))?;
+    .map_err(|e| join(JoinError::Hubs(e)))?;
+    let control = Control::open_shared_named(&control_segment(&run_name))
+        .map_err(|e| join(JoinError::Control(e)))?;
     let coordinator = control.coordinator_pid();
     let states = States::new(&schedule.modes);
     let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
