@@ -64,6 +64,12 @@ pub struct RemoteSlot {
     /// Its last complete jitter window, packed as in the control block.
     #[serde(default)]
     pub window_done: u64,
+    /// Frames whose `run` returned an error.
+    #[serde(default)]
+    pub errors: u64,
+    /// The frame in which it asked the run to stop, plus one (0: it did not).
+    #[serde(default)]
+    pub stop_asked: u64,
 }
 
 impl RemoteSlot {
@@ -83,6 +89,8 @@ impl RemoteSlot {
             window_done: v
                 .window_jitter
                 .map_or(0, |(w, j)| crate::control::pack_window(w, j)),
+            errors: v.errors,
+            stop_asked: v.stop_asked.map_or(0, |f| f.saturating_add(1)),
         }
     }
 

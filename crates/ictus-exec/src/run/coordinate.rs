@@ -448,13 +448,16 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
     }
 
-    /// The first subsystem of this host that asked the run to stop, and the frame.
+    /// The first subsystem that asked the run to stop, and the frame. Only the main
+    /// coordinator decides (its control block mirrors the other hosts' subsystems);
+    /// a node stops when the main coordinator's stop frame reaches it.
     fn stop_asked(&self) -> Option<(usize, u64)> {
+        if self.staged.here != 0 {
+            return None;
+        }
         let control = &self.staged.control;
-        self.staged
-            .local
-            .iter()
-            .filter_map(|&k| control.slot(k).view().stop_asked.map(|f| (k, f)))
+        (0..self.staged.schedule.subsystems.len())
+            .filter_map(|k| control.slot(k).view().stop_asked.map(|f| (k, f)))
             .min_by_key(|&(_, f)| f)
     }
 
@@ -636,8 +639,12 @@ impl LinkTurn<'_> {
             window: 0,
             window_max: Nanos::ZERO,
             window_done: r.window_done,
-            errors: 0,
+            errors: r.errors,
         });
+        // The main coordinator stops the run for a node's subsystem as for its own.
+        if let Some(frame) = r.stop_asked.checked_sub(1) {
+            slot.ask_stop(frame);
+        }
         if let Some(a) = crate::state::Ack::unpack(r.ack) {
             slot.acknowledge(a);
         }
