@@ -11,6 +11,8 @@ use ictus_core::Nanos;
 use ictus_probe::compute::{self, ComputeParams};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::view::Point;
+use ictus_probe::view::compute::{MODEL_SIZE, SPLIT, Step};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -91,13 +93,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let with_reference = record
         .measurements
         .iter()
-        .any(|m| m.metrics.contains_key("time_reduction_vs_reference"));
+        .filter_map(|m| m.read::<Step>())
+        .any(|p| p.metrics.time_reduction_vs_reference.is_some());
     for (name, title) in [
-        ("model-size", "one thread, by model size"),
-        (
-            "split",
-            "split across threads, spin rendezvous twice a step",
-        ),
+        (MODEL_SIZE, "one thread, by model size"),
+        (SPLIT, "split across threads, spin rendezvous twice a step"),
     ] {
         let mut table = common::table();
         let mut header = vec![
@@ -108,7 +108,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             "p99",
             "max",
         ];
-        if name == "split" {
+        if name == SPLIT {
             header.push("speed-up");
         }
         if with_reference {
@@ -116,22 +116,27 @@ pub(crate) fn render(record: &RunRecord) -> String {
         }
         table.set_header(header);
         for m in record.measurements.iter().filter(|m| m.name == name) {
+            let Some(Point { labels, metrics }) = m.read::<Step>() else {
+                continue;
+            };
             let l = m.latency.as_ref().map(|l| &l.summary);
             let mut row = vec![
-                Cell::new(&m.labels["modules"]),
-                Cell::new(&m.labels["threads"]),
-                Cell::new(Nanos::new(m.metrics["ns_per_step"] as u64)),
-                Cell::new(format!("{:.2} ns", m.metrics["ns_per_module_step"])),
+                Cell::new(labels.modules),
+                Cell::new(labels.threads),
+                Cell::new(Nanos::new(metrics.ns_per_step as u64)),
+                Cell::new(format!("{:.2} ns", metrics.ns_per_module_step)),
                 Cell::new(common::fmt(l.and_then(|s| s.p99_ns))),
                 Cell::new(common::fmt(l.and_then(|s| s.max_ns))),
             ];
-            if name == "split" {
-                row.push(Cell::new(format!("{:.2}", m.metrics["speedup"])));
+            if name == SPLIT {
+                row.push(Cell::new(
+                    metrics.speedup.map_or("-".into(), |v| format!("{v:.2}")),
+                ));
             }
             if with_reference {
                 row.push(Cell::new(
-                    m.metrics
-                        .get("time_reduction_vs_reference")
+                    metrics
+                        .time_reduction_vs_reference
                         .map_or("no such point".into(), |v| format!("{v:.2}")),
                 ));
             }

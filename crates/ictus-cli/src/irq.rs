@@ -10,6 +10,7 @@ use ictus_core::Nanos;
 use ictus_probe::irq::{self, IrqParams};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::view::irq::Timerlat;
 
 use crate::Failure;
 use crate::args::{OutputArgs, positive_duration};
@@ -78,10 +79,10 @@ pub(crate) fn render(record: &RunRecord) -> String {
     header.extend(common::latency_header_without_missed());
     table.set_header(header);
     for m in &record.measurements {
-        let mut row = vec![
-            Cell::new(&m.labels["cpu"]),
-            Cell::new(m.labels["context"].as_str().unwrap_or("?")),
-        ];
+        let Some(p) = m.read::<Timerlat>() else {
+            continue;
+        };
+        let mut row = vec![Cell::new(p.labels.cpu), Cell::new(p.labels.context)];
         if let Some(l) = &m.latency {
             row.extend(common::latency_cells_without_missed(l));
         }

@@ -11,6 +11,7 @@ use ictus_os::facts;
 use ictus_probe::jitter::{self, JitterParams, Routine};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::view::jitter::{Runs, SlowRun};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs};
@@ -104,18 +105,18 @@ pub(crate) fn run(args: &JitterArgs, progress: &Arc<Progress>) -> Result<(), Fai
 /// Seed 002 Table 2's columns per thread, then the duration distribution.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
-    let routine = &record.parameters["routine"];
-    let what = match routine["kind"].as_str() {
-        Some("divisions") => format!("{} integer divisions", routine["divisions"]),
-        _ => format!(
-            "y = a x + y over {} f64 per thread, then a spin rendezvous",
-            routine["elements"]
-        ),
+    let params = record.parameters_as::<JitterParams>();
+    let what = match params.as_ref().map(|p| p.routine) {
+        Some(Routine::Divisions { divisions }) => format!("{divisions} integer divisions"),
+        Some(Routine::Synchronised { elements }) => {
+            format!("y = a x + y over {elements} f64 per thread, then a spin rendezvous")
+        }
+        None => "the routine".to_string(),
     };
     let _ = writeln!(
         out,
         "jitter: {what}, {} runs per thread",
-        record.parameters["runs"]
+        params.map_or("?".to_string(), |p| p.runs.to_string())
     );
     if let Some(h) = &record.headline {
         let _ = writeln!(out, "{h}");
@@ -134,18 +135,21 @@ pub(crate) fn render(record: &RunRecord) -> String {
         let m = record
             .measurements
             .iter()
-            .find(|m| m.name == "runs" && m.labels["thread"] == t.thread);
-        let metric = |k: &str| m.and_then(|m| m.metrics.get(k)).copied();
+            .filter_map(|m| m.read::<Runs>())
+            .find(|p| p.labels.thread == t.thread)
+            .map(|p| p.metrics);
+        let ns = |v: f64| Nanos::new(v as u64);
         table.add_row(vec![
             Cell::new(t.thread),
             Cell::new(t.config.pinned_cpu.map_or("-".into(), |c| c.to_string())),
             Cell::new(t.config.policy.to_string()),
-            Cell::new(common::fmt(metric("tmin_ns").map(|v| Nanos::new(v as u64)))),
-            Cell::new(common::fmt(
-                metric("max_minus_tmin_ns").map(|v| Nanos::new(v as u64)),
-            )),
-            Cell::new(metric("variation_percent").map_or("-".into(), |v| format!("{v:.1}"))),
-            Cell::new(metric("slow_runs").map_or("-".into(), |v| format!("{v}"))),
+            Cell::new(common::fmt(m.as_ref().map(|m| ns(m.tmin_ns)))),
+            Cell::new(common::fmt(m.as_ref().map(|m| ns(m.max_minus_tmin_ns)))),
+            Cell::new(
+                m.as_ref()
+                    .map_or("-".into(), |m| format!("{:.1}", m.variation_percent)),
+            ),
+            Cell::new(m.map_or("-".into(), |m| format!("{}", m.slow_runs))),
         ]);
     }
     let _ = writeln!(out, "{table}");
@@ -164,13 +168,13 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let slow: Vec<String> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "slow-run")
+        .filter_map(|m| m.read::<SlowRun>())
         .take(12)
-        .map(|m| {
+        .map(|p| {
             format!(
                 "{} at {}",
-                Nanos::new(m.metrics["duration_ns"] as u64),
-                Nanos::new(m.labels["at_ns"].as_u64().unwrap_or(0))
+                Nanos::new(p.metrics.duration_ns as u64),
+                Nanos::new(p.labels.at_ns)
             )
         })
         .collect();

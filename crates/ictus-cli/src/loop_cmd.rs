@@ -10,6 +10,8 @@ use ictus_core::Nanos;
 use ictus_probe::r#loop::{self, FindMax, LoopParams};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::view::Point;
+use ictus_probe::view::r#loop::Trial;
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -125,26 +127,26 @@ pub(crate) fn render(record: &RunRecord) -> String {
         "release p99",
         "margin",
     ]);
-    for m in record.measurements.iter().filter(|m| m.name == "trial") {
-        let n = |k: &str| m.metrics.get(k).map(|v| Nanos::new(*v as u64));
+    for m in &record.measurements {
+        let Some(Point { labels, metrics }) = m.read::<Trial>() else {
+            continue;
+        };
+        let n = |v: Option<f64>| v.map(|v| Nanos::new(v as u64));
         let l = m.latency.as_ref().map(|l| &l.summary);
         table.add_row(vec![
-            Cell::new(format!(
-                "{} Hz",
-                m.labels["frequency_hz"].as_f64().unwrap_or(0.0).round()
-            )),
-            Cell::new(Nanos::new(m.labels["period_ns"].as_u64().unwrap_or(0))),
-            Cell::new(&m.labels["steps"]),
-            Cell::new(m.metrics["misses"]),
-            Cell::new(m.metrics["late_steps"]),
-            Cell::new(m.metrics["skipped_releases"]),
-            Cell::new(m.metrics["longest_miss_run"]),
+            Cell::new(format!("{} Hz", labels.frequency_hz.round())),
+            Cell::new(Nanos::new(labels.period_ns)),
+            Cell::new(labels.steps),
+            Cell::new(metrics.misses),
+            Cell::new(metrics.late_steps),
+            Cell::new(metrics.skipped_releases),
+            Cell::new(metrics.longest_miss_run),
             Cell::new(common::fmt(l.and_then(|s| s.p50_ns))),
             Cell::new(common::fmt(l.and_then(|s| s.p99_ns))),
             Cell::new(common::fmt(l.and_then(|s| s.max_ns))),
-            Cell::new(common::fmt(n("min_slack_ns"))),
-            Cell::new(common::fmt(n("release_p99_ns"))),
-            Cell::new(common::fmt(n("hybrid_margin_ns"))),
+            Cell::new(common::fmt(n(metrics.min_slack_ns))),
+            Cell::new(common::fmt(n(metrics.release_p99_ns))),
+            Cell::new(common::fmt(n(Some(metrics.hybrid_margin_ns)))),
         ]);
     }
     common::right_align(&mut table, 1);

@@ -10,10 +10,13 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use comfy_table::Cell;
 use ictus_core::Nanos;
-use ictus_os::sched::Policy;
 use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::{Measurement, RunRecord};
+use ictus_probe::record::RunRecord;
+use ictus_probe::view::memlat::{
+    Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
+};
+use ictus_probe::view::{AllOr, Point};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -78,7 +81,7 @@ pub(crate) enum PagesArg {
 }
 
 /// A strided point with fewer accesses than this per pass is marked in the human view.
-const SHORT_PASS: u64 = 8;
+const SHORT_PASS: usize = 8;
 const QUICK_SIZES: &str = "4K,32K,256K,2M,16M,64M";
 const QUICK_STRIDES: &str = "4,64";
 const DEFAULT_STRIDES: &str = "4,44,64,4096";
@@ -153,16 +156,8 @@ pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Fai
     common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
-fn label_u64(m: &Measurement, key: &str) -> Option<u64> {
-    m.labels.get(key).and_then(serde_json::Value::as_u64)
-}
-
-fn is_aggregate(m: &Measurement) -> bool {
-    m.labels.get("thread").and_then(|t| t.as_str()) == Some("all")
-}
-
-fn bytes(n: u64) -> String {
-    memlat::format_bytes(n)
+fn bytes(n: usize) -> String {
+    memlat::format_bytes(n as u64)
 }
 
 /// A latency in ns with three significant digits or so.
@@ -179,24 +174,24 @@ fn ns(v: f64) -> String {
 /// The human view: the chase curve, the strided table, the cache stages.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
-    let p = &record.parameters;
+    let p = record.parameters_as::<memlat::ParamsRecord>();
+    let cpus = p.as_ref().map_or(String::new(), |p| {
+        p.cpus
+            .cpus()
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
     let _ = writeln!(
         out,
-        "memlat: up to {} thread(s) on CPUs {}, {} pages, {} repetitions of {} per point, {}{}",
-        p["threads"].as_u64().unwrap_or(1),
-        p["cpus"]
-            .as_array()
-            .map(|a| a
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(","))
-            .unwrap_or_default(),
-        p["pages"].as_str().unwrap_or("?"),
-        p["repeat"].as_u64().unwrap_or(0),
-        Nanos::new(p["point_time_ns"].as_u64().unwrap_or(0)),
-        serde_json::from_value::<Policy>(p["policy"].clone())
-            .map_or_else(|_| "?".to_string(), |p| p.to_string()),
+        "memlat: up to {} thread(s) on CPUs {cpus}, {} pages, {} repetitions of {} per point, {}{}",
+        p.as_ref().map_or(1, |p| p.threads),
+        p.as_ref().map_or("?", |p| p.pages.as_str()),
+        p.as_ref().map_or(0, |p| p.repeat),
+        Nanos::new(p.as_ref().map_or(0, |p| p.point_time_ns)),
+        p.as_ref()
+            .map_or_else(|| "?".to_string(), |p| p.policy.to_string()),
         if record.obtained.mlock {
             ", memory locked"
         } else {
@@ -213,22 +208,16 @@ pub(crate) fn render(record: &RunRecord) -> String {
 }
 
 fn render_chase(out: &mut String, record: &RunRecord) {
-    let chase: Vec<&Measurement> = record
+    let chase: Vec<Point<Chase>> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "chase")
+        .filter_map(|m| m.read::<Chase>())
         .collect();
     if chase.is_empty() {
         return;
     }
-    let counts: BTreeSet<u64> = chase
-        .iter()
-        .filter_map(|m| label_u64(m, "threads"))
-        .collect();
-    let sizes: BTreeSet<u64> = chase
-        .iter()
-        .filter_map(|m| label_u64(m, "working_set_bytes"))
-        .collect();
+    let counts: BTreeSet<usize> = chase.iter().map(|p| p.labels.threads).collect();
+    let sizes: BTreeSet<usize> = chase.iter().map(|p| p.labels.working_set_bytes).collect();
     let _ = writeln!(
         out,
         "\npointer chase (one random cycle over 64-byte lines), ns per load, median of the \
@@ -248,27 +237,24 @@ fn render_chase(out: &mut String, record: &RunRecord) {
     for &size in &sizes {
         let mut row = vec![Cell::new(bytes(size))];
         for &k in &counts {
-            let here: Vec<&&Measurement> = chase
+            let here: Vec<&Point<Chase>> = chase
                 .iter()
-                .filter(|m| {
-                    label_u64(m, "working_set_bytes") == Some(size)
-                        && label_u64(m, "threads") == Some(k)
-                })
+                .filter(|p| p.labels.working_set_bytes == size && p.labels.threads == k)
                 .collect();
-            let agg = here.iter().find(|m| is_aggregate(m));
-            row.push(Cell::new(agg.map_or("-".into(), |m| {
+            let agg = here.iter().find(|p| p.labels.thread == AllOr::All);
+            row.push(Cell::new(agg.map_or("-".into(), |p| {
                 format!(
                     "{} [{}-{}]",
-                    ns(m.metrics["ns_per_load"]),
-                    ns(m.metrics["ns_per_load_min"]),
-                    ns(m.metrics["ns_per_load_max"])
+                    ns(p.metrics.ns_per_load),
+                    ns(p.metrics.ns_per_load_min),
+                    ns(p.metrics.ns_per_load_max)
                 )
             })));
             if k > 1 {
                 let each: Vec<String> = here
                     .iter()
-                    .filter(|m| !is_aggregate(m))
-                    .map(|m| ns(m.metrics["ns_per_load"]))
+                    .filter(|p| p.labels.thread != AllOr::All)
+                    .map(|p| ns(p.metrics.ns_per_load))
                     .collect();
                 row.push(Cell::new(each.join(" / ")));
             }
@@ -280,25 +266,24 @@ fn render_chase(out: &mut String, record: &RunRecord) {
 }
 
 fn render_strided(out: &mut String, record: &RunRecord) {
-    let strided: Vec<&Measurement> = record
+    // The aggregates of each point, with their names (read or write).
+    let strided: Vec<(&str, Point<Strided>)> = record
         .measurements
         .iter()
-        .filter(|m| m.name.starts_with("strided-") && is_aggregate(m))
+        .filter_map(|m| Some((m.name.as_str(), m.read::<Strided>()?)))
+        .filter(|(_, p)| p.labels.thread == AllOr::All)
         .collect();
     if strided.is_empty() {
         return;
     }
-    let counts: BTreeSet<u64> = strided
+    let counts: BTreeSet<usize> = strided.iter().map(|(_, p)| p.labels.threads).collect();
+    let strides: BTreeSet<usize> = strided
         .iter()
-        .filter_map(|m| label_u64(m, "threads"))
+        .filter_map(|(_, p)| p.labels.stride_bytes)
         .collect();
-    let strides: BTreeSet<u64> = strided
+    let sizes: BTreeSet<usize> = strided
         .iter()
-        .filter_map(|m| label_u64(m, "stride_bytes"))
-        .collect();
-    let sizes: BTreeSet<u64> = strided
-        .iter()
-        .filter_map(|m| label_u64(m, "working_set_bytes"))
+        .map(|(_, p)| p.labels.working_set_bytes)
         .collect();
     for &k in &counts {
         let _ = writeln!(
@@ -315,12 +300,12 @@ fn render_strided(out: &mut String, record: &RunRecord) {
         header.extend(strides.iter().map(|s| format!("{s} B")));
         header.push("GB/s (lines, 64 B stride read)".into());
         table.set_header(header);
-        let find = |name: &str, size: u64, stride: u64| {
-            strided.iter().find(|m| {
-                m.name == name
-                    && label_u64(m, "working_set_bytes") == Some(size)
-                    && label_u64(m, "stride_bytes") == Some(stride)
-                    && label_u64(m, "threads") == Some(k)
+        let find = |name: &str, size: usize, stride: usize| {
+            strided.iter().map(|(n, p)| (*n, p)).find(|(n, p)| {
+                *n == name
+                    && p.labels.working_set_bytes == size
+                    && p.labels.stride_bytes == Some(stride)
+                    && p.labels.threads == k
             })
         };
         let mut any_short = false;
@@ -328,19 +313,20 @@ fn render_strided(out: &mut String, record: &RunRecord) {
             let mut row = vec![Cell::new(bytes(size))];
             for &stride in &strides {
                 let fig = |name| {
-                    find(name, size, stride).map_or("-".into(), |m| ns(m.metrics["ns_per_access"]))
+                    find(name, size, stride)
+                        .map_or("-".into(), |(_, p)| ns(p.metrics.ns_per_access))
                 };
                 let short = size / stride < SHORT_PASS;
                 any_short |= short;
                 row.push(Cell::new(format!(
                     "{}{} / {}",
                     if short { "*" } else { "" },
-                    fig("strided-read"),
-                    fig("strided-write")
+                    fig(STRIDED_READ),
+                    fig(STRIDED_WRITE)
                 )));
             }
-            let bw = find("strided-read", size, 64).map_or("-".into(), |m| {
-                format!("{:.1}", m.metrics["line_bytes_per_s"] / 1e9)
+            let bw = find(STRIDED_READ, size, 64).map_or("-".into(), |(_, p)| {
+                format!("{:.1}", p.metrics.line_bytes_per_s / 1e9)
             });
             row.push(Cell::new(bw));
             table.add_row(row);
@@ -358,54 +344,57 @@ fn render_strided(out: &mut String, record: &RunRecord) {
 }
 
 fn render_stages(out: &mut String, record: &RunRecord) {
-    let caches: Vec<&Measurement> = record
+    let caches: Vec<Point<Cache>> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "cache")
+        .filter_map(|m| m.read::<Cache>())
         .collect();
-    let knees: Vec<&Measurement> = record
+    let knees: Vec<Point<Knee>> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "knee")
+        .filter_map(|m| m.read::<Knee>())
         .collect();
-    let chase_ran = record.measurements.iter().any(|m| m.name == "chase");
+    let chase_ran = record.measurements.iter().any(|m| m.is::<Chase>());
     if !chase_ran || (caches.is_empty() && knees.is_empty()) {
         return;
     }
+    let knee_ratio = record
+        .parameters_as::<memlat::ParamsRecord>()
+        .map_or(1.5, |p| p.knee_ratio);
     let _ = writeln!(
         out,
         "\ncache stages: the kernel's caches beside the knees of the 1-thread chase \
-         (a rise of more than {}x between working sets):",
-        record.parameters["knee_ratio"].as_f64().unwrap_or(1.5)
+         (a rise of more than {knee_ratio}x between working sets):"
     );
-    let knee_text = |k: &Measurement| {
+    let knee_text = |k: &Point<Knee>| {
         format!(
             "knee between {} and {} (measured): {} -> {} ns",
-            bytes(label_u64(k, "lower_bytes").unwrap_or(0)),
-            bytes(label_u64(k, "upper_bytes").unwrap_or(0)),
-            ns(k.metrics["ns_below"]),
-            ns(k.metrics["ns_above"])
+            bytes(k.labels.lower_bytes),
+            bytes(k.labels.upper_bytes),
+            ns(k.metrics.ns_below),
+            ns(k.metrics.ns_above)
         )
     };
     for c in &caches {
-        let name = c.labels["cache"].as_str().unwrap_or("?");
-        let size = bytes(label_u64(c, "cache_bytes").unwrap_or(0));
-        let shared = c.labels["shared_cpus"].as_str().unwrap_or("");
+        let CacheLabels {
+            cache: name,
+            cache_bytes,
+            shared_cpus: shared,
+        } = &c.labels;
+        let size = memlat::format_bytes(*cache_bytes);
         let scope = if shared.contains(['-', ',']) {
             format!(" (kernel, shared by CPUs {shared})")
         } else {
             " (kernel)".to_string()
         };
-        let knee = knees
-            .iter()
-            .find(|k| k.labels.get("cache").and_then(|v| v.as_str()) == Some(name));
+        let knee = knees.iter().find(|k| k.labels.cache.as_ref() == Some(name));
         let _ = writeln!(
             out,
             "  {name} {size}{scope} ~ {}",
-            knee.map_or("no knee measured near it".to_string(), |k| knee_text(k))
+            knee.map_or("no knee measured near it".to_string(), knee_text)
         );
     }
-    for k in knees.iter().filter(|k| !k.labels.contains_key("cache")) {
+    for k in knees.iter().filter(|k| k.labels.cache.is_none()) {
         let _ = writeln!(
             out,
             "  {}; no kernel-reported cache of that size (TLB reach or a shared cache's \

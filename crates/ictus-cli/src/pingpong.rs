@@ -10,7 +10,8 @@ use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::{Measurement, RunRecord};
+use ictus_probe::record::RunRecord;
+use ictus_probe::view::pingpong::Handoff;
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -146,17 +147,13 @@ fn micros(ns: Option<f64>) -> String {
         .map_or_else(|| "-".into(), |v| format!("{:.1}", v / 1_000.0))
 }
 
-fn label<'a>(m: &'a Measurement, key: &str) -> &'a str {
-    m.labels.get(key).and_then(|v| v.as_str()).unwrap_or("?")
-}
-
 /// The human view: one row per primitive and placement.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
-    let p = &record.parameters;
-    let length = match (p["loops"].as_u64(), p["duration_ns"].as_u64()) {
-        (Some(n), _) => format!("{n} round trips"),
-        (None, Some(d)) => format!("{}", Nanos::new(d)),
+    let p = record.parameters_as::<pingpong::ParamsRecord>();
+    let length = match p.as_ref().map(|p| (p.loops, p.duration_ns)) {
+        Some((Some(n), _)) => format!("{n} round trips"),
+        Some((None, Some(d))) => format!("{}", Nanos::new(d)),
         _ => "?".into(),
     };
     let policy = record
@@ -166,8 +163,8 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let _ = writeln!(
         out,
         "pingpong: 2 threads, policy {policy}, {length} per point after {} warm-up, {}{}",
-        Nanos::new(p["warmup_ns"].as_u64().unwrap_or(0)),
-        if p["cpu_load"].as_bool().unwrap_or(false) {
+        Nanos::new(p.as_ref().map_or(0, |p| p.warmup_ns)),
+        if p.as_ref().is_some_and(|p| p.cpu_load) {
             "with a SCHED_OTHER spinner on each measured CPU"
         } else {
             "no CPU load"
@@ -196,25 +193,19 @@ pub(crate) fn render(record: &RunRecord) -> String {
     header.extend(latency);
     table.set_header(header);
     for m in &record.measurements {
-        let cpus = m.labels.get("cpus").and_then(|v| v.as_array()).map_or_else(
-            || "?".into(),
-            |c| {
-                c.iter()
-                    .map(|v| v.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-        );
-        let metric = |k: &str| m.metrics.get(k).copied();
+        let Some(p) = m.read::<Handoff>() else {
+            continue;
+        };
+        let [a, b] = p.labels.cpus;
         let mut row = vec![
-            Cell::new(label(m, "primitive")),
-            Cell::new(label(m, "placement")),
-            Cell::new(cpus),
-            Cell::new(metric("round_trips_per_s").map_or("-".into(), |r| format!("{r:.0}"))),
+            Cell::new(p.labels.primitive),
+            Cell::new(p.labels.placement),
+            Cell::new(format!("{a},{b}")),
+            Cell::new(format!("{:.0}", p.metrics.round_trips_per_s)),
             Cell::new(format!(
                 "{} ± {}",
-                micros(metric("round_trip_mean_ns")),
-                micros(metric("round_trip_stddev_ns"))
+                micros(p.metrics.round_trip_mean_ns),
+                micros(p.metrics.round_trip_stddev_ns)
             )),
         ];
         if let Some(l) = &m.latency {
@@ -226,12 +217,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
     }
     common::right_align(&mut table, 2);
     let _ = writeln!(out, "{table}");
-    if let Some(skipped) = p["skipped"].as_array().filter(|s| !s.is_empty()) {
-        let names: Vec<_> = skipped.iter().filter_map(|s| s.as_str()).collect();
+    if let Some(skipped) = p.map(|p| p.skipped).filter(|s| !s.is_empty()) {
         let _ = writeln!(
             out,
             "not run: {} (yield means nothing across CPUs)",
-            names.join(", ")
+            skipped.join(", ")
         );
     }
     let refused: Vec<_> = record

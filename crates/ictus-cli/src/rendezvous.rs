@@ -10,6 +10,8 @@ use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
 use ictus_probe::rendezvous::{self, RendezvousParams, Spacing};
+use ictus_probe::view::Point;
+use ictus_probe::view::rendezvous::{CachelineRoundTrip, Rendezvous};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs};
@@ -84,20 +86,25 @@ pub(crate) fn run(args: &RendezvousArgs, progress: &Arc<Progress>) -> Result<(),
     common::measure(bar, progress, &args.sched, &args.out, probe, render)
 }
 
+/// `v` with `decimals` decimals, or `-` when it was not measured.
+fn fixed(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.decimals$}"))
+}
+
 /// Seed 000 Table 6's shape: rate by thread count and spacing, then the distributions.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = common::headline(record);
     if let Some(rt) = record
         .measurements
         .iter()
-        .find(|m| m.name == "cacheline-round-trip")
+        .find_map(|m| m.read::<CachelineRoundTrip>())
     {
         let _ = writeln!(
             out,
-            "bare cache-line round trip on CPUs {}: {:.0} ns ({:.2} M/s)",
-            rt.labels["cpus"].as_str().unwrap_or("?"),
-            rt.metrics["ns_per_round_trip"],
-            rt.metrics["round_trips_per_s"] / 1e6
+            "bare cache-line round trip on CPUs {}: {:.0} ns ({} M/s)",
+            rt.labels.cpus,
+            rt.metrics.ns_per_round_trip,
+            fixed(rt.metrics.round_trips_per_s.map(|r| r / 1e6), 2)
         );
     }
     let _ = writeln!(
@@ -108,18 +115,17 @@ pub(crate) fn render(record: &RunRecord) -> String {
     let mut header = vec!["threads", "flags", "payload", "kHz", "ns each", "vs limit"];
     header.extend(common::latency_header_without_missed());
     table.set_header(header);
-    for m in record
-        .measurements
-        .iter()
-        .filter(|m| m.name == "rendezvous")
-    {
+    for m in &record.measurements {
+        let Some(Point { labels, metrics }) = m.read::<Rendezvous>() else {
+            continue;
+        };
         let mut row = vec![
-            Cell::new(&m.labels["threads"]),
-            Cell::new(m.labels["spacing"].as_str().unwrap_or("?")),
-            Cell::new(format!("{} B", m.labels["payload_bytes"])),
-            Cell::new(format!("{:.0}", m.metrics["rendezvous_per_s"] / 1e3)),
-            Cell::new(format!("{:.0}", m.metrics["ns_per_rendezvous"])),
-            Cell::new(format!("{:.2}x", m.metrics["vs_cacheline_limit"])),
+            Cell::new(labels.threads),
+            Cell::new(labels.spacing),
+            Cell::new(format!("{} B", labels.payload_bytes)),
+            Cell::new(fixed(metrics.rendezvous_per_s.map(|r| r / 1e3), 0)),
+            Cell::new(fixed(metrics.ns_per_rendezvous, 0)),
+            Cell::new(format!("{}x", fixed(metrics.vs_cacheline_limit, 2))),
         ];
         if let Some(l) = &m.latency {
             row.extend(common::latency_cells_without_missed(l));

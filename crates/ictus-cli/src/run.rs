@@ -13,11 +13,22 @@ use std::time::Duration;
 use clap::Args;
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus_core::{Nanos, Percentile};
+use ictus_exec::link::HostReport;
+use ictus_exec::run::SubsystemReport;
 use ictus_exec::run::{self as exec_run, Distribution, LiveStatus, RunOptions, RunReport};
+use ictus_exec::schedule::{Process, WaitSpec};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::{LatencyResult, Measurement, RunRecord};
 use ictus_probe::session::Session;
+use ictus_probe::view::run::{
+    CellLatency, CellMetrics, EXECUTION_TIME, ForwardDelay, ForwardMetrics, Frames, FramesLabels,
+    FramesMetrics, HostClock, HostLabels, RELEASE_JITTER, Stress, StressMetrics, Subsystem,
+    SubsystemLabels, SubsystemMetrics, TickArrival, TickMetrics,
+};
+use ictus_probe::view::{Empty, Point};
+use ictus_shield::class::Class;
+use serde::{Deserialize, Serialize};
 
 use crate::Failure;
 use crate::args::OutputArgs;
@@ -342,7 +353,8 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
-    let mut record = session.finish("run", &parameters(&schedule, how.duration), progress);
+    let parameters = parameters(&schedule, how.duration, &report.events);
+    let mut record = session.finish("run", &parameters, progress);
     fill(&mut record, &report);
     common::emit(&record, how.out, render)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
@@ -403,30 +415,77 @@ fn status_line(s: &LiveStatus) -> String {
     line
 }
 
-fn parameters(schedule: &Schedule, duration: Option<Duration>) -> serde_json::Value {
-    serde_json::json!({
-        "schedule": schedule.path.display().to_string(),
-        "name": schedule.name,
-        "tick_ns": schedule.tick.as_u64(),
-        "major_frame": schedule.major_frame,
-        "wait": schedule.wait,
-        "duration_ns": duration.map(|d| Nanos::from(d).as_u64()),
-        "hosts": schedule.hosts.iter().map(|h| serde_json::json!({
-            "name": h.name,
-            "address": h.address.to_string(),
-        })).collect::<Vec<_>>(),
-        "subsystems": schedule.subsystems.iter().map(|s| serde_json::json!({
-            "name": s.name,
-            "start": s.start,
-            "period": s.period,
-            "cpu": s.cpu,
-            "class": s.class,
-            "process": s.process,
-            "builtin": s.builtin,
-            "group": s.group,
-            "host": schedule.hosts.get(s.host).map(|h| h.name.as_str()),
-        })).collect::<Vec<_>>(),
-    })
+/// The parameters of a run as recorded (units in the key names), and as [`render`]
+/// reads them back.
+#[derive(Serialize, Deserialize)]
+struct RunParams {
+    schedule: String,
+    name: String,
+    tick_ns: u64,
+    major_frame: u64,
+    wait: WaitSpec,
+    duration_ns: Option<u64>,
+    hosts: Vec<HostParams>,
+    subsystems: Vec<SubsystemParams>,
+    /// What happened during the run, when anything did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    events: Vec<String>,
+}
+
+/// A host of the schedule, as recorded.
+#[derive(Serialize, Deserialize)]
+struct HostParams {
+    name: String,
+    address: String,
+}
+
+/// A subsystem of the schedule, as recorded.
+#[derive(Serialize, Deserialize)]
+struct SubsystemParams {
+    name: String,
+    start: u64,
+    period: u64,
+    cpu: Option<usize>,
+    class: Class,
+    process: Process,
+    builtin: Option<String>,
+    group: Option<String>,
+    host: Option<String>,
+}
+
+fn parameters(schedule: &Schedule, duration: Option<Duration>, events: &[String]) -> RunParams {
+    RunParams {
+        schedule: schedule.path.display().to_string(),
+        name: schedule.name.clone(),
+        tick_ns: schedule.tick.as_u64(),
+        major_frame: schedule.major_frame,
+        wait: schedule.wait,
+        duration_ns: duration.map(|d| Nanos::from(d).as_u64()),
+        hosts: schedule
+            .hosts
+            .iter()
+            .map(|h| HostParams {
+                name: h.name.clone(),
+                address: h.address.to_string(),
+            })
+            .collect(),
+        subsystems: schedule
+            .subsystems
+            .iter()
+            .map(|s| SubsystemParams {
+                name: s.name.clone(),
+                start: s.start,
+                period: s.period,
+                cpu: s.cpu,
+                class: s.class.clone(),
+                process: s.process.clone(),
+                builtin: s.builtin.clone(),
+                group: s.group.clone(),
+                host: schedule.hosts.get(s.host).map(|h| h.name.clone()),
+            })
+            .collect(),
+        events: events.to_vec(),
+    }
 }
 
 fn latency(d: &Distribution, missed: u64, longest: u64) -> LatencyResult {
@@ -446,99 +505,127 @@ pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
     record.complete = record.complete && report.complete;
     record.warnings.extend(report.warnings.iter().cloned());
     for s in &report.subsystems {
-        let labels = |m: Measurement| {
-            let mut m = m
-                .label("subsystem", s.name.as_str())
-                .label("process", s.process.as_str())
-                .label("start_frame", s.start)
-                .label("period_frames", s.period);
-            if let Some(cpu) = s.cpu {
-                m = m.label("cpu", cpu);
-            }
-            if let Some(o) = &s.outcome {
-                m = m
-                    .label("class", o.class_obtained.as_str())
-                    .label("policy", o.policy.as_str());
-            }
-            if let Some(c) = &s.crashed {
-                m = m.label("crashed", c.as_str());
-            }
-            m.metric("releases_due", s.releases_due as f64)
-                .metric("frames_run", s.frames_run as f64)
-                .metric("overruns", s.overruns as f64)
-                .metric("longest_overrun_streak", s.longest_overrun_streak as f64)
-                .metric("lost_frames", s.lost as f64)
-        };
-        let mut jitter = labels(Measurement::new("release-jitter"));
-        let mut exec = labels(Measurement::new("execution-time"));
-        if let Some(o) = &s.outcome {
-            jitter = jitter.with_latency(latency(&o.jitter, s.overruns, s.longest_overrun_streak));
-            exec = exec.with_latency(latency(&o.exec, s.overruns, s.longest_overrun_streak));
-            if let Some(m) = o.hybrid_margin_ns {
-                jitter = jitter.metric("hybrid_margin_ns", m as f64);
-            }
-        }
+        let (jitter, exec) = subsystem_measurements(s);
         record.measurements.push(jitter);
         record.measurements.push(exec);
     }
-    let mut run = Measurement::new("frames")
-        .label("tick_ns", report.tick_ns)
-        .label("major_frame", report.major_frame)
-        .label("wait", report.wait.as_str())
-        .metric("frames", report.frames as f64);
+    let labels = FramesLabels {
+        tick_ns: report.tick_ns,
+        major_frame: report.major_frame,
+        wait: report.wait.clone(),
+    };
+    let metrics = FramesMetrics {
+        frames: report.frames as f64,
+    };
+    let mut run = Point::<Frames>::new(labels, metrics).measurement();
+    // One figure per state of the schedule: the keys are the schedule's own names.
     for (state, frames) in &report.state_frames {
         run = run.metric(&format!("{state}_frames"), *frames as f64);
     }
     record.measurements.push(run);
     if let Some(st) = &report.stress {
-        record.measurements.push(
-            Measurement::new("stress")
-                .metric("run_frames", st.run_frames as f64)
-                .metric("final_value", st.final_value as f64)
-                .metric("missed_frames", st.missed_frames as f64)
-                .metric("incoherent_cells", st.incoherent_cells as f64),
-        );
+        let metrics = StressMetrics {
+            run_frames: st.run_frames as f64,
+            final_value: st.final_value as f64,
+            missed_frames: st.missed_frames as f64,
+            incoherent_cells: st.incoherent_cells as f64,
+        };
+        record
+            .measurements
+            .push(Point::<Stress>::new(Empty {}, metrics).measurement());
     }
     for h in &report.hosts {
-        let labels = |m: Measurement| {
-            m.label("host", h.name.as_str())
-                .label("role", h.role.as_str())
-                .metric("clock_offset_ns", h.clock_offset_ns as f64)
-                .metric("clock_uncertainty_ns", h.clock_uncertainty_ns as f64)
-        };
-        let mut tick = labels(Measurement::new("tick-arrival"))
-            .metric("ticks_received", h.ticks as f64)
-            .metric(
-                if h.role == "main" {
-                    "ticks_sent"
-                } else {
-                    "ticks_missing"
-                },
-                h.ticks_sent_or_missing as f64,
-            )
-            .metric("bytes_sent", h.bytes_sent as f64);
-        if let Some(d) = &h.tick_lateness {
-            tick = tick.with_latency(latency(d, 0, 0));
-        }
-        record.measurements.push(tick);
-        let mut cells = labels(Measurement::new("cell-latency"))
-            .metric("cells_sent", h.cells_sent as f64)
-            .metric("cells_received", h.cells_received as f64);
-        if let Some(d) = &h.cell_latency {
-            cells = cells.with_latency(latency(d, 0, 0));
-        }
-        record.measurements.push(cells);
-        if let Some(d) = &h.forward_delay {
-            record.measurements.push(
-                labels(Measurement::new("forward-delay"))
-                    .metric("cells_sent", h.cells_sent as f64)
-                    .with_latency(latency(d, 0, 0)),
-            );
-        }
+        record.measurements.extend(host_measurements(h));
     }
+    record.headline = Some(headline(report));
+}
+
+/// A subsystem's `release-jitter` and `execution-time` measurements.
+fn subsystem_measurements(s: &SubsystemReport) -> (Measurement, Measurement) {
+    let labels = SubsystemLabels {
+        subsystem: s.name.clone(),
+        process: s.process.clone(),
+        start_frame: s.start,
+        period_frames: s.period,
+        cpu: s.cpu,
+        class: s.outcome.as_ref().map(|o| o.class_obtained.clone()),
+        policy: s.outcome.as_ref().map(|o| o.policy.clone()),
+        crashed: s.crashed.clone(),
+    };
+    let metrics = SubsystemMetrics {
+        releases_due: s.releases_due as f64,
+        frames_run: s.frames_run as f64,
+        overruns: s.overruns as f64,
+        longest_overrun_streak: s.longest_overrun_streak as f64,
+        lost_frames: s.lost as f64,
+        hybrid_margin_ns: None,
+    };
+    let mut point = Point::<Subsystem>::new(labels, metrics);
+    let mut exec = point.measurement_named(EXECUTION_TIME);
+    point.metrics.hybrid_margin_ns = s
+        .outcome
+        .as_ref()
+        .and_then(|o| o.hybrid_margin_ns)
+        .map(|m| m as f64);
+    let mut jitter = point.measurement_named(RELEASE_JITTER);
+    if let Some(o) = &s.outcome {
+        jitter = jitter.with_latency(latency(&o.jitter, s.overruns, s.longest_overrun_streak));
+        exec = exec.with_latency(latency(&o.exec, s.overruns, s.longest_overrun_streak));
+    }
+    (jitter, exec)
+}
+
+/// A host's link figures: its ticks, its cells, and what it forwarded.
+fn host_measurements(h: &HostReport) -> Vec<Measurement> {
+    let labels = HostLabels {
+        host: h.name.clone(),
+        role: h.role.clone(),
+    };
+    let clock = HostClock {
+        clock_offset_ns: h.clock_offset_ns as f64,
+        clock_uncertainty_ns: h.clock_uncertainty_ns as f64,
+    };
+    let main = labels.is_main();
+    let ticks = TickMetrics {
+        clock: clock.clone(),
+        ticks_received: h.ticks as f64,
+        ticks_sent: main.then_some(h.ticks_sent_or_missing as f64),
+        ticks_missing: (!main).then_some(h.ticks_sent_or_missing as f64),
+        bytes_sent: h.bytes_sent as f64,
+    };
+    let mut tick = Point::<TickArrival>::new(labels.clone(), ticks).measurement();
+    if let Some(d) = &h.tick_lateness {
+        tick = tick.with_latency(latency(d, 0, 0));
+    }
+    let cells = CellMetrics {
+        clock: clock.clone(),
+        cells_sent: h.cells_sent as f64,
+        cells_received: h.cells_received as f64,
+    };
+    let mut cell = Point::<CellLatency>::new(labels.clone(), cells).measurement();
+    if let Some(d) = &h.cell_latency {
+        cell = cell.with_latency(latency(d, 0, 0));
+    }
+    let mut out = vec![tick, cell];
+    if let Some(d) = &h.forward_delay {
+        let forwarded = ForwardMetrics {
+            clock,
+            cells_sent: h.cells_sent as f64,
+        };
+        out.push(
+            Point::<ForwardDelay>::new(labels, forwarded)
+                .measurement()
+                .with_latency(latency(d, 0, 0)),
+        );
+    }
+    out
+}
+
+/// The run in one line: the stress check's outcome, or the frames and what was lost.
+fn headline(report: &RunReport) -> String {
     let overruns: u64 = report.subsystems.iter().map(|s| s.overruns).sum();
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
-    record.headline = Some(match &report.stress {
+    match &report.stress {
         Some(st) => format!(
             "stress: {} frames in RUN at {}, final value {}: {} missed frames ({} overruns, {} lost)",
             st.run_frames,
@@ -555,23 +642,20 @@ pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
             overruns,
             lost
         ),
-    });
-    if !report.events.is_empty() {
-        record.parameters["events"] = serde_json::json!(report.events);
     }
 }
 
 /// The human view: one row per subsystem, the stress check, the events.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
-    let p = &record.parameters;
+    let p = record.parameters_as::<RunParams>();
     let _ = writeln!(
         out,
         "run {}: tick {}, major frame {} ticks, wait {}",
-        p["name"].as_str().unwrap_or("?"),
-        Nanos::new(p["tick_ns"].as_u64().unwrap_or(0)),
-        p["major_frame"].as_u64().unwrap_or(0),
-        p["wait"]["mode"].as_str().unwrap_or("?"),
+        p.as_ref().map_or("?", |p| &p.name),
+        Nanos::new(p.as_ref().map_or(0, |p| p.tick_ns)),
+        p.as_ref().map_or(0, |p| p.major_frame),
+        p.as_ref().map_or("?", |p| p.wait.mode(Nanos::ZERO).name()),
     );
     let mut table = Table::new();
     table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
@@ -588,65 +672,50 @@ pub(crate) fn render(record: &RunRecord) -> String {
         "exec p99 us",
         "exec max us",
     ]);
-    let mut by_name: BTreeMap<String, (Option<&Measurement>, Option<&Measurement>)> =
-        BTreeMap::new();
+    // Per subsystem: its release jitter (read), then its execution time.
+    type Pair<'a> = (
+        Option<(&'a Measurement, Point<Subsystem>)>,
+        Option<&'a Measurement>,
+    );
+    let mut by_name: BTreeMap<String, Pair<'_>> = BTreeMap::new();
     for m in &record.measurements {
-        let Some(name) = m.labels.get("subsystem").and_then(|v| v.as_str()) else {
+        let Some(point) = m.read::<Subsystem>() else {
             continue;
         };
-        let e = by_name.entry(name.to_string()).or_default();
+        let e = by_name.entry(point.labels.subsystem.clone()).or_default();
         match m.name.as_str() {
-            "release-jitter" => e.0 = Some(m),
-            "execution-time" => e.1 = Some(m),
+            RELEASE_JITTER => e.0 = Some((m, point)),
+            EXECUTION_TIME => e.1 = Some(m),
             _ => {}
         }
     }
-    let order: Vec<String> = p["subsystems"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s["name"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    for name in order {
-        let Some((Some(j), e)) = by_name.get(&name) else {
+    let order = p.as_ref().map_or(&[][..], |p| &p.subsystems);
+    for name in order.iter().map(|s| &s.name) {
+        let Some((Some((j, point)), e)) = by_name.get(name) else {
             continue;
         };
-        let metric = |k: &str| j.metrics.get(k).copied().unwrap_or(0.0) as u64;
-        let pct = |m: Option<&Measurement>, p: Option<Percentile>| {
-            common::micros(m.and_then(|m| m.latency.as_ref()).and_then(|l| match p {
-                Some(p) => l.summary.percentile(p),
-                None => l.summary.max_ns,
-            }))
-        };
-        let label = |k: &str| {
-            j.labels
-                .get(k)
-                .and_then(|v| v.as_str())
-                .unwrap_or("-")
-                .to_string()
-        };
-        let mut process = label("process");
-        if let Some(c) = j.labels.get("crashed").and_then(|v| v.as_str()) {
+        let (labels, metrics) = (&point.labels, &point.metrics);
+        let mut process = labels.process.clone();
+        if let Some(c) = &labels.crashed {
             let _ = write!(process, " ({c})");
         }
+        let count = |v: f64| v as u64;
         table.add_row(vec![
-            Cell::new(&name),
+            Cell::new(name),
             Cell::new(process),
-            Cell::new(label("class")),
-            Cell::new(metric("frames_run")),
-            Cell::new(metric("releases_due")),
+            Cell::new(labels.class.as_deref().unwrap_or("-")),
+            Cell::new(count(metrics.frames_run)),
+            Cell::new(count(metrics.releases_due)),
             Cell::new(format!(
                 "{} ({})",
-                metric("overruns"),
-                metric("longest_overrun_streak")
+                count(metrics.overruns),
+                count(metrics.longest_overrun_streak)
             )),
-            Cell::new(metric("lost_frames")),
-            Cell::new(pct(Some(j), Some(Percentile::P99))),
-            Cell::new(pct(Some(j), None)),
-            Cell::new(pct(*e, Some(Percentile::P99))),
-            Cell::new(pct(*e, None)),
+            Cell::new(count(metrics.lost_frames)),
+            Cell::new(percentile(Some(j), Some(Percentile::P99))),
+            Cell::new(percentile(Some(j), None)),
+            Cell::new(percentile(*e, Some(Percentile::P99))),
+            Cell::new(percentile(*e, None)),
         ]);
     }
     for col in 3..table.column_count() {
@@ -658,10 +727,8 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(hosts) = hosts_table(record) {
         let _ = writeln!(out, "{hosts}");
     }
-    if let Some(events) = p["events"].as_array() {
-        for e in events {
-            let _ = writeln!(out, "event: {}", e.as_str().unwrap_or(""));
-        }
+    for e in p.iter().flat_map(|p| &p.events) {
+        let _ = writeln!(out, "event: {e}");
     }
     if let Some(h) = &record.headline {
         let _ = writeln!(out, "{h}");
@@ -669,21 +736,22 @@ pub(crate) fn render(record: &RunRecord) -> String {
     out
 }
 
+/// A percentile of `m`'s latency (the max for `None`) in microseconds, or `-`.
+fn percentile(m: Option<&Measurement>, p: Option<Percentile>) -> String {
+    common::micros(m.and_then(|m| m.latency.as_ref()).and_then(|l| match p {
+        Some(p) => l.summary.percentile(p),
+        None => l.summary.max_ns,
+    }))
+}
+
 /// The link figures of a run across hosts: one row per host.
 fn hosts_table(record: &RunRecord) -> Option<Table> {
-    let find = |name: &str, host: &str| {
-        record
-            .measurements
-            .iter()
-            .find(|m| m.name == name && m.labels.get("host").and_then(|v| v.as_str()) == Some(host))
-    };
-    let hosts: Vec<&str> = record
+    let ticks: Vec<(&Measurement, Point<TickArrival>)> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "tick-arrival")
-        .filter_map(|m| m.labels.get("host").and_then(|v| v.as_str()))
+        .filter_map(|m| Some((m, m.read::<TickArrival>()?)))
         .collect();
-    if hosts.is_empty() {
+    if ticks.is_empty() {
         return None;
     }
     let mut table = Table::new();
@@ -702,50 +770,46 @@ fn hosts_table(record: &RunRecord) -> Option<Table> {
         "cell max us",
         "bytes sent",
     ]);
-    for host in hosts {
-        let (Some(t), c) = (find("tick-arrival", host), find("cell-latency", host)) else {
-            continue;
-        };
-        let metric = |m: Option<&Measurement>, k: &str| {
-            m.and_then(|m| m.metrics.get(k).copied())
-                .map_or("-".to_string(), |v| format!("{v:.0}"))
-        };
-        let pct = |m: Option<&Measurement>, p: Option<Percentile>| {
-            common::micros(m.and_then(|m| m.latency.as_ref()).and_then(|l| match p {
-                Some(p) => l.summary.percentile(p),
-                None => l.summary.max_ns,
-            }))
-        };
-        let role = t.labels.get("role").and_then(|v| v.as_str()).unwrap_or("-");
-        let ticks = if role == "main" {
-            format!("{} sent", metric(Some(t), "ticks_sent"))
+    for (t, tick) in &ticks {
+        let host = &tick.labels.host;
+        let cell = record
+            .measurements
+            .iter()
+            .filter_map(|m| Some((m, m.read::<CellLatency>()?)))
+            .find(|(_, c)| &c.labels.host == host);
+        let (c, cells) = (cell.as_ref().map(|c| c.0), cell.as_ref().map(|c| &c.1));
+        let figure = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let role = tick.labels.role.as_str();
+        let main = tick.labels.is_main();
+        let ticks = if main {
+            format!("{} sent", figure(tick.metrics.ticks_sent))
         } else {
             format!(
                 "{} ({} missing)",
-                metric(Some(t), "ticks_received"),
-                metric(Some(t), "ticks_missing")
+                figure(Some(tick.metrics.ticks_received)),
+                figure(tick.metrics.ticks_missing)
             )
         };
-        let tick_pct = |p| {
-            if role == "main" {
+        let tick_percentile = |p| {
+            if main {
                 "-".to_string()
             } else {
-                pct(Some(t), p)
+                percentile(Some(t), p)
             }
         };
         table.add_row(vec![
             Cell::new(host),
             Cell::new(role),
             Cell::new(ticks),
-            Cell::new(tick_pct(Some(Percentile::P50))),
-            Cell::new(tick_pct(Some(Percentile::P99))),
-            Cell::new(tick_pct(None)),
-            Cell::new(metric(c, "cells_sent")),
-            Cell::new(metric(c, "cells_received")),
-            Cell::new(pct(c, Some(Percentile::P50))),
-            Cell::new(pct(c, Some(Percentile::P99))),
-            Cell::new(pct(c, None)),
-            Cell::new(metric(Some(t), "bytes_sent")),
+            Cell::new(tick_percentile(Some(Percentile::P50))),
+            Cell::new(tick_percentile(Some(Percentile::P99))),
+            Cell::new(tick_percentile(None)),
+            Cell::new(figure(cells.map(|c| c.metrics.cells_sent))),
+            Cell::new(figure(cells.map(|c| c.metrics.cells_received))),
+            Cell::new(percentile(c, Some(Percentile::P50))),
+            Cell::new(percentile(c, Some(Percentile::P99))),
+            Cell::new(percentile(c, None)),
+            Cell::new(figure(Some(tick.metrics.bytes_sent))),
         ]);
     }
     for col in 2..table.column_count() {
@@ -772,4 +836,175 @@ pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {
         return Err(Failure::usage(anyhow::anyhow!("{err}")));
     }
     crate::say(&(reply + "\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ictus_exec::run::StressReport;
+    use ictus_probe::provenance::Provenance;
+    use ictus_probe::record::Obtained;
+
+    fn report() -> RunReport {
+        let host = |name: &str, role: &str, ticks: u64, other: u64| HostReport {
+            name: name.into(),
+            role: role.into(),
+            ticks,
+            ticks_sent_or_missing: other,
+            cells_sent: 10,
+            cells_received: 9,
+            bytes_sent: 4096,
+            ..HostReport::default()
+        };
+        RunReport {
+            name: "ring".into(),
+            schedule: "ring.toml".into(),
+            tick_ns: 1_000_000,
+            major_frame: 2,
+            wait: "hybrid".into(),
+            frames: 400,
+            state_frames: BTreeMap::from([("run".into(), 400)]),
+            transitions: Vec::new(),
+            subsystems: vec![SubsystemReport {
+                name: "p".into(),
+                process: "own".into(),
+                start: 0,
+                period: 2,
+                cpu: Some(1),
+                releases_due: 200,
+                frames_run: 199,
+                overruns: 1,
+                longest_overrun_streak: 1,
+                lost: 3,
+                crashed: Some("killed by signal 9".into()),
+                outcome: None,
+            }],
+            stress: Some(StressReport {
+                run_frames: 400,
+                counters: Vec::new(),
+                final_value: 388,
+                missed_frames: 12,
+                incoherent_cells: 0,
+            }),
+            warnings: Vec::new(),
+            events: vec!["pause at frame 10".into()],
+            complete: true,
+            hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
+        }
+    }
+
+    fn params(events: Vec<String>) -> RunParams {
+        RunParams {
+            schedule: "ring.toml".into(),
+            name: "ring".into(),
+            tick_ns: 1_000_000,
+            major_frame: 2,
+            wait: WaitSpec::Hybrid { margin: None },
+            duration_ns: None,
+            hosts: Vec::new(),
+            subsystems: vec![SubsystemParams {
+                name: "p".into(),
+                start: 0,
+                period: 2,
+                cpu: Some(1),
+                class: Class::Normal,
+                process: Process::Own,
+                builtin: Some("increment".into()),
+                group: None,
+                host: None,
+            }],
+            events,
+        }
+    }
+
+    #[test]
+    fn what_fill_writes_the_render_reads_back() {
+        let report = report();
+        let parameters = serde_json::to_value(params(report.events.clone())).unwrap();
+        let mut sut = RunRecord::new(
+            "run",
+            Provenance::capture(Vec::new()),
+            parameters,
+            Obtained::default(),
+        );
+        fill(&mut sut, &report);
+        let names: Vec<&str> = sut.measurements.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "release-jitter",
+                "execution-time",
+                "frames",
+                "stress",
+                "tick-arrival",
+                "cell-latency",
+                "tick-arrival",
+                "cell-latency"
+            ]
+        );
+        let frames = &sut.measurements[2];
+        assert_eq!(frames.read::<Frames>().unwrap().metrics.frames, 400.0);
+        assert_eq!(frames.metrics["run_frames"], 400.0);
+        let text = render(&sut);
+        assert!(
+            text.starts_with("run ring: tick 1.00 ms, major frame 2 ticks, wait hybrid\n"),
+            "{text}"
+        );
+        let row = |first: &str| -> Vec<String> {
+            let line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(first))
+                .unwrap_or_else(|| panic!("no row {first} in\n{text}"));
+            line.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            row("p ")[..7],
+            [
+                "p",
+                "own (killed by signal 9)",
+                "-",
+                "199",
+                "200",
+                "1 (1)",
+                "3"
+            ]
+        );
+        assert_eq!(row("a ")[..3], ["a", "main", "400 sent"]);
+        assert_eq!(row("b ")[..3], ["b", "node", "399 (1 missing)"]);
+        assert_eq!(row("b ")[3..6], ["-", "-", "-"]);
+        assert_eq!(row("b ")[6..8], ["10", "9"]);
+        assert!(text.contains("\nevent: pause at frame 10\n"), "{text}");
+    }
+
+    #[test]
+    fn the_parameters_are_written_as_before() {
+        let sut = serde_json::to_value(params(Vec::new())).unwrap();
+        let keys: Vec<&str> = sut
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "schedule",
+                "name",
+                "tick_ns",
+                "major_frame",
+                "wait",
+                "duration_ns",
+                "hosts",
+                "subsystems"
+            ]
+        );
+        assert_eq!(sut["wait"]["mode"], "hybrid");
+        assert_eq!(sut["subsystems"][0]["class"]["class"], "normal");
+        let with_events = serde_json::to_value(params(vec!["x".into()])).unwrap();
+        assert_eq!(with_events["events"][0], "x");
+    }
 }

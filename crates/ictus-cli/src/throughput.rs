@@ -9,10 +9,13 @@ use clap::{Args, ValueEnum};
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
-use ictus_probe::record::{Measurement, RunRecord};
+use ictus_probe::record::RunRecord;
 use ictus_probe::throughput::{
     self, Length, MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputParams, Transport,
 };
+use ictus_probe::view::Point;
+use ictus_probe::view::rendezvous::CachelineRoundTrip;
+use ictus_probe::view::throughput::{Memcpy, Targets, Transfer};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -175,17 +178,13 @@ pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(),
 }
 
 /// A figure from a measurement, if present.
-fn metric(m: &Measurement, key: &str) -> Option<f64> {
-    m.metrics.get(key).copied().filter(|v| v.is_finite())
-}
-
 /// Microseconds with 0.01 us resolution from a nanosecond figure, or `-`.
 fn micros(ns: Option<f64>) -> String {
     ns.map_or_else(|| "-".into(), |v| format!("{:.2}", v / 1e3))
 }
 
 /// A payload size for tables: `0 B`, `512 B`, `32 KiB`.
-fn size(n: u64) -> String {
+fn size(n: usize) -> String {
     if n >= 1024 && n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
@@ -197,49 +196,40 @@ fn size(n: u64) -> String {
 /// references, then the targets.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = common::headline(record);
-    let memcpy: Vec<(u64, f64)> = record
+    let memcpy: Vec<(usize, f64)> = record
         .measurements
         .iter()
-        .filter(|m| m.name == "memcpy")
-        .filter_map(|m| {
-            Some((
-                m.labels["payload_bytes"].as_u64()?,
-                metric(m, "bytes_per_s")?,
-            ))
-        })
+        .filter_map(|m| m.read::<Memcpy>())
+        .map(|p| (p.labels.payload_bytes, p.metrics.bytes_per_s))
         .collect();
-    let transfers: Vec<&Measurement> = record
+    let transfers: Vec<Point<Transfer>> = record
         .measurements
         .iter()
-        .filter(|m| m.name == throughput::MEASUREMENT)
+        .filter_map(|m| m.read::<Transfer>())
         .collect();
-    let mut groups: Vec<(String, String)> = Vec::new();
-    for m in &transfers {
-        let key = (
-            m.labels["transport"].as_str().unwrap_or("?").to_string(),
-            m.labels["placement"].as_str().unwrap_or("?").to_string(),
-        );
+    let mut groups: Vec<(Transport, Placement)> = Vec::new();
+    for p in &transfers {
+        let key = (p.labels.transport, p.labels.placement);
         if !groups.contains(&key) {
             groups.push(key);
         }
     }
-    for (transport, placement) in &groups {
-        let rows: Vec<&&Measurement> = transfers
+    for &(transport, placement) in &groups {
+        let rows: Vec<&Point<Transfer>> = transfers
             .iter()
-            .filter(|m| m.labels["transport"] == transport.as_str())
-            .filter(|m| m.labels["placement"] == placement.as_str())
+            .filter(|p| p.labels.transport == transport && p.labels.placement == placement)
             .collect();
-        let mode = rows
+        let mode = rows.first().map(|p| p.labels.mode);
+        let cpus = rows
             .first()
-            .and_then(|m| m.labels["mode"].as_str())
-            .unwrap_or("?");
-        let cpus = rows.first().map(|m| m.labels["cpus"].to_string());
+            .map(|p| format!("[{},{}]", p.labels.cpus[0], p.labels.cpus[1]));
         let _ = writeln!(
             out,
-            "\n{transport}, {placement} (CPUs {}), {mode} mode; latencies in microseconds:",
-            cpus.as_deref().unwrap_or("?")
+            "\n{transport}, {placement} (CPUs {}), {} mode; latencies in microseconds:",
+            cpus.as_deref().unwrap_or("?"),
+            mode.map_or("?", Mode::name)
         );
-        let sync = mode == Mode::Sync.name();
+        let sync = mode == Some(Mode::Sync);
         let mut table = common::table();
         let mut header = vec![
             "payload",
@@ -255,25 +245,26 @@ pub(crate) fn render(record: &RunRecord) -> String {
             header.push("one-way (rt/2)");
         }
         table.set_header(header);
-        for m in rows {
-            let n = m.labels["payload_bytes"].as_u64().unwrap_or(0);
-            let rate = metric(m, "bytes_per_s");
+        for p in rows {
+            let n = p.labels.payload_bytes;
+            let m = &p.metrics;
+            let rate = m.bytes_per_s;
             let vs_memcpy = memcpy
                 .iter()
                 .find(|(size, _)| *size == n)
-                .and_then(|&(_, r)| Some(rate? / r).filter(|_| n > 0 && r > 0.0));
+                .and_then(|&(_, r)| Some(rate / r).filter(|_| n > 0 && r > 0.0));
             let mut row = vec![
                 Cell::new(size(n)),
-                Cell::new(rate.map_or("-".into(), |r| format!("{:.1}", r / 1e6))),
+                Cell::new(format!("{:.1}", rate / 1e6)),
                 Cell::new(vs_memcpy.map_or("-".into(), |v| format!("{v:.3}"))),
-                Cell::new(metric(m, "messages_per_s").map_or("-".into(), |r| format!("{r:.0}"))),
-                Cell::new(micros(metric(m, "one_way_p50_ns"))),
-                Cell::new(micros(metric(m, "one_way_p99_ns"))),
-                Cell::new(micros(metric(m, "one_way_max_ns"))),
+                Cell::new(format!("{:.0}", m.messages_per_s)),
+                Cell::new(micros(m.one_way_p50_ns)),
+                Cell::new(micros(m.one_way_p99_ns)),
+                Cell::new(micros(m.one_way_max_ns)),
             ];
             if sync {
-                row.push(Cell::new(micros(metric(m, "round_trip_p50_ns"))));
-                row.push(Cell::new(micros(metric(m, "one_way_half_round_trip_ns"))));
+                row.push(Cell::new(micros(m.round_trip_p50_ns)));
+                row.push(Cell::new(micros(m.one_way_half_round_trip_ns)));
             }
             table.add_row(row);
         }
@@ -283,13 +274,13 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(rt) = record
         .measurements
         .iter()
-        .find(|m| m.name == "cacheline-round-trip")
-        && let Some(ns) = metric(rt, "ns_per_round_trip")
+        .find_map(|m| m.read::<CachelineRoundTrip>())
     {
+        let ns = rt.metrics.ns_per_round_trip;
         let _ = writeln!(
             out,
             "\nbare cache-line round trip on CPUs {}: {ns:.0} ns (half: {:.0} ns)",
-            rt.labels["cpus"],
+            rt.labels.cpus,
             ns / 2.0
         );
     }
@@ -301,12 +292,14 @@ pub(crate) fn render(record: &RunRecord) -> String {
             size(big.0)
         );
     }
-    if let Some(t) = record.measurements.iter().find(|m| m.name == "targets") {
-        let one_way = metric(t, "spsc_one_way_vs_half_round_trip")
+    if let Some(t) = record.measurements.iter().find_map(|m| m.read::<Targets>()) {
+        let one_way = t
+            .metrics
+            .spsc_one_way_vs_half_round_trip
             .map_or("not measured".into(), |r| {
                 format!("{r:.2} ({})", if r <= 1.5 { "met" } else { "missed" })
             });
-        let bandwidth = metric(t, "spsc_vs_memcpy").map_or("not measured".into(), |r| {
+        let bandwidth = t.metrics.spsc_vs_memcpy.map_or("not measured".into(), |r| {
             format!("{r:.2} ({})", if r >= 0.5 { "met" } else { "missed" })
         });
         let _ = writeln!(
@@ -314,7 +307,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
             "targets: spsc one-way (half its untimed round trip) / half the bare round trip \
              = {one_way}, target <= 1.5; \
              spsc / memcpy at {} = {bandwidth}, target >= 0.5",
-            size(t.labels["bandwidth_payload_bytes"].as_u64().unwrap_or(0))
+            size(t.labels.bandwidth_payload_bytes as usize)
         );
     }
     out

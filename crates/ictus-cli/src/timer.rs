@@ -66,14 +66,14 @@ pub(crate) fn run(args: &TimerArgs, progress: &Arc<Progress>) -> Result<(), Fail
 /// The human view: configuration, one row per thread and the merged row.
 pub(crate) fn render(record: &RunRecord) -> String {
     let mut out = String::new();
-    let p = &record.parameters;
+    let p = record.parameters_as::<timer::RecordedParams>();
     let _ = writeln!(
         out,
         "timer: {} thread(s), interval {}, {} periods each, mode {}{}",
         record.threads.len(),
-        Nanos::new(p["interval_ns"].as_u64().unwrap_or(0)),
-        p["loops"].as_u64().unwrap_or(0),
-        p["mode"].as_str().unwrap_or("?"),
+        Nanos::new(p.as_ref().and_then(|p| p.interval_ns()).unwrap_or(0)),
+        p.as_ref().and_then(|p| p.loops()).unwrap_or(0),
+        p.as_ref().map_or("?", |p| p.mode()),
         if record.obtained.mlock {
             ", memory locked"
         } else {

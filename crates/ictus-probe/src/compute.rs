@@ -26,9 +26,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::progress::Progress;
-use crate::record::{LatencyResult, Measurement, RunRecord, SCHEMA_NAME, Warning};
+use crate::record::{LatencyResult, RunRecord, SCHEMA_NAME, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view::Point;
+use crate::view::compute::{MODEL_SIZE, SPLIT, Step, StepLabels, StepMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "compute";
@@ -156,6 +158,63 @@ fn chain(modules: usize) -> Model {
     Model::chain(masses, &Params::default()).expect("default parameters build a chain")
 }
 
+/// One point measured, before it goes into the record.
+struct Figures {
+    /// [`MODEL_SIZE`] or [`SPLIT`].
+    name: &'static str,
+    point: Point<Step>,
+    latency: LatencyResult,
+}
+
+/// A point of `modules` modules on `threads` threads taking `ns` per step.
+fn step_point(
+    modules: usize,
+    threads: usize,
+    ns: f64,
+    speedup: Option<f64>,
+    steps: u64,
+) -> Point<Step> {
+    Point::new(
+        StepLabels {
+            modules,
+            threads,
+            reference: None,
+        },
+        StepMetrics {
+            ns_per_step: ns,
+            ns_per_module_step: ns / modules as f64,
+            speedup,
+            steps: steps as f64,
+            time_reduction_vs_reference: None,
+        },
+    )
+}
+
+/// Gives each point its time reduction against the reference's point of the same
+/// sweep, model size and threads, or says the reference has no such point.
+fn against_reference(measurements: &mut [Figures], reference: &RunRecord) {
+    for f in measurements {
+        let theirs = reference
+            .measurements
+            .iter()
+            .filter(|o| o.name == f.name)
+            .filter_map(|o| o.read::<Step>())
+            .find(|o| {
+                o.labels.modules == f.point.labels.modules
+                    && o.labels.threads == f.point.labels.threads
+            });
+        match theirs {
+            Some(t) => {
+                f.point.metrics.time_reduction_vs_reference =
+                    Some(t.metrics.ns_per_step / f.point.metrics.ns_per_step.max(1.0));
+            }
+            None => {
+                f.point.labels.reference = Some("no point of this size in the reference".into());
+            }
+        }
+    }
+}
+
 /// Runs the probe. `reference`, when given, must be a compute record: each figure is
 /// then also given as a time reduction against its figure at the same point.
 pub fn run(
@@ -187,18 +246,12 @@ pub fn run(
                 let per_step = hist
                     .percentile(ictus_core::Percentile::P50)
                     .unwrap_or(Nanos::ZERO);
-                measurements.push(
-                    Measurement::new("model-size")
-                        .label("modules", model.n_modules())
-                        .label("threads", 1)
-                        .metric("ns_per_step", per_step.as_u64() as f64)
-                        .metric(
-                            "ns_per_module_step",
-                            per_step.as_u64() as f64 / model.n_modules() as f64,
-                        )
-                        .metric("steps", steps as f64)
-                        .with_latency(LatencyResult::from_histogram(&hist, MissCounter::default())),
-                );
+                let ns = per_step.as_u64() as f64;
+                measurements.push(Figures {
+                    name: MODEL_SIZE,
+                    point: step_point(model.n_modules(), 1, ns, None, steps),
+                    latency: LatencyResult::from_histogram(&hist, MissCounter::default()),
+                });
                 progress.advance(1);
             }
             setup::release_thread();
@@ -223,40 +276,16 @@ pub fn run(
             .unwrap_or(Nanos::ZERO);
         let ns = per_step.as_u64() as f64;
         let base = *one_thread_ns.get_or_insert(ns);
-        measurements.push(
-            Measurement::new("split")
-                .label("modules", model.n_modules())
-                .label("threads", k)
-                .metric("ns_per_step", ns)
-                .metric("ns_per_module_step", ns / model.n_modules() as f64)
-                .metric("speedup", base / ns.max(1.0))
-                .metric("steps", steps as f64)
-                .with_latency(LatencyResult::from_histogram(&hist, MissCounter::default())),
-        );
+        measurements.push(Figures {
+            name: SPLIT,
+            point: step_point(model.n_modules(), k, ns, Some(base / ns.max(1.0)), steps),
+            latency: LatencyResult::from_histogram(&hist, MissCounter::default()),
+        });
         progress.advance(1);
     }
 
     if let Some(r) = reference {
-        for m in &mut measurements {
-            let theirs = r.measurements.iter().find(|o| {
-                o.name == m.name
-                    && o.labels.get("modules") == m.labels.get("modules")
-                    && o.labels.get("threads") == m.labels.get("threads")
-            });
-            match theirs.and_then(|o| o.metrics.get("ns_per_step")) {
-                Some(&t) => {
-                    let ours = m.metrics["ns_per_step"];
-                    m.metrics
-                        .insert("time_reduction_vs_reference".into(), t / ours.max(1.0));
-                }
-                None => {
-                    m.labels.insert(
-                        "reference".into(),
-                        "no point of this size in the reference".into(),
-                    );
-                }
-            }
-        }
+        against_reference(&mut measurements, r);
         session.warn(Warning {
             id: WarningId::Reference,
             message: format!(
@@ -270,25 +299,22 @@ pub fn run(
     }
 
     let mut record = session.finish(PROBE, params, progress);
-    let best = measurements
-        .iter()
-        .filter(|m| m.name == "split")
-        .max_by(|a, b| a.metrics["speedup"].total_cmp(&b.metrics["speedup"]));
-    record.headline = best.map(|m| {
+    let splits = || measurements.iter().filter(|f| f.name == SPLIT);
+    let speedup = |f: &Figures| f.point.metrics.speedup.unwrap_or(0.0);
+    let best = splits().max_by(|a, b| speedup(a).total_cmp(&speedup(b)));
+    record.headline = best.map(|best| {
         format!(
             "{} modules: {} per step on 1 thread; best split {} threads, speed-up {:.2}",
-            m.labels["modules"],
-            Nanos::new(
-                measurements
-                    .iter()
-                    .find(|x| x.name == "split")
-                    .map_or(0.0, |x| x.metrics["ns_per_step"]) as u64
-            ),
-            m.labels["threads"],
-            m.metrics["speedup"]
+            best.point.labels.modules,
+            Nanos::new(splits().next().map_or(0.0, |x| x.point.metrics.ns_per_step) as u64),
+            best.point.labels.threads,
+            speedup(best)
         )
     });
-    record.measurements = measurements;
+    record.measurements = measurements
+        .into_iter()
+        .map(|f| f.point.measurement_named(f.name).with_latency(f.latency))
+        .collect();
     progress.finish();
     Ok(record)
 }
@@ -375,6 +401,7 @@ fn time_split(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn quick() -> ComputeParams {
         let cpus = facts::online_cpus();
@@ -395,31 +422,40 @@ mod tests {
     #[test]
     fn every_size_and_split_is_measured() {
         let sut = run(&quick(), vec![], None, &Progress::new()).unwrap();
-        let sizes: Vec<_> = sut
-            .measurements
-            .iter()
-            .filter(|m| m.name == "model-size")
-            .collect();
+        let points = |name: &str| -> Vec<Point<Step>> {
+            sut.measurements
+                .iter()
+                .filter(|m| m.name == name)
+                .map(reads_back::<Step>)
+                .collect()
+        };
+        let sizes = points(MODEL_SIZE);
         assert_eq!(sizes.len(), 2);
-        assert_eq!(sizes[0].labels["modules"], 11);
-        let splits: Vec<_> = sut
-            .measurements
-            .iter()
-            .filter(|m| m.name == "split")
-            .collect();
+        assert_eq!(sizes[0].labels.modules, 11);
+        assert!(sizes.iter().all(|p| p.metrics.speedup.is_none()));
+        let splits = points(SPLIT);
         assert_eq!(splits.len(), quick().threads.len());
-        assert_eq!(splits[0].metrics["speedup"], 1.0);
-        assert!(sizes.iter().all(|m| m.metrics["ns_per_step"] > 0.0));
+        assert_eq!(splits[0].metrics.speedup, Some(1.0));
+        assert!(sizes.iter().all(|p| p.metrics.ns_per_step > 0.0));
+        assert_eq!(sizes.len() + splits.len(), sut.measurements.len());
     }
 
     #[test]
     fn a_reference_gives_time_reductions_of_one_against_itself() {
         let first = run(&quick(), vec![], None, &Progress::new()).unwrap();
         let sut = run(&quick(), vec![], Some(&first), &Progress::new()).unwrap();
-        assert!(
-            sut.measurements
-                .iter()
-                .all(|m| m.metrics.contains_key("time_reduction_vs_reference"))
+        for m in &sut.measurements {
+            let p = reads_back::<Step>(m);
+            assert!(p.metrics.time_reduction_vs_reference.is_some());
+            assert_eq!(p.labels.reference, None);
+        }
+        let mut smaller = quick();
+        smaller.sizes = vec![101];
+        let sut = run(&smaller, vec![], Some(&first), &Progress::new()).unwrap();
+        let size = reads_back::<Step>(&sut.measurements[0]);
+        assert_eq!(
+            size.labels.reference.as_deref(),
+            Some("no point of this size in the reference")
         );
     }
 

@@ -23,8 +23,8 @@ use ictus_os::facts::{PreemptModel, Preemption};
 use ictus_os::fs::InputError;
 use ictus_os::json::{self, JsonError, JsonPath, Place};
 use ictus_os::sched::Policy;
-use serde::Deserialize;
 use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -320,14 +320,15 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     if let (Some(i), Some(d)) = (options.interval_us, options.duration_s) {
         warnings.push(missed_unknown(i, d, &results));
     }
-    let parameters = serde_json::json!({
-        "imported_from": "cyclictest",
-        "cmdline": cmdline,
-        "interval_ns": options.interval_ns,
-        "duration_ns": options.duration_ns,
-        "mode": "nanosleep",
-        "policy": options.policy,
-    });
+    let parameters = CyclictestParams {
+        imported_from: "cyclictest".into(),
+        cmdline: cmdline.to_string(),
+        interval_ns: options.interval_ns,
+        duration_ns: options.duration_ns,
+        mode: "nanosleep".into(),
+        policy: options.policy,
+    };
+    let parameters = serde_json::to_value(parameters).expect("the parameters serialize");
     let mut record = RunRecord::new("timer", provenance, parameters, Obtained::default());
     record.complete = v.get("return_code").and_then(Value::as_i64).unwrap_or(0) == 0;
     record.threads = results;
@@ -337,6 +338,24 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     ));
     record.warnings = warnings;
     Ok(record)
+}
+
+/// The parameters of a timer record imported from cyclictest (units in the key
+/// names); [`crate::timer::RecordedParams`] reads them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CyclictestParams {
+    /// Always `cyclictest`.
+    pub imported_from: String,
+    /// cyclictest's command line.
+    pub cmdline: String,
+    /// Its interval (`-i`), when given.
+    pub interval_ns: Option<u64>,
+    /// Its duration (`-D`), when given.
+    pub duration_ns: Option<u64>,
+    /// How it waited: `nanosleep`.
+    pub mode: String,
+    /// The policy its priority (`-p`) gives.
+    pub policy: Policy,
 }
 
 /// What cyclictest's command line says about the run.

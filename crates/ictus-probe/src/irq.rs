@@ -26,6 +26,8 @@ use thiserror::Error;
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, Warning};
 use crate::session::Session;
+use crate::view::irq::{Context, Timerlat, TimerlatLabels};
+use crate::view::{self, AllOr, Empty};
 
 /// The probe's name.
 pub const PROBE: &str = "irq";
@@ -155,10 +157,9 @@ pub fn run(
         } else {
             merged_thread.merge(h);
         }
+        let context = if *irq { Context::Irq } else { Context::Thread };
         measurements.push(
-            Measurement::new("timerlat")
-                .label("cpu", *cpu)
-                .label("context", if *irq { "irq" } else { "thread" })
+            timerlat(AllOr::One(*cpu), context)
                 .with_latency(LatencyResult::from_histogram(h, MissCounter::default())),
         );
     }
@@ -176,17 +177,23 @@ pub fn run(
         ),
         _ => "timerlat ran but recorded no sample (the trace buffer may have been reset)".into(),
     });
-    for (name, h) in [("irq", &merged_irq), ("thread", &merged_thread)] {
+    for (context, h) in [
+        (Context::Irq, &merged_irq),
+        (Context::Thread, &merged_thread),
+    ] {
         record.measurements.push(
-            Measurement::new("timerlat")
-                .label("cpu", "all")
-                .label("context", name)
+            timerlat(AllOr::All, context)
                 .with_latency(LatencyResult::from_histogram(h, MissCounter::default())),
         );
     }
     record.measurements.splice(0..0, measurements);
     progress.finish();
     Ok(record)
+}
+
+/// The `timerlat` measurement of `cpu` in `context`, without its latency.
+fn timerlat(cpu: AllOr<usize>, context: Context) -> Measurement {
+    view::Point::<Timerlat>::new(TimerlatLabels { cpu, context }, Empty {}).measurement()
 }
 
 #[cfg(test)]

@@ -32,9 +32,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::progress::Progress;
-use crate::record::{LatencyResult, Measurement, RunRecord, ThreadResult, Warning};
+use crate::record::{LatencyResult, RunRecord, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view;
+use crate::view::jitter::{Runs, RunsLabels, RunsMetrics, SlowRun, SlowRunLabels, SlowRunMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "jitter";
@@ -234,25 +236,29 @@ pub fn run(
             if worst.is_none_or(|(p, _)| percent > p) {
                 worst = Some((percent, index));
             }
-            measurements.push(
-                Measurement::new("runs")
-                    .label("thread", index)
-                    .label("cpu", cpu)
-                    .metric("tmin_ns", tmin.as_u64() as f64)
-                    .metric("max_minus_tmin_ns", spread.as_u64() as f64)
-                    .metric("variation_percent", percent)
-                    .metric("slow_runs", o.outliers.len() as f64)
-                    .with_latency(latency.clone()),
+            let runs = view::Point::<Runs>::new(
+                RunsLabels { thread: index, cpu },
+                RunsMetrics {
+                    tmin_ns: tmin.as_u64() as f64,
+                    max_minus_tmin_ns: spread.as_u64() as f64,
+                    variation_percent: percent,
+                    slow_runs: o.outliers.len() as f64,
+                },
             );
+            measurements.push(runs.measurement().with_latency(latency.clone()));
         }
         for &(run, at, duration) in &o.outliers {
-            measurements.push(
-                Measurement::new("slow-run")
-                    .label("thread", index)
-                    .label("run", run)
-                    .label("at_ns", at.as_u64())
-                    .metric("duration_ns", duration.as_u64() as f64),
+            let slow = view::Point::<SlowRun>::new(
+                SlowRunLabels {
+                    thread: index,
+                    run,
+                    at_ns: at.as_u64(),
+                },
+                SlowRunMetrics {
+                    duration_ns: duration.as_u64() as f64,
+                },
             );
+            measurements.push(slow.measurement());
         }
         results.push(ThreadResult {
             thread: index,
@@ -264,11 +270,13 @@ pub fn run(
     record.headline = worst.and_then(|(percent, index)| {
         let m = measurements
             .iter()
-            .find(|m| m.name == "runs" && m.labels["thread"] == index)?;
+            .filter_map(|m| m.read::<Runs>())
+            .find(|p| p.labels.thread == index)?
+            .metrics;
         Some(format!(
             "Tmin {}, max - Tmin {} ({percent:.1} % of Tmin) over {} runs{}",
-            Nanos::new(m.metrics["tmin_ns"] as u64),
-            Nanos::new(m.metrics["max_minus_tmin_ns"] as u64),
+            Nanos::new(m.tmin_ns as u64),
+            Nanos::new(m.max_minus_tmin_ns as u64),
             params.runs,
             if results.len() > 1 {
                 format!(" (worst of {} threads)", results.len())
@@ -381,6 +389,7 @@ fn axpy(y: &mut [f64], x: &[f64], a: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn quick(routine: Routine, cpus: &[usize]) -> JitterParams {
         JitterParams {
@@ -407,12 +416,22 @@ mod tests {
         .unwrap();
         assert_eq!(sut.probe, "jitter");
         assert_eq!(sut.threads[0].latency.summary.count, 50);
-        let runs = &sut.measurements[0];
-        assert_eq!(runs.name, "runs");
+        let runs = reads_back::<Runs>(&sut.measurements[0]);
         assert_eq!(
-            runs.metrics["tmin_ns"] as u64,
+            runs.labels,
+            RunsLabels {
+                thread: 0,
+                cpu: Some(cpu)
+            }
+        );
+        assert_eq!(
+            runs.metrics.tmin_ns as u64,
             sut.threads[0].latency.summary.min_ns.unwrap().as_u64()
         );
+        for m in &sut.measurements[1..] {
+            let slow = reads_back::<SlowRun>(m);
+            assert!(slow.metrics.duration_ns > 2.0 * runs.metrics.tmin_ns);
+        }
         assert!(sut.headline.unwrap().starts_with("Tmin "));
     }
 

@@ -24,3 +24,4 @@ pub mod setup;
 pub mod survey;
 pub mod throughput;
 pub mod timer;
+pub mod view;

@@ -40,6 +40,8 @@ use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadR
 use crate::rendezvous::Exchange;
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view;
+use crate::view::r#loop::{TrialLabels, TrialMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "loop";
@@ -349,34 +351,29 @@ fn trial_steps(steps: u64, frequency_hz: f64, max_trial: Nanos) -> u64 {
 }
 
 fn trial_measurement(params: &LoopParams, t: &Trial) -> Measurement {
-    let s = t.completion.summary();
-    let period = period_of(t.frequency_hz);
-    let mut m = Measurement::new("trial")
-        .label("frequency_hz", t.frequency_hz)
-        .label("period_ns", period.as_u64())
-        .label("threads", params.threads)
-        .label("modules", params.modules)
-        .label("exchange_bytes", params.exchange_bytes)
-        .label("steps", t.steps)
-        .metric("misses", t.misses() as f64)
-        .metric("late_steps", t.late as f64)
-        .metric("skipped_releases", t.skipped.missed as f64)
-        .metric("longest_miss_run", t.longest_run as f64)
-        .metric("hybrid_margin_ns", t.margin.as_u64() as f64)
-        .with_latency(completion_result(t));
-    if let Some(max) = s.max_ns {
-        m = m.metric("worst_completion_ns", max.as_u64() as f64);
-    }
-    if let Some(min_slack) = t.slack.min() {
-        m = m.metric("min_slack_ns", min_slack.as_u64() as f64);
-    }
-    if let Some(p) = t.release.percentile(Percentile::P99) {
-        m = m.metric("release_p99_ns", p.as_u64() as f64);
-    }
-    if let Some(p) = t.release.max() {
-        m = m.metric("release_max_ns", p.as_u64() as f64);
-    }
-    m
+    let ns = |v: Option<Nanos>| v.map(|n| n.as_u64() as f64);
+    let labels = TrialLabels {
+        frequency_hz: t.frequency_hz,
+        period_ns: period_of(t.frequency_hz).as_u64(),
+        threads: params.threads,
+        modules: params.modules,
+        exchange_bytes: params.exchange_bytes,
+        steps: t.steps,
+    };
+    let metrics = TrialMetrics {
+        misses: t.misses() as f64,
+        late_steps: t.late as f64,
+        skipped_releases: t.skipped.missed as f64,
+        longest_miss_run: t.longest_run as f64,
+        hybrid_margin_ns: t.margin.as_u64() as f64,
+        worst_completion_ns: ns(t.completion.summary().max_ns),
+        min_slack_ns: ns(t.slack.min()),
+        release_p99_ns: ns(t.release.percentile(Percentile::P99)),
+        release_max_ns: ns(t.release.max()),
+    };
+    view::Point::<view::r#loop::Trial>::new(labels, metrics)
+        .measurement()
+        .with_latency(completion_result(t))
 }
 
 fn khz(f: f64) -> String {
@@ -709,6 +706,7 @@ fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn quick(threads: usize) -> LoopParams {
         LoopParams {
@@ -739,7 +737,14 @@ mod tests {
                 200,
                 "{k} threads: serviced + skipped = steps"
             );
-            assert_eq!(m.labels["steps"], 200);
+            let trial = reads_back::<view::r#loop::Trial>(m);
+            assert_eq!(trial.labels.steps, 200);
+            assert_eq!(trial.labels.threads, k);
+            assert_eq!(trial.labels.period_ns, 1_000_000);
+            assert_eq!(
+                trial.metrics.misses,
+                trial.metrics.late_steps + trial.metrics.skipped_releases
+            );
             assert_eq!(sut.threads.len(), k);
             let h = sut.headline.unwrap();
             assert!(

@@ -45,6 +45,7 @@
 //! use ictus_core::Nanos;
 //! use ictus_probe::memlat::{self, MemlatParams, Mode};
 //! use ictus_probe::progress::Progress;
+//! use ictus_probe::view::memlat::Chase;
 //! let params = MemlatParams {
 //!     sizes: vec![4 << 10, 64 << 10, 1 << 20],
 //!     mode: Mode::Chase,
@@ -52,8 +53,8 @@
 //!     ..MemlatParams::default()
 //! };
 //! let record = memlat::run(&params, vec!["example".into()], &Progress::new()).unwrap();
-//! for m in record.measurements.iter().filter(|m| m.name == "chase") {
-//!     println!("{} {}", m.labels["working_set_bytes"], m.metrics["ns_per_load"]);
+//! for chase in record.measurements.iter().filter_map(|m| m.read::<Chase>()) {
+//!     println!("{} {}", chase.labels.working_set_bytes, chase.metrics.ns_per_load);
 //! }
 //! ```
 
@@ -75,6 +76,11 @@ use crate::progress::Progress;
 use crate::record::{Measurement, RunRecord, ThreadConfig, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view::memlat::{
+    AccessLabels, CHASE, Cache, CacheLabels, Chase, ChaseMetrics, Knee as KneePoint, KneeLabels,
+    KneeMetrics, STRIDED_READ, STRIDED_WRITE, Strided, StridedMetrics,
+};
+use crate::view::{self, AllOr, Empty};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "memlat";
@@ -251,9 +257,9 @@ impl Kind {
     /// The measurement name: `chase`, `strided-read`, `strided-write`.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Chase => "chase",
-            Kind::Read => "strided-read",
-            Kind::Write => "strided-write",
+            Kind::Chase => CHASE,
+            Kind::Read => STRIDED_READ,
+            Kind::Write => STRIDED_WRITE,
         }
     }
 }
@@ -461,8 +467,10 @@ pub fn run(
             let per_thread: Vec<&PointResult> =
                 outcomes.iter().map(|o| &o.results[index]).collect();
             let ms = point_measurements(point, k, &configs, &per_thread, params.pages);
-            if k == 1 && point.kind == Kind::Chase {
-                curves.push((point.size, ms[0].metrics["ns_per_load"]));
+            if k == 1
+                && let Some(chase) = ms[0].read::<Chase>()
+            {
+                curves.push((point.size, chase.metrics.ns_per_load));
             }
             measurements.extend(ms);
         }
@@ -498,25 +506,42 @@ pub fn run(
     Ok(record)
 }
 
-/// The parameters as recorded (units in the key names).
-#[derive(Serialize)]
-struct ParamsRecord {
-    sizes_bytes: Vec<usize>,
-    strides_bytes: Vec<usize>,
-    mode: Mode,
-    threads: usize,
-    thread_counts: Vec<usize>,
-    pages: PageSize,
-    repeat: u32,
-    point_time_ns: u64,
-    line_bytes: usize,
-    warm_cap_bytes: usize,
-    knee_ratio: f64,
-    statistic: &'static str,
-    cpus: CpuSet,
-    pin: bool,
-    policy: Policy,
-    mlock: bool,
+/// The parameters as the probe records them (units in the key names), and as
+/// readers read them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamsRecord {
+    /// The working sets swept.
+    pub sizes_bytes: Vec<usize>,
+    /// The strides of the strided points.
+    pub strides_bytes: Vec<usize>,
+    /// Which access patterns ran.
+    pub mode: Mode,
+    /// The most threads measuring at once.
+    pub threads: usize,
+    /// The thread counts measured (1, 2, 4, ... up to `threads`).
+    pub thread_counts: Vec<usize>,
+    /// The page size of the buffers.
+    pub pages: PageSize,
+    /// Repetitions per point.
+    pub repeat: u32,
+    /// Time per repetition.
+    pub point_time_ns: u64,
+    /// The cache line the chase steps over.
+    pub line_bytes: usize,
+    /// The largest buffer warmed before a point.
+    pub warm_cap_bytes: usize,
+    /// The rise between working sets that makes a knee.
+    pub knee_ratio: f64,
+    /// What a point's figure is, in words.
+    pub statistic: String,
+    /// The CPUs the threads ran on.
+    pub cpus: CpuSet,
+    /// Each thread pinned to its CPU.
+    pub pin: bool,
+    /// The policy asked for.
+    pub policy: Policy,
+    /// All memory locked.
+    pub mlock: bool,
 }
 
 impl From<&MemlatParams> for ParamsRecord {
@@ -533,7 +558,7 @@ impl From<&MemlatParams> for ParamsRecord {
             line_bytes: LINE_BYTES,
             warm_cap_bytes: WARM_CAP_BYTES,
             knee_ratio: KNEE_RATIO,
-            statistic: "median of the repetitions (min and max beside it)",
+            statistic: "median of the repetitions (min and max beside it)".into(),
             cpus: p.sched.cpus.clone(),
             pin: p.sched.pin,
             policy: p.sched.policy,
@@ -949,15 +974,12 @@ fn point_measurements(
     per_thread: &[&PointResult],
     pages: PageSize,
 ) -> Vec<Measurement> {
-    let base = |thread: serde_json::Value| {
-        let m = Measurement::new(point.kind.name())
-            .label("working_set_bytes", point.size)
-            .label("threads", k)
-            .label("thread", thread);
-        match point.kind {
-            Kind::Chase => m,
-            _ => m.label("stride_bytes", point.stride),
-        }
+    let labels = |thread: AllOr<usize>, cpu: Option<usize>| AccessLabels {
+        working_set_bytes: point.size,
+        threads: k,
+        thread,
+        stride_bytes: (point.kind != Kind::Chase).then_some(point.stride),
+        cpu,
     };
     let reps = per_thread.iter().map(|r| r.ns.len()).min().unwrap_or(0);
     // Per repetition: the mean time per access over the threads, and their summed rate.
@@ -975,7 +997,7 @@ fn point_measurements(
             / per_thread.len() as f64
     });
     let mut out = vec![figures(
-        base("all".into()),
+        labels(AllOr::All, None),
         point,
         &mean_ns,
         median(&rate),
@@ -983,46 +1005,54 @@ fn point_measurements(
     )];
     if k > 1 {
         for (i, t) in per_thread.iter().enumerate() {
-            let mut m = base(i.into());
-            if let Some(cpu) = configs.get(i).and_then(|c| c.pinned_cpu) {
-                m = m.label("cpu", cpu);
-            }
+            let cpu = configs.get(i).and_then(|c| c.pinned_cpu);
             let rate = t.ns.iter().map(|ns| 1e9 / ns).collect::<Vec<_>>();
-            out.push(figures(m, point, &t.ns, median(&rate), t.huge_share));
+            out.push(figures(
+                labels(AllOr::One(i), cpu),
+                point,
+                &t.ns,
+                median(&rate),
+                t.huge_share,
+            ));
         }
     }
     out
 }
 
-/// Adds the figures of a series of repetitions (`ns` per access, `per_s` accesses per
-/// second) to `m`.
+/// The measurement of a point at `labels` from a series of repetitions (`ns` per
+/// access, `per_s` accesses per second).
 fn figures(
-    m: Measurement,
+    labels: AccessLabels,
     point: &Point,
     ns: &[f64],
     per_s: f64,
-    huge: Option<f64>,
+    huge_page_share: Option<f64>,
 ) -> Measurement {
     let (lo, hi) = min_max(ns);
-    let m = match point.kind {
-        Kind::Chase => m
-            .metric("ns_per_load", median(ns))
-            .metric("ns_per_load_min", lo)
-            .metric("ns_per_load_max", hi)
-            .metric("loads_per_s", per_s),
-        Kind::Read | Kind::Write => m
-            .metric("ns_per_access", median(ns))
-            .metric("ns_per_access_min", lo)
-            .metric("ns_per_access_max", hi)
-            .metric("bytes_per_s", per_s * 8.0)
-            .metric(
-                "line_bytes_per_s",
-                per_s * point.stride.min(LINE_BYTES) as f64,
-            ),
-    };
-    match huge {
-        Some(h) => m.metric("huge_page_share", h),
-        None => m,
+    match point.kind {
+        Kind::Chase => view::Point::<Chase>::new(
+            labels,
+            ChaseMetrics {
+                ns_per_load: median(ns),
+                ns_per_load_min: lo,
+                ns_per_load_max: hi,
+                loads_per_s: per_s,
+                huge_page_share,
+            },
+        )
+        .measurement(),
+        Kind::Read | Kind::Write => view::Point::<Strided>::new(
+            labels,
+            StridedMetrics {
+                ns_per_access: median(ns),
+                ns_per_access_min: lo,
+                ns_per_access_max: hi,
+                bytes_per_s: per_s * 8.0,
+                line_bytes_per_s: per_s * point.stride.min(LINE_BYTES) as f64,
+                huge_page_share,
+            },
+        )
+        .measurement_named(point.kind.name()),
     }
 }
 
@@ -1219,27 +1249,28 @@ fn stage_measurements(
 ) -> Vec<Measurement> {
     let mut out = Vec::new();
     for c in caches {
-        out.push(
-            Measurement::new("cache")
-                .label("cache", c.name.as_str())
-                .label("cache_bytes", c.size_bytes)
-                .label("shared_cpus", c.shared_cpus.to_string()),
-        );
+        let labels = CacheLabels {
+            cache: c.name.clone(),
+            cache_bytes: c.size_bytes,
+            shared_cpus: c.shared_cpus.to_string(),
+        };
+        out.push(view::Point::<Cache>::new(labels, Empty {}).measurement());
     }
     for (i, k) in knees.iter().enumerate() {
-        let mut m = Measurement::new("knee")
-            .label("lower_bytes", k.lower_bytes)
-            .label("upper_bytes", k.upper_bytes)
-            .label("threads", 1)
-            .metric("ns_below", k.ns_below)
-            .metric("ns_above", k.ns_above)
-            .metric("ratio", k.ns_above / k.ns_below);
-        if let Some(c) = pairs.iter().position(|&p| p == Some(i)) {
-            m = m
-                .label("cache", caches[c].name.as_str())
-                .label("cache_bytes", caches[c].size_bytes);
-        }
-        out.push(m);
+        let cache = pairs.iter().position(|&p| p == Some(i)).map(|c| &caches[c]);
+        let labels = KneeLabels {
+            lower_bytes: k.lower_bytes,
+            upper_bytes: k.upper_bytes,
+            threads: 1,
+            cache: cache.map(|c| c.name.clone()),
+            cache_bytes: cache.map(|c| c.size_bytes),
+        };
+        let metrics = KneeMetrics {
+            ns_below: k.ns_below,
+            ns_above: k.ns_above,
+            ratio: Some(k.ns_above / k.ns_below),
+        };
+        out.push(view::Point::<KneePoint>::new(labels, metrics).measurement());
     }
     out
 }
@@ -1283,6 +1314,7 @@ fn headline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn cycle_of(lines: usize, seed: u64) -> Vec<u64> {
         let mut words = vec![0u64; lines * WORDS_PER_LINE];
@@ -1558,27 +1590,44 @@ mod tests {
         assert!(sut.threads.is_empty() && sut.merged.is_none());
         assert_eq!(progress.done(), progress.total());
         assert_eq!(progress.total(), 2 * (1 + 2 * 2));
-        for size in [4096u64, 16384] {
-            let at = |name: &str| {
-                sut.measurements
-                    .iter()
-                    .filter(|m| m.name == name && m.labels["working_set_bytes"] == size)
-                    .collect::<Vec<_>>()
-            };
-            let chase = at("chase");
-            assert_eq!(chase.len(), 1);
-            assert_eq!(chase[0].labels["thread"], "all");
-            let ns = chase[0].metrics["ns_per_load"];
-            assert!(ns > 0.0 && chase[0].metrics["ns_per_load_min"] <= ns);
-            assert!(ns <= chase[0].metrics["ns_per_load_max"]);
-            for name in ["strided-read", "strided-write"] {
-                let m = at(name);
-                assert_eq!(m.len(), 2, "{name} at strides 4 and 64");
-                assert!(m.iter().all(|m| m.metrics["ns_per_access"] > 0.0
-                    && m.metrics["bytes_per_s"] > 0.0));
+        for m in &sut.measurements {
+            match m.name.as_str() {
+                CHASE => drop(reads_back::<Chase>(m)),
+                STRIDED_READ | STRIDED_WRITE => drop(reads_back::<Strided>(m)),
+                "cache" => drop(reads_back::<Cache>(m)),
+                "knee" => drop(reads_back::<KneePoint>(m)),
+                other => panic!("unexpected measurement {other}"),
             }
         }
-        assert_eq!(sut.parameters["point_time_ns"], 500_000);
+        for size in [4096, 16384] {
+            let chase: Vec<_> = sut
+                .measurements
+                .iter()
+                .filter_map(|m| m.read::<Chase>())
+                .filter(|p| p.labels.working_set_bytes == size)
+                .collect();
+            assert_eq!(chase.len(), 1);
+            assert_eq!(chase[0].labels.thread, AllOr::All);
+            let c = &chase[0].metrics;
+            assert!(c.ns_per_load > 0.0 && c.ns_per_load_min <= c.ns_per_load);
+            assert!(c.ns_per_load <= c.ns_per_load_max);
+            for name in [STRIDED_READ, STRIDED_WRITE] {
+                let m: Vec<_> = sut
+                    .measurements
+                    .iter()
+                    .filter(|m| m.name == name)
+                    .filter_map(|m| m.read::<Strided>())
+                    .filter(|p| p.labels.working_set_bytes == size)
+                    .collect();
+                assert_eq!(m.len(), 2, "{name} at strides 4 and 64");
+                assert!(
+                    m.iter()
+                        .all(|m| m.metrics.ns_per_access > 0.0 && m.metrics.bytes_per_s > 0.0)
+                );
+            }
+        }
+        let p = sut.parameters_as::<ParamsRecord>().unwrap();
+        assert_eq!((p.point_time_ns, p.pages), (500_000, PageSize::Base));
         assert_eq!(sut.parameters["pages"], "4k");
         assert!(sut.headline.is_some());
     }
@@ -1603,22 +1652,23 @@ mod tests {
         let chase: Vec<_> = sut
             .measurements
             .iter()
-            .filter(|m| m.name == "chase")
+            .filter(|m| m.is::<Chase>())
+            .map(reads_back::<Chase>)
             .collect();
         // 1 thread: the aggregate; 2 threads: the aggregate and each thread.
         assert_eq!(chase.len(), 1 + 3);
-        let two: Vec<_> = chase.iter().filter(|m| m.labels["threads"] == 2).collect();
-        assert_eq!(
-            two.iter().filter(|m| m.labels["thread"] == "all").count(),
-            1
-        );
-        let all = two.iter().find(|m| m.labels["thread"] == "all").unwrap();
+        let two: Vec<_> = chase.iter().filter(|p| p.labels.threads == 2).collect();
+        let all: Vec<_> = two
+            .iter()
+            .filter(|p| p.labels.thread == AllOr::All)
+            .collect();
+        assert_eq!(all.len(), 1);
         let sum: f64 = two
             .iter()
-            .filter(|m| m.labels["thread"] != "all")
-            .map(|m| m.metrics["loads_per_s"])
+            .filter(|p| p.labels.thread != AllOr::All)
+            .map(|p| p.metrics.loads_per_s)
             .sum();
-        assert!(all.metrics["loads_per_s"] > 0.0 && sum > 0.0);
+        assert!(all[0].metrics.loads_per_s > 0.0 && sum > 0.0);
     }
 
     #[test]

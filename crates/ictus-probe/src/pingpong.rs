@@ -33,6 +33,7 @@
 //! ```no_run
 //! use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
 //! use ictus_probe::progress::Progress;
+//! use ictus_probe::view::pingpong::Handoff;
 //! let params = PingpongParams {
 //!     primitives: vec![Primitive::Futex, Primitive::Pipe],
 //!     placements: vec![Placement::SameCpu],
@@ -40,8 +41,8 @@
 //!     ..PingpongParams::default()
 //! };
 //! let record = pingpong::run(&params, vec!["example".into()], &Progress::new()).unwrap();
-//! for m in &record.measurements {
-//!     println!("{:?} {:?}", m.labels["primitive"], m.metrics["round_trips_per_s"]);
+//! for point in record.measurements.iter().filter_map(|m| m.read::<Handoff>()) {
+//!     println!("{} {}", point.labels.primitive, point.metrics.round_trips_per_s);
 //! }
 //! ```
 
@@ -64,6 +65,8 @@ use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup;
+use crate::view;
+use crate::view::pingpong::{Handoff, HandoffLabels, HandoffMetrics};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "pingpong";
@@ -379,7 +382,8 @@ pub fn run(
 
     let same_cpu_ran = measurements
         .iter()
-        .any(|m| m.labels["placement"] == Placement::SameCpu.name());
+        .filter_map(|m| m.read::<Handoff>())
+        .any(|p| p.labels.placement == Placement::SameCpu);
     if let Some(throttle) = facts::rt_throttling().filter(|t| t.throttles())
         && params.policy.is_realtime()
         && same_cpu_ran
@@ -432,39 +436,54 @@ fn measurement(
     } else {
         0.0
     };
-    let ns = |v: Option<Nanos>| v.map_or(f64::NAN, |n| n.as_u64() as f64);
-    Measurement::new(MEASUREMENT)
-        .label("primitive", primitive.name())
-        .label("placement", placement.name())
-        .label("cpus", serde_json::json!([a, b]))
-        .label("threads", serde_json::json!(threads))
-        .label("cpu_load", params.cpu_load)
-        .metric("round_trips", count as f64)
-        .metric("elapsed_ns", elapsed.as_u64() as f64)
-        .metric("round_trips_per_s", rate)
-        .metric("round_trip_mean_ns", rt.mean_ns.unwrap_or(f64::NAN))
-        .metric("round_trip_stddev_ns", rt.stddev_ns.unwrap_or(f64::NAN))
-        .metric("round_trip_min_ns", ns(rt.min_ns))
-        .metric("round_trip_p50_ns", ns(rt.percentile(Percentile::P50)))
-        .metric("round_trip_p99_ns", ns(rt.percentile(Percentile::P99)))
-        .metric("round_trip_max_ns", ns(rt.max_ns))
+    let ns = |v: Option<Nanos>| v.map(|n| n.as_u64() as f64);
+    let labels = HandoffLabels {
+        primitive,
+        placement,
+        cpus: [a, b],
+        threads,
+        cpu_load: params.cpu_load,
+    };
+    let metrics = HandoffMetrics {
+        round_trips: count as f64,
+        elapsed_ns: elapsed.as_u64() as f64,
+        round_trips_per_s: rate,
+        round_trip_mean_ns: rt.mean_ns,
+        round_trip_stddev_ns: rt.stddev_ns,
+        round_trip_min_ns: ns(rt.min_ns),
+        round_trip_p50_ns: ns(rt.percentile(Percentile::P50)),
+        round_trip_p99_ns: ns(rt.percentile(Percentile::P99)),
+        round_trip_max_ns: ns(rt.max_ns),
+    };
+    view::Point::<Handoff>::new(labels, metrics)
+        .measurement()
         .with_latency(handoff)
 }
 
-/// The parameters as recorded (units in the key names).
-#[derive(Serialize)]
-struct ParamsRecord {
-    primitives: Vec<Primitive>,
-    placements: Vec<Placement>,
-    duration_ns: Option<u64>,
-    loops: Option<u64>,
-    warmup_ns: u64,
-    cpus: CpuSet,
-    policy: Policy,
-    mlock: bool,
-    cpu_load: bool,
+/// The parameters as the probe records them (units in the key names), and as
+/// readers read them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamsRecord {
+    /// The primitives asked for.
+    pub primitives: Vec<Primitive>,
+    /// The placements asked for.
+    pub placements: Vec<Placement>,
+    /// How long each point measured, when asked for as a duration.
+    pub duration_ns: Option<u64>,
+    /// Round trips each point measured, when asked for as a count.
+    pub loops: Option<u64>,
+    /// Warm-up before each point.
+    pub warmup_ns: u64,
+    /// The CPUs the threads ran on.
+    pub cpus: CpuSet,
+    /// The policy asked for.
+    pub policy: Policy,
+    /// All memory locked.
+    pub mlock: bool,
+    /// A SCHED_OTHER thread spun on each measured CPU.
+    pub cpu_load: bool,
     /// Points asked for but not run (`yield/cross-cpu`).
-    skipped: Vec<String>,
+    pub skipped: Vec<String>,
 }
 
 impl From<&PingpongParams> for ParamsRecord {
@@ -937,6 +956,7 @@ fn responder_loop(link: &Link, handoff: &mut LatencyHistogram) -> Result<(), Han
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn quick(primitives: Vec<Primitive>, placements: Vec<Placement>, loops: u64) -> PingpongParams {
         PingpongParams {
@@ -966,11 +986,14 @@ mod tests {
         assert_eq!(sut.threads.len(), 2 * sut.measurements.len());
         for m in &sut.measurements {
             assert_eq!(m.name, MEASUREMENT);
-            assert_eq!(m.metrics["round_trips"], 100.0, "{:?}", m.labels);
+            let p = reads_back::<Handoff>(m);
+            assert_eq!(p.metrics.round_trips, 100.0, "{:?}", m.labels);
             let handoff = m.latency.as_ref().unwrap();
             assert_eq!(handoff.summary.count, 200, "{:?}", m.labels);
-            assert!(m.metrics["round_trips_per_s"] > 0.0);
-            let [a, b] = [0, 1].map(|i| m.labels["threads"][i].as_u64().unwrap() as usize);
+            assert!(p.metrics.round_trips_per_s > 0.0);
+            let (cpu_a, cpu_b) = params.cpus_for(p.labels.placement);
+            assert_eq!(p.labels.cpus, [cpu_a, cpu_b]);
+            let [a, b] = p.labels.threads;
             assert_eq!(sut.threads[a].latency.summary.count, 100);
             assert_eq!(sut.threads[b].latency.summary.count, 100);
         }
@@ -1023,10 +1046,12 @@ mod tests {
         let progress = Progress::new();
         let sut = run(&params, vec![], &progress).unwrap();
         let m = &sut.measurements[0];
-        assert!(m.metrics["round_trips"] >= 1.0);
+        let p = reads_back::<Handoff>(m);
+        assert!(p.metrics.round_trips >= 1.0);
+        assert!(p.labels.cpu_load);
         assert_eq!(
             m.latency.as_ref().unwrap().summary.count as f64,
-            2.0 * m.metrics["round_trips"]
+            2.0 * p.metrics.round_trips
         );
         assert_eq!(progress.done(), progress.total());
     }

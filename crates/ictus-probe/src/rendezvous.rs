@@ -32,9 +32,14 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::progress::Progress;
-use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
+use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view::Point;
+use crate::view::rendezvous::{
+    CachelineLabels, CachelineRoundTrip, CpuPair, Rendezvous, RendezvousLabels, RendezvousMetrics,
+    RoundTripMetrics,
+};
 
 /// The probe's name.
 pub const PROBE: &str = "rendezvous";
@@ -333,10 +338,16 @@ pub fn run(
     progress.advance(1);
     let limit_ns = limit.as_u64() as f64 / params.round_trips as f64;
     let mut measurements = vec![
-        Measurement::new("cacheline-round-trip")
-            .label("cpus", format!("{}-{}", cpus[0], cpus[1]))
-            .metric("ns_per_round_trip", limit_ns)
-            .metric("round_trips_per_s", 1e9 / limit_ns),
+        Point::<CachelineRoundTrip>::new(
+            CachelineLabels {
+                cpus: CpuPair::Dashed(format!("{}-{}", cpus[0], cpus[1])),
+            },
+            RoundTripMetrics {
+                ns_per_round_trip: limit_ns,
+                round_trips_per_s: Some(1e9 / limit_ns),
+            },
+        )
+        .measurement(),
     ];
     // Each thread's samples over all points; `threads` lists the first two (the
     // round-trip pair, whose configuration was read back), the points hold them all.
@@ -367,18 +378,24 @@ pub fn run(
                     .unwrap_or(Nanos::ZERO);
                 let ns = untimed.as_u64() as f64 / params.steps as f64;
                 let rate = 1e9 / ns;
-                let m = Measurement::new("rendezvous")
-                    .label("threads", threads)
-                    .label("spacing_bytes", spacing.bytes())
-                    .label("spacing", spacing.name())
-                    .label("payload_bytes", payload.div_ceil(8) * 8)
-                    .metric("rendezvous_per_s", rate)
-                    .metric("ns_per_rendezvous", ns)
-                    .metric("vs_cacheline_limit", limit_ns / ns)
-                    .with_latency(LatencyResult::from_histogram(
-                        &merged,
-                        MissCounter::default(),
-                    ));
+                let m = Point::<Rendezvous>::new(
+                    RendezvousLabels {
+                        threads,
+                        spacing_bytes: spacing.bytes(),
+                        spacing: spacing.name(),
+                        payload_bytes: payload.div_ceil(8) * 8,
+                    },
+                    RendezvousMetrics {
+                        rendezvous_per_s: Some(rate),
+                        ns_per_rendezvous: Some(ns),
+                        vs_cacheline_limit: Some(limit_ns / ns),
+                    },
+                )
+                .measurement()
+                .with_latency(LatencyResult::from_histogram(
+                    &merged,
+                    MissCounter::default(),
+                ));
                 if threads == 2 && payload == 0 && headline.is_none() {
                     headline = Some(format!(
                         "2 threads on CPUs {}-{}, flags {}: {:.0} kHz ({:.0} ns per rendezvous), \
@@ -558,14 +575,17 @@ mod tests {
         let points: Vec<_> = sut
             .measurements
             .iter()
-            .filter(|m| m.name == "rendezvous")
+            .filter(|m| m.is::<Rendezvous>())
             .collect();
         assert_eq!(points.len(), 4);
         for m in points {
-            assert!(m.metrics["rendezvous_per_s"] > 0.0);
+            let p = m.read::<Rendezvous>().expect("the point reads as a view");
+            assert!(p.metrics.rendezvous_per_s.unwrap() > 0.0);
+            assert_eq!(p.labels.threads, 2);
             assert_eq!(m.latency.as_ref().unwrap().summary.count, 2 * 500);
         }
-        assert!(sut.measurements[0].metrics["ns_per_round_trip"] > 0.0);
+        let limit = sut.measurements[0].read::<CachelineRoundTrip>().unwrap();
+        assert!(limit.metrics.ns_per_round_trip > 0.0);
         assert_eq!(sut.threads.len(), 2);
         assert!(sut.headline.is_some());
     }

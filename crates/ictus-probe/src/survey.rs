@@ -19,6 +19,8 @@ use crate::probe::Probe;
 use crate::progress::Progress;
 use crate::record::RunRecord;
 use crate::setup::SchedSpec;
+use crate::view::Point;
+use crate::view::r#loop::Trial;
 use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
 use serde::{Deserialize, Serialize};
 
@@ -955,12 +957,13 @@ fn loop_records<'a>(manifest: &'a Manifest, dir: &Path) -> Vec<(&'a Step, RunRec
         .collect()
 }
 
-fn trial_metric(record: &RunRecord, key: &str) -> Option<f64> {
+/// The first trial of a loop record.
+fn first_trial(record: &RunRecord) -> Option<Point<Trial>> {
     record
         .measurements
         .iter()
-        .find(|m| m.name == "trial")
-        .and_then(|m| m.metrics.get(key).copied())
+        .find(|m| m.is::<Trial>())
+        .and_then(|m| m.read::<Trial>())
 }
 
 /// One fixed-frequency loop run of the survey, read back.
@@ -995,10 +998,13 @@ impl<'a> LoopRun<'a> {
                 )
             },
         );
+        let trial = first_trial(&record);
         LoopRun {
             step,
-            misses: trial_metric(&record, "misses").unwrap_or(f64::NAN),
-            worst: trial_metric(&record, "worst_completion_ns").map(|v| Nanos::new(v as u64)),
+            misses: trial.as_ref().map_or(f64::NAN, |t| t.metrics.misses),
+            worst: trial
+                .and_then(|t| t.metrics.worst_completion_ns)
+                .map(|v| Nanos::new(v as u64)),
             place: format!("{} ({obtained}), {}", step.class.name(), step.load.name()),
             record,
         }
@@ -1090,9 +1096,8 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
             .record
             .measurements
             .first()
-            .and_then(|m| m.labels.get("steps"))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
+            .and_then(|m| m.read::<Trial>())
+            .map_or(0, |t| t.labels.steps);
         let causes = run.causes(manifest, dir, period);
         evidence.push(format!(
             "{}: {} misses in {steps} steps, worst step {} against the {period} period{}",
@@ -1136,8 +1141,9 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
         .and_then(|(_, r)| {
             r.measurements
                 .iter()
-                .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
-                .filter_map(|m| m.labels.get("frequency_hz").and_then(|f| f.as_f64()))
+                .filter_map(|m| m.read::<Trial>())
+                .filter(|t| t.metrics.held())
+                .map(|t| t.labels.frequency_hz)
                 .reduce(f64::max)
         });
     let holds = !holding.is_empty();

@@ -74,14 +74,15 @@
 //! ```no_run
 //! use ictus_probe::progress::Progress;
 //! use ictus_probe::throughput::{self, Transport, ThroughputParams};
+//! use ictus_probe::view::throughput::Transfer;
 //! let params = ThroughputParams {
 //!     transports: vec![Transport::Spsc, Transport::Pipe],
 //!     sizes: vec![0, 64, 4096],
 //!     ..ThroughputParams::default()
 //! };
 //! let record = throughput::run(&params, vec!["example".into()], &Progress::new()).unwrap();
-//! for m in record.measurements.iter().filter(|m| m.name == "transfer") {
-//!     println!("{:?} {:?} {:?}", m.labels["transport"], m.labels["payload_bytes"], m.metrics["bytes_per_s"]);
+//! for p in record.measurements.iter().filter_map(|m| m.read::<Transfer>()) {
+//!     println!("{} {} {}", p.labels.transport, p.labels.payload_bytes, p.metrics.bytes_per_s);
 //! }
 //! ```
 
@@ -106,6 +107,12 @@ use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, Warning
 use crate::rendezvous::{self, RendezvousParams};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
+use crate::view;
+use crate::view::rendezvous::{CachelineLabels, CachelineRoundTrip, CpuPair, RoundTripMetrics};
+use crate::view::throughput::{
+    Memcpy, MemcpyLabels, MemcpyMetrics, Targets, TargetsLabels, TargetsMetrics, Transfer,
+    TransferLabels, TransferMetrics,
+};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "throughput";
@@ -458,12 +465,14 @@ pub fn run(
             rendezvous::cacheline_round_trip(&reference, cpus[0], cpus[1], &mut session);
         let ns = total.as_u64() as f64 / params.round_trips as f64;
         half_round_trip_ns = Some(ns / 2.0);
-        measurements.push(
-            Measurement::new("cacheline-round-trip")
-                .label("cpus", serde_json::json!([cpus[0], cpus[1]]))
-                .metric("ns_per_round_trip", ns)
-                .metric("round_trips_per_s", 1e9 / ns),
-        );
+        let metrics = RoundTripMetrics {
+            ns_per_round_trip: ns,
+            round_trips_per_s: Some(1e9 / ns),
+        };
+        let labels = CachelineLabels {
+            cpus: CpuPair::Pair([cpus[0], cpus[1]]),
+        };
+        measurements.push(view::Point::<CachelineRoundTrip>::new(labels, metrics).measurement());
         progress.advance(1);
     }
     // Reference (b): one thread's memcpy at every size.
@@ -482,18 +491,17 @@ pub fn run(
         let secs = elapsed.as_secs_f64().max(1e-9);
         let rate = copies as f64 * n as f64 / secs;
         memcpy_rates.push((n, rate));
-        measurements.push(
-            Measurement::new("memcpy")
-                .label("payload_bytes", n)
-                .label("cpu", cpus[0])
-                .metric("copies", copies as f64)
-                .metric("bytes_per_s", rate)
-                .metric("copies_per_s", copies as f64 / secs)
-                .metric(
-                    "ns_per_copy",
-                    elapsed.as_u64() as f64 / copies.max(1) as f64,
-                ),
-        );
+        let labels = MemcpyLabels {
+            payload_bytes: n,
+            cpu: cpus[0],
+        };
+        let metrics = MemcpyMetrics {
+            copies: copies as f64,
+            bytes_per_s: rate,
+            copies_per_s: copies as f64 / secs,
+            ns_per_copy: elapsed.as_u64() as f64 / copies.max(1) as f64,
+        };
+        measurements.push(view::Point::<Memcpy>::new(labels, metrics).measurement());
         progress.advance(1);
     }
     // The transfers.
@@ -610,48 +618,43 @@ fn targets(
     clock_read_ns: Option<f64>,
     memcpy_rates: &[(usize, f64)],
 ) -> Option<(Measurement, String)> {
-    let spsc_cross: Vec<&Measurement> = measurements
+    let spsc_cross: Vec<view::Point<Transfer>> = measurements
         .iter()
-        .filter(|m| {
-            m.name == MEASUREMENT
-                && m.labels["transport"] == Transport::Spsc.name()
-                && m.labels["placement"] == Placement::CrossCpu.name()
+        .filter_map(|m| m.read::<Transfer>())
+        .filter(|p| {
+            p.labels.transport == Transport::Spsc && p.labels.placement == Placement::CrossCpu
         })
         .collect();
-    let size_of = |m: &Measurement| m.labels["payload_bytes"].as_u64().unwrap_or(0);
-    let smallest = spsc_cross.iter().min_by_key(|m| size_of(m))?;
-    let largest = spsc_cross.iter().max_by_key(|m| size_of(m))?;
-    let mut m = Measurement::new("targets")
-        .label("mode", params.mode.name())
-        .label("one_way_payload_bytes", size_of(smallest))
-        .label("bandwidth_payload_bytes", size_of(largest))
-        .metric("one_way_target_max", 1.5)
-        .metric("bandwidth_target_min", 0.5);
+    let smallest = spsc_cross.iter().min_by_key(|p| p.labels.payload_bytes)?;
+    let largest = spsc_cross.iter().max_by_key(|p| p.labels.payload_bytes)?;
+    let labels = TargetsLabels {
+        mode: params.mode,
+        one_way_payload_bytes: smallest.labels.payload_bytes as u64,
+        bandwidth_payload_bytes: largest.labels.payload_bytes as u64,
+    };
+    let mut t = TargetsMetrics {
+        one_way_target_max: 1.5,
+        bandwidth_target_min: 0.5,
+        ..TargetsMetrics::default()
+    };
     let mut parts = Vec::new();
     // In stream mode a message's one-way time is mostly its wait in the queue: the
     // latency target is judged in sync mode only, on half the mean round trip of
     // the untimed batch (no clock read inside it, like the bare round trip it is
     // compared with).
-    let sync_metric = |key: &str| {
-        smallest
-            .metrics
-            .get(key)
-            .copied()
-            .filter(|_| params.mode == Mode::Sync)
-    };
+    let sync = |v: Option<f64>| v.filter(|_| params.mode == Mode::Sync);
     if let (Some(one_way), Some(half)) = (
-        sync_metric("one_way_half_round_trip_ns"),
+        sync(smallest.metrics.one_way_half_round_trip_ns),
         half_round_trip_ns,
     ) {
         let ratio = one_way / half;
-        m = m
-            .metric("half_round_trip_ns", half)
-            .metric("spsc_one_way_ns", one_way)
-            .metric("spsc_one_way_vs_half_round_trip", ratio);
+        t.half_round_trip_ns = Some(half);
+        t.spsc_one_way_ns = Some(one_way);
+        t.spsc_one_way_vs_half_round_trip = Some(ratio);
         let mut part = format!(
             "spsc one-way at {} B (half its round trip) {:.0} ns = {:.2}x half the bare \
              cache-line round trip ({:.0} ns; target <= 1.5: {})",
-            size_of(smallest),
+            smallest.labels.payload_bytes,
             one_way,
             ratio,
             half,
@@ -659,35 +662,33 @@ fn targets(
         );
         // The timestamped one-way time, for its distribution: it holds one clock
         // read (half the sender's, half the receiver's).
-        if let Some(p50) = sync_metric("one_way_p50_ns") {
-            m = m
-                .metric("spsc_one_way_p50_ns", p50)
-                .metric("spsc_one_way_p50_vs_half_round_trip", p50 / half);
+        if let Some(p50) = sync(smallest.metrics.one_way_p50_ns) {
+            t.spsc_one_way_p50_ns = Some(p50);
+            t.spsc_one_way_p50_vs_half_round_trip = Some(p50 / half);
             part += &format!("; timestamped one-way p50 {p50:.0} ns = {:.2}x", p50 / half);
             if let Some(clock) = clock_read_ns {
                 let net = (p50 - clock).max(0.0) / half;
-                m = m
-                    .metric("clock_read_ns", clock)
-                    .metric("spsc_one_way_p50_net_vs_half_round_trip", net);
+                t.clock_read_ns = Some(clock);
+                t.spsc_one_way_p50_net_vs_half_round_trip = Some(net);
                 part += &format!(", {net:.2}x without its clock read ({clock:.0} ns)");
             }
         }
         parts.push(part);
     }
-    let big = size_of(largest) as usize;
+    let big = largest.labels.payload_bytes;
     let memcpy = memcpy_rates
         .iter()
         .find(|(n, _)| *n == big)
         .map(|&(_, r)| r);
-    if let (Some(rate), Some(memcpy)) = (largest.metrics.get("bytes_per_s"), memcpy)
+    if let Some(memcpy) = memcpy
         && big > 0
         && memcpy > 0.0
     {
+        let rate = largest.metrics.bytes_per_s;
         let ratio = rate / memcpy;
-        m = m
-            .metric("spsc_bytes_per_s", *rate)
-            .metric("memcpy_bytes_per_s", memcpy)
-            .metric("spsc_vs_memcpy", ratio);
+        t.spsc_bytes_per_s = Some(rate);
+        t.memcpy_bytes_per_s = Some(memcpy);
+        t.spsc_vs_memcpy = Some(ratio);
         parts.push(format!(
             "spsc at {} {:.0} MB/s = {:.2}x memcpy ({:.0} MB/s; target >= 0.5: {})",
             bytes_label(big),
@@ -705,7 +706,10 @@ fn targets(
         params.mode.name(),
         parts.join("; ")
     );
-    Some((m, headline))
+    Some((
+        view::Point::<Targets>::new(labels, t).measurement(),
+        headline,
+    ))
 }
 
 /// `32 KiB`, `4 KiB`, or `100 B`.
@@ -751,40 +755,40 @@ impl TransferPoint {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let one_way = self.one_way.summary();
         let ns = |v: Option<Nanos>| v.map(|n| n.as_u64() as f64);
-        let mut m = Measurement::new(MEASUREMENT)
-            .label("transport", transport.name())
-            .label("placement", placement.name())
-            .label("payload_bytes", n)
-            .label("mode", params.mode.name())
-            .label("cpus", serde_json::json!([self.cpus.0, self.cpus.1]))
-            .label("policy", self.config.policy.to_string())
-            .metric("messages", rx.measured as f64)
-            .metric("elapsed_ns", elapsed.as_u64() as f64)
-            .metric("bytes_per_s", rx.measured as f64 * n as f64 / secs)
-            .metric("messages_per_s", rx.measured as f64 / secs);
-        let mut put = |key: &str, v: Option<f64>| {
-            if let Some(v) = v {
-                m.metrics.insert(key.to_string(), v);
-            }
+        let labels = TransferLabels {
+            transport,
+            placement,
+            payload_bytes: n,
+            mode: params.mode,
+            cpus: [self.cpus.0, self.cpus.1],
+            policy: self.config.policy.to_string(),
         };
-        put("one_way_mean_ns", one_way.mean_ns);
-        put("one_way_p50_ns", ns(one_way.percentile(Percentile::P50)));
-        put("one_way_p99_ns", ns(one_way.percentile(Percentile::P99)));
-        put("one_way_max_ns", ns(one_way.max_ns));
+        let mut metrics = TransferMetrics {
+            messages: rx.measured as f64,
+            elapsed_ns: elapsed.as_u64() as f64,
+            bytes_per_s: rx.measured as f64 * n as f64 / secs,
+            messages_per_s: rx.measured as f64 / secs,
+            one_way_mean_ns: one_way.mean_ns,
+            one_way_p50_ns: ns(one_way.percentile(Percentile::P50)),
+            one_way_p99_ns: ns(one_way.percentile(Percentile::P99)),
+            one_way_max_ns: ns(one_way.max_ns),
+            ..TransferMetrics::default()
+        };
         if params.mode == Mode::Sync {
             let rt = self.round_trip.summary();
-            put("round_trip_mean_ns", rt.mean_ns);
-            put("round_trip_p50_ns", ns(rt.percentile(Percentile::P50)));
-            put("round_trip_p99_ns", ns(rt.percentile(Percentile::P99)));
-            put("round_trip_max_ns", ns(rt.max_ns));
+            metrics.round_trip_mean_ns = rt.mean_ns;
+            metrics.round_trip_p50_ns = ns(rt.percentile(Percentile::P50));
+            metrics.round_trip_p99_ns = ns(rt.percentile(Percentile::P99));
+            metrics.round_trip_max_ns = ns(rt.max_ns);
             let batch = self.sent.batch_messages;
             if batch > 0 {
                 let mean = self.sent.batch_elapsed.as_u64() as f64 / batch as f64;
-                put("batch_messages", Some(batch as f64));
-                put("batch_round_trip_ns", Some(mean));
-                put("one_way_half_round_trip_ns", Some(mean / 2.0));
+                metrics.batch_messages = Some(batch as f64);
+                metrics.batch_round_trip_ns = Some(mean);
+                metrics.one_way_half_round_trip_ns = Some(mean / 2.0);
             }
         }
+        let m = view::Point::<Transfer>::new(labels, metrics).measurement();
         Some(m.with_latency(LatencyResult::from_histogram(
             &self.one_way,
             MissCounter::default(),
@@ -909,22 +913,36 @@ fn transfer_point(
     })
 }
 
-/// The parameters as recorded (units in the key names).
-#[derive(Serialize)]
-struct ParamsRecord {
-    transports: Vec<Transport>,
-    placements: Vec<Placement>,
-    mode: Mode,
-    payload_bytes: Vec<usize>,
-    point_time_ns: Option<u64>,
-    messages: Option<u64>,
-    warmup_ns: u64,
-    round_trips: u64,
-    stream_buffer_bytes: usize,
-    spins_before_yield: u32,
-    cpus: CpuSet,
-    policy: Policy,
-    mlock: bool,
+/// The parameters as the probe records them (units in the key names), and as
+/// readers read them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamsRecord {
+    /// The transports asked for.
+    pub transports: Vec<Transport>,
+    /// The placements asked for.
+    pub placements: Vec<Placement>,
+    /// Acknowledged messages or a stream.
+    pub mode: Mode,
+    /// The payloads swept.
+    pub payload_bytes: Vec<usize>,
+    /// How long each point measured, when asked for as a time.
+    pub point_time_ns: Option<u64>,
+    /// Messages each point measured, when asked for as a count.
+    pub messages: Option<u64>,
+    /// Warm-up before each point.
+    pub warmup_ns: u64,
+    /// Round trips of the cache-line reference.
+    pub round_trips: u64,
+    /// The buffer of the stream transports.
+    pub stream_buffer_bytes: usize,
+    /// Spins before a waiting side yields.
+    pub spins_before_yield: u32,
+    /// The CPUs of the sender and the receiver.
+    pub cpus: CpuSet,
+    /// The policy asked for.
+    pub policy: Policy,
+    /// All memory locked.
+    pub mlock: bool,
 }
 
 impl From<&ThroughputParams> for ParamsRecord {
@@ -1618,6 +1636,7 @@ fn split(msg: &[u8]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::tests::reads_back;
 
     fn two_cpus() -> bool {
         facts::online_cpus().len() >= 2
@@ -1753,28 +1772,32 @@ mod tests {
         let transfers: Vec<_> = sut
             .measurements
             .iter()
-            .filter(|m| m.name == MEASUREMENT)
+            .filter(|m| m.is::<Transfer>())
             .collect();
         assert_eq!(transfers.len(), 4 * placements.len() * 3);
         for m in &transfers {
-            assert_eq!(m.metrics["messages"], 50.0, "{:?}", m.labels);
+            let p = reads_back::<Transfer>(m);
+            assert_eq!(p.metrics.messages, 50.0, "{:?}", m.labels);
             assert_eq!(m.latency.as_ref().unwrap().summary.count, 50);
-            assert!(m.metrics.contains_key("round_trip_p50_ns"));
-            assert_eq!(m.metrics["batch_messages"], 50.0, "{:?}", m.labels);
-            assert!(m.metrics["one_way_half_round_trip_ns"] > 0.0);
+            assert!(p.metrics.round_trip_p50_ns.is_some());
+            assert_eq!(p.metrics.batch_messages, Some(50.0), "{:?}", m.labels);
+            assert!(p.metrics.one_way_half_round_trip_ns.unwrap() > 0.0);
+            assert_eq!(p.labels.mode, Mode::Sync);
             assert_eq!(m.labels["mode"], "sync");
         }
-        let memcpy = sut.measurements.iter().filter(|m| m.name == "memcpy");
-        assert_eq!(memcpy.count(), 3);
+        let memcpy = sut.measurements.iter().filter(|m| m.is::<Memcpy>());
+        assert_eq!(memcpy.map(reads_back::<Memcpy>).count(), 3);
         if two_cpus() {
-            let targets = sut
+            let rt = sut
                 .measurements
                 .iter()
-                .find(|m| m.name == "targets")
-                .unwrap();
-            assert!(targets.metrics["spsc_one_way_vs_half_round_trip"] > 0.0);
-            assert!(targets.metrics["spsc_one_way_p50_vs_half_round_trip"] > 0.0);
-            assert!(targets.metrics["spsc_vs_memcpy"] > 0.0);
+                .find(|m| m.is::<CachelineRoundTrip>());
+            reads_back::<CachelineRoundTrip>(rt.unwrap());
+            let targets = sut.measurements.iter().find(|m| m.is::<Targets>());
+            let t = reads_back::<Targets>(targets.unwrap()).metrics;
+            assert!(t.spsc_one_way_vs_half_round_trip.unwrap() > 0.0);
+            assert!(t.spsc_one_way_p50_vs_half_round_trip.unwrap() > 0.0);
+            assert!(t.spsc_vs_memcpy.unwrap() > 0.0);
             assert!(sut.headline.unwrap().contains("spsc"));
         }
         // The record survives a JSON round trip (no NaN among the figures).

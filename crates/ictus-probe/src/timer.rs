@@ -282,20 +282,69 @@ pub fn run(
     Ok(record)
 }
 
-/// The parameters as recorded (units in the key names).
-#[derive(Serialize)]
-struct ParamsRecord {
-    interval_ns: u64,
-    duration_ns: Option<u64>,
-    loops: u64,
-    warmup_ns: u64,
-    warmup_loops: u64,
-    cpus: CpuSet,
-    pin: bool,
-    policy: Policy,
-    mlock: bool,
-    mode: &'static str,
-    hybrid_margin_ns: Option<u64>,
+/// The parameters as the probe records them (units in the key names), and as
+/// readers read them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamsRecord {
+    /// Period between deadlines.
+    pub interval_ns: u64,
+    /// How long each thread measured, when asked for as a duration.
+    pub duration_ns: Option<u64>,
+    /// Periods each thread measured.
+    pub loops: u64,
+    /// Warm-up before measuring.
+    pub warmup_ns: u64,
+    /// Periods of warm-up.
+    pub warmup_loops: u64,
+    /// One measuring thread per CPU of this set.
+    pub cpus: CpuSet,
+    /// Each thread pinned to its CPU.
+    pub pin: bool,
+    /// The policy asked for.
+    pub policy: Policy,
+    /// All memory locked.
+    pub mlock: bool,
+    /// How each deadline was waited for: `nanosleep`, `hybrid` or `spin`.
+    pub mode: String,
+    /// The hybrid wait's margin, when given (otherwise calibrated per thread).
+    pub hybrid_margin_ns: Option<u64>,
+}
+
+/// A timer record's parameters, whichever wrote them: this probe, or the import of a
+/// cyclictest run.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RecordedParams {
+    /// Written by [`run`].
+    Probe(ParamsRecord),
+    /// Written by [`crate::import::cyclictest`].
+    Imported(crate::import::CyclictestParams),
+}
+
+impl RecordedParams {
+    /// The period between deadlines, when known.
+    pub fn interval_ns(&self) -> Option<u64> {
+        match self {
+            RecordedParams::Probe(p) => Some(p.interval_ns),
+            RecordedParams::Imported(p) => p.interval_ns,
+        }
+    }
+
+    /// The periods each thread measured, when known.
+    pub fn loops(&self) -> Option<u64> {
+        match self {
+            RecordedParams::Probe(p) => Some(p.loops),
+            RecordedParams::Imported(_) => None,
+        }
+    }
+
+    /// How each deadline was waited for.
+    pub fn mode(&self) -> &str {
+        match self {
+            RecordedParams::Probe(p) => &p.mode,
+            RecordedParams::Imported(p) => &p.mode,
+        }
+    }
 }
 
 impl From<&TimerParams> for ParamsRecord {
@@ -317,7 +366,8 @@ impl From<&TimerParams> for ParamsRecord {
                 ModeRequest::Nanosleep => "nanosleep",
                 ModeRequest::Hybrid { .. } => "hybrid",
                 ModeRequest::Spin => "spin",
-            },
+            }
+            .to_string(),
             hybrid_margin_ns: match p.mode {
                 ModeRequest::Hybrid { margin } => margin.map(Nanos::as_u64),
                 _ => None,

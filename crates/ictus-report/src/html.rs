@@ -4,13 +4,18 @@
 use std::fmt::Write as _;
 
 use ictus_core::histogram::HistogramData;
+use ictus_probe::view::compute::{MODEL_SIZE, Step};
+use ictus_probe::view::jitter::SlowRun;
+use ictus_probe::view::r#loop::Trial;
+use ictus_probe::view::memlat::{Access, CHASE};
+use ictus_probe::view::pingpong::Handoff;
 
 use crate::compare::{run_headers, sides};
 use crate::format;
 use crate::markdown::{capitalise, front, warning_list};
 use crate::plots::{self, Axes};
 use crate::results::{Results, Run, STEP_HEADER, class_name, load_name, step_rows};
-use crate::tables::{self, Table, caches};
+use crate::tables::{self, Table, caches, rate_point};
 
 /// Escapes text for HTML.
 pub(crate) fn escape(s: &str) -> String {
@@ -246,13 +251,8 @@ fn jitter_plots(out: &mut String, r: &Results) {
             .record
             .measurements
             .iter()
-            .filter(|m| m.name == "slow-run")
-            .filter_map(|m| {
-                Some((
-                    m.labels.get("at_ns")?.as_f64()? / 1e9,
-                    *m.metrics.get("duration_ns")?,
-                ))
-            })
+            .filter_map(|m| m.read::<SlowRun>())
+            .map(|p| (p.labels.at_ns as f64 / 1e9, p.metrics.duration_ns))
             .collect();
         if !points.is_empty() {
             series.push((run.config().to_string(), points));
@@ -306,34 +306,19 @@ fn memlat_plots(out: &mut String, r: &Results) {
 fn memlat_series(run: &Run) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for m in &run.record.measurements {
-        if m.labels
-            .get("threads")
-            .and_then(|v| v.as_u64())
-            .is_some_and(|n| n != 1)
-        {
-            continue;
-        }
-        let (name, key) = match m.name.as_str() {
-            "chase" => ("random chase".to_string(), "ns_per_load"),
-            "strided-read" | "strided-write" => (
-                format!(
-                    "{}, space {} B",
-                    m.name.trim_start_matches("strided-"),
-                    m.labels
-                        .get("stride_bytes")
-                        .and_then(|v| v.as_u64())
-                        .unwrap_or(0)
-                ),
-                "ns_per_access",
-            ),
-            _ => continue,
-        };
-        let (Some(ws), Some(&v)) = (
-            m.labels.get("working_set_bytes").and_then(|v| v.as_f64()),
-            m.metrics.get(key),
-        ) else {
+        let Some(a) = Access::read(m).filter(|a| a.labels.threads == 1) else {
             continue;
         };
+        let name = if m.name == CHASE {
+            "random chase".to_string()
+        } else {
+            format!(
+                "{}, space {} B",
+                m.name.trim_start_matches("strided-"),
+                a.labels.stride_bytes.unwrap_or(0)
+            )
+        };
+        let (ws, v) = (a.labels.working_set_bytes as f64, a.ns);
         match series.iter_mut().find(|(n, _)| *n == name) {
             Some((_, p)) => p.push((ws, v)),
             None => series.push((name, vec![(ws, v)])),
@@ -349,13 +334,9 @@ fn compute_plots(out: &mut String, r: &Results) {
             .record
             .measurements
             .iter()
-            .filter(|m| m.name == "model-size")
-            .filter_map(|m| {
-                Some((
-                    m.labels.get("modules")?.as_f64()?,
-                    *m.metrics.get("ns_per_module_step")?,
-                ))
-            })
+            .filter(|m| m.name == MODEL_SIZE)
+            .filter_map(|m| m.read::<Step>())
+            .map(|p| (p.labels.modules as f64, p.metrics.ns_per_module_step))
             .collect();
         let axes = Axes {
             x_desc: "model size (modules)",
@@ -383,27 +364,15 @@ fn pingpong_plots(out: &mut String, r: &Results) {
     let mut runs: Vec<&Run> = r.of("pingpong").collect();
     runs.sort_by_key(|x| x.config());
     for run in runs {
-        for m in run
-            .record
-            .measurements
-            .iter()
-            .filter(|m| m.name == "handoff")
-        {
-            if let Some(l) = &m.latency {
-                let load = if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
+        for m in &run.record.measurements {
+            if let (Some(p), Some(l)) = (m.read::<Handoff>(), &m.latency) {
+                let load = if p.labels.cpu_load {
                     "cpu load".to_string()
                 } else {
                     load_name(&run.load)
                 };
                 series.push((
-                    format!(
-                        "{}, {load}, {}",
-                        class_name(run.class),
-                        m.labels
-                            .get("placement")
-                            .and_then(|v| v.as_str())
-                            .unwrap_or("?")
-                    ),
+                    format!("{}, {load}, {}", class_name(run.class), p.labels.placement),
                     &l.histogram,
                 ));
             }
@@ -422,27 +391,10 @@ fn throughput_plots(out: &mut String, r: &Results) {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for run in r.of("throughput") {
         for m in &run.record.measurements {
-            let name = match m.name.as_str() {
-                "transfer" => format!(
-                    "{}, {}",
-                    m.labels
-                        .get("transport")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("?"),
-                    m.labels
-                        .get("placement")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("?")
-                ),
-                "memcpy" => "memcpy (one CPU)".to_string(),
-                _ => continue,
-            };
-            let (Some(size), Some(&rate)) = (
-                m.labels.get("payload_bytes").and_then(|v| v.as_f64()),
-                m.metrics.get("bytes_per_s"),
-            ) else {
+            let Some((name, size, rate)) = rate_point(m) else {
                 continue;
             };
+            let size = size as f64;
             match series.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, p)) => p.push((size, rate / 1e6)),
                 None => series.push((name, vec![(size, rate / 1e6)])),
@@ -471,8 +423,9 @@ fn loop_plots(out: &mut String, r: &Results) {
             .record
             .measurements
             .iter()
-            .filter(|m| m.name == "trial" && m.metrics.get("misses") == Some(&0.0))
-            .filter_map(|m| m.labels.get("period_ns")?.as_f64())
+            .filter_map(|m| m.read::<Trial>())
+            .filter(|t| t.metrics.held())
+            .map(|t| t.labels.period_ns as f64)
             .fold(f64::INFINITY, f64::min);
         if let Some(h) = merged(run) {
             figure(

@@ -19,6 +19,7 @@ use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
 use ictus_probe::load::LoadKind;
+use ictus_probe::pingpong;
 use ictus_probe::provenance::Provenance;
 use ictus_probe::record::RunRecord;
 use ictus_probe::survey::{
@@ -264,13 +265,11 @@ fn run_of(file: String, record: RunRecord, step: Option<&Step>) -> Run {
 
 /// The class a record ran in, read from its threads or parameters.
 fn class_of(r: &RunRecord) -> Class {
-    let policy: Option<Policy> = r.threads.first().map(|t| t.config.policy).or_else(|| {
-        let p = r
-            .parameters
-            .get("policy")
-            .or_else(|| r.parameters.get("sched").and_then(|s| s.get("policy")))?;
-        serde_json::from_value(p.clone()).ok()
-    });
+    let policy: Option<Policy> = r
+        .threads
+        .first()
+        .map(|t| t.config.policy)
+        .or_else(|| r.policy_requested());
     match policy {
         Some(Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline { .. }) => Class::RtPinned,
         _ => Class::NormalUnpinned,
@@ -282,7 +281,10 @@ fn load_of(r: &RunRecord) -> LoadCase {
     let mut kinds: Vec<LoadKind> = r.environment.loads.iter().map(|l| l.kind).collect();
     kinds.sort();
     kinds.dedup();
-    let cpu_load = r.parameters.get("cpu_load").and_then(|v| v.as_bool()) == Some(true);
+    // Only pingpong loads the CPUs it measures itself.
+    let cpu_load = r
+        .parameters_as::<pingpong::ParamsRecord>()
+        .is_some_and(|p| p.cpu_load);
     match kinds.as_slice() {
         [] if cpu_load => LoadCase::One(LoadKind::Cpu),
         [] => LoadCase::Idle,

@@ -13,8 +13,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ictus_core::Percentile;
 use ictus_probe::doctor::Status;
+use ictus_probe::jitter::{JitterParams, Routine};
+use ictus_probe::r#loop::LoopParams;
 use ictus_probe::record::{LatencyResult, Measurement};
 use ictus_probe::survey::{Class, LoadCase};
+use ictus_probe::throughput::Mode;
+use ictus_probe::view::Point;
+use ictus_probe::view::compute::Step;
+use ictus_probe::view::r#loop::Trial;
+use ictus_probe::view::memlat::{Access, CHASE, Cache, STRIDED_READ, STRIDED_WRITE, Strided};
+use ictus_probe::view::pingpong::Handoff;
+use ictus_probe::view::rendezvous::{CachelineRoundTrip, Rendezvous};
+use ictus_probe::view::throughput::{Memcpy, Transfer};
+use ictus_probe::{memlat, timer};
 
 use crate::format;
 use crate::results::{Config, Results, Run, class_name, load_name};
@@ -197,15 +208,7 @@ fn setup_words(run: &Run) -> String {
         .threads
         .first()
         .map(|t| t.config.policy.to_string())
-        .or_else(|| {
-            let p = r
-                .parameters
-                .get("policy")
-                .or_else(|| r.parameters.get("sched").and_then(|s| s.get("policy")))?;
-            serde_json::from_value::<ictus_os::sched::Policy>(p.clone())
-                .ok()
-                .map(|p| p.to_string())
-        })
+        .or_else(|| r.policy_requested().map(|p| p.to_string()))
         .unwrap_or_else(|| "policy unknown".to_string());
     let mlock = if r.obtained.mlock {
         ", memory locked"
@@ -266,32 +269,15 @@ fn features(r: &Results) -> Table {
 
 // --- seed 000 Table 5 -----------------------------------------------------------
 
-fn label_u64(m: &Measurement, key: &str) -> Option<u64> {
-    m.labels.get(key).and_then(|v| v.as_u64())
-}
-
-fn label_f64(m: &Measurement, key: &str) -> Option<f64> {
-    m.labels.get(key).and_then(|v| v.as_f64())
-}
-
-fn label_str<'a>(m: &'a Measurement, key: &str) -> Option<&'a str> {
-    m.labels.get(key).and_then(|v| v.as_str())
-}
-
 /// The data caches a memlat record lists, smallest first (`L1d`, `L2`, `L3`).
 pub(crate) fn caches(run: &Run) -> Vec<(String, u64)> {
     let mut c: Vec<(String, u64)> = run
         .record
         .measurements
         .iter()
-        .filter(|m| m.name == "cache")
-        .filter(|m| label_str(m, "cache") != Some("L1i"))
-        .filter_map(|m| {
-            Some((
-                label_str(m, "cache")?.to_string(),
-                label_u64(m, "cache_bytes")?,
-            ))
-        })
+        .filter_map(|m| m.read::<Cache>())
+        .filter(|c| c.labels.cache != "L1i")
+        .map(|c| (c.labels.cache, c.labels.cache_bytes))
         .collect();
     c.sort_by_key(|(_, size)| *size);
     c
@@ -314,42 +300,42 @@ fn memlat(r: &Results) -> Table {
     let mut strides = BTreeSet::new();
     for run in &runs {
         for m in &run.record.measurements {
-            if m.name.starts_with("strided-")
-                && let Some(s) = label_u64(m, "stride_bytes")
-            {
+            if let Some(s) = m.read::<Strided>().and_then(|p| p.labels.stride_bytes) {
                 strides.insert(s);
             }
         }
     }
-    let mut kinds = vec![("chase".to_string(), None)];
+    let mut kinds = vec![(CHASE, None)];
     t.columns.push(Column::new("random chase, per load"));
-    for kind in ["strided-read", "strided-write"] {
+    for (kind, verb) in [(STRIDED_READ, "read"), (STRIDED_WRITE, "write")] {
         for &s in &strides {
-            kinds.push((kind.to_string(), Some(s)));
-            let verb = if kind == "strided-read" {
-                "read"
-            } else {
-                "write"
-            };
+            kinds.push((kind, Some(s)));
             t.columns.push(Column::new(format!("{verb}, space {s} B")));
         }
     }
     let mut repeat = None;
     for run in &runs {
-        repeat = run.record.parameters.get("repeat").and_then(|v| v.as_u64());
+        repeat = run
+            .record
+            .parameters_as::<memlat::ParamsRecord>()
+            .map(|p| p.repeat);
         let caches = caches(run);
-        let one_thread = |m: &&Measurement| label_u64(m, "threads").is_none_or(|n| n == 1);
-        let sizes: BTreeSet<u64> = run
+        // The one-thread points: (name, labels, ns per access).
+        let points: Vec<(&str, Access)> = run
             .record
             .measurements
             .iter()
-            .filter(one_thread)
-            .filter_map(|m| label_u64(m, "working_set_bytes"))
+            .filter_map(|m| Some((m.name.as_str(), Access::read(m)?)))
+            .filter(|(_, a)| a.labels.threads == 1)
+            .collect();
+        let sizes: BTreeSet<usize> = points
+            .iter()
+            .map(|(_, a)| a.labels.working_set_bytes)
             .collect();
         for size in sizes {
             let fits = caches
                 .iter()
-                .find(|(_, c)| size <= *c)
+                .find(|(_, c)| size as u64 <= *c)
                 .map_or("memory".to_string(), |(n, _)| n.clone());
             let mut keys = Vec::new();
             if several {
@@ -358,21 +344,13 @@ fn memlat(r: &Results) -> Table {
             keys.extend([format::bytes(size as f64), fits]);
             let cells = kinds
                 .iter()
-                .map(|(kind, stride)| {
-                    let m = run.record.measurements.iter().filter(one_thread).find(|m| {
-                        &m.name == kind
-                            && label_u64(m, "working_set_bytes") == Some(size)
-                            && label_u64(m, "stride_bytes") == *stride
+                .map(|&(kind, stride)| {
+                    let at = points.iter().find(|(name, a)| {
+                        *name == kind
+                            && a.labels.working_set_bytes == size
+                            && a.labels.stride_bytes == stride
                     });
-                    let key = if kind == "chase" {
-                        "ns_per_load"
-                    } else {
-                        "ns_per_access"
-                    };
-                    match m.and_then(|m| m.metrics.get(key)) {
-                        Some(&v) => Cell::ns(v),
-                        None => Cell::empty(),
-                    }
+                    at.map_or(Cell::empty(), |(_, a)| Cell::ns(a.ns))
                 })
                 .collect();
             t.rows.push(Row { keys, cells });
@@ -430,29 +408,29 @@ fn rendezvous(r: &Results) -> Table {
     let mut limit = None;
     for run in &runs {
         for m in &run.record.measurements {
-            if m.name == "cacheline-round-trip" {
-                limit = m.metrics.get("ns_per_round_trip").copied();
+            if let Some(c) = m.read::<CachelineRoundTrip>() {
+                limit = Some(c.metrics.ns_per_round_trip);
             }
-            if m.name != "rendezvous" {
+            let Some(p) = m.read::<Rendezvous>() else {
                 continue;
-            }
+            };
             let mut keys = Vec::new();
             if several {
                 keys.push(run.config().to_string());
             }
-            let payload = label_u64(m, "payload_bytes").unwrap_or(0);
+            let payload = p.labels.payload_bytes;
             keys.extend([
-                label_u64(m, "threads").map_or("?".into(), |n| n.to_string()),
-                label_str(m, "spacing").unwrap_or("?").to_string(),
+                p.labels.threads.to_string(),
+                p.labels.spacing,
                 if payload == 0 {
                     "none".to_string()
                 } else {
                     format!("{payload} B each way")
                 },
             ]);
-            let rate = m.metrics.get("rendezvous_per_s").copied();
-            let per = m.metrics.get("ns_per_rendezvous").copied();
-            let vs = m.metrics.get("vs_cacheline_limit").copied();
+            let rate = p.metrics.rendezvous_per_s;
+            let per = p.metrics.ns_per_rendezvous;
+            let vs = p.metrics.vs_cacheline_limit;
             t.rows.push(Row {
                 keys,
                 cells: vec![
@@ -506,30 +484,32 @@ fn compute(r: &Results) -> Table {
         {
             reference = Some(w.message.clone());
         }
-        for m in &run.record.measurements {
-            if m.name != "model-size" && m.name != "split" {
-                continue;
-            }
+        for p in run
+            .record
+            .measurements
+            .iter()
+            .filter_map(|m| m.read::<Step>())
+        {
             let mut keys = Vec::new();
             if several {
                 keys.push(run.config().to_string());
             }
-            keys.push(format!("{} modules", label_u64(m, "modules").unwrap_or(0)));
-            keys.push(label_u64(m, "threads").unwrap_or(1).to_string());
-            let step = m.metrics.get("ns_per_step").copied();
-            let module = m.metrics.get("ns_per_module_step").copied();
-            let speedup = m.metrics.get("speedup").copied();
-            let reduction = match m.metrics.get("time_reduction_vs_reference") {
+            keys.push(format!("{} modules", p.labels.modules));
+            keys.push(p.labels.threads.to_string());
+            let step = Some(p.metrics.ns_per_step);
+            let module = Some(p.metrics.ns_per_module_step);
+            let speedup = p.metrics.speedup;
+            let reduction = match p.metrics.time_reduction_vs_reference {
                 // The metric is reference time / our time; the seed's reduction is
                 // 1 - our time / reference time.
-                Some(&x) if x > 0.0 => {
+                Some(x) if x > 0.0 => {
                     let red = 1.0 - 1.0 / x;
                     Cell::num(
                         format!("{:.0} % (speed ×{})", red * 100.0, format::sig3(x)),
                         red * 100.0,
                     )
                 }
-                _ => Cell::text(if m.labels.contains_key("reference") {
+                _ => Cell::text(if p.labels.reference.is_some() {
                     "no such point in the reference"
                 } else {
                     "no reference"
@@ -622,9 +602,9 @@ fn timer(r: &Results) -> Table {
                 refused_note(&mut t, run);
                 interval = interval.or(run
                     .record
-                    .parameters
-                    .get("interval_ns")
-                    .and_then(|v| v.as_f64()));
+                    .parameters_as::<timer::RecordedParams>()
+                    .and_then(|p| p.interval_ns())
+                    .map(|v| v as f64));
                 match &run.record.merged {
                     None => why_cells("no latency in the record".into(), t.columns.len()),
                     Some(l) => {
@@ -727,26 +707,20 @@ fn jitter(r: &Results) -> Table {
             cells,
         });
     }
-    let first = r.of("jitter").next();
-    let routine = first
-        .and_then(|run| run.record.parameters.get("routine"))
-        .map(|v| {
-            match (
-                v.get("kind").and_then(|k| k.as_str()),
-                v.get("divisions").and_then(|d| d.as_u64()),
-            ) {
-                (Some("divisions"), Some(n)) => format!("{} integer divisions", format::count(n)),
-                (Some(k), _) => format!("the {k} routine"),
-                _ => "the routine".to_string(),
-            }
-        })
-        .unwrap_or_else(|| "the routine".to_string());
-    let runs = first
-        .and_then(|run| run.record.parameters.get("runs"))
-        .and_then(|v| v.as_u64())
-        .map_or(String::new(), |n| {
-            format!(", {} runs per configuration", format::count(n))
-        });
+    let params = r
+        .of("jitter")
+        .next()
+        .and_then(|run| run.record.parameters_as::<JitterParams>());
+    let routine = match params.as_ref().map(|p| p.routine) {
+        Some(Routine::Divisions { divisions }) => {
+            format!("{} integer divisions", format::count(divisions))
+        }
+        Some(Routine::Synchronised { .. }) => "the synchronised routine".to_string(),
+        None => "the routine".to_string(),
+    };
+    let runs = params.map_or(String::new(), |p| {
+        format!(", {} runs per configuration", format::count(p.runs))
+    });
     t.caption = format!(
         "The longest run of {routine} minus Tmin, and that as a share of Tmin, per scheduling priority and load{runs}. Tmin = {}, the shortest run of all configurations, as the seed defines it.",
         format::ns(tmin)
@@ -773,23 +747,19 @@ fn pingpong(r: &Results) -> Table {
     let mut loads = BTreeSet::new();
     for run in &runs {
         refused_note(&mut t, run);
-        for m in run
+        for (m, p) in run
             .record
             .measurements
             .iter()
-            .filter(|m| m.name == "handoff")
+            .filter_map(|m| Some((m, m.read::<Handoff>()?)))
         {
-            let load = if m.labels.get("cpu_load").and_then(|v| v.as_bool()) == Some(true) {
+            let load = if p.labels.cpu_load {
                 LoadCase::One(ictus_probe::load::LoadKind::Cpu)
             } else {
                 run.load.clone()
             };
             loads.insert(load.clone());
-            let what = format!(
-                "{}, {}",
-                label_str(m, "primitive").unwrap_or("?"),
-                label_str(m, "placement").unwrap_or("?")
-            );
+            let what = format!("{}, {}", p.labels.primitive, p.labels.placement);
             let cell = match &m.latency {
                 Some(l) => match (l.summary.mean_ns, l.summary.stddev_ns) {
                     (Some(mean), Some(sd)) => Cell::num(
@@ -855,27 +825,16 @@ fn throughput(r: &Results) -> Table {
         return t;
     }
     let mut series: Vec<String> = Vec::new();
-    let mut points: BTreeMap<u64, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut points: BTreeMap<usize, BTreeMap<String, f64>> = BTreeMap::new();
     let mut mode = None;
     for run in &runs {
         for m in &run.record.measurements {
-            let name = match m.name.as_str() {
-                "transfer" => {
-                    mode = mode.or(label_str(m, "mode").map(str::to_string));
-                    format!(
-                        "{}, {}",
-                        label_str(m, "transport").unwrap_or("?"),
-                        label_str(m, "placement").unwrap_or("?")
-                    )
-                }
-                "memcpy" => "memcpy (one CPU)".to_string(),
-                _ => continue,
-            };
-            let (Some(size), Some(&rate)) =
-                (label_u64(m, "payload_bytes"), m.metrics.get("bytes_per_s"))
-            else {
+            let Some((name, size, rate)) = rate_point(m) else {
                 continue;
             };
+            if let Some(p) = m.read::<Transfer>() {
+                mode = mode.or(Some(p.labels.mode));
+            }
             if !series.contains(&name) {
                 series.push(name.clone());
             }
@@ -900,8 +859,8 @@ fn throughput(r: &Results) -> Table {
     }
     t.caption = format!(
         "Payload bytes per second from one thread to another by payload size, as seed 004's port test ({} mode: {}), with a plain memcpy on one CPU as the bound; {}.",
-        mode.as_deref().unwrap_or("sync"),
-        if mode.as_deref() == Some("stream") {
+        mode.map_or("sync", Mode::name),
+        if mode == Some(Mode::Stream) {
             "the sender waits only when the transport is full"
         } else {
             "each message is acknowledged before the next is sent"
@@ -909,6 +868,21 @@ fn throughput(r: &Results) -> Table {
         setup_words(runs[0])
     );
     t
+}
+
+/// A throughput record's transfer or memcpy point: its series (`spsc, cross-cpu`,
+/// `memcpy (one CPU)`), payload and bytes per second.
+pub(crate) fn rate_point(m: &Measurement) -> Option<(String, usize, f64)> {
+    if let Some(p) = m.read::<Transfer>() {
+        let name = format!("{}, {}", p.labels.transport, p.labels.placement);
+        return Some((name, p.labels.payload_bytes, p.metrics.bytes_per_s));
+    }
+    let p = m.read::<Memcpy>()?;
+    Some((
+        "memcpy (one CPU)".to_string(),
+        p.labels.payload_bytes,
+        p.metrics.bytes_per_s,
+    ))
 }
 
 // --- the loop (seed 000 §3.1) ---------------------------------------------------
@@ -938,47 +912,42 @@ fn loop_trials(r: &Results) -> Table {
         Column::text("outcome"),
     ];
     for run in &runs {
-        let mut trials: Vec<&Measurement> = run
+        let mut trials: Vec<Point<Trial>> = run
             .record
             .measurements
             .iter()
-            .filter(|m| m.name == "trial")
+            .filter_map(|m| m.read::<Trial>())
             .collect();
-        trials.sort_by(|a, b| {
-            label_f64(a, "frequency_hz")
-                .unwrap_or(0.0)
-                .total_cmp(&label_f64(b, "frequency_hz").unwrap_or(0.0))
-        });
-        for m in trials {
+        trials.sort_by(|a, b| a.labels.frequency_hz.total_cmp(&b.labels.frequency_hz));
+        for p in trials {
             let mut keys = Vec::new();
             if several {
                 keys.push(run.config().to_string());
             }
-            keys.push(format::hz(label_f64(m, "frequency_hz").unwrap_or(0.0)));
-            let misses = m.metrics.get("misses").copied().unwrap_or(0.0);
-            let get = |k: &str| m.metrics.get(k).copied();
+            keys.push(format::hz(p.labels.frequency_hz));
+            let misses = p.metrics.misses;
+            let steps = p.labels.steps;
             t.rows.push(Row {
                 keys,
                 cells: vec![
-                    label_f64(m, "period_ns").map_or(Cell::empty(), Cell::ns),
-                    label_u64(m, "steps")
-                        .map_or(Cell::empty(), |n| Cell::num(format::count(n), n as f64)),
+                    Cell::ns(p.labels.period_ns as f64),
+                    Cell::num(format::count(steps), steps as f64),
                     Cell::num(format::count(misses as u64), misses),
-                    get("worst_completion_ns").map_or(Cell::empty(), Cell::ns),
-                    get("min_slack_ns").map_or(Cell::empty(), Cell::ns),
-                    Cell::text(if misses == 0.0 { "held" } else { "missed" }),
+                    p.metrics
+                        .worst_completion_ns
+                        .map_or(Cell::empty(), Cell::ns),
+                    p.metrics.min_slack_ns.map_or(Cell::empty(), Cell::ns),
+                    Cell::text(if p.metrics.held() { "held" } else { "missed" }),
                 ],
             });
         }
     }
-    let p = &runs[0].record.parameters;
+    let p = runs[0].record.parameters_as::<LoopParams>();
     t.caption = format!(
         "The loop of seed 000 Figure 1 (input, rendezvous, compute, rendezvous, output inside one period) on {} threads, a model of {} modules, {} B exchanged per rendezvous ({}), tried at rising frequencies until a step misses its deadline.",
-        p.get("threads").and_then(|v| v.as_u64()).unwrap_or(0),
-        p.get("modules").and_then(|v| v.as_u64()).unwrap_or(0),
-        p.get("exchange_bytes")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0),
+        p.as_ref().map_or(0, |p| p.threads),
+        p.as_ref().map_or(0, |p| p.modules),
+        p.as_ref().map_or(0, |p| p.exchange_bytes),
         setup_words(runs[0]),
     );
     if let Some(h) = &runs[0].record.headline {

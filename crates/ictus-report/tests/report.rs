@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ictus_probe::record::{Measurement, RunRecord};
 use ictus_report::{
     ReportError, compare_html, compare_markdown, html, load, markdown, write_reports,
 };
@@ -275,4 +276,72 @@ fn an_empty_directory_or_a_missing_path_is_an_error_not_an_empty_report() {
     assert!(matches!(load(dir.path()), Err(ReportError::Empty { .. })));
     let e = load(&dir.path().join("nope")).unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");
+}
+
+/// Whether `m`, a measurement of a `probe` record, reads through one of the typed
+/// views of that probe.
+fn reads_through_its_view(probe: &str, m: &Measurement) -> bool {
+    use ictus_probe::view::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput};
+    match probe {
+        "memlat" => {
+            memlat::Access::read(m).is_some()
+                || m.read::<memlat::Cache>().is_some()
+                || m.read::<memlat::Knee>().is_some()
+        }
+        "rendezvous" => {
+            m.read::<rendezvous::Rendezvous>().is_some()
+                || m.read::<rendezvous::CachelineRoundTrip>().is_some()
+        }
+        "throughput" => {
+            m.read::<throughput::Transfer>().is_some()
+                || m.read::<throughput::Memcpy>().is_some()
+                || m.read::<rendezvous::CachelineRoundTrip>().is_some()
+                || m.read::<throughput::Targets>().is_some()
+        }
+        "compute" => m.read::<compute::Step>().is_some(),
+        "pingpong" => m.read::<pingpong::Handoff>().is_some(),
+        "loop" => m.read::<r#loop::Trial>().is_some(),
+        "jitter" => m.read::<jitter::Runs>().is_some() || m.read::<jitter::SlowRun>().is_some(),
+        _ => false,
+    }
+}
+
+/// Whether a `probe` record's parameters read as that probe records them.
+fn parameters_read(r: &RunRecord) -> bool {
+    use ictus_probe::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
+    match r.probe.as_str() {
+        "timer" => r.parameters_as::<timer::RecordedParams>().is_some(),
+        "pingpong" => r.parameters_as::<pingpong::ParamsRecord>().is_some(),
+        "memlat" => r.parameters_as::<memlat::ParamsRecord>().is_some(),
+        "throughput" => r.parameters_as::<throughput::ParamsRecord>().is_some(),
+        "jitter" => r.parameters_as::<jitter::JitterParams>().is_some(),
+        "loop" => r.parameters_as::<r#loop::LoopParams>().is_some(),
+        "compute" => r.parameters_as::<compute::ComputeParams>().is_some(),
+        "rendezvous" => r.parameters_as::<rendezvous::RendezvousParams>().is_some(),
+        _ => false,
+    }
+}
+
+/// The fixture records were written by an earlier ictus, key by key: every
+/// measurement and every probe's parameters still read through the typed views the
+/// tables use, so no cell of the snapshots above comes from a fallback.
+#[test]
+fn the_fixture_records_read_through_the_typed_views() {
+    for survey in ["survey-a", "survey-b"] {
+        for run in &load(&fixture(survey)).unwrap().runs {
+            let r = &run.record;
+            assert!(parameters_read(r), "{survey}/{}: parameters", run.file);
+            assert!(r.policy_requested().is_some(), "{survey}/{}", run.file);
+            for m in &r.measurements {
+                assert!(
+                    reads_through_its_view(&r.probe, m),
+                    "{survey}/{}: {} {:?} {:?}",
+                    run.file,
+                    m.name,
+                    m.labels,
+                    m.metrics
+                );
+            }
+        }
+    }
 }
