@@ -559,6 +559,8 @@ fn subsystem_measurements(s: &SubsystemReport) -> (Measurement, Measurement) {
         longest_overrun_streak: s.longest_overrun_streak as f64,
         lost_frames: s.lost as f64,
         hybrid_margin_ns: None,
+        errors: Some(s.errors as f64),
+        finished_early: (s.finished_early > 0).then_some(s.finished_early as f64),
     };
     let mut point = Point::<Subsystem>::new(labels, metrics);
     let mut exec = point.measurement_named(EXECUTION_TIME);
@@ -667,6 +669,7 @@ pub(crate) fn render(record: &RunRecord) -> String {
         "due",
         "overruns (streak)",
         "lost",
+        "errors",
         "jitter p99 us",
         "jitter max us",
         "exec p99 us",
@@ -712,6 +715,11 @@ pub(crate) fn render(record: &RunRecord) -> String {
                 count(metrics.longest_overrun_streak)
             )),
             Cell::new(count(metrics.lost_frames)),
+            Cell::new(
+                metrics
+                    .errors
+                    .map_or("-".to_string(), |e| count(e).to_string()),
+            ),
             Cell::new(percentile(Some(j), Some(Percentile::P99))),
             Cell::new(percentile(Some(j), None)),
             Cell::new(percentile(*e, Some(Percentile::P99))),
@@ -876,6 +884,8 @@ mod tests {
                 overruns: 1,
                 longest_overrun_streak: 1,
                 lost: 3,
+                finished_early: 0,
+                errors: 2,
                 crashed: Some("killed by signal 9".into()),
                 outcome: None,
             }],
@@ -962,7 +972,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            row("p ")[..7],
+            row("p ")[..8],
             [
                 "p",
                 "own (killed by signal 9)",
@@ -970,7 +980,8 @@ mod tests {
                 "199",
                 "200",
                 "1 (1)",
-                "3"
+                "3",
+                "2"
             ]
         );
         assert_eq!(row("a ")[..3], ["a", "main", "400 sent"]);

@@ -61,6 +61,13 @@ pub struct SubsystemMetrics {
     pub lost_frames: f64,
     /// The hybrid wait's margin (release jitter only).
     pub hybrid_margin_ns: Option<f64>,
+    /// Frames whose `run` returned an error (absent in records before the
+    /// subsystem API returned errors).
+    #[serde(default)]
+    pub errors: Option<f64>,
+    /// Releases after the subsystem said it had finished: not due, not lost.
+    #[serde(default)]
+    pub finished_early: Option<f64>,
 }
 
 /// The run's frames (`frames`); the frames spent in each state are written beside
@@ -229,6 +236,8 @@ mod tests {
                 longest_overrun_streak: 1.0,
                 lost_frames: 0.0,
                 hybrid_margin_ns: Some(50_000.0),
+                errors: Some(2.0),
+                finished_early: None,
             },
         );
         round_trip(&sut, EXECUTION_TIME);
@@ -245,6 +254,7 @@ mod tests {
                     "subsystem"
                 ],
                 vec![
+                    "errors",
                     "frames_run",
                     "hybrid_margin_ns",
                     "longest_overrun_streak",
