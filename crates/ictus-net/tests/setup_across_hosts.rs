@@ -10,14 +10,7 @@ use ictus_exec::run::{self, RunOptions};
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
 use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 use ictus_net::link::ZenohLink;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ictus_os::testing::free_port;
 
 struct Producer;
 impl Subsystem for Producer {

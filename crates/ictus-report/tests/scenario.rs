@@ -346,13 +346,7 @@ fn a_foreign_or_broken_result_is_refused_naming_the_file() {
     assert!(err.to_string().contains("version 99"), "{err}");
     // A FIFO in its place is refused without blocking (a read would wait for ever).
     let fifo = dir.path().join("fifo.json");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    ictus_os::testing::mkfifo(&fifo).unwrap();
     let err = read_result(&fifo).unwrap_err();
     assert!(matches!(err, ReportError::Input(_)), "{err}");
     assert!(err.to_string().contains("FIFO"), "{err}");

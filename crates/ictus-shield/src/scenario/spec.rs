@@ -1196,11 +1196,7 @@ sleep = "1ms"
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("s.toml");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
             load(&fifo),
             Err(SpecError::Read(ictus_os::fs::InputError::NotRegular { .. }))
