@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ictus_shield::apply::{apply_stopping_after, privilege_shortfall};
-use ictus_shield::journal::{self, Entry};
+use ictus_shield::journal;
 use ictus_shield::snapshot::{self, RT_RUNTIME, differences};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch, reset};
 
@@ -69,15 +69,7 @@ fn stand_in_watchdog() -> WatchdogLaunch {
 
 /// The watchdog the journal names: (pid, start time).
 fn journaled_watchdog(journal: &Path) -> Option<(i32, u64)> {
-    journal::read(journal)
-        .ok()??
-        .into_iter()
-        .find_map(|e| match e {
-            Entry::Watchdog {
-                pid, start_time, ..
-            } => Some((pid, start_time)),
-            _ => None,
-        })
+    journal::watchdog(journal).ok()?
 }
 
 fn state() -> BTreeMap<String, String> {
