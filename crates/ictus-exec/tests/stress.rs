@@ -2,12 +2,15 @@
 //! B in the `stress_b` example program), its missed-frame arithmetic, a `kill -9` of
 //! B, and a rerun after it. Structure and invariants only, never timings.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use ictus_exec::run::{self, LiveStatus, RunOptions, RunReport};
+use common::{no_segments_of, options, schedule_file, warning};
+use ictus_exec::run::{self, LiveStatus, RunReport, WarningId};
 use ictus_exec::schedule::Schedule;
 
 /// The repository's examples folder.
@@ -29,27 +32,7 @@ fn schedule(dir: &Path, name: &str, tick: &str) -> Schedule {
             "process = \"stress_b\"",
         );
     std::fs::copy(examples().join("stress/cells.toml"), dir.join("cells.toml")).unwrap();
-    let path = dir.join("schedule.toml");
-    std::fs::write(&path, text).unwrap();
-    Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
-}
-
-fn options(dir: &Path, duration: Duration) -> RunOptions {
-    RunOptions {
-        duration: Some(duration),
-        run_dir: dir.join("run"),
-        ..RunOptions::default()
-    }
-}
-
-fn no_segments_of(name: &str) {
-    let left: Vec<String> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with(&format!("ictus-{name}.")))
-        .collect();
-    assert!(left.is_empty(), "segments left behind: {left:?}");
+    schedule_file(dir, "schedule.toml", &text)
 }
 
 fn check_accounting(r: &RunReport) {
@@ -137,11 +120,7 @@ fn a_killed_process_is_reported_the_others_keep_their_beat_and_a_rerun_works() {
         "{b:?}"
     );
     assert!(b.lost > 0, "B's frames after its death count as lost");
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.id == ictus_exec::run::WarningId::Crash)
-    );
+    warning(&r, WarningId::Crash);
     for s in [&r.subsystems[0], &r.subsystems[2]] {
         assert_eq!(s.lost, 0, "{} kept its beat", s.name);
         assert!(s.outcome.is_some());
