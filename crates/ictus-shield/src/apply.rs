@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ShieldError;
@@ -281,20 +282,9 @@ fn move_task_step(
     from: &Path,
     to: &Path,
 ) -> Result<(), ShieldError> {
-    let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
-        return Ok(()); // exited
-    };
-    let Some(affinity) = task.affinity else {
+    let Some(task) = journal_task(journal, tid, start_time, from, false)? else {
         return Ok(());
     };
-    journal.append(&Entry::Task {
-        path: from.to_path_buf(),
-        prior_value: affinity,
-        tid,
-        start_time,
-        cpuset: task.cpuset.clone(),
-        affinity_only: false,
-    })?;
     if let Err(e) = write_value(to, &tid.to_string())
         && e.raw_os_error() != Some(3)
     {
@@ -313,20 +303,34 @@ fn keep_affinity_step(
     tid: i32,
     start_time: u64,
 ) -> Result<(), ShieldError> {
+    journal_task(journal, tid, start_time, Path::new(""), true).map(drop)
+}
+
+/// Journals thread `tid` (with its start time): its affinity and group, its group's
+/// `tasks` file `path` (empty for `affinity_only`). A thread that exited, or whose
+/// affinity cannot be read, is passed over: `None`.
+fn journal_task(
+    journal: &mut StepJournal<'_>,
+    tid: i32,
+    start_time: u64,
+    path: &Path,
+    affinity_only: bool,
+) -> Result<Option<snapshot::Task>, ShieldError> {
     let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
-        return Ok(()); // exited
+        return Ok(None); // exited
     };
-    let Some(affinity) = task.affinity else {
-        return Ok(());
+    let Some(affinity) = task.affinity.clone() else {
+        return Ok(None);
     };
     journal.append(&Entry::Task {
-        path: PathBuf::new(),
+        path: path.to_path_buf(),
         prior_value: affinity,
         tid,
         start_time,
         cpuset: task.cpuset.clone(),
-        affinity_only: true,
-    })
+        affinity_only,
+    })?;
+    Ok(Some(task))
 }
 
 /// Stops irqbalance (`pid`), journaled first; when it cannot be stopped, says so.
@@ -447,15 +451,7 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                     continue;
                 };
                 if *affinity_only {
-                    if task.affinity.as_ref() != Some(prior_value) {
-                        match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
-                            Ok(()) => out.restored += 1,
-                            Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
-                            Err(e) => out
-                                .problems
-                                .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
-                        }
-                    }
+                    restore_affinity(*tid, prior_value, task.affinity.as_ref(), &mut out);
                     continue;
                 }
                 let group = path
@@ -477,15 +473,7 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                 let now = ictus_os::affinity_of::affinity_of(*tid)
                     .ok()
                     .or(task.affinity);
-                if now.as_ref() != Some(prior_value) {
-                    match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
-                        Ok(()) => out.restored += 1,
-                        Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
-                        Err(e) => out
-                            .problems
-                            .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
-                    }
-                }
+                restore_affinity(*tid, prior_value, now.as_ref(), &mut out);
             }
             Entry::Mkdir { path, .. } => remove_group(path, &mut out),
             Entry::Watchdog {
@@ -551,6 +539,21 @@ fn stop_watchdog(pid: i32, start_time: u64, out: &mut ResetOutcome) {
     out.problems.push(format!(
         "the watchdog (pid {pid}) is still running after SIGKILL"
     ));
+}
+
+/// Sets thread `tid`'s affinity back to `prior`, unless it is there `now`; a thread
+/// that exited meanwhile has vanished.
+fn restore_affinity(tid: i32, prior: &CpuSet, now: Option<&CpuSet>, out: &mut ResetOutcome) {
+    if now == Some(prior) {
+        return;
+    }
+    match ictus_os::affinity_of::set_affinity_of(tid, prior) {
+        Ok(()) => out.restored += 1,
+        Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
+        Err(e) => out
+            .problems
+            .push(format!("affinity of task {tid} back to {prior}: {e}")),
+    }
 }
 
 fn restore_write(path: &Path, prior: &str, out: &mut ResetOutcome) {
