@@ -21,21 +21,17 @@
 #
 # Needs perf, dd, taskset and python3. Everything runs as SCHED_OTHER.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 for tool in perf dd taskset python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is needed." >&2; exit 3; }
+  need "$tool" "$tool is needed."
 done
 
 CPUS=${CPUS:-0,1} ROUNDS=${ROUNDS:-3}
 cpu_a=${CPUS%,*} cpu_b=${CPUS#*,}
 out=$root/target/validate-throughput
 mkdir -p "$out"
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+ictus_binary
 
 results=$out/results.txt
 : >"$results"
