@@ -96,15 +96,9 @@ fn subsystem<'a>(r: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
     // The nodes first here, the main one a moment later.
-    let Hosts {
-        dir,
-        name,
-        h2,
-        h3,
-        main,
-    } = start_hosts("hosts", "3s", Duration::from_millis(300));
+    let ring = start_hosts("hosts", "3s", Duration::from_millis(300));
     // While it runs, the main host's status shows the other hosts' subsystems.
-    let sock = socket(dir.path(), &name);
+    let sock = socket(ring.dir.path(), &ring.name);
     let mut b_frames = 0;
     let mut hosts = Value::Null;
     for _ in 0..100 {
@@ -112,7 +106,7 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         if !sock.exists() {
             continue;
         }
-        let s = ctl_status(dir.path(), &name);
+        let s = ctl_status(ring.dir.path(), &ring.name);
         if let Some(b) = s["subsystems"]
             .as_array()
             .and_then(|a| a.iter().find(|x| x["name"] == "B"))
@@ -162,10 +156,10 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         hosts[1]["ticks"].as_u64().unwrap_or(0) > 0 && hosts[2]["ticks"].as_u64().unwrap_or(0) > 0,
         "the nodes' tick figures never reached the main host: {hosts}"
     );
-    let out = finish(main, Duration::from_secs(60));
+    let out = finish(ring.main, Duration::from_secs(60));
     let (o2, o3) = (
-        finish(h2, Duration::from_secs(30)),
-        finish(h3, Duration::from_secs(30)),
+        finish(ring.h2, Duration::from_secs(30)),
+        finish(ring.h3, Duration::from_secs(30)),
     );
     for (who, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
         assert_eq!(
@@ -219,24 +213,22 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         .map(|m| m["labels"]["subsystem"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["A", "C"]);
-    assert!(shm_left(&name).is_empty(), "{:?}", shm_left(&name));
+    assert!(
+        shm_left(&ring.name).is_empty(),
+        "{:?}",
+        shm_left(&ring.name)
+    );
 }
 
 #[test]
 fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
-    let Hosts {
-        dir,
-        name,
-        h2,
-        h3,
-        main,
-    } = start_hosts("hostkill", "4s", Duration::ZERO);
-    wait_for_socket(dir.path(), &name);
+    let ring = start_hosts("hostkill", "4s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
     std::thread::sleep(Duration::from_millis(1500));
-    kill("KILL", h3.id());
-    let out = finish(main, Duration::from_secs(60));
-    let _ = finish(h3, Duration::from_secs(10));
-    let o2 = finish(h2, Duration::from_secs(30));
+    kill("KILL", ring.h3.id());
+    let out = finish(ring.main, Duration::from_secs(60));
+    let _ = finish(ring.h3, Duration::from_secs(10));
+    let o2 = finish(ring.h2, Duration::from_secs(30));
     exits(&out, 3);
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], false);
@@ -261,7 +253,7 @@ fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
         assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");
     }
     exits(&o2, 0);
-    assert!(shm_left(&format!("{name}.h2")).is_empty());
+    assert!(shm_left(&format!("{}.h2", ring.name)).is_empty());
 }
 
 #[test]
