@@ -179,21 +179,10 @@ builtin = "idle"
 /// the setup channel B simply waits for it, whatever order the two start in.
 #[test]
 fn setup_data_flows_from_one_init_to_another_without_a_race() {
+    use common::setup::{Producer, ROUTE};
     use ictus_exec::program::Executive;
     use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
-    struct Producer;
-    impl Subsystem for Producer {
-        type Error = RegistryError;
-        fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
-            std::thread::sleep(Duration::from_millis(50));
-            reg.setup().put("route", b"loop-3").unwrap();
-            Ok(Producer)
-        }
-        fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
-            Ok(Flow::Continue)
-        }
-    }
     /// Keeps what it got; the test takes it back after the run.
     struct Consumer(Vec<u8>);
     impl Subsystem for Consumer {
@@ -228,6 +217,6 @@ fn setup_data_flows_from_one_init_to_another_without_a_race() {
         .run()
         .unwrap();
     let consumer: Consumer = outcome.take("b").expect("b ran in-process");
-    assert_eq!(consumer.0, b"loop-3");
+    assert_eq!(consumer.0, ROUTE);
     assert!(outcome.take::<Consumer>("a").is_none(), "a is a Producer");
 }

@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 #![allow(clippy::print_stderr)] // the watchdog says why it ended the test process
 
+pub(crate) mod setup;
+
 use std::path::Path;
 use std::time::Duration;
 
