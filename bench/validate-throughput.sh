@@ -33,6 +33,18 @@ out=$root/target/validate-throughput
 mkdir -p "$out"
 ictus_binary
 
+# ictus_mb_per_s NAME ARGS...: the MB/s of measurement NAME of `ictus probe
+# throughput ARGS... --json`.
+ictus_mb_per_s() {
+  local name=$1
+  shift
+  "$ICTUS" probe throughput "$@" --json |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == sys.argv[1]))' "$name"
+}
+
 results=$out/results.txt
 : >"$results"
 printf '%-6s %-14s %14s %14s\n' round figure "reference MB/s" "ictus MB/s"
@@ -40,12 +52,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for size in 4096 32768; do
     ref=$(taskset -c "$cpu_a" perf bench mem memcpy -f default -s "$((size / 1024))KB" -l 200000 |
           awk '/B\/sec/ {v=$1; u=$2} END {m = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : 1e-3; print v * m}')
-    ict=$("$ICTUS" probe throughput --transport spsc --placement same-cpu --sizes "$size" \
-            --point-time 50ms --round-trips 1000 --cpus "$cpu_a" --policy other --json |
-          python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == "memcpy"))')
+    ict=$(ictus_mb_per_s memcpy --transport spsc --placement same-cpu --sizes "$size" \
+            --point-time 50ms --round-trips 1000 --cpus "$cpu_a" --policy other)
     printf '%-6s %-14s %14.0f %14.0f\n' "$round" "memcpy-$size" "$ref" "$ict"
     echo "memcpy-$size $ref $ict" >>"$results"
   done
@@ -54,12 +62,8 @@ print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["na
            taskset -c "$cpu_b" dd of=/dev/null bs=32K iflag=fullblock status=progress; } 2>&1 |
          tr '\r' '\n' | awk '/copied/ {line=$0} END {print line}' |
          awk -F', ' '{split($NF, a, " "); m = (a[2] ~ /^GB/) ? 1e3 : (a[2] ~ /^MB/) ? 1 : 1e-3; print a[1] * m}')
-  ict=$("$ICTUS" probe throughput --transport pipe --placement cross-cpu --mode stream \
-          --sizes 32768 --point-time 300ms --round-trips 1000 --cpus "$CPUS" --policy other --json |
-        python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == "transfer"))')
+  ict=$(ictus_mb_per_s transfer --transport pipe --placement cross-cpu --mode stream \
+          --sizes 32768 --point-time 300ms --round-trips 1000 --cpus "$CPUS" --policy other)
   printf '%-6s %-14s %14.0f %14.0f\n' "$round" "pipe-32768" "$ref" "$ict"
   echo "pipe-32768 $ref $ict" >>"$results"
 done
