@@ -749,10 +749,7 @@ impl Hubs {
 
     /// The name of the shared memory, if shared.
     pub fn shared_name(&self) -> Option<&str> {
-        match &self.inner.memory {
-            Memory::Owned(_) => None,
-            Memory::Shared(s) => Some(s.name()),
-        }
+        self.segment().map(Segment::name)
     }
 
     /// The shared memory segment, if shared.

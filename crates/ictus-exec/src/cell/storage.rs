@@ -192,10 +192,7 @@ impl Cells {
 
     /// The name of the shared memory, if shared.
     pub fn shared_name(&self) -> Option<&str> {
-        match &self.inner.memory {
-            Memory::Owned(_) => None,
-            Memory::Shared(segment) => Some(segment.name()),
-        }
+        self.segment().map(Segment::name)
     }
 
     /// The shared memory segment, if shared (its path, owner, what its
