@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{no_segments_of, options, schedule_file, warning};
+use common::{
+    no_segments_of, options, options_without_socket, parse_schedule, schedule_file, warning,
+};
 use ictus_exec::run::{self, LiveStatus, RunReport, WarningId};
 use ictus_exec::schedule::Schedule;
 
@@ -160,14 +162,8 @@ group = "g"
 builtin = "idle"
 "#
     .replace("t-group", &format!("t-group-{}", std::process::id()));
-    let s = Schedule::parse(
-        &text,
-        dir.path().join("g.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
-    let mut opts = options(dir.path(), Duration::from_millis(300));
-    opts.control_socket = false;
+    let s = parse_schedule(dir.path(), "g.toml", &text);
+    let opts = options_without_socket(dir.path(), Duration::from_millis(300));
     let r = run::run(&s, &mut run::builtin, opts).unwrap();
     let (a, b) = (&r.subsystems[0], &r.subsystems[1]);
     assert_eq!(a.frames_run, b.frames_run);
@@ -202,14 +198,8 @@ fn setup_data_flows_from_one_init_to_another_without_a_race() {
         "name = \"t-setup-{}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"b\"\n[[subsystem]]\nname = \"a\"\n",
         std::process::id()
     );
-    let s = Schedule::parse(
-        &text,
-        dir.path().join("s.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
-    let mut opts = options(dir.path(), Duration::from_millis(50));
-    opts.control_socket = false;
+    let s = parse_schedule(dir.path(), "s.toml", &text);
+    let opts = options_without_socket(dir.path(), Duration::from_millis(50));
     let mut outcome = Executive::new(s)
         .subsystem::<Producer>("a")
         .subsystem::<Consumer>("b")

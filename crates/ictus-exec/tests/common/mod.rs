@@ -22,12 +22,26 @@ pub(crate) fn schedule_file(dir: &Path, file: &str, text: &str) -> Schedule {
     Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
 }
 
+/// `text` as a schedule named `file` in `dir` (not written), on this machine's CPUs.
+pub(crate) fn parse_schedule(dir: &Path, file: &str, text: &str) -> Schedule {
+    Schedule::parse(text, dir.join(file), &ictus_os::facts::online_cpus()).unwrap()
+}
+
 /// The options of a run of `duration` whose control socket is in `dir`.
 pub(crate) fn options(dir: &Path, duration: Duration) -> RunOptions {
     RunOptions {
         duration: Some(duration),
         run_dir: dir.join("run"),
         ..RunOptions::default()
+    }
+}
+
+/// The options of a run of `duration` without a control socket (its run files in
+/// `dir`).
+pub(crate) fn options_without_socket(dir: &Path, duration: Duration) -> RunOptions {
+    RunOptions {
+        control_socket: false,
+        ..options(dir, duration)
     }
 }
 
