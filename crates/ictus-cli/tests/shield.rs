@@ -100,27 +100,11 @@ fn status_and_reset_without_a_shield_say_so() {
 }
 
 fn skip_reason() -> Option<String> {
-    if let Some(need) = ictus_shield::apply::privilege_shortfall() {
-        return Some(format!("the shield needs {need}"));
-    }
-    if !ictus_os::facts::cgroups()
-        .cpuset
-        .is_some_and(|c| c.writable)
-    {
-        return Some("no writable cpuset".into());
-    }
-    if ictus_os::facts::online_cpus().len() < 2 {
-        return Some("fewer than two online CPUs".into());
-    }
-    if std::fs::read_to_string(RT_RUNTIME).is_err() {
-        return Some(format!("no {RT_RUNTIME}"));
-    }
-    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists()
-        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
-    {
-        return Some("a shield is applied on this machine".into());
-    }
-    None
+    ictus_shield::apply::machine_shortfall().or_else(|| {
+        std::fs::read_to_string(RT_RUNTIME)
+            .is_err()
+            .then(|| format!("no {RT_RUNTIME}"))
+    })
 }
 
 /// Resets the shield and removes the watchdog's log, whatever happened.

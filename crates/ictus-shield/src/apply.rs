@@ -74,6 +74,31 @@ pub fn privilege_shortfall() -> Option<String> {
     })
 }
 
+/// Why a shield cannot be applied on this machine now, if it cannot: the privilege
+/// this process lacks, no writable cpuset, fewer than two online CPUs, or a shield
+/// already applied (its journal, or its `ictus-rt` group). For callers that would
+/// rather skip than fail, such as the tests that apply a real shield.
+pub fn machine_shortfall() -> Option<String> {
+    if let Some(need) = privilege_shortfall() {
+        return Some(format!("the shield needs {need}"));
+    }
+    if !ictus_os::facts::cgroups()
+        .cpuset
+        .is_some_and(|c| c.writable)
+    {
+        return Some("no writable cpuset".into());
+    }
+    if ictus_os::facts::online_cpus().len() < 2 {
+        return Some("fewer than two online CPUs".into());
+    }
+    if Path::new(crate::DEFAULT_JOURNAL).exists()
+        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
+    {
+        return Some("a shield is applied on this machine".into());
+    }
+    None
+}
+
 fn require_privilege() -> Result<(), ShieldError> {
     match privilege_shortfall() {
         Some(need) => Err(ShieldError::NotPrivileged { need }),
