@@ -10,8 +10,8 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    ctl_status, exits, finish, ictus_in, kill, measurements, refused, shm_left, socket, spawn,
-    stress_examples, wait_for_socket, write_file,
+    ctl_status, exits, finish, ictus_in, kill, measurements, refused, scratch_run, shm_left,
+    socket, spawn, stress_examples, wait_for_socket, write_file,
 };
 use ictus_os::testing::free_port;
 use serde_json::Value;
@@ -56,8 +56,7 @@ struct Hosts {
 /// Starts the nodes h2 and h3 (hosts start in any order), then after `head_start`
 /// the main host, to run for `duration`.
 fn start_hosts(tag: &str, duration: &str, head_start: Duration) -> Hosts {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-{tag}-{}", std::process::id());
+    let (dir, name) = scratch_run(tag);
     let path = three_hosts(dir.path(), &name);
     let file = path.to_str().unwrap();
     let node = |host| {
@@ -282,8 +281,7 @@ fn a_node_names_a_host_of_the_table_other_than_the_main_one() {
 
 #[test]
 fn a_main_host_whose_nodes_never_come_gives_up_naming_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-alone-{}", std::process::id());
+    let (dir, name) = scratch_run("alone");
     let path = three_hosts(dir.path(), &name);
     let out = ictus_in(dir.path())
         .args([

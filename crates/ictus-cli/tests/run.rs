@@ -7,8 +7,9 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    exits, finish, ictus_in as ictus, kill, measurements, poll, refused, shm_left, socket,
-    spawn_in_group, stress_copy, subsystem_pid, succeeds, wait_for_socket, warns, write_file,
+    exits, finish, ictus_in as ictus, kill, measurements, poll, refused, scratch_run, shm_left,
+    socket, spawn_in_group, stress_copy, subsystem_pid, succeeds, wait_for_socket, warns,
+    write_file,
 };
 use serde_json::Value;
 
@@ -95,8 +96,7 @@ config = {{ from = "Q", to = "P" }}
 
 #[test]
 fn a_malformed_schedule_names_file_line_and_column_exits_2_and_starts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-bad-{}", std::process::id());
+    let (dir, name) = scratch_run("bad");
     let text = ring(&name).replace(
         "period = 2\nbuiltin = \"increment\"\nconfig = { from = \"Q\"",
         "period = 4\nbuiltin = \"increment\"\nconfig = { from = \"Q\"",
@@ -149,8 +149,7 @@ fn an_in_process_subsystem_without_a_builtin_is_refused_at_its_line() {
 
 #[test]
 fn a_short_in_process_run_writes_a_record_with_per_subsystem_figures() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ring-{}", std::process::id());
+    let (dir, name) = scratch_run("ring");
     let path = write_file(dir.path(), "ring.toml", &ring(&name));
     let record = dir.path().join("record.json");
     let out = succeeds(
@@ -205,8 +204,7 @@ fn ctl_without_a_run_says_so() {
 
 #[test]
 fn ctl_commands_a_running_schedule() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ctl-{}", std::process::id());
+    let (dir, name) = scratch_run("ctl");
     let path = write_file(dir.path(), "ring.toml", &ring(&name));
     let run = common::spawn(
         dir.path(),
@@ -245,8 +243,7 @@ fn ctl_commands_a_running_schedule() {
 /// in a process group of its own, once its control socket is there and `settle`
 /// more has passed: the run folder, the run name and the process.
 fn stress_run(tag: &str, args: &[&str], settle: Duration) -> (tempfile::TempDir, String, Child) {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-{tag}-{}", std::process::id());
+    let (dir, name) = scratch_run(tag);
     let path = stress_copy(dir.path(), &name);
     let run = spawn_run(
         dir.path(),
@@ -353,8 +350,7 @@ fn a_crashed_subsystem_gives_exit_code_3_an_incomplete_record_and_a_warning() {
 #[test]
 fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
     for how in ["ctrl-c", "ctl-stop"] {
-        let dir = tempfile::tempdir().unwrap();
-        let name = format!("cli-never-{how}-{}", std::process::id());
+        let (dir, name) = scratch_run(&format!("never-{how}"));
         // A program that never joins the run.
         let text = format!(
             "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"/bin/sleep\"\nargs = [\"300\"]\n"
@@ -410,8 +406,7 @@ fn ctl_refuses_a_run_name_that_is_a_path_and_a_command_of_two_lines() {
 
 #[test]
 fn an_unwritable_output_is_refused_before_the_run_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-out-{}", std::process::id());
+    let (dir, name) = scratch_run("out");
     let record = dir.path().join("no/such/dir/record.json");
     // Exit 2 (bad input, nothing ran), not the 1 of a run that failed at the end.
     let (_, err) = refused_run(
@@ -426,8 +421,7 @@ fn an_unwritable_output_is_refused_before_the_run_starts() {
 
 #[test]
 fn a_missing_program_is_refused_at_its_line_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-noprog-{}", std::process::id());
+    let (dir, name) = scratch_run("noprog");
     let text = format!(
         "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"no-such-program-anywhere\"\n"
     );
@@ -439,8 +433,7 @@ fn a_missing_program_is_refused_at_its_line_with_exit_2() {
 
 #[test]
 fn a_tick_override_obeys_the_rules_of_the_files_tick_and_starts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-tick-{}", std::process::id());
+    let (dir, name) = scratch_run("tick");
     let text = format!(
         "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 20\n[[subsystem]]\nname = \"s\"\nbuiltin = \"idle\"\n"
     );
@@ -522,8 +515,7 @@ fn refused_schedule(dir: &Path, name: &str, text: &str, at: &str, says: &str) {
 #[test]
 fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-noexec-{}", std::process::id());
+    let (dir, name) = scratch_run("noexec");
     // A file without an execute bit, by a relative and an absolute path.
     let plain = dir.path().join("plain");
     std::fs::write(&plain, "not a program\n").unwrap();
@@ -577,8 +569,7 @@ fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
 
 #[test]
 fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-hosts-{}", std::process::id());
+    let (dir, name) = scratch_run("hosts");
     for (address, says) in [
         ("10.77.0.2", "is not an address and port"),
         ("10.77.0.1:7447", "is already host 'main's"),

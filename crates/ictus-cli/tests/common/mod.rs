@@ -85,6 +85,13 @@ pub(crate) fn refused(cmd: &mut Command) -> String {
     err
 }
 
+/// A scratch folder for a run (its schedule, its control socket) and the run name
+/// `cli-TAG-PID`, of this test process alone.
+pub(crate) fn scratch_run(tag: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    (dir, format!("cli-{tag}-{}", std::process::id()))
+}
+
 /// Writes `text` as `file` in `dir`; its path.
 pub(crate) fn write_file(dir: &Path, file: &str, text: &str) -> PathBuf {
     let path = dir.join(file);
