@@ -605,6 +605,13 @@ fn bounds_checked_after_reading_a_value_name_the_flag_and_the_limit() {
             &["probe", "irq", "--interval", "10us", "--duration", "1s"],
             &["--interval", "100us"],
         ),
+    ]);
+}
+
+#[test]
+fn bounds_of_load_ctl_and_exec_name_the_flag_and_the_limit() {
+    let max = "18446744073709551615";
+    all_refused(&[
         (
             &["load", "cpu", "--cpus", "1023"],
             &["--cpus", "not online"],
