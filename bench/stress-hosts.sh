@@ -26,8 +26,7 @@
 # is ended by its PID. Installs nothing; needs cargo, a C compiler and python3.
 # Timings are reported, never judged.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 ns() { "$here/netns.sh" exec "$@"; }
 
@@ -206,8 +205,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "stress-hosts.sh: the three hosts are network namespaces, which need root (CAP_NET_ADMIN): run it with sudo; nothing was changed" >&2
   exit 3
 fi
-command -v cc >/dev/null || { echo "stress-hosts.sh: a C compiler (cc) is needed for the UDP reference: apt-get install gcc" >&2; exit 3; }
-command -v python3 >/dev/null || { echo "stress-hosts.sh: python3 is needed to read the figures" >&2; exit 3; }
+need cc "stress-hosts.sh: a C compiler (cc) is needed for the UDP reference: apt-get install gcc"
+need python3 "stress-hosts.sh: python3 is needed to read the figures"
 export TICKS=${TICKS:-"16.67ms 13.33ms 12.35ms 11.11ms 8.33ms 6.67ms 1ms 250us"}
 export SECONDS_PER=${SECONDS_PER:-120} TESTS=${TESTS:-"1 2"} RATES=${RATES:-"none 10mbit"}
 export TEST2_TICKS=${TEST2_TICKS:-$TICKS} TEST2_SECONDS=${TEST2_SECONDS:-$SECONDS_PER}
@@ -217,13 +216,10 @@ export OUT_DIR=${OUT_DIR:-$root/target/stress-hosts-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 export bin="$OUT_DIR/udp_pingpong"
 cc -O2 -Wall -Wextra -o "$bin" "$here/c/udp_pingpong.c"
-if [ -n "${ICTUS:-}" ]; then
-  # A binary built before (e.g. a copy, so the tree can change while this runs).
-  export ictus=$ICTUS
-else
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  export ictus="$root/target/release/ictus"
-fi
+# A binary given in ICTUS: built before (e.g. a copy, so the tree can change while
+# this runs).
+ictus_binary
+export ictus=$ICTUS
 export -f ns schedule one
 export here root
 

@@ -21,8 +21,7 @@
 # ended by its PID; the browser's profile is removed. Timings are reported, never
 # judged.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 SECONDS_PER=${SECONDS_PER:-60}
 PAIRS=${PAIRS:-2}
 WAITS=${WAITS:-"hybrid nanosleep"}
@@ -33,10 +32,7 @@ if [ -z "$CHROMIUM" ]; then
   echo "ui-jitter: no chromium on PATH (apt-get install chromium); nothing was run" >&2
   exit 3
 fi
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release -q -p ictus-cli)
-  ICTUS=$root/target/release/ictus
-fi
+ictus_binary
 mkdir -p "$OUT_DIR"
 pids=()
 profile=

@@ -26,16 +26,12 @@
 # OUT_DIR (default target/validate-executive-DATE). Exit status 1 if a run fails or a
 # stress run reports an incoherent cell; timings are reported, never judged.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
-command -v python3 >/dev/null || { echo "python3 is needed to read the records." >&2; exit 3; }
+need python3 "python3 is needed to read the records."
 
-if [ -z "${ICTUS:-}" ]; then
-  # The ictus binary (it hosts the stress test's subsystem B itself: process = "own").
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+# The ictus binary (it hosts the stress test's subsystem B itself: process = "own").
+ictus_binary
 export ICTUS ROOT="$root"
 export CPU=${CPU:-1} PRIORITY=${PRIORITY:-80} ROUNDS=${ROUNDS:-3}
 export JITTER_DURATION=${JITTER_DURATION:-30} WAITS=${WAITS:-"nanosleep hybrid"} MLOCK=${MLOCK:-1}

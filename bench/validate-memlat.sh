@@ -12,21 +12,17 @@
 #
 # Needs gcc and python3. Without root (CAP_SYS_NICE) both tools run as SCHED_OTHER.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
-command -v gcc >/dev/null || { echo "gcc is needed to build bench/c/chase.c." >&2; exit 3; }
-command -v python3 >/dev/null || { echo "python3 is needed to read the records." >&2; exit 3; }
+need gcc "gcc is needed to build bench/c/chase.c."
+need python3 "python3 is needed to read the records."
 
 CPU=${CPU:-1} ROUNDS=${ROUNDS:-5} PAGES=${PAGES:-4k} REPEAT=${REPEAT:-5} POINT_MS=${POINT_MS:-20}
 SIZES=${SIZES:-"16384 268435456"}
 out=$root/target/validate-memlat
 mkdir -p "$out"
 gcc -O2 -Wall -o "$out/chase" "$here/c/chase.c"
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+ictus_binary
 
 policy=fifo
 if ! "$ICTUS" probe memlat --mode chase --sizes 4K --repeat 1 --point-time 1ms \

@@ -18,8 +18,7 @@
 # Makes the namespaces, and removes them after, also on failure or Ctrl-C. Installs
 # nothing; needs a C compiler and cargo. Timings are reported, never judged.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 if [ "${1:-}" = "--ticks" ]; then
   # Run by netns.sh `with` (3 hosts): the coordinator's tick from host 1, received on
@@ -97,8 +96,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "validate-netns.sh: the hosts are network namespaces, which need root: run it with sudo" >&2
   exit 3
 fi
-command -v cc >/dev/null || { echo "validate-netns.sh: a C compiler (cc) is needed for the reference: apt-get install gcc" >&2; exit 3; }
-command -v python3 >/dev/null || { echo "validate-netns.sh: python3 is needed to read the figures" >&2; exit 3; }
+need cc "validate-netns.sh: a C compiler (cc) is needed for the reference: apt-get install gcc"
+need python3 "validate-netns.sh: python3 is needed to read the figures"
 mkdir -p "$OUT_DIR"
 bin="$OUT_DIR/udp_pingpong"
 cc -O2 -Wall -Wextra -o "$bin" "$here/c/udp_pingpong.c"

@@ -19,8 +19,7 @@
 # Installs nothing: without perf, ptsematest or jq it says which is missing and stops.
 # Needs root (or CAP_SYS_NICE) for SCHED_FIFO.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 CPU=${CPU:-1}                   # the CPU of the same-CPU comparisons
 ROUNDS=${ROUNDS:-3}             # alternating rounds per comparison
@@ -42,10 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 3
 fi
 
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+ictus_binary
 OUT_DIR=${OUT_DIR:-$root/target/validate-pingpong-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 

@@ -9,12 +9,9 @@
 #   bench/validate-probes.sh
 #   ROUNDS=5 ICTUS=target/release/ictus bench/validate-probes.sh
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
-command -v python3 >/dev/null || { echo "python3 is needed to read the records." >&2; exit 3; }
+. "$(dirname "$0")/lib.sh"
+ictus_binary
+need python3 "python3 is needed to read the records."
 ROUNDS=${ROUNDS:-3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -12,18 +12,11 @@
 #
 # Needs root (cpusets, IRQ affinity, SCHED_FIFO), hackbench (Debian's rt-tests) and python3.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
-command -v hackbench >/dev/null || {
-  echo "hackbench is not installed: apt-get install rt-tests, then rerun." >&2
-  exit 3
-}
-command -v python3 >/dev/null || { echo "python3 is needed to read the records." >&2; exit 3; }
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+need hackbench "hackbench is not installed: apt-get install rt-tests, then rerun."
+need python3 "python3 is needed to read the records."
+ictus_binary
 CPU=${CPU:-1} DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-2} INTERVAL=${INTERVAL:-1ms}
 OUT_DIR=${OUT_DIR:-$root/target/validate-shield-$(date +%Y%m%d-%H%M%S)}
 JOURNAL="$OUT_DIR/shield.journal"

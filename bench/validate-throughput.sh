@@ -21,21 +21,29 @@
 #
 # Needs perf, dd, taskset and python3. Everything runs as SCHED_OTHER.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 for tool in perf dd taskset python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is needed." >&2; exit 3; }
+  need "$tool" "$tool is needed."
 done
 
 CPUS=${CPUS:-0,1} ROUNDS=${ROUNDS:-3}
 cpu_a=${CPUS%,*} cpu_b=${CPUS#*,}
 out=$root/target/validate-throughput
 mkdir -p "$out"
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+ictus_binary
+
+# ictus_mb_per_s NAME ARGS...: the MB/s of measurement NAME of `ictus probe
+# throughput ARGS... --json`.
+ictus_mb_per_s() {
+  local name=$1
+  shift
+  "$ICTUS" probe throughput "$@" --json |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == sys.argv[1]))' "$name"
+}
 
 results=$out/results.txt
 : >"$results"
@@ -44,12 +52,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for size in 4096 32768; do
     ref=$(taskset -c "$cpu_a" perf bench mem memcpy -f default -s "$((size / 1024))KB" -l 200000 |
           awk '/B\/sec/ {v=$1; u=$2} END {m = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : 1e-3; print v * m}')
-    ict=$("$ICTUS" probe throughput --transport spsc --placement same-cpu --sizes "$size" \
-            --point-time 50ms --round-trips 1000 --cpus "$cpu_a" --policy other --json |
-          python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == "memcpy"))')
+    ict=$(ictus_mb_per_s memcpy --transport spsc --placement same-cpu --sizes "$size" \
+            --point-time 50ms --round-trips 1000 --cpus "$cpu_a" --policy other)
     printf '%-6s %-14s %14.0f %14.0f\n' "$round" "memcpy-$size" "$ref" "$ict"
     echo "memcpy-$size $ref $ict" >>"$results"
   done
@@ -58,12 +62,8 @@ print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["na
            taskset -c "$cpu_b" dd of=/dev/null bs=32K iflag=fullblock status=progress; } 2>&1 |
          tr '\r' '\n' | awk '/copied/ {line=$0} END {print line}' |
          awk -F', ' '{split($NF, a, " "); m = (a[2] ~ /^GB/) ? 1e3 : (a[2] ~ /^MB/) ? 1 : 1e-3; print a[1] * m}')
-  ict=$("$ICTUS" probe throughput --transport pipe --placement cross-cpu --mode stream \
-          --sizes 32768 --point-time 300ms --round-trips 1000 --cpus "$CPUS" --policy other --json |
-        python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(next(m["metrics"]["bytes_per_s"] / 1e6 for m in r["measurements"] if m["name"] == "transfer"))')
+  ict=$(ictus_mb_per_s transfer --transport pipe --placement cross-cpu --mode stream \
+          --sizes 32768 --point-time 300ms --round-trips 1000 --cpus "$CPUS" --policy other)
   printf '%-6s %-14s %14.0f %14.0f\n' "$round" "pipe-32768" "$ref" "$ict"
   echo "pipe-32768 $ref $ict" >>"$results"
 done

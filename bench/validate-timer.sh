@@ -10,19 +10,12 @@
 #
 # Needs root (or CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO and mlockall, and python3.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
-if ! command -v cyclictest >/dev/null; then
-  echo "cyclictest is not installed: install Debian's rt-tests (apt-get install rt-tests), then rerun." >&2
-  exit 3
-fi
-command -v python3 >/dev/null || { echo "python3 is needed to compare the records." >&2; exit 3; }
+need cyclictest "cyclictest is not installed: install Debian's rt-tests (apt-get install rt-tests), then rerun."
+need python3 "python3 is needed to compare the records."
 
-if [ -z "${ICTUS:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-cli)
-  ICTUS="$root/target/release/ictus"
-fi
+ictus_binary
 export ICTUS
 export CPU=${CPU:-1} DURATION=${DURATION:-20} ROUNDS=${ROUNDS:-2} HYBRID_DURATION=${HYBRID_DURATION:-10}
 export OUT_DIR=${OUT_DIR:-$root/target/validate-timer-$(date +%Y%m%d-%H%M%S)}

@@ -40,11 +40,8 @@ const PAGE: &str = r#"<!DOCTYPE html>
 
 #[test]
 fn the_cdp_client_drives_a_headless_chromium() {
-    let Some(chromium) = cdp::find_chromium() else {
-        ictus_os::testing::skipped(
-            "the_cdp_client_drives_a_headless_chromium",
-            "no chromium on PATH (apt-get install chromium)",
-        );
+    let Some(chromium) = ictus_os::testing::chromium("the_cdp_client_drives_a_headless_chromium")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! End-to-end: `ictus doctor` and `ictus doctor --json` on the machine running the tests.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{ictus, succeeds};
 
 const IDS: [&str; 13] = [
     "cpus",
@@ -21,15 +23,8 @@ const IDS: [&str; 13] = [
 const STATUSES: [&str; 4] = ["available", "missing", "needs-privilege", "unknown"];
 
 fn doctor_json() -> serde_json::Value {
-    let out = Command::cargo_bin("ictus")
-        .unwrap()
-        .args(["doctor", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("doctor --json prints one JSON document")
+    let out = succeeds(ictus().args(["doctor", "--json"]));
+    serde_json::from_slice(&out.stdout).expect("doctor --json prints one JSON document")
 }
 
 #[test]
@@ -83,15 +78,8 @@ fn the_human_report_exits_zero_and_names_every_check() {
         .iter()
         .map(|c| c["title"].as_str().unwrap_or_default().to_owned())
         .collect();
-    let out = Command::cargo_bin("ictus")
-        .unwrap()
-        .arg("doctor")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).expect("utf-8 output");
+    let out = succeeds(ictus().arg("doctor"));
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
     for title in titles {
         assert!(
             text.contains(&title),

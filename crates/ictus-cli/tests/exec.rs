@@ -3,14 +3,13 @@
 //! anything; without privilege it names what is missing and runs nothing.
 // A test that cannot run here says so on stderr (shown with --nocapture).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Mutex;
 
-use assert_cmd::Command;
-
-/// The tests change cpusets (one applies a shield): one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+// The tests change cpusets (one applies a shield): one at a time.
+use common::{as_nobody, ictus, is_root, one_at_a_time, refused};
 
 /// The command run under `ictus exec`: its own policy (stat field 41), priority (40),
 /// allowed CPUs and cpuset, as the kernel sees them.
@@ -45,21 +44,15 @@ fn seen(out: &Output) -> Seen {
     }
 }
 
-fn exec(extra: &[&str]) -> Output {
-    Command::cargo_bin("ictus")
-        .unwrap()
-        .arg("exec")
-        .args(extra)
-        .args(["--", "sh", "-c", SHOW])
-        .output()
-        .unwrap()
+/// `ictus exec EXTRA -- sh -c SHOW`.
+fn exec_command(extra: &[&str]) -> assert_cmd::Command {
+    let mut c = ictus();
+    c.arg("exec").args(extra).args(["--", "sh", "-c", SHOW]);
+    c
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+fn exec(extra: &[&str]) -> Output {
+    exec_command(extra).output().unwrap()
 }
 
 fn last_cpu() -> usize {
@@ -68,7 +61,7 @@ fn last_cpu() -> usize {
 
 #[test]
 fn each_class_runs_the_command_as_the_kernel_reports_it() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let journal = std::env::temp_dir().join("ictus-exec-test-no-shield");
     let journal = journal.to_str().unwrap();
     let cpu = last_cpu().to_string();
@@ -115,7 +108,7 @@ fn each_class_runs_the_command_as_the_kernel_reports_it() {
 
 #[test]
 fn bad_input_exits_2_and_runs_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for (args, says) in [
         (&["--class", "rt0"][..], "needs --cpu"),
         (&["--class", "rt0", "--cpu", "4000"][..], "not online"),
@@ -131,15 +124,10 @@ fn bad_input_exits_2_and_runs_nothing() {
         ),
         (&["--class", "nonsense"][..], "invalid value"),
     ] {
-        let out = exec(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-        assert!(out.stdout.is_empty(), "{args:?}: the command did not run");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(&mut exec_command(args));
         assert!(err.contains(says), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
     }
-    let missing = Command::cargo_bin("ictus")
-        .unwrap()
+    let missing = ictus()
         .args(["exec", "--class", "normal", "--", "/nonexistent/program"])
         .output()
         .unwrap();
@@ -148,32 +136,14 @@ fn bad_input_exits_2_and_runs_nothing() {
 
 #[test]
 fn without_privilege_rt0_names_the_capability_and_runs_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let setpriv = std::path::Path::new("/usr/bin/setpriv");
-    if !is_root() || !setpriv.exists() {
-        ictus_os::testing::skipped("without_privilege_rt0...", "needs root and setpriv");
+    let _one = one_at_a_time();
+    let Some(out) = as_nobody(
+        "without_privilege_rt0_names_the_capability_and_runs_nothing",
+        &["exec", "--class", "rt0", "--cpu", "0", "--", "echo", "ran"],
+    ) else {
         return;
-    }
-    let bin = assert_cmd::cargo::cargo_bin("ictus");
-    let out = std::process::Command::new(setpriv)
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(&bin)
-        .args(["exec", "--class", "rt0", "--cpu", "0", "--", "echo", "ran"])
-        .output()
-        .unwrap();
+    };
     let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("Permission denied") && !err.contains("ictus") {
-        ictus_os::testing::skipped(
-            "without_privilege_rt0_names_the_capability_and_runs_nothing",
-            &format!("user nobody cannot execute {}", bin.display()),
-        );
-        return;
-    }
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.is_empty(), "the command did not run");
     assert!(err.contains("CAP_SYS_NICE"), "{err}");
@@ -181,7 +151,7 @@ fn without_privilege_rt0_names_the_capability_and_runs_nothing() {
 
 #[test]
 fn under_a_shield_rt0_joins_the_rt_cpuset() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let online = ictus_os::facts::online_cpus();
     if !is_root() || online.len() < 2 || ictus_shield::apply::privilege_shortfall().is_some() {
         ictus_os::testing::skipped(
@@ -194,8 +164,7 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
         std::env::temp_dir().join(format!("ictus-exec-test-shield-{}", std::process::id()));
     let j = journal.to_str().unwrap();
     let cpu = last_cpu().to_string();
-    let apply = Command::cargo_bin("ictus")
-        .unwrap()
+    let apply = ictus()
         .args(["shield", "apply", "--rt-cpus", &cpu, "--journal", j])
         .output()
         .unwrap();
@@ -207,17 +176,13 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
                 String::from_utf8_lossy(&apply.stderr)
             ),
         );
-        let _ = Command::cargo_bin("ictus")
-            .unwrap()
-            .args(["shield", "reset", "--journal", j])
-            .output();
+        let _ = ictus().args(["shield", "reset", "--journal", j]).output();
         return;
     }
     let rt0 = exec(&["--class", "rt0", "--cpu", &cpu, "--journal", j]);
     let wrong = exec(&["--class", "rt0", "--cpu", "0", "--journal", j]);
     let normal = exec(&["--class", "normal", "--journal", j]);
-    let reset = Command::cargo_bin("ictus")
-        .unwrap()
+    let reset = ictus()
         .args(["shield", "reset", "--journal", j])
         .output()
         .unwrap();
@@ -250,31 +215,20 @@ fn a_journal_that_is_not_one_is_refused_at_its_place_without_blocking() {
     let garbage = dir.path().join("garbage.jsonl");
     std::fs::write(&garbage, "{\"kind\": \"header\"}\nnot json at all\n").unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    ictus_os::testing::mkfifo(&fifo).unwrap();
     for (journal, says) in [
         (garbage.clone(), format!("{}:1:", garbage.display())),
         (dir.path().to_path_buf(), "a directory".to_string()),
         (fifo.clone(), "a FIFO".to_string()),
     ] {
         // A FIFO would block a plain read for ever: the test would hang.
-        let out = Command::cargo_bin("ictus")
-            .unwrap()
-            .args(["exec", "--class", "normal", "--journal"])
-            .arg(&journal)
-            .args(["--", "echo", "ran"])
-            .timeout(std::time::Duration::from_secs(20))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{}: {err}", journal.display());
-        assert!(out.stdout.is_empty(), "the command did not run");
+        let err = refused(
+            ictus()
+                .args(["exec", "--class", "normal", "--journal"])
+                .arg(&journal)
+                .args(["--", "echo", "ran"])
+                .timeout(std::time::Duration::from_secs(20)),
+        );
         assert!(err.contains(&says), "{err}");
-        assert_eq!(err.lines().count(), 1, "one line: {err}");
     }
 }

@@ -1,6 +1,8 @@
 //! Bad input and faults (issue 10): every refusal is exit 2 with one line naming what
 //! was wrong and the limit; nothing hangs, panics or leaves half a file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 
 fn ictus() -> Command {
-    let mut c = Command::cargo_bin("ictus").unwrap();
+    let mut c = common::ictus();
     // A refusal comes before any measurement: a hang shows as a timeout, not a stall.
     c.timeout(Duration::from_secs(30));
     c
@@ -20,23 +22,9 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn fifo_in(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    let made = std::process::Command::new("mkfifo")
-        .arg(&path)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    path
-}
-
 /// Runs `args`, expects exit 2 and one stderr line containing every one of `words`.
 fn refused(args: &[&str], words: &[&str]) {
-    let out = ictus().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    let err = common::refused(ictus().args(args));
     for w in words {
         assert!(err.contains(w), "{args:?}: expected '{w}' in {err}");
     }
@@ -103,7 +91,8 @@ fn absurd_times_are_refused_naming_the_limit() {
 #[test]
 fn fifos_and_devices_given_as_inputs_are_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = fifo_in(dir.path(), "in.json");
+    let fifo = dir.path().join("in.json");
+    ictus_os::testing::mkfifo(&fifo).unwrap();
     let f = fifo.to_str().unwrap();
     refused(&["import", "cyclictest", f], &["a FIFO"]);
     refused(&["report", f], &["a FIFO"]);
@@ -150,11 +139,7 @@ fn a_bad_output_path_is_refused_before_the_run() {
 fn refused_at(args: &[&str], file: &Path, text: &str, words: &str) -> serde_json::Value {
     let mut all: Vec<&str> = args.to_vec();
     all.push(file.to_str().unwrap());
-    let out = ictus().args(&all).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{all:?}: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = common::refused(ictus().args(&all));
     assert!(err.contains(words), "expected '{words}' in {err}");
     let prefix = format!("ictus: {}:", file.display());
     let rest = err
@@ -620,6 +605,13 @@ fn bounds_checked_after_reading_a_value_name_the_flag_and_the_limit() {
             &["probe", "irq", "--interval", "10us", "--duration", "1s"],
             &["--interval", "100us"],
         ),
+    ]);
+}
+
+#[test]
+fn bounds_of_load_ctl_and_exec_name_the_flag_and_the_limit() {
+    let max = "18446744073709551615";
+    all_refused(&[
         (
             &["load", "cpu", "--cpus", "1023"],
             &["--cpus", "not online"],

@@ -4,32 +4,22 @@
 //! ticks crossing, a killed host reported; never a timing.
 
 mod common;
-use common::finish;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
+use common::{
+    ctl_status, exits, finish, ictus_in, kill, measurements, refused, scratch_run, shm_left,
+    socket, spawn, stress_examples, wait_for_socket, write_file,
+};
+use ictus_os::testing::free_port;
 use serde_json::Value;
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("ictus")
-}
-
-/// A port on loopback free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Seed 003's ring over three hosts: A and C on h2 (C in a process of its own),
 /// B on h3, the main coordinator on h1.
 fn three_hosts(dir: &Path, name: &str) -> PathBuf {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/stress");
-    std::fs::copy(examples.join("cells.toml"), dir.join("cells.toml")).unwrap();
+    std::fs::copy(stress_examples().join("cells.toml"), dir.join("cells.toml")).unwrap();
     let mut text = format!(
         "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 3\ncells = \"cells.toml\"\n\
          initial_state = \"run\"\n[stress]\ncounters = [\"A.int\", \"B.int\", \"C.int\"]\n"
@@ -51,27 +41,43 @@ fn three_hosts(dir: &Path, name: &str) -> PathBuf {
             if own { "process = \"own\"\n" } else { "" }
         );
     }
-    let path = dir.join("hosts.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    write_file(dir, "hosts.toml", &text)
 }
 
-fn spawn(dir: &Path, args: &[&str]) -> Child {
-    Command::new(bin())
-        .env("ICTUS_RUN_DIR", dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// The three hosts of [`three_hosts`] running, under run name `cli-TAG-PID`.
+struct Hosts {
+    dir: tempfile::TempDir,
+    name: String,
+    h2: Child,
+    h3: Child,
+    main: Child,
 }
 
-fn measurements<'a>(r: &'a Value, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    r["measurements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(move |m| m["name"] == name)
+/// Starts the nodes h2 and h3 (hosts start in any order), then after `head_start`
+/// the main host, to run for `duration`.
+fn start_hosts(tag: &str, duration: &str, head_start: Duration) -> Hosts {
+    let (dir, name) = scratch_run(tag);
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    let node = |host| {
+        spawn(
+            dir.path(),
+            &["node", file, "--host", host, "--json", "--quiet"],
+        )
+    };
+    let (h2, h3) = (node("h2"), node("h3"));
+    std::thread::sleep(head_start);
+    let main = spawn(
+        dir.path(),
+        &["run", file, "--duration", duration, "--json", "--quiet"],
+    );
+    Hosts {
+        dir,
+        name,
+        h2,
+        h3,
+        main,
+    }
 }
 
 fn of_host<'a>(r: &'a Value, name: &'a str, host: &str) -> &'a Value {
@@ -86,39 +92,12 @@ fn subsystem<'a>(r: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no subsystem {name}"))
 }
 
-fn shm_left(name: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|f| f.starts_with(&format!("ictus-{name}")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-hosts-{}", std::process::id());
-    let path = three_hosts(dir.path(), &name);
-    let file = path.to_str().unwrap();
-    // Hosts start in any order: the nodes first here, the main one a moment later.
-    let h2 = spawn(
-        dir.path(),
-        &["node", file, "--host", "h2", "--json", "--quiet"],
-    );
-    let h3 = spawn(
-        dir.path(),
-        &["node", file, "--host", "h3", "--json", "--quiet"],
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let main = spawn(
-        dir.path(),
-        &["run", file, "--duration", "3s", "--json", "--quiet"],
-    );
+    // The nodes first here, the main one a moment later.
+    let ring = start_hosts("hosts", "3s", Duration::from_millis(300));
     // While it runs, the main host's status shows the other hosts' subsystems.
-    let sock = dir.path().join(format!("{name}.sock"));
+    let sock = socket(ring.dir.path(), &ring.name);
     let mut b_frames = 0;
     let mut hosts = Value::Null;
     for _ in 0..100 {
@@ -126,15 +105,10 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         if !sock.exists() {
             continue;
         }
-        let out = Command::new(bin())
-            .env("ICTUS_RUN_DIR", dir.path())
-            .args(["ctl", "status", "--name", &name])
-            .output()
-            .unwrap();
-        if let Ok(s) = serde_json::from_slice::<Value>(&out.stdout)
-            && let Some(b) = s["subsystems"]
-                .as_array()
-                .and_then(|a| a.iter().find(|x| x["name"] == "B"))
+        let s = ctl_status(ring.dir.path(), &ring.name);
+        if let Some(b) = s["subsystems"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["name"] == "B"))
         {
             b_frames = b["frames_run"].as_u64().unwrap_or(0);
             // And every host, the nodes with the ticks that reached them.
@@ -181,10 +155,10 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         hosts[1]["ticks"].as_u64().unwrap_or(0) > 0 && hosts[2]["ticks"].as_u64().unwrap_or(0) > 0,
         "the nodes' tick figures never reached the main host: {hosts}"
     );
-    let out = finish(main, Duration::from_secs(60));
+    let out = finish(ring.main, Duration::from_secs(60));
     let (o2, o3) = (
-        finish(h2, Duration::from_secs(30)),
-        finish(h3, Duration::from_secs(30)),
+        finish(ring.h2, Duration::from_secs(30)),
+        finish(ring.h3, Duration::from_secs(30)),
     );
     for (who, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
         assert_eq!(
@@ -238,51 +212,23 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         .map(|m| m["labels"]["subsystem"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["A", "C"]);
-    assert!(shm_left(&name).is_empty(), "{:?}", shm_left(&name));
+    assert!(
+        shm_left(&ring.name).is_empty(),
+        "{:?}",
+        shm_left(&ring.name)
+    );
 }
 
 #[test]
 fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-hostkill-{}", std::process::id());
-    let path = three_hosts(dir.path(), &name);
-    let file = path.to_str().unwrap();
-    let h2 = spawn(
-        dir.path(),
-        &["node", file, "--host", "h2", "--json", "--quiet"],
-    );
-    let h3 = spawn(
-        dir.path(),
-        &["node", file, "--host", "h3", "--json", "--quiet"],
-    );
-    let main = spawn(
-        dir.path(),
-        &["run", file, "--duration", "4s", "--json", "--quiet"],
-    );
-    let sock = dir.path().join(format!("{name}.sock"));
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let ring = start_hosts("hostkill", "4s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &h3.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = finish(main, Duration::from_secs(60));
-    let _ = finish(h3, Duration::from_secs(10));
-    let o2 = finish(h2, Duration::from_secs(30));
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kill("KILL", ring.h3.id());
+    let out = finish(ring.main, Duration::from_secs(60));
+    let _ = finish(ring.h3, Duration::from_secs(10));
+    let o2 = finish(ring.h2, Duration::from_secs(30));
+    exits(&out, 3);
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], false);
     let lost = r["warnings"]
@@ -305,13 +251,8 @@ fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
     for n in ["A", "C"] {
         assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");
     }
-    assert_eq!(
-        o2.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o2.stderr)
-    );
-    assert!(shm_left(&format!("{name}.h2")).is_empty());
+    exits(&o2, 0);
+    assert!(shm_left(&format!("{}.h2", ring.name)).is_empty());
 }
 
 #[test]
@@ -323,40 +264,26 @@ fn a_node_names_a_host_of_the_table_other_than_the_main_one() {
         ("nope", "names the hosts h1, h2, h3"),
         ("h1", "the first host of the table is the main host"),
     ] {
-        let out = Command::new(bin())
-            .env("ICTUS_RUN_DIR", dir.path())
-            .args(["node", file, "--host", host])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{host}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(ictus_in(dir.path()).args(["node", file, "--host", host]));
         assert!(
             err.contains(&format!("--host {host}")) && err.contains(says),
             "{err}"
         );
     }
-    let one = dir.path().join("one.toml");
-    std::fs::write(
-        &one,
+    let one = write_file(
+        dir.path(),
+        "one.toml",
         "tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .env("ICTUS_RUN_DIR", dir.path())
-        .args(["node", one.to_str().unwrap(), "--host", "h2"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("has no host table"));
+    );
+    let err = refused(ictus_in(dir.path()).args(["node", one.to_str().unwrap(), "--host", "h2"]));
+    assert!(err.contains("has no host table"), "{err}");
 }
 
 #[test]
 fn a_main_host_whose_nodes_never_come_gives_up_naming_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-alone-{}", std::process::id());
+    let (dir, name) = scratch_run("alone");
     let path = three_hosts(dir.path(), &name);
-    let out = Command::new(bin())
-        .env("ICTUS_RUN_DIR", dir.path())
+    let out = ictus_in(dir.path())
         .args([
             "run",
             path.to_str().unwrap(),

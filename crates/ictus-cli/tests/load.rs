@@ -1,39 +1,17 @@
 //! End-to-end: `ictus load` as a user runs it.
 
-use assert_cmd::Command;
-use serde_json::Value;
+mod common;
 
-fn ictus() -> Command {
-    Command::cargo_bin("ictus").expect("the ictus binary is built")
-}
+use common::{ictus, json_only, refused, succeeds};
 
 /// Runs `ictus` expecting a usage error: exit 2 and one line on stderr.
 fn usage_error(args: &[&str]) -> String {
-    let out = ictus().args(args).output().expect("ictus runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "ictus {args:?}: {stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line, got: {stderr}");
-    assert!(out.stdout.is_empty());
-    stderr
+    refused(ictus().args(args))
 }
 
 #[test]
 fn a_short_cpu_load_reports_its_rate_as_json() {
-    let out = ictus()
-        .args(["load", "cpu", "--duration", "300ms", "--json"])
-        .output()
-        .expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "ictus load failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "--json prints nothing but the reports, stderr had: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reports: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let reports = json_only(ictus().args(["load", "cpu", "--duration", "300ms", "--json"]));
     let reports = reports.as_array().expect("a JSON array");
     assert_eq!(reports.len(), 1);
     let r = &reports[0];
@@ -64,15 +42,7 @@ fn a_zero_duration_is_a_usage_error() {
 
 #[test]
 fn the_human_view_has_one_line_per_load() {
-    let out = ictus()
-        .args(["load", "cpu", "syscall", "--duration", "200ms"])
-        .output()
-        .expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(ictus().args(["load", "cpu", "syscall", "--duration", "200ms"]));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{stdout}");

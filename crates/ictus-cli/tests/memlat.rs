@@ -1,7 +1,9 @@
 //! End-to-end: `ictus probe memlat` gives a valid record on a tiny run and refuses bad
 //! input with one line and exit code 2. No timing is asserted.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{ictus, refused, succeeds};
 
 const TINY: [&str; 13] = [
     "probe",
@@ -26,22 +28,11 @@ fn first_cpu() -> String {
         .unwrap_or_else(|| "0".into())
 }
 
-fn ictus() -> Command {
-    Command::cargo_bin("ictus").unwrap()
-}
-
 #[test]
 fn a_tiny_run_gives_a_record_with_every_point() {
     let cpu = first_cpu();
-    let out = ictus()
-        .args(TINY)
-        .args([cpu.as_str(), "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let sut: serde_json::Value = serde_json::from_slice(&out).expect("one JSON document");
+    let out = succeeds(ictus().args(TINY).args([cpu.as_str(), "--json"]));
+    let sut: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(sut["schema"], "ictus.run-record");
     assert_eq!(sut["probe"], "memlat");
     assert_eq!(sut["complete"], true);
@@ -76,15 +67,8 @@ fn a_tiny_run_gives_a_record_with_every_point() {
 #[test]
 fn the_human_view_shows_both_tables() {
     let cpu = first_cpu();
-    let out = ictus()
-        .args(TINY)
-        .arg(cpu.as_str())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let out = succeeds(ictus().args(TINY).arg(cpu.as_str()));
+    let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("pointer chase"), "{text}");
     assert!(text.contains("strided 64-bit accesses"), "{text}");
     assert!(text.contains("64 KiB"), "{text}");
@@ -102,16 +86,11 @@ fn bad_input_exits_2_with_one_line_and_runs_nothing() {
         &["--pages", "1g"],
         &["--repeat", "0"],
     ] {
-        let out = ictus()
-            .args(["probe", "memlat", "--policy", "other", "--json"])
-            .args(bad)
-            .assert()
-            .code(2)
-            .get_output()
-            .clone();
-        assert!(out.stdout.is_empty(), "{bad:?} printed a record");
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(err.trim_end().lines().count(), 1, "{bad:?}: {err}");
+        let err = refused(
+            ictus()
+                .args(["probe", "memlat", "--policy", "other", "--json"])
+                .args(bad),
+        );
         assert!(err.starts_with("ictus: "), "{bad:?}: {err}");
     }
 }

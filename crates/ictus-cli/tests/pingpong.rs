@@ -1,11 +1,9 @@
 //! End-to-end: `ictus probe pingpong` as a user runs it.
 
-use assert_cmd::Command;
-use serde_json::Value;
+mod common;
 
-fn ictus() -> Command {
-    Command::cargo_bin("ictus").expect("the ictus binary is built")
-}
+use common::{ictus, succeeds};
+use serde_json::Value;
 
 fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
@@ -13,33 +11,25 @@ fn online_cpus() -> usize {
 
 #[test]
 fn every_primitive_and_placement_gives_a_consistent_record() {
-    let out = ictus()
-        .args([
-            "probe",
-            "pingpong",
-            "--primitive",
-            "all",
-            "--placement",
-            if online_cpus() >= 2 {
-                "both"
-            } else {
-                "same-cpu"
-            },
-            "--loops",
-            "200",
-            "--warmup",
-            "1ms",
-            "--policy",
-            "other",
-            "--json",
-        ])
-        .output()
-        .expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "ictus failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(ictus().args([
+        "probe",
+        "pingpong",
+        "--primitive",
+        "all",
+        "--placement",
+        if online_cpus() >= 2 {
+            "both"
+        } else {
+            "same-cpu"
+        },
+        "--loops",
+        "200",
+        "--warmup",
+        "1ms",
+        "--policy",
+        "other",
+        "--json",
+    ]));
     let r: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON record");
     assert_eq!(r["probe"], "pingpong");
     assert_eq!(r["complete"], true);
@@ -91,22 +81,18 @@ fn every_primitive_and_placement_gives_a_consistent_record() {
 
 #[test]
 fn the_human_view_has_one_row_per_point() {
-    let out = ictus()
-        .args([
-            "probe",
-            "pingpong",
-            "--primitive",
-            "pipe",
-            "--loops",
-            "100",
-            "--warmup",
-            "1ms",
-            "--policy",
-            "other",
-        ])
-        .output()
-        .expect("ictus runs");
-    assert!(out.status.success());
+    let out = succeeds(ictus().args([
+        "probe",
+        "pingpong",
+        "--primitive",
+        "pipe",
+        "--loops",
+        "100",
+        "--warmup",
+        "1ms",
+        "--policy",
+        "other",
+    ]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("pingpong:"), "{text}");
     assert_eq!(text.lines().filter(|l| l.contains(" pipe ")).count(), 1);
@@ -114,16 +100,11 @@ fn the_human_view_has_one_row_per_point() {
 }
 
 fn refused(args: &[&str]) -> String {
-    let out = ictus()
-        .args(["probe", "pingpong", "--policy", "other"])
-        .args(args)
-        .output()
-        .expect("ictus runs");
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
-    assert!(out.stdout.is_empty(), "{args:?}: nothing runs");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    err
+    common::refused(
+        ictus()
+            .args(["probe", "pingpong", "--policy", "other"])
+            .args(args),
+    )
 }
 
 #[test]

@@ -1,28 +1,61 @@
 //! End-to-end: `ictus run` and `ictus ctl` as a user runs them.
 
 mod common;
-use common::{finish, stress_copy};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
 
-use assert_cmd::Command;
+use common::{
+    exits, finish, ictus_in as ictus, kill, measurements, poll, refused, scratch_run, shm_left,
+    socket, spawn_in_group, stress_copy, subsystem_pid, succeeds, wait_for_socket, warns,
+    write_file,
+};
 use serde_json::Value;
 
-fn ictus(run_dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ictus").expect("the ictus binary is built");
-    c.env("ICTUS_RUN_DIR", run_dir);
-    c
+/// `ictus run ARGS` in a process group of its own, as a shell runs a foreground job.
+fn spawn_run(dir: &Path, args: &[&str]) -> Child {
+    spawn_in_group(dir, &[&["run"], args].concat())
 }
 
+/// The segments of run `name` left in /dev/shm.
 fn shm_files(name: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|f| f.starts_with(&format!("ictus-{name}.")))
-                .collect()
-        })
-        .unwrap_or_default()
+    shm_left(&format!("{name}."))
+}
+
+/// Writes `text` as schedule `file` in `dir`, runs `ictus run ARGS SCHEDULE` there,
+/// and checks it is refused before anything starts: exit code 2, one line on
+/// stderr. The schedule's path and that line.
+fn refused_run(dir: &Path, file: &str, text: &str, args: &[&str]) -> (PathBuf, String) {
+    let path = write_file(dir, file, text);
+    let err = refused(ictus(dir).arg("run").args(args).arg(&path));
+    (path, err)
+}
+
+/// A schedule of run `name`, a 1 ms tick and one subsystem `s`, whose last lines
+/// are `rest`.
+fn one_subsystem(name: &str, rest: &str) -> String {
+    format!(
+        "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\n{rest}"
+    )
+}
+
+/// A schedule in `dir` of run `cli-TAG-PID` whose one subsystem is a program that
+/// never joins the run (so it cannot watch the heartbeat): `sleep` with an argument
+/// no other process has, `MARK` and this process's id. The run name, that argument
+/// and the schedule's path.
+fn never_joins(dir: &Path, tag: &str, mark: u8) -> (String, String, PathBuf) {
+    let name = format!("cli-{tag}-{}", std::process::id());
+    let marker = format!("{mark}{}.5", std::process::id());
+    let path = write_file(
+        dir,
+        &format!("{tag}.toml"),
+        &one_subsystem(
+            &name,
+            &format!("class = \"normal\"\nprocess = \"sleep\"\nargs = [\"{marker}\"]\n"),
+        ),
+    );
+    (name, marker, path)
 }
 
 /// A ring of two built-in subsystems over two inline cells, in one process.
@@ -63,44 +96,35 @@ config = {{ from = "Q", to = "P" }}
 
 #[test]
 fn a_malformed_schedule_names_file_line_and_column_exits_2_and_starts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-bad-{}", std::process::id());
-    let path = dir.path().join("bad.toml");
+    let (dir, name) = scratch_run("bad");
     let text = ring(&name).replace(
         "period = 2\nbuiltin = \"increment\"\nconfig = { from = \"Q\"",
         "period = 4\nbuiltin = \"increment\"\nconfig = { from = \"Q\"",
     );
-    std::fs::write(&path, text).unwrap();
-    let out = ictus(dir.path()).arg("run").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (path, err) = refused_run(dir.path(), "bad.toml", &text, &[]);
     let want = format!(
         "{}:27:10: period 4 is longer than the major frame of 2 minor frames",
         path.display()
     );
     assert!(err.contains(&want), "stderr: {err}");
     assert!(shm_files(&name).is_empty());
-    assert!(!dir.path().join(format!("{name}.sock")).exists());
+    assert!(!socket(dir.path(), &name).exists());
 }
 
 #[test]
 fn a_malformed_cell_file_names_file_line_and_column_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
-    let cells = dir.path().join("cells.toml");
-    std::fs::write(
-        &cells,
+    let cells = write_file(
+        dir.path(),
+        "cells.toml",
         "[[cell]]\nname = \"A\"\nelements = [ { name = \"x\", type = \"f33\" } ]\n",
-    )
-    .unwrap();
-    let path = dir.path().join("s.toml");
-    std::fs::write(
-        &path,
+    );
+    let (_, err) = refused_run(
+        dir.path(),
+        "s.toml",
         "tick = \"1ms\"\nmajor_frame = 1\ncells = \"cells.toml\"\n[[subsystem]]\nname = \"a\"\nbuiltin = \"idle\"\n",
-    )
-    .unwrap();
-    let out = ictus(dir.path()).arg("run").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+        &[],
+    );
     assert!(
         err.contains(&format!("{}:3:", cells.display())),
         "stderr: {err}"
@@ -111,15 +135,12 @@ fn a_malformed_cell_file_names_file_line_and_column_and_exits_2() {
 #[test]
 fn an_in_process_subsystem_without_a_builtin_is_refused_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.toml");
-    std::fs::write(
-        &path,
+    let (path, err) = refused_run(
+        dir.path(),
+        "s.toml",
         "tick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"a\"\n",
-    )
-    .unwrap();
-    let out = ictus(dir.path()).arg("run").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+        &[],
+    );
     assert!(
         err.contains(&format!("{}:4:8: subsystem 'a'", path.display())),
         "stderr: {err}"
@@ -128,23 +149,16 @@ fn an_in_process_subsystem_without_a_builtin_is_refused_at_its_line() {
 
 #[test]
 fn a_short_in_process_run_writes_a_record_with_per_subsystem_figures() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ring-{}", std::process::id());
-    let path = dir.path().join("ring.toml");
-    std::fs::write(&path, ring(&name)).unwrap();
+    let (dir, name) = scratch_run("ring");
+    let path = write_file(dir.path(), "ring.toml", &ring(&name));
     let record = dir.path().join("record.json");
-    let out = ictus(dir.path())
-        .args(["run", "--duration", "400ms", "--quiet", "-o"])
-        .arg(&record)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        ictus(dir.path())
+            .args(["run", "--duration", "400ms", "--quiet", "-o"])
+            .arg(&record)
+            .arg(&path),
     );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let r = common::read_json(&record);
     assert_eq!(r["schema"], "ictus.run-record");
     assert_eq!(r["probe"], "run");
     assert_eq!(r["parameters"]["tick_ns"], 1_000_000);
@@ -163,7 +177,7 @@ fn a_short_in_process_run_writes_a_record_with_per_subsystem_figures() {
             assert_eq!(m["latency"]["summary"]["count"].as_f64().unwrap(), run);
         }
     }
-    let stress = ms.iter().find(|m| m["name"] == "stress").unwrap();
+    let stress = measurements(&r, "stress").next().unwrap();
     let (frames, value, missed) = (
         stress["metrics"]["run_frames"].as_f64().unwrap(),
         stress["metrics"]["final_value"].as_f64().unwrap(),
@@ -184,41 +198,21 @@ fn a_short_in_process_run_writes_a_record_with_per_subsystem_figures() {
 #[test]
 fn ctl_without_a_run_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let out = ictus(dir.path()).args(["ctl", "pause"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no run is active"));
+    let err = refused(ictus(dir.path()).args(["ctl", "pause"]));
+    assert!(err.contains("no run is active"), "{err}");
 }
 
 #[test]
 fn ctl_commands_a_running_schedule() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-ctl-{}", std::process::id());
-    let path = dir.path().join("ring.toml");
-    std::fs::write(&path, ring(&name)).unwrap();
-    let run = std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-        .env("ICTUS_RUN_DIR", dir.path())
-        .args(["run", "--json", "--duration", "3s"])
-        .arg(&path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let sock = dir.path().join(format!("{name}.sock"));
-    for _ in 0..200 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let pause = ictus(dir.path())
-        .args(["ctl", "pause", "--name", &name])
-        .output()
-        .unwrap();
-    assert!(
-        pause.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pause.stderr)
+    let (dir, name) = scratch_run("ctl");
+    let path = write_file(dir.path(), "ring.toml", &ring(&name));
+    let run = common::spawn(
+        dir.path(),
+        &["run", "--json", "--duration", "3s", path.to_str().unwrap()],
     );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(Duration::from_millis(300));
+    let pause = succeeds(ictus(dir.path()).args(["ctl", "pause", "--name", &name]));
     assert!(String::from_utf8_lossy(&pause.stdout).starts_with("ok pause from frame "));
     let bad = ictus(dir.path())
         .args(["ctl", "replay", "--name", &name])
@@ -236,84 +230,44 @@ fn ctl_commands_a_running_schedule() {
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success());
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let frames = r["measurements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "frames")
-        .unwrap();
+    let frames = measurements(&r, "frames").next().unwrap();
     assert!(frames["metrics"]["pause_frames"].as_f64().unwrap() > 0.0);
     assert!(
         frames["metrics"]["frames"].as_f64().unwrap() < 3000.0,
         "stopped early"
     );
-    assert!(!sock.exists());
+    assert!(!socket(dir.path(), &name).exists());
 }
 
-/// `ictus run` in a process group of its own, as a shell runs a foreground job.
-fn spawn_run(dir: &Path, args: &[&str]) -> std::process::Child {
-    use std::os::unix::process::CommandExt;
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-        .env("ICTUS_RUN_DIR", dir)
-        .arg("run")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap()
-}
-
-/// Sends `signal` to every process of group `pgid`, as a terminal does.
-fn signal_group(pgid: u32, signal: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{signal} -{pgid}");
+/// The stress schedule under run name `cli-TAG-PID`, run by `ictus run --json ARGS`
+/// in a process group of its own, once its control socket is there and `settle`
+/// more has passed: the run folder, the run name and the process.
+fn stress_run(tag: &str, args: &[&str], settle: Duration) -> (tempfile::TempDir, String, Child) {
+    let (dir, name) = scratch_run(tag);
+    let path = stress_copy(dir.path(), &name);
+    let run = spawn_run(
+        dir.path(),
+        &[&["--json"], args, &[path.to_str().unwrap()]].concat(),
+    );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(settle);
+    (dir, name, run)
 }
 
 fn metric(record: &Value, measurement: &str, key: &str) -> Option<f64> {
-    record["measurements"]
-        .as_array()?
-        .iter()
-        .find(|m| m["name"] == measurement)?["metrics"][key]
-        .as_f64()
-}
-
-fn wait_for_socket(dir: &Path, name: &str) {
-    let sock = dir.join(format!("{name}.sock"));
-    for _ in 0..500 {
-        if sock.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("{} never appeared", sock.display());
+    measurements(record, measurement).next()?["metrics"][key].as_f64()
 }
 
 #[test]
 fn ctrl_c_to_the_whole_process_group_stops_at_a_major_frame_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-sigint-{}", std::process::id());
-    let path = stress_copy(dir.path(), &name);
-    let run = spawn_run(
-        dir.path(),
-        &[
-            "--json",
-            "--tick",
-            "5ms",
-            "--duration",
-            "60s",
-            path.to_str().unwrap(),
-        ],
+    let (_dir, name, run) = stress_run(
+        "sigint",
+        &["--tick", "5ms", "--duration", "60s"],
+        Duration::from_millis(800),
     );
-    wait_for_socket(dir.path(), &name);
-    std::thread::sleep(std::time::Duration::from_millis(800));
     // A terminal's Ctrl-C: SIGINT to every process of the foreground group.
-    signal_group(run.id(), "INT");
-    let out = finish(run, std::time::Duration::from_secs(30));
+    kill("INT", format!("-{}", run.id()));
+    let out = finish(run, Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -343,56 +297,25 @@ fn ctrl_c_to_the_whole_process_group_stops_at_a_major_frame_and_loses_nothing() 
         "{missed} missed frames with no overrun and every release and frame within \
          half a 5 ms tick: {stderr}"
     );
-    assert!(
-        !r["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["id"] == "crash"),
-        "{}",
-        r["warnings"]
-    );
+    assert!(!warns(&r, "crash"), "{}", r["warnings"]);
     assert!(shm_files(&name).is_empty());
 }
 
 #[test]
 fn a_coordinator_paused_longer_than_the_heartbeat_keeps_its_children() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-stall-{}", std::process::id());
-    let path = stress_copy(dir.path(), &name);
-    let run = spawn_run(
-        dir.path(),
-        &[
-            "--json",
-            "--tick",
-            "5ms",
-            "--duration",
-            "6s",
-            path.to_str().unwrap(),
-        ],
+    let (_dir, _name, run) = stress_run(
+        "stall",
+        &["--tick", "5ms", "--duration", "6s"],
+        Duration::from_millis(500),
     );
-    wait_for_socket(dir.path(), &name);
-    std::thread::sleep(std::time::Duration::from_millis(500));
     // Only the coordinator: its children run on (they are in its group, so name
     // the one process).
-    let pid = run.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let pid = run.id();
+    kill("STOP", pid);
     std::thread::sleep(ictus_exec::child::HEARTBEAT_TIMEOUT.into());
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = finish(run, std::time::Duration::from_secs(40));
+    std::thread::sleep(Duration::from_millis(1000));
+    kill("CONT", pid);
+    let out = finish(run, Duration::from_secs(40));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     for m in r["measurements"].as_array().unwrap() {
@@ -411,70 +334,31 @@ fn a_coordinator_paused_longer_than_the_heartbeat_keeps_its_children() {
 
 #[test]
 fn a_crashed_subsystem_gives_exit_code_3_an_incomplete_record_and_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-crash-{}", std::process::id());
-    let path = stress_copy(dir.path(), &name);
-    let run = spawn_run(
-        dir.path(),
-        &["--json", "--duration", "3s", path.to_str().unwrap()],
-    );
-    wait_for_socket(dir.path(), &name);
-    std::thread::sleep(std::time::Duration::from_millis(800));
-    let status = ictus(dir.path())
-        .args(["ctl", "status", "--name", &name])
-        .output()
-        .unwrap();
-    let s: Value = serde_json::from_slice(&status.stdout).unwrap();
-    let b = s["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == "B")
-        .unwrap()["pid"]
-        .as_u64()
-        .unwrap();
+    let (dir, name, run) = stress_run("crash", &["--duration", "3s"], Duration::from_millis(800));
+    let b = subsystem_pid(&common::ctl_status(dir.path(), &name), "B");
     assert_ne!(b, u64::from(run.id()));
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-KILL", &b.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = finish(run, std::time::Duration::from_secs(30));
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kill("KILL", b);
+    let out = finish(run, Duration::from_secs(30));
+    exits(&out, 3);
     assert!(String::from_utf8_lossy(&out.stderr).contains("frame(s) were lost"));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], false);
-    assert!(
-        r["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["id"] == "frames-lost")
-    );
+    assert!(warns(&r, "frames-lost"));
     assert!(shm_files(&name).is_empty());
 }
 
 #[test]
 fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
     for how in ["ctrl-c", "ctl-stop"] {
-        let dir = tempfile::tempdir().unwrap();
-        let name = format!("cli-never-{how}-{}", std::process::id());
-        let path = dir.path().join("never.toml");
+        let (dir, name) = scratch_run(&format!("never-{how}"));
         // A program that never joins the run.
         let text = format!(
             "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"/bin/sleep\"\nargs = [\"300\"]\n"
         );
-        std::fs::write(&path, text).unwrap();
+        let path = write_file(dir.path(), "never.toml", &text);
         let run = spawn_run(dir.path(), &["--duration", "1s", path.to_str().unwrap()]);
         wait_for_socket(dir.path(), &name);
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(300));
         let sleeper = std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
@@ -489,20 +373,12 @@ fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
                     .unwrap_or(false)
             });
         match how {
-            "ctrl-c" => signal_group(run.id(), "INT"),
+            "ctrl-c" => kill("INT", format!("-{}", run.id())),
             _ => {
-                let stop = ictus(dir.path())
-                    .args(["ctl", "stop", "--name", &name])
-                    .output()
-                    .unwrap();
-                assert!(
-                    stop.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&stop.stderr)
-                );
+                succeeds(ictus(dir.path()).args(["ctl", "stop", "--name", &name]));
             }
         }
-        let out = finish(run, std::time::Duration::from_secs(15));
+        let out = finish(run, Duration::from_secs(15));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{how}: {stderr}");
         assert!(
@@ -522,50 +398,34 @@ fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
 #[test]
 fn ctl_refuses_a_run_name_that_is_a_path_and_a_command_of_two_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let out = ictus(dir.path())
-        .args(["ctl", "status", "--name", "../../etc/passwd"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
-    let out = ictus(dir.path())
-        .args(["ctl", "pause\nstop"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("a command is one word"));
+    let err = refused(ictus(dir.path()).args(["ctl", "status", "--name", "../../etc/passwd"]));
+    assert!(err.contains("run name"), "{err}");
+    let err = refused(ictus(dir.path()).args(["ctl", "pause\nstop"]));
+    assert!(err.contains("a command is one word"), "{err}");
 }
 
 #[test]
 fn an_unwritable_output_is_refused_before_the_run_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-out-{}", std::process::id());
-    let path = dir.path().join("ring.toml");
-    std::fs::write(&path, ring(&name)).unwrap();
-    let out = ictus(dir.path())
-        .args(["run", "--duration", "30s", "-o"])
-        .arg(dir.path().join("no/such/dir/record.json"))
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let (dir, name) = scratch_run("out");
+    let record = dir.path().join("no/such/dir/record.json");
     // Exit 2 (bad input, nothing ran), not the 1 of a run that failed at the end.
-    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    let (_, err) = refused_run(
+        dir.path(),
+        "ring.toml",
+        &ring(&name),
+        &["--duration", "30s", "-o", record.to_str().unwrap()],
+    );
+    assert!(err.contains("does not exist"), "{err}");
     assert!(shm_files(&name).is_empty());
 }
 
 #[test]
 fn a_missing_program_is_refused_at_its_line_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-noprog-{}", std::process::id());
-    let path = dir.path().join("noprog.toml");
+    let (dir, name) = scratch_run("noprog");
     let text = format!(
         "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"P\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n[[subsystem]]\nname = \"s\"\nprocess = \"no-such-program-anywhere\"\n"
     );
-    std::fs::write(&path, text).unwrap();
-    let out = ictus(dir.path()).arg("run").arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (path, err) = refused_run(dir.path(), "noprog.toml", &text, &[]);
     assert!(err.contains(&format!("{}:8:8:", path.display())), "{err}");
     assert!(err.contains("not found"), "{err}");
     assert!(shm_files(&name).is_empty());
@@ -573,43 +433,32 @@ fn a_missing_program_is_refused_at_its_line_with_exit_2() {
 
 #[test]
 fn a_tick_override_obeys_the_rules_of_the_files_tick_and_starts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-tick-{}", std::process::id());
-    let path = dir.path().join("tick.toml");
+    let (dir, name) = scratch_run("tick");
     let text = format!(
         "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 20\n[[subsystem]]\nname = \"s\"\nbuiltin = \"idle\"\n"
     );
-    std::fs::write(&path, text).unwrap();
     // Below the floor and above the ceiling.
     for (tick, rule) in [("1ns", "outside"), ("2s", "outside")] {
-        let out = ictus(dir.path())
-            .args(["run", "--duration", "1s", "--tick", tick])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "--tick {tick}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (path, err) = refused_run(
+            dir.path(),
+            "tick.toml",
+            &text,
+            &["--duration", "1s", "--tick", tick],
+        );
         assert!(err.contains("--tick"), "{err}");
         assert!(err.contains(&format!("{}:2:8:", path.display())), "{err}");
         assert!(err.contains(rule), "{err}");
-        assert!(!err.contains("panicked"), "{err}");
     }
-    let out = ictus(dir.path())
-        // A major frame of 20 ticks of 600 ms is past the 10 s limit.
-        .args(["run", "--duration", "1s", "--tick", "600ms"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // A major frame of 20 ticks of 600 ms is past the 10 s limit.
+    let (path, err) = refused_run(
+        dir.path(),
+        "tick.toml",
+        &text,
+        &["--duration", "1s", "--tick", "600ms"],
+    );
     assert!(err.contains(&format!("{}:3:", path.display())), "{err}");
     // A tick that wraps a 64-bit count of nanoseconds never reaches the schedule.
-    let out = ictus(dir.path())
-        .args(["run", "--tick", "1000years"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    refused_run(dir.path(), "tick.toml", &text, &["--tick", "1000years"]);
     assert!(shm_files(&name).is_empty());
 }
 
@@ -629,59 +478,27 @@ fn processes_with_arg(word: &str) -> Vec<u32> {
 #[test]
 fn a_run_killed_outright_takes_its_programs_with_it_and_its_name_runs_again() {
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-kill9-{}", std::process::id());
-    // A program that never joins the run (so it cannot watch the heartbeat),
-    // named by an argument no other process has.
-    let marker = format!("9{}.5", std::process::id());
-    let path = dir.path().join("kill9.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"sleep\"\nargs = [\"{marker}\"]\n"
-        ),
-    )
-    .unwrap();
+    let (name, marker, path) = never_joins(dir.path(), "kill9", 9);
     let mut run = spawn_run(dir.path(), &["--duration", "1s", path.to_str().unwrap()]);
     wait_for_socket(dir.path(), &name);
-    let mut started = Vec::new();
-    for _ in 0..500 {
-        started = processes_with_arg(&marker);
-        if !started.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let started = poll(|| processes_with_arg(&marker), |p| !p.is_empty());
     assert_eq!(started.len(), 1, "the program started once");
     run.kill().unwrap();
     let _ = run.wait();
-    let mut left = started.clone();
-    for _ in 0..500 {
-        left = processes_with_arg(&marker);
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let left = poll(|| processes_with_arg(&marker), Vec::is_empty);
     assert!(left.is_empty(), "the program outlived its run: {left:?}");
     // The killed run left its segments; the next run of the name reclaims them.
-    std::fs::write(
-        &path,
-        format!(
-            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nbuiltin = \"idle\"\n"
-        ),
-    )
-    .unwrap();
+    let path = write_file(
+        dir.path(),
+        "kill9.toml",
+        &one_subsystem(&name, "class = \"normal\"\nbuiltin = \"idle\"\n"),
+    );
     let out = ictus(dir.path())
         .args(["run", "--quiet", "--duration", "50ms"])
         .arg(&path)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 0);
     assert!(shm_files(&name).is_empty());
 }
 
@@ -689,15 +506,7 @@ fn a_run_killed_outright_takes_its_programs_with_it_and_its_name_runs_again() {
 /// anything starts: exit code 2, `FILE:LINE:COLUMN` at `at` (`"5:8"`), `says` in the
 /// message, no segment of run `name` left.
 fn refused_schedule(dir: &Path, name: &str, text: &str, at: &str, says: &str) {
-    let path = dir.join("refused.toml");
-    std::fs::write(&path, text).unwrap();
-    let out = ictus(dir)
-        .args(["run", "--duration", "1s"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+    let (path, err) = refused_run(dir, "refused.toml", text, &["--duration", "1s"]);
     assert!(err.contains(&format!("{}:{at}:", path.display())), "{err}");
     assert!(err.contains(says), "{err}");
     assert!(shm_files(name).is_empty());
@@ -706,8 +515,7 @@ fn refused_schedule(dir: &Path, name: &str, text: &str, at: &str, says: &str) {
 #[test]
 fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-noexec-{}", std::process::id());
+    let (dir, name) = scratch_run("noexec");
     // A file without an execute bit, by a relative and an absolute path.
     let plain = dir.path().join("plain");
     std::fs::write(&plain, "not a program\n").unwrap();
@@ -719,8 +527,9 @@ fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
         refused_schedule(
             dir.path(),
             &name,
-            &format!(
-                "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"{program}\"\n"
+            &one_subsystem(
+                &name,
+                &format!("class = \"normal\"\nprocess = \"{program}\"\n"),
             ),
             "5:8",
             words,
@@ -731,16 +540,7 @@ fn a_program_file_without_an_execute_bit_is_refused_at_its_line_with_exit_2() {
 #[test]
 fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-never-{}", std::process::id());
-    let marker = format!("8{}.5", std::process::id());
-    let path = dir.path().join("never.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"s\"\nclass = \"normal\"\nprocess = \"sleep\"\nargs = [\"{marker}\"]\n"
-        ),
-    )
-    .unwrap();
+    let (name, marker, path) = never_joins(dir.path(), "never", 8);
     let run = spawn_run(
         dir.path(),
         &[
@@ -752,7 +552,7 @@ fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
         ],
     );
     // Bounded: the watchdog of `finish` kills it if it waits for ever.
-    let out = finish(run, std::time::Duration::from_secs(30));
+    let out = finish(run, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -764,13 +564,12 @@ fn a_program_that_never_joins_gives_up_the_run_after_the_ready_timeout() {
         "the program was ended"
     );
     assert!(shm_files(&name).is_empty());
-    assert!(!dir.path().join(format!("{name}.sock")).exists());
+    assert!(!socket(dir.path(), &name).exists());
 }
 
 #[test]
 fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-hosts-{}", std::process::id());
+    let (dir, name) = scratch_run("hosts");
     for (address, says) in [
         ("10.77.0.2", "is not an address and port"),
         ("10.77.0.1:7447", "is already host 'main's"),

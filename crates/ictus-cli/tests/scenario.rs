@@ -1,14 +1,12 @@
 //! End-to-end: `ictus scenario` refuses a bad file with its line and column and starts
 //! nothing; a tiny scenario runs under each placement and writes its files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use common::{ictus, read_json, refused as refused_command, succeeds};
 use serde_json::Value;
-
-fn ictus() -> Command {
-    Command::cargo_bin("ictus").expect("the ictus binary is built")
-}
 
 /// The RT CPU and all CPUs of a tiny scenario on this machine, if it has two.
 fn cpus() -> Option<(usize, String)> {
@@ -59,16 +57,7 @@ fn refused(text: &str, line: usize, column: usize) {
         vec!["-o".to_string(), out_dir.display().to_string()],
         vec!["--results".to_string(), results.display().to_string()],
     ] {
-        let out = ictus()
-            .arg("scenario")
-            .arg(&file)
-            .args(&extra)
-            .output()
-            .expect("ictus runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        assert!(out.stdout.is_empty());
+        let stderr = refused_command(ictus().arg("scenario").arg(&file).args(&extra));
         let at = format!("{}:{line}:{column}: ", file.display());
         assert!(stderr.contains(&at), "expected {at:?} in {stderr}");
         assert!(!out_dir.exists() && !results.exists(), "nothing written");
@@ -122,8 +111,7 @@ fn check_dir(dir: &Path, balancer: &str) -> Value {
     for f in ["result.json", "report.md", "timeline.svg"] {
         assert!(dir.join(f).is_file(), "{} has no {f}", dir.display());
     }
-    let result: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let result = read_json(&dir.join("result.json"));
     assert_eq!(result["schema"], "ictus.scenario-result");
     assert_eq!(result["balancer"], balancer);
     assert_eq!(result["tasks"].as_array().unwrap().len(), 4);
@@ -202,17 +190,12 @@ fn both_placements_run_one_after_the_other_with_a_side_by_side_page() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), &tiny(rt, &all));
     let results = dir.path().join("results");
-    let out = ictus()
-        .arg("scenario")
-        .arg(&file)
-        .args(["--balancer", "both", "--json", "--results"])
-        .arg(&results)
-        .output()
-        .expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        ictus()
+            .arg("scenario")
+            .arg(&file)
+            .args(["--balancer", "both", "--json", "--results"])
+            .arg(&results),
     );
     let json: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(json.as_array().map(Vec::len), Some(2));

@@ -7,21 +7,16 @@
 // A skipped test says so on stderr, visibly.
 #![allow(clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+mod common;
 
-use assert_cmd::Command;
-use ictus_shield::journal::{self, Entry};
+use std::path::{Path, PathBuf};
+
+// The tests compare snapshots of the whole machine, and one of them applies a
+// shield: they run one at a time.
+use common::{ictus, one_at_a_time, refused, succeeds};
+use ictus_shield::journal;
 use ictus_shield::snapshot::{self, RT_RUNTIME, differences, state};
 use ictus_shield::watchdog::{self, LogEvent};
-
-/// The tests compare snapshots of the whole machine, and one of them applies a
-/// shield: they run one at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn machine() -> MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn journal(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("ictus-cli-shield-{}-{name}", std::process::id()))
@@ -33,21 +28,10 @@ fn last_online_cpu() -> String {
 }
 
 fn refused_with_one_line(args: &[&str], name: &str) -> String {
-    let _machine = machine();
+    let _machine = one_at_a_time();
     let path = journal(name);
     let before = state();
-    let out = Command::cargo_bin("ictus")
-        .unwrap()
-        .args(args)
-        .arg("--journal")
-        .arg(&path)
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.stdout.is_empty());
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = refused(ictus().args(args).arg("--journal").arg(&path));
     assert!(!path.exists(), "no journal is written");
     let diff = differences(&before, &state());
     assert!(
@@ -104,50 +88,23 @@ fn a_zero_watchdog_limit_is_refused_with_exit_2() {
 
 #[test]
 fn status_and_reset_without_a_shield_say_so() {
-    let _machine = machine();
+    let _machine = one_at_a_time();
     let path = journal("none");
-    Command::cargo_bin("ictus")
-        .unwrap()
-        .args(["shield", "reset", "--journal"])
-        .arg(&path)
-        .assert()
-        .success()
-        .stdout("no shield applied; nothing to reset\n");
-    let out = Command::cargo_bin("ictus")
-        .unwrap()
-        .args(["shield", "status", "--json", "--journal"])
-        .arg(&path)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let sut: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        String::from_utf8(shield(&["shield", "reset"], &path)).unwrap(),
+        "no shield applied; nothing to reset\n"
+    );
+    let sut: serde_json::Value =
+        serde_json::from_slice(&shield(&["shield", "status", "--json"], &path)).unwrap();
     assert_eq!(sut["applied"], false);
 }
 
 fn skip_reason() -> Option<String> {
-    if let Some(need) = ictus_shield::apply::privilege_shortfall() {
-        return Some(format!("the shield needs {need}"));
-    }
-    if !ictus_os::facts::cgroups()
-        .cpuset
-        .is_some_and(|c| c.writable)
-    {
-        return Some("no writable cpuset".into());
-    }
-    if ictus_os::facts::online_cpus().len() < 2 {
-        return Some("fewer than two online CPUs".into());
-    }
-    if std::fs::read_to_string(RT_RUNTIME).is_err() {
-        return Some(format!("no {RT_RUNTIME}"));
-    }
-    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists()
-        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
-    {
-        return Some("a shield is applied on this machine".into());
-    }
-    None
+    ictus_shield::apply::machine_shortfall().or_else(|| {
+        std::fs::read_to_string(RT_RUNTIME)
+            .is_err()
+            .then(|| format!("no {RT_RUNTIME}"))
+    })
 }
 
 /// Resets the shield and removes the watchdog's log, whatever happened.
@@ -162,17 +119,9 @@ impl Drop for Restore {
     }
 }
 
-fn ictus(args: &[&str], journal: &Path) -> Vec<u8> {
-    Command::cargo_bin("ictus")
-        .unwrap()
-        .args(args)
-        .arg("--journal")
-        .arg(journal)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone()
+/// `ictus ARGS --journal JOURNAL`, which must succeed: its stdout.
+fn shield(args: &[&str], journal: &Path) -> Vec<u8> {
+    succeeds(ictus().args(args).arg("--journal").arg(journal)).stdout
 }
 
 fn rt_runtime() -> String {
@@ -184,7 +133,7 @@ fn rt_runtime() -> String {
 
 #[test]
 fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
-    let _machine = machine();
+    let _machine = one_at_a_time();
     if let Some(why) = skip_reason() {
         ictus_os::testing::skipped(
             "apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back",
@@ -199,7 +148,7 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
     // A long limit: the watchdog watches the whole machine while it runs, and must not
     // demote a benchmark that runs meanwhile. Demotion itself is tested in ictus-shield.
     let cpu = last_online_cpu();
-    ictus(
+    shield(
         &[
             "shield",
             "apply",
@@ -213,16 +162,8 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
         &path,
     );
     assert_eq!(rt_runtime(), "-1", "the RT throttle is off");
-    let (pid, start_time) = journal::read(&path)
+    let (pid, start_time) = journal::watchdog(&path)
         .unwrap()
-        .unwrap()
-        .into_iter()
-        .find_map(|e| match e {
-            Entry::Watchdog {
-                pid, start_time, ..
-            } => Some((pid, start_time)),
-            _ => None,
-        })
         .expect("the watchdog is journaled");
     assert!(
         snapshot::process_alive(pid, start_time),
@@ -230,7 +171,7 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
     );
 
     let status: serde_json::Value =
-        serde_json::from_slice(&ictus(&["shield", "status", "--json"], &path)).unwrap();
+        serde_json::from_slice(&shield(&["shield", "status", "--json"], &path)).unwrap();
     let w = &status["watchdog"];
     assert_eq!(w["pid"], pid, "{status:#}");
     assert_eq!(w["running"], true, "{status:#}");
@@ -238,7 +179,7 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
     assert_eq!(w["demotions"], serde_json::json!([]), "{status:#}");
     assert_eq!(status["rt_runtime_us"], "-1", "{status:#}");
 
-    ictus(&["shield", "reset"], &path);
+    shield(&["shield", "reset"], &path);
     assert_eq!(rt_runtime(), prior, "the RT throttle is back");
     assert!(
         !snapshot::process_alive(pid, start_time),

@@ -5,20 +5,16 @@
 //! the RT throttle) is the same before and after, also after Ctrl-C while shielded.
 #![allow(clippy::print_stderr)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+// A survey may apply a shield: the tests run one at a time.
+use common::{ictus, kill, one_at_a_time, read_json, succeeds};
 use ictus_shield::snapshot::{differences, state};
 use serde_json::Value;
-
-/// A survey may apply a shield: the tests run one at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-fn machine() -> MutexGuard<'static, ()> {
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Why the survey will not try the shielded configuration here, if it will not.
 fn no_shield() -> Option<String> {
@@ -95,11 +91,7 @@ fn smoke_survey(root: &Path) -> std::process::Child {
 
 /// Ctrl-C to the survey: it must still write what it measured and exit 0.
 fn interrupt(child: std::process::Child) -> std::process::Output {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill("INT", child.id());
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -108,29 +100,19 @@ fn interrupt(child: std::process::Child) -> std::process::Output {
     out
 }
 
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 #[test]
 fn a_survey_writes_every_record_the_manifest_and_both_reports() {
-    let _machine = machine();
+    let _machine = one_at_a_time();
     let before = state();
     let root = temp_dir("full");
-    let out = assert_cmd::Command::cargo_bin("ictus")
-        .unwrap()
-        .args(["survey", "--profile", "smoke", "--results"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        ictus()
+            .args(["survey", "--profile", "smoke", "--results"])
+            .arg(&root),
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let dir = results(&root);
-    let manifest = json(&dir.join("survey.json"));
+    let manifest = read_json(&dir.join("survey.json"));
     assert_eq!(manifest["schema"], "ictus.survey");
     assert_eq!(manifest["complete"], true);
     let line = manifest["verdict"]["line"].as_str().unwrap();
@@ -145,14 +127,14 @@ fn a_survey_writes_every_record_the_manifest_and_both_reports() {
     for step in manifest["steps"].as_array().unwrap() {
         match step["status"].as_str().unwrap() {
             "done" => {
-                let record = json(&dir.join(step["file"].as_str().unwrap()));
+                let record = read_json(&dir.join(step["file"].as_str().unwrap()));
                 assert_eq!(record["probe"], step["probe"]);
             }
             "skipped" => assert!(step["reason"].is_string(), "{step}"),
             other => panic!("step {} is {other}", step["id"]),
         }
     }
-    assert!(json(&dir.join("doctor.json"))["checks"].is_array());
+    assert!(read_json(&dir.join("doctor.json"))["checks"].is_array());
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains(line), "the report leads with the verdict");
     assert!(
@@ -192,7 +174,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
         ictus_os::testing::skipped("ctrl_c_while_shielded_resets_the_shield_exactly", &why);
         return;
     }
-    let _machine = machine();
+    let _machine = one_at_a_time();
     let before = state();
     let root = temp_dir("shielded");
     let child = smoke_survey(&root);
@@ -230,7 +212,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
         "the machine is as it was"
     );
     assert!(!journal.exists(), "the journal is gone with the shield");
-    let manifest = json(&results(&root).join("survey.json"));
+    let manifest = read_json(&results(&root).join("survey.json"));
     assert_eq!(manifest["complete"], false);
     let (log, _) = shield_of(&manifest);
     assert!(
@@ -242,7 +224,7 @@ fn ctrl_c_while_shielded_resets_the_shield_exactly() {
 
 #[test]
 fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
-    let _machine = machine();
+    let _machine = one_at_a_time();
     let root = temp_dir("stopped");
     let child = smoke_survey(&root);
     // Wait until the survey has written its first records, then interrupt it.
@@ -262,7 +244,7 @@ fn ctrl_c_stops_the_survey_and_leaves_an_incomplete_consistent_directory() {
     let pid = child.id();
     let out = interrupt(child);
     let dir = results(&root);
-    let manifest = json(&dir.join("survey.json"));
+    let manifest = read_json(&dir.join("survey.json"));
     assert_eq!(manifest["complete"], false);
     let statuses: Vec<&str> = manifest["steps"]
         .as_array()

@@ -1,10 +1,10 @@
 //! End-to-end: `ictus probe throughput` gives a valid record from a tiny run, and
 //! refuses bad options with one line and exit code 2.
 
-#[path = "common/probe_runs.rs"]
-mod probe_runs;
+mod common;
 
-use probe_runs::{ictus, points, two_cpus};
+use common::probe_runs::{self, points, two_cpus};
+use common::{ictus, refused, succeeds};
 use serde_json::Value;
 
 /// `ictus probe throughput ARGS --json`, checked as every record is.
@@ -56,32 +56,24 @@ fn a_tiny_run_gives_every_point_the_references_and_the_targets() {
 
 #[test]
 fn the_human_view_has_a_table_per_transport_and_placement() {
-    let out = ictus()
-        .args([
-            "probe",
-            "throughput",
-            "--transport",
-            "spsc,pipe",
-            "--placement",
-            "same-cpu",
-            "--mode",
-            "stream",
-            "--sizes",
-            "0,1K",
-            "--messages",
-            "200",
-            "--round-trips",
-            "1000",
-            "--policy",
-            "other",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(ictus().args([
+        "probe",
+        "throughput",
+        "--transport",
+        "spsc,pipe",
+        "--placement",
+        "same-cpu",
+        "--mode",
+        "stream",
+        "--sizes",
+        "0,1K",
+        "--messages",
+        "200",
+        "--round-trips",
+        "1000",
+        "--policy",
+        "other",
+    ]));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("spsc, same-cpu"), "{text}");
     assert!(text.contains("pipe, same-cpu"), "{text}");
@@ -107,14 +99,6 @@ fn bad_options_give_one_line_and_exit_two() {
         cases.push(vec!["--cpus", "0", "--placement", "cross-cpu"]);
     }
     for args in cases {
-        let out = ictus()
-            .args(["probe", "throughput"])
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+        refused(ictus().args(["probe", "throughput"]).args(&args));
     }
 }

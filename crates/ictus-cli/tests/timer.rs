@@ -1,26 +1,14 @@
 //! End-to-end: `ictus probe timer` as a user runs it.
 // A test that cannot run here says so on stderr (shown with --nocapture).
 
-use assert_cmd::Command;
+mod common;
+
+use common::probe_runs::periods;
+use common::{as_nobody, ictus, json_only, read_json, refused, succeeds};
 use serde_json::Value;
 
-fn ictus() -> Command {
-    Command::cargo_bin("ictus").expect("the ictus binary is built")
-}
-
 fn record(args: &[&str]) -> Value {
-    let out = ictus().args(args).output().expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "ictus {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "--json prints nothing but the record, stderr had: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON record")
+    json_only(ictus().args(args))
 }
 
 const SUMMARY_KEYS: [&str; 11] = [
@@ -95,10 +83,8 @@ fn a_one_second_run_gives_a_valid_record_whose_count_matches_the_interval() {
     );
     for t in threads {
         assert_latency_result(&t["latency"]);
-        let count = t["latency"]["summary"]["count"].as_u64().unwrap();
-        let missed = t["latency"]["missed"].as_u64().unwrap();
         assert_eq!(
-            count + missed,
+            periods(&t["latency"]),
             1_000,
             "every period is measured or counted missed"
         );
@@ -106,9 +92,7 @@ fn a_one_second_run_gives_a_valid_record_whose_count_matches_the_interval() {
         assert!(t["config"]["affinity"].is_array());
     }
     assert_latency_result(&r["merged"]);
-    let merged =
-        r["merged"]["summary"]["count"].as_u64().unwrap() + r["merged"]["missed"].as_u64().unwrap();
-    assert_eq!(merged, 1_000 * threads.len() as u64);
+    assert_eq!(periods(&r["merged"]), 1_000 * threads.len() as u64);
     assert!(r["environment"]["steal"]["total_ns"].is_u64());
     assert!(r["environment"]["clock"]["read_cost"]["count"].is_u64());
     let p = r["merged"]["summary"].clone();
@@ -121,22 +105,21 @@ fn loops_and_modes_and_an_output_file_work_together() {
     let dir = std::env::temp_dir().join(format!("ictus-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("record.json");
-    let out = ictus()
-        .args([
-            "probe",
-            "timer",
-            "--loops",
-            "200",
-            "--interval",
-            "200us",
-            "--cpus",
-            "0",
-        ])
-        .args(["--mode", "hybrid", "--policy", "other", "--output"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = succeeds(
+        ictus()
+            .args([
+                "probe",
+                "timer",
+                "--loops",
+                "200",
+                "--interval",
+                "200us",
+                "--cpus",
+                "0",
+            ])
+            .args(["--mode", "hybrid", "--policy", "other", "--output"])
+            .arg(&file),
+    );
     let human = String::from_utf8_lossy(&out.stdout);
     assert!(
         human.contains("CPU 0"),
@@ -147,14 +130,10 @@ fn loops_and_modes_and_an_output_file_work_together() {
         "human output has the tail: {human}"
     );
     assert!(human.contains('~'), "thin percentiles are marked: {human}");
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let r = read_json(&file);
     assert_eq!(r["parameters"]["mode"], "hybrid");
     assert!(r["threads"][0]["config"]["hybrid_margin_ns"].is_u64());
-    let m = &r["merged"];
-    assert_eq!(
-        m["summary"]["count"].as_u64().unwrap() + m["missed"].as_u64().unwrap(),
-        200
-    );
+    assert_eq!(periods(&r["merged"]), 200);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -162,28 +141,9 @@ fn loops_and_modes_and_an_output_file_work_together() {
 fn a_refused_realtime_policy_is_a_warning_not_a_crash() {
     // Drop every privilege: uid/gid nobody, no groups, no capabilities. setpriv needs
     // root to do that; anywhere else this test says it was skipped.
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    let setpriv = std::path::Path::new("/usr/bin/setpriv");
-    if !is_root || !setpriv.exists() {
-        ictus_os::testing::skipped(
-            "a_refused_realtime_policy_is_a_warning_not_a_crash",
-            "needs root and setpriv",
-        );
-        return;
-    }
-    let bin = assert_cmd::cargo::cargo_bin("ictus");
-    let out = std::process::Command::new(setpriv)
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(&bin)
-        .args([
+    let Some(out) = as_nobody(
+        "a_refused_realtime_policy_is_a_warning_not_a_crash",
+        &[
             "probe",
             "timer",
             "--policy",
@@ -191,17 +151,17 @@ fn a_refused_realtime_policy_is_a_warning_not_a_crash() {
             "--priority",
             "80",
             "--mlock",
-        ])
-        .args(["--loops", "100", "--cpus", "0", "--warmup", "0s", "--json"])
-        .output()
-        .unwrap();
-    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Permission denied") {
-        ictus_os::testing::skipped(
-            "a_refused_realtime_policy_is_a_warning_not_a_crash",
-            &format!("user nobody cannot execute {}", bin.display()),
-        );
+            "--loops",
+            "100",
+            "--cpus",
+            "0",
+            "--warmup",
+            "0s",
+            "--json",
+        ],
+    ) else {
         return;
-    }
+    };
     assert!(
         out.status.success(),
         "unprivileged run failed: {}",
@@ -224,11 +184,7 @@ fn a_refused_realtime_policy_is_a_warning_not_a_crash() {
         r["threads"][0]["config"]["policy_requested"]["policy"],
         "fifo"
     );
-    let m = &r["merged"];
-    assert_eq!(
-        m["summary"]["count"].as_u64().unwrap() + m["missed"].as_u64().unwrap(),
-        100
-    );
+    assert_eq!(periods(&r["merged"]), 100);
 }
 
 #[test]
@@ -242,26 +198,10 @@ fn bad_arguments_give_one_clear_line_and_a_nonzero_exit() {
         (vec!["--duration", "fast"], "fast"),
         (vec!["--margin", "10us"], "--margin"),
     ] {
-        let out = ictus()
-            .args(["probe", "timer"])
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?} exits 2; stderr: {stderr}"
-        );
-        assert_eq!(
-            stderr.trim_end().lines().count(),
-            1,
-            "{args:?}: one line, got: {stderr}"
-        );
+        let stderr = refused(ictus().args(["probe", "timer"]).args(&args));
         assert!(
             stderr.contains(expect),
             "{args:?}: '{expect}' missing from: {stderr}"
         );
-        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
     }
 }

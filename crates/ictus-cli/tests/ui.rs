@@ -15,11 +15,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{finish, stress_copy};
+use common::{ctl_status, finish, ictus_in, kill, refused, spawn, stress_copy, subsystem_pid};
 use serde_json::Value;
 
 /// `ictus run SCHEDULE ARGS` in `run_dir`, and the live page's URL it prints.
@@ -28,15 +28,10 @@ fn start(
     schedule: &Path,
     args: &[&str],
 ) -> (Child, String, mpsc::Receiver<String>) {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-        .env("ICTUS_RUN_DIR", run_dir)
-        .arg("run")
-        .arg(schedule)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        run_dir,
+        &[&["run", schedule.to_str().unwrap()], args].concat(),
+    );
     // Every line of stderr goes on; the URL is the first `live page:` line.
     let (tx, rx) = mpsc::channel();
     let stderr = child.stderr.take().unwrap();
@@ -85,15 +80,6 @@ fn stress_with_page(
     (dir, name, run, url)
 }
 
-fn ctl_status(run_dir: &Path, name: &str) -> Value {
-    let out = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-        .env("ICTUS_RUN_DIR", run_dir)
-        .args(["ctl", "status", "--name", name])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
 /// Waits until `expr` is true in the page, at most `seconds`.
 fn until(browser: &mut cdp::Browser, expr: &str, seconds: u64) -> Duration {
     browser
@@ -107,11 +93,9 @@ fn target_dir() -> PathBuf {
 
 #[test]
 fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
-    let Some(chromium) = cdp::find_chromium() else {
-        ictus_os::testing::skipped(
-            "the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead",
-            "no chromium on PATH (apt-get install chromium)",
-        );
+    let Some(chromium) = ictus_os::testing::chromium(
+        "the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead",
+    ) else {
         return;
     };
     let (dir, name, run, url) = stress_with_page("cli-ui", "60s", "127.0.0.1:0");
@@ -189,23 +173,10 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
     );
 
     // B runs in a process of its own: killed, the page shows it dead within a second.
-    let status = ctl_status(dir.path(), &name);
-    let b = status["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "B")
-        .unwrap();
-    let pid = b["pid"].as_u64().unwrap();
+    let pid = subsystem_pid(&ctl_status(dir.path(), &name), "B");
     assert_ne!(u64::from(run.id()), pid, "B runs in a process of its own");
     let killed = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill("KILL", pid);
     let shown = until(
         &mut browser,
         "document.querySelector('#subsystems tr[data-name=\"B\"]').dataset.alive === 'false'",
@@ -304,15 +275,7 @@ fn a_malformed_page_address_or_token_is_refused_before_anything_starts() {
         (vec!["--ui", "0", "--ui-token", "short"], "at least 16"),
         (vec!["--ui-token", "0123456789abcdef0123"], "--ui"),
     ] {
-        let out = Command::new(assert_cmd::cargo::cargo_bin("ictus"))
-            .env("ICTUS_RUN_DIR", dir.path())
-            .arg("run")
-            .arg(&schedule)
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(ictus_in(dir.path()).arg("run").arg(&schedule).args(&args));
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
     }
 }

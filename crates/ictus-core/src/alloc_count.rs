@@ -6,15 +6,18 @@
 //! #[global_allocator]
 //! static GLOBAL: Counting = Counting;
 //!
+//! let _turn = alloc_count::one_at_a_time();
 //! assert_eq!(alloc_count::allocations_of(|| hot_path()), 0);
 //! ```
 //!
 //! Counting is per thread ([`watch`]) or for every thread at once ([`watch_all`]); the
-//! counter is shared, so a binary's watched tests must run one at a time.
+//! counter is shared, so a binary's watched tests run one at a time
+//! ([`one_at_a_time`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Forwards to the system allocator, counting allocations and reallocations made
 /// while watched.
@@ -58,6 +61,14 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: `ptr` came from `System` with `layout`, as the caller guarantees.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
+}
+
+/// Waits for this binary's other watched tests: the counter is one per binary, so
+/// each watched test holds the returned guard while it counts. A test that failed
+/// holding it does not stop the others.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Counts (or stops counting) the calling thread's allocations.

@@ -11,12 +11,10 @@ use ictus_core::{LatencyHistogram, Nanos};
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-/// The counter is shared: the watched tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn ring_traffic_allocates_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let (mut tx, mut rx) = spsc::channel::<u64>(64);
     let (mut btx, mut brx) = spsc::bytes::channel(512, 8);
     let n = alloc_count::allocations_of(|| {
@@ -35,7 +33,7 @@ fn ring_traffic_allocates_nothing() {
 
 #[test]
 fn the_spin_barrier_and_the_model_step_allocate_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let mut model = Model::chain(1_000, &Params::default()).unwrap();
     let parts = model.partition(2);
     let barrier = SpinBarrier::new(2);

@@ -1,7 +1,8 @@
 //! A subsystem in a process of its own that talks to the others through hubs, by
 //! name: each frame it takes every number from FIFO hub `to_echo`, sends it back on
 //! FIFO hub `from_echo` plus one million, and gives semaphore hub `echoed` once per
-//! number. `tests/hubs.rs` launches it from a schedule's `process = "hub_echo"`.
+//! number. `tests/hubs.rs` launches it from a schedule's `process = "hub_echo"`, and
+//! runs the same subsystem in-process too.
 
 use std::process::ExitCode;
 
@@ -9,9 +10,10 @@ use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
 use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
 /// What the echo adds to every number.
-const OFFSET: u64 = 1_000_000;
+pub(crate) const OFFSET: u64 = 1_000_000;
 
-struct Echo {
+/// Echoes every number it takes from `to_echo` on `from_echo`, plus [`OFFSET`].
+pub(crate) struct Echo {
     rx: FifoReceiver<u64>,
     tx: FifoSender<u64>,
     echoed: Semaphore,

@@ -81,6 +81,7 @@ use thiserror::Error;
 use toml::Spanned;
 
 use crate::cell::{ElemShape, ElemType, Element, line_col};
+use crate::shared::{read_described, write_described};
 
 /// What a hub is, with its parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -672,15 +673,7 @@ impl Hubs {
         let json = serde_json::to_vec(decls).expect("hub declarations always serialize");
         let json_words = json.len().div_ceil(8);
         let segment = Segment::create(name, HUBS_HEADER_WORDS + json_words, n, |w64, w32| {
-            // Relaxed (all): published by the segment's ready flag (Release).
-            w64[0].store(HUBS_MAGIC, Ordering::Relaxed);
-            w64[1].store(HUBS_VERSION, Ordering::Relaxed);
-            w64[2].store(json.len() as u64, Ordering::Relaxed);
-            for (chunk, word) in json.chunks(8).zip(&w64[HUBS_HEADER_WORDS..]) {
-                let mut bytes = [0u8; 8];
-                bytes[..chunk.len()].copy_from_slice(chunk);
-                word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-            }
+            write_described(w64, HUBS_MAGIC, HUBS_VERSION, HUBS_HEADER_WORDS, &json);
             init(decls, &regions, w32);
         })?;
         Ok(Hubs::new(decls.to_vec(), regions, Memory::Shared(segment)))
@@ -694,31 +687,14 @@ impl Hubs {
             name: name.to_owned(),
             reason,
         };
-        let w = segment.words();
-        if w.len() < HUBS_HEADER_WORDS {
-            return Err(not_hubs("the segment is too small".into()));
-        }
-        // Relaxed (all): ordered after the creator's stores by the segment's ready
-        // flag (Acquire in Segment::open).
-        if w[0].load(Ordering::Relaxed) != HUBS_MAGIC {
-            return Err(not_hubs("it holds something else than hubs".into()));
-        }
-        let version = w[1].load(Ordering::Relaxed);
-        if version != HUBS_VERSION {
-            return Err(not_hubs(format!(
-                "layout version {version} (this build reads {HUBS_VERSION})"
-            )));
-        }
-        let json_len = usize::try_from(w[2].load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-        let json_words = json_len.div_ceil(8);
-        if HUBS_HEADER_WORDS.saturating_add(json_words) > w.len() {
-            return Err(not_hubs("the table runs past the segment".into()));
-        }
-        let mut json = Vec::with_capacity(json_words * 8);
-        for word in &w[HUBS_HEADER_WORDS..HUBS_HEADER_WORDS + json_words] {
-            json.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-        }
-        json.truncate(json_len);
+        let (json, _) = read_described(
+            segment.words(),
+            HUBS_MAGIC,
+            HUBS_VERSION,
+            HUBS_HEADER_WORDS,
+            "hubs",
+        )
+        .map_err(not_hubs)?;
         let decls: Vec<HubDecl> =
             serde_json::from_slice(&json).map_err(|e| not_hubs(format!("table: {e}")))?;
         let (regions, n) = layout(&decls).map_err(|e| not_hubs(format!("table: {e}")))?;
@@ -773,10 +749,7 @@ impl Hubs {
 
     /// The name of the shared memory, if shared.
     pub fn shared_name(&self) -> Option<&str> {
-        match &self.inner.memory {
-            Memory::Owned(_) => None,
-            Memory::Shared(s) => Some(s.name()),
-        }
+        self.segment().map(Segment::name)
     }
 
     /// The shared memory segment, if shared.

@@ -310,20 +310,12 @@ impl Location {
     /// One pass over `text` up to `offset`: for one error. To place many offsets
     /// of one text, index it once with [`LineIndex`].
     pub fn of(text: &str, offset: usize) -> Location {
-        let offset = offset.min(text.len());
-        let before = &text[..floor_char_boundary(text, offset)];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = before[line_start..].chars().count() + 1;
-        Location { line, column }
+        let place = ictus_os::json::place_of_offset(text, offset);
+        Location {
+            line: place.line,
+            column: place.column,
+        }
     }
-}
-
-fn floor_char_boundary(text: &str, mut i: usize) -> usize {
-    while i > 0 && !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 impl fmt::Display for Location {

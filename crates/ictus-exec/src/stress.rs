@@ -242,27 +242,30 @@ pub fn check(
     })
 }
 
+/// Seed 003's stress cell `name` (as `examples/stress/cells.toml` declares A, B and
+/// C), for the crate's tests.
+#[cfg(test)]
+pub(crate) fn seed_cell(b: &mut crate::cell::CellTableBuilder, name: &str) {
+    b.cell(name)
+        .element("int", ElemType::I32, 1)
+        .element("int12", ElemType::I32, 12)
+        .element("int200", ElemType::I32, 200)
+        .element("short", ElemType::I16, 1)
+        .element("short5", ElemType::I16, 5)
+        .element("short200", ElemType::I16, 200)
+        .element("float", ElemType::F32, 1)
+        .element("float64", ElemType::F32, 64)
+        .element("float256", ElemType::F32, 256)
+        .element("double", ElemType::F64, 1)
+        .element("double256", ElemType::F64, 256)
+        .element("char4", ElemType::U8, 4)
+        .element("char8", ElemType::U8, 8)
+        .element("char256", ElemType::U8, 256);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn seed_cell(b: &mut crate::cell::CellTableBuilder, name: &str) {
-        b.cell(name)
-            .element("int", ElemType::I32, 1)
-            .element("int12", ElemType::I32, 12)
-            .element("int200", ElemType::I32, 200)
-            .element("short", ElemType::I16, 1)
-            .element("short5", ElemType::I16, 5)
-            .element("short200", ElemType::I16, 200)
-            .element("float", ElemType::F32, 1)
-            .element("float64", ElemType::F32, 64)
-            .element("float256", ElemType::F32, 256)
-            .element("double", ElemType::F64, 1)
-            .element("double256", ElemType::F64, 256)
-            .element("char4", ElemType::U8, 4)
-            .element("char8", ElemType::U8, 8)
-            .element("char256", ElemType::U8, 256);
-    }
 
     #[test]
     fn incrementing_keeps_every_element_on_the_count() {

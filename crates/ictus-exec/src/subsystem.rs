@@ -97,7 +97,7 @@ use std::time::Duration;
 use ictus_core::Nanos;
 use thiserror::Error;
 
-use crate::cell::{CellError, CellTable, Cells, Element};
+use crate::cell::{CellError, CellTable, Cells, Element, ElementSlot};
 use crate::control::Control;
 use crate::executive::Group;
 use crate::hub::{
@@ -706,15 +706,19 @@ impl<'a> Registry<'a> {
         }
     }
 
-    /// Registers an input element (`cell.element`) of type `T`, checked against the
-    /// cell table: the error names the element, the declared and the requested type.
-    pub fn input<T: Element>(&mut self, element: &str) -> Result<Input<T>, RegistryError> {
-        let slot = self
-            .ports
+    /// Where element `cell.element` of type `T` lies, checked against the cell table.
+    fn slot<T: Element>(&self, element: &str) -> Result<ElementSlot<T>, RegistryError> {
+        self.ports
             .cells
             .table()
             .slot::<T>(element)
-            .map_err(|e| self.cell_error(e))?;
+            .map_err(|e| self.cell_error(e))
+    }
+
+    /// Registers an input element (`cell.element`) of type `T`, checked against the
+    /// cell table: the error names the element, the declared and the requested type.
+    pub fn input<T: Element>(&mut self, element: &str) -> Result<Input<T>, RegistryError> {
+        let slot = self.slot::<T>(element)?;
         let port = Ports::port(&mut self.ports.inputs, &self.ports.cells, slot.cell());
         Ok(Input {
             port,
@@ -726,12 +730,7 @@ impl<'a> Registry<'a> {
     /// Registers an output element of type `T` (see [`input`](Self::input)); refuses
     /// an element another subsystem already writes.
     pub fn output<T: Element>(&mut self, element: &str) -> Result<Output<T>, RegistryError> {
-        let slot = self
-            .ports
-            .cells
-            .table()
-            .slot::<T>(element)
-            .map_err(|e| self.cell_error(e))?;
+        let slot = self.slot::<T>(element)?;
         let index = element_index(self.ports.cells.table(), slot.cell(), slot.offset());
         self.claim(element, index)?;
         let port = Ports::port(&mut self.ports.outputs, &self.ports.cells, slot.cell());

@@ -10,8 +10,6 @@ use ictus_exec::hub::{HubDecl, Hubs};
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-/// The counter is shared: the watched tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn table() -> CellTable {
     CellTable::builder()
@@ -50,7 +48,7 @@ fn frames(cells: &Cells) -> u64 {
 
 #[test]
 fn cell_transfers_allocate_nothing() {
-    let _serial = SERIAL.lock().unwrap();
+    let _turn = alloc_count::one_at_a_time();
     assert_eq!(frames(&Cells::in_process(&table())), 0);
     let shared = Cells::create_shared(
         &table(),
@@ -62,7 +60,7 @@ fn cell_transfers_allocate_nothing() {
 
 #[test]
 fn hub_operations_allocate_nothing() {
-    let _serial = SERIAL.lock().unwrap();
+    let _turn = alloc_count::one_at_a_time();
     let hubs = Hubs::create_shared(
         &[
             HubDecl::semaphore("sem", 0),

@@ -4,33 +4,16 @@
 //! and a member of a synchronous group that panics (its partner must not spin on
 //! the rendezvous for ever). Structure only, never timings (a watchdog turns a hang
 //! into a failure).
-#![allow(clippy::print_stderr)] // the watchdog says why it ended the test process
+
+mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use ictus_exec::run::{self, RunOptions};
+use common::{no_segments_of, options, schedule_file, subsystem, warning, watchdog};
+use ictus_exec::run::{self, WarningId};
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
 use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
-
-/// Fails the test process instead of letting CI hang.
-fn watchdog(limit: Duration, what: &'static str) {
-    std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        eprintln!("{what}: still running after {limit:?}: the run hangs");
-        std::process::exit(101);
-    });
-}
-
-fn no_segments_of(name: &str) {
-    let left: Vec<String> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with(&format!("ictus-{name}.")))
-        .collect();
-    assert!(left.is_empty(), "segments left behind: {left:?}");
-}
 
 /// W (a program) writes X; R (in-process) reads X and writes Y; both on the last
 /// CPU, in the same real-time class when the machine grants it.
@@ -75,9 +58,7 @@ builtin = "increment"
 config = {{ from = "X", to = "Y" }}
 "#
     );
-    let path = dir.join("stall.toml");
-    std::fs::write(&path, text).unwrap();
-    Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
+    schedule_file(dir, "stall.toml", &text)
 }
 
 #[test]
@@ -89,29 +70,20 @@ fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
     let r = run::run(
         &s,
         &mut run::builtin,
-        RunOptions {
-            duration: Some(Duration::from_millis(1500)),
-            run_dir: dir.path().join("run"),
-            ..RunOptions::default()
-        },
+        options(dir.path(), Duration::from_millis(1500)),
     )
     .unwrap();
-    let torn = r
-        .warnings
-        .iter()
-        .find(|w| w.id == ictus_exec::run::WarningId::CellTorn)
-        .unwrap_or_else(|| panic!("no cell-torn warning: {:#?}", r.warnings));
+    let torn = warning(&r, WarningId::CellTorn);
     assert!(
         torn.message
             .contains("cell X torn: writer W not progressing"),
         "{}",
         torn.message
     );
-    let reader = &r.subsystems[1];
-    assert_eq!(reader.name, "R");
+    let reader = subsystem(&r, "R");
     assert_eq!(reader.lost, 0, "the reader kept its beat: {reader:?}");
     assert!(reader.outcome.as_ref().is_some_and(|o| o.torn > 0));
-    let writer = &r.subsystems[0];
+    let writer = subsystem(&r, "W");
     assert!(
         writer.lost > 0,
         "the stopped writer's frames are lost: {writer:?}"
@@ -124,11 +96,7 @@ fn a_writer_stopped_mid_write_is_reported_and_the_run_still_ends() {
         "the stopped writer was ended: {writer:?}"
     );
     assert!(!r.complete, "a run that lost frames is not complete");
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.id == ictus_exec::run::WarningId::FramesLost)
-    );
+    warning(&r, WarningId::FramesLost);
     no_segments_of(&name);
 }
 
@@ -182,9 +150,7 @@ group = "pair"
         a = cpus[0],
         b = cpus[1]
     );
-    let path = dir.path().join("group.toml");
-    std::fs::write(&path, text).unwrap();
-    let s = Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap();
+    let s = schedule_file(dir.path(), "group.toml", &text);
     let mut factory = |spec: &SubsystemSpec| -> Result<Maker, String> {
         let panic_at = (spec.name == "faulty").then_some(100);
         Ok(Maker::with(move |_| {
@@ -195,29 +161,20 @@ group = "pair"
     let r = run::run(
         &s,
         &mut factory,
-        RunOptions {
-            duration: Some(Duration::from_secs(2)),
-            run_dir: dir.path().join("run"),
-            ..RunOptions::default()
-        },
+        options(dir.path(), Duration::from_secs(2)),
     )
     .unwrap();
-    let crash = r
-        .warnings
-        .iter()
-        .find(|w| w.id == ictus_exec::run::WarningId::Crash)
-        .unwrap_or_else(|| panic!("no crash warning: {:#?}", r.warnings));
+    let crash = warning(&r, WarningId::Crash);
     assert!(
         crash.message.contains("faulty: its thread panicked"),
         "{}",
         crash.message
     );
-    let steady = &r.subsystems[0];
-    assert_eq!(steady.name, "steady");
+    let steady = subsystem(&r, "steady");
     let end = steady.outcome.as_ref().map(|o| o.end.as_str());
     assert_eq!(end, Some("group-broken"), "{steady:?}");
     assert!(steady.lost > 0, "the partner's remaining frames are lost");
-    assert!(r.subsystems[1].lost > 0);
+    assert!(subsystem(&r, "faulty").lost > 0);
     assert!(
         r.events
             .iter()

@@ -3,16 +3,22 @@
 //! in a process of its own (the `hub_echo` example program), which sends them back on
 //! another FIFO and counts them on a semaphore. Structure only, never timings.
 
+mod common;
+// The echo subsystem of the `hub_echo` program, to run it in-process too.
+#[allow(dead_code)] // its `main`, which only the program runs
+#[path = "../examples/hub_echo.rs"]
+mod hub_echo;
+
 use std::path::Path;
 use std::time::Duration;
 
+use common::{options, schedule_file, segments_of, subsystem};
+use hub_echo::{Echo, OFFSET};
 use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
 use ictus_exec::program::Executive;
-use ictus_exec::run::{self, RunOptions};
+use ictus_exec::run;
 use ictus_exec::schedule::Schedule;
 use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
-
-const OFFSET: u64 = 1_000_000;
 
 /// Sends the frame number each release and collects what comes back (the test
 /// reads it from the subsystem itself after the run).
@@ -57,33 +63,6 @@ impl Subsystem for Source {
     }
 }
 
-/// The in-process twin of `examples/hub_echo.rs`.
-struct Echo {
-    rx: FifoReceiver<u64>,
-    tx: FifoSender<u64>,
-    echoed: Semaphore,
-}
-
-impl Subsystem for Echo {
-    type Error = RegistryError;
-    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
-        Ok(Echo {
-            rx: reg.fifo_receiver("to_echo")?,
-            tx: reg.fifo_sender("from_echo")?,
-            echoed: reg.semaphore("echoed")?,
-        })
-    }
-
-    fn run(&mut self, _frame: &mut Frame) -> Result<Flow, RegistryError> {
-        while let Some(n) = self.rx.try_recv() {
-            if self.tx.try_send(n + OFFSET).is_ok() {
-                self.echoed.give();
-            }
-        }
-        Ok(Flow::Continue)
-    }
-}
-
 fn schedule(dir: &Path, name: &str, echo_process: &str) -> Schedule {
     let text = format!(
         r#"name = "{name}"
@@ -119,18 +98,7 @@ name = "echoed"
 kind = "semaphore"
 "#
     );
-    let path = dir.join("schedule.toml");
-    std::fs::write(&path, text).unwrap();
-    Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
-}
-
-fn segments_of(name: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with(&format!("ictus-{name}.")))
-        .collect()
+    schedule_file(dir, "schedule.toml", &text)
 }
 
 /// Runs the schedule with `echo` in-process or as the `hub_echo` program and checks
@@ -145,11 +113,7 @@ fn echo_round_trip(echo_process: &str, tag: &str) -> run::RunReport {
         executive = executive.subsystem::<Echo>("echo");
     }
     let mut outcome = executive
-        .options(RunOptions {
-            duration: Some(Duration::from_millis(400)),
-            run_dir: dir.path().join("run"),
-            ..RunOptions::default()
-        })
+        .options(options(dir.path(), Duration::from_millis(400)))
         .run()
         .unwrap();
     let source: Source = outcome.take("source").unwrap();
@@ -194,7 +158,7 @@ fn hubs_pass_messages_between_threads_by_name() {
 #[test]
 fn hubs_pass_messages_between_processes_by_name() {
     let r = echo_round_trip("hub_echo", "proc");
-    let echo = r.subsystems.iter().find(|s| s.name == "echo").unwrap();
+    let echo = subsystem(&r, "echo");
     let outcome = echo.outcome.as_ref().expect("echo reported its figures");
     assert_ne!(
         outcome.pid,

@@ -19,8 +19,6 @@ use ictus_os::wait::WaitMode;
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-/// The counter is shared: the watched tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn table() -> CellTable {
     let mut b = CellTable::builder();
@@ -107,7 +105,7 @@ fn run_watched(
 
 #[test]
 fn the_frame_loop_allocates_nothing_under_a_mock_clock() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let cells = Cells::in_process(&table());
     let control = Control::in_process_with_claims(1, 100_000, 9);
@@ -123,7 +121,7 @@ fn the_frame_loop_allocates_nothing_under_a_mock_clock() {
 
 #[test]
 fn the_frame_loop_allocates_nothing_on_the_real_clock() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let cells = Cells::in_process(&table());
     let control = Control::in_process_with_claims(1, 200_000, 9);
     control.set_state(StateWord::constant(StateId::RUN));
@@ -145,7 +143,7 @@ fn the_frame_loop_allocates_nothing_when_a_forwarder_listens() {
     // A run across hosts: each frame end and early flush also stamps the cells'
     // notice and wakes the forwarder (a thread of the link), still without an
     // allocation on the subsystem's thread.
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let cells = Cells::in_process(&table());
     cells.listen();

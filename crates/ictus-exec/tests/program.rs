@@ -2,10 +2,13 @@
 //! by type, their statuses and their own errors, and the results read back after the
 //! run. Structure only, never timings.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{subsystem, warning};
 use ictus_core::{CpuSet, Nanos};
-use ictus_exec::program::{ElementDecl, Executive, SubsystemDecl};
+use ictus_exec::program::{ElementDecl, Executive, Outcome, SubsystemDecl};
 use ictus_exec::run::{RunError, WarningId};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_exec::subsystem::{
@@ -124,6 +127,19 @@ fn executive(s: Schedule, duration: Option<Duration>) -> Executive {
     e
 }
 
+/// Runs the counter and the beat of [`schedule`] for `ms` milliseconds, or with
+/// `None` until a subsystem ends the run.
+fn run_counter(
+    name: &str,
+    limit: i64,
+    at_limit: &str,
+    on_error: OnError,
+    ms: Option<u64>,
+) -> Outcome {
+    let s = schedule(name, limit, at_limit, on_error);
+    executive(s, ms.map(Duration::from_millis)).run().unwrap()
+}
+
 #[test]
 fn a_schedule_built_in_code_is_the_one_its_toml_makes() {
     let built = Schedule::builder("same")
@@ -225,18 +241,9 @@ fn a_schedule_built_in_code_is_checked_by_the_rules_of_a_file() {
 
 #[test]
 fn the_cells_and_the_subsystems_are_read_back_after_the_run() {
-    let s = schedule("prog-back", i64::MAX, "none", OnError::Stop);
-    let mut outcome = executive(s, Some(Duration::from_millis(40))).run().unwrap();
+    let mut outcome = run_counter("prog-back", i64::MAX, "none", OnError::Stop, Some(40));
     assert!(outcome.is_complete(), "{:#?}", outcome.report);
-    let runs = |name: &str| {
-        outcome
-            .report
-            .subsystems
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .frames_run
-    };
+    let runs = |name: &str| subsystem(&outcome.report, name).frames_run;
     let (counter_runs, beat_runs) = (runs("counter"), runs("beat"));
     assert!(counter_runs > 0);
     // Each frame published one more: the cells end at the frames run.
@@ -294,11 +301,10 @@ fn an_init_error_is_the_subsystems_own_and_nothing_runs() {
 
 #[test]
 fn a_run_error_with_on_error_stop_stops_that_subsystem_only_and_is_kept_whole() {
-    let s = schedule("prog-stop", 10, "fail", OnError::Stop);
-    let outcome = executive(s, Some(Duration::from_millis(60))).run().unwrap();
+    let outcome = run_counter("prog-stop", 10, "fail", OnError::Stop, Some(60));
     let r = &outcome.report;
-    let counter = r.subsystems.iter().find(|s| s.name == "counter").unwrap();
-    let beat = r.subsystems.iter().find(|s| s.name == "beat").unwrap();
+    let counter = subsystem(r, "counter");
+    let beat = subsystem(r, "beat");
     assert_eq!((counter.errors, counter.frames_run), (1, 10), "{counter:?}");
     assert!(
         counter.lost > 0,
@@ -307,11 +313,7 @@ fn a_run_error_with_on_error_stop_stops_that_subsystem_only_and_is_kept_whole() 
     assert_eq!(counter.outcome.as_ref().unwrap().end, "failed");
     assert_eq!((beat.errors, beat.lost), (0, 0), "the other kept its beat");
     assert!(!r.complete);
-    let w = r
-        .warnings
-        .iter()
-        .find(|w| w.id == WarningId::SubsystemError)
-        .expect("the error is a warning");
+    let w = warning(r, WarningId::SubsystemError);
     assert!(
         w.message.contains("count 10 is past the limit"),
         "{}",
@@ -331,10 +333,9 @@ fn a_run_error_with_on_error_stop_stops_that_subsystem_only_and_is_kept_whole() 
 
 #[test]
 fn a_run_error_with_on_error_continue_is_counted_and_the_subsystem_goes_on() {
-    let s = schedule("prog-cont", 5, "fail", OnError::Continue);
-    let outcome = executive(s, Some(Duration::from_millis(40))).run().unwrap();
+    let outcome = run_counter("prog-cont", 5, "fail", OnError::Continue, Some(40));
     let r = &outcome.report;
-    let counter = r.subsystems.iter().find(|s| s.name == "counter").unwrap();
+    let counter = subsystem(r, "counter");
     assert_eq!(counter.lost, 0, "{counter:?}");
     // Every frame from the fifth on fails.
     assert_eq!(counter.errors, counter.frames_run - 4, "{counter:?}");
@@ -345,8 +346,7 @@ fn a_run_error_with_on_error_continue_is_counted_and_the_subsystem_goes_on() {
 #[test]
 fn a_subsystem_stops_the_run_with_its_status_or_its_error() {
     // No duration: the run ends because the counter asks, at a major frame.
-    let s = schedule("prog-ask", 10, "stop", OnError::Stop);
-    let outcome = executive(s, None).run().unwrap();
+    let outcome = run_counter("prog-ask", 10, "stop", OnError::Stop, None);
     let r = &outcome.report;
     assert!(r.complete, "{r:#?}");
     assert!(r.frames >= 10 && r.frames.is_multiple_of(2), "{}", r.frames);
@@ -358,8 +358,7 @@ fn a_subsystem_stops_the_run_with_its_status_or_its_error() {
         r.events
     );
     // With on_error = "stop-run", an error ends the run the same way, incomplete.
-    let s = schedule("prog-errstop", 10, "fail", OnError::StopRun);
-    let outcome = executive(s, None).run().unwrap();
+    let outcome = run_counter("prog-errstop", 10, "fail", OnError::StopRun, None);
     let r = &outcome.report;
     assert!(!r.complete);
     assert!(r.subsystems.iter().all(|s| s.lost == 0), "{r:#?}");
@@ -368,10 +367,9 @@ fn a_subsystem_stops_the_run_with_its_status_or_its_error() {
 
 #[test]
 fn a_finished_subsystem_is_not_due_afterwards_and_nothing_is_lost() {
-    let s = schedule("prog-fin", 10, "finish", OnError::Stop);
-    let outcome = executive(s, Some(Duration::from_millis(60))).run().unwrap();
+    let outcome = run_counter("prog-fin", 10, "finish", OnError::Stop, Some(60));
     let r = &outcome.report;
-    let counter = r.subsystems.iter().find(|s| s.name == "counter").unwrap();
+    let counter = subsystem(r, "counter");
     assert_eq!(counter.outcome.as_ref().unwrap().end, "finished");
     // Due until the frame it finished in (a release it overran is due too).
     assert_eq!((counter.frames_run, counter.lost), (10, 0), "{counter:?}");

@@ -2,12 +2,17 @@
 //! B in the `stress_b` example program), its missed-frame arithmetic, a `kill -9` of
 //! B, and a rerun after it. Structure and invariants only, never timings.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use ictus_exec::run::{self, LiveStatus, RunOptions, RunReport};
+use common::{
+    no_segments_of, options, options_without_socket, parse_schedule, schedule_file, warning,
+};
+use ictus_exec::run::{self, LiveStatus, RunReport, WarningId};
 use ictus_exec::schedule::Schedule;
 
 /// The repository's examples folder.
@@ -29,27 +34,7 @@ fn schedule(dir: &Path, name: &str, tick: &str) -> Schedule {
             "process = \"stress_b\"",
         );
     std::fs::copy(examples().join("stress/cells.toml"), dir.join("cells.toml")).unwrap();
-    let path = dir.join("schedule.toml");
-    std::fs::write(&path, text).unwrap();
-    Schedule::from_file(&path, &ictus_os::facts::online_cpus()).unwrap()
-}
-
-fn options(dir: &Path, duration: Duration) -> RunOptions {
-    RunOptions {
-        duration: Some(duration),
-        run_dir: dir.join("run"),
-        ..RunOptions::default()
-    }
-}
-
-fn no_segments_of(name: &str) {
-    let left: Vec<String> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.starts_with(&format!("ictus-{name}.")))
-        .collect();
-    assert!(left.is_empty(), "segments left behind: {left:?}");
+    schedule_file(dir, "schedule.toml", &text)
 }
 
 fn check_accounting(r: &RunReport) {
@@ -137,11 +122,7 @@ fn a_killed_process_is_reported_the_others_keep_their_beat_and_a_rerun_works() {
         "{b:?}"
     );
     assert!(b.lost > 0, "B's frames after its death count as lost");
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.id == ictus_exec::run::WarningId::Crash)
-    );
+    warning(&r, WarningId::Crash);
     for s in [&r.subsystems[0], &r.subsystems[2]] {
         assert_eq!(s.lost, 0, "{} kept its beat", s.name);
         assert!(s.outcome.is_some());
@@ -181,14 +162,8 @@ group = "g"
 builtin = "idle"
 "#
     .replace("t-group", &format!("t-group-{}", std::process::id()));
-    let s = Schedule::parse(
-        &text,
-        dir.path().join("g.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
-    let mut opts = options(dir.path(), Duration::from_millis(300));
-    opts.control_socket = false;
+    let s = parse_schedule(dir.path(), "g.toml", &text);
+    let opts = options_without_socket(dir.path(), Duration::from_millis(300));
     let r = run::run(&s, &mut run::builtin, opts).unwrap();
     let (a, b) = (&r.subsystems[0], &r.subsystems[1]);
     assert_eq!(a.frames_run, b.frames_run);
@@ -200,21 +175,10 @@ builtin = "idle"
 /// the setup channel B simply waits for it, whatever order the two start in.
 #[test]
 fn setup_data_flows_from_one_init_to_another_without_a_race() {
+    use common::setup::{Producer, ROUTE};
     use ictus_exec::program::Executive;
     use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
-    struct Producer;
-    impl Subsystem for Producer {
-        type Error = RegistryError;
-        fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
-            std::thread::sleep(Duration::from_millis(50));
-            reg.setup().put("route", b"loop-3").unwrap();
-            Ok(Producer)
-        }
-        fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
-            Ok(Flow::Continue)
-        }
-    }
     /// Keeps what it got; the test takes it back after the run.
     struct Consumer(Vec<u8>);
     impl Subsystem for Consumer {
@@ -234,14 +198,8 @@ fn setup_data_flows_from_one_init_to_another_without_a_race() {
         "name = \"t-setup-{}\"\ntick = \"1ms\"\nmajor_frame = 1\n[[subsystem]]\nname = \"b\"\n[[subsystem]]\nname = \"a\"\n",
         std::process::id()
     );
-    let s = Schedule::parse(
-        &text,
-        dir.path().join("s.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
-    let mut opts = options(dir.path(), Duration::from_millis(50));
-    opts.control_socket = false;
+    let s = parse_schedule(dir.path(), "s.toml", &text);
+    let opts = options_without_socket(dir.path(), Duration::from_millis(50));
     let mut outcome = Executive::new(s)
         .subsystem::<Producer>("a")
         .subsystem::<Consumer>("b")
@@ -249,6 +207,6 @@ fn setup_data_flows_from_one_init_to_another_without_a_race() {
         .run()
         .unwrap();
     let consumer: Consumer = outcome.take("b").expect("b ran in-process");
-    assert_eq!(consumer.0, b"loop-3");
+    assert_eq!(consumer.0, ROUTE);
     assert!(outcome.take::<Consumer>("a").is_none(), "a is a Producer");
 }

@@ -63,9 +63,7 @@ pub(crate) fn handoff<T: Send>(
 /// that open peers side by side.
 #[cfg(test)]
 pub(crate) fn free_loopback() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    let port = listener.local_addr().expect("its address").port();
-    format!("tcp/127.0.0.1:{port}")
+    format!("tcp/127.0.0.1:{}", ictus_os::testing::free_port())
 }
 use zenoh::Wait;
 

@@ -525,6 +525,18 @@ impl ZenohLink {
         Ok(())
     }
 
+    /// The first reply to a query of `what` (the main host's `setup/clock` or
+    /// `setup/start`), waited for `timeout` at most; `None` without one.
+    fn ask_main(&self, what: &str, timeout: Duration) -> Option<zenoh::query::Reply> {
+        let replies = self
+            .session
+            .get(self.key(what))
+            .timeout(timeout)
+            .wait()
+            .ok()?;
+        replies.recv().ok()
+    }
+
     /// Measures this host's clock against the main host's: `CLOCK_SAMPLES`
     /// exchanges, the shortest round trip counts. `None` while the main host does
     /// not answer.
@@ -532,13 +544,7 @@ impl ZenohLink {
         let mut best: Option<(i64, u64)> = None;
         for _ in 0..CLOCK_SAMPLES {
             let t0 = monotonic_now().as_u64();
-            let replies = self
-                .session
-                .get(self.key("setup/clock"))
-                .timeout(Duration::from_millis(500))
-                .wait()
-                .ok()?;
-            let reply = replies.recv().ok()?;
+            let reply = self.ask_main("setup/clock", Duration::from_millis(500))?;
             let t2 = monotonic_now().as_u64();
             let sample = reply.result().ok()?;
             let bytes: [u8; 8] = sample.payload().to_bytes().as_ref().try_into().ok()?;
@@ -554,13 +560,7 @@ impl ZenohLink {
 
     /// Asks the main host for the start (a node, until it has it).
     fn ask_start(&mut self) -> Option<Start> {
-        let replies = self
-            .session
-            .get(self.key("setup/start"))
-            .timeout(Duration::from_millis(200))
-            .wait()
-            .ok()?;
-        let reply = replies.recv().ok()?;
+        let reply = self.ask_main("setup/start", Duration::from_millis(200))?;
         let sample = reply.result().ok()?;
         let b = sample.payload().to_bytes();
         let w: Vec<u64> = b
@@ -920,16 +920,7 @@ impl Link for ZenohLink {
         timeout: Duration,
     ) -> (BTreeMap<usize, ThreadOutcome>, Vec<HostReport>) {
         // The last publications go out first.
-        if let Some((h, quit)) = self.forwarder.take() {
-            // Relaxed: a stop request; the join below orders the rest.
-            quit.store(true, Ordering::Relaxed);
-            let _ = h.join();
-        }
-        if let Some((h, s)) = self.tick.take() {
-            // Relaxed: a stop request.
-            s.quit.store(true, Ordering::Relaxed);
-            let _ = h.join();
-        }
+        self.stop_threads();
         let deadline = Instant::now() + timeout;
         if self.host != 0 {
             // A node waits longer than the main host collects (which may wait for
@@ -1061,6 +1052,20 @@ impl Link for ZenohLink {
 }
 
 impl ZenohLink {
+    /// Stops the forwarder and the tick thread, if running, and waits for them.
+    fn stop_threads(&mut self) {
+        if let Some((h, quit)) = self.forwarder.take() {
+            // Relaxed: a stop request; the join orders the rest.
+            quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+        if let Some((h, s)) = self.tick.take() {
+            // Relaxed: a stop request; the join orders the rest.
+            s.quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
+    }
+
     /// Health events since the last call: joins and leaves of known hosts.
     /// A node's tick lateness so far.
     fn tick_figures(&self) -> TickFigures {
@@ -1099,16 +1104,7 @@ impl ZenohLink {
 
 impl Drop for ZenohLink {
     fn drop(&mut self) {
-        if let Some((h, quit)) = self.forwarder.take() {
-            // Relaxed: a stop request.
-            quit.store(true, Ordering::Relaxed);
-            let _ = h.join();
-        }
-        if let Some((h, s)) = self.tick.take() {
-            // Relaxed: a stop request.
-            s.quit.store(true, Ordering::Relaxed);
-            let _ = h.join();
-        }
+        self.stop_threads();
     }
 }
 

@@ -3,6 +3,9 @@
 //! Zenoh queryable), whichever host publishes. Two hosts on loopback, each a `run`
 //! with its own link, in threads of this test.
 
+#[path = "../../ictus-exec/tests/common/setup.rs"]
+mod setup;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,27 +13,8 @@ use ictus_exec::run::{self, RunOptions};
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
 use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 use ictus_net::link::ZenohLink;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Producer;
-impl Subsystem for Producer {
-    type Error = RegistryError;
-    fn init(reg: &mut Registry) -> Result<Self, RegistryError> {
-        std::thread::sleep(Duration::from_millis(100));
-        reg.setup().put("route", b"loop-3").unwrap();
-        Ok(Producer)
-    }
-    fn run(&mut self, _: &mut Frame) -> Result<Flow, RegistryError> {
-        Ok(Flow::Continue)
-    }
-}
+use ictus_os::testing::free_port;
+use setup::{Producer, ROUTE};
 
 /// Hands what it got from the setup channel to the test.
 struct Consumer;
@@ -111,6 +95,6 @@ fn across(producer_host: &str) -> Vec<u8> {
 
 #[test]
 fn a_node_s_init_waits_for_a_value_the_main_host_publishes_and_the_other_way() {
-    assert_eq!(across("h1"), b"loop-3");
-    assert_eq!(across("h2"), b"loop-3");
+    assert_eq!(across("h1"), ROUTE);
+    assert_eq!(across("h2"), ROUTE);
 }

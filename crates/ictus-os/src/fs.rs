@@ -288,9 +288,7 @@ mod tests {
     fn read_input_refuses_a_fifo_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
             read_input(&fifo, MAX_INPUT_BYTES),
             Err(InputError::NotRegular { kind: "a FIFO", .. })

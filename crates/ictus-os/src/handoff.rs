@@ -441,35 +441,42 @@ impl EventFd {
     /// Adds `value` (1 to 2^64 - 2) to the counter, waking a reader.
     #[inline]
     pub fn write(&self, value: u64) -> Result<(), HandoffError> {
-        let buf = value.to_ne_bytes();
-        let n = retry(|| {
-            // SAFETY: `buf` is 8 readable bytes that outlive the call; the fd is open
-            // for as long as `self` lives.
-            unsafe { libc::write(self.fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) }
-        })
-        .map_err(|source| HandoffError::Transfer {
-            op: "eventfd write",
-            source,
-        })?;
-        short("eventfd write", n, buf.len())
+        write_whole(&self.fd, "eventfd write", &value.to_ne_bytes())
     }
 
     /// Takes the counter (sleeping while it is zero) and resets it to zero.
     #[inline]
     pub fn read(&self) -> Result<u64, HandoffError> {
         let mut buf = [0u8; 8];
-        let n = retry(|| {
-            // SAFETY: `buf` is 8 writable bytes that outlive the call; the fd is open
-            // for as long as `self` lives.
-            unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
-        })
-        .map_err(|source| HandoffError::Transfer {
-            op: "eventfd read",
-            source,
-        })?;
-        short("eventfd read", n, buf.len())?;
+        read_whole(&self.fd, "eventfd read", &mut buf)?;
         Ok(u64::from_ne_bytes(buf))
     }
+}
+
+/// Writes `bytes` to `fd` in one `write(2)` (again when a signal interrupts it): the
+/// transfer `op`, which must move them all.
+#[inline]
+fn write_whole(fd: &OwnedFd, op: &'static str, bytes: &[u8]) -> Result<(), HandoffError> {
+    let n = retry(|| {
+        // SAFETY: `bytes` is readable for its length and outlives the call; `fd` is
+        // open while it is borrowed.
+        unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) }
+    })
+    .map_err(|source| HandoffError::Transfer { op, source })?;
+    short(op, n, bytes.len())
+}
+
+/// Fills `buf` from `fd` with one `read(2)` (again when a signal interrupts it): the
+/// transfer `op`, which must fill it.
+#[inline]
+fn read_whole(fd: &OwnedFd, op: &'static str, buf: &mut [u8]) -> Result<(), HandoffError> {
+    let n = retry(|| {
+        // SAFETY: `buf` is writable for its length and outlives the call; `fd` is
+        // open while it is borrowed.
+        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+    })
+    .map_err(|source| HandoffError::Transfer { op, source })?;
+    short(op, n, buf.len())
 }
 
 /// Checks that a transfer moved a whole message.
@@ -514,16 +521,7 @@ impl PipeWriter {
     /// Writes `bytes` in one `write` (at most `PIPE_BUF` bytes are atomic).
     #[inline]
     fn write_all(&self, bytes: &[u8]) -> Result<(), HandoffError> {
-        let n = retry(|| {
-            // SAFETY: `bytes` is readable for its length and outlives the call; the fd
-            // is open for as long as `self` lives.
-            unsafe { libc::write(self.fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) }
-        })
-        .map_err(|source| HandoffError::Transfer {
-            op: "pipe write",
-            source,
-        })?;
-        short("pipe write", n, bytes.len())
+        write_whole(&self.fd, "pipe write", bytes)
     }
 
     /// Writes one byte.
@@ -543,16 +541,7 @@ impl PipeReader {
     /// Fills `buf` with one `read` (sleeping until data arrive).
     #[inline]
     fn read_exact(&self, buf: &mut [u8]) -> Result<(), HandoffError> {
-        let n = retry(|| {
-            // SAFETY: `buf` is writable for its length and outlives the call; the fd is
-            // open for as long as `self` lives.
-            unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
-        })
-        .map_err(|source| HandoffError::Transfer {
-            op: "pipe read",
-            source,
-        })?;
-        short("pipe read", n, buf.len())
+        read_whole(&self.fd, "pipe read", buf)
     }
 
     /// Reads one byte.

@@ -373,6 +373,19 @@ mod tests {
     }
 
     #[test]
+    fn a_place_counts_characters_and_stays_within_the_text() {
+        let at = |text, offset| {
+            let p = place_of_offset(text, offset);
+            (p.line, p.column)
+        };
+        assert_eq!(at("ab\ncd", 0), (1, 1));
+        assert_eq!(at("ab\ncd", 4), (2, 2));
+        assert_eq!(at("é = 1\nx", 3), (1, 3));
+        assert_eq!(at("é", 1), (1, 1), "inside a character: at its start");
+        assert_eq!(at("a", 99), (1, 2));
+    }
+
+    #[test]
     fn offset_of_undoes_place_of_offset() {
         for offset in 0..=TEXT.len() {
             if TEXT.is_char_boundary(offset) {

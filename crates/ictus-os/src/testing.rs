@@ -1,14 +1,23 @@
 //! Test support: a test that cannot run on this machine (no root, one CPU, no
-//! Chromium...) says so where a person and CI see it, instead of passing in silence.
+//! Chromium...) says so where a person and CI see it, instead of passing in silence;
+//! and the few fixtures the tests of several crates need (a free loopback port, a
+//! FIFO, the Chromium on `PATH`), written once here.
 //!
 //! ```
 //! // In a test: when the machine lacks what it needs, skip it, visibly.
 //! if ictus_os::facts::online_cpus().len() < 2 {
 //!     ictus_os::testing::skipped("a_two_cpu_test", "needs two online CPUs");
 //! }
+//! // A FIFO given where a file is expected must be refused without blocking.
+//! let dir = tempfile::tempdir().unwrap();
+//! let fifo = dir.path().join("in.json");
+//! ictus_os::testing::mkfifo(&fifo).unwrap();
+//! assert!(ictus_os::fs::read_input(&fifo, 1024).is_err());
 //! ```
 
 use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
 
 /// The variable naming the file where skipped tests are listed (one line each);
 /// `.ci/run` sets it and prints the count and the list after the tests.
@@ -22,6 +31,52 @@ pub fn skipped(test: &str, why: &str) {
     if let Some(path) = std::env::var_os(SKIPPED_FILE_VAR) {
         append(std::path::Path::new(&path), &line);
     }
+}
+
+/// A TCP port on loopback that was free a moment ago (the kernel picked it), for
+/// tests that open peers side by side.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on loopback")
+        .port()
+}
+
+/// Makes a FIFO (mode 0600) at `path`: an input that would block a plain read for
+/// ever, which every reader of files must refuse.
+pub fn mkfifo(path: &Path) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The first of `chromium`, `chromium-browser`, `google-chrome` and
+/// `google-chrome-stable` found on `PATH`, for the tests that render pages. Where
+/// there is none, says that `test` was skipped (as [`skipped`] does) and returns
+/// `None`.
+pub fn chromium(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+    });
+    if found.is_none() {
+        skipped(test, "no chromium on PATH (apt-get install chromium)");
+    }
+    found
 }
 
 /// One write of one line in append mode: the lines of parallel tests never mix.
@@ -47,5 +102,21 @@ mod tests {
             std::fs::read_to_string(&file).unwrap(),
             "SKIPPED a: needs root\nSKIPPED b: needs two CPUs\n"
         );
+    }
+
+    #[test]
+    fn a_free_port_is_a_real_one() {
+        assert_ne!(super::free_port(), 0);
+    }
+
+    #[test]
+    fn mkfifo_makes_a_fifo_once() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        super::mkfifo(&fifo).unwrap();
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        let again = super::mkfifo(&fifo).unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
     }
 }

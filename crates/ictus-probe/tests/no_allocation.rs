@@ -12,12 +12,9 @@ use ictus_probe::timer::measure_grid;
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The tests share the counter: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn the_rendezvous_exchange_allocates_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     let ex = ictus_probe::rendezvous::Exchange::new(2, 64, 512);
     let start = std::sync::Barrier::new(3);
     let done = std::sync::Barrier::new(3);
@@ -45,7 +42,7 @@ fn the_rendezvous_exchange_allocates_nothing() {
 
 #[test]
 fn the_timer_hot_loop_allocates_nothing_in_any_mode() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = alloc_count::one_at_a_time();
     for mode in [
         WaitMode::Nanosleep,
         WaitMode::Hybrid {

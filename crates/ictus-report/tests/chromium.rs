@@ -3,25 +3,8 @@
 //! the test says SKIPPED and passes. The screenshot is kept in the target directory
 //! (`target/ictus-report-screenshot.png`) for a person to look at.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn chromium() -> Option<PathBuf> {
-    [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-    ]
-    .iter()
-    .find_map(|name| {
-        std::env::var_os("PATH")?
-            .to_str()?
-            .split(':')
-            .map(|dir| Path::new(dir).join(name))
-            .find(|p| p.is_file())
-    })
-}
 
 fn run(browser: &Path, args: &[&str], url: &str) -> std::process::Output {
     Command::new(browser)
@@ -39,11 +22,9 @@ fn run(browser: &Path, args: &[&str], url: &str) -> std::process::Output {
 
 #[test]
 fn the_html_report_renders_in_chromium_with_its_plots() {
-    let Some(browser) = chromium() else {
-        ictus_os::testing::skipped(
-            "the_html_report_renders_in_chromium_with_its_plots",
-            "no chromium on PATH (apt-get install chromium)",
-        );
+    let Some(browser) =
+        ictus_os::testing::chromium("the_html_report_renders_in_chromium_with_its_plots")
+    else {
         return;
     };
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/survey-a");

@@ -92,10 +92,9 @@ fn provenance() -> Provenance {
     }
 }
 
-/// A run of the same scenario under `mode`, with figures that differ between modes.
-fn fixture(mode: BalancerMode) -> ScenarioResult {
-    let ictus = mode == BalancerMode::Ictus;
-    let scenario = Scenario {
+/// The scenario of every fixture: two groups of two tasks on NRT RT.
+fn tiny() -> Scenario {
+    Scenario {
         name: "tiny".into(),
         description: "Two groups of two tasks on NRT RT.".into(),
         rt_cpus: cpus("1"),
@@ -128,15 +127,13 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
                 }),
             },
         ],
-    };
-    let a = if ictus { 90.0 } else { 50.0 };
-    let tasks = vec![
-        task("linux", 0, 1.2, a, 40),
-        task("linux", 1, 1.5, a, 44),
-        task("rt", 0, 0.4, 100.0 - a, 3),
-        task("rt", 1, 0.5, 100.0 - a, 5),
-    ];
-    let groups = vec![
+    }
+}
+
+/// The figures of the fixture's two groups, the linux group getting `a` % of the
+/// CPU time and the rt group the rest; `rt_class` is the rt group's class.
+fn group_stats(a: f64, rt_class: GroupClass) -> Vec<GroupStats> {
+    vec![
         GroupStats {
             name: "linux".into(),
             class: GroupClass::Normal,
@@ -154,7 +151,7 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
         },
         GroupStats {
             name: "rt".into(),
-            class: scenario.groups[1].class,
+            class: rt_class,
             tasks: 2,
             finished: 2,
             completion_ns: mam(0.4e9, 0.45e9, 0.5e9),
@@ -167,7 +164,21 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
             section_attempts: mam(850.0, 850.0, 850.0),
             section_moves: mam(12.0, 12.0, 12.0),
         },
+    ]
+}
+
+/// A run of the same scenario under `mode`, with figures that differ between modes.
+fn fixture(mode: BalancerMode) -> ScenarioResult {
+    let ictus = mode == BalancerMode::Ictus;
+    let scenario = tiny();
+    let a = if ictus { 90.0 } else { 50.0 };
+    let tasks = vec![
+        task("linux", 0, 1.2, a, 40),
+        task("linux", 1, 1.5, a, 44),
+        task("rt", 0, 0.4, 100.0 - a, 3),
+        task("rt", 1, 0.5, 100.0 - a, 5),
     ];
+    let groups = group_stats(a, scenario.groups[1].class);
     let bucket = |start_ns: u64, linux: [f64; 2], rt: [f64; 2]| Bucket {
         start_ns,
         samples: 500,
@@ -346,13 +357,7 @@ fn a_foreign_or_broken_result_is_refused_naming_the_file() {
     assert!(err.to_string().contains("version 99"), "{err}");
     // A FIFO in its place is refused without blocking (a read would wait for ever).
     let fifo = dir.path().join("fifo.json");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    ictus_os::testing::mkfifo(&fifo).unwrap();
     let err = read_result(&fifo).unwrap_err();
     assert!(matches!(err, ReportError::Input(_)), "{err}");
     assert!(err.to_string().contains("FIFO"), "{err}");

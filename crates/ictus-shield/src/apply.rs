@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ShieldError;
@@ -71,6 +72,31 @@ pub fn privilege_shortfall() -> Option<String> {
          /proc/irq/*/smp_affinity, CAP_SYS_NICE for other tasks' affinity)"
             .to_owned()
     })
+}
+
+/// Why a shield cannot be applied on this machine now, if it cannot: the privilege
+/// this process lacks, no writable cpuset, fewer than two online CPUs, or a shield
+/// already applied (its journal, or its `ictus-rt` group). For callers that would
+/// rather skip than fail, such as the tests that apply a real shield.
+pub fn machine_shortfall() -> Option<String> {
+    if let Some(need) = privilege_shortfall() {
+        return Some(format!("the shield needs {need}"));
+    }
+    if !ictus_os::facts::cgroups()
+        .cpuset
+        .is_some_and(|c| c.writable)
+    {
+        return Some("no writable cpuset".into());
+    }
+    if ictus_os::facts::online_cpus().len() < 2 {
+        return Some("fewer than two online CPUs".into());
+    }
+    if Path::new(crate::DEFAULT_JOURNAL).exists()
+        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
+    {
+        return Some("a shield is applied on this machine".into());
+    }
+    None
 }
 
 fn require_privilege() -> Result<(), ShieldError> {
@@ -281,20 +307,9 @@ fn move_task_step(
     from: &Path,
     to: &Path,
 ) -> Result<(), ShieldError> {
-    let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
-        return Ok(()); // exited
-    };
-    let Some(affinity) = task.affinity else {
+    let Some(task) = journal_task(journal, tid, start_time, from, false)? else {
         return Ok(());
     };
-    journal.append(&Entry::Task {
-        path: from.to_path_buf(),
-        prior_value: affinity,
-        tid,
-        start_time,
-        cpuset: task.cpuset.clone(),
-        affinity_only: false,
-    })?;
     if let Err(e) = write_value(to, &tid.to_string())
         && e.raw_os_error() != Some(3)
     {
@@ -313,20 +328,34 @@ fn keep_affinity_step(
     tid: i32,
     start_time: u64,
 ) -> Result<(), ShieldError> {
+    journal_task(journal, tid, start_time, Path::new(""), true).map(drop)
+}
+
+/// Journals thread `tid` (with its start time): its affinity and group, its group's
+/// `tasks` file `path` (empty for `affinity_only`). A thread that exited, or whose
+/// affinity cannot be read, is passed over: `None`.
+fn journal_task(
+    journal: &mut StepJournal<'_>,
+    tid: i32,
+    start_time: u64,
+    path: &Path,
+    affinity_only: bool,
+) -> Result<Option<snapshot::Task>, ShieldError> {
     let Some(task) = snapshot::read_task(tid).filter(|t| t.start_time == start_time) else {
-        return Ok(()); // exited
+        return Ok(None); // exited
     };
-    let Some(affinity) = task.affinity else {
-        return Ok(());
+    let Some(affinity) = task.affinity.clone() else {
+        return Ok(None);
     };
     journal.append(&Entry::Task {
-        path: PathBuf::new(),
+        path: path.to_path_buf(),
         prior_value: affinity,
         tid,
         start_time,
         cpuset: task.cpuset.clone(),
-        affinity_only: true,
-    })
+        affinity_only,
+    })?;
+    Ok(Some(task))
 }
 
 /// Stops irqbalance (`pid`), journaled first; when it cannot be stopped, says so.
@@ -447,15 +476,7 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                     continue;
                 };
                 if *affinity_only {
-                    if task.affinity.as_ref() != Some(prior_value) {
-                        match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
-                            Ok(()) => out.restored += 1,
-                            Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
-                            Err(e) => out
-                                .problems
-                                .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
-                        }
-                    }
+                    restore_affinity(*tid, prior_value, task.affinity.as_ref(), &mut out);
                     continue;
                 }
                 let group = path
@@ -477,15 +498,7 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
                 let now = ictus_os::affinity_of::affinity_of(*tid)
                     .ok()
                     .or(task.affinity);
-                if now.as_ref() != Some(prior_value) {
-                    match ictus_os::affinity_of::set_affinity_of(*tid, prior_value) {
-                        Ok(()) => out.restored += 1,
-                        Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
-                        Err(e) => out
-                            .problems
-                            .push(format!("affinity of task {tid} back to {prior_value}: {e}")),
-                    }
-                }
+                restore_affinity(*tid, prior_value, now.as_ref(), &mut out);
             }
             Entry::Mkdir { path, .. } => remove_group(path, &mut out),
             Entry::Watchdog {
@@ -551,6 +564,21 @@ fn stop_watchdog(pid: i32, start_time: u64, out: &mut ResetOutcome) {
     out.problems.push(format!(
         "the watchdog (pid {pid}) is still running after SIGKILL"
     ));
+}
+
+/// Sets thread `tid`'s affinity back to `prior`, unless it is there `now`; a thread
+/// that exited meanwhile has vanished.
+fn restore_affinity(tid: i32, prior: &CpuSet, now: Option<&CpuSet>, out: &mut ResetOutcome) {
+    if now == Some(prior) {
+        return;
+    }
+    match ictus_os::affinity_of::set_affinity_of(tid, prior) {
+        Ok(()) => out.restored += 1,
+        Err(e) if e.raw_os_error() == Some(3) => out.vanished += 1,
+        Err(e) => out
+            .problems
+            .push(format!("affinity of task {tid} back to {prior}: {e}")),
+    }
 }
 
 fn restore_write(path: &Path, prior: &str, out: &mut ResetOutcome) {

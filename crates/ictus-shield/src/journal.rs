@@ -194,6 +194,20 @@ pub fn read(path: &Path) -> Result<Option<Vec<Entry>>, ShieldError> {
     }
 }
 
+/// The watchdog process the journal at `path` names: its pid and start time (which
+/// together tell it from a later process given the same pid); `None` when there is
+/// no journal or it names no watchdog.
+pub fn watchdog(path: &Path) -> Result<Option<(i32, u64)>, ShieldError> {
+    Ok(read(path)?.and_then(|entries| {
+        entries.into_iter().find_map(|e| match e {
+            Entry::Watchdog {
+                pid, start_time, ..
+            } => Some((pid, start_time)),
+            _ => None,
+        })
+    }))
+}
+
 /// Removes the journal once everything is restored.
 pub fn remove(path: &Path) -> Result<(), ShieldError> {
     match std::fs::remove_file(path) {
@@ -238,8 +252,10 @@ mod tests {
         assert!(text.starts_with(r#"{"kind":"write","path":"#));
         text.push_str(r#"{"kind":"wri"#);
         assert_eq!(parse(&path, &text).unwrap(), vec![entry, watchdog]);
+        assert_eq!(super::watchdog(&path).unwrap(), Some((77, 1234)));
         remove(&path).unwrap();
         assert_eq!(read(&path).unwrap(), None);
+        assert_eq!(super::watchdog(&path).unwrap(), None);
         let _ = std::fs::remove_dir(&dir);
     }
 

@@ -330,18 +330,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_section_on_an_rt_cpu_moves_to_the_nrt_cpus_and_back() {
+    /// The last online CPU, and the partition that makes it the RT CPU; `None`, after
+    /// saying that `test` was skipped, on a machine of one CPU.
+    fn last_cpu_as_rt(test: &str) -> Option<(usize, Partition)> {
         let online = facts::online_cpus();
         if online.len() < 2 {
-            ictus_os::testing::skipped(
-                "a_section_on_an_rt_cpu_moves_to_the_nrt_cpus_and_back",
-                "needs two online CPUs",
-            );
-            return;
+            ictus_os::testing::skipped(test, "needs two online CPUs");
+            return None;
         }
         let rt_cpu = *online.cpus().last().unwrap();
         let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+        Some((rt_cpu, partition))
+    }
+
+    #[test]
+    fn a_section_on_an_rt_cpu_moves_to_the_nrt_cpus_and_back() {
+        let Some((rt_cpu, partition)) =
+            last_cpu_as_rt("a_section_on_an_rt_cpu_moves_to_the_nrt_cpus_and_back")
+        else {
+            return;
+        };
         let nrt = partition.nrt.clone();
         let (inside, after, stats) = std::thread::spawn(move || {
             sched::set_affinity(&CpuSet::from_cpus([rt_cpu])).unwrap();
@@ -371,16 +379,10 @@ mod tests {
 
     #[test]
     fn every_section_reports_its_start_then_its_end() {
-        let online = facts::online_cpus();
-        if online.len() < 2 {
-            ictus_os::testing::skipped(
-                "every_section_reports_its_start_then_its_end",
-                "needs two online CPUs",
-            );
+        let Some((_, partition)) = last_cpu_as_rt("every_section_reports_its_start_then_its_end")
+        else {
             return;
-        }
-        let rt_cpu = *online.cpus().last().unwrap();
-        let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+        };
         let reports = std::thread::spawn(move || {
             let (tx, mut rx) = ictus_core::sync::spsc::channel(8);
             let mut m = Migrator::new(partition, Return::Never).report_to(tx);

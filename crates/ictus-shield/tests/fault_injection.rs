@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ictus_shield::apply::{apply_stopping_after, privilege_shortfall};
-use ictus_shield::journal::{self, Entry};
+use ictus_shield::apply::{apply_stopping_after, machine_shortfall};
+use ictus_shield::journal;
 use ictus_shield::snapshot::{self, RT_RUNTIME, differences};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch, reset};
 
@@ -34,25 +34,6 @@ impl Drop for Restore {
         }
         let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
     }
-}
-
-fn skip_reason() -> Option<String> {
-    if let Some(need) = privilege_shortfall() {
-        return Some(format!("the shield needs {need}"));
-    }
-    let cpuset = ictus_os::facts::cgroups().cpuset;
-    if !cpuset.as_ref().is_some_and(|c| c.writable) {
-        return Some("no writable cpuset".into());
-    }
-    if ictus_os::facts::online_cpus().len() < 2 {
-        return Some("fewer than two online CPUs".into());
-    }
-    if Path::new(ictus_shield::DEFAULT_JOURNAL).exists()
-        || snapshot::cpuset_root().is_some_and(|r| r.dir().join("ictus-rt").exists())
-    {
-        return Some("a shield is applied on this machine".into());
-    }
-    None
 }
 
 /// A stand-in watchdog: the handshake, then nothing but sleep.
@@ -69,15 +50,7 @@ fn stand_in_watchdog() -> WatchdogLaunch {
 
 /// The watchdog the journal names: (pid, start time).
 fn journaled_watchdog(journal: &Path) -> Option<(i32, u64)> {
-    journal::read(journal)
-        .ok()??
-        .into_iter()
-        .find_map(|e| match e {
-            Entry::Watchdog {
-                pid, start_time, ..
-            } => Some((pid, start_time)),
-            _ => None,
-        })
+    journal::watchdog(journal).ok()?
 }
 
 fn state() -> BTreeMap<String, String> {
@@ -86,7 +59,7 @@ fn state() -> BTreeMap<String, String> {
 
 #[test]
 fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = machine_shortfall() {
         ictus_os::testing::skipped(
             "reset_restores_the_machine_after_apply_stopped_at_every_point",
             &why,

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -32,24 +32,6 @@ const POLL: Duration = Duration::from_millis(20);
 const MAX_QUEUED_EVENTS: usize = 1000;
 /// Lines of Chromium's stderr kept for error messages.
 const STDERR_TAIL: usize = 40;
-
-/// The first of `chromium`, `chromium-browser`, `google-chrome` and
-/// `google-chrome-stable` found on `PATH`.
-pub(crate) fn find_chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-    ]
-    .iter()
-    .find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
-}
 
 /// Why a protocol call failed.
 enum Failure {

@@ -1,12 +1,9 @@
 //! What the probe tests share: running `ictus probe NAME ... --json` and the checks
 //! every record must pass, and picking a record's measurements by name.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-pub(crate) fn ictus() -> Command {
-    Command::cargo_bin("ictus").expect("the ictus binary is built")
-}
+use super::{ictus, measurements, succeeds};
 
 pub(crate) fn two_cpus() -> bool {
     std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
@@ -15,17 +12,7 @@ pub(crate) fn two_cpus() -> bool {
 /// Runs `ictus probe ARGS --json` and returns the record after the checks every
 /// record must pass.
 pub(crate) fn record(probe: &str, args: &[&str]) -> Value {
-    let out = ictus()
-        .args(["probe", probe])
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("ictus runs");
-    assert!(
-        out.status.success(),
-        "ictus probe {probe} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(ictus().args(["probe", probe]).args(args).arg("--json"));
     let r: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON record");
     assert_eq!(r["schema"], "ictus.run-record");
     assert_eq!(r["probe"], probe);
@@ -48,11 +35,11 @@ pub(crate) fn record(probe: &str, args: &[&str]) -> Value {
     r
 }
 
-pub(crate) fn points<'a>(r: &'a Value, name: &str) -> Vec<&'a Value> {
-    r["measurements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["name"] == name)
-        .collect()
+pub(crate) fn points<'a>(r: &'a Value, name: &'a str) -> Vec<&'a Value> {
+    measurements(r, name).collect()
+}
+
+/// The periods a latency result accounts for: those measured and those missed.
+pub(crate) fn periods(latency: &Value) -> u64 {
+    latency["summary"]["count"].as_u64().unwrap() + latency["missed"].as_u64().unwrap()
 }

@@ -80,15 +80,8 @@ pub enum CellFileError {
 /// One pass over `text` up to `offset`: for one error. To place many offsets
 /// of one text, index it once with [`LineIndex`](crate::text::LineIndex).
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
+    let place = ictus_os::json::place_of_offset(text, offset);
+    (place.line, place.column)
 }
 
 impl CellTable {

@@ -14,6 +14,7 @@ use ictus_os::shm::Segment;
 
 use super::table::TableRepr;
 use super::{CellError, CellTable, Element, ElementLocation, ElementSlot};
+use crate::shared::{read_described, write_described};
 
 /// The bytes cell `payload` bytes take in storage: its seqlock region rounded
 /// up to the region alignment.
@@ -111,15 +112,7 @@ impl Cells {
         let json_words = json.len().div_ceil(8);
         let (regions, words) = regions(table, CELLS_HEADER_WORDS + json_words);
         let segment = Segment::create(name, words, 0, |w, _| {
-            // Relaxed (all): published by the segment's ready flag (Release).
-            w[0].store(CELLS_MAGIC, Ordering::Relaxed);
-            w[1].store(CELLS_VERSION, Ordering::Relaxed);
-            w[2].store(json.len() as u64, Ordering::Relaxed);
-            for (chunk, word) in json.chunks(8).zip(&w[CELLS_HEADER_WORDS..]) {
-                let mut bytes = [0u8; 8];
-                bytes[..chunk.len()].copy_from_slice(chunk);
-                word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-            }
+            write_described(w, CELLS_MAGIC, CELLS_VERSION, CELLS_HEADER_WORDS, &json);
         })?;
         Ok(Cells {
             inner: Arc::new(Inner {
@@ -139,39 +132,22 @@ impl Cells {
             name: name.to_owned(),
             reason,
         };
-        let w = segment.words();
-        if w.len() < CELLS_HEADER_WORDS {
-            return Err(not_cells("the segment is too small".into()));
-        }
-        // Relaxed (all): the segment's ready flag (Acquire in Segment::open) orders
-        // these after the creator's stores.
-        if w[0].load(Ordering::Relaxed) != CELLS_MAGIC {
-            return Err(not_cells("it holds something else than cells".into()));
-        }
-        let version = w[1].load(Ordering::Relaxed);
-        if version != CELLS_VERSION {
-            return Err(not_cells(format!(
-                "layout version {version} (this build reads {CELLS_VERSION})"
-            )));
-        }
-        let json_len = usize::try_from(w[2].load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-        let json_words = json_len.div_ceil(8);
-        if CELLS_HEADER_WORDS.saturating_add(json_words) > w.len() {
-            return Err(not_cells("the table runs past the segment".into()));
-        }
-        let mut json = Vec::with_capacity(json_words * 8);
-        for word in &w[CELLS_HEADER_WORDS..CELLS_HEADER_WORDS + json_words] {
-            json.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-        }
-        json.truncate(json_len);
+        let (json, described) = read_described(
+            segment.words(),
+            CELLS_MAGIC,
+            CELLS_VERSION,
+            CELLS_HEADER_WORDS,
+            "cells",
+        )
+        .map_err(not_cells)?;
         let repr: TableRepr =
             serde_json::from_slice(&json).map_err(|e| not_cells(format!("table: {e}")))?;
         let table = CellTable::from_repr(&repr).map_err(|e| not_cells(format!("table: {e}")))?;
-        let (regions, words) = regions(&table, CELLS_HEADER_WORDS + json_words);
-        if words > w.len() {
+        let (regions, words) = regions(&table, described);
+        let has = segment.words().len();
+        if words > has {
             return Err(not_cells(format!(
-                "the cells need {words} words, the segment has {}",
-                w.len()
+                "the cells need {words} words, the segment has {has}"
             )));
         }
         Ok(Cells {
@@ -216,10 +192,7 @@ impl Cells {
 
     /// The name of the shared memory, if shared.
     pub fn shared_name(&self) -> Option<&str> {
-        match &self.inner.memory {
-            Memory::Owned(_) => None,
-            Memory::Shared(segment) => Some(segment.name()),
-        }
+        self.segment().map(Segment::name)
     }
 
     /// The shared memory segment, if shared (its path, owner, what its

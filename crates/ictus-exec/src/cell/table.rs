@@ -480,21 +480,7 @@ mod tests {
     #[test]
     fn the_seed_stress_cell_holds_4872_bytes() {
         let mut b = CellTable::builder();
-        b.cell("a")
-            .element("i", ElemType::I32, 1)
-            .element("i12", ElemType::I32, 12)
-            .element("i200", ElemType::I32, 200)
-            .element("s", ElemType::I16, 1)
-            .element("s5", ElemType::I16, 5)
-            .element("s200", ElemType::I16, 200)
-            .element("f", ElemType::F32, 1)
-            .element("f64_", ElemType::F32, 64)
-            .element("f256", ElemType::F32, 256)
-            .element("d", ElemType::F64, 1)
-            .element("d256", ElemType::F64, 256)
-            .element("c4", ElemType::U8, 4)
-            .element("c8", ElemType::U8, 8)
-            .element("c256", ElemType::U8, 256);
+        crate::stress::seed_cell(&mut b, "a");
         assert_eq!(b.build().unwrap().cells()[0].bytes(), 4872);
     }
 

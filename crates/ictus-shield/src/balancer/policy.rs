@@ -141,6 +141,20 @@ impl Snapshot {
         self.tasks.iter().filter(|t| t.cpu == Some(cpu)).count()
     }
 
+    /// Moves task `task` to CPU `to` as [`Snapshot::apply`] does, and returns that
+    /// move, for `reason`.
+    fn shift(&mut self, task: usize, to: usize, reason: String) -> Move {
+        let (tid, from) = (self.tasks[task].tid, self.tasks[task].cpu);
+        self.apply(task, to);
+        Move {
+            task,
+            tid,
+            from,
+            to,
+            reason,
+        }
+    }
+
     /// Moves task `task` to `to` in the snapshot: its contribution to RT (real-time: its
     /// own share) or to L goes with it. A non-real-time task counts in L where it goes
     /// even if it slept at the sample: it will run there next, and a pass placing
@@ -395,14 +409,8 @@ pub fn push_rt(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
         let to = snapshot.cpus[best].cpu;
         let why = return_reason(&t.stats, snapshot.now_ns);
         if t.realtime {
-            snapshot.apply(i, to);
-            out.moves.push(Move {
-                task: i,
-                tid: t.tid,
-                from: t.cpu,
-                to,
-                reason: format!("{} back to RT CPU {to}: {why}", t.role),
-            });
+            let reason = format!("{} back to RT CPU {to}: {why}", t.role);
+            out.moves.push(snapshot.shift(i, to, reason));
             continue;
         }
         let on_rt = snapshot.home_key(&t, best).0;
@@ -411,18 +419,12 @@ pub fn push_rt(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
             .map(|c| snapshot.home_key(&t, c).0)
             .fold(f64::INFINITY, f64::min);
         if on_rt <= on_nrt + LOAD_EPSILON {
-            snapshot.apply(i, to);
-            out.moves.push(Move {
-                task: i,
-                tid: t.tid,
-                from: t.cpu,
-                to,
-                reason: format!(
-                    "{} back to RT CPU {to}: {why}; load there with it {on_rt:.1}, \
-                     {on_nrt:.1} at best on an NRT CPU",
-                    t.role
-                ),
-            });
+            let reason = format!(
+                "{} back to RT CPU {to}: {why}; load there with it {on_rt:.1}, \
+                 {on_nrt:.1} at best on an NRT CPU",
+                t.role
+            );
+            out.moves.push(snapshot.shift(i, to, reason));
             continue;
         }
         // A swap with a normal task on an RT CPU: same loads, each on its side.
@@ -446,30 +448,18 @@ pub fn push_rt(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
         if let Some((c, j)) = partner {
             let to = snapshot.cpus[c].cpu;
             let (u_tid, u_role) = (snapshot.tasks[j].tid, snapshot.tasks[j].role);
-            snapshot.apply(i, to);
-            snapshot.apply(j, from);
-            out.moves.push(Move {
-                task: i,
-                tid: t.tid,
-                from: t.cpu,
-                to,
-                reason: format!(
-                    "{} back to RT CPU {to}: {why}; swapped with {u_role} task {u_tid}, \
-                     loads unchanged",
-                    t.role
-                ),
-            });
-            out.moves.push(Move {
-                task: j,
-                tid: u_tid,
-                from: Some(to),
-                to: from,
-                reason: format!(
-                    "{u_role} off RT CPU {to} to NRT CPU {from}: swapped with {} task {}, \
-                     loads unchanged",
-                    t.role, t.tid
-                ),
-            });
+            let reason = format!(
+                "{} back to RT CPU {to}: {why}; swapped with {u_role} task {u_tid}, \
+                 loads unchanged",
+                t.role
+            );
+            out.moves.push(snapshot.shift(i, to, reason));
+            let reason = format!(
+                "{u_role} off RT CPU {to} to NRT CPU {from}: swapped with {} task {}, \
+                 loads unchanged",
+                t.role, t.tid
+            );
+            out.moves.push(snapshot.shift(j, from, reason));
         }
     }
     out
@@ -557,15 +547,7 @@ pub fn push_one(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
                     src_load,
                     dst.load()
                 );
-                let (tid, from) = (t.tid, t.cpu);
-                snapshot.apply(i, dst.cpu);
-                out.moves.push(Move {
-                    task: i,
-                    tid,
-                    from,
-                    to: dst.cpu,
-                    reason,
-                });
+                out.moves.push(snapshot.shift(i, dst.cpu, reason));
                 return out;
             }
         }
@@ -589,6 +571,15 @@ mod tests {
             runnable: 0,
             rt_share: 0.0,
         }
+    }
+
+    /// CPUs 0, 1, ... as `layout` says, one letter each: `N` for NRT, `R` for RT.
+    fn cpus(layout: &str) -> Vec<CpuState> {
+        layout
+            .chars()
+            .enumerate()
+            .map(|(c, kind)| cpu(c, kind == 'R'))
+            .collect()
     }
 
     fn task(tid: i32, role: Role, on: usize, allowed: &str) -> TaskState {
@@ -665,6 +656,43 @@ mod tests {
         s
     }
 
+    /// Seed table 3's three RT0 tasks, busy 90 % of CPUs 1, 2 and 3 each.
+    fn three_busy_rt0() -> Vec<TaskState> {
+        (1..4)
+            .map(|c| {
+                let mut t = task(c as i32, Role::Rt0, c, &c.to_string());
+                t.realtime = true;
+                t.rt_share = 0.9;
+                t
+            })
+            .collect()
+    }
+
+    /// Seed table 4's tasks of `role` on CPUs 0 and 1: 8 often migrating (tids 10 to
+    /// 17: every 200 us, the last 50 us before `now`) and 8 rarely (tids 20 to 27:
+    /// every 200 ms, the last 1 ms before).
+    fn often_and_rarely_migrating(role: Role, now: u64) -> Vec<TaskState> {
+        let mut tasks = Vec::new();
+        for k in 0..8 {
+            let mut om = task(10 + k, role, (k % 2) as usize, "0-3");
+            om.stats = attempting(200_000, now, 50_000);
+            tasks.push(om);
+            let mut im = task(20 + k, role, (k % 2) as usize, "0-3");
+            im.stats = attempting(200_000_000, now, 1_000_000);
+            tasks.push(im);
+        }
+        tasks
+    }
+
+    /// Of seed table 4's tasks, the rarely migrating ones are on the RT CPUs (2 and
+    /// 3) and only they.
+    fn assert_rarely_migrating_on_rt(sut: &Snapshot) {
+        for t in &sut.tasks {
+            let on_rt = t.cpu.is_some_and(|c| c >= 2);
+            assert_eq!(on_rt, t.tid >= 20, "task {}", t.tid);
+        }
+    }
+
     #[test]
     fn load_is_runnable_over_the_free_share() {
         assert_eq!(load(2, 0.0), 2.0);
@@ -683,7 +711,7 @@ mod tests {
         rt.rt_share = 0.75;
         let mut tasks = vec![rt];
         tasks.extend((0..5).map(|k| task(10 + k, Role::Normal, (k % 2) as usize, "0-1")));
-        let mut sut = snapshot(0, vec![cpu(0, false), cpu(1, true)], tasks);
+        let mut sut = snapshot(0, cpus("NR"), tasks);
         settle(&mut sut, 20);
         assert_eq!(count_on(&sut, 0, Role::Normal), 4);
         assert_eq!(count_on(&sut, 1, Role::Normal), 1);
@@ -691,17 +719,10 @@ mod tests {
 
     #[test]
     fn seed_table_3_thirteen_normal_tasks_beside_three_busy_rt0_tasks_go_ten_one_one_one() {
-        let cpus = vec![cpu(0, false), cpu(1, true), cpu(2, true), cpu(3, true)];
-        let mut tasks = Vec::new();
-        for c in 1..4 {
-            let mut t = task(c as i32, Role::Rt0, c, &c.to_string());
-            t.realtime = true;
-            t.rt_share = 0.9;
-            tasks.push(t);
-        }
+        let mut tasks = three_busy_rt0();
         // Stock placement: the 13 normal tasks spread evenly, 4 3 3 3.
         tasks.extend((0..13).map(|k| task(100 + k, Role::Normal, (k % 4) as usize, "0-3")));
-        let mut sut = snapshot(0, cpus, tasks);
+        let mut sut = snapshot(0, cpus("NRRR"), tasks);
         let before: Vec<f64> = (0..4).map(|c| sut.load_of(c)).collect();
         assert!((before[1] - 30.0).abs() < 1e-6, "3 tasks at 10 % free");
         let pass = settle(&mut sut, 50);
@@ -727,16 +748,9 @@ mod tests {
 
     #[test]
     fn seed_table_3_from_the_placement_at_start_too() {
-        let cpus = vec![cpu(0, false), cpu(1, true), cpu(2, true), cpu(3, true)];
-        let mut tasks = Vec::new();
-        for c in 1..4 {
-            let mut t = task(c as i32, Role::Rt0, c, &c.to_string());
-            t.realtime = true;
-            t.rt_share = 0.9;
-            tasks.push(t);
-        }
+        let mut tasks = three_busy_rt0();
         tasks.extend((0..13).map(|k| task(100 + k, Role::Normal, 1, "0-3")));
-        let mut sut = snapshot(0, cpus, tasks);
+        let mut sut = snapshot(0, cpus("NRRR"), tasks);
         let placed = place_all(&mut sut, HORIZON);
         assert_eq!(placed.moves.len(), 13, "every movable task is placed once");
         assert_eq!(
@@ -762,7 +776,6 @@ mod tests {
     fn seed_table_5_rt1_tasks_take_the_rt_cpus_and_normal_tasks_the_nrt_cpus() {
         // NRT NRT RT RT; 8 RT50 tasks and 8 normal tasks, spread evenly at first.
         for realtime in [true, false] {
-            let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, true), cpu(3, true)];
             let mut tasks = Vec::new();
             for k in 0..8 {
                 let mut t = task(10 + k, Role::Rt1, (k % 4) as usize, "0-3");
@@ -771,7 +784,7 @@ mod tests {
                 tasks.push(t);
                 tasks.push(task(20 + k, Role::Normal, (k % 4) as usize, "0-3"));
             }
-            let mut sut = snapshot(0, cpus, tasks);
+            let mut sut = snapshot(0, cpus("NNRR"), tasks);
             settle(&mut sut, 50);
             for c in [0, 1] {
                 assert_eq!(count_on(&sut, c, Role::Rt1), 0, "realtime {realtime}");
@@ -786,13 +799,12 @@ mod tests {
 
     #[test]
     fn seed_table_5_the_placement_at_start_sorts_the_roles() {
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, true), cpu(3, true)];
         let mut tasks = Vec::new();
         for k in 0..8 {
             tasks.push(task(10 + k, Role::Rt1, 0, "0-3"));
             tasks.push(task(20 + k, Role::Normal, 3, "0-3"));
         }
-        let mut sut = snapshot(0, cpus, tasks);
+        let mut sut = snapshot(0, cpus("NNRR"), tasks);
         let pass = place_all(&mut sut, HORIZON);
         assert_eq!(pass.moves.len(), 16);
         for (c, rt1, normal) in [(0, 0, 4), (1, 0, 4), (2, 4, 0), (3, 4, 0)] {
@@ -805,19 +817,8 @@ mod tests {
     #[test]
     fn seed_table_4_often_migrating_rt1_tasks_are_withheld_rarely_migrating_ones_return() {
         let now = 10_000_000_000;
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, true), cpu(3, true)];
-        let mut tasks = Vec::new();
-        for k in 0..8 {
-            // Often migrating: every 200 us, last 50 us ago.
-            let mut om = task(10 + k, Role::Rt1, (k % 2) as usize, "0-3");
-            om.stats = attempting(200_000, now, 50_000);
-            tasks.push(om);
-            // Infrequently migrating: every 200 ms, last 1 ms ago.
-            let mut im = task(20 + k, Role::Rt1, (k % 2) as usize, "0-3");
-            im.stats = attempting(200_000_000, now, 1_000_000);
-            tasks.push(im);
-        }
-        let mut sut = snapshot(now, cpus, tasks);
+        let tasks = often_and_rarely_migrating(Role::Rt1, now);
+        let mut sut = snapshot(now, cpus("NNRR"), tasks);
         let pass = push_rt(&mut sut, HORIZON);
         assert_eq!(pass.withheld, 8);
         assert_eq!(pass.moves.len(), 8);
@@ -830,26 +831,14 @@ mod tests {
             "{}",
             pass.moves[0].reason
         );
-        for t in &sut.tasks {
-            let on_rt = t.cpu.is_some_and(|c| c >= 2);
-            assert_eq!(on_rt, t.tid >= 20, "task {}", t.tid);
-        }
+        assert_rarely_migrating_on_rt(&sut);
     }
 
     #[test]
     fn seed_table_4_normal_tasks_the_push_favours_the_rarely_migrating_ones() {
         let now = 10_000_000_000;
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, true), cpu(3, true)];
-        let mut tasks = Vec::new();
-        for k in 0..8 {
-            let mut om = task(10 + k, Role::Normal, (k % 2) as usize, "0-3");
-            om.stats = attempting(200_000, now, 50_000);
-            tasks.push(om);
-            let mut im = task(20 + k, Role::Normal, (k % 2) as usize, "0-3");
-            im.stats = attempting(200_000_000, now, 1_000_000);
-            tasks.push(im);
-        }
-        let mut sut = snapshot(now, cpus, tasks);
+        let tasks = often_and_rarely_migrating(Role::Normal, now);
+        let mut sut = snapshot(now, cpus("NNRR"), tasks);
         let pass = settle(&mut sut, 50);
         assert!(
             pass.moves.iter().all(|m| m.tid >= 20),
@@ -858,10 +847,7 @@ mod tests {
         for c in 0..4 {
             assert_eq!(sut.load_of(c), 4.0, "balanced: CPU {c}");
         }
-        for t in &sut.tasks {
-            let on_rt = t.cpu.is_some_and(|c| c >= 2);
-            assert_eq!(on_rt, t.tid >= 20, "task {}", t.tid);
-        }
+        assert_rarely_migrating_on_rt(&sut);
     }
 
     #[test]
@@ -871,7 +857,7 @@ mod tests {
         om.stats = attempting(200_000, now, 50_000);
         let mut other = task(11, Role::Normal, 0, "0");
         other.stats = MigrationStats::default();
-        let mut sut = snapshot(now, vec![cpu(0, false), cpu(1, true)], vec![om, other]);
+        let mut sut = snapshot(now, cpus("NR"), vec![om, other]);
         let pass = push_one(&mut sut, HORIZON);
         assert!(pass.moves.is_empty());
         assert_eq!(pass.withheld, 1);
@@ -881,7 +867,7 @@ mod tests {
     fn a_task_inside_a_section_is_not_moved_onto_an_rt_cpu() {
         let mut t = task(10, Role::Rt1, 0, "0-1");
         t.in_section = true;
-        let mut sut = snapshot(0, vec![cpu(0, false), cpu(1, true)], vec![t.clone()]);
+        let mut sut = snapshot(0, cpus("NR"), vec![t.clone()]);
         let pass = push_rt(&mut sut, HORIZON);
         assert!(pass.moves.is_empty());
         assert_eq!(pass.in_section, 1);
@@ -895,7 +881,7 @@ mod tests {
     fn non_realtime_rt1_tasks_spread_when_their_rt_cpu_cannot_hold_them() {
         // FIFO refused: 6 RT1 tasks run SCHED_OTHER and count in L. One RT CPU cannot
         // hold them all while 3 NRT CPUs idle.
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, false), cpu(3, true)];
+        let cpus = cpus("NNNR");
         let tasks = (0..6).map(|k| task(10 + k, Role::Rt1, 3, "0-3")).collect();
         let mut sut = snapshot(0, cpus.clone(), tasks);
         let pass = settle(&mut sut, 20);
@@ -923,7 +909,7 @@ mod tests {
     fn sleeping_rt1_tasks_are_not_all_pushed_onto_one_rt_cpu_in_one_pass() {
         // Seen live: tasks asleep at a start gate count in no L, and one pass sent
         // every one of them to the same RT CPU.
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, false), cpu(3, true)];
+        let cpus = cpus("NNNR");
         let tasks = (0..3)
             .map(|k| {
                 let mut t = task(10 + k, Role::Rt1, k as usize, "0-3");
@@ -940,7 +926,7 @@ mod tests {
 
     #[test]
     fn realtime_rt1_tasks_go_to_rt_cpus_whatever_their_load() {
-        let cpus = vec![cpu(0, false), cpu(1, true)];
+        let cpus = cpus("NR");
         let tasks = (0..4)
             .map(|k| {
                 let mut t = task(10 + k, Role::Rt1, 0, "0-1");
@@ -957,7 +943,7 @@ mod tests {
 
     #[test]
     fn a_non_realtime_rt1_task_swaps_with_a_normal_task_on_an_rt_cpu() {
-        let cpus = vec![cpu(0, false), cpu(1, true)];
+        let cpus = cpus("NR");
         let tasks = vec![
             task(10, Role::Rt1, 0, "0-1"),
             task(20, Role::Normal, 1, "0-1"),
@@ -974,7 +960,7 @@ mod tests {
 
     #[test]
     fn a_non_realtime_rt1_task_stays_off_a_busier_rt_cpu_without_a_partner() {
-        let cpus = vec![cpu(0, false), cpu(1, true)];
+        let cpus = cpus("NR");
         let mut tasks = vec![task(10, Role::Rt1, 0, "0-1")];
         tasks.extend((0..2).map(|k| task(20 + k, Role::Rt1, 1, "0-1")));
         let mut sut = snapshot(0, cpus, tasks);
@@ -991,7 +977,7 @@ mod tests {
         busy.realtime = false;
         let normals = (0..3).map(|k| task(10 + k, Role::Normal, 0, "0-1"));
         let tasks = [rt0, busy].into_iter().chain(normals).collect();
-        let mut sut = snapshot(0, vec![cpu(0, false), cpu(1, true)], tasks);
+        let mut sut = snapshot(0, cpus("NR"), tasks);
         let placed = place_all(&mut sut, HORIZON);
         let pushed = settle(&mut sut, 10);
         assert!(
@@ -1007,7 +993,7 @@ mod tests {
 
     #[test]
     fn a_task_is_never_placed_outside_its_allowed_cpus() {
-        let cpus = vec![cpu(0, false), cpu(1, false), cpu(2, true)];
+        let cpus = cpus("NNR");
         let tasks = vec![
             task(10, Role::Rt1, 0, "0-1"),
             task(11, Role::Normal, 2, "2"),

@@ -176,6 +176,18 @@ mod tests {
 
     use super::*;
 
+    /// Thread `tid` tracked as a normal task on CPU 0, through its own files.
+    fn tracked(tid: i32, rx: Consumer<Attempt>) -> Tracked {
+        Tracked::new(
+            tid,
+            Role::Normal,
+            CpuSet::from_cpus([0]),
+            rx,
+            open_proc(tid, "stat").unwrap(),
+            open_proc(tid, "schedstat").ok(),
+        )
+    }
+
     #[test]
     fn stat_lines_parse_past_odd_command_names() {
         // Fields 4 to 52 hold their own number, but for utime (14), stime (15),
@@ -212,14 +224,7 @@ mod tests {
         });
         let tid = rx.recv().unwrap();
         let (_ring, rx) = spsc::channel::<Attempt>(1);
-        let sut = Tracked::new(
-            tid,
-            Role::Normal,
-            CpuSet::from_cpus([0]),
-            rx,
-            open_proc(tid, "stat").unwrap(),
-            open_proc(tid, "schedstat").ok(),
-        );
+        let sut = tracked(tid, rx);
         let mut buf = vec![0; 4096];
         assert!(sut.read(&mut buf).unwrap().is_some(), "alive");
         done_tx.send(()).unwrap();
@@ -232,14 +237,7 @@ mod tests {
         let tid = sched::thread_id() as i32;
         let (tx, rx) = spsc::channel::<Attempt>(1);
         drop(tx);
-        let sut = Tracked::new(
-            tid,
-            Role::Normal,
-            CpuSet::from_cpus([0]),
-            rx,
-            open_proc(tid, "stat").unwrap(),
-            open_proc(tid, "schedstat").ok(),
-        );
+        let sut = tracked(tid, rx);
         // The kernel adds up a running thread's run time at ticks and switches: run a
         // while, then switch.
         let start = std::time::Instant::now();

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ictus_core::CpuSet;
+use ictus_os::json::{Place, place_of_offset};
 use ictus_os::{facts, sched};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -258,7 +259,7 @@ pub fn load(path: &Path) -> Result<Scenario, SpecError> {
 /// the CPUs a run may use.
 pub fn parse(text: &str, path: &Path, machine: &CpuSet) -> Result<Scenario, SpecError> {
     let invalid = |span: Option<Range<usize>>, message: String| {
-        let (line, column) = line_column(text, span.map_or(0, |s| s.start));
+        let Place { line, column } = place_of_offset(text, span.map_or(0, |s| s.start));
         SpecError::Invalid {
             path: path.to_path_buf(),
             line,
@@ -285,18 +286,6 @@ fn plain(message: &str) -> String {
         }
     }
     m
-}
-
-/// 1-based line and column (in characters) of byte `offset` in `text`.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
 }
 
 type Refusal = (Range<usize>, String);
@@ -1060,14 +1049,6 @@ sleep = "1ms"
     }
 
     #[test]
-    fn line_and_column_count_characters() {
-        assert_eq!(line_column("ab\ncd", 0), (1, 1));
-        assert_eq!(line_column("ab\ncd", 4), (2, 2));
-        assert_eq!(line_column("é = 1\nx", 3), (1, 3));
-        assert_eq!(line_column("a", 99), (1, 2));
-    }
-
-    #[test]
     fn durations_read_and_write_with_units() {
         assert_eq!(parse_duration("1ms").unwrap(), Duration::from_millis(1));
         assert_eq!(
@@ -1196,11 +1177,7 @@ sleep = "1ms"
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("s.toml");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
             load(&fifo),
             Err(SpecError::Read(ictus_os::fs::InputError::NotRegular { .. }))
