@@ -3,17 +3,14 @@
 //! Zenoh queryable), whichever host publishes. Two hosts on loopback, each a `run`
 //! with its own link, in threads of this test.
 
+mod common;
 #[path = "../../ictus-exec/tests/common/setup.rs"]
 mod setup;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ictus_exec::run::{self, RunOptions};
-use ictus_exec::schedule::{Schedule, SubsystemSpec};
 use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
-use ictus_net::link::ZenohLink;
-use ictus_os::testing::free_port;
 use setup::{Producer, ROUTE};
 
 /// Hands what it got from the setup channel to the test.
@@ -41,54 +38,30 @@ fn across(producer_host: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("net-setup-{producer_host}-{}", std::process::id());
     let consumer_host = if producer_host == "h1" { "h2" } else { "h1" };
-    let text = format!(
-        "name = \"{name}\"\ntick = \"2ms\"\nmajor_frame = 1\n\
-         [[host]]\nname = \"h1\"\naddress = \"127.0.0.1:{}\"\n\
-         [[host]]\nname = \"h2\"\naddress = \"127.0.0.1:{}\"\n\
-         [[subsystem]]\nname = \"p\"\nhost = \"{producer_host}\"\n\
-         [[subsystem]]\nname = \"c\"\nhost = \"{consumer_host}\"\n",
-        free_port(),
-        free_port()
+    let schedule = common::two_hosts(
+        dir.path(),
+        &name,
+        "tick = \"2ms\"\nmajor_frame = 1",
+        &format!(
+            "[[subsystem]]\nname = \"p\"\nhost = \"{producer_host}\"\n\
+             [[subsystem]]\nname = \"c\"\nhost = \"{consumer_host}\"\n"
+        ),
     );
-    let schedule = Schedule::parse(
-        &text,
-        dir.path().join("s.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
     let got = Arc::new(Mutex::new(Vec::new()));
-    let hosts: Vec<_> = (0..2)
-        .map(|host| {
-            let mut schedule = schedule.clone();
+    let reports = common::run_both(
+        &schedule,
+        dir.path(),
+        Some(Duration::from_millis(200)),
+        |_| {
             let got = Arc::clone(&got);
-            let run_dir = dir.path().join(format!("run{host}"));
-            std::thread::spawn(move || {
-                let run_name = schedule.name.clone();
-                let link = ZenohLink::open(&schedule, host, &run_name).unwrap();
-                if host != 0 {
-                    schedule.name = format!("{run_name}.h2");
-                }
-                let mut factory = move |spec: &SubsystemSpec| -> Result<Maker, String> {
-                    let got = Arc::clone(&got);
-                    Ok(match spec.name.as_str() {
-                        "p" => Maker::of::<Producer>(),
-                        _ => Maker::with(move |reg| Consumer::init_into(reg, &got)),
-                    })
-                };
-                let options = RunOptions {
-                    duration: Some(Duration::from_millis(200)),
-                    run_dir,
-                    control_socket: false,
-                    ready_timeout: Duration::from_secs(30),
-                    link: Some(Box::new(link)),
-                    ..RunOptions::default()
-                };
-                run::run(&schedule, &mut factory, options).map(|r| r.complete)
-            })
-        })
-        .collect();
-    for h in hosts {
-        assert!(h.join().unwrap().unwrap(), "the run is complete");
+            vec![
+                ("p", Maker::of::<Producer>()),
+                ("c", Maker::with(move |reg| Consumer::init_into(reg, &got))),
+            ]
+        },
+    );
+    for r in reports {
+        assert!(r.complete, "the run is complete: {r:#?}");
     }
     got.lock().unwrap().clone()
 }

@@ -2,21 +2,9 @@
 //! reach the main coordinator's report: two hosts on loopback, each a run with its
 //! own link, in threads of this test, and no duration. Structure only.
 
-use std::time::Duration;
+mod common;
 
-use ictus_exec::program::Executive;
-use ictus_exec::run::{RunOptions, RunReport};
-use ictus_exec::schedule::Schedule;
-use ictus_exec::subsystem::{Flow, Frame, OnError, Registry, RegistryError, Subsystem};
-use ictus_net::link::ZenohLink;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ictus_exec::subsystem::{Flow, Frame, Maker, OnError, Registry, RegistryError, Subsystem};
 
 /// Runs until its own frame count reaches 30, fails every frame from its 10th on
 /// (`on_error = "continue"`), and asks the run to stop at its 30th.
@@ -68,51 +56,21 @@ impl Subsystem for Steady {
 fn a_node_s_subsystem_stops_the_run_and_its_errors_reach_the_main_report() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("net-stop-{}", std::process::id());
-    let text = format!(
-        "name = \"{name}\"\ntick = \"2ms\"\nmajor_frame = 2\ninitial_state = \"run\"\n\
-         [[host]]\nname = \"h1\"\naddress = \"127.0.0.1:{}\"\n\
-         [[host]]\nname = \"h2\"\naddress = \"127.0.0.1:{}\"\n\
-         [[subsystem]]\nname = \"steady\"\nhost = \"h1\"\n\
+    let schedule = common::two_hosts(
+        dir.path(),
+        &name,
+        "tick = \"2ms\"\nmajor_frame = 2\ninitial_state = \"run\"",
+        "[[subsystem]]\nname = \"steady\"\nhost = \"h1\"\n\
          [[subsystem]]\nname = \"stopper\"\nhost = \"h2\"\non_error = \"continue\"\n",
-        free_port(),
-        free_port()
     );
-    let schedule = Schedule::parse(
-        &text,
-        dir.path().join("s.toml"),
-        &ictus_os::facts::online_cpus(),
-    )
-    .unwrap();
     assert_eq!(schedule.subsystems[1].on_error, OnError::Continue);
-    let hosts: Vec<_> = (0..2)
-        .map(|host| {
-            let mut schedule = schedule.clone();
-            let run_dir = dir.path().join(format!("run{host}"));
-            std::thread::spawn(move || -> RunReport {
-                let run_name = schedule.name.clone();
-                let link = ZenohLink::open(&schedule, host, &run_name).unwrap();
-                if host != 0 {
-                    schedule.name = format!("{run_name}.h2");
-                }
-                let options = RunOptions {
-                    duration: None,
-                    run_dir,
-                    control_socket: false,
-                    ready_timeout: Duration::from_secs(30),
-                    link: Some(Box::new(link)),
-                    ..RunOptions::default()
-                };
-                let executive = Executive::new(schedule).options(options);
-                let executive = if host == 0 {
-                    executive.subsystem::<Steady>("steady")
-                } else {
-                    executive.subsystem::<Stopper>("stopper")
-                };
-                executive.run().unwrap().report
-            })
-        })
-        .collect();
-    let reports: Vec<RunReport> = hosts.into_iter().map(|h| h.join().unwrap()).collect();
+    // No duration: only the node's subsystem can end the run.
+    let reports = common::run_both(&schedule, dir.path(), None, |_| {
+        vec![
+            ("steady", Maker::of::<Steady>()),
+            ("stopper", Maker::of::<Stopper>()),
+        ]
+    });
     let main = &reports[0];
     // The run ended without a duration: the node's subsystem stopped it.
     assert!(
