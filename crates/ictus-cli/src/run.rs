@@ -366,6 +366,15 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             ),
         });
     }
+    let errors: u64 = report.subsystems.iter().map(|s| s.errors).sum();
+    if errors > 0 {
+        return Err(Failure {
+            code: EXIT_FRAMES_LOST,
+            error: anyhow::anyhow!(
+                "{errors} frame(s) returned an error (see the warnings above); the record is written and marked incomplete"
+            ),
+        });
+    }
     Ok(())
 }
 

@@ -185,3 +185,55 @@ group = "pair"
     assert!(!r.complete);
     no_segments_of(&name);
 }
+
+/// A program's `run` error crosses the process boundary: counted, its message in
+/// the report, its frames lost after it stopped (`on_error = "stop"`), and the
+/// in-process subsystem beside it keeps its beat.
+#[test]
+fn a_program_s_run_error_reaches_the_report_and_stops_only_that_program() {
+    watchdog(Duration::from_secs(60), "erring program test");
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("t-erring-{}", std::process::id());
+    let text = format!(
+        r#"name = "{name}"
+tick = "1ms"
+major_frame = 1
+initial_state = "run"
+
+[[subsystem]]
+name = "E"
+process = "erring"
+config = {{ fail_from = 10 }}
+
+[[subsystem]]
+name = "I"
+builtin = "idle"
+"#
+    );
+    let s = schedule_file(dir.path(), "erring.toml", &text);
+    let r = run::run(
+        &s,
+        &mut run::builtin,
+        options(dir.path(), Duration::from_millis(200)),
+    )
+    .unwrap();
+    let e = subsystem(&r, "E");
+    let outcome = e.outcome.as_ref().expect("the program wrote its figures");
+    assert_ne!(outcome.pid, std::process::id(), "E ran in its own process");
+    assert_eq!((e.errors, e.frames_run), (1, 10), "{e:?}");
+    assert_eq!(outcome.end, "failed");
+    let (frame, message) = outcome.first_error.clone().expect("its first error");
+    assert_eq!(Some(frame), outcome.last_frame);
+    assert_eq!(message, "sensor read failed at its frame 10");
+    assert!(e.lost > 0 && e.crashed.is_none(), "{e:?}");
+    let w = warning(&r, WarningId::SubsystemError);
+    assert!(
+        w.message.contains("E: its run returned 1 error(s)")
+            && w.message.contains("sensor read failed at its frame 10"),
+        "{}",
+        w.message
+    );
+    assert_eq!(subsystem(&r, "I").lost, 0);
+    assert!(!r.complete);
+    no_segments_of(&name);
+}
