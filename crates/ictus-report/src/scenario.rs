@@ -25,7 +25,7 @@ use plotters::prelude::*;
 use crate::ReportError;
 use crate::format::sig3;
 use crate::markdown::{md_table, provenance_lines};
-use crate::plots::colour;
+use crate::plots::{self, colour};
 use crate::results::{check_schema, parse_json};
 
 /// The result's file name in a scenario's output directory.
@@ -729,19 +729,12 @@ pub fn timeline_svg(r: &ScenarioResult) -> String {
     let t = &r.timeline;
     let ncpu = t.cpus.len().max(1);
     let height = 40 + PANEL_H * ncpu as u32;
-    let mut svg = String::new();
-    let result = {
-        let root = SVGBackend::with_string(&mut svg, (TIMELINE_W, height)).into_drawing_area();
-        draw_timeline(&root, r)
-            .and_then(|()| root.present().map_err(|e| Box::new(e) as Box<dyn Error>))
-    };
-    match result {
-        Ok(()) => svg,
-        Err(e) => format!(
+    crate::plots::svg((TIMELINE_W, height), |root| draw_timeline(root, r)).unwrap_or_else(|e| {
+        format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{TIMELINE_W}\" height=\"40\"><text x=\"10\" y=\"25\">timeline not drawn: {}</text></svg>\n",
             crate::html::escape(&e.to_string())
-        ),
-    }
+        )
+    })
 }
 
 fn draw_timeline(
@@ -816,19 +809,9 @@ fn draw_timeline(
                     )
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            plots::line(&mut chart, name, points, c)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        plots::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
