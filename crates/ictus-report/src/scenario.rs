@@ -643,6 +643,22 @@ fn group_of<'a>(r: &'a ScenarioResult, name: &str) -> Option<&'a GroupStats> {
 /// A row of the comparison: its label and its figure for one run.
 type Figure = (String, Box<dyn Fn(&ScenarioResult) -> String>);
 
+/// A row of the comparison labelled `label`: `figure` of group `name` in each run,
+/// `-` in a run without that group.
+fn group_figure(
+    label: String,
+    name: &str,
+    figure: impl Fn(&ScenarioResult, &GroupStats) -> String + 'static,
+) -> Figure {
+    let name = name.to_string();
+    (
+        label,
+        Box::new(move |r: &ScenarioResult| {
+            group_of(r, &name).map_or_else(|| "-".to_string(), |g| figure(r, g))
+        }),
+    )
+}
+
 /// The rows of the comparison, in the seed's order, for the groups `names`: idle
 /// times, then per group its CPU shares, completion times, context switches and
 /// migrations, then the wall time and the balancer's decisions.
@@ -658,24 +674,17 @@ fn compared_figures(names: &[&str]) -> Vec<Figure> {
         ),
     ];
     for name in names {
-        let n = name.to_string();
-        figures.push((
+        figures.push(group_figure(
             format!("CPU repartition of {name} tasks (%)"),
-            Box::new(move |r: &ScenarioResult| {
-                group_of(r, &n).map_or_else(
-                    || "-".to_string(),
-                    |g| shares_row(&cpu_list(r), &g.cpu_share),
-                )
-            }),
+            name,
+            |r, g| shares_row(&cpu_list(r), &g.cpu_share),
         ));
     }
     for name in names {
-        let n = name.to_string();
-        figures.push((
+        figures.push(group_figure(
             format!("{name} tasks completion time (s)"),
-            Box::new(move |r: &ScenarioResult| {
-                group_of(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
-            }),
+            name,
+            |_, g| span_secs(g.completion_ns),
         ));
     }
     for (label, pick) in [
@@ -684,21 +693,16 @@ fn compared_figures(names: &[&str]) -> Vec<Figure> {
         ("migrations", 2),
     ] {
         for name in names {
-            let n = name.to_string();
-            figures.push((
+            figures.push(group_figure(
                 format!("{name} tasks {label} (avg)"),
-                Box::new(move |r: &ScenarioResult| {
-                    group_of(r, &n).map_or_else(
-                        || "-".to_string(),
-                        |g| {
-                            avg(match pick {
-                                0 => g.involuntary_ctxt_switches,
-                                1 => g.voluntary_ctxt_switches,
-                                _ => g.migrations,
-                            })
-                        },
-                    )
-                }),
+                name,
+                move |_, g| {
+                    avg(match pick {
+                        0 => g.involuntary_ctxt_switches,
+                        1 => g.voluntary_ctxt_switches,
+                        _ => g.migrations,
+                    })
+                },
             ));
         }
     }
