@@ -26,7 +26,7 @@ use crate::ReportError;
 use crate::format::sig3;
 use crate::markdown::{md_table, provenance_lines};
 use crate::plots::{self, colour};
-use crate::results::{check_schema, parse_json};
+use crate::results::{check_schema, check_version, parse_json};
 
 /// The result's file name in a scenario's output directory.
 pub const RESULT_FILE: &str = "result.json";
@@ -112,16 +112,7 @@ pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", RESULT_SCHEMA)?;
     let version = value["version"].as_u64().unwrap_or(0);
-    if version != u64::from(RESULT_VERSION) {
-        let place = ictus_os::json::place(&text, &ictus_os::json::JsonPath::root().key("version"));
-        return Err(ReportError::Version {
-            path: name,
-            line: place.line,
-            column: place.column,
-            found: version,
-            supported: RESULT_VERSION,
-        });
-    }
+    check_version(&text, &name, "version", version, RESULT_VERSION)?;
     parse_json(&text, &name)
 }
 
