@@ -437,15 +437,13 @@ pub fn run(
             ),
         });
     }
-    if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
-        session.warn(Warning {
-            id: WarningId::NoCpuLeft,
-            message: "real-time threads run on every online CPU: the rest of the system only \
-                      runs while RT throttling stalls them"
-                .into(),
-            advice: Some("Use fewer --threads than CPUs, or --policy other.".into()),
-        });
-    }
+    session.warn_if_no_cpu_left(
+        params.sched.policy,
+        params.threads,
+        "real-time threads run on every online CPU: the rest of the system only runs while \
+         RT throttling stalls them",
+        "Use fewer --threads than CPUs, or --policy other.",
+    );
 
     let mut measurements = Vec::new();
     let mut curves: Vec<(usize, f64)> = Vec::new();
