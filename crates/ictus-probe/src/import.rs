@@ -891,11 +891,7 @@ mod tests {
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("ct.json");
-        let status = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
             cyclictest(&fifo),
             Err(ImportError::Input(InputError::NotRegular { .. }))

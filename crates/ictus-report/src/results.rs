@@ -423,11 +423,7 @@ mod tests {
     fn a_fifo_or_a_device_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("r.json");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         for sut in [fifo.as_path(), Path::new("/dev/zero")] {
             let err = load(sut).unwrap_err();
             assert!(
