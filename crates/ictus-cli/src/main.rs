@@ -136,39 +136,33 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Import(args) => import::run(&args),
         Command::Survey(args) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             survey::run(&args, &progress)
         }
         Command::Report(args) => report::report(&args),
         Command::Compare(args) => report::compare(&args),
         Command::Shield(args) => shield::run(&args),
         Command::Scenario(args) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             scenario::run(&args, &progress)
         }
         Command::Exec(args) => exec::run(&args),
         Command::Run(args) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             run::run(&args, &progress)
         }
         Command::Node(args) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             run::node(&args, &progress)
         }
         Command::Ctl(args) => run::ctl(&args),
         Command::Subsystem => run::host(),
         Command::Load(args) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             load::run(&args, &progress)
         }
         Command::Probe(probe) => {
-            let progress = Arc::new(Progress::new());
-            install_stop_handler(&progress)?;
+            let progress = stoppable_progress()?;
             match probe.command {
                 ProbeCommand::Timer(args) => timer::run(&args, &progress),
                 ProbeCommand::Jitter(args) => jitter::run(&args, &progress),
@@ -194,16 +188,17 @@ pub(crate) fn say(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// Ctrl-C (and SIGTERM) asks the running probe to stop; it returns what it has,
-/// marked incomplete. A second Ctrl-C ends the process at once.
-fn install_stop_handler(progress: &Arc<Progress>) -> anyhow::Result<()> {
-    let progress = progress.clone();
+/// The progress of a command that Ctrl-C (and SIGTERM) asks to stop: it returns what
+/// it has, marked incomplete. A second Ctrl-C ends the process at once.
+fn stoppable_progress() -> anyhow::Result<Arc<Progress>> {
+    let progress = Arc::new(Progress::new());
+    let handler = progress.clone();
     ctrlc::set_handler(move || {
-        if progress.stop_requested() {
+        if handler.stop_requested() {
             let _ = std::io::stderr().write_all(b"\nictus: stopped\n");
             std::process::exit(130);
         }
-        progress.request_stop();
+        handler.request_stop();
     })?;
-    Ok(())
+    Ok(progress)
 }

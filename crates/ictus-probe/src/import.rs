@@ -376,30 +376,20 @@ fn command_line(v: &Value, argv: &[String], file: &Source<'_>) -> Result<Command
     let cmdline_at = JsonPath::root().key(spelled(v, "cmdline"));
     let interval_us: Option<u64> = option(argv, "-i", "--interval").and_then(|s| s.parse().ok());
     let duration_s: Option<u64> = option(argv, "-D", "--duration").and_then(|s| s.parse().ok());
-    let interval_ns = match interval_us.map(|i| i.checked_mul(1_000)) {
-        Some(None) => {
-            return Err(file.value(
-                cmdline_at,
-                format!(
-                    "expected an interval (-i) that fits in nanoseconds, found {} us",
-                    interval_us.unwrap_or_default()
-                ),
-            ));
-        }
-        other => other.flatten(),
-    };
-    let duration_ns = match duration_s.map(|d| d.checked_mul(1_000_000_000)) {
-        Some(None) => {
-            return Err(file.value(
-                cmdline_at,
-                format!(
-                    "expected a duration (-D) that fits in nanoseconds, found {} s",
-                    duration_s.unwrap_or_default()
-                ),
-            ));
-        }
-        other => other.flatten(),
-    };
+    let interval_ns = in_ns(
+        file,
+        &cmdline_at,
+        interval_us,
+        (1_000, "us"),
+        "an interval (-i)",
+    )?;
+    let duration_ns = in_ns(
+        file,
+        &cmdline_at,
+        duration_s,
+        (1_000_000_000, "s"),
+        "a duration (-D)",
+    )?;
     let priority: Option<u8> = option(argv, "-p", "--priority").and_then(|s| s.parse().ok());
     let policy = match priority {
         Some(p) if p > 0 => Policy::Fifo { priority: p },
@@ -411,6 +401,26 @@ fn command_line(v: &Value, argv: &[String], file: &Source<'_>) -> Result<Command
         interval_ns,
         duration_ns,
         policy,
+    })
+}
+
+/// `value`, counted in `unit`s of `ns` nanoseconds each, in nanoseconds; one that does
+/// not fit is refused at `at` as `what`.
+fn in_ns(
+    file: &Source<'_>,
+    at: &JsonPath,
+    value: Option<u64>,
+    (ns, unit): (u64, &str),
+    what: &str,
+) -> Result<Option<u64>, ImportError> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    v.checked_mul(ns).map(Some).ok_or_else(|| {
+        file.value(
+            at.clone(),
+            format!("expected {what} that fits in nanoseconds, found {v} {unit}"),
+        )
     })
 }
 
@@ -746,6 +756,20 @@ mod tests {
             matches!(&err, ImportError::Value { at, line: 2, column: 15, .. } if at.to_string() == r#""cmdline:""#),
             "{err}"
         );
+        assert!(
+            err.to_string().contains(
+                "expected a duration (-D) that fits in nanoseconds, found 18446744073709551615 s"
+            ),
+            "{err}"
+        );
+        let interval = file_with(r#"{"1": 1}"#, "").replace("-i 1000", "-i 18446744073709551615");
+        let err = cyclictest_text(&interval, "ct.json").unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "expected an interval (-i) that fits in nanoseconds, found 18446744073709551615 us"
+            ),
+            "{err}"
+        );
     }
 
     /// The JSON value (or key) that starts at `line`:`column` of `text`.
@@ -867,11 +891,7 @@ mod tests {
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("ct.json");
-        let status = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
             cyclictest(&fifo),
             Err(ImportError::Input(InputError::NotRegular { .. }))

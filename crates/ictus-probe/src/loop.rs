@@ -21,7 +21,6 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
-use crate::record::WarningId;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -247,15 +246,13 @@ pub fn run(
 ) -> Result<RunRecord, LoopError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.sched.mlock);
-    if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
-        session.warn(Warning {
-            id: WarningId::NoCpuLeft,
-            message: "the loop's real-time threads take every online CPU: the rest of the \
-                      system only runs in their idle time and while RT throttling stalls them"
-                .into(),
-            advice: Some("On a machine with more CPUs, leave one for the system.".into()),
-        });
-    }
+    session.warn_if_no_cpu_left(
+        params.sched.policy,
+        params.threads,
+        "the loop's real-time threads take every online CPU: the rest of the system only \
+         runs in their idle time and while RT throttling stalls them",
+        "On a machine with more CPUs, leave one for the system.",
+    );
     let mut trials = Vec::new();
     match params.find_max {
         None => {

@@ -437,15 +437,13 @@ pub fn run(
             ),
         });
     }
-    if params.sched.policy.is_realtime() && params.threads >= session.cpu_count() {
-        session.warn(Warning {
-            id: WarningId::NoCpuLeft,
-            message: "real-time threads run on every online CPU: the rest of the system only \
-                      runs while RT throttling stalls them"
-                .into(),
-            advice: Some("Use fewer --threads than CPUs, or --policy other.".into()),
-        });
-    }
+    session.warn_if_no_cpu_left(
+        params.sched.policy,
+        params.threads,
+        "real-time threads run on every online CPU: the rest of the system only runs while \
+         RT throttling stalls them",
+        "Use fewer --threads than CPUs, or --policy other.",
+    );
 
     let mut measurements = Vec::new();
     let mut curves: Vec<(usize, f64)> = Vec::new();
@@ -1384,6 +1382,14 @@ mod tests {
         assert_eq!(pos, 44, "0, 44, wrap, 0: next is 44");
     }
 
+    /// Each knee as (the last working set before the rise, the first after it).
+    fn spans(knees: &[Knee]) -> Vec<(usize, usize)> {
+        knees
+            .iter()
+            .map(|k| (k.lower_bytes, k.upper_bytes))
+            .collect()
+    }
+
     #[test]
     fn knees_are_found_on_a_synthetic_three_level_curve() {
         // L1 32 KiB (1.3 ns), L2 512 KiB (4.8 ns), L3 that ends in two steep steps
@@ -1398,10 +1404,8 @@ mod tests {
             .map(|(i, &n)| (4096 << i, n))
             .collect();
         let sut = find_knees(&curve, KNEE_RATIO);
-        let spans: Vec<(usize, usize)> =
-            sut.iter().map(|k| (k.lower_bytes, k.upper_bytes)).collect();
         assert_eq!(
-            spans,
+            spans(&sut),
             [
                 (32 << 10, 64 << 10),
                 (512 << 10, 1 << 20),
@@ -1423,10 +1427,8 @@ mod tests {
             (64 << 20, 151.0),
         ];
         let sut = find_knees(&curve, KNEE_RATIO);
-        let spans: Vec<(usize, usize)> =
-            sut.iter().map(|k| (k.lower_bytes, k.upper_bytes)).collect();
         assert_eq!(
-            spans,
+            spans(&sut),
             [
                 (32 << 10, 256 << 10),
                 (256 << 10, 2 << 20),

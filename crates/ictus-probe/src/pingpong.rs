@@ -151,6 +151,16 @@ impl Placement {
             Placement::CrossCpu => "cross-cpu",
         }
     }
+
+    /// The CPUs of the two threads taken from `cpus`: both on the first, or on the
+    /// first two (the set must be long enough: the probes' `validate` checks it).
+    pub fn cpus(self, cpus: &CpuSet) -> (usize, usize) {
+        let cpus = cpus.cpus();
+        match self {
+            Placement::SameCpu => (cpus[0], cpus[0]),
+            Placement::CrossCpu => (cpus[0], cpus[1]),
+        }
+    }
 }
 
 impl fmt::Display for Placement {
@@ -231,11 +241,7 @@ impl PingpongParams {
 
     /// The CPUs of A and B for `placement` (the set must be long enough: see [`validate`]).
     pub fn cpus_for(&self, placement: Placement) -> (usize, usize) {
-        let cpus = self.cpus.cpus();
-        match placement {
-            Placement::SameCpu => (cpus[0], cpus[0]),
-            Placement::CrossCpu => (cpus[0], cpus[1]),
-        }
+        placement.cpus(&self.cpus)
     }
 }
 

@@ -19,7 +19,6 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
-use crate::record::WarningId;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::thread;
@@ -320,18 +319,13 @@ pub fn run(
     let mut session = Session::begin(argv, params.sched.mlock);
     let points = params.threads.len() * params.spacings.len() * params.payloads.len();
     progress.set_total(points as u64 + 1);
-    if params.sched.policy.is_realtime() && params.threads.iter().any(|&t| t >= session.cpu_count())
-    {
-        session.warn(Warning {
-            id: WarningId::NoCpuLeft,
-            message: "real-time threads spin on every online CPU: the rest of the system only \
-                      runs while RT throttling stalls them (some steps then take ~50 ms)"
-                .into(),
-            advice: Some(
-                "Give --cpus fewer CPUs than the machine has, or use --policy other.".into(),
-            ),
-        });
-    }
+    session.warn_if_no_cpu_left(
+        params.sched.policy,
+        params.threads.iter().copied().max().unwrap_or(0),
+        "real-time threads spin on every online CPU: the rest of the system only runs while \
+         RT throttling stalls them (some steps then take ~50 ms)",
+        "Give --cpus fewer CPUs than the machine has, or use --policy other.",
+    );
 
     let cpus = params.sched.cpus.cpus();
     let (limit, configs) = cacheline_round_trip(params, cpus[0], cpus[1], &mut session);

@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use ictus_core::Nanos;
 use ictus_os::clock::{self, monotonic_now};
 use ictus_os::procstat::{self, StatSnapshot};
+use ictus_os::sched::Policy;
 use ictus_os::{facts, memory};
 use serde::Serialize;
 
@@ -90,6 +91,25 @@ impl Session {
     pub fn warn_all(&mut self, warnings: impl IntoIterator<Item = Warning>) {
         for w in warnings {
             self.warn(w);
+        }
+    }
+
+    /// Warns ([`WarningId::NoCpuLeft`]) when `threads` threads under `policy` are
+    /// real-time and take every online CPU: `message` says what the rest of the
+    /// system then gets, `advice` how to leave it a CPU.
+    pub(crate) fn warn_if_no_cpu_left(
+        &mut self,
+        policy: Policy,
+        threads: usize,
+        message: &str,
+        advice: &str,
+    ) {
+        if policy.is_realtime() && threads >= self.cpu_count() {
+            self.warn(Warning {
+                id: WarningId::NoCpuLeft,
+                message: message.into(),
+                advice: Some(advice.into()),
+            });
         }
     }
 

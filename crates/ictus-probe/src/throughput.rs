@@ -291,11 +291,7 @@ impl ThroughputParams {
     /// The CPUs of the sender and the receiver for `placement` (the set must be long
     /// enough: see [`validate`]).
     pub fn cpus_for(&self, placement: Placement) -> (usize, usize) {
-        let cpus = self.sched.cpus.cpus();
-        match placement {
-            Placement::SameCpu => (cpus[0], cpus[0]),
-            Placement::CrossCpu => (cpus[0], cpus[1]),
-        }
+        placement.cpus(&self.sched.cpus)
     }
 }
 
@@ -1220,21 +1216,23 @@ pub struct Receiver {
     buf: LineBuf,
 }
 
+/// A transport end as `Debug` shows it: its mode and payload (the port is opaque).
+fn debug_end(f: &mut fmt::Formatter<'_>, name: &str, mode: Mode, payload: usize) -> fmt::Result {
+    f.debug_struct(name)
+        .field("mode", &mode)
+        .field("payload", &payload)
+        .finish_non_exhaustive()
+}
+
 impl fmt::Debug for Sender {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sender")
-            .field("mode", &self.mode)
-            .field("payload", &self.payload)
-            .finish_non_exhaustive()
+        debug_end(f, "Sender", self.mode, self.payload)
     }
 }
 
 impl fmt::Debug for Receiver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver")
-            .field("mode", &self.mode)
-            .field("payload", &self.payload)
-            .finish_non_exhaustive()
+        debug_end(f, "Receiver", self.mode, self.payload)
     }
 }
 

@@ -21,7 +21,6 @@
 //! println!("{:?}", record.merged.map(|m| m.summary.max_ns));
 //! ```
 
-use crate::record::WarningId;
 use std::sync::{Condvar, Mutex};
 use std::thread;
 
@@ -250,17 +249,14 @@ pub fn run(
             .collect::<Vec<_>>())
     })?;
 
-    if matches!(params.mode, ModeRequest::Spin | ModeRequest::Hybrid { .. })
-        && params.policy.is_realtime()
-        && params.cpus.len() >= session.cpu_count()
-    {
-        session.warn(Warning {
-            id: WarningId::NoCpuLeft,
-            message: "real-time threads spin on every online CPU: the rest of the system only \
-                      runs while RT throttling stalls them"
-                .into(),
-            advice: Some("Leave at least one CPU out of --cpus for the system.".into()),
-        });
+    if matches!(params.mode, ModeRequest::Spin | ModeRequest::Hybrid { .. }) {
+        session.warn_if_no_cpu_left(
+            params.policy,
+            params.cpus.len(),
+            "real-time threads spin on every online CPU: the rest of the system only runs \
+             while RT throttling stalls them",
+            "Leave at least one CPU out of --cpus for the system.",
+        );
     }
     let mut merged = LatencyHistogram::new();
     let mut merged_misses = MissCounter::default();

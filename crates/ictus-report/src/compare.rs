@@ -47,8 +47,53 @@ impl Side {
     }
 }
 
+/// The header of the runs table that opens a comparison.
+pub(crate) const RUNS_HEADER: [&str; 4] = ["run", "source", "host", "verdict"];
+
+/// What both renderings of a comparison lay out.
+pub(crate) struct Comparison {
+    /// The reference run's index (one out of range means the first).
+    pub(crate) reference: usize,
+    /// One column header per run, the reference marked.
+    pub(crate) headers: Vec<String>,
+    /// The runs table, one row per run under [`RUNS_HEADER`].
+    pub(crate) runs: Vec<Vec<String>>,
+    /// Each table across the runs.
+    pub(crate) sides: Vec<Side>,
+}
+
+impl Comparison {
+    /// `runs` side by side, with ratios against `reference`.
+    pub(crate) fn new(runs: &[Results], reference: usize) -> Self {
+        let reference = if reference < runs.len() { reference } else { 0 };
+        let headers = run_headers(runs, reference);
+        let rows = runs
+            .iter()
+            .zip(&headers)
+            .map(|(r, h)| {
+                let f = front(r);
+                vec![
+                    h.clone(),
+                    r.source.display().to_string(),
+                    f.host.first().cloned().unwrap_or_default(),
+                    match &f.incomplete {
+                        Some(i) => format!("{i} {}", f.verdict),
+                        None => f.verdict,
+                    },
+                ]
+            })
+            .collect();
+        Comparison {
+            reference,
+            headers,
+            runs: rows,
+            sides: sides(runs, reference),
+        }
+    }
+}
+
 /// Column headers: `1: vm 2026-11-22 18:36 (reference)`.
-pub(crate) fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
+fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
     runs.iter()
         .enumerate()
         .map(|(i, r)| {
@@ -61,7 +106,7 @@ pub(crate) fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
         .collect()
 }
 
-pub(crate) fn sides(runs: &[Results], reference: usize) -> Vec<Side> {
+fn sides(runs: &[Results], reference: usize) -> Vec<Side> {
     let per_run: Vec<Vec<Table>> = runs.iter().map(tables::tables).collect();
     let n_tables = per_run.first().map_or(0, Vec::len);
     (0..n_tables)
@@ -169,37 +214,22 @@ fn side(tables: &[&Table], reference: usize) -> Side {
 /// The comparison in Markdown: one column per run, ratios against `reference` (an
 /// index into `runs`; out of range means the first).
 pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
-    let reference = if reference < runs.len() { reference } else { 0 };
-    let headers = run_headers(runs, reference);
+    let c = Comparison::new(runs, reference);
     let mut out = String::new();
     let _ = writeln!(out, "# ictus compare: {} runs\n", runs.len());
     let _ = writeln!(
         out,
         "Ratios in parentheses are against run {} (value / reference value).\n",
-        reference + 1
+        c.reference + 1
     );
-    let rows: Vec<Vec<String>> = runs
-        .iter()
-        .zip(&headers)
-        .map(|(r, h)| {
-            let f = front(r);
-            let mut v = vec![h.clone(), r.source.display().to_string()];
-            v.push(f.host.first().cloned().unwrap_or_default());
-            v.push(match &f.incomplete {
-                Some(i) => format!("{i} {}", f.verdict),
-                None => f.verdict,
-            });
-            v
-        })
-        .collect();
     md_table(
         &mut out,
-        &["run", "source", "host", "verdict"].map(String::from),
+        &RUNS_HEADER.map(String::from),
         &[false; 4],
-        &rows,
+        &c.runs,
     );
     out.push('\n');
-    for (n, s) in sides(runs, reference).iter().enumerate() {
+    for (n, s) in c.sides.iter().enumerate() {
         let _ = writeln!(
             out,
             "## {}. {} ({}) <a id=\"{}\"></a>\n",
@@ -212,7 +242,7 @@ pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
             let _ = writeln!(out, "Not measured in any of the runs.\n");
             continue;
         }
-        let grid = s.grid(&headers);
+        let grid = s.grid(&c.headers);
         md_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
         for note in &s.notes {
             let _ = writeln!(out, "\n- {note}");

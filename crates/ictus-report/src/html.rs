@@ -10,7 +10,7 @@ use ictus_probe::view::r#loop::Trial;
 use ictus_probe::view::memlat::{Access, CHASE};
 use ictus_probe::view::pingpong::Handoff;
 
-use crate::compare::{run_headers, sides};
+use crate::compare::{Comparison, RUNS_HEADER};
 use crate::format;
 use crate::markdown::{capitalise, front, warning_list};
 use crate::plots::{self, Axes};
@@ -476,38 +476,17 @@ fn steps(out: &mut String, r: &Results) {
 /// The comparison as HTML: the same tables as [`crate::compare_markdown`], and the
 /// wake-up latency tails of every run overlaid per configuration.
 pub fn compare_html(runs: &[Results], reference: usize) -> String {
-    let reference = if reference < runs.len() { reference } else { 0 };
-    let headers = run_headers(runs, reference);
+    let c = Comparison::new(runs, reference);
+    let headers = &c.headers;
     let mut out = String::new();
     let _ = writeln!(out, "<h1>ictus compare: {} runs</h1>", runs.len());
     let _ = writeln!(
         out,
         "<p class=\"host\">Ratios in parentheses are against run {} (value / reference value).</p>",
-        reference + 1
+        c.reference + 1
     );
-    let rows: Vec<Vec<String>> = runs
-        .iter()
-        .zip(&headers)
-        .map(|(r, h)| {
-            let f = front(r);
-            vec![
-                h.clone(),
-                r.source.display().to_string(),
-                f.host.first().cloned().unwrap_or_default(),
-                match &f.incomplete {
-                    Some(i) => format!("{i} {}", f.verdict),
-                    None => f.verdict,
-                },
-            ]
-        })
-        .collect();
-    html_table(
-        &mut out,
-        &["run", "source", "host", "verdict"].map(String::from),
-        &[],
-        &rows,
-    );
-    for (n, s) in sides(runs, reference).iter().enumerate() {
+    html_table(&mut out, &RUNS_HEADER.map(String::from), &[], &c.runs);
+    for (n, s) in c.sides.iter().enumerate() {
         let _ = writeln!(
             out,
             "<h2 id=\"{}\">{}. {}</h2>",
@@ -520,7 +499,7 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
             out.push_str("<p>Not measured in any of the runs.</p>\n");
             continue;
         }
-        let grid = s.grid(&headers);
+        let grid = s.grid(headers);
         html_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
         if !s.notes.is_empty() {
             out.push_str("<ul class=\"notes\">");
@@ -540,7 +519,7 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
             for c in configs {
                 let series: Vec<(String, &HistogramData)> = runs
                     .iter()
-                    .zip(&headers)
+                    .zip(headers)
                     .filter_map(|(r, h)| {
                         let run = r.of("timer").find(|x| x.config() == c)?;
                         Some((h.clone(), merged(run)?))

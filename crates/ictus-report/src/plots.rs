@@ -5,6 +5,7 @@ use std::error::Error;
 
 use ictus_core::histogram::HistogramData;
 use plotters::coord::Shift;
+use plotters::coord::combinators::{LogCoord, WithKeyPoints};
 use plotters::prelude::*;
 
 use crate::format;
@@ -37,22 +38,94 @@ pub(crate) fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-fn render(draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
+/// An SVG of `size` pixels drawn by `draw`; what failed when it could not be drawn.
+pub(crate) fn svg(
+    size: (u32, u32),
+    draw: impl FnOnce(&Area<'_>) -> Drawn,
+) -> Result<String, Box<dyn Error>> {
     let mut svg = String::new();
-    let result = {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| Box::new(e) as Box<dyn Error>)
-            .and_then(|()| draw(&root))
-            .and_then(|()| root.present().map_err(|e| Box::new(e) as Box<dyn Error>))
-    };
-    match result {
-        Ok(()) => svg,
-        Err(e) => format!(
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        draw(&root)?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// One plot of the report on a white page, or a note saying why it is not drawn.
+fn render(draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
+    svg((W, H), |root| {
+        root.fill(&WHITE)?;
+        draw(root)
+    })
+    .unwrap_or_else(|e| {
+        format!(
             "<p class=\"note\">plot not drawn: {}</p>",
             crate::html::escape(&e.to_string())
-        ),
-    }
+        )
+    })
+}
+
+/// A chart on `root` as every plot of the report starts one: `title` on top, room
+/// below for the x labels and `y_labels` pixels to the left for the y labels.
+fn chart_on<'a, 'b>(
+    root: &'a Area<'b>,
+    title: &str,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(y_labels);
+    builder
+}
+
+/// A latency axis from `lo` to `hi` microseconds, log scale, its ticks at 1, 2 and 5
+/// times the powers of ten of nanoseconds.
+fn latency_axis(lo: f64, hi: f64) -> WithKeyPoints<LogCoord<f64>> {
+    log_range(lo, hi).log_scale().with_key_points(
+        decades(&log_range(lo * 1e3, hi * 1e3))
+            .iter()
+            .map(|v| v / 1e3)
+            .collect(),
+    )
+}
+
+/// The extent `(lowest, highest)` of `values`: (infinity, 0) when there are none.
+fn extent(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values
+        .into_iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)))
+}
+
+/// A line through `points` in colour `c`, named `name` in the legend.
+pub(crate) fn line<CT: CoordTranslate<From = (f64, f64)>>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, CT>,
+    name: &str,
+    points: impl IntoIterator<Item = (f64, f64)>,
+    c: RGBColor,
+) -> Drawn {
+    chart
+        .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    Ok(())
+}
+
+/// The legend: every named series, in a light box at `position`.
+pub(crate) fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(position)
+        .draw()?;
+    Ok(())
 }
 
 /// A log-scale axis range around `lo..hi` (both > 0).
@@ -158,8 +231,7 @@ pub(crate) fn exceedance(title: &str, series: &[(String, &HistogramData)]) -> Op
         })
         .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
         .collect();
-    let xs = curves.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
-    let (lo, hi) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+    let (lo, hi) = extent(curves.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)));
     let ymin = curves
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
@@ -168,25 +240,15 @@ pub(crate) fn exceedance(title: &str, series: &[(String, &HistogramData)]) -> Op
         return None;
     }
     Some(render(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(
-                log_range(lo, hi).log_scale().with_key_points(
-                    decades(&log_range(lo * 1e3, hi * 1e3))
-                        .iter()
-                        .map(|v| v / 1e3)
-                        .collect(),
-                ),
-                ((ymin / 2.0)..1.5).log_scale().with_key_points(
-                    decades(&((ymin / 2.0)..1.5))
-                        .into_iter()
-                        .filter(|v| (v.log10().fract()).abs() < 1e-9)
-                        .collect(),
-                ),
-            )?;
+        let mut chart = chart_on(root, title, 56).build_cartesian_2d(
+            latency_axis(lo, hi),
+            ((ymin / 2.0)..1.5).log_scale().with_key_points(
+                decades(&((ymin / 2.0)..1.5))
+                    .into_iter()
+                    .filter(|v| (v.log10().fract()).abs() < 1e-9)
+                    .collect(),
+            ),
+        )?;
         chart
             .configure_mesh()
             .x_desc("latency")
@@ -195,21 +257,9 @@ pub(crate) fn exceedance(title: &str, series: &[(String, &HistogramData)]) -> Op
             .y_label_formatter(&share)
             .draw()?;
         for (i, (name, points)) in curves.iter().enumerate() {
-            let c = colour(i);
-            chart
-                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            line(&mut chart, name, points.iter().copied(), colour(i))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     }))
 }
 
@@ -234,22 +284,12 @@ pub(crate) fn histogram(
     }
     let top = bins.values().copied().max().unwrap_or(1) as f64;
     Some(render(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(
-                log_range(edge(first), hi).log_scale().with_key_points(
-                    decades(&log_range(edge(first) * 1e3, hi * 1e3))
-                        .iter()
-                        .map(|v| v / 1e3)
-                        .collect(),
-                ),
-                (0.7..top * 2.0)
-                    .log_scale()
-                    .with_key_points(decades(&(0.7..top * 2.0))),
-            )?;
+        let mut chart = chart_on(root, title, 56).build_cartesian_2d(
+            latency_axis(edge(first), hi),
+            (0.7..top * 2.0)
+                .log_scale()
+                .with_key_points(decades(&(0.7..top * 2.0))),
+        )?;
         chart
             .configure_mesh()
             .x_desc("latency")
@@ -287,21 +327,14 @@ pub(crate) fn timeline(title: &str, series: &[(String, Vec<(f64, f64)>)]) -> Opt
         return None;
     }
     let xmax = all.iter().map(|p| p.0).fold(0.0f64, f64::max).max(1e-3);
-    let (ylo, yhi) = all.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
-        (a.min(p.1), b.max(p.1))
-    });
+    let (ylo, yhi) = extent(all.iter().map(|p| p.1));
     Some(render(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(
-                0.0..xmax * 1.05,
-                log_range(ylo, yhi)
-                    .log_scale()
-                    .with_key_points(decades(&log_range(ylo, yhi))),
-            )?;
+        let mut chart = chart_on(root, title, 64).build_cartesian_2d(
+            0.0..xmax * 1.05,
+            log_range(ylo, yhi)
+                .log_scale()
+                .with_key_points(decades(&log_range(ylo, yhi))),
+        )?;
         chart
             .configure_mesh()
             .x_desc("time since the first run (s)")
@@ -315,13 +348,7 @@ pub(crate) fn timeline(title: &str, series: &[(String, Vec<(f64, f64)>)]) -> Opt
                 .label(name.as_str())
                 .legend(move |(x, y)| Circle::new((x + 8, y), 3, c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     }))
 }
 
@@ -350,29 +377,20 @@ pub(crate) fn curves(
     if all.is_empty() {
         return None;
     }
-    let (xlo, xhi) = all.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
-        (a.min(p.0), b.max(p.0))
-    });
-    let (ylo, yhi) = all.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
-        (a.min(p.1), b.max(p.1))
-    });
+    let (xlo, xhi) = extent(all.iter().map(|p| p.0));
+    let (ylo, yhi) = extent(all.iter().map(|p| p.1));
     let yr = log_range(ylo, yhi * 1.5);
     Some(render(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(
-                log_range(xlo, xhi)
-                    .log_scale()
-                    .with_key_points(if axes.x_bytes {
-                        powers(&log_range(xlo, xhi))
-                    } else {
-                        decades(&log_range(xlo, xhi))
-                    }),
-                yr.clone().log_scale().with_key_points(decades(&yr)),
-            )?;
+        let mut chart = chart_on(root, title, 64).build_cartesian_2d(
+            log_range(xlo, xhi)
+                .log_scale()
+                .with_key_points(if axes.x_bytes {
+                    powers(&log_range(xlo, xhi))
+                } else {
+                    decades(&log_range(xlo, xhi))
+                }),
+            yr.clone().log_scale().with_key_points(decades(&yr)),
+        )?;
         chart
             .configure_mesh()
             .x_desc(axes.x_desc)
@@ -401,20 +419,9 @@ pub(crate) fn curves(
                 .copied()
                 .filter(|p| p.0 > 0.0 && p.1 > 0.0)
                 .collect();
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            line(&mut chart, name, pts.iter().copied(), c)?;
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }))
 }

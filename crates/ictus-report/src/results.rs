@@ -298,9 +298,9 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
     let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", MANIFEST_SCHEMA)?;
-    let field = JsonPath::root().key("schema_version");
-    let place = json::place(&text, &field);
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
+        let field = JsonPath::root().key("schema_version");
+        let place = json::place(&text, &field);
         return Err(ReportError::Invalid {
             path: name,
             line: place.line,
@@ -314,16 +314,30 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
             ),
         });
     };
-    if version != u64::from(MANIFEST_VERSION) {
-        return Err(ReportError::Version {
-            path: name,
-            line: place.line,
-            column: place.column,
-            found: version,
-            supported: MANIFEST_VERSION,
-        });
-    }
+    check_version(&text, &name, "schema_version", version, MANIFEST_VERSION)?;
     parse_json(&text, &name)
+}
+
+/// Refuses `found`, the version at `key`, unless it is `supported`, placed at that
+/// key's value.
+pub(crate) fn check_version(
+    text: &str,
+    name: &str,
+    key: &str,
+    found: u64,
+    supported: u32,
+) -> Result<(), ReportError> {
+    if found == u64::from(supported) {
+        return Ok(());
+    }
+    let place = json::place(text, &JsonPath::root().key(key));
+    Err(ReportError::Version {
+        path: name.to_string(),
+        line: place.line,
+        column: place.column,
+        found,
+        supported,
+    })
 }
 
 /// Refuses `value` unless its `key` is `expected`, placed at that key's value (or at
@@ -409,11 +423,7 @@ mod tests {
     fn a_fifo_or_a_device_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("r.json");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        ictus_os::testing::mkfifo(&fifo).unwrap();
         for sut in [fifo.as_path(), Path::new("/dev/zero")] {
             let err = load(sut).unwrap_err();
             assert!(

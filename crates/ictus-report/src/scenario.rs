@@ -25,8 +25,8 @@ use plotters::prelude::*;
 use crate::ReportError;
 use crate::format::sig3;
 use crate::markdown::{md_table, provenance_lines};
-use crate::plots::colour;
-use crate::results::{check_schema, parse_json};
+use crate::plots::{self, colour};
+use crate::results::{check_schema, check_version, parse_json};
 
 /// The result's file name in a scenario's output directory.
 pub const RESULT_FILE: &str = "result.json";
@@ -112,16 +112,7 @@ pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", RESULT_SCHEMA)?;
     let version = value["version"].as_u64().unwrap_or(0);
-    if version != u64::from(RESULT_VERSION) {
-        let place = ictus_os::json::place(&text, &ictus_os::json::JsonPath::root().key("version"));
-        return Err(ReportError::Version {
-            path: name,
-            line: place.line,
-            column: place.column,
-            found: version,
-            supported: RESULT_VERSION,
-        });
-    }
+    check_version(&text, &name, "version", version, RESULT_VERSION)?;
     parse_json(&text, &name)
 }
 
@@ -643,6 +634,22 @@ fn group_of<'a>(r: &'a ScenarioResult, name: &str) -> Option<&'a GroupStats> {
 /// A row of the comparison: its label and its figure for one run.
 type Figure = (String, Box<dyn Fn(&ScenarioResult) -> String>);
 
+/// A row of the comparison labelled `label`: `figure` of group `name` in each run,
+/// `-` in a run without that group.
+fn group_figure(
+    label: String,
+    name: &str,
+    figure: impl Fn(&ScenarioResult, &GroupStats) -> String + 'static,
+) -> Figure {
+    let name = name.to_string();
+    (
+        label,
+        Box::new(move |r: &ScenarioResult| {
+            group_of(r, &name).map_or_else(|| "-".to_string(), |g| figure(r, g))
+        }),
+    )
+}
+
 /// The rows of the comparison, in the seed's order, for the groups `names`: idle
 /// times, then per group its CPU shares, completion times, context switches and
 /// migrations, then the wall time and the balancer's decisions.
@@ -658,24 +665,17 @@ fn compared_figures(names: &[&str]) -> Vec<Figure> {
         ),
     ];
     for name in names {
-        let n = name.to_string();
-        figures.push((
+        figures.push(group_figure(
             format!("CPU repartition of {name} tasks (%)"),
-            Box::new(move |r: &ScenarioResult| {
-                group_of(r, &n).map_or_else(
-                    || "-".to_string(),
-                    |g| shares_row(&cpu_list(r), &g.cpu_share),
-                )
-            }),
+            name,
+            |r, g| shares_row(&cpu_list(r), &g.cpu_share),
         ));
     }
     for name in names {
-        let n = name.to_string();
-        figures.push((
+        figures.push(group_figure(
             format!("{name} tasks completion time (s)"),
-            Box::new(move |r: &ScenarioResult| {
-                group_of(r, &n).map_or_else(|| "-".to_string(), |g| span_secs(g.completion_ns))
-            }),
+            name,
+            |_, g| span_secs(g.completion_ns),
         ));
     }
     for (label, pick) in [
@@ -684,21 +684,16 @@ fn compared_figures(names: &[&str]) -> Vec<Figure> {
         ("migrations", 2),
     ] {
         for name in names {
-            let n = name.to_string();
-            figures.push((
+            figures.push(group_figure(
                 format!("{name} tasks {label} (avg)"),
-                Box::new(move |r: &ScenarioResult| {
-                    group_of(r, &n).map_or_else(
-                        || "-".to_string(),
-                        |g| {
-                            avg(match pick {
-                                0 => g.involuntary_ctxt_switches,
-                                1 => g.voluntary_ctxt_switches,
-                                _ => g.migrations,
-                            })
-                        },
-                    )
-                }),
+                name,
+                move |_, g| {
+                    avg(match pick {
+                        0 => g.involuntary_ctxt_switches,
+                        1 => g.voluntary_ctxt_switches,
+                        _ => g.migrations,
+                    })
+                },
             ));
         }
     }
@@ -729,19 +724,12 @@ pub fn timeline_svg(r: &ScenarioResult) -> String {
     let t = &r.timeline;
     let ncpu = t.cpus.len().max(1);
     let height = 40 + PANEL_H * ncpu as u32;
-    let mut svg = String::new();
-    let result = {
-        let root = SVGBackend::with_string(&mut svg, (TIMELINE_W, height)).into_drawing_area();
-        draw_timeline(&root, r)
-            .and_then(|()| root.present().map_err(|e| Box::new(e) as Box<dyn Error>))
-    };
-    match result {
-        Ok(()) => svg,
-        Err(e) => format!(
+    crate::plots::svg((TIMELINE_W, height), |root| draw_timeline(root, r)).unwrap_or_else(|e| {
+        format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{TIMELINE_W}\" height=\"40\"><text x=\"10\" y=\"25\">timeline not drawn: {}</text></svg>\n",
             crate::html::escape(&e.to_string())
-        ),
-    }
+        )
+    })
 }
 
 fn draw_timeline(
@@ -816,19 +804,9 @@ fn draw_timeline(
                     )
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            plots::line(&mut chart, name, points, c)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        plots::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }

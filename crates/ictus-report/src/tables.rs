@@ -201,6 +201,40 @@ fn absent_reason(r: &Results, probe: &str) -> String {
     }
 }
 
+/// `items` (runs, rows) for `probe`'s table `t`; `None`, with `t` marked absent and
+/// why, when there are none.
+fn present<T>(r: &Results, t: &mut Table, probe: &str, items: Vec<T>) -> Option<Vec<T>> {
+    if items.is_empty() {
+        t.absent = Some(absent_reason(r, probe));
+        return None;
+    }
+    Some(items)
+}
+
+/// The runs of `probe` for its table `t` (see [`present`]).
+fn runs_of<'a>(r: &'a Results, t: &mut Table, probe: &'a str) -> Option<Vec<&'a Run>> {
+    present(r, t, probe, r.of(probe).collect())
+}
+
+/// Whether there are several `runs`: then `t` gets a first key column, the
+/// configuration, and each row leads with its run's (see [`row_keys`]).
+fn configuration_key(t: &mut Table, runs: &[&Run]) -> bool {
+    let several = runs.len() > 1;
+    if several {
+        t.keys.push("configuration".into());
+    }
+    several
+}
+
+/// The start of a row's keys: its run's configuration, when there are `several`.
+fn row_keys(several: bool, run: &Run) -> Vec<String> {
+    if several {
+        vec![run.config().to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// How the record's threads were set up, in a few words.
 fn setup_words(run: &Run) -> String {
     let r = &run.record;
@@ -285,15 +319,10 @@ pub(crate) fn caches(run: &Run) -> Vec<(String, u64)> {
 
 fn memlat(r: &Results) -> Table {
     let mut t = table("memlat", "Memory access time by stride", "seed 000 Table 5");
-    let runs: Vec<&Run> = r.of("memlat").collect();
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "memlat"));
+    let Some(runs) = runs_of(r, &mut t, "memlat") else {
         return t;
-    }
-    let several = runs.len() > 1;
-    if several {
-        t.keys.push("configuration".into());
-    }
+    };
+    let several = configuration_key(&mut t, &runs);
     t.keys
         .extend(["working set".to_string(), "fits in".to_string()]);
     // Columns: the chase, then reads and writes by stride (the seed's "space").
@@ -337,10 +366,7 @@ fn memlat(r: &Results) -> Table {
                 .iter()
                 .find(|(_, c)| size as u64 <= *c)
                 .map_or("memory".to_string(), |(n, _)| n.clone());
-            let mut keys = Vec::new();
-            if several {
-                keys.push(run.config().to_string());
-            }
+            let mut keys = row_keys(several, run);
             keys.extend([format::bytes(size as f64), fits]);
             let cells = kinds
                 .iter()
@@ -386,15 +412,10 @@ fn rendezvous(r: &Results) -> Table {
         "Rendezvous frequency by threads and spacing",
         "seed 000 Table 6",
     );
-    let runs: Vec<&Run> = r.of("rendezvous").collect();
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "rendezvous"));
+    let Some(runs) = runs_of(r, &mut t, "rendezvous") else {
         return t;
-    }
-    let several = runs.len() > 1;
-    if several {
-        t.keys.push("configuration".into());
-    }
+    };
+    let several = configuration_key(&mut t, &runs);
     t.keys.extend([
         "threads".to_string(),
         "position of the flags".to_string(),
@@ -414,10 +435,7 @@ fn rendezvous(r: &Results) -> Table {
             let Some(p) = m.read::<Rendezvous>() else {
                 continue;
             };
-            let mut keys = Vec::new();
-            if several {
-                keys.push(run.config().to_string());
-            }
+            let mut keys = row_keys(several, run);
             let payload = p.labels.payload_bytes;
             keys.extend([
                 p.labels.threads.to_string(),
@@ -458,15 +476,10 @@ fn rendezvous(r: &Results) -> Table {
 
 fn compute(r: &Results) -> Table {
     let mut t = table("compute", "Computing power", "seed 000 Table 7");
-    let runs: Vec<&Run> = r.of("compute").collect();
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "compute"));
+    let Some(runs) = runs_of(r, &mut t, "compute") else {
         return t;
-    }
-    let several = runs.len() > 1;
-    if several {
-        t.keys.push("configuration".into());
-    }
+    };
+    let several = configuration_key(&mut t, &runs);
     t.keys.extend(["model".to_string(), "threads".to_string()]);
     t.columns = vec![
         Column::new("time per step"),
@@ -490,10 +503,7 @@ fn compute(r: &Results) -> Table {
             .iter()
             .filter_map(|m| m.read::<Step>())
         {
-            let mut keys = Vec::new();
-            if several {
-                keys.push(run.config().to_string());
-            }
+            let mut keys = row_keys(several, run);
             keys.push(format!("{} modules", p.labels.modules));
             keys.push(p.labels.threads.to_string());
             let step = Some(p.metrics.ns_per_step);
@@ -585,11 +595,9 @@ fn timer(r: &Results) -> Table {
         Column::new("max"),
         Column::new("missed periods"),
     ];
-    let rows = matrix(r, "timer");
-    if rows.is_empty() {
-        t.absent = Some(absent_reason(r, "timer"));
+    let Some(rows) = present(r, &mut t, "timer", matrix(r, "timer")) else {
         return t;
-    }
+    };
     let mut interval = None;
     for (config, run) in rows {
         let keys = vec![
@@ -648,11 +656,9 @@ fn jitter(r: &Results) -> Table {
         "Execution-time variation by priority and load",
         "seed 002 Table 2",
     );
-    let rows = matrix(r, "jitter");
-    if rows.is_empty() {
-        t.absent = Some(absent_reason(r, "jitter"));
+    let Some(rows) = present(r, &mut t, "jitter", matrix(r, "jitter")) else {
         return t;
-    }
+    };
     // Tmin: the shortest run among all configurations, as the seed defines it.
     let tmin = r
         .of("jitter")
@@ -736,12 +742,10 @@ fn pingpong(r: &Results) -> Table {
         "Context switch time with and without CPU load",
         "seed 001 Table 3",
     );
-    let runs: Vec<&Run> = r.of("pingpong").collect();
     let missing = r.missing("pingpong");
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "pingpong"));
+    let Some(runs) = runs_of(r, &mut t, "pingpong") else {
         return t;
-    }
+    };
     // Rows: class x primitive x placement; columns: loads.
     let mut cells: BTreeMap<(Class, String), BTreeMap<LoadCase, Cell>> = BTreeMap::new();
     let mut loads = BTreeSet::new();
@@ -819,11 +823,9 @@ fn throughput(r: &Results) -> Table {
         "Port throughput by payload",
         "seed 004 Figures 6 and 7",
     );
-    let runs: Vec<&Run> = r.of("throughput").collect();
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "throughput"));
+    let Some(runs) = runs_of(r, &mut t, "throughput") else {
         return t;
-    }
+    };
     let mut series: Vec<String> = Vec::new();
     let mut points: BTreeMap<usize, BTreeMap<String, f64>> = BTreeMap::new();
     let mut mode = None;
@@ -893,15 +895,10 @@ fn loop_trials(r: &Results) -> Table {
         "Fully synchronous loop: trials",
         "seed 000 §3.1 and Table 1",
     );
-    let runs: Vec<&Run> = r.of("loop").collect();
-    if runs.is_empty() {
-        t.absent = Some(absent_reason(r, "loop"));
+    let Some(runs) = runs_of(r, &mut t, "loop") else {
         return t;
-    }
-    let several = runs.len() > 1;
-    if several {
-        t.keys.push("configuration".into());
-    }
+    };
+    let several = configuration_key(&mut t, &runs);
     t.keys.push("frequency".into());
     t.columns = vec![
         Column::new("period"),
@@ -920,10 +917,7 @@ fn loop_trials(r: &Results) -> Table {
             .collect();
         trials.sort_by(|a, b| a.labels.frequency_hz.total_cmp(&b.labels.frequency_hz));
         for p in trials {
-            let mut keys = Vec::new();
-            if several {
-                keys.push(run.config().to_string());
-            }
+            let mut keys = row_keys(several, run);
             keys.push(format::hz(p.labels.frequency_hz));
             let misses = p.metrics.misses;
             let steps = p.labels.steps;
