@@ -67,7 +67,7 @@ use std::thread;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::buffer::{self, Buffer, BufferError, ChaseRing};
 use ictus_os::clock::monotonic_now;
-use ictus_os::sched::{Policy, SchedError};
+use ictus_os::sched::Policy;
 use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -320,26 +320,9 @@ pub enum MemlatError {
     /// A repetition time of zero.
     #[error("the point time must be greater than zero")]
     ZeroPointTime,
-    /// A CPU that is not online.
-    #[error("CPU {cpu} is not online (online CPUs: {online})")]
-    CpuOffline {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs that are online.
-        online: CpuSet,
-    },
-    /// A policy the kernel can never accept (out of range).
+    /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Policy(SchedError),
-    /// A measuring thread could not be started.
-    #[error("starting measuring thread {thread} failed: {source}")]
-    Spawn {
-        /// Thread index.
-        thread: usize,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    Setup(#[from] crate::setup::SetupError),
     /// A point's buffer could not be made (usually: not enough memory).
     #[error("buffer for the {size}-byte working set: {source}")]
     Buffer {
@@ -400,14 +383,10 @@ pub fn validate(params: &MemlatParams) -> Result<(), MemlatError> {
     if params.point_time == Nanos::ZERO {
         return Err(MemlatError::ZeroPointTime);
     }
-    if let Some((cpu, online)) = setup::first_offline(params.sched.cpus.cpus()) {
-        return Err(MemlatError::CpuOffline { cpu, online });
-    }
-    params
-        .sched
-        .policy
-        .check_range()
-        .map_err(MemlatError::Policy)
+    Ok(setup::check_placement(
+        params.sched.cpus.cpus(),
+        params.sched.policy,
+    )?)
 }
 
 /// Runs the probe. Blocks until done or until `progress` asks to stop (checked between
@@ -631,10 +610,10 @@ fn sweep(
                 Err(source) => {
                     // Release the threads already started before they reach a barrier.
                     gate.set(false);
-                    return Err(MemlatError::Spawn {
+                    return Err(MemlatError::Setup(setup::SetupError::Spawn {
                         thread: index,
                         source,
-                    });
+                    }));
                 }
             }
         }
@@ -1312,6 +1291,7 @@ fn headline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::SetupError;
     use crate::view::tests::reads_back;
 
     fn cycle_of(lines: usize, seed: u64) -> Vec<u64> {
@@ -1570,7 +1550,7 @@ mod tests {
         ));
         assert!(matches!(
             bad(|p| p.sched.cpus = CpuSet::from_cpus([999])),
-            MemlatError::CpuOffline { cpu: 999, .. }
+            MemlatError::Setup(SetupError::CpuOffline { cpu: 999, .. })
         ));
         validate(&tiny()).unwrap();
     }

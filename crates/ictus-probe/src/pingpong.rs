@@ -56,7 +56,7 @@ use ictus_core::sync::CachePadded;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile};
 use ictus_os::clock::monotonic_now;
 use ictus_os::handoff::{self, EventFd, Futex, HandoffError, MessageQueue, PipeReader, PipeWriter};
-use ictus_os::sched::{Policy, SchedError};
+use ictus_os::sched::Policy;
 use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -272,17 +272,9 @@ pub enum PingpongError {
     /// A duration of zero.
     #[error("the duration must be greater than zero")]
     ZeroDuration,
-    /// A CPU that is not online.
-    #[error("CPU {cpu} is not online (online CPUs: {online})")]
-    CpuOffline {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs that are online.
-        online: CpuSet,
-    },
-    /// A policy the kernel can never accept (out of range).
+    /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Policy(SchedError),
+    Setup(#[from] crate::setup::SetupError),
     /// The primitive could not be created or failed during the run.
     #[error("{primitive} {placement}: {source}")]
     Handoff {
@@ -327,10 +319,7 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
         _ => {}
     }
     let used = &params.cpus.cpus()[..params.cpus.len().min(2)];
-    if let Some((cpu, online)) = setup::first_offline(used) {
-        return Err(PingpongError::CpuOffline { cpu, online });
-    }
-    params.policy.check_range().map_err(PingpongError::Policy)
+    Ok(setup::check_placement(used, params.policy)?)
 }
 
 /// Runs the probe: every point in turn. Blocks until done or until `progress` asks
@@ -962,6 +951,7 @@ fn responder_loop(link: &Link, handoff: &mut LatencyHistogram) -> Result<(), Han
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::SetupError;
     use crate::view::tests::reads_back;
 
     fn quick(primitives: Vec<Primitive>, placements: Vec<Placement>, loops: u64) -> PingpongParams {
@@ -1095,12 +1085,18 @@ mod tests {
         };
         assert!(matches!(
             validate(&offline),
-            Err(PingpongError::CpuOffline { cpu: 999, .. })
+            Err(PingpongError::Setup(SetupError::CpuOffline {
+                cpu: 999,
+                ..
+            }))
         ));
         let prio = PingpongParams {
             policy: Policy::Fifo { priority: 0 },
             ..base
         };
-        assert!(matches!(validate(&prio), Err(PingpongError::Policy(_))));
+        assert!(matches!(
+            validate(&prio),
+            Err(PingpongError::Setup(SetupError::Policy(_)))
+        ));
     }
 }

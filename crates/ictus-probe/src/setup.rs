@@ -32,12 +32,47 @@ pub struct SchedSpec {
     pub mlock: bool,
 }
 
-/// The first of `cpus` that is not online, with the CPUs that are: what a probe's
-/// `validate` refuses as its `CpuOffline` error before anything runs.
-pub(crate) fn first_offline(cpus: &[usize]) -> Option<(usize, CpuSet)> {
+/// What refuses a probe's placement (in its `validate`, before anything runs) or
+/// its measuring threads: the same for every probe that measures on chosen CPUs in
+/// a chosen policy (each probe's error carries it as its `Setup` variant, with
+/// these messages).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A CPU that is not online.
+    #[error("CPU {cpu} is not online (online CPUs: {online})")]
+    CpuOffline {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs that are online.
+        online: CpuSet,
+    },
+    /// A policy the kernel can never accept (out of range).
+    #[error(transparent)]
+    Policy(SchedError),
+    /// A measuring thread could not be started.
+    #[error("starting measuring thread {thread} failed: {source}")]
+    Spawn {
+        /// Thread index.
+        thread: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Refuses the first of `cpus` that is not online, naming the CPUs that are.
+pub fn check_online(cpus: &[usize]) -> Result<(), SetupError> {
     let online = ictus_os::facts::online_cpus();
-    let cpu = *cpus.iter().find(|&&c| !online.contains(c))?;
-    Some((cpu, online))
+    match cpus.iter().find(|&&c| !online.contains(c)) {
+        Some(&cpu) => Err(SetupError::CpuOffline { cpu, online }),
+        None => Ok(()),
+    }
+}
+
+/// [`check_online`], then refuses a policy the kernel can never accept.
+pub fn check_placement(cpus: &[usize], policy: Policy) -> Result<(), SetupError> {
+    check_online(cpus)?;
+    policy.check_range().map_err(SetupError::Policy)
 }
 
 /// Prepares the calling thread: pins it to `cpu` (if given), sets `policy`, prefaults

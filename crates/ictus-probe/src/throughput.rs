@@ -328,14 +328,9 @@ pub enum ThroughputError {
         /// The CPUs selected.
         cpus: CpuSet,
     },
-    /// A CPU that is not online.
-    #[error("CPU {cpu} is not online (online CPUs: {online})")]
-    CpuOffline {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs that are online.
-        online: CpuSet,
-    },
+    /// A CPU not online, or a policy the kernel can never accept.
+    #[error(transparent)]
+    Setup(#[from] crate::setup::SetupError),
     /// A payload larger than [`MAX_PAYLOAD_BYTES`].
     #[error("a payload of {bytes} bytes is larger than the {MAX_PAYLOAD_BYTES}-byte limit")]
     PayloadTooLarge {
@@ -423,10 +418,7 @@ pub fn validate(params: &ThroughputParams) -> Result<(), ThroughputError> {
         return Err(ThroughputError::ZeroRoundTrips);
     }
     let used = &params.sched.cpus.cpus()[..params.sched.cpus.len().min(2)];
-    if let Some((cpu, online)) = setup::first_offline(used) {
-        return Err(ThroughputError::CpuOffline { cpu, online });
-    }
-    Ok(())
+    Ok(setup::check_online(used)?)
 }
 
 /// Runs the probe: the two references, then every transfer point in turn. Blocks

@@ -26,7 +26,7 @@ use std::thread;
 
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
 use ictus_os::clock::monotonic_now;
-use ictus_os::sched::{Policy, SchedError};
+use ictus_os::sched::Policy;
 use ictus_os::wait::{self, WaitMode};
 use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
@@ -142,26 +142,9 @@ pub enum TimerError {
         /// The interval.
         interval: Nanos,
     },
-    /// A CPU that is not online.
-    #[error("CPU {cpu} is not online (online CPUs: {online})")]
-    CpuOffline {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs that are online.
-        online: CpuSet,
-    },
-    /// A policy the kernel can never accept (out of range).
+    /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Policy(SchedError),
-    /// A measuring thread could not be started.
-    #[error("starting measuring thread {thread} failed: {source}")]
-    Spawn {
-        /// Thread index.
-        thread: usize,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    Setup(#[from] crate::setup::SetupError),
 }
 
 /// Checks the parameters before anything is changed on the machine.
@@ -187,10 +170,7 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
             interval: params.interval,
         });
     }
-    if let Some((cpu, online)) = setup::first_offline(params.cpus.cpus()) {
-        return Err(TimerError::CpuOffline { cpu, online });
-    }
-    params.policy.check_range().map_err(TimerError::Policy)
+    Ok(setup::check_placement(params.cpus.cpus(), params.policy)?)
 }
 
 /// What one measuring thread hands back.
@@ -233,10 +213,10 @@ pub fn run(
                 Err(source) => {
                     // Release the threads already waiting at the gate, then report.
                     gate.abort();
-                    return Err(TimerError::Spawn {
+                    return Err(TimerError::Setup(setup::SetupError::Spawn {
                         thread: index,
                         source,
-                    });
+                    }));
                 }
             }
         }
@@ -533,6 +513,7 @@ fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::SetupError;
 
     fn quick() -> TimerParams {
         TimerParams {
@@ -577,13 +558,16 @@ mod tests {
         };
         assert!(matches!(
             validate(&offline),
-            Err(TimerError::CpuOffline { cpu: 999, .. })
+            Err(TimerError::Setup(SetupError::CpuOffline { cpu: 999, .. }))
         ));
         let prio = TimerParams {
             policy: Policy::Fifo { priority: 200 },
             ..quick()
         };
-        assert!(matches!(validate(&prio), Err(TimerError::Policy(_))));
+        assert!(matches!(
+            validate(&prio),
+            Err(TimerError::Setup(SetupError::Policy(_)))
+        ));
         let short = TimerParams {
             length: Length::Duration(Nanos::from_micros(100)),
             ..quick()
