@@ -305,15 +305,20 @@ pub struct Fault {
 impl Fault {
     /// The error and its sources, `: `-separated, as reports print it.
     pub fn message(&self) -> String {
-        let mut out = self.error.to_string();
-        let mut source = self.error.source();
-        while let Some(e) = source {
-            out += ": ";
-            out += &e.to_string();
-            source = e.source();
-        }
-        out
+        error_chain(self.error.as_ref())
     }
+}
+
+/// `error` and its sources, `: `-separated.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        out += ": ";
+        out += &e.to_string();
+        source = e.source();
+    }
+    out
 }
 
 /// How a frame loop ended, and the first error the subsystem returned (every

@@ -202,13 +202,10 @@ impl Prepared<'_> {
                 first_error: None,
             }
         };
-        let shutdown_error = subsystem.shut_down().err().map(|e| {
-            Fault {
-                frame: stats.counters.last_frame,
-                error: e,
-            }
-            .message()
-        });
+        let shutdown_error = subsystem
+            .shut_down()
+            .err()
+            .map(|e| executive::error_chain(e.as_ref()));
         let outcome = ThreadOutcome {
             subsystem: self.spec.name.clone(),
             pid: std::process::id(),
