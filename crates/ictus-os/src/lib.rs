@@ -11,9 +11,12 @@
 //! - [`shm`]: POSIX shared memory segments named by their owner, so that a crash
 //!   never leaves a stale one in the way.
 //! - [`thread_time`]: CPU time consumed by the calling thread.
+//! - [`pm_qos`]: the CPU latency QoS (`/dev/cpu_dma_latency`), held for a run.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`fs`]: output files written whole or not at all, and checked before a run.
 //! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
+//! - [`explain`]: why a deadline was missed: misses reported by real-time threads,
+//!   explained by a sampler off their CPUs from what the kernel counts.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
 //! - [`provenance`]: the tool, host and time header of every probe record and scenario
@@ -24,11 +27,13 @@
 pub mod affinity_of;
 pub mod buffer;
 pub mod clock;
+pub mod explain;
 pub mod facts;
 pub mod fs;
 pub mod handoff;
 pub mod json;
 pub mod memory;
+pub mod pm_qos;
 pub mod process;
 pub mod procstat;
 pub mod provenance;

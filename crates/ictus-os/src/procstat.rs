@@ -70,9 +70,14 @@ pub struct StealDelta {
 /// Reads `/proc/stat`.
 pub fn read() -> io::Result<StatSnapshot> {
     let text = std::fs::read_to_string("/proc/stat")?;
+    Ok(parse(&text, user_hz()))
+}
+
+/// Clock ticks per second of `/proc/stat`'s counters (`USER_HZ`).
+pub fn user_hz() -> u64 {
     // SAFETY: sysconf only returns a value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Ok(parse(&text, u64::try_from(hz).unwrap_or(100).max(1)))
+    u64::try_from(hz).unwrap_or(100).max(1)
 }
 
 /// Parses the text of `/proc/stat` (counters in ticks of `ticks_per_second`).

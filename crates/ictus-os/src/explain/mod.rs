@@ -1,0 +1,867 @@
+//! Why a deadline was missed: every miss explained from what an ordinary kernel
+//! offers, with no tracer.
+//!
+//! A real-time thread that misses (a late release beyond a threshold, periods missed
+//! entirely, its own execution overrunning) pushes a [`MissEvent`] into its
+//! [`MissReporter`]: a preallocated SPSC ring, one push, no allocation, no system
+//! call; a full ring drops the event and counts it. A sampler thread ([`Explainer`],
+//! in `sampler`), placed off the measured CPUs, reads per-CPU and per-thread counters
+//! on a short period, stamps each reading, and correlates every reported event with
+//! the readings around its window afterwards. What moved in that window on that CPU
+//! becomes the event's [`Cause`]s:
+//!
+//! - interrupts on that CPU by name (`/proc/interrupts`), softirqs (`/proc/softirqs`);
+//! - another thread that ran there while the thread waited to run (its `schedstat`
+//!   run delay or involuntary switches moved), named from a scan of every thread's
+//!   `stat` and `schedstat`: the one that ran most on that CPU in the window;
+//! - RT throttling: real-time threads ran the CPU's whole RT budget
+//!   (`sched_rt_runtime_us` of `sched_rt_period_us`) just before;
+//! - the hypervisor (steal, `/proc/stat`), the thread's page faults, the CPU waking
+//!   from an idle state with an exit latency (cpuidle's usage counters), the thread's
+//!   own execution overrunning.
+//!
+//! When none moved, the event is "unexplained: nothing visible on this CPU" (on a
+//! virtual machine that usually means the host), never a guess. The judging is a
+//! pure function ([`judge`]) tested on invented windows.
+
+mod sampler;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use ictus_core::Nanos;
+use ictus_core::sync::spsc::{self, Consumer, Producer};
+use serde::{Deserialize, Serialize};
+
+pub use sampler::{ExplainConfig, Explainer};
+
+/// What kind of miss an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MissKind {
+    /// Released later than the threshold.
+    Late,
+    /// One or more periods missed entirely.
+    Missed,
+    /// Its own execution ran past its budget.
+    Overrun,
+}
+
+impl MissKind {
+    /// The word in tables.
+    pub fn word(self) -> &'static str {
+        match self {
+            MissKind::Late => "late",
+            MissKind::Missed => "missed",
+            MissKind::Overrun => "overrun",
+        }
+    }
+}
+
+/// One miss, as the real-time thread reports it (plain data, `Copy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissEvent {
+    /// What happened.
+    pub kind: MissKind,
+    /// The sample or frame index.
+    pub seq: u64,
+    /// The window's start (monotonic): the deadline, or the release for an overrun.
+    pub start: Nanos,
+    /// The window's end (monotonic): when the thread woke, or finished.
+    pub end: Nanos,
+    /// How late the release was.
+    pub lateness: Nanos,
+    /// Periods missed entirely.
+    pub missed: u64,
+    /// The execution time (overruns; zero otherwise).
+    pub exec: Nanos,
+    /// The execution budget (overruns; zero otherwise).
+    pub budget: Nanos,
+}
+
+/// The identity a watched thread gives itself once it runs where it will measure.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// Its kernel thread id, 0 until attached.
+    tid: AtomicI64,
+    /// The CPU it was on when it attached (-1: unknown).
+    cpu: AtomicI64,
+    /// Events dropped because the ring was full.
+    dropped: AtomicU64,
+}
+
+/// The real-time side: one per watched thread. [`report`](Self::report) is one push
+/// into a preallocated ring.
+#[derive(Debug)]
+pub struct MissReporter {
+    producer: Producer<MissEvent>,
+    watch: Arc<Watch>,
+    threshold: Nanos,
+}
+
+impl MissReporter {
+    /// Called by the watched thread once it is placed (pinned, policy set): records
+    /// its thread id and CPU for the sampler. Not on the hot path.
+    pub fn attach(&self) {
+        let cpu = crate::sched::current_cpu().map_or(-1, |c| c as i64);
+        // Relaxed: the sampler only reads these to choose which files to open; a late
+        // view only delays that, and the Release store of tid below publishes cpu.
+        self.watch.cpu.store(cpu, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of tid in the sampler's attach check.
+        self.watch
+            .tid
+            .store(crate::sched::thread_id(), Ordering::Release);
+    }
+
+    /// The lateness from which a release is reported (`Late`).
+    pub fn threshold(&self) -> Nanos {
+        self.threshold
+    }
+
+    /// Reports a release `lateness` late for `deadline` (woke at `deadline +
+    /// lateness`), with `missed` periods missed before it, when it passes the
+    /// threshold or periods were missed. Allocation-free.
+    #[inline]
+    pub fn release(&mut self, seq: u64, deadline: Nanos, lateness: Nanos, missed: u64) {
+        if missed == 0 && lateness < self.threshold {
+            return;
+        }
+        self.report(MissEvent {
+            kind: if missed > 0 {
+                MissKind::Missed
+            } else {
+                MissKind::Late
+            },
+            seq,
+            start: deadline,
+            end: deadline + lateness,
+            lateness,
+            missed,
+            exec: Nanos::ZERO,
+            budget: Nanos::ZERO,
+        });
+    }
+
+    /// Reports an event. A full ring drops it and counts the drop; never blocks.
+    #[inline]
+    pub fn report(&mut self, event: MissEvent) {
+        if self.producer.push(event).is_err() {
+            // Relaxed: a counter read once after the run.
+            self.watch.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The sampler's side of one watched thread.
+#[derive(Debug)]
+pub(crate) struct WatchedThread {
+    pub(crate) name: String,
+    pub(crate) consumer: Consumer<MissEvent>,
+    pub(crate) watch: Arc<Watch>,
+}
+
+/// A reporter and the sampler's end of its ring, with room for `capacity` events
+/// not yet read.
+pub(crate) fn pair(
+    name: String,
+    capacity: usize,
+    threshold: Nanos,
+) -> (MissReporter, WatchedThread) {
+    let (producer, consumer) = spsc::channel(capacity);
+    let watch = Arc::new(Watch {
+        cpu: AtomicI64::new(-1),
+        ..Watch::default()
+    });
+    (
+        MissReporter {
+            producer,
+            watch: watch.clone(),
+            threshold,
+        },
+        WatchedThread {
+            name,
+            consumer,
+            watch,
+        },
+    )
+}
+
+/// A thread that ran on the CPU in the window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRan {
+    /// Its process id.
+    pub pid: i64,
+    /// Its thread id.
+    pub tid: i64,
+    /// Its name (`comm`).
+    pub comm: String,
+    /// Its policy and priority as `chrt` writes them (`FIFO 99`, `OTHER`).
+    pub policy: String,
+    /// How long it ran in the window (between the scans around it).
+    pub ran_ns: u64,
+}
+
+/// One thing that moved on the CPU in a miss's window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "kebab-case")]
+pub enum Cause {
+    /// Real-time threads ran the CPU's whole RT budget just before: the kernel
+    /// throttled them all.
+    RtThrottling {
+        /// RT threads' run time on the CPU in the last RT period.
+        rt_ns: u64,
+        /// The period (`sched_rt_period_us`).
+        period_ns: u64,
+        /// The budget (`sched_rt_runtime_us`).
+        runtime_ns: u64,
+    },
+    /// The hypervisor ran something else (steal time on the CPU, at the tick's grain).
+    Steal {
+        /// Stolen time in the window.
+        ns: u64,
+    },
+    /// The thread was ready but another ran: its run delay or involuntary switches
+    /// moved.
+    Preempted {
+        /// Time the thread waited ready to run in the window (`schedstat`).
+        run_delay_ns: u64,
+        /// Involuntary context switches in the window.
+        involuntary: u64,
+        /// The thread that ran most on the CPU in the window, where one was seen.
+        by: Option<TaskRan>,
+    },
+    /// The thread's own execution ran past its budget.
+    Overrun {
+        /// Its execution time.
+        exec_ns: u64,
+        /// Its budget.
+        budget_ns: u64,
+    },
+    /// Page faults of the thread.
+    PageFaults {
+        /// Minor faults.
+        minor: u64,
+        /// Major faults (a disk read).
+        major: u64,
+    },
+    /// Interrupts served by the CPU (all but the local timer's).
+    Interrupts {
+        /// Lines with their count, most first.
+        lines: Vec<(String, u64)>,
+    },
+    /// Softirqs run on the CPU (but the timer's, which every timed wake-up raises).
+    Softirqs {
+        /// Kinds with their count, most first.
+        kinds: Vec<(String, u64)>,
+    },
+    /// The CPU woke from an idle state with an exit latency.
+    IdleExit {
+        /// The state's name.
+        state: String,
+        /// Its exit latency.
+        exit_latency_us: u64,
+        /// Entries into it in the window.
+        entries: u64,
+    },
+}
+
+/// A cause's kind, for the breakdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CauseKind {
+    /// [`Cause::RtThrottling`].
+    RtThrottling,
+    /// [`Cause::Steal`].
+    Steal,
+    /// [`Cause::Preempted`].
+    Preempted,
+    /// [`Cause::Overrun`].
+    Overrun,
+    /// [`Cause::PageFaults`].
+    PageFaults,
+    /// [`Cause::Interrupts`].
+    Interrupts,
+    /// [`Cause::Softirqs`].
+    Softirqs,
+    /// [`Cause::IdleExit`].
+    IdleExit,
+    /// Nothing visible on the CPU.
+    Unexplained,
+}
+
+impl CauseKind {
+    /// Words for the breakdown: "30 misses: 21 with the hypervisor's steal, ...".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            CauseKind::RtThrottling => "in RT throttling",
+            CauseKind::Steal => "with the hypervisor's steal",
+            CauseKind::Preempted => "preempted",
+            CauseKind::Overrun => "by the thread's own overrun",
+            CauseKind::PageFaults => "with page faults",
+            CauseKind::Interrupts => "with interrupts",
+            CauseKind::Softirqs => "with softirqs",
+            CauseKind::IdleExit => "waking from idle",
+            CauseKind::Unexplained => "unexplained",
+        }
+    }
+}
+
+impl Cause {
+    /// Its kind.
+    pub fn kind(&self) -> CauseKind {
+        match self {
+            Cause::RtThrottling { .. } => CauseKind::RtThrottling,
+            Cause::Steal { .. } => CauseKind::Steal,
+            Cause::Preempted { .. } => CauseKind::Preempted,
+            Cause::Overrun { .. } => CauseKind::Overrun,
+            Cause::PageFaults { .. } => CauseKind::PageFaults,
+            Cause::Interrupts { .. } => CauseKind::Interrupts,
+            Cause::Softirqs { .. } => CauseKind::Softirqs,
+            Cause::IdleExit { .. } => CauseKind::IdleExit,
+        }
+    }
+
+    /// The time it accounts for, where it is a time.
+    fn time_ns(&self) -> Option<u64> {
+        match self {
+            Cause::RtThrottling { .. } => Some(u64::MAX),
+            Cause::Steal { ns } => Some(*ns),
+            Cause::Preempted { run_delay_ns, .. } => Some(*run_delay_ns),
+            Cause::Overrun { exec_ns, budget_ns } => Some(exec_ns.saturating_sub(*budget_ns)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::RtThrottling {
+                rt_ns,
+                period_ns,
+                runtime_ns,
+            } => write!(
+                f,
+                "RT throttling (real-time threads ran {} of the last {}, budget {})",
+                Nanos::new(*rt_ns),
+                Nanos::new(*period_ns),
+                Nanos::new(*runtime_ns)
+            ),
+            Cause::Steal { ns } => write!(f, "the hypervisor stole {}", Nanos::new(*ns)),
+            Cause::Preempted {
+                run_delay_ns,
+                involuntary,
+                by,
+            } => {
+                match by {
+                    Some(t) => write!(
+                        f,
+                        "preempted by {} (pid {}, {}, ran {})",
+                        t.comm,
+                        t.tid,
+                        t.policy,
+                        Nanos::new(t.ran_ns)
+                    )?,
+                    None => f.write_str("preempted by a thread not seen")?,
+                }
+                write!(f, ": waited {} ready to run", Nanos::new(*run_delay_ns))?;
+                if *involuntary > 0 {
+                    write!(f, ", {involuntary} involuntary switch(es)")?;
+                }
+                Ok(())
+            }
+            Cause::Overrun { exec_ns, budget_ns } => write!(
+                f,
+                "its own execution took {} of a {} budget",
+                Nanos::new(*exec_ns),
+                Nanos::new(*budget_ns)
+            ),
+            Cause::PageFaults { minor, major } => {
+                write!(f, "page faults: {minor} minor, {major} major")
+            }
+            Cause::Interrupts { lines } => {
+                f.write_str("interrupts: ")?;
+                list(f, lines)
+            }
+            Cause::Softirqs { kinds } => {
+                f.write_str("softirqs: ")?;
+                list(f, kinds)
+            }
+            Cause::IdleExit {
+                state,
+                exit_latency_us,
+                entries,
+            } => write!(
+                f,
+                "woke from idle state {state} (exit latency {exit_latency_us} us, {entries} entries)"
+            ),
+        }
+    }
+}
+
+fn list(f: &mut fmt::Formatter<'_>, items: &[(String, u64)]) -> fmt::Result {
+    for (i, (name, n)) in items.iter().take(4).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{name} {n}")?;
+    }
+    if items.len() > 4 {
+        write!(f, " and {} more", items.len() - 4)?;
+    }
+    Ok(())
+}
+
+/// One explained miss.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explained {
+    /// The watched thread (`timer-0`, a subsystem's name...).
+    pub thread: String,
+    /// The CPU it was on.
+    pub cpu: Option<usize>,
+    /// What happened.
+    pub kind: MissKind,
+    /// Its sample or frame index.
+    pub seq: u64,
+    /// When, from the start of the run.
+    pub at_ns: u64,
+    /// How late the release was.
+    pub lateness_ns: u64,
+    /// Periods missed entirely.
+    pub missed: u64,
+    /// The window correlated (from the reading before its start to the one after its
+    /// end).
+    pub window_ns: u64,
+    /// What moved in the window, the dominant cause first; empty: unexplained.
+    pub causes: Vec<Cause>,
+}
+
+impl Explained {
+    /// The dominant cause's kind (`Unexplained` when nothing moved).
+    pub fn dominant(&self) -> CauseKind {
+        self.causes
+            .first()
+            .map_or(CauseKind::Unexplained, Cause::kind)
+    }
+
+    /// The dominant cause as the breakdown groups it: `preempted by kworker/1:2`, ...
+    pub fn dominant_phrase(&self) -> String {
+        match self.causes.first() {
+            Some(Cause::Preempted { by: Some(t), .. }) => format!("preempted by {}", t.comm),
+            Some(c) => c.kind().phrase().to_string(),
+            None => CauseKind::Unexplained.phrase().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Explained {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} #{} at {}: {}",
+            self.thread,
+            self.kind.word(),
+            self.seq,
+            Nanos::new(self.at_ns),
+            Nanos::new(self.lateness_ns)
+        )?;
+        if self.missed > 0 {
+            write!(f, " late, {} period(s) missed", self.missed)?;
+        } else {
+            f.write_str(" late")?;
+        }
+        if let Some(cpu) = self.cpu {
+            write!(f, " on CPU {cpu}")?;
+        }
+        if self.causes.is_empty() {
+            return f.write_str(": unexplained: nothing visible on this CPU");
+        }
+        f.write_str(": ")?;
+        for (i, c) in self.causes.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How many misses each dominant cause explains.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Misses reported (late releases beyond the threshold, missed periods,
+    /// overruns), explained or not.
+    pub events: u64,
+    /// Misses not explained because a ring was full or they came after the
+    /// sampler's end.
+    pub dropped: u64,
+    /// By dominant cause, as the breakdown words them (`preempted by kworker/1:2`),
+    /// most first.
+    pub by_cause: Vec<(String, u64)>,
+    /// Misses where nothing on the CPU moved.
+    pub unexplained: u64,
+    /// Misses in which each cause kind moved at all (not only as the dominant one).
+    pub seen: Vec<(CauseKind, u64)>,
+}
+
+impl Breakdown {
+    /// Adds one explained miss.
+    pub fn add(&mut self, e: &Explained) {
+        self.events += 1;
+        if e.causes.is_empty() {
+            self.unexplained += 1;
+        }
+        bump(&mut self.by_cause, e.dominant_phrase());
+        for c in &e.causes {
+            let k = c.kind();
+            match self.seen.iter_mut().find(|(kind, _)| *kind == k) {
+                Some((_, n)) => *n += 1,
+                None => self.seen.push((k, 1)),
+            }
+        }
+        self.by_cause
+            .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.seen.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    }
+
+    /// The breakdown in one line: "30 misses: 21 with the hypervisor's steal, 6
+    /// preempted by kworker/1:2, 3 unexplained".
+    pub fn summary(&self) -> String {
+        if self.events == 0 && self.dropped == 0 {
+            return "no misses to explain".into();
+        }
+        let mut s = format!(
+            "{} miss{}",
+            self.events,
+            if self.events == 1 { "" } else { "es" }
+        );
+        for (i, (phrase, n)) in self.by_cause.iter().enumerate() {
+            s.push_str(if i == 0 { ": " } else { ", " });
+            s.push_str(&format!("{n} {phrase}"));
+        }
+        if self.dropped > 0 {
+            s.push_str(&format!(
+                " ({} more not explained: ring full)",
+                self.dropped
+            ));
+        }
+        s
+    }
+}
+
+fn bump(v: &mut Vec<(String, u64)>, key: String) {
+    match v.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, n)) => *n += 1,
+        None => v.push((key, 1)),
+    }
+}
+
+/// What the sampler did, for the record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SamplerReport {
+    /// Its period.
+    pub period_ns: u64,
+    /// Readings taken.
+    pub samples: u64,
+    /// The CPUs it ran on.
+    pub cpus: String,
+    /// Whether it shared a CPU with a watched thread (then it disturbs what it
+    /// watches).
+    pub shares_watched_cpu: bool,
+    /// Mean time one reading took.
+    pub reading_mean_ns: u64,
+    /// Longest reading.
+    pub reading_max_ns: u64,
+    /// Scans of every thread (to name the thread that ran).
+    pub task_scans: u64,
+    /// What it reads, and what it cannot read here (with why).
+    pub sources: Vec<String>,
+}
+
+/// Every miss of a run explained: the record's `explanation`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The lateness from which a release counts as a miss.
+    pub threshold_ns: u64,
+    /// The misses by dominant cause.
+    pub breakdown: Breakdown,
+    /// Each explained miss, the first [`ExplainConfig::keep`] in full.
+    pub events: Vec<Explained>,
+    /// Explained misses beyond those kept (in the breakdown, not listed).
+    pub events_not_kept: u64,
+    /// The sampler.
+    pub sampler: SamplerReport,
+}
+
+/// What the sampler read around one event's window, as deltas on the event's CPU
+/// and thread: the input of [`judge`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowDeltas {
+    /// The event's lateness (to weigh timed causes).
+    pub lateness: Nanos,
+    /// Interrupts by line (the local timer's left out).
+    pub interrupts: Vec<(String, u64)>,
+    /// Softirqs by kind (the timer's and the high-resolution timer's left out).
+    pub softirqs: Vec<(String, u64)>,
+    /// Steal on the CPU.
+    pub steal_ns: u64,
+    /// The thread's run delay.
+    pub run_delay_ns: u64,
+    /// The thread's involuntary switches.
+    pub involuntary: u64,
+    /// The thread's minor and major faults.
+    pub minor_faults: u64,
+    /// Major faults.
+    pub major_faults: u64,
+    /// The thread that ran most on the CPU in the window, where scanned.
+    pub top_other: Option<TaskRan>,
+    /// Real-time threads' run time on the CPU over the RT period before the window's
+    /// end, with the period and budget, where throttling is on.
+    pub rt_budget: Option<(u64, u64, u64)>,
+    /// Idle-state entries with exit latency: (name, exit latency us, entries).
+    pub idle: Option<(String, u64, u64)>,
+    /// Execution and budget, for an overrun.
+    pub overrun: Option<(Nanos, Nanos)>,
+}
+
+/// Judges one window: every cause that moved, the dominant first (a timed cause
+/// that accounts for at least half the lateness, the largest; else in the order
+/// throttling, steal, preemption, overrun, faults, interrupts, idle exit,
+/// softirqs). Empty: nothing visible moved. Pure; tested on invented windows.
+pub fn judge(w: &WindowDeltas) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some((rt_ns, period_ns, runtime_ns)) = w.rt_budget {
+        // Throttled when the RT threads used their budget within 2 % of it.
+        if runtime_ns > 0 && rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(98) {
+            causes.push(Cause::RtThrottling {
+                rt_ns,
+                period_ns,
+                runtime_ns,
+            });
+        }
+    }
+    if w.steal_ns > 0 {
+        causes.push(Cause::Steal { ns: w.steal_ns });
+    }
+    // A thread that waited ready to run for at least a quarter of its lateness (or
+    // was switched out involuntarily) was held off the CPU by another.
+    let delay_matters = w.run_delay_ns >= 5_000 && w.run_delay_ns * 4 >= w.lateness.as_u64();
+    if delay_matters || w.involuntary > 0 {
+        causes.push(Cause::Preempted {
+            run_delay_ns: w.run_delay_ns,
+            involuntary: w.involuntary,
+            by: w.top_other.clone(),
+        });
+    }
+    if let Some((exec, budget)) = w.overrun
+        && exec > budget
+    {
+        causes.push(Cause::Overrun {
+            exec_ns: exec.as_u64(),
+            budget_ns: budget.as_u64(),
+        });
+    }
+    if w.minor_faults > 0 || w.major_faults > 0 {
+        causes.push(Cause::PageFaults {
+            minor: w.minor_faults,
+            major: w.major_faults,
+        });
+    }
+    if !w.interrupts.is_empty() {
+        causes.push(Cause::Interrupts {
+            lines: sorted(&w.interrupts),
+        });
+    }
+    if let Some((state, exit_latency_us, entries)) = &w.idle
+        && *entries > 0
+    {
+        causes.push(Cause::IdleExit {
+            state: state.clone(),
+            exit_latency_us: *exit_latency_us,
+            entries: *entries,
+        });
+    }
+    if !w.softirqs.is_empty() {
+        causes.push(Cause::Softirqs {
+            kinds: sorted(&w.softirqs),
+        });
+    }
+    // The dominant first: the largest timed cause covering half the lateness.
+    let half = w.lateness.as_u64() / 2;
+    if let Some(best) = causes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.time_ns().is_some_and(|t| t >= half.max(1)))
+        .max_by_key(|(_, c)| c.time_ns())
+        .map(|(i, _)| i)
+    {
+        let c = causes.remove(best);
+        causes.insert(0, c);
+    }
+    causes
+}
+
+fn sorted(v: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut v: Vec<_> = v.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(lateness_us: u64) -> WindowDeltas {
+        WindowDeltas {
+            lateness: Nanos::from_micros(lateness_us),
+            ..WindowDeltas::default()
+        }
+    }
+
+    fn explained(causes: Vec<Cause>) -> Explained {
+        Explained {
+            thread: "timer-0".into(),
+            cpu: Some(1),
+            kind: MissKind::Late,
+            seq: 7,
+            at_ns: 1_000_000,
+            lateness_ns: 2_000_000,
+            missed: 0,
+            window_ns: 4_000_000,
+            causes,
+        }
+    }
+
+    #[test]
+    fn nothing_moved_is_unexplained_never_a_guess() {
+        let sut = judge(&window(3_000));
+        assert!(sut.is_empty());
+        let e = explained(sut);
+        assert_eq!(e.dominant(), CauseKind::Unexplained);
+        assert!(
+            e.to_string()
+                .ends_with("unexplained: nothing visible on this CPU")
+        );
+    }
+
+    #[test]
+    fn a_timed_cause_covering_the_lateness_leads_the_untimed_ones() {
+        let w = WindowDeltas {
+            interrupts: vec![("virtio1-req.0".into(), 3)],
+            run_delay_ns: 4_800_000,
+            top_other: Some(TaskRan {
+                pid: 10,
+                tid: 11,
+                comm: "burner".into(),
+                policy: "FIFO 99".into(),
+                ran_ns: 5_000_000,
+            }),
+            ..window(5_000)
+        };
+        let sut = judge(&w);
+        assert_eq!(sut[0].kind(), CauseKind::Preempted);
+        assert_eq!(sut[1].kind(), CauseKind::Interrupts);
+        assert_eq!(explained(sut).dominant_phrase(), "preempted by burner");
+    }
+
+    #[test]
+    fn a_small_run_delay_does_not_count_as_preemption() {
+        let w = WindowDeltas {
+            run_delay_ns: 2_000,
+            softirqs: vec![("RCU".into(), 1)],
+            ..window(2_000)
+        };
+        let sut = judge(&w);
+        assert_eq!(sut.len(), 1);
+        assert_eq!(sut[0].kind(), CauseKind::Softirqs);
+    }
+
+    #[test]
+    fn a_used_up_rt_budget_is_throttling_and_dominates() {
+        let w = WindowDeltas {
+            rt_budget: Some((949_000_000, 1_000_000_000, 950_000_000)),
+            run_delay_ns: 50_000_000,
+            steal_ns: 10_000_000,
+            ..window(50_000)
+        };
+        let sut = judge(&w);
+        assert_eq!(sut[0].kind(), CauseKind::RtThrottling);
+        let under = WindowDeltas {
+            rt_budget: Some((500_000_000, 1_000_000_000, 950_000_000)),
+            ..window(50_000)
+        };
+        assert!(judge(&under).is_empty());
+    }
+
+    #[test]
+    fn faults_and_overruns_are_named() {
+        let w = WindowDeltas {
+            minor_faults: 64,
+            overrun: Some((Nanos::from_micros(1_500), Nanos::from_millis(1))),
+            ..window(600)
+        };
+        let sut = judge(&w);
+        assert_eq!(sut[0].kind(), CauseKind::Overrun);
+        assert_eq!(
+            sut[1],
+            Cause::PageFaults {
+                minor: 64,
+                major: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_breakdown_counts_dominant_causes_most_first_in_one_line() {
+        let mut sut = Breakdown::default();
+        let steal = || Cause::Steal { ns: 10_000_000 };
+        for _ in 0..21 {
+            sut.add(&explained(vec![steal()]));
+        }
+        for _ in 0..6 {
+            sut.add(&explained(vec![Cause::Preempted {
+                run_delay_ns: 1_000_000,
+                involuntary: 1,
+                by: Some(TaskRan {
+                    pid: 1,
+                    tid: 2,
+                    comm: "kworker/1:2".into(),
+                    policy: "OTHER".into(),
+                    ran_ns: 900_000,
+                }),
+            }]));
+        }
+        for _ in 0..3 {
+            sut.add(&explained(vec![]));
+        }
+        assert_eq!(
+            sut.summary(),
+            "30 misses: 21 with the hypervisor's steal, 6 preempted by kworker/1:2, 3 unexplained"
+        );
+        assert_eq!(sut.unexplained, 3);
+        assert_eq!(sut.seen[0], (CauseKind::Steal, 21));
+    }
+
+    #[test]
+    fn a_reporter_reports_only_beyond_its_threshold_and_counts_drops() {
+        let (mut sut, mut watched) = pair("t".into(), 2, Nanos::from_micros(100));
+        sut.release(1, Nanos::from_millis(1), Nanos::from_micros(99), 0);
+        assert!(watched.consumer.pop().is_none());
+        sut.release(2, Nanos::from_millis(2), Nanos::from_micros(100), 0);
+        sut.release(3, Nanos::from_millis(3), Nanos::from_micros(5), 2);
+        sut.release(4, Nanos::from_millis(4), Nanos::from_micros(500), 0);
+        let a = watched.consumer.pop().unwrap();
+        assert_eq!((a.kind, a.seq), (MissKind::Late, 2));
+        let b = watched.consumer.pop().unwrap();
+        assert_eq!((b.kind, b.missed), (MissKind::Missed, 2));
+        assert!(watched.consumer.pop().is_none());
+        assert_eq!(watched.watch.dropped.load(Ordering::Relaxed), 1);
+        sut.attach();
+        assert_eq!(
+            watched.watch.tid.load(Ordering::Acquire),
+            crate::sched::thread_id()
+        );
+    }
+}

@@ -1,0 +1,980 @@
+//! The sampler: a thread off the watched CPUs that reads per-CPU and per-thread
+//! counters on a short period, scans every thread now and then (to name the one that
+//! ran), and explains each reported miss once a reading after its window exists.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ictus_core::{CpuSet, Nanos};
+
+use super::{
+    Breakdown, Explained, Explanation, MissEvent, MissKind, MissReporter, SamplerReport, TaskRan,
+    WatchedThread, WindowDeltas, judge, pair,
+};
+use crate::clock::monotonic_now;
+use crate::procstat::TaskStat;
+
+/// How the sampler runs.
+#[derive(Clone, Debug)]
+pub struct ExplainConfig {
+    /// Time between readings.
+    pub period: Nanos,
+    /// The lateness from which a release is a miss to explain.
+    pub threshold: Nanos,
+    /// Events each watched thread's ring holds before the sampler reads them.
+    pub ring: usize,
+    /// Explained misses kept in full in the explanation (all are in the breakdown).
+    pub keep: usize,
+    /// The CPUs the watched threads run on: read per CPU, and avoided by the sampler
+    /// when other CPUs are online.
+    pub cpus: CpuSet,
+    /// Time between scans of every thread.
+    pub scan_every: Nanos,
+    /// How long readings are kept (a miss's window must fit).
+    pub history: Nanos,
+}
+
+impl ExplainConfig {
+    /// Defaults for watched threads on `cpus` whose misses start at `threshold`: a
+    /// reading every millisecond, every thread scanned every 100 ms, 2 s of history,
+    /// 1,000 explained misses kept in full.
+    pub fn new(cpus: CpuSet, threshold: Nanos) -> ExplainConfig {
+        ExplainConfig {
+            period: Nanos::from_millis(1),
+            threshold,
+            ring: 4096,
+            keep: 1_000,
+            cpus,
+            scan_every: Nanos::from_millis(100),
+            history: Nanos::from_secs(2),
+        }
+    }
+}
+
+/// A running sampler. [`finish`](Self::finish) stops it and returns the explanation.
+#[derive(Debug)]
+pub struct Explainer {
+    stop: Arc<AtomicBool>,
+    recent: Arc<Mutex<VecDeque<Explained>>>,
+    handle: Option<JoinHandle<Explanation>>,
+}
+
+/// How many explained misses [`Explainer::recent`] holds.
+const RECENT: usize = 16;
+
+impl Explainer {
+    /// Starts the sampler for the watched threads named `threads` (one reporter
+    /// each, in that order; each thread calls [`MissReporter::attach`] once placed).
+    /// `t0` is the run's start, from which events are timed.
+    pub fn start(
+        config: ExplainConfig,
+        threads: &[String],
+        t0: Nanos,
+    ) -> std::io::Result<(Explainer, Vec<MissReporter>)> {
+        let mut reporters = Vec::with_capacity(threads.len());
+        let mut watched = Vec::with_capacity(threads.len());
+        for name in threads {
+            let (r, w) = pair(name.clone(), config.ring.max(2), config.threshold);
+            reporters.push(r);
+            watched.push(w);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT)));
+        let handle = {
+            let stop = stop.clone();
+            let recent = recent.clone();
+            std::thread::Builder::new()
+                .name("ictus-explain".into())
+                .spawn(move || Sampler::new(config, watched, t0, recent).run(&stop))?
+        };
+        Ok((
+            Explainer {
+                stop,
+                recent,
+                handle: Some(handle),
+            },
+            reporters,
+        ))
+    }
+
+    /// The last explained misses (at most 16), newest last.
+    pub fn recent(&self) -> Vec<Explained> {
+        self.recent
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A handle on the last explained misses that outlives a borrow of `self`.
+    pub fn recent_handle(&self) -> RecentMisses {
+        RecentMisses(self.recent.clone())
+    }
+
+    /// Stops the sampler after one last reading, explains what is pending, and
+    /// returns everything.
+    pub fn finish(mut self) -> Explanation {
+        self.stop.store(true, Ordering::Release);
+        self.handle
+            .take()
+            .expect("finish runs once")
+            .join()
+            .expect("the sampler does not panic")
+    }
+}
+
+impl Drop for Explainer {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire load in the sampler's loop.
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The last explained misses of a running sampler, for a live view.
+#[derive(Clone, Debug)]
+pub struct RecentMisses(Arc<Mutex<VecDeque<Explained>>>);
+
+impl RecentMisses {
+    /// The last explained misses (at most 16), newest last.
+    pub fn get(&self) -> Vec<Explained> {
+        self.0
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Counters of one watched thread at one reading.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadCounters {
+    involuntary: u64,
+    minflt: u64,
+    majflt: u64,
+    run_delay_ns: u64,
+}
+
+/// One reading, for the CPUs of the config (by their index in it).
+#[derive(Clone, Debug, Default)]
+struct Reading {
+    t: Nanos,
+    /// `[line * ncpu + cpu]`.
+    irq: Vec<u64>,
+    /// `[kind * ncpu + cpu]`.
+    softirq: Vec<u64>,
+    steal_ticks: Vec<u64>,
+    idle_entries: Vec<u64>,
+    threads: Vec<ThreadCounters>,
+}
+
+/// What a scan saw of one thread.
+#[derive(Clone, Debug)]
+struct Seen {
+    pid: i64,
+    comm: String,
+    processor: usize,
+    policy: u32,
+    rt_priority: u32,
+    run_ns: u64,
+}
+
+struct Scan {
+    t: Nanos,
+    tasks: HashMap<i64, Seen>,
+}
+
+/// A file read again and again with `pread` at offset 0.
+struct Reread {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Reread {
+    fn open(path: &str) -> Option<Reread> {
+        Some(Reread {
+            file: File::open(path).ok()?,
+            buf: vec![0; 16 * 1024],
+        })
+    }
+
+    fn read(&mut self) -> Option<&str> {
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match self.file.read_at(&mut self.buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(_) => return None,
+            }
+        }
+        std::str::from_utf8(&self.buf[..len]).ok()
+    }
+}
+
+/// The files of one watched thread, opened once it attached.
+struct ThreadFiles {
+    tid: i64,
+    stat: Option<Reread>,
+    status: Option<Reread>,
+    schedstat: Option<Reread>,
+}
+
+struct Sampler {
+    config: ExplainConfig,
+    watched: Vec<WatchedThread>,
+    files: Vec<Option<ThreadFiles>>,
+    t0: Nanos,
+    recent: Arc<Mutex<VecDeque<Explained>>>,
+    cpus: Vec<usize>,
+    interrupts: Option<Reread>,
+    irq_names: Vec<String>,
+    softirqs: Option<Reread>,
+    softirq_names: Vec<String>,
+    stat: Option<Reread>,
+    idle: Vec<Vec<Reread>>,
+    deepest_idle: Vec<Option<(String, u64)>>,
+    readings: VecDeque<Reading>,
+    scans: VecDeque<Scan>,
+    pending: Vec<(usize, MissEvent)>,
+    rt_budget: Option<(u64, u64)>,
+    own_tid: i64,
+    // What it reports.
+    explanation: Explanation,
+    reading_total: Nanos,
+}
+
+impl Sampler {
+    fn new(
+        config: ExplainConfig,
+        watched: Vec<WatchedThread>,
+        t0: Nanos,
+        recent: Arc<Mutex<VecDeque<Explained>>>,
+    ) -> Sampler {
+        let cpus = config.cpus.cpus().to_vec();
+        let mut sources = Vec::new();
+        let mut open = |path: &str, what: &str| {
+            let r = Reread::open(path);
+            if r.is_none() {
+                sources.push(format!("{what}: {path} not readable here"));
+            }
+            r
+        };
+        let interrupts = open("/proc/interrupts", "interrupts");
+        let softirqs = open("/proc/softirqs", "softirqs");
+        let stat = open("/proc/stat", "steal");
+        let mut idle = Vec::new();
+        let mut deepest_idle = Vec::new();
+        for &cpu in &cpus {
+            let (files, deepest) = idle_states(cpu);
+            idle.push(files);
+            deepest_idle.push(deepest);
+        }
+        let rt_budget = rt_budget();
+        let keep = config.keep;
+        let n = watched.len();
+        Sampler {
+            explanation: Explanation {
+                threshold_ns: config.threshold.as_u64(),
+                breakdown: Breakdown::default(),
+                events: Vec::with_capacity(keep.min(1024)),
+                events_not_kept: 0,
+                sampler: SamplerReport {
+                    period_ns: config.period.as_u64(),
+                    samples: 0,
+                    cpus: String::new(),
+                    shares_watched_cpu: false,
+                    reading_mean_ns: 0,
+                    reading_max_ns: 0,
+                    task_scans: 0,
+                    sources,
+                },
+            },
+            config,
+            watched,
+            files: (0..n).map(|_| None).collect(),
+            t0,
+            recent,
+            cpus,
+            interrupts,
+            irq_names: Vec::new(),
+            softirqs,
+            softirq_names: Vec::new(),
+            stat,
+            idle,
+            deepest_idle,
+            readings: VecDeque::new(),
+            scans: VecDeque::new(),
+            pending: Vec::new(),
+            rt_budget,
+            own_tid: 0,
+            reading_total: Nanos::ZERO,
+        }
+    }
+
+    fn run(mut self, stop: &AtomicBool) -> Explanation {
+        self.own_tid = crate::sched::thread_id();
+        self.place();
+        self.describe_sources();
+        let period = self.config.period.max(Nanos::from_micros(100));
+        let mut next = monotonic_now();
+        let mut last_scan = Nanos::ZERO;
+        loop {
+            // Acquire: pairs with the Release store in Explainer::finish / drop.
+            let stopping = stop.load(Ordering::Acquire);
+            self.attach_new();
+            self.read();
+            self.drain();
+            let now = monotonic_now();
+            let scan_due = now.saturating_sub(last_scan) >= self.config.scan_every;
+            let events_wait = self.pending.iter().any(|(_, e)| {
+                self.scans.back().is_none_or(|s| s.t < e.end)
+                    && self.readings.back().is_some_and(|r| r.t >= e.end)
+            });
+            if scan_due || events_wait || stopping {
+                self.scan();
+                last_scan = monotonic_now();
+            }
+            self.explain_ready(stopping);
+            if stopping {
+                break;
+            }
+            next += period;
+            let now = monotonic_now();
+            if next > now {
+                std::thread::sleep(Duration::from_nanos((next - now).as_u64()));
+            } else {
+                next = now;
+            }
+        }
+        self.close()
+    }
+
+    /// Off the watched CPUs when others are online; said in the report either way.
+    fn place(&mut self) {
+        let online = crate::facts::online_cpus();
+        let others: Vec<usize> = online
+            .cpus()
+            .iter()
+            .copied()
+            .filter(|c| !self.config.cpus.contains(*c))
+            .collect();
+        let report = &mut self.explanation.sampler;
+        if others.is_empty() {
+            report.cpus = online.to_string();
+            report.shares_watched_cpu = true;
+        } else {
+            let set = CpuSet::from_cpus(others);
+            report.shares_watched_cpu = crate::sched::set_affinity(&set).is_err();
+            report.cpus = set.to_string();
+        }
+    }
+
+    fn describe_sources(&mut self) {
+        let s = &mut self.explanation.sampler.sources;
+        s.push(
+            "per-CPU: /proc/interrupts, /proc/softirqs, steal in /proc/stat, cpuidle usage; \
+             per thread: run delay (schedstat), involuntary switches, page faults; every \
+             thread's stat and schedstat scanned to name the one that ran"
+                .into(),
+        );
+        match self.rt_budget {
+            Some((rt, period)) => s.push(format!(
+                "RT throttling inferred from RT threads' run time: budget {} of {}",
+                Nanos::new(rt),
+                Nanos::new(period)
+            )),
+            None => s.push("RT throttling off (sched_rt_runtime_us -1 or unreadable)".into()),
+        }
+        s.push(match crate::tracefs::find() {
+            Some(t) if t.has_tracer("timerlat") => "the kernel has the timerlat tracer: not \
+                read by this sampler (rtla timerlat -a gives its auto-analysis of one event)"
+                .into(),
+            _ => "no kernel tracer used: the kernel has no timerlat tracer here (or tracefs \
+                  is not mounted), so interrupt and thread latency are not split"
+                .into(),
+        });
+    }
+
+    fn attach_new(&mut self) {
+        for (i, w) in self.watched.iter().enumerate() {
+            if self.files[i].is_some() {
+                continue;
+            }
+            // Acquire: pairs with the Release store of tid in MissReporter::attach.
+            let tid = w.watch.tid.load(Ordering::Acquire);
+            if tid <= 0 {
+                continue;
+            }
+            let base = format!("/proc/self/task/{tid}");
+            self.files[i] = Some(ThreadFiles {
+                tid,
+                stat: Reread::open(&format!("{base}/stat")),
+                status: Reread::open(&format!("{base}/status")),
+                schedstat: Reread::open(&format!("{base}/schedstat")),
+            });
+        }
+    }
+
+    fn read(&mut self) {
+        let started = monotonic_now();
+        let ncpu = self.cpus.len();
+        let mut r = if self.readings.len() > 2
+            && self
+                .readings
+                .front()
+                .is_some_and(|f| started.saturating_sub(f.t) > self.config.history)
+        {
+            self.readings.pop_front().expect("not empty")
+        } else {
+            Reading::default()
+        };
+        r.t = started;
+        r.irq.clear();
+        if let Some(f) = self.interrupts.as_mut()
+            && let Some(text) = f.read()
+        {
+            per_cpu_table(text, &self.cpus, &mut self.irq_names, &mut r.irq, true);
+        }
+        r.softirq.clear();
+        if let Some(f) = self.softirqs.as_mut()
+            && let Some(text) = f.read()
+        {
+            per_cpu_table(
+                text,
+                &self.cpus,
+                &mut self.softirq_names,
+                &mut r.softirq,
+                false,
+            );
+        }
+        r.steal_ticks.clear();
+        r.steal_ticks.resize(ncpu, 0);
+        if let Some(f) = self.stat.as_mut()
+            && let Some(text) = f.read()
+        {
+            for line in text.lines() {
+                let mut w = line.split_whitespace();
+                let Some(cpu) = w
+                    .next()
+                    .and_then(|l| l.strip_prefix("cpu"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                else {
+                    continue;
+                };
+                if let Some(i) = self.cpus.iter().position(|&c| c == cpu) {
+                    r.steal_ticks[i] = w.nth(7).and_then(|s| s.parse().ok()).unwrap_or(0);
+                }
+            }
+        }
+        r.idle_entries.clear();
+        for files in &mut self.idle {
+            let sum = files
+                .iter_mut()
+                .filter_map(|f| f.read()?.trim().parse::<u64>().ok())
+                .sum();
+            r.idle_entries.push(sum);
+        }
+        r.threads.clear();
+        for f in &mut self.files {
+            let mut c = ThreadCounters::default();
+            if let Some(f) = f {
+                if let Some(text) = f.stat.as_mut().and_then(Reread::read) {
+                    (c.minflt, c.majflt) = faults(text.as_bytes());
+                }
+                if let Some(text) = f.status.as_mut().and_then(Reread::read) {
+                    c.involuntary = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                }
+                if let Some(text) = f.schedstat.as_mut().and_then(Reread::read) {
+                    c.run_delay_ns = text
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                }
+            }
+            r.threads.push(c);
+        }
+        let took = monotonic_now().saturating_sub(started);
+        self.reading_total += took;
+        let report = &mut self.explanation.sampler;
+        report.samples += 1;
+        report.reading_max_ns = report.reading_max_ns.max(took.as_u64());
+        self.readings.push_back(r);
+    }
+
+    fn drain(&mut self) {
+        for (i, w) in self.watched.iter_mut().enumerate() {
+            while let Some(e) = w.consumer.pop() {
+                self.pending.push((i, e));
+            }
+        }
+    }
+
+    fn scan(&mut self) {
+        let t = monotonic_now();
+        let mut tasks = HashMap::with_capacity(256);
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else {
+                continue;
+            };
+            let Ok(threads) = std::fs::read_dir(p.path().join("task")) else {
+                continue;
+            };
+            for th in threads.flatten() {
+                let Some(tid) = th.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else {
+                    continue;
+                };
+                let Ok(stat) = std::fs::read(th.path().join("stat")) else {
+                    continue;
+                };
+                let Some(ts) = TaskStat::parse(&stat) else {
+                    continue;
+                };
+                let run_ns = std::fs::read_to_string(th.path().join("schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                    .unwrap_or(0);
+                let comm = TaskStat::comm(&stat)
+                    .map(|c| String::from_utf8_lossy(c).into_owned())
+                    .unwrap_or_default();
+                tasks.insert(
+                    tid,
+                    Seen {
+                        pid,
+                        comm,
+                        processor: ts.processor,
+                        policy: ts.policy,
+                        rt_priority: ts.rt_priority,
+                        run_ns,
+                    },
+                );
+            }
+        }
+        self.explanation.sampler.task_scans += 1;
+        // Keep scans over the history and one RT period before it.
+        let keep = self.config.history + Nanos::new(self.rt_budget.map_or(0, |b| b.1));
+        while self.scans.len() > 2
+            && self
+                .scans
+                .front()
+                .is_some_and(|s| t.saturating_sub(s.t) > keep)
+        {
+            self.scans.pop_front();
+        }
+        self.scans.push_back(Scan { t, tasks });
+    }
+
+    /// Explains every pending event with a reading and a scan after its end (all of
+    /// them when `last`: the last reading and scan are then the end).
+    fn explain_ready(&mut self, last: bool) {
+        let Some(latest) = self.readings.back().map(|r| r.t) else {
+            return;
+        };
+        let scanned = self.scans.back().map_or(Nanos::ZERO, |s| s.t);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain(|(i, e)| {
+            if !last && (latest < e.end || scanned < e.end) {
+                return true;
+            }
+            let explained = self.explain(*i, e);
+            self.keep(explained);
+            false
+        });
+        self.pending = pending;
+    }
+
+    fn explain(&self, thread: usize, e: &MissEvent) -> Explained {
+        let tid = self.files[thread].as_ref().map(|f| f.tid);
+        // The thread's CPU: where the scan after the event saw it, else where it
+        // attached.
+        let cpu = tid
+            .and_then(|tid| {
+                let s = self.scans.iter().find(|s| s.t >= e.end)?;
+                Some(s.tasks.get(&tid)?.processor)
+            })
+            .or_else(|| {
+                usize::try_from(self.watched[thread].watch.cpu.load(Ordering::Relaxed)).ok()
+            });
+        let before = self.readings.iter().rev().find(|r| r.t <= e.start);
+        let after = self.readings.iter().find(|r| r.t >= e.end);
+        let (before, after) = match (before, after) {
+            (Some(b), Some(a)) => (b, a),
+            // A window outside the readings kept: correlate with the nearest.
+            _ => (
+                self.readings.front().expect("one reading at least"),
+                self.readings.back().expect("one reading at least"),
+            ),
+        };
+        let mut w = WindowDeltas {
+            lateness: e.lateness,
+            ..WindowDeltas::default()
+        };
+        if e.kind == MissKind::Overrun {
+            w.overrun = Some((e.exec, e.budget));
+        }
+        let ncpu = self.cpus.len();
+        if let Some(ci) = cpu.and_then(|c| self.cpus.iter().position(|&x| x == c)) {
+            w.interrupts = deltas(&self.irq_names, &before.irq, &after.irq, ncpu, ci, &["LOC"]);
+            w.softirqs = deltas(
+                &self.softirq_names,
+                &before.softirq,
+                &after.softirq,
+                ncpu,
+                ci,
+                &["TIMER", "HRTIMER"],
+            );
+            // Steal moves by whole ticks: the reading before and after are enough.
+            let tick = |r: &Reading| r.steal_ticks.get(ci).copied().unwrap_or(0);
+            let ticks = tick(after).saturating_sub(tick(before));
+            w.steal_ns = ticks * (1_000_000_000 / crate::procstat::user_hz().max(1));
+            if let Some((name, lat)) = &self.deepest_idle[ci] {
+                let n = after.idle_entries[ci].saturating_sub(before.idle_entries[ci]);
+                w.idle = Some((name.clone(), *lat, n));
+            }
+        }
+        if let (Some(b), Some(a)) = (before.threads.get(thread), after.threads.get(thread)) {
+            w.run_delay_ns = a.run_delay_ns.saturating_sub(b.run_delay_ns);
+            w.involuntary = a.involuntary.saturating_sub(b.involuntary);
+            w.minor_faults = a.minflt.saturating_sub(b.minflt);
+            w.major_faults = a.majflt.saturating_sub(b.majflt);
+        }
+        if let Some(cpu) = cpu {
+            w.top_other = self.top_other(cpu, e);
+            w.rt_budget = self.rt_used(cpu, e.end);
+        }
+        Explained {
+            thread: self.watched[thread].name.clone(),
+            cpu,
+            kind: e.kind,
+            seq: e.seq,
+            at_ns: e.start.saturating_sub(self.t0).as_u64(),
+            lateness_ns: e.lateness.as_u64(),
+            missed: e.missed,
+            window_ns: after.t.saturating_sub(before.t).as_u64(),
+            causes: judge(&w),
+        }
+    }
+
+    fn watched_tids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.files.iter().flatten().map(|f| f.tid)
+    }
+
+    /// The thread (not watched, not the sampler) that ran most on `cpu` between the
+    /// scans around the event.
+    fn top_other(&self, cpu: usize, e: &MissEvent) -> Option<TaskRan> {
+        let before = self.scans.iter().rev().find(|s| s.t <= e.start)?;
+        let after = self.scans.iter().find(|s| s.t >= e.end)?;
+        let watched: Vec<i64> = self.watched_tids().collect();
+        after
+            .tasks
+            .iter()
+            .filter(|(tid, s)| {
+                s.processor == cpu && !watched.contains(tid) && **tid != self.own_tid
+            })
+            .filter_map(|(tid, s)| {
+                let ran = s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns);
+                (ran > 0).then_some((*tid, s, ran))
+            })
+            .max_by_key(|(_, _, ran)| *ran)
+            .map(|(tid, s, ran)| TaskRan {
+                pid: s.pid,
+                tid,
+                comm: s.comm.clone(),
+                policy: policy_words(s.policy, s.rt_priority),
+                ran_ns: ran,
+            })
+    }
+
+    /// Real-time threads' run time on `cpu` over the RT period before `end`, scaled
+    /// to the period, with the period and budget.
+    fn rt_used(&self, cpu: usize, end: Nanos) -> Option<(u64, u64, u64)> {
+        let (runtime, period) = self.rt_budget?;
+        let after = self.scans.iter().find(|s| s.t >= end)?;
+        let start = end.saturating_sub(Nanos::new(period));
+        let before = self
+            .scans
+            .iter()
+            .rev()
+            .find(|s| s.t <= start)
+            .or(self.scans.front())?;
+        let span = after.t.saturating_sub(before.t).as_u64();
+        if span < period / 2 {
+            return None;
+        }
+        let rt: u64 = after
+            .tasks
+            .iter()
+            .filter(|(_, s)| s.processor == cpu && matches!(s.policy, 1 | 2))
+            .filter_map(|(tid, s)| Some(s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns)))
+            .sum();
+        let scaled = (rt as u128 * period as u128 / span.max(1) as u128) as u64;
+        Some((scaled.min(period), period, runtime))
+    }
+
+    fn keep(&mut self, e: Explained) {
+        self.explanation.breakdown.add(&e);
+        if let Ok(mut r) = self.recent.lock() {
+            if r.len() == RECENT {
+                r.pop_front();
+            }
+            r.push_back(e.clone());
+        }
+        if self.explanation.events.len() < self.config.keep {
+            self.explanation.events.push(e);
+        } else {
+            self.explanation.events_not_kept += 1;
+        }
+    }
+
+    fn close(mut self) -> Explanation {
+        let dropped: u64 = self
+            .watched
+            .iter()
+            .map(|w| w.watch.dropped.load(Ordering::Relaxed))
+            .sum();
+        self.explanation.breakdown.dropped += dropped;
+        let report = &mut self.explanation.sampler;
+        report.reading_mean_ns = self.reading_total.as_u64() / report.samples.max(1);
+        self.explanation
+    }
+}
+
+/// Fields 10 (minflt) and 12 (majflt) of a `stat` line.
+fn faults(line: &[u8]) -> (u64, u64) {
+    let Some(close) = line.iter().rposition(|&b| b == b')') else {
+        return (0, 0);
+    };
+    let mut fields = line[close + 1..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
+    let num = |f: Option<&[u8]>| {
+        f.and_then(|f| std::str::from_utf8(f).ok()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // Field 3 is the first after ')': field 10 is the 8th, field 12 the 10th.
+    let minflt = num(fields.nth(7));
+    let majflt = num(fields.nth(1));
+    (minflt, majflt)
+}
+
+/// Reads a per-CPU table (`/proc/interrupts`, `/proc/softirqs`): for each line with a
+/// count per CPU, the counts of `cpus` into `out` (`[line * ncpu + cpu]`), lines in
+/// the order of `names` (a line seen the first time is added to it).
+fn per_cpu_table(
+    text: &str,
+    cpus: &[usize],
+    names: &mut Vec<String>,
+    out: &mut Vec<u64>,
+    describe: bool,
+) {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else { return };
+    let columns: Vec<usize> = header
+        .split_whitespace()
+        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let index: Vec<Option<usize>> = cpus
+        .iter()
+        .map(|c| columns.iter().position(|x| x == c))
+        .collect();
+    let ncpu = cpus.len();
+    out.resize(names.len() * ncpu, 0);
+    for line in lines {
+        let Some((label, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let label = label.trim();
+        let mut words = rest.split_whitespace();
+        let counts: Vec<u64> = words
+            .by_ref()
+            .take(columns.len())
+            .map_while(|w| w.parse().ok())
+            .collect();
+        if counts.len() != columns.len() {
+            continue;
+        }
+        let name = if describe {
+            // A numbered line's device is its last word; a named one is its label.
+            if label.chars().all(|c| c.is_ascii_digit()) {
+                let device = words.last().unwrap_or(label);
+                format!("{label}:{device}")
+            } else {
+                label.to_string()
+            }
+        } else {
+            label.to_string()
+        };
+        let line_index = match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name);
+                out.resize(names.len() * ncpu, 0);
+                names.len() - 1
+            }
+        };
+        for (ci, col) in index.iter().enumerate() {
+            if let Some(col) = col {
+                out[line_index * ncpu + ci] = counts[*col];
+            }
+        }
+    }
+}
+
+/// The lines whose count on CPU index `ci` moved between two readings, but `skip`.
+fn deltas(
+    names: &[String],
+    before: &[u64],
+    after: &[u64],
+    ncpu: usize,
+    ci: usize,
+    skip: &[&str],
+) -> Vec<(String, u64)> {
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !skip.contains(&n.as_str()))
+        .filter_map(|(li, n)| {
+            let i = li * ncpu + ci;
+            let d = after.get(i)?.saturating_sub(*before.get(i)?);
+            (d > 0).then(|| (n.clone(), d))
+        })
+        .collect()
+}
+
+/// The usage files of `cpu`'s idle states with an exit latency, and the deepest one
+/// (name, exit latency in us).
+fn idle_states(cpu: usize) -> (Vec<Reread>, Option<(String, u64)>) {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    let mut files = Vec::new();
+    let mut deepest: Option<(String, u64)> = None;
+    for k in 0..16 {
+        let state = format!("{dir}/state{k}");
+        let Ok(latency) = std::fs::read_to_string(format!("{state}/latency")) else {
+            break;
+        };
+        let latency: u64 = latency.trim().parse().unwrap_or(0);
+        if latency == 0 {
+            continue;
+        }
+        if let Some(f) = Reread::open(&format!("{state}/usage")) {
+            files.push(f);
+            let name = std::fs::read_to_string(format!("{state}/name"))
+                .map(|n| n.trim().to_string())
+                .unwrap_or_else(|_| format!("state{k}"));
+            if deepest.as_ref().is_none_or(|(_, l)| latency > *l) {
+                deepest = Some((name, latency));
+            }
+        }
+    }
+    (files, deepest)
+}
+
+/// `sched_rt_runtime_us` and `sched_rt_period_us` in nanoseconds, `None` when
+/// throttling is off or unreadable.
+fn rt_budget() -> Option<(u64, u64)> {
+    let read = |name: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let runtime = read("sched_rt_runtime_us")?;
+    let period = read("sched_rt_period_us")?;
+    (runtime >= 0 && period > 0).then(|| (runtime as u64 * 1_000, period as u64 * 1_000))
+}
+
+fn policy_words(policy: u32, priority: u32) -> String {
+    match policy {
+        1 => format!("FIFO {priority}"),
+        2 => format!("RR {priority}"),
+        3 => "BATCH".into(),
+        5 => "IDLE".into(),
+        6 => "DEADLINE".into(),
+        _ => "OTHER".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_per_cpu_table_keeps_the_asked_cpus_and_names_devices() {
+        let text = "           CPU0       CPU1\n\
+              9:          0          5   IO-APIC    9-fasteoi   acpi\n\
+             36:          0      32618   PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n\
+            LOC:      24606      26566   Local timer interrupts\n\
+            ERR:          0\n";
+        let mut names = Vec::new();
+        let mut out = Vec::new();
+        per_cpu_table(text, &[1], &mut names, &mut out, true);
+        assert_eq!(names, ["9:acpi", "36:virtio1-req.0", "LOC"]);
+        assert_eq!(out, [5, 32618, 26566]);
+        let later = text.replace("32618", "32620");
+        let mut out2 = Vec::new();
+        per_cpu_table(&later, &[1], &mut names, &mut out2, true);
+        assert_eq!(
+            deltas(&names, &out, &out2, 1, 0, &["LOC"]),
+            [("36:virtio1-req.0".to_string(), 2)]
+        );
+    }
+
+    #[test]
+    fn faults_are_fields_ten_and_twelve() {
+        let line = b"42 (a b) S 1 42 42 0 -1 4194560 17 0 3 0 7 3 0 0 20 0 1 0 99";
+        assert_eq!(faults(line), (17, 3));
+    }
+
+    #[test]
+    fn a_sampler_explains_a_reported_miss_and_stops() {
+        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        let config = ExplainConfig {
+            period: Nanos::from_millis(1),
+            scan_every: Nanos::from_millis(20),
+            ..ExplainConfig::new(CpuSet::from_cpus([cpu]), Nanos::from_micros(100))
+        };
+        let t0 = monotonic_now();
+        let (sut, mut reporters) = Explainer::start(config, &["me".into()], t0).unwrap();
+        reporters[0].attach();
+        std::thread::sleep(Duration::from_millis(30));
+        let start = monotonic_now();
+        // Fault in fresh pages inside the window: the thread's own faults move.
+        let v = vec![1u8; 8 << 20];
+        std::hint::black_box(&v);
+        let end = monotonic_now();
+        reporters[0].release(5, start, end - start + Nanos::from_millis(1), 0);
+        std::thread::sleep(Duration::from_millis(30));
+        let recent = sut.recent();
+        let e = sut.finish();
+        assert_eq!(e.breakdown.events, 1);
+        assert_eq!(e.events.len(), 1);
+        assert_eq!(e.events[0].thread, "me");
+        assert_eq!(e.events[0].seq, 5);
+        assert!(
+            e.events[0]
+                .causes
+                .iter()
+                .any(|c| matches!(c, super::super::Cause::PageFaults { minor, .. } if *minor > 0)),
+            "{:?}",
+            e.events[0]
+        );
+        assert_eq!(recent.len(), 1);
+        assert!(e.sampler.samples > 10 && e.sampler.task_scans > 0);
+    }
+}
