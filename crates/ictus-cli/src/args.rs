@@ -190,6 +190,37 @@ pub(crate) struct SchedArgs {
     /// CPUs the loads run on (default: every online CPU).
     #[arg(long, value_name = "LIST")]
     pub(crate) load_cpus: Option<String>,
+    /// The CPU latency QoS held for the run (/dev/cpu_dma_latency): a bound in us (0,
+    /// the default, as cyclictest) or off (the machine as it idles: cyclictest's
+    /// --laptop).
+    #[arg(long, value_name = "US|off", default_value = "0", value_parser = pm_qos)]
+    pub(crate) pm_qos: ictus_os::pm_qos::PmQos,
+    /// Explain every miss (a sampler on the other CPUs reads what moved in each
+    /// miss's window); off measures without it.
+    #[arg(long, value_enum, default_value = "on")]
+    pub(crate) explain: Switch,
+}
+
+/// On or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+impl Switch {
+    /// Whether on.
+    pub(crate) fn on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+/// Parses `--pm-qos`.
+pub(crate) fn pm_qos(s: &str) -> Result<ictus_os::pm_qos::PmQos, String> {
+    s.parse()
+        .map_err(|e: ictus_os::pm_qos::ParsePmQosError| e.to_string())
 }
 
 /// Where the result record goes: the options every probe shares.

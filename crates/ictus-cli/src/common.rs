@@ -91,6 +91,8 @@ pub(crate) fn sched_spec_or(
         pin: !args.no_pin,
         policy,
         mlock: args.mlock,
+        pm_qos: args.pm_qos,
+        explain: args.explain.on(),
     })
 }
 
@@ -322,12 +324,58 @@ pub(crate) fn footer(record: &RunRecord) -> String {
             clock.read_cost.count
         );
     }
+    if let Some(q) = &record.obtained.pm_qos {
+        let _ = writeln!(
+            out,
+            "CPU latency QoS (/dev/cpu_dma_latency): {}",
+            q.phrase()
+        );
+    }
+    if let Some(e) = &record.explanation {
+        out.push_str(&why_the_misses(e, 10));
+    }
     for w in &record.warnings {
         let _ = writeln!(out, "warning: {}", w.message);
         if let Some(a) = &w.advice {
             let _ = writeln!(out, "  advice: {a}");
         }
     }
+    out
+}
+
+/// The "why the misses" section: the breakdown, then the first `listed` explained
+/// misses, then how the sampler ran.
+pub(crate) fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "why the misses (releases {} or more late, missed periods): {}",
+        Nanos::new(e.threshold_ns),
+        e.breakdown.summary()
+    );
+    for ev in e.events.iter().take(listed) {
+        let _ = writeln!(out, "  {ev}");
+    }
+    let more = (e.events.len().saturating_sub(listed)) as u64 + e.events_not_kept;
+    if more > 0 {
+        let _ = writeln!(out, "  ... and {more} more (all in the record)");
+    }
+    let s = &e.sampler;
+    let _ = writeln!(
+        out,
+        "  sampler: every {} on CPU(s) {}{}, {} readings (mean {}, max {}), {} thread scans",
+        Nanos::new(s.period_ns),
+        s.cpus,
+        if s.shares_watched_cpu {
+            " (shared with the measured threads)"
+        } else {
+            ""
+        },
+        s.samples,
+        Nanos::new(s.reading_mean_ns),
+        Nanos::new(s.reading_max_ns),
+        s.task_scans
+    );
     out
 }
 

@@ -60,6 +60,10 @@ pub enum WarningId {
     HostLost,
     /// A subsystem's `run` (or `shutdown`) returned an error.
     SubsystemError,
+    /// The CPU latency QoS asked for could not be held (no device, no permission).
+    PmQosRefused,
+    /// Misses could not be explained (the sampler could not start).
+    ExplainUnavailable,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -91,6 +95,8 @@ impl WarningId {
             WarningId::CellTorn => "cell-torn",
             WarningId::HostLost => "host-lost",
             WarningId::SubsystemError => "subsystem-error",
+            WarningId::PmQosRefused => "pm-qos-refused",
+            WarningId::ExplainUnavailable => "explain-unavailable",
             WarningId::Other => "other",
         }
     }

@@ -91,6 +91,8 @@ impl Default for JitterParams {
                 pin: true,
                 policy: Policy::Fifo { priority: 95 },
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
             routine: Routine::Divisions {
                 divisions: 1_000_000,
@@ -398,6 +400,8 @@ mod tests {
                 pin: true,
                 policy: Policy::Other { nice: 0 },
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
             routine,
             runs: 50,

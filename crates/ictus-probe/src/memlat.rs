@@ -198,6 +198,8 @@ impl Default for MemlatParams {
                 pin: true,
                 policy: Policy::Fifo { priority: 95 },
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
         }
     }
@@ -1510,6 +1512,8 @@ mod tests {
                 pin: true,
                 policy: Policy::Other { nice: 0 },
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
             ..MemlatParams::default()
         }

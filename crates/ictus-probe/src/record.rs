@@ -76,6 +76,10 @@ pub struct RunRecord {
     /// The points of probes that sweep a parameter (working set, payload, model size,
     /// placement...): one entry per point.
     pub measurements: Vec<Measurement>,
+    /// Every miss of the run explained (late releases beyond the threshold, missed
+    /// periods), where the probe watched for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
 /// One point of a probe's sweep: its coordinates, its scalar figures, and its latency
@@ -146,6 +150,7 @@ impl RunRecord {
             threads: Vec::new(),
             merged: None,
             measurements: Vec::new(),
+            explanation: None,
         }
     }
 }
@@ -162,6 +167,10 @@ pub struct Obtained {
     pub mlock: bool,
     /// Bytes locked after setup (`VmLck`).
     pub locked_bytes: Option<u64>,
+    /// The CPU latency QoS in force for the run (absent: a probe that does not hold
+    /// it, or a record written before ictus held it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm_qos: Option<ictus_os::pm_qos::PmQosState>,
 }
 
 /// How one measuring thread was set up, read back after setup.

@@ -15,8 +15,10 @@
 use crate::record::WarningId;
 use std::collections::BTreeSet;
 
-use ictus_core::Nanos;
+use ictus_core::{CpuSet, Nanos};
 use ictus_os::clock::{self, monotonic_now};
+use ictus_os::explain::{ExplainConfig, Explainer, MissReporter};
+use ictus_os::pm_qos::{self, PmQos, PmQosHold};
 use ictus_os::procstat::{self, StatSnapshot};
 use ictus_os::sched::Policy;
 use ictus_os::{facts, memory};
@@ -38,6 +40,8 @@ pub struct Session {
     clock: ClockCost,
     stat_before: Option<StatSnapshot>,
     wall_before: Nanos,
+    pm_qos: Option<PmQosHold>,
+    explainer: Option<Explainer>,
 }
 
 impl Session {
@@ -73,6 +77,60 @@ impl Session {
             clock,
             stat_before: procstat::read().ok(),
             wall_before: monotonic_now(),
+            pm_qos: None,
+            explainer: None,
+        }
+    }
+
+    /// Holds the CPU latency QoS `request` until the record is made (the kernel
+    /// drops it at once if the process dies first). A refusal is a warning with the
+    /// fix; the run goes on. The record's `obtained.pm_qos` says what was in force.
+    pub fn hold_pm_qos(&mut self, request: PmQos) {
+        let held = pm_qos::hold(request);
+        if let Some(why) = &held.state().refused {
+            self.warn(Warning {
+                id: WarningId::PmQosRefused,
+                message: format!(
+                    "the CPU latency QoS ({request} us) is not held: the CPUs may idle \
+                     deeply between deadlines and wake late"
+                ),
+                advice: Some(why.clone()),
+            });
+        }
+        self.obtained.pm_qos = Some(held.state().clone());
+        self.pm_qos = Some(held);
+    }
+
+    /// Starts explaining the misses of the measuring threads named `threads` (on
+    /// `cpus`): a sampler off those CPUs, and one reporter per thread, in order, for
+    /// the threads to call [`MissReporter::attach`] on once placed and
+    /// [`MissReporter::release`] on each release. `None` when `enabled` is false or
+    /// the sampler could not start (a warning says so).
+    pub fn explain(
+        &mut self,
+        enabled: bool,
+        cpus: &CpuSet,
+        threshold: Nanos,
+        threads: &[String],
+    ) -> Vec<Option<MissReporter>> {
+        let none = || threads.iter().map(|_| None).collect();
+        if !enabled {
+            return none();
+        }
+        let config = ExplainConfig::new(cpus.clone(), threshold);
+        match Explainer::start(config, threads, monotonic_now()) {
+            Ok((explainer, reporters)) => {
+                self.explainer = Some(explainer);
+                reporters.into_iter().map(Some).collect()
+            }
+            Err(e) => {
+                self.warn(Warning::new(
+                    WarningId::ExplainUnavailable,
+                    format!("misses are not explained: the sampler thread could not start ({e})"),
+                    None,
+                ));
+                none()
+            }
         }
     }
 
@@ -127,6 +185,7 @@ impl Session {
         parameters: &impl Serialize,
         progress: &Progress,
     ) -> RunRecord {
+        let explanation = self.explainer.take().map(Explainer::finish);
         let wall = monotonic_now().saturating_sub(self.wall_before);
         let steal = match (self.stat_before.take(), procstat::read().ok()) {
             (Some(before), Some(after)) => Some(steal_over(&before, &after, wall)),
@@ -160,6 +219,9 @@ impl Session {
         record.environment.clock = Some(self.clock);
         record.warnings = dedup(self.warnings);
         record.complete = !progress.stop_requested();
+        record.explanation = explanation;
+        // The QoS is released only now, after the measurement and its record.
+        drop(self.pm_qos.take());
         record
     }
 }

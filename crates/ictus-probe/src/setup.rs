@@ -30,6 +30,18 @@ pub struct SchedSpec {
     pub policy: Policy,
     /// Lock all memory first.
     pub mlock: bool,
+    /// The CPU latency QoS held for the run by the probes that measure a latency
+    /// (0 us by default, as cyclictest; `off` measures the machine as it idles).
+    #[serde(default)]
+    pub pm_qos: ictus_os::pm_qos::PmQos,
+    /// Explain every miss (a sampler off the measured CPUs), for the probes that
+    /// count misses.
+    #[serde(default = "explain_by_default")]
+    pub explain: bool,
+}
+
+fn explain_by_default() -> bool {
+    true
 }
 
 /// What refuses a probe's placement (in its `validate`, before anything runs) or

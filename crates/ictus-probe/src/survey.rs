@@ -385,12 +385,16 @@ fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
             pin: pin_always,
             policy: Policy::Other { nice: 0 },
             mlock: false,
+            pm_qos: Default::default(),
+            explain: true,
         },
         Class::RtPinned | Class::Shielded => SchedSpec {
             cpus: cpus.clone(),
             pin: true,
             policy: Policy::Fifo { priority: 95 },
             mlock: true,
+            pm_qos: Default::default(),
+            explain: true,
         },
     }
 }
@@ -487,6 +491,8 @@ impl Planner<'_> {
                     mlock: s.mlock,
                     mode: timer::ModeRequest::Nanosleep,
                     warmup: Nanos::from_millis(100),
+                    pm_qos: Default::default(),
+                    explain: true,
                 };
                 let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
                 self.push("timer", class, load.clone(), Arc::new(t), estimate, None);

@@ -261,6 +261,8 @@ impl Default for ThroughputParams {
                 pin: true,
                 policy: Policy::Fifo { priority: 95 },
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
             transports: Transport::ALL.to_vec(),
             placements: Placement::ALL.to_vec(),

@@ -26,6 +26,8 @@ use std::thread;
 
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
 use ictus_os::clock::monotonic_now;
+use ictus_os::explain::MissReporter;
+use ictus_os::pm_qos::PmQos;
 use ictus_os::sched::Policy;
 use ictus_os::wait::{self, WaitMode};
 use ictus_os::{facts, memory};
@@ -85,10 +87,16 @@ pub struct TimerParams {
     pub mode: ModeRequest,
     /// Warm-up before measuring, discarded.
     pub warmup: Nanos,
+    /// The CPU latency QoS held for the run (0 us, as cyclictest; `off`: as the
+    /// machine idles, cyclictest's `--laptop`).
+    pub pm_qos: PmQos,
+    /// Explain every release later than the interval, and every missed period.
+    pub explain: bool,
 }
 
 impl Default for TimerParams {
-    /// 1 ms interval for 10 s, on every online CPU, SCHED_FIFO 95, nanosleep, 100 ms warm-up.
+    /// 1 ms interval for 10 s, on every online CPU, SCHED_FIFO 95, nanosleep, 100 ms
+    /// warm-up, the CPU latency QoS held at 0 us, misses explained.
     fn default() -> Self {
         TimerParams {
             interval: Nanos::from_millis(1),
@@ -99,6 +107,8 @@ impl Default for TimerParams {
             mlock: false,
             mode: ModeRequest::Nanosleep,
             warmup: Nanos::from_millis(100),
+            pm_qos: PmQos::default(),
+            explain: true,
         }
     }
 }
@@ -192,21 +202,24 @@ pub fn run(
 ) -> Result<RunRecord, TimerError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.mlock);
+    session.hold_pm_qos(params.pm_qos);
     let loops = params.loops();
     let warmup = params.warmup_loops();
     let threads = params.cpus.len();
     progress.set_total(loops * threads as u64);
+    let names: Vec<String> = (0..threads).map(|i| format!("timer-{i}")).collect();
+    let reporters = session.explain(params.explain, &params.cpus, params.interval, &names);
 
     let gate = StartGate::default();
     let outcomes = thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
-        for (index, &cpu) in params.cpus.cpus().iter().enumerate() {
+        for ((index, &cpu), reporter) in params.cpus.cpus().iter().enumerate().zip(reporters) {
             let gate = &gate;
             let spawned = thread::Builder::new()
                 .name(format!("ictus-timer-{index}"))
                 .stack_size(2 * memory::PREFAULT_STACK_BYTES)
                 .spawn_scoped(scope, move || {
-                    measure(params, cpu, loops, warmup, progress, gate)
+                    measure(params, cpu, loops, warmup, progress, gate, reporter)
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -284,6 +297,12 @@ pub struct ParamsRecord {
     pub mode: String,
     /// The hybrid wait's margin, when given (otherwise calibrated per thread).
     pub hybrid_margin_ns: Option<u64>,
+    /// The CPU latency QoS asked for (what was in force: `obtained.pm_qos`).
+    #[serde(default)]
+    pub pm_qos: Option<PmQos>,
+    /// Whether misses were explained.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 /// A timer record's parameters, whichever wrote them: this probe, or the import of a
@@ -348,30 +367,38 @@ impl From<&TimerParams> for ParamsRecord {
                 ModeRequest::Hybrid { margin } => margin.map(Nanos::as_u64),
                 _ => None,
             },
+            pm_qos: Some(p.pm_qos),
+            explain: p.explain,
         }
     }
 }
 
 /// The hot loop: wait for each deadline of `grid`, record the lateness, count and skip
-/// missed periods, until the grid ends or a stop is requested. Reads the clock,
-/// writes preallocated memory and one relaxed atomic per batch; never allocates,
-/// locks or makes a system call other than the wait.
+/// missed periods, report each miss to `reporter` (one push into its ring), until the
+/// grid ends or a stop is requested. Reads the clock, writes preallocated memory and
+/// one relaxed atomic per batch; never allocates, locks or makes a system call other
+/// than the wait.
 pub fn measure_grid(
     grid: &mut PeriodicDeadlines,
     mode: WaitMode,
     histogram: &mut LatencyHistogram,
     misses: &mut MissCounter,
     progress: &Progress,
+    mut reporter: Option<&mut MissReporter>,
 ) {
     let mut unpublished = 0u64;
     while let Some(deadline) = grid.next_deadline() {
         if progress.stop_requested() {
             break;
         }
+        let seq = grid.index();
         let woke = wait::wait_until(deadline, mode);
         let release = grid.complete(woke);
         histogram.record(release.lateness);
         misses.add(&release);
+        if let Some(r) = reporter.as_deref_mut() {
+            r.release(seq, deadline, release.lateness, release.missed);
+        }
         unpublished += 1 + release.missed;
         if unpublished >= PROGRESS_BATCH {
             progress.advance(unpublished);
@@ -455,8 +482,12 @@ fn measure(
     warmup: u64,
     progress: &Progress,
     gate: &StartGate,
+    mut reporter: Option<MissReporter>,
 ) -> ThreadOutcome {
     let (mut config, warnings) = setup::prepare_thread(params.pin.then_some(cpu), params.policy);
+    if let Some(r) = &reporter {
+        r.attach();
+    }
     let mode = match params.mode {
         ModeRequest::Nanosleep => WaitMode::Nanosleep,
         ModeRequest::Spin => WaitMode::Spin,
@@ -498,7 +529,14 @@ fn measure(
     // Measure: the grid continues where the warm-up ended, so phase is kept.
     let first = t0 + interval * grid.index();
     let mut grid = PeriodicDeadlines::new(first, interval, Some(loops)).expect("interval > 0");
-    measure_grid(&mut grid, mode, &mut histogram, &mut misses, progress);
+    measure_grid(
+        &mut grid,
+        mode,
+        &mut histogram,
+        &mut misses,
+        progress,
+        reporter.as_mut(),
+    );
 
     // Teardown: leave the thread as an ordinary one (it ends right after).
     setup::release_thread();

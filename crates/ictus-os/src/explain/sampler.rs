@@ -338,7 +338,10 @@ impl Sampler {
                 self.scans.back().is_none_or(|s| s.t < e.end)
                     && self.readings.back().is_some_and(|r| r.t >= e.end)
             });
-            if scan_due || events_wait || stopping {
+            // A scan costs about a millisecond of the sampler's CPU: one asked for by
+            // waiting events comes at most every 10 ms.
+            let may_trigger = now.saturating_sub(last_scan) >= Nanos::from_millis(10);
+            if scan_due || (events_wait && may_trigger) || stopping {
                 self.scan();
                 last_scan = monotonic_now();
             }

@@ -416,6 +416,8 @@ pub(crate) mod tests {
                 pin: true,
                 policy: fifo,
                 mlock: false,
+                pm_qos: Default::default(),
+                explain: true,
             },
         )]))
         .unwrap();
