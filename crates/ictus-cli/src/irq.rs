@@ -28,6 +28,9 @@ pub(crate) struct IrqArgs {
     /// How long to trace.
     #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration)]
     pub(crate) duration: Duration,
+    /// The CPU latency QoS held for the run: a bound in us (0, the default) or off.
+    #[arg(long, value_name = "US|off", default_value = "0", value_parser = crate::args::pm_qos)]
+    pub(crate) pm_qos: ictus_os::pm_qos::PmQos,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
@@ -53,6 +56,7 @@ pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failur
         cpus: common::cpus("--cpus", &args.cpus)?,
         period: Nanos::from(args.interval),
         duration: Nanos::from(args.duration),
+        pm_qos: args.pm_qos,
     };
     irq::validate(&params).map_err(crate::refusal::refused)?;
     let expected = if irq::unavailable_reason().is_some() {

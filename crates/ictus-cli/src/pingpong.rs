@@ -107,6 +107,7 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
         cpus: sched.cpus,
         policy: sched.policy,
         mlock: sched.mlock,
+        pm_qos: sched.pm_qos,
         cpu_load: args.cpu_load,
     };
     pingpong::validate(&params).map_err(crate::refusal::refused)?;

@@ -41,6 +41,9 @@ pub struct IrqParams {
     pub period: Nanos,
     /// How long to trace.
     pub duration: Nanos,
+    /// The CPU latency QoS held for the run (0 us by default, as cyclictest).
+    #[serde(default)]
+    pub pm_qos: ictus_os::pm_qos::PmQos,
 }
 
 impl Default for IrqParams {
@@ -50,6 +53,7 @@ impl Default for IrqParams {
             cpus: facts::online_cpus(),
             period: Nanos::from_millis(1),
             duration: Nanos::from_secs(10),
+            pm_qos: Default::default(),
         }
     }
 }
@@ -111,6 +115,7 @@ pub fn run(
 ) -> Result<RunRecord, IrqError> {
     validate(params)?;
     let mut session = Session::begin(argv, false);
+    session.hold_pm_qos(params.pm_qos);
     if let Some(reason) = unavailable_reason() {
         session.warn(Warning {
             id: WarningId::IrqUnavailable,

@@ -181,6 +181,7 @@ pub fn run(
 ) -> Result<RunRecord, JitterError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.sched.mlock);
+    session.hold_pm_qos(params.sched.pm_qos);
     let threads = params.sched.cpus.len();
     progress.set_total(params.runs * threads as u64);
     let barrier = SpinBarrier::new(threads);

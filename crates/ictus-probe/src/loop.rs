@@ -26,8 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use ictus_core::mass::{Model, Params, Part};
-use ictus_core::{LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines};
+use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines};
 use ictus_os::clock::monotonic_now;
+use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::facts;
 use ictus_os::sched::Policy;
 use ictus_os::wait::{self, WaitMode};
@@ -248,6 +249,7 @@ pub fn run(
 ) -> Result<RunRecord, LoopError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.sched.mlock);
+    session.hold_pm_qos(params.sched.pm_qos);
     session.warn_if_no_cpu_left(
         params.sched.policy,
         params.threads,
@@ -255,11 +257,37 @@ pub fn run(
          runs in their idle time and while RT throttling stalls them",
         "On a machine with more CPUs, leave one for the system.",
     );
+    // The leader's misses are explained (the rendezvous make a follower's delay the
+    // leader's too; the window is read on the leader's CPU). The threshold is the
+    // longest period tried: a step completing later than its period is a miss.
+    let longest_period = period_of(
+        params.frequency_hz.min(
+            params
+                .find_max
+                .map_or(params.frequency_hz, |f| f.floor_hz.max(MIN_FREQUENCY_HZ)),
+        ),
+    );
+    let leader_cpu = CpuSet::from_cpus([params.sched.cpus.cpus()[0]]);
+    let mut reporter = session
+        .explain(
+            params.sched.explain,
+            &leader_cpu,
+            longest_period,
+            &["loop-leader".to_string()],
+        )
+        .pop()
+        .flatten();
     let mut trials = Vec::new();
     match params.find_max {
         None => {
             progress.set_total(params.steps);
-            let t = trial(params, params.frequency_hz, params.steps, progress);
+            let t = trial(
+                params,
+                params.frequency_hz,
+                params.steps,
+                progress,
+                reporter.as_mut(),
+            );
             trials.push(t);
         }
         Some(fm) => {
@@ -272,7 +300,7 @@ pub fn run(
                     break;
                 }
                 let steps = trial_steps(params.steps, f, fm.max_trial);
-                let t = trial(params, f, steps, &Progress::new());
+                let t = trial(params, f, steps, &Progress::new(), reporter.as_mut());
                 progress.advance(1);
                 let ok = t.misses() == 0 && !t.stopped;
                 trials.push(t);
@@ -452,7 +480,13 @@ fn headline(params: &LoopParams, trials: &[Trial], best: Option<&Trial>) -> Stri
 const CONTROL_STOP: u64 = u64::MAX;
 
 /// One trial at `frequency_hz` for `steps` steps.
-fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress) -> Trial {
+fn trial(
+    params: &LoopParams,
+    frequency_hz: f64,
+    steps: u64,
+    progress: &Progress,
+    reporter: Option<&mut MissReporter>,
+) -> Trial {
     let period = period_of(frequency_hz);
     let k = params.threads;
     let masses = (params.modules.saturating_sub(1) / 2).max(k);
@@ -465,6 +499,7 @@ fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress
     let start = AtomicU64::new(0);
     let margin_shared = AtomicU64::new(0);
     let ready = std::sync::Barrier::new(k);
+    let mut reporter = reporter;
 
     thread::scope(|s| {
         let handles: Vec<_> = (0..k)
@@ -472,8 +507,12 @@ fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress
                 let (model, part, exchange) = (&model, &parts[me], &exchange);
                 let (start, margin_shared, ready) = (&start, &margin_shared, &ready);
                 let cpu = cpus[me];
+                let reporter = if me == 0 { reporter.take() } else { None };
                 s.spawn(move || {
                     let (config, warnings) = setup::prepare_thread(Some(cpu), params.sched.policy);
+                    if let Some(r) = &reporter {
+                        r.attach();
+                    }
                     let margin = if me == 0 {
                         let m = params.margin.unwrap_or_else(|| {
                             let samples = (Nanos::from_millis(200).as_u64() / period.as_u64())
@@ -500,7 +539,7 @@ fn trial(params: &LoopParams, frequency_hz: f64, steps: u64, progress: &Progress
                     let t0 = Nanos::new(start.load(Ordering::Relaxed));
                     let mut out = if me == 0 {
                         Some(lead(
-                            model, part, exchange, k, t0, period, steps, margin, progress,
+                            model, part, exchange, k, t0, period, steps, margin, progress, reporter,
                         ))
                     } else {
                         follow(model, part, exchange, me, k, t0, period, margin);
@@ -545,6 +584,7 @@ fn lead(
     steps: u64,
     margin: Nanos,
     progress: &Progress,
+    mut reporter: Option<&mut MissReporter>,
 ) -> Trial {
     let mode = WaitMode::Hybrid { margin };
     let input: Vec<i16> = (0..SAMPLES_PER_STEP * 64)
@@ -609,6 +649,24 @@ fn lead(
         }
         let took = monotonic_now().saturating_sub(deadline);
         completion.record(took);
+        if let Some(r) = reporter.as_deref_mut()
+            && (took > period || release.missed > 0)
+        {
+            r.report(MissEvent {
+                kind: if release.missed > 0 {
+                    MissKind::Missed
+                } else {
+                    MissKind::Late
+                },
+                seq: release.index,
+                start: deadline,
+                end: deadline + took,
+                lateness: took.saturating_sub(period),
+                missed: release.missed,
+                exec: Nanos::ZERO,
+                budget: Nanos::ZERO,
+            });
+        }
         if took > period {
             late += 1;
             run += 1;

@@ -197,6 +197,9 @@ pub struct PingpongParams {
     pub policy: Policy,
     /// Lock all memory (`mlockall`) before measuring.
     pub mlock: bool,
+    /// The CPU latency QoS held for the run (0 us by default, as cyclictest).
+    #[serde(default)]
+    pub pm_qos: ictus_os::pm_qos::PmQos,
     /// A SCHED_OTHER thread spins on each measured CPU while a point runs.
     pub cpu_load: bool,
 }
@@ -213,6 +216,7 @@ impl Default for PingpongParams {
             policy: Policy::Fifo { priority: 95 },
             mlock: false,
             cpu_load: false,
+            pm_qos: Default::default(),
         }
     }
 }
@@ -334,6 +338,7 @@ pub fn run(
 ) -> Result<RunRecord, PingpongError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.mlock);
+    session.hold_pm_qos(params.pm_qos);
     let points = params.points();
     let per_point = match params.length {
         Length::Loops(n) => n,

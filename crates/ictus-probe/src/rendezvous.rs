@@ -319,6 +319,7 @@ pub fn run(
 ) -> Result<RunRecord, RendezvousError> {
     validate(params)?;
     let mut session = Session::begin(argv, params.sched.mlock);
+    session.hold_pm_qos(params.sched.pm_qos);
     let points = params.threads.len() * params.spacings.len() * params.payloads.len();
     progress.set_total(points as u64 + 1);
     session.warn_if_no_cpu_left(

@@ -510,6 +510,7 @@ impl Planner<'_> {
                     policy: s.policy,
                     mlock: s.mlock,
                     cpu_load: false,
+                    pm_qos: Default::default(),
                 };
                 let estimate =
                     Duration::from(point) * placements.len() as u32 + Duration::from_millis(400);

@@ -414,12 +414,10 @@ impl Sampler {
 
     fn attach_new(&mut self) {
         for (i, w) in self.watched.iter().enumerate() {
-            if self.files[i].is_some() {
-                continue;
-            }
             // Acquire: pairs with the Release store of tid in MissReporter::attach.
             let tid = w.watch.tid.load(Ordering::Acquire);
-            if tid <= 0 {
+            // Attached anew from another thread (a probe's next trial): reopen.
+            if tid <= 0 || self.files[i].as_ref().is_some_and(|f| f.tid == tid) {
                 continue;
             }
             let base = format!("/proc/self/task/{tid}");
