@@ -7,6 +7,12 @@
 #   bench/validate-timer.sh                 # CPU 1, 20 s per tool in 2 alternating rounds
 #   CPU=0 DURATION=60 ROUNDS=3 bench/validate-timer.sh
 #   ICTUS=/path/to/ictus bench/validate-timer.sh   # use a prebuilt binary
+#   PM_QOS=held bench/validate-timer.sh     # only the CPU latency QoS held (default: held off)
+#
+# Both tools always run at the same CPU latency QoS setting, and each table says which:
+# "held" (/dev/cpu_dma_latency at 0, cyclictest's default and ictus's) and "off"
+# (cyclictest --laptop, ictus --pm-qos off). A last table measures what ictus's miss
+# sampler costs the measuring thread (--explain off against on, alternated).
 #
 # Needs root (or CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO and mlockall, and python3.
 set -euo pipefail

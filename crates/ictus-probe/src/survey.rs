@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::facts;
+use ictus_os::pm_qos::PmQos;
 use ictus_os::sched::Policy;
 use thiserror::Error;
 
@@ -121,6 +122,10 @@ pub struct Step {
     /// timer's aside: the probes' own sleeps raise those), once run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqs: Option<u64>,
+    /// The CPU latency QoS of the step when it is not the default (0 us, held as
+    /// cyclictest holds it): `off` for the steps that measure the machine as it idles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm_qos: Option<ictus_os::pm_qos::PmQos>,
 }
 
 /// The verdict against the target loop, in plain words first.
@@ -455,6 +460,7 @@ impl Planner<'_> {
                 reason,
                 cpus: None,
                 irqs: None,
+                pm_qos: None,
             },
             estimate: if action.is_some() {
                 estimate
@@ -465,6 +471,23 @@ impl Planner<'_> {
             load_cpus,
             cpus,
         });
+    }
+
+    /// Adds the idle step of `probe` in `class` with the CPU latency QoS off (its id
+    /// ends in `-qos-off`), beside the default one that holds it.
+    fn push_qos_off(
+        &mut self,
+        probe: &str,
+        class: Class,
+        action: Action,
+        estimate: Duration,
+        skip: Option<String>,
+    ) {
+        self.push(probe, class, LoadCase::Idle, action, estimate, skip);
+        if let Some(last) = self.steps.last_mut() {
+            last.step.id.push_str("-qos-off");
+            last.step.pm_qos = Some(PmQos::Off);
+        }
     }
 
     /// Timer, pingpong and jitter over every class and load.
@@ -495,7 +518,17 @@ impl Planner<'_> {
                     explain: true,
                 };
                 let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
-                self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
+                if class != Class::NormalUnpinned && load == LoadCase::Idle {
+                    // The same, the CPU latency QoS off: what holding it gains here.
+                    let off = timer::TimerParams {
+                        pm_qos: PmQos::Off,
+                        ..t.clone()
+                    };
+                    self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
+                    self.push_qos_off("timer", class, Arc::new(off), estimate, None);
+                } else {
+                    self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
+                }
                 let mut placements = vec![pingpong::Placement::SameCpu];
                 if cpus.len() >= 2 {
                     placements.push(pingpong::Placement::CrossCpu);
@@ -663,7 +696,15 @@ impl Planner<'_> {
                 };
                 let secs = loop_steps as f64 / target.frequency_hz;
                 let estimate = Duration::from_secs_f64(secs + 0.6);
+                let off = (class != Class::NormalUnpinned && load == LoadCase::Idle).then(|| {
+                    let mut off = l.clone();
+                    off.sched.pm_qos = PmQos::Off;
+                    off
+                });
                 self.push("loop", class, load, Arc::new(l), estimate, short.clone());
+                if let Some(off) = off {
+                    self.push_qos_off("loop", class, Arc::new(off), estimate, short.clone());
+                }
             }
         }
         let class = self.rt_or_normal();
@@ -1012,7 +1053,16 @@ impl<'a> LoopRun<'a> {
             worst: trial
                 .and_then(|t| t.metrics.worst_completion_ns)
                 .map(|v| Nanos::new(v as u64)),
-            place: format!("{} ({obtained}), {}", step.class.name(), step.load.name()),
+            place: format!(
+                "{} ({obtained}), {}{}",
+                step.class.name(),
+                step.load.name(),
+                if step.pm_qos == Some(PmQos::Off) {
+                    ", CPU latency QoS off"
+                } else {
+                    ""
+                }
+            ),
             record,
         }
     }
@@ -1022,6 +1072,14 @@ impl<'a> LoopRun<'a> {
         let mut out = Vec::new();
         if self.misses == 0.0 {
             return out;
+        }
+        if let Some(e) = self
+            .record
+            .explanation
+            .as_ref()
+            .filter(|e| e.breakdown.events > 0)
+        {
+            out.push(format!("why: {}", e.breakdown.summary()));
         }
         if let Some(w) = self.worst
             && (Nanos::from_millis(40)..=Nanos::from_millis(60)).contains(&w)
@@ -1077,6 +1135,55 @@ impl<'a> LoopRun<'a> {
     }
 }
 
+/// What holding the CPU latency QoS gained on this machine: the timer's p50 and max
+/// and the loop's misses, held against off, in the same class, idle.
+fn pm_qos_gain(manifest: &Manifest, dir: &Path, loops: &[LoopRun<'_>]) -> Option<String> {
+    let timer_of = |off: bool| {
+        manifest.steps.iter().find_map(|s| {
+            let wanted = s.probe == "timer"
+                && s.class == Class::RtPinned
+                && s.load == LoadCase::Idle
+                && s.status == StepStatus::Done
+                && (s.pm_qos == Some(PmQos::Off)) == off;
+            if !wanted {
+                return None;
+            }
+            let merged = RunRecord::load(&dir.join(s.file.as_ref()?)).ok()?.merged?;
+            Some((merged.summary.p50_ns?, merged.summary.max_ns?))
+        })
+    };
+    let (held, off) = (timer_of(false)?, timer_of(true)?);
+    let mut line = format!(
+        "CPU latency QoS (/dev/cpu_dma_latency held at 0 us, as cyclictest): the timer \
+         (rt-pinned, idle) woke with p50 {} and max {} held, against p50 {} and max {} off \
+         (p50 {:.2}x)",
+        held.0,
+        held.1,
+        off.0,
+        off.1,
+        off.0.as_u64() as f64 / held.0.as_u64().max(1) as f64
+    );
+    for class in [Class::RtPinned, Class::Shielded] {
+        let of = |qos_off: bool| {
+            loops.iter().find(|r| {
+                r.step.class == class
+                    && r.step.load == LoadCase::Idle
+                    && (r.step.pm_qos == Some(PmQos::Off)) == qos_off
+            })
+        };
+        if let (Some(h), Some(o)) = (of(false), of(true)) {
+            line.push_str(&format!(
+                "; the loop ({}, idle) missed {} steps held, {} off",
+                class.name(),
+                h.misses,
+                o.misses
+            ));
+        }
+    }
+    line.push('.');
+    Some(line)
+}
+
 /// Plain words first: does the target hold, where, and what breaks it.
 pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
     let t = manifest.target;
@@ -1117,6 +1224,9 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
                 format!(" ({})", causes.join("; "))
             }
         ));
+    }
+    if let Some(gain) = pm_qos_gain(manifest, dir, &fixed) {
+        evidence.push(gain);
     }
     let holding: Vec<&str> = fixed
         .iter()

@@ -14,7 +14,9 @@ use crate::compare::{Comparison, RUNS_HEADER};
 use crate::format;
 use crate::markdown::{capitalise, front, warning_list};
 use crate::plots::{self, Axes};
-use crate::results::{Results, Run, STEP_HEADER, class_name, load_name, step_rows};
+use crate::results::{
+    Results, Run, STEP_HEADER, WHY_HEADER, WHY_NOTE, class_name, load_name, step_rows, why_rows,
+};
 use crate::tables::{self, Table, caches, rate_point};
 
 /// Escapes text for HTML.
@@ -175,7 +177,11 @@ pub fn html(r: &Results) -> String {
             escape(t.seed)
         );
     }
-    out.push_str("</ol><p><a href=\"#warnings\">Warnings</a>");
+    out.push_str("</ol><p>");
+    if why_rows(r).is_some() {
+        out.push_str("<a href=\"#why\">Why the misses</a> · ");
+    }
+    out.push_str("<a href=\"#warnings\">Warnings</a>");
     if r.manifest.is_some() {
         out.push_str(" · <a href=\"#steps\">Steps of the survey</a>");
     }
@@ -188,6 +194,7 @@ pub fn html(r: &Results) -> String {
             out.push_str("</div>\n");
         }
     }
+    why(&mut out, r);
     warnings(&mut out, r);
     steps(&mut out, r);
     page(&front(r).title, &out)
@@ -463,6 +470,15 @@ fn warnings(out: &mut String, r: &Results) {
         out.push_str("</li>");
     }
     out.push_str("</ul>\n");
+}
+
+fn why(out: &mut String, r: &Results) {
+    let Some(rows) = why_rows(r) else {
+        return;
+    };
+    let _ = writeln!(out, "<h2 id=\"why\">Why the misses</h2>");
+    let _ = writeln!(out, "<p>{}</p>", escape(WHY_NOTE));
+    html_table(out, &WHY_HEADER.map(String::from), &[], &rows);
 }
 
 fn steps(out: &mut String, r: &Results) {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use ictus_os::provenance::Provenance;
 
 use crate::format;
-use crate::results::{Results, STEP_HEADER, short_time, step_rows};
+use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, short_time, step_rows, why_rows};
 use crate::tables::{self, Table};
 
 /// What the top of both reports says.
@@ -233,6 +233,9 @@ pub fn markdown(r: &Results) -> String {
     for (i, t) in tables.iter().enumerate() {
         let _ = writeln!(out, "{}. [{}](#{}) ({})", i + 1, t.title, t.id, t.seed);
     }
+    if why_rows(r).is_some() {
+        let _ = writeln!(out, "- [Why the misses](#why)");
+    }
     let _ = writeln!(out, "- [Warnings](#warnings)");
     if r.manifest.is_some() {
         let _ = writeln!(out, "- [Steps of the survey](#steps)");
@@ -244,9 +247,20 @@ pub fn markdown(r: &Results) -> String {
     for (i, t) in tables.iter().enumerate() {
         render_table(&mut out, i + 1, t);
     }
+    why(&mut out, r);
     warnings(&mut out, r);
     steps(&mut out, r);
     out
+}
+
+fn why(out: &mut String, r: &Results) {
+    let Some(rows) = why_rows(r) else {
+        return;
+    };
+    let _ = writeln!(out, "## Why the misses <a id=\"why\"></a>\n");
+    let _ = writeln!(out, "{WHY_NOTE}\n");
+    md_table(out, &WHY_HEADER.map(String::from), &[false; 5], &rows);
+    out.push('\n');
 }
 
 /// Distinct warnings with the steps that met them.

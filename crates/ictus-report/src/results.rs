@@ -385,6 +385,67 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// The header of the table of survey steps.
 pub(crate) const STEP_HEADER: [&str; 5] = ["step", "probe", "class", "load", "outcome"];
 
+/// The columns of the "why the misses" table.
+pub(crate) const WHY_HEADER: [&str; 5] = [
+    "step",
+    "configuration",
+    "CPU latency QoS",
+    "misses explained",
+    "by dominant cause",
+];
+
+/// How to read the "why the misses" section (both reports).
+pub(crate) const WHY_NOTE: &str = "Each miss (a timer release one period or more late, a loop \
+    step completing after its period, periods missed entirely) is explained from what moved \
+    on its CPU in its window, read by a sampler on another CPU every millisecond: interrupts \
+    and softirqs on that CPU, another thread that ran while the measuring thread waited to \
+    run (named), RT throttling, the hypervisor's steal, page faults, an exit from a deep idle \
+    state. Each miss counts once, under its dominant cause; \"unexplained\" means nothing \
+    visible moved on that CPU (on a virtual machine, usually the host). The records hold \
+    every explained miss with all its causes and figures.";
+
+/// One row per run that explained its misses: step, configuration, QoS, count and
+/// the breakdown (`None`: no run explained any).
+pub(crate) fn why_rows(r: &Results) -> Option<Vec<Vec<String>>> {
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .filter_map(|run| {
+            let e = run.record.explanation.as_ref()?;
+            let breakdown = if e.breakdown.by_cause.is_empty() {
+                "-".to_string()
+            } else {
+                e.breakdown
+                    .by_cause
+                    .iter()
+                    .map(|(phrase, n)| format!("{n} {phrase}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            Some(vec![
+                run.id.clone(),
+                run.config().to_string(),
+                run.record
+                    .obtained
+                    .pm_qos
+                    .as_ref()
+                    .map_or("-".into(), |q| q.phrase()),
+                format!(
+                    "{}{}",
+                    e.breakdown.events,
+                    if e.breakdown.dropped > 0 {
+                        format!(" (+{} not explained: ring full)", e.breakdown.dropped)
+                    } else {
+                        String::new()
+                    }
+                ),
+                breakdown,
+            ])
+        })
+        .collect();
+    (!rows.is_empty()).then_some(rows)
+}
+
 /// One row per survey step (Markdown and HTML show the same): a step is "done" only
 /// when the manifest says so and its record was loaded; otherwise the reason.
 pub(crate) fn step_rows(r: &Results) -> Option<Vec<Vec<String>>> {
