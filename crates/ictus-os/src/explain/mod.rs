@@ -36,6 +36,9 @@ use serde::{Deserialize, Serialize};
 
 pub use sampler::{ExplainConfig, Explainer};
 
+/// The grain of steal time in `/proc/stat` (USER_HZ 100).
+const STEAL_TICK_NS: u64 = 10_000_000;
+
 /// What kind of miss an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -326,7 +329,10 @@ impl Cause {
     fn time_ns(&self) -> Option<u64> {
         match self {
             Cause::RtThrottling { .. } => Some(u64::MAX),
-            Cause::Steal { ns } => Some(*ns),
+            // /proc/stat counts steal in whole ticks of USER_HZ (10 ms at 100): a
+            // window that crossed one tick may have lost far less. Only what is
+            // certain counts against the lateness: a tick less.
+            Cause::Steal { ns } => Some(ns.saturating_sub(STEAL_TICK_NS)),
             Cause::Preempted { run_delay_ns, .. } => Some(*run_delay_ns),
             Cause::Overrun { exec_ns, budget_ns } => Some(exec_ns.saturating_sub(*budget_ns)),
             _ => None,
@@ -633,8 +639,9 @@ pub struct WindowDeltas {
 pub fn judge(w: &WindowDeltas) -> Vec<Cause> {
     let mut causes = Vec::new();
     if let Some((rt_ns, period_ns, runtime_ns)) = w.rt_budget {
-        // Throttled when the RT threads used their budget within 2 % of it.
-        if runtime_ns > 0 && rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(98) {
+        // Throttled when the RT threads used their budget, within the 10 % that
+        // scans every 100 ms can tell.
+        if runtime_ns > 0 && rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(90) {
             causes.push(Cause::RtThrottling {
                 rt_ns,
                 period_ns,
@@ -789,7 +796,7 @@ mod tests {
         let sut = judge(&w);
         assert_eq!(sut[0].kind(), CauseKind::RtThrottling);
         let under = WindowDeltas {
-            rt_budget: Some((500_000_000, 1_000_000_000, 950_000_000)),
+            rt_budget: Some((800_000_000, 1_000_000_000, 950_000_000)),
             ..window(50_000)
         };
         assert!(judge(&under).is_empty());

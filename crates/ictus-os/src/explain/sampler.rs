@@ -693,7 +693,9 @@ impl Sampler {
         }
         if let Some(cpu) = cpu {
             w.top_other = self.top_other(cpu, e);
-            w.rt_budget = self.rt_used(cpu, e.end);
+            // Throttling starts when the budget is used up: measured over the RT
+            // period before the window opened (the throttled gap itself lies after).
+            w.rt_budget = self.rt_used(cpu, e.start);
         }
         Explained {
             thread: self.watched[thread].name.clone(),

@@ -1,0 +1,145 @@
+//! Injected causes are named: a busy SCHED_FIFO 99 thread of another process on the
+//! measured CPU, and RT throttling provoked by a busy FIFO spinner there. Structure
+//! only: the misses they cause are named as theirs; how late they were is a benchmark.
+
+mod common;
+
+use std::process::{Child, Command};
+
+use ictus_os::testing::skipped;
+
+/// A process of our own, ended by its pid when dropped.
+struct Spawned(Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Root, two CPUs or more, python3 and chrt: else the test says why it is skipped.
+fn setting(test: &str) -> Option<usize> {
+    let cpus = ictus_os::facts::online_cpus();
+    let why = (!common::is_root())
+        .then_some("needs root for SCHED_FIFO")
+        .or_else(|| (cpus.len() < 2).then_some("needs two CPUs"))
+        .or_else(|| which("python3").is_none().then_some("needs python3"))
+        .or_else(|| which("chrt").is_none().then_some("needs chrt"));
+    if let Some(why) = why {
+        skipped(test, why);
+        return None;
+    }
+    cpus.cpus().last().copied()
+}
+
+fn which(tool: &str) -> Option<()> {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| ())
+}
+
+/// `python3 -c CODE` under `chrt -f PRIO`, pinned to `cpu`.
+fn burner(prio: u8, cpu: usize, code: &str) -> Spawned {
+    Spawned(
+        Command::new("chrt")
+            .args(["-f", &prio.to_string(), "taskset", "-c", &cpu.to_string()])
+            .args(["python3", "-c", code])
+            .spawn()
+            .expect("spawn the burner"),
+    )
+}
+
+/// Runs the timer probe on `cpu` for `secs` and returns the record's explanation.
+fn timer_explanation(cpu: usize, secs: u32) -> serde_json::Value {
+    let out = common::ictus()
+        .args(["probe", "timer", "--cpus", &cpu.to_string(), "--json"])
+        .args(["--duration", &format!("{secs}s"), "--mlock"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    record["explanation"].clone()
+}
+
+/// The events at least `ms` late whose causes mention `needle`, and all of them.
+fn named(explanation: &serde_json::Value, ms: u64, needle: &str) -> (usize, usize) {
+    let events: Vec<&serde_json::Value> = explanation["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["lateness_ns"].as_u64().unwrap() >= ms * 1_000_000)
+        .collect();
+    let hits = events
+        .iter()
+        .filter(|e| e["causes"].to_string().contains(needle))
+        .count();
+    (hits, events.len())
+}
+
+#[test]
+fn a_fifo_99_burner_of_another_process_is_named_for_the_misses_it_causes() {
+    let _turn = common::one_at_a_time();
+    let Some(cpu) = setting("a_fifo_99_burner_of_another_process_is_named") else {
+        return;
+    };
+    // 5 ms of work every 500 ms at FIFO 99: each burst holds the FIFO 95 timer off
+    // its CPU for several periods.
+    let _burner = burner(
+        99,
+        cpu,
+        "import time\nend=time.monotonic()+8\nwhile time.monotonic()<end:\n \
+         t=time.monotonic()\n while time.monotonic()-t<0.005: pass\n time.sleep(0.5)",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let e = timer_explanation(cpu, 4);
+    // Its bursts make the timer 4 ms or more late; other misses (the host's) are
+    // not its.
+    let (hits, of) = named(&e, 3, "\"comm\":\"python3\"");
+    assert!(of >= 2, "the burner caused misses: {e}");
+    assert!(hits * 10 >= of * 9, "{hits} of {of} named the burner: {e}");
+    assert!(
+        e["breakdown"]["by_cause"]
+            .to_string()
+            .contains("preempted by python3")
+    );
+}
+
+#[test]
+fn rt_throttling_provoked_by_a_busy_fifo_spinner_is_named() {
+    let _turn = common::one_at_a_time();
+    let Some(cpu) = setting("rt_throttling_provoked_by_a_busy_fifo_spinner_is_named") else {
+        return;
+    };
+    let throttles = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .is_ok_and(|v| v.trim() != "-1");
+    if !throttles {
+        skipped(
+            "rt_throttling_is_named",
+            "RT throttling is off on this machine",
+        );
+        return;
+    }
+    // A FIFO 50 spinner below the timer's FIFO 95: the timer preempts it, but together
+    // they use the CPU's whole RT budget, and the kernel throttles both each second.
+    let _spinner = burner(
+        50,
+        cpu,
+        "import time\nend=time.monotonic()+8\nwhile time.monotonic()<end: pass",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let e = timer_explanation(cpu, 4);
+    let (hits, of) = named(&e, 20, "rt-throttling");
+    assert!(of >= 1, "throttling caused misses: {e}");
+    assert!(
+        hits * 10 >= of * 9,
+        "{hits} of {of} named RT throttling: {e}"
+    );
+}
