@@ -199,6 +199,9 @@ pub(crate) struct SchedArgs {
     /// miss's window); off measures without it.
     #[arg(long, value_enum, default_value = "on")]
     pub(crate) explain: Switch,
+    /// The lateness from which a release is a miss to explain (default: the period).
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub(crate) explain_threshold: Option<Duration>,
 }
 
 /// On or off.

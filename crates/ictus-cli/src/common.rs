@@ -93,6 +93,7 @@ pub(crate) fn sched_spec_or(
         mlock: args.mlock,
         pm_qos: args.pm_qos,
         explain: args.explain.on(),
+        explain_threshold: args.explain_threshold.map(Nanos::from),
     })
 }
 

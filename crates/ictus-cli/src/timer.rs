@@ -44,6 +44,7 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
         warmup: Nanos::from(args.warmup),
         pm_qos: sched.pm_qos,
         explain: sched.explain,
+        explain_threshold: sched.explain_threshold,
     };
     timer::validate(&params).map_err(crate::refusal::refused)?;
     if let Some(n) = args.loops {

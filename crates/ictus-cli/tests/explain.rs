@@ -143,3 +143,156 @@ fn rt_throttling_provoked_by_a_busy_fifo_spinner_is_named() {
         "{hits} of {of} named RT throttling: {e}"
     );
 }
+
+/// An IRQ's affinity, put back when dropped.
+struct Steered {
+    irq: u32,
+    before: String,
+}
+
+impl Drop for Steered {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            format!("/proc/irq/{}/smp_affinity_list", self.irq),
+            &self.before,
+        );
+    }
+}
+
+/// Direct writes of 4 KiB blocks to a scratch file for `secs` seconds: each one a
+/// disk request, completed by the disk's interrupt.
+fn disk_load(path: &std::path::Path, secs: u64) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    // O_DIRECT needs aligned buffers: a 4 KiB-aligned block from a larger Vec.
+    let raw = vec![0u8; 8192];
+    let offset = raw.as_ptr().align_offset(4096);
+    let block = &raw[offset..offset + 4096];
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+        .open(path)
+    else {
+        return;
+    };
+    let mut n = 0u64;
+    while std::time::Instant::now() < end {
+        if f.write_all(block).is_err() {
+            break;
+        }
+        n += 1;
+        if n.is_multiple_of(4096) {
+            let _ = std::io::Seek::rewind(&mut f);
+        }
+    }
+}
+
+/// The numbered interrupt line that moved most while `load` ran.
+fn busiest_irq(load: impl FnOnce()) -> Option<u32> {
+    let counts = || -> Vec<(u32, u64)> {
+        std::fs::read_to_string("/proc/interrupts")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (label, rest) = l.split_once(':')?;
+                let irq = label.trim().parse().ok()?;
+                let sum = rest
+                    .split_whitespace()
+                    .map_while(|w| w.parse::<u64>().ok())
+                    .sum();
+                Some((irq, sum))
+            })
+            .collect()
+    };
+    let before = counts();
+    load();
+    counts()
+        .into_iter()
+        .filter_map(|(irq, n)| {
+            let b = before.iter().find(|(i, _)| *i == irq)?.1;
+            Some((irq, n.saturating_sub(b)))
+        })
+        .filter(|(_, d)| *d > 100)
+        .max_by_key(|(_, d)| *d)
+        .map(|(irq, _)| irq)
+}
+
+#[test]
+fn an_interrupt_load_steered_to_the_measured_cpu_is_named() {
+    let _turn = common::one_at_a_time();
+    let Some(cpu) = setting("an_interrupt_load_steered_to_the_measured_cpu_is_named") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    let Some(irq) = busiest_irq(|| disk_load(&scratch, 1)) else {
+        skipped(
+            "an_interrupt_load_is_named",
+            "direct disk writes raised no interrupt here",
+        );
+        return;
+    };
+    // A managed IRQ (a multi-queue device's) stays where the kernel put it: then the
+    // measured CPU is the one it is served on. Otherwise it is steered to `cpu`.
+    let effective = std::fs::read_to_string(format!("/proc/irq/{irq}/effective_affinity_list"))
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok());
+    let path = format!("/proc/irq/{irq}/smp_affinity_list");
+    let before = std::fs::read_to_string(&path).unwrap_or_default();
+    let _steered = Steered {
+        irq,
+        before: before.trim().to_string(),
+    };
+    let cpu = match std::fs::write(&path, cpu.to_string()) {
+        Ok(()) => cpu,
+        Err(_) => match effective {
+            Some(served_on) => served_on,
+            None => {
+                skipped(
+                    "an_interrupt_load_is_named",
+                    "the kernel refused to steer the disk's IRQ",
+                );
+                return;
+            }
+        },
+    };
+    let load = {
+        let scratch = scratch.clone();
+        std::thread::spawn(move || disk_load(&scratch, 6))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = common::ictus()
+        .args(["probe", "timer", "--cpus", &cpu.to_string(), "--json"])
+        .args(["--duration", "4s", "--mlock", "--explain-threshold", "50us"])
+        .output()
+        .unwrap();
+    load.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &record["explanation"];
+    let events = e["events"].as_array().unwrap();
+    if events.is_empty() {
+        skipped(
+            "an_interrupt_load_is_named",
+            "the interrupt load made no release 50 us late here",
+        );
+        return;
+    }
+    let line = format!("\"{irq}:");
+    let hits = events
+        .iter()
+        .filter(|ev| ev["causes"].to_string().contains(&line))
+        .count();
+    assert!(
+        hits * 10 >= events.len() * 9,
+        "{hits} of {} named IRQ {irq}: {e}",
+        events.len()
+    );
+}

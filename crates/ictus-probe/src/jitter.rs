@@ -93,6 +93,7 @@ impl Default for JitterParams {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             routine: Routine::Divisions {
                 divisions: 1_000_000,
@@ -403,6 +404,7 @@ mod tests {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             routine,
             runs: 50,

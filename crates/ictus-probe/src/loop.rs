@@ -109,6 +109,7 @@ impl Default for LoopParams {
                 mlock: true,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             threads: 2,
             frequency_hz: 10_000.0,
@@ -272,7 +273,7 @@ pub fn run(
         .explain(
             params.sched.explain,
             &leader_cpu,
-            longest_period,
+            params.sched.explain_threshold.unwrap_or(longest_period),
             &["loop-leader".to_string()],
         )
         .pop()
@@ -774,6 +775,7 @@ mod tests {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             threads,
             frequency_hz: 1_000.0,

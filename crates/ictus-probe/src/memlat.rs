@@ -200,6 +200,7 @@ impl Default for MemlatParams {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
         }
     }
@@ -1514,6 +1515,7 @@ mod tests {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             ..MemlatParams::default()
         }

@@ -38,6 +38,10 @@ pub struct SchedSpec {
     /// count misses.
     #[serde(default = "explain_by_default")]
     pub explain: bool,
+    /// The lateness from which a release is a miss to explain (default: the probe's
+    /// period).
+    #[serde(default)]
+    pub explain_threshold: Option<ictus_core::Nanos>,
 }
 
 fn explain_by_default() -> bool {

@@ -392,6 +392,7 @@ fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
             mlock: false,
             pm_qos: Default::default(),
             explain: true,
+            explain_threshold: None,
         },
         Class::RtPinned | Class::Shielded => SchedSpec {
             cpus: cpus.clone(),
@@ -400,6 +401,7 @@ fn sched(class: Class, cpus: &CpuSet, pin_always: bool) -> SchedSpec {
             mlock: true,
             pm_qos: Default::default(),
             explain: true,
+            explain_threshold: None,
         },
     }
 }
@@ -516,6 +518,7 @@ impl Planner<'_> {
                     warmup: Nanos::from_millis(100),
                     pm_qos: Default::default(),
                     explain: true,
+                    explain_threshold: None,
                 };
                 let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
                 if class != Class::NormalUnpinned && load == LoadCase::Idle {

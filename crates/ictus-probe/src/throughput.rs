@@ -263,6 +263,7 @@ impl Default for ThroughputParams {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
             transports: Transport::ALL.to_vec(),
             placements: Placement::ALL.to_vec(),

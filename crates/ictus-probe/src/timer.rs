@@ -90,8 +90,11 @@ pub struct TimerParams {
     /// The CPU latency QoS held for the run (0 us, as cyclictest; `off`: as the
     /// machine idles, cyclictest's `--laptop`).
     pub pm_qos: PmQos,
-    /// Explain every release later than the interval, and every missed period.
+    /// Explain every release later than the threshold, and every missed period.
     pub explain: bool,
+    /// The lateness from which a release is a miss to explain (default: the
+    /// interval).
+    pub explain_threshold: Option<Nanos>,
 }
 
 impl Default for TimerParams {
@@ -109,6 +112,7 @@ impl Default for TimerParams {
             warmup: Nanos::from_millis(100),
             pm_qos: PmQos::default(),
             explain: true,
+            explain_threshold: None,
         }
     }
 }
@@ -208,7 +212,8 @@ pub fn run(
     let threads = params.cpus.len();
     progress.set_total(loops * threads as u64);
     let names: Vec<String> = (0..threads).map(|i| format!("timer-{i}")).collect();
-    let reporters = session.explain(params.explain, &params.cpus, params.interval, &names);
+    let threshold = params.explain_threshold.unwrap_or(params.interval);
+    let reporters = session.explain(params.explain, &params.cpus, threshold, &names);
 
     let gate = StartGate::default();
     let outcomes = thread::scope(|scope| {
@@ -303,6 +308,9 @@ pub struct ParamsRecord {
     /// Whether misses were explained.
     #[serde(default)]
     pub explain: bool,
+    /// The lateness from which a release was a miss to explain.
+    #[serde(default)]
+    pub explain_threshold_ns: Option<u64>,
 }
 
 /// A timer record's parameters, whichever wrote them: this probe, or the import of a
@@ -369,6 +377,7 @@ impl From<&TimerParams> for ParamsRecord {
             },
             pm_qos: Some(p.pm_qos),
             explain: p.explain,
+            explain_threshold_ns: Some(p.explain_threshold.unwrap_or(p.interval).as_u64()),
         }
     }
 }

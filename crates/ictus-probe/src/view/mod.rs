@@ -418,6 +418,7 @@ pub(crate) mod tests {
                 mlock: false,
                 pm_qos: Default::default(),
                 explain: true,
+                explain_threshold: None,
             },
         )]))
         .unwrap();
