@@ -60,6 +60,9 @@ pub(crate) struct Comparison {
     pub(crate) runs: Vec<Vec<String>>,
     /// Each table across the runs.
     pub(crate) sides: Vec<Side>,
+    /// Said when the runs measured at different CPU latency QoS settings: their
+    /// latencies then differ by the idle states, not the machines.
+    pub(crate) settings_note: Option<String>,
 }
 
 impl Comparison {
@@ -88,8 +91,54 @@ impl Comparison {
             headers,
             runs: rows,
             sides: sides(runs, reference),
+            settings_note: settings_note(runs),
         }
     }
+}
+
+/// The CPU latency QoS each run's latency records had in force (`held at 0 us`, `off`,
+/// `not recorded` for records older than the setting), and a note when they differ.
+fn settings_note(runs: &[Results]) -> Option<String> {
+    let settings: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let mut seen: Vec<String> = r
+                .runs
+                .iter()
+                .filter(|run| {
+                    matches!(
+                        run.record.probe.as_str(),
+                        "timer" | "loop" | "jitter" | "pingpong" | "rendezvous"
+                    )
+                })
+                .map(|run| {
+                    run.record
+                        .obtained
+                        .pm_qos
+                        .as_ref()
+                        .map_or("not recorded".to_string(), |q| q.phrase())
+                })
+                .collect();
+            seen.sort();
+            seen.dedup();
+            seen.join(" and ")
+        })
+        .collect();
+    let first = settings.first()?;
+    if settings.iter().all(|s| s == first) {
+        return None;
+    }
+    let each: Vec<String> = settings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("run {}: {}", i + 1, if s.is_empty() { "-" } else { s }))
+        .collect();
+    Some(format!(
+        "The runs measured at different CPU latency QoS settings ({}): wake-up latencies \
+         differ by how deep the CPUs idled, not only by the machines. Compare at equal \
+         settings (--pm-qos).",
+        each.join("; ")
+    ))
 }
 
 /// Column headers: `1: vm 2026-11-22 18:36 (reference)`.
@@ -229,6 +278,9 @@ pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
         &c.runs,
     );
     out.push('\n');
+    if let Some(note) = &c.settings_note {
+        let _ = writeln!(out, "> **{note}**\n");
+    }
     for (n, s) in c.sides.iter().enumerate() {
         let _ = writeln!(
             out,

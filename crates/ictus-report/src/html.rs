@@ -502,6 +502,9 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
         c.reference + 1
     );
     html_table(&mut out, &RUNS_HEADER.map(String::from), &[], &c.runs);
+    if let Some(note) = &c.settings_note {
+        let _ = writeln!(out, "<p class=\"incomplete\"><b>{}</b></p>", escape(note));
+    }
     for (n, s) in c.sides.iter().enumerate() {
         let _ = writeln!(
             out,

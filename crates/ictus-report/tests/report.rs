@@ -345,3 +345,78 @@ fn the_fixture_records_read_through_the_typed_views() {
         }
     }
 }
+
+/// Sets `obtained.pm_qos` in every latency record of `dir` (`None`: off), and gives the
+/// loop record an explanation of two misses.
+fn with_qos_and_misses(dir: &Path, held: Option<u32>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let latency = ["timer-", "loop-", "jitter-", "pingpong-", "rendezvous-"];
+        if !latency.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        v["obtained"]["pm_qos"] = serde_json::json!({
+            "requested": held.map_or(serde_json::json!("off"), |us| serde_json::json!(us)),
+            "held_us": held,
+            "refused": null
+        });
+        if name.starts_with("loop-") {
+            v["explanation"] = serde_json::json!({
+                "threshold_ns": 100000,
+                "breakdown": {
+                    "events": 2, "dropped": 0,
+                    "by_cause": [["preempted by kworker/1:2", 1], ["unexplained", 1]],
+                    "unexplained": 1, "seen": [["preempted", 1]]
+                },
+                "events": [],
+                "events_not_kept": 0,
+                "sampler": {
+                    "period_ns": 1000000, "samples": 10, "cpus": "0",
+                    "shares_watched_cpu": false, "reading_mean_ns": 40000,
+                    "reading_max_ns": 90000, "task_scans": 1, "sources": []
+                }
+            });
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn the_reports_say_why_the_misses_per_run_and_the_qos_in_force() {
+    let dir = copy("survey-a");
+    with_qos_and_misses(dir.path(), Some(0));
+    let sut = load(dir.path()).unwrap();
+    let md = markdown(&sut);
+    let why = md
+        .find("## Why the misses")
+        .expect("a why-the-misses section");
+    assert!(md.find("## Warnings").unwrap() > why);
+    let row = md[why..]
+        .lines()
+        .find(|l| l.starts_with("| loop-rt-pinned-idle"))
+        .expect("a row for the loop run");
+    assert!(row.contains("held at 0 us"), "{row}");
+    assert!(
+        row.contains("1 preempted by kworker/1:2, 1 unexplained"),
+        "{row}"
+    );
+    assert!(md.contains("[Why the misses](#why)"));
+    assert!(html(&sut).contains("<h2 id=\"why\">Why the misses</h2>"));
+}
+
+#[test]
+fn a_comparison_at_unequal_qos_settings_says_so_and_one_at_equal_settings_does_not() {
+    let (a, b) = (copy("survey-a"), copy("survey-b"));
+    with_qos_and_misses(a.path(), Some(0));
+    with_qos_and_misses(b.path(), None);
+    let unequal = [load(a.path()).unwrap(), load(b.path()).unwrap()];
+    let note = "different CPU latency QoS settings (run 1: held at 0 us; run 2: off)";
+    assert!(compare_markdown(&unequal, 0).contains(note));
+    assert!(compare_html(&unequal, 0).contains(note));
+    with_qos_and_misses(b.path(), Some(0));
+    let equal = [load(a.path()).unwrap(), load(b.path()).unwrap()];
+    assert!(!compare_markdown(&equal, 0).contains("different CPU latency QoS"));
+}
