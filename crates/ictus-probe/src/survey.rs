@@ -1343,9 +1343,27 @@ mod tests {
     fn the_quick_plan_covers_the_matrix_and_ends_with_the_loop() {
         let sut = plan(&SurveyOptions::default()).unwrap();
         for probe in ["timer", "pingpong", "jitter"] {
-            let n = sut.iter().filter(|s| s.step.probe == probe).count();
+            let n = sut
+                .iter()
+                .filter(|s| s.step.probe == probe && s.step.pm_qos.is_none())
+                .count();
             assert_eq!(n, 3 * 8, "{probe}: 3 classes x 8 load cases");
         }
+        // The real-time classes, idle, again with the CPU latency QoS off.
+        let off: Vec<&str> = sut
+            .iter()
+            .filter(|s| s.step.pm_qos == Some(PmQos::Off))
+            .map(|s| s.step.id.as_str())
+            .collect();
+        assert_eq!(
+            off,
+            [
+                "timer-rt-pinned-idle-qos-off",
+                "timer-shielded-idle-qos-off",
+                "loop-rt-pinned-idle-qos-off",
+                "loop-shielded-idle-qos-off"
+            ]
+        );
         assert!(
             sut.iter()
                 .filter(|s| s.step.class == Class::Shielded)
