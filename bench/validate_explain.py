@@ -1,0 +1,151 @@
+"""Injects known causes and counts how many misses ictus names (see validate-explain.sh)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ICTUS = os.environ["ICTUS"]
+DURATION = int(os.environ["DURATION"])
+CAUSES = os.environ["CAUSES"].split()
+OUT = os.environ["OUT_DIR"]
+CPU = max(int(c) for c in os.sched_getaffinity(0))
+
+BURNER = ("import time\nend=time.monotonic()+{secs}\nwhile time.monotonic()<end:\n"
+          " t=time.monotonic()\n while time.monotonic()-t<0.005: pass\n time.sleep(0.5)")
+SPINNER = "import time\nend=time.monotonic()+{secs}\nwhile time.monotonic()<end: pass"
+
+
+def timer(tag, extra=()):
+    path = f"{OUT}/timer-{tag}.json"
+    cmd = [ICTUS, "probe", "timer", "--cpus", str(CPU), "--mlock", "--duration",
+           f"{DURATION}s", "--output", path, *extra]
+    print("  $ " + " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        return json.load(f)
+
+
+def spawn(prio, code):
+    return subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", str(CPU),
+                             "python3", "-c", code])
+
+
+def end(p):
+    p.kill()
+    p.wait()
+
+
+def disk_irq_busiest(path):
+    """Writes 4 KiB blocks with O_DIRECT|O_DSYNC for a second; the line that moved most."""
+    def counts():
+        out = {}
+        with open("/proc/interrupts") as f:
+            for line in f.readlines()[1:]:
+                label, _, rest = line.partition(":")
+                if label.strip().isdigit():
+                    out[label.strip()] = sum(int(w) for w in rest.split() if w.isdigit())
+        return out
+    before = counts()
+    disk_write(path, 1.0)
+    after = counts()
+    moved = sorted(((after[k] - before.get(k, 0), k) for k in after), reverse=True)
+    return moved[0][1] if moved and moved[0][0] > 100 else None
+
+
+def disk_write(path, secs):
+    import mmap
+    block = mmap.mmap(-1, 4096)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT | os.O_DSYNC, 0o600)
+    end_at = time.monotonic() + secs
+    n = 0
+    try:
+        while time.monotonic() < end_at:
+            os.pwrite(fd, block, (n % 4096) * 4096)
+            n += 1
+    finally:
+        os.close(fd)
+
+
+def share(rec, min_late_ns, needle):
+    e = rec.get("explanation") or {}
+    events = [ev for ev in e.get("events", []) if ev["lateness_ns"] >= min_late_ns]
+    hits = sum(1 for ev in events if needle in json.dumps(ev["causes"]))
+    return hits, len(events), e.get("breakdown", {})
+
+
+def row(cause, hits, n, breakdown, note=""):
+    pct = f"{100 * hits / n:.0f} %" if n else "-"
+    by = ", ".join(f"{c} {p}" for p, c in breakdown.get("by_cause", []))
+    print(f"| {cause} | {n} | {hits} | {pct} | {by or '-'} | {note} |", flush=True)
+
+
+def main():
+    print(f"# Injected causes named: `ictus probe timer` on CPU {CPU}, FIFO 95, 1 ms, "
+          f"{DURATION} s per cause, CPU latency QoS held\n")
+    print("| cause injected | misses it made | named as it | share | breakdown (dominant causes) | note |")
+    print("|---|---|---|---|---|---|")
+    for cause in CAUSES:
+        if cause == "none":
+            rec = timer("none")
+            e = rec.get("explanation") or {}
+            b = e.get("breakdown", {})
+            row("none", 0, b.get("events", 0), b, "what the machine does by itself")
+        elif cause == "burner":
+            p = spawn(99, BURNER.format(secs=DURATION + 2))
+            try:
+                time.sleep(0.3)
+                rec = timer("burner")
+            finally:
+                end(p)
+            hits, n, b = share(rec, 3_000_000, '"comm": "python3"')
+            row("FIFO 99 burner, 5 ms every 500 ms", hits, n, b, "misses 3 ms or more late")
+        elif cause == "throttle":
+            p = spawn(50, SPINNER.format(secs=DURATION + 2))
+            try:
+                time.sleep(0.3)
+                rec = timer("throttle")
+            finally:
+                end(p)
+            hits, n, b = share(rec, 20_000_000, '"rt-throttling"')
+            row("busy FIFO 50 spinner (RT throttling)", hits, n, b, "misses 20 ms or more late")
+        elif cause == "irq":
+            with tempfile.TemporaryDirectory(dir=OUT) as d:
+                scratch = os.path.join(d, "scratch")
+                irq = disk_irq_busiest(scratch)
+                if irq is None:
+                    print("| disk interrupts | - | - | - | - | direct writes raised no interrupt |")
+                    continue
+                aff = f"/proc/irq/{irq}/smp_affinity_list"
+                with open(aff) as f:
+                    before = f.read().strip()
+                cpu_note = ""
+                try:
+                    with open(aff, "w") as f:
+                        f.write(str(CPU))
+                except OSError:
+                    with open(f"/proc/irq/{irq}/effective_affinity_list") as f:
+                        cpu_note = f"managed IRQ, served on CPU {f.read().strip()}"
+                try:
+                    import threading
+                    t = threading.Thread(target=disk_write, args=(scratch, DURATION + 1))
+                    t.start()
+                    time.sleep(0.2)
+                    rec = timer("irq", ["--explain-threshold", "50us"])
+                    t.join()
+                finally:
+                    try:
+                        with open(aff, "w") as f:
+                            f.write(before)
+                    except OSError:
+                        pass
+                hits, n, b = share(rec, 50_000, f'"{irq}:')
+                row(f"disk interrupts (IRQ {irq})", hits, n, b,
+                    "releases 50 us or more late" + (f"; {cpu_note}" if cpu_note else ""))
+    print(f"\nrecords in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
