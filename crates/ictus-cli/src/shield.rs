@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use ictus_core::CpuSet;
+use ictus_shield::snapshot::{RESUME_QOS_HELD, ResumeLatency};
 use ictus_shield::watchdog::{self, LogEvent, ThrottleGuard, Watchdog};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch};
 
@@ -21,7 +22,8 @@ pub(crate) struct ShieldArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ShieldCommand {
-    /// Keep everything else off the RT CPUs: cpusets, tasks, IRQs, workqueues.
+    /// Keep everything else off the RT CPUs: cpusets, tasks, IRQs, workqueues; keep the RT
+    /// CPUs out of idle states with an exit latency.
     Apply(ApplyArgs),
     /// What the partition is and what still disturbs each RT CPU.
     Status(StatusArgs),
@@ -41,6 +43,15 @@ pub(crate) enum Throttle {
     Off,
 }
 
+/// Each RT CPU's resume latency QoS (`pm_qos_resume_latency_us`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ResumeQos {
+    /// Hold it at n/a while the shield is applied: no idle state with an exit latency.
+    On,
+    /// Leave it as it is.
+    Off,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ApplyArgs {
     /// CPUs for the real-time work: a list like 2-3,6. At least one CPU stays NRT.
@@ -57,6 +68,11 @@ pub(crate) struct ApplyArgs {
     /// holding a CPU this long without sleeping (e.g. 1s).
     #[arg(long, value_name = "LIMIT", value_parser = positive_duration)]
     pub(crate) watchdog: Option<Duration>,
+    /// `on`: each RT CPU's resume latency QoS is held at n/a, so it enters no idle state
+    /// with an exit latency (power for latency, as cyclictest's /dev/cpu_dma_latency 0,
+    /// but only on the RT CPUs); reset puts back each prior value.
+    #[arg(long, value_name = "on|off", value_enum, default_value = "on")]
+    pub(crate) resume_qos: ResumeQos,
     #[command(flatten)]
     pub(crate) journal: JournalArg,
 }
@@ -160,6 +176,7 @@ fn apply(args: &ApplyArgs) -> Result<(), Failure> {
     let request = Request {
         rt_throttle_off,
         watchdog,
+        resume_qos: args.resume_qos == ResumeQos::On,
         ..Request::partition(rt_cpus, args.irq_for.clone())
     };
     let applied = ictus_shield::apply(&request, &args.journal.journal).map_err(failure)?;
@@ -191,6 +208,14 @@ fn apply(args: &ApplyArgs) -> Result<(), Failure> {
     if throttle_off {
         out.push_str(
             "RT throttling is off (sched_rt_runtime_us -1) while the watchdog runs; reset turns it back on\n",
+        );
+    }
+    if !applied.resume_qos_held.is_empty() {
+        let _ = writeln!(
+            out,
+            "resume latency QoS: {RESUME_QOS_HELD} on CPU(s) {} ({}); reset puts back each prior value",
+            applied.resume_qos_held,
+            ResumeLatency::NoneAccepted
         );
     }
     let left = plan.skipped.len() + applied.refused.len();
@@ -279,6 +304,10 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
                 irqs.join(", ")
             }
         );
+        if let Some(qos) = &cpu.resume_qos {
+            let meaning = ResumeLatency::parse(qos).map_or_else(String::new, |m| format!(" ({m})"));
+            let _ = writeln!(out, "  resume latency QoS: {qos}{meaning}");
+        }
     }
     if let Some(w) = &status.watchdog {
         let _ = writeln!(

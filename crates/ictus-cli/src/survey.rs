@@ -231,6 +231,10 @@ impl ShieldDriver for SurveyShield {
             irq_for: Vec::new(),
             rt_throttle_off: watchdog.is_some(),
             watchdog,
+            // A step's record must say which power-management settings were in force;
+            // the shield's resume latency QoS would keep the RT CPUs out of idle states
+            // without the record saying so, so the survey's shield leaves it alone.
+            resume_qos: false,
         };
         let applied = ictus_shield::apply(&request, &self.journal).map_err(|e| e.to_string())?;
         // The shield put this process in the NRT group too; back in the root group,

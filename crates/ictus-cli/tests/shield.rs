@@ -1,8 +1,10 @@
 //! End-to-end: `ictus shield` refuses bad input with one line and changes nothing;
 //! `status` and `reset` without a shield say so; where the machine allows (root, a
 //! writable cpuset), `apply --rt-throttle off --watchdog` turns the RT throttle off
-//! with a watchdog process running, and `reset` brings both back. (Every stop point
-//! of apply is tested in ictus-shield's fault-injection test.)
+//! with a watchdog process running, and `reset` brings both back; `apply` holds the RT
+//! CPU's resume latency QoS at `n/a` (not with `--resume-qos off`), `status` shows it
+//! and `reset` puts back the prior text. (Every stop point of apply is tested in
+//! ictus-shield's fault-injection test.)
 
 // A skipped test says so on stderr, visibly.
 #![allow(clippy::print_stderr)]
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 // shield: they run one at a time.
 use common::{ictus, one_at_a_time, refused, succeeds};
 use ictus_shield::journal;
-use ictus_shield::snapshot::{self, RT_RUNTIME, differences, state};
+use ictus_shield::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, differences, state};
 use ictus_shield::watchdog::{self, LogEvent};
 
 fn journal(name: &str) -> PathBuf {
@@ -197,5 +199,80 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
         matches!(events.last(), Some(LogEvent::Stopped { why, .. }) if why == "signal"),
         "{events:?}"
     );
+    drop(guard);
+}
+
+/// The RT CPU's resume latency QoS text now.
+fn resume_qos(cpu: usize) -> Option<String> {
+    snapshot::resume_qos(cpu).map(|q| q.value)
+}
+
+#[test]
+fn apply_holds_the_rt_cpu_resume_qos_status_shows_it_and_reset_puts_it_back() {
+    let _machine = one_at_a_time();
+    let name = "apply_holds_the_rt_cpu_resume_qos_status_shows_it_and_reset_puts_it_back";
+    let cpu: usize = last_online_cpu().parse().unwrap();
+    let held = snapshot::resume_qos(cpu);
+    let why = ictus_shield::apply::machine_shortfall().or_else(|| match &held {
+        None => Some(format!("CPU {cpu} has no resume latency QoS file")),
+        Some(q) if !q.writable => Some(format!("CPU {cpu}'s resume latency QoS is not writable")),
+        Some(q) if q.value == RESUME_QOS_HELD => {
+            Some(format!("CPU {cpu}'s resume latency QoS is already held"))
+        }
+        Some(_) => None,
+    });
+    if let Some(why) = why {
+        ictus_os::testing::skipped(name, &why);
+        return;
+    }
+    let path = journal("resume-qos");
+    let guard = Restore(path.clone());
+    let prior = resume_qos(cpu);
+    let before = state();
+    let rt = cpu.to_string();
+
+    let stdout = String::from_utf8(shield(&["shield", "apply", "--rt-cpus", &rt], &path)).unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "resume latency QoS: n/a on CPU(s) {cpu} (no idle state with an exit latency)"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(resume_qos(cpu).as_deref(), Some(RESUME_QOS_HELD));
+    let others: Vec<String> = differences(&before, &state())
+        .into_iter()
+        .filter(|d| d.contains("pm_qos_resume_latency_us"))
+        .collect();
+    assert_eq!(
+        others,
+        vec![format!(
+            "{}: {} -> n/a",
+            snapshot::resume_qos_path(cpu).display(),
+            prior.as_deref().unwrap()
+        )],
+        "only the RT CPU's resume latency QoS is held"
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&shield(&["shield", "status", "--json"], &path)).unwrap();
+    assert_eq!(status["cpus"][0]["cpu"], cpu, "{status:#}");
+    assert_eq!(status["cpus"][0]["resume_qos"], "n/a", "{status:#}");
+    let text = String::from_utf8(shield(&["shield", "status"], &path)).unwrap();
+    assert!(
+        text.contains("  resume latency QoS: n/a (no idle state with an exit latency)"),
+        "{text}"
+    );
+    shield(&["shield", "reset"], &path);
+    assert_eq!(resume_qos(cpu), prior, "the prior text is back");
+    assert_eq!(differences(&before, &state()), Vec::<String>::new());
+
+    let stdout = String::from_utf8(shield(
+        &["shield", "apply", "--rt-cpus", &rt, "--resume-qos", "off"],
+        &path,
+    ))
+    .unwrap();
+    assert!(!stdout.contains("resume latency QoS"), "{stdout}");
+    assert_eq!(resume_qos(cpu), prior, "--resume-qos off leaves it alone");
+    shield(&["shield", "reset"], &path);
+    assert_eq!(differences(&before, &state()), Vec::<String>::new());
     drop(guard);
 }

@@ -31,6 +31,10 @@ pub struct Applied {
     pub journal: PathBuf,
     /// The watchdog process, when one was started.
     pub watchdog: Option<StartedWatchdog>,
+    /// The RT CPUs whose resume latency QoS the shield holds at
+    /// [`snapshot::RESUME_QOS_HELD`] (reset puts back each prior value).
+    #[serde(default)]
+    pub resume_qos_held: CpuSet,
 }
 
 /// The watchdog process `apply` started.
@@ -169,6 +173,7 @@ pub fn apply_stopping_after(
         irqbalance_stopped: false,
         journal: journal_path.to_path_buf(),
         watchdog: None,
+        resume_qos_held: CpuSet::default(),
     };
     match run_steps(&mut applied, &mut journal, stop_at) {
         Ok(()) => Ok(applied),
@@ -248,7 +253,8 @@ fn run_steps(
 
 /// Writes `value` to `path`, its prior value journaled first unless the file is in a
 /// group the shield `created`. A file that vanished is passed over; an IRQ the
-/// kernel will not move is recorded as refused.
+/// kernel will not move, or a resume latency QoS it will not take, is recorded as
+/// refused.
 fn write_step(
     applied: &mut Applied,
     journal: &mut StepJournal<'_>,
@@ -274,17 +280,42 @@ fn write_step(
         // Kernels before 5.15 know only `root` partitions.
         result = write_value(path, "root");
     }
-    if let Err(e) = result {
-        if path.starts_with("/proc/irq") {
-            applied.refused.push(Skip {
-                what: format!("{}", path.display()),
-                why: format!("the kernel refused ({e}); a managed IRQ stays where it is"),
-            });
-        } else {
-            return Err(write_error(path, value, e));
+    match result {
+        Ok(()) => {
+            if let Some(cpu) = snapshot::resume_qos_cpu(path) {
+                applied.resume_qos_held =
+                    CpuSet::from_cpus(applied.resume_qos_held.cpus().iter().copied().chain([cpu]));
+            }
+            Ok(())
         }
+        Err(e) => match tolerated_refusal(path, &e) {
+            Some(skip) => {
+                applied.refused.push(skip);
+                Ok(())
+            }
+            None => Err(write_error(path, value, e)),
+        },
     }
-    Ok(())
+}
+
+/// A write the kernel refused that leaves the shield whole, as what was left: a
+/// managed IRQ stays where it is; a resume latency QoS that a kernel before 4.16
+/// will not set to `n/a` leaves that CPU's idle states as they were. `None` for any
+/// other refusal, which fails the apply.
+fn tolerated_refusal(path: &Path, e: &std::io::Error) -> Option<Skip> {
+    let what = path.display().to_string();
+    if path.starts_with("/proc/irq") {
+        return Some(Skip {
+            what,
+            why: format!("the kernel refused ({e}); a managed IRQ stays where it is"),
+        });
+    }
+    snapshot::resume_qos_cpu(path).map(|cpu| Skip {
+        what,
+        why: format!(
+            "the kernel refused ({e}; before Linux 4.16 it knows no n/a); CPU {cpu} may still enter idle states with an exit latency"
+        ),
+    })
 }
 
 /// Creates the cgroup directory `path`, journaled first.
@@ -644,5 +675,23 @@ fn remove_group(dir: &Path, out: &mut ResetOutcome) {
     if let Err(e) = std::fs::remove_dir(dir) {
         out.problems
             .push(format!("removing {}: {e}", dir.display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_irq_or_resume_qos_is_left_in_place_and_any_other_refusal_fails() {
+        let einval = || std::io::Error::from_raw_os_error(22);
+        let irq = tolerated_refusal(Path::new("/proc/irq/9/smp_affinity_list"), &einval());
+        assert_eq!(irq.unwrap().what, "/proc/irq/9/smp_affinity_list");
+        let qos = snapshot::resume_qos_path(3);
+        let sut = tolerated_refusal(&qos, &einval()).unwrap();
+        assert_eq!(sut.what, qos.display().to_string());
+        assert!(sut.why.contains("CPU 3"), "{}", sut.why);
+        assert!(tolerated_refusal(Path::new(snapshot::RT_RUNTIME), &einval()).is_none());
+        assert!(tolerated_refusal(Path::new("/cs/ictus-rt/cpuset.cpus"), &einval()).is_none());
     }
 }

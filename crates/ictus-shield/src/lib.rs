@@ -11,6 +11,10 @@
 //!   kernel offers it); the root partition loses those CPUs by itself.
 //! - IRQs (and the default IRQ affinity) go to the NRT CPUs, except those named for the
 //!   RT tasks, which go to the RT CPUs; the workqueue cpumask goes to the NRT CPUs.
+//! - Each RT CPU's resume latency QoS (`pm_qos_resume_latency_us`) is held at `n/a`,
+//!   so it enters no idle state with an exit latency (see
+//!   [`snapshot::RESUME_QOS_HELD`]); unlike `/dev/cpu_dma_latency` it outlives the
+//!   applying process, so it is journaled and reset like the rest.
 //! - Optionally a [`watchdog`] process on the NRT CPUs that demotes a real-time thread
 //!   which keeps its CPU longer than a limit; only with it may the RT throttle
 //!   (`sched_rt_runtime_us`) be turned off, and only after it runs.

@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ShieldError;
 use crate::mask::{format_mask, parse_mask};
-use crate::snapshot::{CpusetRoot, DEFAULT_IRQ_AFFINITY, Machine, RT_RUNTIME, WORKQUEUE_CPUMASK};
+use crate::snapshot::{
+    CpusetRoot, DEFAULT_IRQ_AFFINITY, Machine, RESUME_QOS_HELD, RT_RUNTIME, WORKQUEUE_CPUMASK,
+    resume_qos_path,
+};
 
 /// The shield's cpuset groups, under the cpuset root.
 pub const RT_GROUP: &str = "ictus-rt";
@@ -29,16 +32,21 @@ pub struct Request {
     pub rt_throttle_off: bool,
     /// Start a watchdog process (see [`crate::watchdog`]).
     pub watchdog: Option<WatchdogLaunch>,
+    /// Hold each RT CPU's resume latency QoS at [`RESUME_QOS_HELD`] (no idle state
+    /// with an exit latency) while the shield is applied.
+    pub resume_qos: bool,
 }
 
 impl Request {
-    /// A request for a partition only: no watchdog, the RT throttle left as it is.
+    /// A request for a partition with each RT CPU's resume latency QoS held: no
+    /// watchdog, the RT throttle left as it is.
     pub fn partition(rt_cpus: CpuSet, irq_for: Vec<u32>) -> Request {
         Request {
             rt_cpus,
             irq_for,
             rt_throttle_off: false,
             watchdog: None,
+            resume_qos: true,
         }
     }
 }
@@ -183,6 +191,9 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
     };
     irq_steps(machine, request, &nrt, &mut steps);
     mask_steps(machine, &nrt, &mut steps);
+    if request.resume_qos {
+        resume_qos_steps(machine, rt, &mut steps, &mut skipped);
+    }
     if cgroup_version == 2 {
         v2_partition(machine, &root.join(RT_GROUP), rt, &mut steps);
     }
@@ -339,6 +350,39 @@ fn mask_steps(machine: &Machine, nrt: &CpuSet, steps: &mut Vec<Step>) {
     }
 }
 
+/// Each RT CPU's resume latency QoS to [`RESUME_QOS_HELD`] (see there why that
+/// value), an ordinary journaled write; a CPU without the file, with a file this
+/// process may not write, or already held, is a note.
+fn resume_qos_steps(
+    machine: &Machine,
+    rt: &CpuSet,
+    steps: &mut Vec<Step>,
+    skipped: &mut Vec<Skip>,
+) {
+    for &cpu in rt.cpus() {
+        let path = resume_qos_path(cpu);
+        let why = match machine.resume_qos.iter().find(|q| q.cpu == cpu) {
+            None => {
+                "this kernel has no per-CPU resume latency QoS: the CPU may still enter idle states with an exit latency"
+            }
+            Some(q) if q.value == RESUME_QOS_HELD => {
+                "already n/a: no idle state with an exit latency"
+            }
+            Some(q) if !q.writable => {
+                "not writable (is /sys mounted read-only?): the CPU may still enter idle states with an exit latency"
+            }
+            Some(_) => {
+                steps.push(write(path, RESUME_QOS_HELD.into()));
+                continue;
+            }
+        };
+        skipped.push(Skip {
+            what: path.display().to_string(),
+            why: why.into(),
+        });
+    }
+}
+
 /// cgroup v2: the RT group at `rt_dir`, made an isolated partition.
 fn v2_partition(machine: &Machine, rt_dir: &Path, rt: &CpuSet, steps: &mut Vec<Step>) {
     steps.push(Step::Mkdir {
@@ -373,7 +417,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::snapshot::{Irq, PF_KTHREAD, PF_NO_SETAFFINITY, Task};
+    use crate::snapshot::{CpuResumeQos, Irq, PF_KTHREAD, PF_NO_SETAFFINITY, Task};
 
     fn task(tid: i32, flags: u64, cpuset: &str) -> Task {
         Task {
@@ -419,7 +463,27 @@ mod tests {
             workqueue_cpumask: Some("f".into()),
             irqbalance: None,
             rt_runtime_us: Some("950000".into()),
+            resume_qos: (0..4).map(|cpu| resume_qos(cpu, "0", true)).collect(),
         }
+    }
+
+    fn resume_qos(cpu: usize, value: &str, writable: bool) -> CpuResumeQos {
+        CpuResumeQos {
+            cpu,
+            value: value.into(),
+            writable,
+        }
+    }
+
+    fn resume_qos_writes(plan: &Plan) -> Vec<(String, String)> {
+        writes(plan)
+            .into_iter()
+            .filter(|(p, _)| p.ends_with("pm_qos_resume_latency_us"))
+            .collect()
+    }
+
+    fn qos_path(cpu: usize) -> String {
+        resume_qos_path(cpu).display().to_string()
     }
 
     fn request(rt: &str, irq_for: &[u32]) -> Request {
@@ -586,5 +650,74 @@ mod tests {
         let sut = plan(&m, &r).unwrap();
         assert!(!writes(&sut).iter().any(|(p, _)| p == RT_RUNTIME));
         assert!(sut.skipped.iter().any(|s| s.what == RT_RUNTIME));
+    }
+
+    #[test]
+    fn each_rt_cpu_resume_qos_is_held_at_n_a_and_no_other_cpu_is_touched() {
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &request("2-3", &[])).unwrap();
+        assert_eq!(
+            resume_qos_writes(&sut),
+            vec![
+                (qos_path(2), RESUME_QOS_HELD.to_owned()),
+                (qos_path(3), RESUME_QOS_HELD.to_owned()),
+            ]
+        );
+        assert!(sut.skipped.iter().all(|s| !s.what.contains("pm_qos")));
+    }
+
+    #[test]
+    fn an_absent_unwritable_or_already_held_resume_qos_is_a_note_not_a_step() {
+        let mut m = fake(CpusetRoot::V1("/cs".into()));
+        m.resume_qos = vec![
+            resume_qos(0, "0", true),
+            resume_qos(2, "0", false),
+            resume_qos(3, RESUME_QOS_HELD, true),
+        ];
+        let sut = plan(&m, &request("1-3", &[])).unwrap();
+        assert_eq!(resume_qos_writes(&sut), Vec::<(String, String)>::new());
+        let noted: Vec<&str> = sut
+            .skipped
+            .iter()
+            .filter(|s| s.what.contains("pm_qos"))
+            .map(|s| s.what.as_str())
+            .collect();
+        assert_eq!(noted, vec![qos_path(1), qos_path(2), qos_path(3)]);
+    }
+
+    #[test]
+    fn resume_qos_off_leaves_every_cpu_alone_without_a_note() {
+        let mut r = request("3", &[]);
+        r.resume_qos = false;
+        let sut = plan(&fake(CpusetRoot::V1("/cs".into())), &r).unwrap();
+        assert_eq!(resume_qos_writes(&sut), Vec::<(String, String)>::new());
+        assert!(sut.skipped.iter().all(|s| !s.what.contains("pm_qos")));
+    }
+
+    #[test]
+    fn the_resume_qos_is_held_after_the_irqs_and_before_the_partition_and_the_watchdog() {
+        let mut r = request("3", &[]);
+        r.watchdog = Some(launch(Duration::from_secs(1)));
+        let sut = plan(&fake(CpusetRoot::V2("/cg".into())), &r).unwrap();
+        let qos = sut
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Write { path, .. } if path == &resume_qos_path(3)))
+            .expect("CPU 3's resume latency QoS is held");
+        let last_irq = sut
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::Write { path, .. } if path.starts_with("/proc/irq")))
+            .unwrap();
+        let partition = sut
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Mkdir { .. }))
+            .unwrap();
+        let watchdog = sut
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::StartWatchdog { .. }))
+            .unwrap();
+        assert!(last_irq < qos && qos < partition && partition < watchdog);
     }
 }

@@ -99,6 +99,56 @@ pub struct Machine {
     /// `/proc/sys/kernel/sched_rt_runtime_us` (the RT throttle; `-1` is off), where present.
     #[serde(default)]
     pub rt_runtime_us: Option<String>,
+    /// Each online CPU's resume latency QoS, where the kernel has the file.
+    #[serde(default)]
+    pub resume_qos: Vec<CpuResumeQos>,
+}
+
+/// One CPU's resume latency QoS file ([`resume_qos_path`]) as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuResumeQos {
+    /// The CPU.
+    pub cpu: usize,
+    /// The file's text, exactly as read (trimmed): what `reset` writes back.
+    pub value: String,
+    /// Whether this process may write it (`access(W_OK)`: root, and `/sys` not
+    /// mounted read-only).
+    pub writable: bool,
+}
+
+/// What a CPU's resume latency QoS text means (Linux 4.16 and later, where `n/a`
+/// exists). The cpuidle governors take the smaller of it and the global CPU latency
+/// QoS (`/dev/cpu_dma_latency`) as the longest exit latency an idle state may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeLatency {
+    /// `0`: no constraint; the governor may pick any idle state.
+    Any,
+    /// `n/a`: no resume latency accepted at all; only idle states without an exit
+    /// latency (polling).
+    NoneAccepted,
+    /// Idle states whose exit latency is at most this many microseconds.
+    AtMostUs(u32),
+}
+
+impl ResumeLatency {
+    /// Reads the file's text; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ResumeLatency> {
+        match text.trim() {
+            "n/a" => Some(ResumeLatency::NoneAccepted),
+            "0" => Some(ResumeLatency::Any),
+            t => t.parse().ok().map(ResumeLatency::AtMostUs),
+        }
+    }
+}
+
+impl std::fmt::Display for ResumeLatency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResumeLatency::Any => f.write_str("no constraint"),
+            ResumeLatency::NoneAccepted => f.write_str("no idle state with an exit latency"),
+            ResumeLatency::AtMostUs(us) => write!(f, "idle states that exit within {us} us"),
+        }
+    }
 }
 
 /// The workqueue cpumask file.
@@ -108,6 +158,58 @@ pub const DEFAULT_IRQ_AFFINITY: &str = "/proc/irq/default_smp_affinity";
 /// The RT throttle: microseconds per `sched_rt_period_us` that real-time tasks may use;
 /// `-1` turns throttling off.
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// What the shield writes to each RT CPU's resume latency QoS: `n/a`, no resume
+/// latency accepted, so the CPU enters no idle state with an exit latency: the per-CPU
+/// counterpart of cyclictest's 0 on `/dev/cpu_dma_latency`, but journaled, so it
+/// outlives the applying process and `reset` puts back the exact prior text.
+///
+/// Why `n/a` and not a number: since Linux 4.16 ("PM / QoS: Fix device resume latency
+/// framework") the file's `0` means *no constraint* (the kernel stores
+/// `PM_QOS_RESUME_LATENCY_NO_CONSTRAINT`, S32_MAX, and shows it as 0: what a CPU reads
+/// by default), and `n/a` stores the kernel's 0, *no latency at all*. The cpuidle
+/// governors (menu, teo, ladder, haltpoll) read that raw value
+/// (`dev_pm_qos_raw_resume_latency` in `cpuidle_governor_latency_req`) and at 0 pick
+/// only the polling state. `1` would still admit states that exit within 1 us (the
+/// haltpoll state of a KVM guest, C1 on many x86 parts): on a 6.18 guest, CPU 1's
+/// `haltpoll idle` state (exit latency 1 us) stopped being entered once its file read
+/// `n/a`, and was entered again at `1` as at `0`. Kernels before 4.16 refuse `n/a` (EINVAL);
+/// apply then records the step as refused and goes on.
+pub const RESUME_QOS_HELD: &str = "n/a";
+
+/// The directory of the CPU devices.
+const CPU_DEVICES: &str = "/sys/devices/system/cpu";
+
+/// CPU `cpu`'s resume latency QoS file (`pm_qos_resume_latency_us`): the longest
+/// exit latency, in microseconds, of an idle state the cpuidle governor may pick on it.
+pub fn resume_qos_path(cpu: usize) -> PathBuf {
+    PathBuf::from(format!(
+        "{CPU_DEVICES}/cpu{cpu}/power/pm_qos_resume_latency_us"
+    ))
+}
+
+/// The CPU whose resume latency QoS file `path` is; `None` for any other file.
+pub fn resume_qos_cpu(path: &Path) -> Option<usize> {
+    let cpu = path
+        .to_str()?
+        .strip_prefix(CPU_DEVICES)?
+        .strip_prefix("/cpu")?
+        .strip_suffix("/power/pm_qos_resume_latency_us")?;
+    if cpu.is_empty() || !cpu.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    cpu.parse().ok()
+}
+
+/// CPU `cpu`'s resume latency QoS, where the kernel has the file.
+pub fn resume_qos(cpu: usize) -> Option<CpuResumeQos> {
+    let path = resume_qos_path(cpu);
+    Some(CpuResumeQos {
+        cpu,
+        value: read_trimmed(&path)?,
+        writable: ictus_os::facts::writable(&path),
+    })
+}
 
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path)
@@ -228,8 +330,14 @@ pub fn machine() -> Machine {
         }
         mems = read_trimmed(root.dir().join(mems_file)).unwrap_or_else(|| "0".into());
     }
+    let online = ictus_os::facts::online_cpus();
     Machine {
-        online: ictus_os::facts::online_cpus(),
+        resume_qos: online
+            .cpus()
+            .iter()
+            .filter_map(|&c| resume_qos(c))
+            .collect(),
+        online,
         cpuset,
         mems,
         root_files,
@@ -257,8 +365,9 @@ fn irqbalance_pid() -> Option<i32> {
 
 /// Everything the shield may touch, as `name -> value`: every file of the cpuset
 /// root and of the shield's groups, every IRQ affinity, the default IRQ affinity, the
-/// workqueue cpumask, the RT throttle, and each thread's cpuset and affinity (keyed
-/// by tid and start time). Two states compare with [`differences`].
+/// workqueue cpumask, the RT throttle, each online CPU's resume latency QoS, and each
+/// thread's cpuset and affinity (keyed by tid and start time). Two states compare
+/// with [`differences`].
 pub fn state() -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     if let Some(root) = cpuset_root() {
@@ -301,6 +410,12 @@ pub fn state() -> BTreeMap<String, String> {
     for path in [DEFAULT_IRQ_AFFINITY, WORKQUEUE_CPUMASK, RT_RUNTIME] {
         if let Some(v) = read_trimmed(path) {
             out.insert(path.to_owned(), v);
+        }
+    }
+    for &cpu in ictus_os::facts::online_cpus().cpus() {
+        let path = resume_qos_path(cpu);
+        if let Some(v) = read_trimmed(&path) {
+            out.insert(path.display().to_string(), v);
         }
     }
     for task in threads() {
@@ -356,6 +471,33 @@ mod tests {
         let start = process_start_time(pid).unwrap();
         assert!(process_alive(pid, start));
         assert!(!process_alive(pid, start + 1));
+    }
+
+    #[test]
+    fn a_resume_qos_path_names_its_cpu_and_no_other_file_does() {
+        assert_eq!(resume_qos_cpu(&resume_qos_path(12)), Some(12));
+        for other in [
+            "/sys/devices/system/cpu/cpu/power/pm_qos_resume_latency_us",
+            "/sys/devices/system/cpu/cpux1/power/pm_qos_resume_latency_us",
+            "/sys/devices/system/cpu/cpu1/power/autosuspend_delay_ms",
+            "/proc/sys/kernel/sched_rt_runtime_us",
+        ] {
+            assert_eq!(resume_qos_cpu(Path::new(other)), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn resume_latency_text_reads_as_the_kernel_means_it() {
+        assert_eq!(ResumeLatency::parse("0"), Some(ResumeLatency::Any));
+        assert_eq!(
+            ResumeLatency::parse(RESUME_QOS_HELD),
+            Some(ResumeLatency::NoneAccepted)
+        );
+        assert_eq!(
+            ResumeLatency::parse("20\n"),
+            Some(ResumeLatency::AtMostUs(20))
+        );
+        assert_eq!(ResumeLatency::parse("-1"), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::ShieldError;
 use crate::journal::{self, Entry};
 use crate::plan::RT_GROUP;
-use crate::snapshot::{self, RT_RUNTIME};
+use crate::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, ResumeLatency};
 use crate::watchdog::{self, Demotion, LogEvent};
 
 /// A thread that may run on an RT CPU.
@@ -47,6 +47,10 @@ pub struct CpuDisturbance {
     pub tasks: Vec<Intruder>,
     /// Interrupts on it during the window, most first.
     pub irqs: Vec<IrqCount>,
+    /// Its resume latency QoS now (`pm_qos_resume_latency_us` as read, see
+    /// [`ResumeLatency`]; `n/a` while the shield holds it), where the kernel has the file.
+    #[serde(default)]
+    pub resume_qos: Option<String>,
 }
 
 /// The watchdog process the shield started.
@@ -293,9 +297,33 @@ pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldErr
                 loc.count
             ));
         }
-        status.cpus.push(CpuDisturbance { cpu, tasks, irqs });
+        let resume_qos = snapshot::resume_qos(cpu).map(|q| q.value);
+        if let Some(advice) = resume_qos_advice(cpu, resume_qos.as_deref(), entries.as_deref()) {
+            status.advice.push(advice);
+        }
+        status.cpus.push(CpuDisturbance {
+            cpu,
+            tasks,
+            irqs,
+            resume_qos,
+        });
     }
     Ok(status)
+}
+
+/// Advice when the shield held CPU `cpu`'s resume latency QoS (its journal has the
+/// write) but the file reads something else `now`: another program wrote it since.
+fn resume_qos_advice(cpu: usize, now: Option<&str>, entries: Option<&[Entry]>) -> Option<String> {
+    let path = snapshot::resume_qos_path(cpu);
+    let held = entries?
+        .iter()
+        .any(|e| matches!(e, Entry::Write { path: p, .. } if *p == path));
+    let now = now.filter(|&v| held && v != RESUME_QOS_HELD)?;
+    let meaning = ResumeLatency::parse(now).map_or_else(String::new, |m| format!(" ({m})"));
+    Some(format!(
+        "CPU {cpu}: the shield held its resume latency QoS at {RESUME_QOS_HELD}, but it reads {now}{meaning} now: another program wrote {}; `ictus shield reset` and apply again.",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
@@ -324,5 +352,21 @@ mod tests {
         assert_eq!(cpu1[0].count, 10);
         assert_eq!(cpu1[1].irq, "24");
         assert_eq!(cpu1[1].count, 4);
+    }
+
+    #[test]
+    fn a_held_resume_qos_changed_by_another_program_gets_advice_and_an_unheld_one_none() {
+        let held = [Entry::Write {
+            path: snapshot::resume_qos_path(1),
+            prior_value: "0".into(),
+        }];
+        let sut = resume_qos_advice(1, Some("0"), Some(&held)).unwrap();
+        assert!(sut.contains("reads 0 (no constraint)"), "{sut}");
+        assert_eq!(
+            resume_qos_advice(1, Some(RESUME_QOS_HELD), Some(&held)),
+            None
+        );
+        assert_eq!(resume_qos_advice(2, Some("0"), Some(&held)), None);
+        assert_eq!(resume_qos_advice(1, Some("0"), None), None);
     }
 }

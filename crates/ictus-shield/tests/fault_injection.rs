@@ -1,7 +1,8 @@
 //! Fault injection on the real machine: `apply` is stopped at every point (before and
 //! after each journal entry), then `reset` must bring back an identical snapshot of
 //! every cpuset, IRQ affinity, task affinity and sysctl that `apply` touched, the RT
-//! throttle (`sched_rt_runtime_us`, turned off by the last step) included, and no
+//! throttle (`sched_rt_runtime_us`, turned off by the last step) and the RT CPU's
+//! resume latency QoS (`pm_qos_resume_latency_us`, held at `n/a`) included, and no
 //! watchdog process may survive it.
 //!
 //! The watchdog here is a stand-in that speaks the shield's handshake (wait for GO,
@@ -21,7 +22,8 @@ use std::time::Duration;
 
 use ictus_shield::apply::{apply_stopping_after, machine_shortfall};
 use ictus_shield::journal;
-use ictus_shield::snapshot::{self, RT_RUNTIME, differences};
+use ictus_shield::plan::Step;
+use ictus_shield::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, differences};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch, reset};
 
 /// Runs `reset` on drop, whatever happened.
@@ -80,11 +82,36 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
 
     // The full apply first: how many steps there are, and that a second is refused.
     let before = state();
+    let qos = snapshot::resume_qos_path(last);
+    let qos_key = qos.display().to_string();
+    let qos_prior = snapshot::resume_qos(last);
+    assert_eq!(
+        before.get(&qos_key),
+        qos_prior.as_ref().map(|q| &q.value),
+        "the snapshot holds the RT CPU's resume latency QoS where the kernel has it"
+    );
     let applied = apply_stopping_after(&request, &journal, None).unwrap();
     assert!(
         !differences(&before, &state()).is_empty(),
         "apply changes what the snapshot sees"
     );
+    // Where the file can be held, the plan holds it: then the stop points below fall
+    // before and after its journal entry and its write.
+    let holds_qos = qos_prior
+        .as_ref()
+        .is_some_and(|q| q.writable && q.value != RESUME_QOS_HELD);
+    let qos_step = applied.plan.steps.iter().position(
+        |s| matches!(s, Step::Write { path, value } if *path == qos && value == RESUME_QOS_HELD),
+    );
+    assert_eq!(qos_step.is_some(), holds_qos, "{:?}", applied.plan.skipped);
+    if holds_qos {
+        assert_eq!(
+            state()[&qos_key],
+            RESUME_QOS_HELD,
+            "the resume latency QoS is held"
+        );
+        assert!(applied.resume_qos_held.contains(last));
+    }
     let watchdog = applied.watchdog.clone().expect("a watchdog was started");
     assert!(snapshot::process_alive(watchdog.pid, watchdog.start_time));
     assert_eq!(

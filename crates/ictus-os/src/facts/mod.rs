@@ -50,8 +50,9 @@ fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-/// Whether this process may write `path` (`access(W_OK)`); nothing is written.
-fn writable(path: &Path) -> bool {
+/// Whether this process may write `path` (`access(W_OK)`: its privileges, the file's
+/// mode, a read-only mount); nothing is written.
+pub fn writable(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
