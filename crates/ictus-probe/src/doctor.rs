@@ -7,7 +7,7 @@
 //!
 //! ```
 //! let audit = ictus_probe::doctor::audit();
-//! assert!(audit.checks.iter().any(|c| c.id == "preemption"));
+//! assert!(audit.checks.iter().any(|c| c.id == ictus_probe::doctor::CheckId::Preemption));
 //! assert!(!audit.verdict.summary.is_empty());
 //! ```
 
@@ -47,8 +47,8 @@ impl Status {
 /// One audited feature.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
-    /// Stable kebab-case identifier, such as `rt-privileges`.
-    pub id: String,
+    /// Its stable identifier.
+    pub id: CheckId,
     /// Short human title (at most 26 characters), such as `Real-time priority (FIFO)`.
     pub title: String,
     /// How the feature stands.
@@ -80,22 +80,85 @@ pub struct Verdict {
     pub notes: Vec<String>,
 }
 
-/// The check ids, in the order the audit lists them.
-pub const CHECK_IDS: [&str; 13] = [
-    "cpus",
-    "preemption",
-    "hz",
-    "clocksource",
-    "rt-privileges",
-    "rt-throttling",
-    "sched-deadline",
-    "cpu-shielding",
-    "irq-affinity",
-    "memory",
-    "power",
-    "virtualization",
-    "tracers",
-];
+/// The stable identifier of a check: its kebab-case name in `doctor.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckId {
+    /// CPUs, topology, SMT, caches, NUMA.
+    Cpus,
+    /// The kernel's preemption model.
+    Preemption,
+    /// The tick and the timers' resolution.
+    Hz,
+    /// The clocksource.
+    Clocksource,
+    /// Whether this process may use `SCHED_FIFO`.
+    RtPrivileges,
+    /// The global RT throttle.
+    RtThrottling,
+    /// Whether this process may use `SCHED_DEADLINE`.
+    SchedDeadline,
+    /// cpusets and isolated CPUs.
+    CpuShielding,
+    /// Steering interrupts off CPUs.
+    IrqAffinity,
+    /// Memory locking, swap, transparent huge pages.
+    Memory,
+    /// The CPU frequency governor.
+    Power,
+    /// Whether a hypervisor runs this machine, and its steal time.
+    Virtualization,
+    /// The kernel's latency tracers.
+    Tracers,
+    /// A check this version does not know (an audit written by a later one).
+    #[serde(other)]
+    Other,
+}
+
+impl CheckId {
+    /// Every check, in the order the audit lists them.
+    pub const ALL: [CheckId; 13] = [
+        CheckId::Cpus,
+        CheckId::Preemption,
+        CheckId::Hz,
+        CheckId::Clocksource,
+        CheckId::RtPrivileges,
+        CheckId::RtThrottling,
+        CheckId::SchedDeadline,
+        CheckId::CpuShielding,
+        CheckId::IrqAffinity,
+        CheckId::Memory,
+        CheckId::Power,
+        CheckId::Virtualization,
+        CheckId::Tracers,
+    ];
+
+    /// Its name in `doctor.json` (`rt-privileges`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckId::Cpus => "cpus",
+            CheckId::Preemption => "preemption",
+            CheckId::Hz => "hz",
+            CheckId::Clocksource => "clocksource",
+            CheckId::RtPrivileges => "rt-privileges",
+            CheckId::RtThrottling => "rt-throttling",
+            CheckId::SchedDeadline => "sched-deadline",
+            CheckId::CpuShielding => "cpu-shielding",
+            CheckId::IrqAffinity => "irq-affinity",
+            CheckId::Memory => "memory",
+            CheckId::Power => "power",
+            CheckId::Virtualization => "virtualization",
+            CheckId::Tracers => "tracers",
+            CheckId::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Everything the audit looks at, gathered once. Built by [`PlatformFacts::gather`];
 /// tests build invented ones.
@@ -239,9 +302,15 @@ pub fn audit_from(f: &PlatformFacts) -> Audit {
     Audit { checks, verdict }
 }
 
-fn check(id: &str, title: &str, status: Status, detail: String, advice: Option<String>) -> Check {
+fn check(
+    id: CheckId,
+    title: &str,
+    status: Status,
+    detail: String,
+    advice: Option<String>,
+) -> Check {
     Check {
-        id: id.to_owned(),
+        id,
         title: title.to_owned(),
         status,
         detail,
@@ -366,7 +435,7 @@ fn check_cpus(f: &PlatformFacts) -> Check {
     let detail = parts.join("; ");
     if f.online.len() < 2 {
         return check(
-            "cpus",
+            CheckId::Cpus,
             "CPUs and topology",
             Status::Missing,
             detail,
@@ -380,7 +449,7 @@ fn check_cpus(f: &PlatformFacts) -> Check {
         "SMT shares a core between threads: keep the sibling of each real-time CPU idle, or boot with nosmt (echo off > /sys/devices/system/cpu/smt/control)".to_owned()
     });
     check(
-        "cpus",
+        CheckId::Cpus,
         "CPUs and topology",
         Status::Available,
         detail,
@@ -399,16 +468,16 @@ fn check_preemption(f: &PlatformFacts) -> Check {
         "use a PREEMPT_RT kernel (or one built with CONFIG_PREEMPT)"
     };
     match p.model {
-        PreemptModel::Rt => check("preemption", title, Status::Available, detail, None),
+        PreemptModel::Rt => check(CheckId::Preemption, title, Status::Available, detail, None),
         PreemptModel::Full | PreemptModel::Lazy => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Available,
             detail,
             Some("for the lowest worst-case latency use a PREEMPT_RT kernel".into()),
         ),
         PreemptModel::None | PreemptModel::Voluntary => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Missing,
             format!(
@@ -417,7 +486,7 @@ fn check_preemption(f: &PlatformFacts) -> Check {
             Some(switch.into()),
         ),
         PreemptModel::Unknown => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Unknown,
             format!(
@@ -458,20 +527,26 @@ fn check_hz(f: &PlatformFacts) -> Check {
     match f.clock_resolution {
         None => {
             parts.push("clock_getres(CLOCK_MONOTONIC) failed".into());
-            check("hz", title, Status::Unknown, parts.join(", "), None)
+            check(CheckId::Hz, title, Status::Unknown, parts.join(", "), None)
         }
         Some(res) if res.as_u64() <= 1_000 => {
             parts.push(format!(
                 "clock_getres(CLOCK_MONOTONIC) = {res} (high-resolution timers)"
             ));
-            check("hz", title, Status::Available, parts.join(", "), None)
+            check(
+                CheckId::Hz,
+                title,
+                Status::Available,
+                parts.join(", "),
+                None,
+            )
         }
         Some(res) => {
             parts.push(format!(
                 "clock_getres(CLOCK_MONOTONIC) = {res}: timers fire only on ticks"
             ));
             check(
-                "hz",
+                CheckId::Hz,
                 title,
                 Status::Missing,
                 parts.join(", "),
@@ -490,7 +565,7 @@ fn check_clocksource(f: &PlatformFacts) -> Check {
     };
     let Some(current) = &f.clocksource.current else {
         return check(
-            "clocksource",
+            CheckId::Clocksource,
             title,
             Status::Unknown,
             "/sys/devices/system/clocksource/clocksource0 not readable".into(),
@@ -508,7 +583,13 @@ fn check_clocksource(f: &PlatformFacts) -> Check {
         }
         a
     });
-    check("clocksource", title, Status::Available, detail, advice)
+    check(
+        CheckId::Clocksource,
+        title,
+        Status::Available,
+        detail,
+        advice,
+    )
 }
 
 fn caps_text(caps: Option<Capabilities>) -> String {
@@ -567,13 +648,19 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
             .is_some_and(|c| c.has(Capabilities::SYS_NICE));
     match &f.fifo {
         Attempt::Succeeded if via_cap => check(
-            "rt-privileges",
+            CheckId::RtPrivileges,
             title,
             Status::Available,
             format!("{detail}; FIFO works through CAP_SYS_NICE"),
             None,
         ),
-        Attempt::Succeeded => check("rt-privileges", title, Status::Available, detail, None),
+        Attempt::Succeeded => check(
+            CheckId::RtPrivileges,
+            title,
+            Status::Available,
+            detail,
+            None,
+        ),
         Attempt::Failed { errno: 1, .. } => {
             let advice = match zero_cgroup_budget(f) {
                 Some(path) => format!(
@@ -582,7 +669,7 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
                 None => "grant real-time priority: sudo setcap cap_sys_nice,cap_ipc_lock+ep $(which ictus), or `ulimit -r 95` (limits.conf: `@realtime - rtprio 95`), or run as root".to_owned(),
             };
             check(
-                "rt-privileges",
+                CheckId::RtPrivileges,
                 title,
                 Status::NeedsPrivilege,
                 detail,
@@ -590,7 +677,7 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
             )
         }
         Attempt::Failed { errno, .. } => check(
-            "rt-privileges",
+            CheckId::RtPrivileges,
             title,
             Status::Unknown,
             format!("{detail}; unexpected {}", errno_name(*errno)),
@@ -603,7 +690,7 @@ fn check_rt_throttling(f: &PlatformFacts) -> Check {
     let title = "RT throttling";
     let Some(budget) = f.rt_throttle else {
         return check(
-            "rt-throttling",
+            CheckId::RtThrottling,
             title,
             Status::Unknown,
             "/proc/sys/kernel/sched_rt_runtime_us not readable".into(),
@@ -654,7 +741,7 @@ fn check_rt_throttling(f: &PlatformFacts) -> Check {
     } else {
         None
     };
-    check("rt-throttling", title, status, detail, advice)
+    check(CheckId::RtThrottling, title, status, detail, advice)
 }
 
 fn check_sched_deadline(f: &PlatformFacts) -> Check {
@@ -664,23 +751,23 @@ fn check_sched_deadline(f: &PlatformFacts) -> Check {
         attempt_text(&f.deadline)
     );
     match &f.deadline {
-        Attempt::Succeeded => check("sched-deadline", title, Status::Available, detail, None),
+        Attempt::Succeeded => check(CheckId::SchedDeadline, title, Status::Available, detail, None),
         Attempt::Failed { errno: 1, .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::NeedsPrivilege,
             detail,
             Some("needs CAP_SYS_NICE (sudo setcap cap_sys_nice+ep $(which ictus)) and an affinity that spans the whole root domain: restrict CPUs with an exclusive cpuset, not with sched_setaffinity".into()),
         ),
         Attempt::Failed { errno: 16, .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::Unknown,
             format!("{detail}: admission control found no free bandwidth"),
             Some("other deadline tasks hold the bandwidth; check kernel.sched_rt_runtime_us".into()),
         ),
         Attempt::Failed { .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::Missing,
             detail,
@@ -731,7 +818,7 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
     let isolated_any = !f.isolated.is_empty();
     match &f.cgroups.cpuset {
         Some(c) if c.writable => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::Available,
             detail,
@@ -740,7 +827,7 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
             )),
         ),
         Some(_) if !isolated_any => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::NeedsPrivilege,
             detail,
@@ -748,9 +835,15 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
                 "run as root, or have the cpuset delegated (systemd: Delegate=yes, AllowedCPUs=); or {boot_advice}"
             )),
         ),
-        _ if isolated_any => check("cpu-shielding", title, Status::Available, detail, None),
+        _ if isolated_any => check(
+            CheckId::CpuShielding,
+            title,
+            Status::Available,
+            detail,
+            None,
+        ),
         _ => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::Missing,
             detail,
@@ -787,7 +880,7 @@ fn check_irq_affinity(f: &PlatformFacts) -> Check {
     });
     if f.irq.irqs == 0 {
         return check(
-            "irq-affinity",
+            CheckId::IrqAffinity,
             title,
             Status::Unknown,
             format!("{detail}: /proc/irq lists no IRQs"),
@@ -802,14 +895,20 @@ fn check_irq_affinity(f: &PlatformFacts) -> Check {
             advice.push_str(&i);
         }
         return check(
-            "irq-affinity",
+            CheckId::IrqAffinity,
             title,
             Status::NeedsPrivilege,
             detail,
             Some(advice),
         );
     }
-    check("irq-affinity", title, Status::Available, detail, irqbalance)
+    check(
+        CheckId::IrqAffinity,
+        title,
+        Status::Available,
+        detail,
+        irqbalance,
+    )
 }
 
 fn check_memory(f: &PlatformFacts) -> Check {
@@ -852,7 +951,7 @@ fn check_memory(f: &PlatformFacts) -> Check {
         advice.push("THP always can stall on compaction: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled".into());
     }
     let advice = (!advice.is_empty()).then(|| advice.join("; "));
-    check("memory", title, status, detail, advice)
+    check(CheckId::Memory, title, status, detail, advice)
 }
 
 fn check_power(f: &PlatformFacts) -> Check {
@@ -911,7 +1010,7 @@ fn check_power(f: &PlatformFacts) -> Check {
         }
     };
     let advice = (!advice.is_empty()).then(|| advice.join("; "));
-    check("power", title, status, detail, advice)
+    check(CheckId::Power, title, status, detail, advice)
 }
 
 fn steal_text(steal: Option<StealTime>) -> String {
@@ -929,14 +1028,14 @@ fn check_virtualization(f: &PlatformFacts) -> Check {
     let title = "Bare metal (no hypervisor)";
     match &f.virtualization {
         None => check(
-            "virtualization",
+            CheckId::Virtualization,
             title,
             Status::Available,
             format!("bare metal; {}", steal_text(f.steal)),
             None,
         ),
         Some(h) => check(
-            "virtualization",
+            CheckId::Virtualization,
             title,
             Status::Missing,
             format!("virtual machine: {h}; {}", steal_text(f.steal)),
@@ -956,7 +1055,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
     // None of the wanted tracers, whether tracefs or the kernel config says so.
     let none_built = |detail| {
         check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::Missing,
             detail,
@@ -982,12 +1081,12 @@ fn check_tracers(f: &PlatformFacts) -> Check {
             none_built(detail)
         } else {
             let advice = (have.len() < WANTED.len()).then(|| build_advice.to_owned());
-            check("tracers", title, Status::Available, detail, advice)
+            check(CheckId::Tracers, title, Status::Available, detail, advice)
         };
     }
     let Some(config) = &f.config else {
         return check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::Unknown,
             "tracefs not readable and no kernel config to tell what is built".into(),
@@ -1012,7 +1111,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
         none_built(detail)
     } else {
         check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::NeedsPrivilege,
             detail,
@@ -1021,7 +1120,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
     }
 }
 
-fn status_of<'a>(checks: &'a [Check], id: &str) -> Option<&'a Check> {
+fn status_of(checks: &[Check], id: CheckId) -> Option<&Check> {
     checks.iter().find(|c| c.id == id)
 }
 
@@ -1029,7 +1128,7 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
     let mut blockers: Vec<String> = Vec::new();
     // (short label for the summary, full note)
     let mut notes: Vec<(String, String)> = Vec::new();
-    let is = |id: &str, s: Status| status_of(checks, id).is_some_and(|c| c.status == s);
+    let is = |id: CheckId, s: Status| status_of(checks, id).is_some_and(|c| c.status == s);
 
     if !f.fifo.is_ok() {
         blockers.push(format!(
@@ -1043,7 +1142,7 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
             attempt_text(&f.mlock)
         ));
     }
-    if is("hz", Status::Missing) {
+    if is(CheckId::Hz, Status::Missing) {
         blockers.push("no high-resolution timers: wake-ups are quantised to the tick".into());
     }
     if f.online.len() < 2 {
@@ -1247,7 +1346,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(audit: &'a Audit, id: &str) -> &'a Check {
+    fn find(audit: &Audit, id: CheckId) -> &Check {
         audit.checks.iter().find(|c| c.id == id).unwrap()
     }
 
@@ -1266,8 +1365,8 @@ mod tests {
     #[test]
     fn the_checks_come_in_the_documented_order() {
         let sut = audit_from(&tuned_rt_machine());
-        let ids: Vec<&str> = sut.checks.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, CHECK_IDS);
+        let ids: Vec<CheckId> = sut.checks.iter().map(|c| c.id).collect();
+        assert_eq!(ids, CheckId::ALL);
     }
 
     #[test]
@@ -1279,7 +1378,7 @@ mod tests {
             hard: Some(0),
         });
         let sut = audit_from(&facts);
-        let c = find(&sut, "rt-privileges");
+        let c = find(&sut, CheckId::RtPrivileges);
         assert_eq!(c.status, Status::NeedsPrivilege);
         assert!(c.detail.contains("EPERM"), "{}", c.detail);
         assert!(c.detail.contains("RLIMIT_RTPRIO 0"), "{}", c.detail);
@@ -1313,7 +1412,7 @@ mod tests {
             source: "kernel log \"Dynamic Preempt: none\"".into(),
         };
         let sut = audit_from(&facts);
-        let c = find(&sut, "preemption");
+        let c = find(&sut, CheckId::Preemption);
         assert_eq!(c.status, Status::Missing);
         assert!(c.advice.as_deref().unwrap().contains("preempt=full"));
         assert!(c.advice.as_deref().unwrap().contains("PREEMPT_RT"));
@@ -1415,9 +1514,9 @@ mod tests {
             error: "Cannot allocate memory".into(),
         };
         let sut = audit_from(&facts);
-        assert_eq!(find(&sut, "memory").status, Status::NeedsPrivilege);
+        assert_eq!(find(&sut, CheckId::Memory).status, Status::NeedsPrivilege);
         assert!(
-            find(&sut, "memory")
+            find(&sut, CheckId::Memory)
                 .advice
                 .as_deref()
                 .unwrap()
@@ -1435,7 +1534,7 @@ mod tests {
             total_ns: Nanos::from_secs(100),
         });
         let sut = audit_from(&facts);
-        let c = find(&sut, "virtualization");
+        let c = find(&sut, CheckId::Virtualization);
         assert_eq!(c.status, Status::Missing);
         assert!(c.detail.contains("KVM (Firecracker)"));
         assert!(c.detail.contains("steal 2.0 s"), "{}", c.detail);
@@ -1461,7 +1560,7 @@ mod tests {
         let mut facts = tuned_rt_machine();
         facts.clock_resolution = Some(Nanos::from_millis(4));
         let sut = audit_from(&facts);
-        assert_eq!(find(&sut, "hz").status, Status::Missing);
+        assert_eq!(find(&sut, CheckId::Hz).status, Status::Missing);
         assert!(!sut.verdict.blockers.is_empty());
     }
 
@@ -1482,6 +1581,16 @@ mod tests {
     }
 
     #[test]
+    fn check_ids_serialize_as_their_names_and_unknown_ones_read_as_other() {
+        for id in CheckId::ALL {
+            let sut = serde_json::to_string(&id).unwrap();
+            assert_eq!(sut, format!("\"{}\"", id.name()));
+        }
+        let sut: CheckId = serde_json::from_str("\"a-later-check\"").unwrap();
+        assert_eq!(sut, CheckId::Other);
+    }
+
+    #[test]
     fn sizes_print_in_binary_units() {
         assert_eq!(bytes(32 << 10), "32 KiB");
         assert_eq!(bytes(32 << 20), "32 MiB");
@@ -1492,11 +1601,11 @@ mod tests {
     #[test]
     fn auditing_this_machine_yields_every_check_exactly_once() {
         let sut = audit();
-        for id in CHECK_IDS {
+        for id in CheckId::ALL {
             let n = sut.checks.iter().filter(|c| c.id == id).count();
             assert_eq!(n, 1, "check {id} appears {n} times");
         }
-        assert_eq!(sut.checks.len(), CHECK_IDS.len());
+        assert_eq!(sut.checks.len(), CheckId::ALL.len());
         assert!(!sut.verdict.summary.is_empty());
         for c in &sut.checks {
             assert!(!c.detail.is_empty(), "{c:?}");
