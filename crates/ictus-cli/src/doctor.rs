@@ -131,6 +131,7 @@ mod tests {
                 blockers: vec![],
                 notes: vec!["kernel preemption is none".into()],
             },
+            idle: Default::default(),
         }
     }
 
