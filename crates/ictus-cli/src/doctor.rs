@@ -106,20 +106,20 @@ fn push_wrapped(out: &mut String, text: &str, first: &str, rest: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ictus_probe::doctor::{Check, Verdict};
+    use ictus_probe::doctor::{Check, CheckId, Verdict};
 
     fn audit() -> Audit {
         Audit {
             checks: vec![
                 Check {
-                    id: "preemption".into(),
+                    id: CheckId::Preemption,
                     title: "Kernel preemption".into(),
                     status: Status::Missing,
                     detail: "none, PREEMPT_DYNAMIC (from kernel log \"Dynamic Preempt: none\"): kernel code is not preempted, so wake-up latency follows the longest kernel path".into(),
                     advice: Some("boot with preempt=full (this kernel is PREEMPT_DYNAMIC) or use a PREEMPT_RT kernel".into()),
                 },
                 Check {
-                    id: "hz".into(),
+                    id: CheckId::Hz,
                     title: "Tick and timer resolution".into(),
                     status: Status::Available,
                     detail: "HZ=250".into(),
@@ -131,6 +131,7 @@ mod tests {
                 blockers: vec![],
                 notes: vec!["kernel preemption is none".into()],
             },
+            idle: Default::default(),
         }
     }
 

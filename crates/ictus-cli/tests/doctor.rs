@@ -4,7 +4,7 @@ mod common;
 
 use common::{ictus, succeeds};
 
-const IDS: [&str; 13] = [
+const IDS: [&str; 14] = [
     "cpus",
     "preemption",
     "hz",
@@ -16,6 +16,7 @@ const IDS: [&str; 13] = [
     "irq-affinity",
     "memory",
     "power",
+    "idle-states",
     "virtualization",
     "tracers",
 ];
@@ -68,6 +69,27 @@ fn json_has_a_verdict() {
     assert!(sut["verdict"]["summary"].is_string());
     assert!(sut["verdict"]["blockers"].is_array());
     assert!(sut["verdict"]["notes"].is_array());
+}
+
+#[test]
+fn json_has_the_idle_facts_of_every_online_cpu() {
+    let sut = doctor_json();
+    let idle = &sut["idle"];
+    let cpus = idle["cpus"].as_array().expect("an idle.cpus array");
+    let online = ictus_os::facts::online_cpus();
+    let listed: Vec<u64> = cpus.iter().filter_map(|c| c["cpu"].as_u64()).collect();
+    let expected: Vec<u64> = online.cpus().iter().map(|&c| c as u64).collect();
+    assert_eq!(listed, expected);
+    for cpu in cpus {
+        for state in cpu["states"].as_array().expect("a states array") {
+            for key in ["exit_latency_ns", "target_residency_ns", "usage", "time_ns"] {
+                assert!(state[key].is_u64(), "{key} in {state}");
+            }
+            assert!(state["name"].is_string() && state["disabled"].is_boolean());
+        }
+    }
+    assert!(idle["cpu_dma_latency"]["present"].is_boolean());
+    assert!(idle["cpu_dma_latency"]["writable"].is_boolean());
 }
 
 #[test]

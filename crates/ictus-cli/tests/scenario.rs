@@ -1,11 +1,15 @@
 //! End-to-end: `ictus scenario` refuses a bad file with its line and column and starts
-//! nothing; a tiny scenario runs under each placement and writes its files.
+//! nothing; a tiny scenario runs under each placement and writes its files; Ctrl-C
+//! stops tasks that sleep for years at once.
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use common::{ictus, read_json, refused as refused_command, succeeds};
+use common::{
+    exits, finish, ictus, kill, read_json, refused as refused_command, spawn_in_group, succeeds,
+};
 use serde_json::Value;
 
 /// The RT CPU and all CPUs of a tiny scenario on this machine, if it has two.
@@ -210,4 +214,73 @@ fn both_placements_run_one_after_the_other_with_a_side_by_side_page() {
     check_dir(&made[0].join("ictus"), "ictus");
     let page = std::fs::read_to_string(made[0].join("compare.md")).unwrap();
     assert!(page.contains("balancer `none`") && page.contains("balancer `ictus`"));
+}
+
+/// Tasks that sleep for ten years after every loop, and no duration limit.
+fn decade(rt: usize, all: &str) -> String {
+    format!(
+        r#"# tasks that sleep for ten years: only a stop ends them
+name = "decade"
+rt_cpus = "{rt}"
+
+[[group]]
+name = "sleepers"
+count = 2
+cpus = "{all}"
+loops = 10
+sleep_every = 1
+sleep = "5256000min"
+"#
+    )
+}
+
+#[test]
+fn ctrl_c_stops_tasks_that_sleep_for_years_and_writes_an_incomplete_result() {
+    let Some((rt, all)) = cpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), &decade(rt, &all));
+    let out_dir = dir.path().join("out");
+    let args = [
+        "scenario",
+        file.to_str().unwrap(),
+        "--balancer",
+        "ictus",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ];
+    let child = spawn_in_group(dir.path(), &args);
+    // The output directory is made after the Ctrl-C handler is in place, just before
+    // the run; then give the tasks time to fall asleep.
+    let start = Instant::now();
+    while !out_dir.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "ictus scenario never made its output directory"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // A terminal's Ctrl-C: SIGINT to every process of the foreground group. 5 s is far
+    // beyond what a stop takes (a poll, a wake-up, the joins and the files) and far
+    // below ten years.
+    kill("INT", format!("-{}", child.id()));
+    let out = finish(child, Duration::from_secs(5));
+    exits(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("INCOMPLETE: stopped on request"),
+        "{stdout}"
+    );
+    let result = read_json(&out_dir.join("result.json"));
+    assert_eq!(result["complete"], false);
+    assert_eq!(result["stopped"], "stopped on request");
+    let tasks = result["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks.iter().all(|t| t["finished"] == false), "{tasks:?}");
+    assert!(
+        result["balancer_report"].is_object(),
+        "the balancer was stopped and reported"
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("**INCOMPLETE**: stopped on request"), "{md}");
 }

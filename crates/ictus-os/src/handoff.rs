@@ -29,6 +29,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ictus_core::Nanos;
 use ictus_core::sync::hub::Park;
 use thiserror::Error;
 
@@ -253,6 +254,73 @@ impl Park for FutexPark {
 
     fn unpark(&self, word: &AtomicU32, count: u32) {
         futex_wake_shared(word, count);
+    }
+}
+
+/// A flag raised once and never lowered, on which threads can sleep: raising it
+/// wakes every sleeper at once (a futex on its own word), so a thread that sleeps for
+/// a long time still sees a stop at once, without waking in slices to look.
+///
+/// ```
+/// use std::time::Duration;
+/// use ictus_os::handoff::Latch;
+/// let sut = Latch::new();
+/// assert!(!sut.sleep_for(Duration::from_millis(1)), "the time ran out");
+/// sut.raise();
+/// assert!(sut.is_raised());
+/// assert!(sut.sleep_for(Duration::from_secs(3600)), "returns at once once raised");
+/// ```
+#[derive(Debug, Default)]
+pub struct Latch {
+    /// 0 until raised, then 1.
+    word: AtomicU32,
+}
+
+impl Latch {
+    /// A latch not raised.
+    pub const fn new() -> Latch {
+        Latch {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// Raises the latch and wakes every thread sleeping on it.
+    pub fn raise(&self) {
+        // Release: pairs with the Acquire load in `is_raised`, so what the raiser did
+        // before is seen by whoever sees the latch raised.
+        self.word.store(1, Ordering::Release);
+        futex_wake_shared(&self.word, u32::MAX);
+    }
+
+    /// Whether the latch has been raised.
+    #[inline]
+    pub fn is_raised(&self) -> bool {
+        // Acquire: pairs with the Release store in `raise`.
+        self.word.load(Ordering::Acquire) != 0
+    }
+
+    /// Sleeps until `deadline` (`CLOCK_MONOTONIC`, as [`crate::clock::monotonic_now`])
+    /// or until the latch is raised, whichever comes first; returns whether it was
+    /// raised. A raise before the sleep returns at once: the kernel compares the word
+    /// before it sleeps, so no raise is missed.
+    pub fn sleep_until(&self, deadline: Nanos) -> bool {
+        loop {
+            if self.is_raised() {
+                return true;
+            }
+            let now = crate::clock::monotonic_now();
+            if now >= deadline {
+                return false;
+            }
+            let left = Duration::from_nanos(deadline.saturating_sub(now).as_u64());
+            futex_wait_shared(&self.word, 0, Some(left));
+        }
+    }
+
+    /// Sleeps for `d` or until the latch is raised; returns whether it was raised.
+    pub fn sleep_for(&self, d: Duration) -> bool {
+        let d = Nanos::new(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.sleep_until(crate::clock::monotonic_now().saturating_add(d))
     }
 }
 
@@ -679,6 +747,34 @@ pub fn yield_now() {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_latch_raised_by_another_thread_wakes_a_sleeper_of_ten_years() {
+        let sut = Arc::new(Latch::new());
+        let sleeper = sut.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            let raised = sleeper.sleep_for(Duration::from_secs(10 * 365 * 24 * 3600));
+            let _ = tx.send(raised);
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        sut.raise();
+        // A bound that only a sleeper that was never woken exceeds.
+        let raised = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the sleeper woke");
+        assert!(raised);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_latch_not_raised_sleeps_until_its_deadline() {
+        let sut = Latch::new();
+        let deadline = crate::clock::monotonic_now().saturating_add(Nanos::from_millis(5));
+        assert!(!sut.sleep_until(deadline));
+        assert!(crate::clock::monotonic_now() >= deadline);
+        assert!(!sut.is_raised());
+    }
 
     #[test]
     fn an_eventfd_returns_what_was_written() {

@@ -7,14 +7,15 @@
 //!
 //! ```
 //! let audit = ictus_probe::doctor::audit();
-//! assert!(audit.checks.iter().any(|c| c.id == "preemption"));
+//! assert!(audit.checks.iter().any(|c| c.id == ictus_probe::doctor::CheckId::Preemption));
 //! assert!(!audit.verdict.summary.is_empty());
 //! ```
 
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::facts::{
     self, Attempt, BootParams, Cache, Capabilities, Cgroups, Clocksource, CpuIdle, IrqAffinity,
-    KernelConfig, KernelInfo, PreemptModel, Preemption, Rlimit, RtBudget, StealTime, Swap,
+    KernelConfig, KernelInfo, PreemptModel, Preemption, ResumeLatency, Rlimit, RtBudget, StealTime,
+    Swap,
 };
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +48,8 @@ impl Status {
 /// One audited feature.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
-    /// Stable kebab-case identifier, such as `rt-privileges`.
-    pub id: String,
+    /// Its stable identifier.
+    pub id: CheckId,
     /// Short human title (at most 26 characters), such as `Real-time priority (FIFO)`.
     pub title: String,
     /// How the feature stands.
@@ -67,6 +68,10 @@ pub struct Audit {
     pub checks: Vec<Check>,
     /// The conclusion.
     pub verdict: Verdict,
+    /// The idle facts behind the `idle-states` check, per CPU and per state (absent
+    /// from audits written before ictus read them).
+    #[serde(default)]
+    pub idle: CpuIdle,
 }
 
 /// The conclusion of the audit.
@@ -80,22 +85,90 @@ pub struct Verdict {
     pub notes: Vec<String>,
 }
 
-/// The check ids, in the order the audit lists them.
-pub const CHECK_IDS: [&str; 13] = [
-    "cpus",
-    "preemption",
-    "hz",
-    "clocksource",
-    "rt-privileges",
-    "rt-throttling",
-    "sched-deadline",
-    "cpu-shielding",
-    "irq-affinity",
-    "memory",
-    "power",
-    "virtualization",
-    "tracers",
-];
+/// The stable identifier of a check: its kebab-case name in `doctor.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckId {
+    /// CPUs, topology, SMT, caches, NUMA.
+    Cpus,
+    /// The kernel's preemption model.
+    Preemption,
+    /// The tick and the timers' resolution.
+    Hz,
+    /// The clocksource.
+    Clocksource,
+    /// Whether this process may use `SCHED_FIFO`.
+    RtPrivileges,
+    /// The global RT throttle.
+    RtThrottling,
+    /// Whether this process may use `SCHED_DEADLINE`.
+    SchedDeadline,
+    /// cpusets and isolated CPUs.
+    CpuShielding,
+    /// Steering interrupts off CPUs.
+    IrqAffinity,
+    /// Memory locking, swap, transparent huge pages.
+    Memory,
+    /// The CPU frequency governor.
+    Power,
+    /// The idle states, what waking from them costs, and the PM QoS that keeps CPUs
+    /// out of them.
+    IdleStates,
+    /// Whether a hypervisor runs this machine, and its steal time.
+    Virtualization,
+    /// The kernel's latency tracers.
+    Tracers,
+    /// A check this version does not know (an audit written by a later one).
+    #[serde(other)]
+    Other,
+}
+
+impl CheckId {
+    /// Every check, in the order the audit lists them.
+    pub const ALL: [CheckId; 14] = [
+        CheckId::Cpus,
+        CheckId::Preemption,
+        CheckId::Hz,
+        CheckId::Clocksource,
+        CheckId::RtPrivileges,
+        CheckId::RtThrottling,
+        CheckId::SchedDeadline,
+        CheckId::CpuShielding,
+        CheckId::IrqAffinity,
+        CheckId::Memory,
+        CheckId::Power,
+        CheckId::IdleStates,
+        CheckId::Virtualization,
+        CheckId::Tracers,
+    ];
+
+    /// Its name in `doctor.json` (`rt-privileges`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckId::Cpus => "cpus",
+            CheckId::Preemption => "preemption",
+            CheckId::Hz => "hz",
+            CheckId::Clocksource => "clocksource",
+            CheckId::RtPrivileges => "rt-privileges",
+            CheckId::RtThrottling => "rt-throttling",
+            CheckId::SchedDeadline => "sched-deadline",
+            CheckId::CpuShielding => "cpu-shielding",
+            CheckId::IrqAffinity => "irq-affinity",
+            CheckId::Memory => "memory",
+            CheckId::Power => "power",
+            CheckId::IdleStates => "idle-states",
+            CheckId::Virtualization => "virtualization",
+            CheckId::Tracers => "tracers",
+            CheckId::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Everything the audit looks at, gathered once. Built by [`PlatformFacts::gather`];
 /// tests build invented ones.
@@ -157,12 +230,9 @@ pub struct PlatformFacts {
     pub mlock: Attempt,
     /// cpufreq governors.
     pub governor: Option<String>,
-    /// cpuidle setup.
+    /// cpuidle setup: driver, governor, each CPU's states and resume-latency limit,
+    /// `/dev/cpu_dma_latency`.
     pub idle: CpuIdle,
-    /// `/dev/cpu_dma_latency` exists.
-    pub dma_latency_present: bool,
-    /// `/dev/cpu_dma_latency` is writable.
-    pub dma_latency_writable: bool,
     /// Hypervisor, `None` on bare metal.
     pub virtualization: Option<String>,
     /// Steal time since boot.
@@ -204,8 +274,6 @@ impl PlatformFacts {
             mlock: facts::try_mlock(),
             governor: facts::governor(),
             idle: facts::idle(),
-            dma_latency_present: facts::cpu_dma_latency_present(),
-            dma_latency_writable: facts::cpu_dma_latency_writable(),
             virtualization: facts::virtualization(),
             steal: facts::steal_time(),
             tracers: facts::tracers(),
@@ -232,16 +300,27 @@ pub fn audit_from(f: &PlatformFacts) -> Audit {
         check_irq_affinity(f),
         check_memory(f),
         check_power(f),
+        check_idle_states(f),
         check_virtualization(f),
         check_tracers(f),
     ];
     let verdict = verdict(f, &checks);
-    Audit { checks, verdict }
+    Audit {
+        checks,
+        verdict,
+        idle: f.idle.clone(),
+    }
 }
 
-fn check(id: &str, title: &str, status: Status, detail: String, advice: Option<String>) -> Check {
+fn check(
+    id: CheckId,
+    title: &str,
+    status: Status,
+    detail: String,
+    advice: Option<String>,
+) -> Check {
     Check {
-        id: id.to_owned(),
+        id,
         title: title.to_owned(),
         status,
         detail,
@@ -366,7 +445,7 @@ fn check_cpus(f: &PlatformFacts) -> Check {
     let detail = parts.join("; ");
     if f.online.len() < 2 {
         return check(
-            "cpus",
+            CheckId::Cpus,
             "CPUs and topology",
             Status::Missing,
             detail,
@@ -380,7 +459,7 @@ fn check_cpus(f: &PlatformFacts) -> Check {
         "SMT shares a core between threads: keep the sibling of each real-time CPU idle, or boot with nosmt (echo off > /sys/devices/system/cpu/smt/control)".to_owned()
     });
     check(
-        "cpus",
+        CheckId::Cpus,
         "CPUs and topology",
         Status::Available,
         detail,
@@ -399,16 +478,16 @@ fn check_preemption(f: &PlatformFacts) -> Check {
         "use a PREEMPT_RT kernel (or one built with CONFIG_PREEMPT)"
     };
     match p.model {
-        PreemptModel::Rt => check("preemption", title, Status::Available, detail, None),
+        PreemptModel::Rt => check(CheckId::Preemption, title, Status::Available, detail, None),
         PreemptModel::Full | PreemptModel::Lazy => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Available,
             detail,
             Some("for the lowest worst-case latency use a PREEMPT_RT kernel".into()),
         ),
         PreemptModel::None | PreemptModel::Voluntary => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Missing,
             format!(
@@ -417,7 +496,7 @@ fn check_preemption(f: &PlatformFacts) -> Check {
             Some(switch.into()),
         ),
         PreemptModel::Unknown => check(
-            "preemption",
+            CheckId::Preemption,
             title,
             Status::Unknown,
             format!(
@@ -458,20 +537,26 @@ fn check_hz(f: &PlatformFacts) -> Check {
     match f.clock_resolution {
         None => {
             parts.push("clock_getres(CLOCK_MONOTONIC) failed".into());
-            check("hz", title, Status::Unknown, parts.join(", "), None)
+            check(CheckId::Hz, title, Status::Unknown, parts.join(", "), None)
         }
         Some(res) if res.as_u64() <= 1_000 => {
             parts.push(format!(
                 "clock_getres(CLOCK_MONOTONIC) = {res} (high-resolution timers)"
             ));
-            check("hz", title, Status::Available, parts.join(", "), None)
+            check(
+                CheckId::Hz,
+                title,
+                Status::Available,
+                parts.join(", "),
+                None,
+            )
         }
         Some(res) => {
             parts.push(format!(
                 "clock_getres(CLOCK_MONOTONIC) = {res}: timers fire only on ticks"
             ));
             check(
-                "hz",
+                CheckId::Hz,
                 title,
                 Status::Missing,
                 parts.join(", "),
@@ -490,7 +575,7 @@ fn check_clocksource(f: &PlatformFacts) -> Check {
     };
     let Some(current) = &f.clocksource.current else {
         return check(
-            "clocksource",
+            CheckId::Clocksource,
             title,
             Status::Unknown,
             "/sys/devices/system/clocksource/clocksource0 not readable".into(),
@@ -508,7 +593,13 @@ fn check_clocksource(f: &PlatformFacts) -> Check {
         }
         a
     });
-    check("clocksource", title, Status::Available, detail, advice)
+    check(
+        CheckId::Clocksource,
+        title,
+        Status::Available,
+        detail,
+        advice,
+    )
 }
 
 fn caps_text(caps: Option<Capabilities>) -> String {
@@ -567,13 +658,19 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
             .is_some_and(|c| c.has(Capabilities::SYS_NICE));
     match &f.fifo {
         Attempt::Succeeded if via_cap => check(
-            "rt-privileges",
+            CheckId::RtPrivileges,
             title,
             Status::Available,
             format!("{detail}; FIFO works through CAP_SYS_NICE"),
             None,
         ),
-        Attempt::Succeeded => check("rt-privileges", title, Status::Available, detail, None),
+        Attempt::Succeeded => check(
+            CheckId::RtPrivileges,
+            title,
+            Status::Available,
+            detail,
+            None,
+        ),
         Attempt::Failed { errno: 1, .. } => {
             let advice = match zero_cgroup_budget(f) {
                 Some(path) => format!(
@@ -582,7 +679,7 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
                 None => "grant real-time priority: sudo setcap cap_sys_nice,cap_ipc_lock+ep $(which ictus), or `ulimit -r 95` (limits.conf: `@realtime - rtprio 95`), or run as root".to_owned(),
             };
             check(
-                "rt-privileges",
+                CheckId::RtPrivileges,
                 title,
                 Status::NeedsPrivilege,
                 detail,
@@ -590,7 +687,7 @@ fn check_rt_privileges(f: &PlatformFacts) -> Check {
             )
         }
         Attempt::Failed { errno, .. } => check(
-            "rt-privileges",
+            CheckId::RtPrivileges,
             title,
             Status::Unknown,
             format!("{detail}; unexpected {}", errno_name(*errno)),
@@ -603,7 +700,7 @@ fn check_rt_throttling(f: &PlatformFacts) -> Check {
     let title = "RT throttling";
     let Some(budget) = f.rt_throttle else {
         return check(
-            "rt-throttling",
+            CheckId::RtThrottling,
             title,
             Status::Unknown,
             "/proc/sys/kernel/sched_rt_runtime_us not readable".into(),
@@ -654,7 +751,7 @@ fn check_rt_throttling(f: &PlatformFacts) -> Check {
     } else {
         None
     };
-    check("rt-throttling", title, status, detail, advice)
+    check(CheckId::RtThrottling, title, status, detail, advice)
 }
 
 fn check_sched_deadline(f: &PlatformFacts) -> Check {
@@ -664,23 +761,23 @@ fn check_sched_deadline(f: &PlatformFacts) -> Check {
         attempt_text(&f.deadline)
     );
     match &f.deadline {
-        Attempt::Succeeded => check("sched-deadline", title, Status::Available, detail, None),
+        Attempt::Succeeded => check(CheckId::SchedDeadline, title, Status::Available, detail, None),
         Attempt::Failed { errno: 1, .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::NeedsPrivilege,
             detail,
             Some("needs CAP_SYS_NICE (sudo setcap cap_sys_nice+ep $(which ictus)) and an affinity that spans the whole root domain: restrict CPUs with an exclusive cpuset, not with sched_setaffinity".into()),
         ),
         Attempt::Failed { errno: 16, .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::Unknown,
             format!("{detail}: admission control found no free bandwidth"),
             Some("other deadline tasks hold the bandwidth; check kernel.sched_rt_runtime_us".into()),
         ),
         Attempt::Failed { .. } => check(
-            "sched-deadline",
+            CheckId::SchedDeadline,
             title,
             Status::Missing,
             detail,
@@ -731,7 +828,7 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
     let isolated_any = !f.isolated.is_empty();
     match &f.cgroups.cpuset {
         Some(c) if c.writable => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::Available,
             detail,
@@ -740,7 +837,7 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
             )),
         ),
         Some(_) if !isolated_any => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::NeedsPrivilege,
             detail,
@@ -748,9 +845,15 @@ fn check_cpu_shielding(f: &PlatformFacts) -> Check {
                 "run as root, or have the cpuset delegated (systemd: Delegate=yes, AllowedCPUs=); or {boot_advice}"
             )),
         ),
-        _ if isolated_any => check("cpu-shielding", title, Status::Available, detail, None),
+        _ if isolated_any => check(
+            CheckId::CpuShielding,
+            title,
+            Status::Available,
+            detail,
+            None,
+        ),
         _ => check(
-            "cpu-shielding",
+            CheckId::CpuShielding,
             title,
             Status::Missing,
             detail,
@@ -787,7 +890,7 @@ fn check_irq_affinity(f: &PlatformFacts) -> Check {
     });
     if f.irq.irqs == 0 {
         return check(
-            "irq-affinity",
+            CheckId::IrqAffinity,
             title,
             Status::Unknown,
             format!("{detail}: /proc/irq lists no IRQs"),
@@ -802,14 +905,20 @@ fn check_irq_affinity(f: &PlatformFacts) -> Check {
             advice.push_str(&i);
         }
         return check(
-            "irq-affinity",
+            CheckId::IrqAffinity,
             title,
             Status::NeedsPrivilege,
             detail,
             Some(advice),
         );
     }
-    check("irq-affinity", title, Status::Available, detail, irqbalance)
+    check(
+        CheckId::IrqAffinity,
+        title,
+        Status::Available,
+        detail,
+        irqbalance,
+    )
 }
 
 fn check_memory(f: &PlatformFacts) -> Check {
@@ -852,66 +961,226 @@ fn check_memory(f: &PlatformFacts) -> Check {
         advice.push("THP always can stall on compaction: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled".into());
     }
     let advice = (!advice.is_empty()).then(|| advice.join("; "));
-    check("memory", title, status, detail, advice)
+    check(CheckId::Memory, title, status, detail, advice)
 }
 
 fn check_power(f: &PlatformFacts) -> Check {
-    let title = "Power management";
-    let governor = f
-        .governor
-        .clone()
-        .unwrap_or_else(|| "none (no cpufreq)".into());
-    let driver = f.idle.driver.as_deref().unwrap_or("none");
-    let idle_governor = f.idle.governor.as_deref().unwrap_or("none");
-    let deepest = f
-        .idle
-        .states
-        .iter()
-        .filter(|s| !s.disabled)
-        .map(|s| s.exit_latency_ns)
-        .max();
-    let states = match deepest {
-        Some(d) => format!(
-            "{} idle states (deepest enabled exit latency {d})",
-            f.idle.states.len()
+    let title = "CPU frequency";
+    match &f.governor {
+        None => check(
+            CheckId::Power,
+            title,
+            Status::Available,
+            "no cpufreq: the kernel does not change the clock speed (fixed, or set by the firmware or the host)".into(),
+            None,
         ),
-        None => format!("{} idle states", f.idle.states.len()),
+        Some(g) if g == "performance" => check(
+            CheckId::Power,
+            title,
+            Status::Available,
+            "governor performance".into(),
+            None,
+        ),
+        Some(g) => check(
+            CheckId::Power,
+            title,
+            Status::Available,
+            format!("governor {g}: the clock speed follows the load, so a loop that just woke runs slower"),
+            Some("set the performance governor: cpupower frequency-set -g performance".into()),
+        ),
+    }
+}
+
+/// An idle state whose exit latency is at most this is cheap to wake from: a timer
+/// wake-up is late by no more than a few microseconds because of it.
+pub const CHEAP_EXIT_LATENCY: Nanos = Nanos::from_micros(5);
+
+/// One idle state over every CPU that has it: the largest exit latency a CPU
+/// declares for it, its use summed.
+#[derive(Debug, Clone, PartialEq)]
+struct StateTotal {
+    name: String,
+    exit_latency: Nanos,
+    /// Times entered, all CPUs together.
+    usage: u64,
+    /// Time spent in it, all CPUs together.
+    time: Nanos,
+    /// Whether some CPU may enter it (not disabled there).
+    enabled: bool,
+}
+
+/// The idle states by their index (`stateK`), over every CPU.
+fn state_totals(idle: &CpuIdle) -> Vec<StateTotal> {
+    let mut totals: Vec<StateTotal> = Vec::new();
+    for cpu in &idle.cpus {
+        for (k, s) in cpu.states.iter().enumerate() {
+            if k == totals.len() {
+                totals.push(StateTotal {
+                    name: s.name.clone(),
+                    exit_latency: Nanos::ZERO,
+                    usage: 0,
+                    time: Nanos::ZERO,
+                    enabled: false,
+                });
+            }
+            let t = &mut totals[k];
+            t.exit_latency = t.exit_latency.max(s.exit_latency_ns);
+            t.usage = t.usage.saturating_add(s.usage);
+            t.time = Nanos::new(t.time.as_u64().saturating_add(s.time_ns.as_u64()));
+            t.enabled |= !s.disabled;
+        }
+    }
+    totals
+}
+
+/// `392863 times for 55.1 s`.
+fn usage_text(t: &StateTotal) -> String {
+    let secs = t.time.as_secs_f64();
+    let time = if secs >= 1.0 {
+        format!("{secs:.1} s")
+    } else {
+        format!("{:.1} ms", secs * 1e3)
     };
-    let dma = match (f.dma_latency_present, f.dma_latency_writable) {
+    format!("{} times for {time}", t.usage)
+}
+
+/// The CPUs under each resume-latency limit: `none on CPUs 0-1`, `0 us on CPUs 2-3`.
+fn resume_latency_text(idle: &CpuIdle) -> Option<String> {
+    let mut groups: Vec<(Option<ResumeLatency>, Vec<usize>)> = Vec::new();
+    for cpu in &idle.cpus {
+        match groups.iter_mut().find(|(l, _)| *l == cpu.resume_latency) {
+            Some((_, cpus)) => cpus.push(cpu.cpu),
+            None => groups.push((cpu.resume_latency, vec![cpu.cpu])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .map(|(limit, cpus)| {
+            let limit = match limit {
+                None => "unreadable".to_owned(),
+                Some(ResumeLatency::NoConstraint) => "none".to_owned(),
+                Some(ResumeLatency::Limit(l)) => duration_text(l),
+            };
+            format!("{limit} on CPUs {}", CpuSet::from_cpus(cpus))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// What ictus does about idle states, for the detail.
+const ICTUS_IDLE_HANDLING: &str = "ictus: the probes, `ictus run` and `ictus node` hold /dev/cpu_dma_latency at 0 for their run unless --pm-qos off (as cyclictest does: idle CPUs then only poll); `ictus shield` sets the RT CPUs' resume-latency QoS";
+
+fn check_idle_states(f: &PlatformFacts) -> Check {
+    let title = "Idle states";
+    let idle = &f.idle;
+    let totals = state_totals(idle);
+    let device = idle.cpu_dma_latency;
+    let dma = match (device.present, device.writable) {
         (false, _) => "/dev/cpu_dma_latency absent",
         (true, true) => "/dev/cpu_dma_latency writable",
         (true, false) => "/dev/cpu_dma_latency present but not writable",
     };
-    let detail = format!(
-        "governor {governor}; cpuidle driver {driver} (governor {idle_governor}), {states}; {dma}"
-    );
-    let mut advice: Vec<String> = Vec::new();
-    if let Some(g) = &f.governor
-        && g != "performance"
-    {
-        advice.push("set the performance governor: cpupower frequency-set -g performance".into());
-    }
-    let deep = deepest.is_some_and(|d| d.as_u64() > 10_000);
-    let status = match (f.dma_latency_present, f.dma_latency_writable) {
-        (true, true) => {
-            if deep {
-                advice.push("deep idle states: hold /dev/cpu_dma_latency open with 0 while running (ictus does this when permitted)".into());
-            }
-            Status::Available
+    let vm = f.virtualization.is_some();
+    let driver = idle.driver.as_deref().filter(|d| *d != "none");
+    let (Some(driver), false) = (driver, totals.is_empty()) else {
+        let mut detail =
+            "no cpuidle driver: an idle CPU runs the architecture's default idle".to_owned();
+        if vm {
+            detail.push_str(" (HLT in this VM, which exits to the host: waking it also waits for the host to run the vCPU again)");
         }
-        (true, false) => {
-            advice.push("run as root to hold /dev/cpu_dma_latency at 0, or boot with processor.max_cstate=1 intel_idle.max_cstate=0".into());
-            Status::NeedsPrivilege
-        }
-        (false, _) => {
-            advice.push(
-                "no PM QoS device: boot with processor.max_cstate=1 intel_idle.max_cstate=0 to keep CPUs out of deep idle".into(),
-            );
-            Status::Missing
-        }
+        detail.push_str(&format!("; {dma}"));
+        return check(CheckId::IdleStates, title, Status::Available, detail, None);
     };
-    let advice = (!advice.is_empty()).then(|| advice.join("; "));
-    check("power", title, status, detail, advice)
+    let governor = idle.governor.as_deref().unwrap_or("unknown");
+    let mut parts = vec![format!("driver {driver}, governor {governor}")];
+    let states: Vec<String> = totals
+        .iter()
+        .map(|t| {
+            format!(
+                "{} (exit {}{}) used {}",
+                t.name,
+                duration_text_us(t.exit_latency),
+                if t.enabled { "" } else { ", disabled" },
+                usage_text(t)
+            )
+        })
+        .collect();
+    parts.push(format!("states: {}", states.join("; ")));
+    let deepest = totals
+        .iter()
+        .filter(|t| t.enabled)
+        .max_by_key(|t| t.exit_latency);
+    if let Some(d) = deepest {
+        parts.push(format!(
+            "a timer wake-up on a CPU idling in its deepest state ({}) is delayed by its exit latency, {}",
+            d.name,
+            duration_text_us(d.exit_latency)
+        ));
+    }
+    // In a guest every state but polling halts the vCPU, and the host takes over.
+    let halting: Vec<&str> = totals
+        .iter()
+        .filter(|t| t.enabled && t.name != "POLL")
+        .map(|t| t.name.as_str())
+        .collect();
+    if vm && !halting.is_empty() {
+        parts.push(format!(
+            "in this VM {} halts the vCPU, which exits to the host: waking it also waits for the host to run the vCPU again",
+            halting.join(", ")
+        ));
+    }
+    if let Some(resume) = resume_latency_text(idle) {
+        parts.push(format!("resume-latency QoS: {resume}"));
+    }
+    parts.push(dma.to_owned());
+    parts.push(ICTUS_IDLE_HANDLING.to_owned());
+    let detail = parts.join("; ");
+
+    let costly: Vec<String> = totals
+        .iter()
+        .filter(|t| t.enabled && t.exit_latency > CHEAP_EXIT_LATENCY)
+        .map(|t| format!("{} {}", t.name, duration_text_us(t.exit_latency)))
+        .collect();
+    let halt_unheld = vm && !halting.is_empty() && !device.writable;
+    if costly.is_empty() {
+        let advice = halt_unheld.then(|| {
+            "to keep the vCPUs polling instead of exiting to the host, run as root or give the user write access to /dev/cpu_dma_latency (udev: KERNEL==\"cpu_dma_latency\", GROUP=\"realtime\", MODE=\"0660\")".to_owned()
+        });
+        return check(
+            CheckId::IdleStates,
+            title,
+            Status::Available,
+            detail,
+            advice,
+        );
+    }
+    let costly = costly.join(", ");
+    match (device.present, device.writable) {
+        (true, true) => check(CheckId::IdleStates, title, Status::Available, detail, None),
+        (true, false) => check(
+            CheckId::IdleStates,
+            title,
+            Status::NeedsPrivilege,
+            detail,
+            Some(format!(
+                "states with a larger exit latency ({costly}) stay open to idle CPUs: run as root or give the user write access to /dev/cpu_dma_latency (udev: KERNEL==\"cpu_dma_latency\", GROUP=\"realtime\", MODE=\"0660\") so that ictus can hold it at 0"
+            )),
+        ),
+        (false, _) => check(
+            CheckId::IdleStates,
+            title,
+            Status::Missing,
+            detail,
+            Some(format!(
+                "states with a larger exit latency ({costly}) and no /dev/cpu_dma_latency to hold them off: disable them (echo 1 > /sys/devices/system/cpu/cpu*/cpuidle/stateN/disable) or boot with processor.max_cstate=1 intel_idle.max_cstate=0"
+            )),
+        ),
+    }
+}
+
+/// An exit latency in microseconds, as the kernel declares it: `0 us`, `133 us`.
+fn duration_text_us(d: Nanos) -> String {
+    format!("{} us", d.as_u64() / 1_000)
 }
 
 fn steal_text(steal: Option<StealTime>) -> String {
@@ -929,14 +1198,14 @@ fn check_virtualization(f: &PlatformFacts) -> Check {
     let title = "Bare metal (no hypervisor)";
     match &f.virtualization {
         None => check(
-            "virtualization",
+            CheckId::Virtualization,
             title,
             Status::Available,
             format!("bare metal; {}", steal_text(f.steal)),
             None,
         ),
         Some(h) => check(
-            "virtualization",
+            CheckId::Virtualization,
             title,
             Status::Missing,
             format!("virtual machine: {h}; {}", steal_text(f.steal)),
@@ -956,7 +1225,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
     // None of the wanted tracers, whether tracefs or the kernel config says so.
     let none_built = |detail| {
         check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::Missing,
             detail,
@@ -982,12 +1251,12 @@ fn check_tracers(f: &PlatformFacts) -> Check {
             none_built(detail)
         } else {
             let advice = (have.len() < WANTED.len()).then(|| build_advice.to_owned());
-            check("tracers", title, Status::Available, detail, advice)
+            check(CheckId::Tracers, title, Status::Available, detail, advice)
         };
     }
     let Some(config) = &f.config else {
         return check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::Unknown,
             "tracefs not readable and no kernel config to tell what is built".into(),
@@ -1012,7 +1281,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
         none_built(detail)
     } else {
         check(
-            "tracers",
+            CheckId::Tracers,
             title,
             Status::NeedsPrivilege,
             detail,
@@ -1021,7 +1290,7 @@ fn check_tracers(f: &PlatformFacts) -> Check {
     }
 }
 
-fn status_of<'a>(checks: &'a [Check], id: &str) -> Option<&'a Check> {
+fn status_of(checks: &[Check], id: CheckId) -> Option<&Check> {
     checks.iter().find(|c| c.id == id)
 }
 
@@ -1029,7 +1298,7 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
     let mut blockers: Vec<String> = Vec::new();
     // (short label for the summary, full note)
     let mut notes: Vec<(String, String)> = Vec::new();
-    let is = |id: &str, s: Status| status_of(checks, id).is_some_and(|c| c.status == s);
+    let is = |id: CheckId, s: Status| status_of(checks, id).is_some_and(|c| c.status == s);
 
     if !f.fifo.is_ok() {
         blockers.push(format!(
@@ -1043,7 +1312,7 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
             attempt_text(&f.mlock)
         ));
     }
-    if is("hz", Status::Missing) {
+    if is(CheckId::Hz, Status::Missing) {
         blockers.push("no high-resolution timers: wake-ups are quantised to the tick".into());
     }
     if f.online.len() < 2 {
@@ -1122,6 +1391,12 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
         ));
     }
 
+    if is(CheckId::IdleStates, Status::NeedsPrivilege) || is(CheckId::IdleStates, Status::Missing) {
+        notes.push((
+            "deep idle states".into(),
+            "idle CPUs may enter states whose exit latency delays every wake-up, and this process cannot hold the CPU latency QoS that keeps them out".into(),
+        ));
+    }
     let summary = if !blockers.is_empty() {
         format!(
             "This machine cannot run hard real-time loops for this process: {}.",
@@ -1146,7 +1421,10 @@ fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ictus_os::facts::{CgroupMembership, CgroupMode, CpusetAccess, parse_kernel_config};
+    use ictus_os::facts::{
+        CgroupMembership, CgroupMode, CpuIdleStates, CpusetAccess, IdleState, PmQosDevice,
+        parse_kernel_config,
+    };
 
     /// A tuned bare-metal PREEMPT_RT machine on which everything is available.
     fn tuned_rt_machine() -> PlatformFacts {
@@ -1226,9 +1504,13 @@ mod tests {
             thp: Some("madvise".into()),
             mlock: Attempt::Succeeded,
             governor: Some("performance".into()),
-            idle: CpuIdle::default(),
-            dma_latency_present: true,
-            dma_latency_writable: true,
+            idle: CpuIdle {
+                cpu_dma_latency: PmQosDevice {
+                    present: true,
+                    writable: true,
+                },
+                ..CpuIdle::default()
+            },
             virtualization: None,
             steal: None,
             tracers: Some(vec![
@@ -1247,7 +1529,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(audit: &'a Audit, id: &str) -> &'a Check {
+    fn find(audit: &Audit, id: CheckId) -> &Check {
         audit.checks.iter().find(|c| c.id == id).unwrap()
     }
 
@@ -1266,8 +1548,8 @@ mod tests {
     #[test]
     fn the_checks_come_in_the_documented_order() {
         let sut = audit_from(&tuned_rt_machine());
-        let ids: Vec<&str> = sut.checks.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, CHECK_IDS);
+        let ids: Vec<CheckId> = sut.checks.iter().map(|c| c.id).collect();
+        assert_eq!(ids, CheckId::ALL);
     }
 
     #[test]
@@ -1279,7 +1561,7 @@ mod tests {
             hard: Some(0),
         });
         let sut = audit_from(&facts);
-        let c = find(&sut, "rt-privileges");
+        let c = find(&sut, CheckId::RtPrivileges);
         assert_eq!(c.status, Status::NeedsPrivilege);
         assert!(c.detail.contains("EPERM"), "{}", c.detail);
         assert!(c.detail.contains("RLIMIT_RTPRIO 0"), "{}", c.detail);
@@ -1313,7 +1595,7 @@ mod tests {
             source: "kernel log \"Dynamic Preempt: none\"".into(),
         };
         let sut = audit_from(&facts);
-        let c = find(&sut, "preemption");
+        let c = find(&sut, CheckId::Preemption);
         assert_eq!(c.status, Status::Missing);
         assert!(c.advice.as_deref().unwrap().contains("preempt=full"));
         assert!(c.advice.as_deref().unwrap().contains("PREEMPT_RT"));
@@ -1415,9 +1697,9 @@ mod tests {
             error: "Cannot allocate memory".into(),
         };
         let sut = audit_from(&facts);
-        assert_eq!(find(&sut, "memory").status, Status::NeedsPrivilege);
+        assert_eq!(find(&sut, CheckId::Memory).status, Status::NeedsPrivilege);
         assert!(
-            find(&sut, "memory")
+            find(&sut, CheckId::Memory)
                 .advice
                 .as_deref()
                 .unwrap()
@@ -1435,7 +1717,7 @@ mod tests {
             total_ns: Nanos::from_secs(100),
         });
         let sut = audit_from(&facts);
-        let c = find(&sut, "virtualization");
+        let c = find(&sut, CheckId::Virtualization);
         assert_eq!(c.status, Status::Missing);
         assert!(c.detail.contains("KVM (Firecracker)"));
         assert!(c.detail.contains("steal 2.0 s"), "{}", c.detail);
@@ -1461,7 +1743,7 @@ mod tests {
         let mut facts = tuned_rt_machine();
         facts.clock_resolution = Some(Nanos::from_millis(4));
         let sut = audit_from(&facts);
-        assert_eq!(find(&sut, "hz").status, Status::Missing);
+        assert_eq!(find(&sut, CheckId::Hz).status, Status::Missing);
         assert!(!sut.verdict.blockers.is_empty());
     }
 
@@ -1481,6 +1763,248 @@ mod tests {
         assert_eq!(model, r#""voluntary""#);
     }
 
+    /// An idle state declaring `exit_us` of exit latency, used `usage` times for
+    /// `time_ms` on one CPU.
+    fn state(name: &str, exit_us: u64, usage: u64, time_ms: u64) -> IdleState {
+        IdleState {
+            name: name.into(),
+            desc: String::new(),
+            exit_latency_ns: Nanos::from_micros(exit_us),
+            target_residency_ns: Nanos::from_micros(exit_us * 3),
+            usage,
+            time_ns: Nanos::from_millis(time_ms),
+            disabled: false,
+        }
+    }
+
+    /// `machine` with `driver` and every online CPU in `states`, the QoS device as
+    /// `device` says.
+    fn idling(
+        mut machine: PlatformFacts,
+        driver: &str,
+        states: &[IdleState],
+        device: PmQosDevice,
+    ) -> PlatformFacts {
+        machine.idle = CpuIdle {
+            driver: Some(driver.into()),
+            governor: Some("menu".into()),
+            cpus: machine
+                .online
+                .cpus()
+                .iter()
+                .map(|&cpu| CpuIdleStates {
+                    cpu,
+                    states: states.to_vec(),
+                    resume_latency: Some(ResumeLatency::NoConstraint),
+                })
+                .collect(),
+            cpu_dma_latency: device,
+        };
+        machine
+    }
+
+    const WRITABLE: PmQosDevice = PmQosDevice {
+        present: true,
+        writable: true,
+    };
+    const READ_ONLY: PmQosDevice = PmQosDevice {
+        present: true,
+        writable: false,
+    };
+
+    /// Intel-like C-states: C1E and C6 exit in more than a few microseconds.
+    fn c_states() -> Vec<IdleState> {
+        vec![
+            state("POLL", 0, 10, 1),
+            state("C1", 2, 1000, 500),
+            state("C1E", 10, 2000, 800),
+            state("C6", 133, 5000, 90_000),
+        ]
+    }
+
+    #[test]
+    fn deep_states_with_a_read_only_qos_device_need_privilege_and_say_how_to_get_it() {
+        let facts = idling(tuned_rt_machine(), "intel_idle", &c_states(), READ_ONLY);
+        let sut = audit_from(&facts);
+        let c = find(&sut, CheckId::IdleStates);
+        assert_eq!(c.status, Status::NeedsPrivilege);
+        assert!(c.detail.contains("C6 (exit 133 us) used"), "{}", c.detail);
+        // Summed over the 8 CPUs.
+        assert!(
+            c.detail.contains("used 40000 times for 720.0 s"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.detail
+                .contains("deepest state (C6) is delayed by its exit latency, 133 us"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.detail.contains("present but not writable"),
+            "{}",
+            c.detail
+        );
+        let advice = c.advice.as_deref().unwrap();
+        assert!(advice.contains("C1E 10 us, C6 133 us"), "{advice}");
+        assert!(!advice.contains("C1 2 us"), "{advice}");
+        assert!(advice.contains("run as root"), "{advice}");
+        assert!(
+            advice.contains("write access to /dev/cpu_dma_latency"),
+            "{advice}"
+        );
+        assert!(sut.verdict.notes.iter().any(|n| n.contains("idle CPUs")));
+    }
+
+    #[test]
+    fn deep_states_with_a_writable_qos_device_are_available_and_held_by_ictus() {
+        let facts = idling(tuned_rt_machine(), "intel_idle", &c_states(), WRITABLE);
+        let sut = check_idle_states(&facts);
+        assert_eq!(sut.status, Status::Available);
+        assert_eq!(sut.advice, None);
+        assert!(
+            sut.detail.contains("hold /dev/cpu_dma_latency at 0"),
+            "{}",
+            sut.detail
+        );
+        assert!(sut.detail.contains("--pm-qos off"), "{}", sut.detail);
+        assert!(
+            sut.detail
+                .contains("`ictus shield` sets the RT CPUs' resume-latency QoS")
+        );
+    }
+
+    #[test]
+    fn deep_states_without_a_qos_device_are_missing_with_boot_advice() {
+        let absent = PmQosDevice::default();
+        let sut = check_idle_states(&idling(
+            tuned_rt_machine(),
+            "intel_idle",
+            &c_states(),
+            absent,
+        ));
+        assert_eq!(sut.status, Status::Missing);
+        assert!(sut.advice.unwrap().contains("max_cstate"));
+    }
+
+    #[test]
+    fn a_disabled_deep_state_does_not_count() {
+        let mut states = c_states();
+        states[2].disabled = true;
+        states[3].disabled = true;
+        let sut = check_idle_states(&idling(
+            tuned_rt_machine(),
+            "intel_idle",
+            &states,
+            READ_ONLY,
+        ));
+        assert_eq!(sut.status, Status::Available);
+        assert!(
+            sut.detail.contains("C6 (exit 133 us, disabled)"),
+            "{}",
+            sut.detail
+        );
+        assert!(sut.detail.contains("deepest state (C1)"), "{}", sut.detail);
+    }
+
+    #[test]
+    fn no_cpuidle_driver_is_available() {
+        let mut facts = tuned_rt_machine();
+        facts.idle.cpu_dma_latency = READ_ONLY;
+        let sut = check_idle_states(&facts);
+        assert_eq!(sut.status, Status::Available);
+        assert!(
+            sut.detail.starts_with("no cpuidle driver"),
+            "{}",
+            sut.detail
+        );
+        assert_eq!(sut.advice, None);
+    }
+
+    /// The 2-vCPU development VM: haltpoll, POLL and "haltpoll idle" at 1 us.
+    fn haltpoll_vm(device: PmQosDevice) -> PlatformFacts {
+        let mut facts = idling(
+            tuned_rt_machine(),
+            "haltpoll",
+            &[
+                state("POLL", 0, 392_863, 55_089),
+                state("haltpoll idle", 1, 135_250, 556_374),
+            ],
+            device,
+        );
+        facts.virtualization = Some("KVM".into());
+        facts
+    }
+
+    #[test]
+    fn a_haltpoll_guest_is_available_and_says_its_idle_exits_to_the_host() {
+        let sut = check_idle_states(&haltpoll_vm(WRITABLE));
+        assert_eq!(sut.status, Status::Available);
+        assert_eq!(sut.advice, None);
+        assert!(sut.detail.starts_with("driver haltpoll"), "{}", sut.detail);
+        assert!(
+            sut.detail.contains("POLL (exit 0 us) used"),
+            "{}",
+            sut.detail
+        );
+        assert!(
+            sut.detail.contains("haltpoll idle (exit 1 us) used"),
+            "{}",
+            sut.detail
+        );
+        assert!(
+            sut.detail
+                .contains("haltpoll idle halts the vCPU, which exits to the host"),
+            "{}",
+            sut.detail
+        );
+        assert!(
+            sut.detail.contains("resume-latency QoS: none on CPUs 0-7"),
+            "{}",
+            sut.detail
+        );
+    }
+
+    #[test]
+    fn a_haltpoll_guest_that_cannot_hold_the_qos_is_advised_to() {
+        let sut = check_idle_states(&haltpoll_vm(READ_ONLY));
+        assert_eq!(sut.status, Status::Available);
+        assert!(sut.advice.unwrap().contains("keep the vCPUs polling"));
+    }
+
+    #[test]
+    fn the_audit_carries_the_idle_facts_in_its_json() {
+        let facts = haltpoll_vm(WRITABLE);
+        let sut = serde_json::to_value(audit_from(&facts)).unwrap();
+        assert_eq!(sut["idle"]["driver"], "haltpoll");
+        let cpu = &sut["idle"]["cpus"][0];
+        assert_eq!(cpu["resume_latency"], "no-constraint");
+        assert_eq!(cpu["states"][1]["name"], "haltpoll idle");
+        assert_eq!(cpu["states"][1]["exit_latency_ns"], 1000);
+        assert_eq!(cpu["states"][1]["usage"], 135_250);
+        assert_eq!(sut["idle"]["cpu_dma_latency"]["writable"], true);
+    }
+
+    #[test]
+    fn an_audit_written_before_the_idle_facts_still_reads() {
+        let sut: Audit = serde_json::from_str(
+            r#"{"checks": [], "verdict": {"summary": "s", "blockers": [], "notes": []}}"#,
+        )
+        .unwrap();
+        assert_eq!(sut.idle, CpuIdle::default());
+    }
+
+    #[test]
+    fn check_ids_serialize_as_their_names_and_unknown_ones_read_as_other() {
+        for id in CheckId::ALL {
+            let sut = serde_json::to_string(&id).unwrap();
+            assert_eq!(sut, format!("\"{}\"", id.name()));
+        }
+        let sut: CheckId = serde_json::from_str("\"a-later-check\"").unwrap();
+        assert_eq!(sut, CheckId::Other);
+    }
+
     #[test]
     fn sizes_print_in_binary_units() {
         assert_eq!(bytes(32 << 10), "32 KiB");
@@ -1492,11 +2016,11 @@ mod tests {
     #[test]
     fn auditing_this_machine_yields_every_check_exactly_once() {
         let sut = audit();
-        for id in CHECK_IDS {
+        for id in CheckId::ALL {
             let n = sut.checks.iter().filter(|c| c.id == id).count();
             assert_eq!(n, 1, "check {id} appears {n} times");
         }
-        assert_eq!(sut.checks.len(), CHECK_IDS.len());
+        assert_eq!(sut.checks.len(), CheckId::ALL.len());
         assert!(!sut.verdict.summary.is_empty());
         for c in &sut.checks {
             assert!(!c.detail.is_empty(), "{c:?}");

@@ -12,7 +12,7 @@ use ictus_probe::record::WarningId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ictus_core::Percentile;
-use ictus_probe::doctor::Status;
+use ictus_probe::doctor::{CheckId, Status};
 use ictus_probe::jitter::{JitterParams, Routine};
 use ictus_probe::r#loop::LoopParams;
 use ictus_probe::record::{LatencyResult, Measurement};
@@ -275,14 +275,14 @@ fn features(r: &Results) -> Table {
         return t;
     };
     for c in &audit.checks {
-        let seed = match c.id.as_str() {
-            "cpus" => "Multi-processor; Processor affinity management",
-            "rt-privileges" => "Process priority management; Access rights management",
-            "rt-throttling" => "Deactivation of the scheduler",
-            "sched-deadline" => "Synchronization means/scheduling",
-            "cpu-shielding" => "Shielding against processes",
-            "irq-affinity" => "Shielding against interruptions",
-            "memory" => "Protection against memory swap",
+        let seed = match c.id {
+            CheckId::Cpus => "Multi-processor; Processor affinity management",
+            CheckId::RtPrivileges => "Process priority management; Access rights management",
+            CheckId::RtThrottling => "Deactivation of the scheduler",
+            CheckId::SchedDeadline => "Synchronization means/scheduling",
+            CheckId::CpuShielding => "Shielding against processes",
+            CheckId::IrqAffinity => "Shielding against interruptions",
+            CheckId::Memory => "Protection against memory swap",
             _ => "—",
         };
         let status = match c.status {

@@ -213,55 +213,154 @@ pub fn governor() -> Option<String> {
     }
 }
 
-/// One idle state of the first online CPU.
+/// One idle state of one CPU (`cpuN/cpuidle/stateK`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdleState {
-    /// The state name, such as `POLL`, `C1`, `C6`.
+    /// `name`: `POLL`, `C1`, `C6`, `haltpoll idle`...
     pub name: String,
-    /// Worst-case exit latency the driver declares.
+    /// `desc`: the driver's words for it (`CPUIDLE CORE POLL IDLE`, `MWAIT 0x20`);
+    /// empty when unreadable.
+    pub desc: String,
+    /// `latency`: the worst-case exit latency the driver declares, what leaving the
+    /// state adds to a wake-up.
     pub exit_latency_ns: Nanos,
+    /// `residency`: the target residency, the shortest idle period for which
+    /// entering the state pays off.
+    pub target_residency_ns: Nanos,
+    /// `usage`: how many times the CPU entered the state since boot.
+    pub usage: u64,
+    /// `time`: how long the CPU spent in the state since boot.
+    pub time_ns: Nanos,
     /// Whether the state is disabled (`disable` = 1).
     pub disabled: bool,
 }
 
-/// The cpuidle setup: driver, governor and the states of the first online CPU.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuIdle {
-    /// `current_driver`, such as `intel_idle`, `acpi_idle` or `none`.
-    pub driver: Option<String>,
-    /// `current_governor` (or `current_governor_ro`), such as `menu`, `teo`.
-    pub governor: Option<String>,
-    /// The idle states (empty without a driver).
-    pub states: Vec<IdleState>,
+/// A CPU's PM QoS resume-latency limit (`power/pm_qos_resume_latency_us`): how deep
+/// the cpuidle governor may let that CPU idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResumeLatency {
+    /// `0`: no limit, every enabled state may be used.
+    #[serde(rename = "no-constraint")]
+    NoConstraint,
+    /// At most this exit latency (`n/a` reads as 0: only polling).
+    #[serde(rename = "limit_ns")]
+    Limit(Nanos),
 }
 
-/// The cpuidle driver, governor and states; all empty when there is no cpuidle.
-pub fn idle() -> CpuIdle {
-    let base = format!("{CPU_SYS}/cpuidle");
-    let driver = read_trimmed(format!("{base}/current_driver"));
-    let governor = read_trimmed(format!("{base}/current_governor"))
-        .or_else(|| read_trimmed(format!("{base}/current_governor_ro")));
-    let first = online_cpus().cpus().first().copied().unwrap_or(0);
-    let mut states = Vec::new();
-    for i in 0.. {
-        let dir = PathBuf::from(format!("{CPU_SYS}/cpu{first}/cpuidle/state{i}"));
-        let Some(name) = read_trimmed(dir.join("name")) else {
-            break;
-        };
-        let latency_us: u64 = read_trimmed(dir.join("latency"))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        states.push(IdleState {
-            name,
-            exit_latency_ns: Nanos::from_micros(latency_us),
-            disabled: read_trimmed(dir.join("disable")).as_deref() == Some("1"),
-        });
+impl ResumeLatency {
+    /// Parses the file's text: `0` (no constraint), `n/a` (0: no latency at all) or
+    /// a number of microseconds; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ResumeLatency> {
+        match text.trim() {
+            "n/a" => Some(ResumeLatency::Limit(Nanos::ZERO)),
+            "0" => Some(ResumeLatency::NoConstraint),
+            t => t
+                .parse::<u64>()
+                .ok()
+                .map(|us| ResumeLatency::Limit(Nanos::from_micros(us))),
+        }
     }
+}
+
+/// One CPU's idle states and its resume-latency limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuIdleStates {
+    /// The CPU.
+    pub cpu: usize,
+    /// Its idle states, in the kernel's order (shallowest first).
+    pub states: Vec<IdleState>,
+    /// `power/pm_qos_resume_latency_us`; `None` when unreadable.
+    pub resume_latency: Option<ResumeLatency>,
+}
+
+/// `/dev/cpu_dma_latency`, through which a process holds the CPU latency QoS (a
+/// bound written there keeps every CPU out of deeper idle states while the file
+/// stays open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmQosDevice {
+    /// The device exists.
+    pub present: bool,
+    /// This process may open it for writing (`access(W_OK)`; nothing is opened).
+    pub writable: bool,
+}
+
+/// The cpuidle setup: driver, governor, each online CPU's states and resume-latency
+/// limit, and the CPU latency QoS device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuIdle {
+    /// `current_driver`, such as `intel_idle`, `acpi_idle`, `haltpoll` or `none`.
+    pub driver: Option<String>,
+    /// `current_governor` (or `current_governor_ro`), such as `menu`, `teo`,
+    /// `haltpoll`.
+    pub governor: Option<String>,
+    /// Per online CPU (a CPU without a `cpuidle` folder has no states).
+    pub cpus: Vec<CpuIdleStates>,
+    /// `/dev/cpu_dma_latency`.
+    pub cpu_dma_latency: PmQosDevice,
+}
+
+/// The cpuidle driver, governor, the states of every online CPU and the CPU latency
+/// QoS device; driver, governor and states are empty when there is no cpuidle.
+pub fn idle() -> CpuIdle {
+    let mut idle = idle_in(Path::new(CPU_SYS), online_cpus().cpus());
+    idle.cpu_dma_latency = PmQosDevice {
+        present: cpu_dma_latency_present(),
+        writable: cpu_dma_latency_writable(),
+    };
+    idle
+}
+
+/// The cpuidle setup of `cpus` as the tree at `cpu_sys` (`/sys/devices/system/cpu`
+/// or an invented one) describes it, without the QoS device.
+fn idle_in(cpu_sys: &Path, cpus: &[usize]) -> CpuIdle {
+    let base = cpu_sys.join("cpuidle");
+    let driver = read_trimmed(base.join("current_driver"));
+    let governor = read_trimmed(base.join("current_governor"))
+        .or_else(|| read_trimmed(base.join("current_governor_ro")));
+    let cpus = cpus
+        .iter()
+        .map(|&cpu| {
+            let dir = cpu_sys.join(format!("cpu{cpu}"));
+            CpuIdleStates {
+                cpu,
+                states: idle_states(&dir.join("cpuidle")),
+                resume_latency: read_trimmed(dir.join("power/pm_qos_resume_latency_us"))
+                    .and_then(|t| ResumeLatency::parse(&t)),
+            }
+        })
+        .collect();
     CpuIdle {
         driver,
         governor,
-        states,
+        cpus,
+        cpu_dma_latency: PmQosDevice::default(),
     }
+}
+
+/// The states under one CPU's `cpuidle` folder, `state0` up to the first absent one.
+fn idle_states(dir: &Path) -> Vec<IdleState> {
+    let mut states = Vec::new();
+    for k in 0.. {
+        let state = dir.join(format!("state{k}"));
+        let Some(name) = read_trimmed(state.join("name")) else {
+            break;
+        };
+        let number = |file: &str| -> u64 {
+            read_trimmed(state.join(file))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+        };
+        states.push(IdleState {
+            name,
+            desc: read_trimmed(state.join("desc")).unwrap_or_default(),
+            exit_latency_ns: Nanos::from_micros(number("latency")),
+            target_residency_ns: Nanos::from_micros(number("residency")),
+            usage: number("usage"),
+            time_ns: Nanos::from_micros(number("time")),
+            disabled: read_trimmed(state.join("disable")).as_deref() == Some("1"),
+        });
+    }
+    states
 }
 
 /// Whether `/dev/cpu_dma_latency` exists (a PM QoS request there keeps CPUs out of
@@ -469,6 +568,108 @@ mod tests {
             shared_cpus: CpuSet::from_cpus([0]),
         };
         assert_eq!(sut.name(), "L1d");
+    }
+
+    /// Writes `files` (path under `root`, contents) into a new tree.
+    fn tree(files: &[(String, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = root.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("{text}\n")).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn idle_states_are_read_per_cpu_with_their_latency_residency_and_use() {
+        let mut files = vec![
+            ("cpuidle/current_driver".to_string(), "haltpoll"),
+            ("cpuidle/current_governor_ro".to_string(), "haltpoll"),
+            ("cpu1/power/pm_qos_resume_latency_us".to_string(), "0"),
+        ];
+        for (k, name, desc, latency, usage, time) in [
+            (
+                0,
+                "POLL",
+                "CPUIDLE CORE POLL IDLE",
+                "0",
+                "392863",
+                "55089700",
+            ),
+            (
+                1,
+                "haltpoll idle",
+                "default architecture idle",
+                "1",
+                "135250",
+                "556374781",
+            ),
+        ] {
+            for (file, text) in [
+                ("name", name),
+                ("desc", desc),
+                ("latency", latency),
+                ("residency", latency),
+                ("usage", usage),
+                ("time", time),
+                ("disable", "0"),
+            ] {
+                files.push((format!("cpu1/cpuidle/state{k}/{file}"), text));
+            }
+        }
+        let root = tree(&files);
+        let sut = idle_in(root.path(), &[1]);
+        assert_eq!(sut.driver.as_deref(), Some("haltpoll"));
+        assert_eq!(sut.governor.as_deref(), Some("haltpoll"));
+        assert_eq!(sut.cpus.len(), 1);
+        let cpu = &sut.cpus[0];
+        assert_eq!(cpu.cpu, 1);
+        assert_eq!(cpu.resume_latency, Some(ResumeLatency::NoConstraint));
+        let names: Vec<&str> = cpu.states.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["POLL", "haltpoll idle"]);
+        let halt = &cpu.states[1];
+        assert_eq!(halt.desc, "default architecture idle");
+        assert_eq!(halt.exit_latency_ns, Nanos::from_micros(1));
+        assert_eq!(halt.target_residency_ns, Nanos::from_micros(1));
+        assert_eq!(halt.usage, 135_250);
+        assert_eq!(halt.time_ns, Nanos::from_micros(556_374_781));
+        assert!(!halt.disabled);
+    }
+
+    #[test]
+    fn a_machine_without_cpuidle_has_no_driver_and_no_states() {
+        let root = tree(&[("cpu0/power/pm_qos_resume_latency_us".to_string(), "n/a")]);
+        let sut = idle_in(root.path(), &[0]);
+        assert_eq!(sut.driver, None);
+        assert_eq!(sut.governor, None);
+        assert!(sut.cpus[0].states.is_empty());
+        assert_eq!(
+            sut.cpus[0].resume_latency,
+            Some(ResumeLatency::Limit(Nanos::ZERO))
+        );
+    }
+
+    #[test]
+    fn resume_latency_zero_means_no_constraint_and_n_a_means_none_allowed() {
+        let sut = ResumeLatency::parse;
+        assert_eq!(sut("0\n"), Some(ResumeLatency::NoConstraint));
+        assert_eq!(sut("n/a"), Some(ResumeLatency::Limit(Nanos::ZERO)));
+        assert_eq!(
+            sut("20"),
+            Some(ResumeLatency::Limit(Nanos::from_micros(20)))
+        );
+        assert_eq!(sut("soon"), None);
+    }
+
+    #[test]
+    fn this_machine_lists_every_online_cpu_for_its_idle_states() {
+        let sut = idle();
+        let cpus: Vec<usize> = sut.cpus.iter().map(|c| c.cpu).collect();
+        assert_eq!(cpus, online_cpus().cpus());
+        if sut.cpu_dma_latency.writable {
+            assert!(sut.cpu_dma_latency.present);
+        }
     }
 
     #[test]

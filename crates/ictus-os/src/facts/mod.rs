@@ -27,9 +27,10 @@ mod system;
 use std::path::Path;
 
 pub use cpu::{
-    Cache, CpuIdle, IdleState, StealTime, caches, cpu_dma_latency_present,
-    cpu_dma_latency_writable, cpu_model, governor, idle, isolated_cpus, nohz_full_cpus, numa_nodes,
-    online_cpus, parse_cache_size, smt_active, smt_sibling_groups, steal_time, virtualization,
+    Cache, CpuIdle, CpuIdleStates, IdleState, PmQosDevice, ResumeLatency, StealTime, caches,
+    cpu_dma_latency_present, cpu_dma_latency_writable, cpu_model, governor, idle, isolated_cpus,
+    nohz_full_cpus, numa_nodes, online_cpus, parse_cache_size, smt_active, smt_sibling_groups,
+    steal_time, virtualization,
 };
 pub use kernel::{
     BootParams, Clocksource, KernelConfig, KernelInfo, PreemptModel, Preemption, boot_params,

@@ -8,6 +8,11 @@
 //! only computes, sleeps and enters sections; the `/proc` files are read by the
 //! sampler, and by each task once, after its last loop.
 //!
+//! A stop (the watcher's [`Flow::Stop`], the duration limit) reaches every thread
+//! within the watcher's 50 ms poll: tasks sleep and sections spin on the run's stop
+//! [`Latch`], and the sampler sleeps on a latch of its own, so a task asked to sleep
+//! for years ends as soon as the run stops, and so does a sampler with a long period.
+//!
 //! ```no_run
 //! use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions};
 //! let s = scenario::spec::load(std::path::Path::new("table5-2cpu.toml"))?;
@@ -30,10 +35,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ictus_core::sync::spsc::Producer;
 use ictus_core::{CpuSet, Nanos};
+use ictus_os::handoff::Latch;
 use ictus_os::procstat::{self, StatSnapshot, StealDelta};
 use ictus_os::provenance::Provenance;
 use ictus_os::sched::{self, Policy};
-use ictus_os::{clock, facts, thread_time, wait};
+use ictus_os::{clock, facts, thread_time};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -484,10 +490,12 @@ struct TaskEnd {
 
 /// State shared by the coordinator, the tasks and the sampler.
 struct Shared {
-    /// Set when everything must stop (Ctrl-C, duration limit, a failed setup).
-    abort: AtomicBool,
-    /// Cleared when the sampler must stop.
-    sampling: AtomicBool,
+    /// Raised when everything must stop (Ctrl-C, duration limit, a failed setup).
+    /// Tasks sleep and sections spin on it, so a stop reaches a task at once however
+    /// long it was asked to sleep.
+    abort: Latch,
+    /// Raised when the sampler must stop; it sleeps between samples on it.
+    sampling_over: Latch,
     /// The common start (monotonic ns), written before the gate opens.
     start_ns: AtomicU64,
     /// Tasks finished (or stopped).
@@ -507,8 +515,8 @@ impl Shared {
     /// Nothing started yet, for `tasks` tasks.
     fn new(tasks: usize) -> Shared {
         Shared {
-            abort: AtomicBool::new(false),
-            sampling: AtomicBool::new(true),
+            abort: Latch::new(),
+            sampling_over: Latch::new(),
             start_ns: AtomicU64::new(0),
             ended: AtomicUsize::new(0),
             done: (0..tasks).map(|_| AtomicBool::new(false)).collect(),
@@ -817,7 +825,7 @@ impl Setting<'_> {
         let stat_start = match procstat::read() {
             Ok(s) => s,
             Err(e) => {
-                shared.sampling.store(false, Ordering::Relaxed);
+                shared.sampling_over.raise();
                 abort_tasks(shared, &[], handles);
                 shared.open_gate(std::iter::once(sampler.thread()));
                 let _ = sampler.join();
@@ -922,7 +930,7 @@ impl Setting<'_> {
             .map(|h| h.join().unwrap_or_default())
             .collect();
         let end = clock::monotonic_now().as_u64();
-        self.shared.sampling.store(false, Ordering::Relaxed);
+        self.shared.sampling_over.raise();
         let sampled = sampler.join().unwrap_or_default();
         drop(coordinator);
         let balancer_report = running.map(|r| r.stop());
@@ -974,7 +982,7 @@ impl Setting<'_> {
                 ));
             }
             if stopped.is_some() {
-                self.shared.abort.store(true, Ordering::Relaxed);
+                self.shared.abort.raise();
                 break;
             }
         }
@@ -1023,8 +1031,7 @@ impl Setting<'_> {
 /// Stops tasks that were set up but not started: tells them to give up, hands each
 /// of `feeds` no balancer, opens the gate and joins them.
 fn abort_tasks(shared: &Shared, feeds: &[Feed], handles: Vec<JoinHandle<TaskEnd>>) {
-    // Relaxed: the gate's Release store orders it before every waiter looks.
-    shared.abort.store(true, Ordering::Relaxed);
+    shared.abort.raise();
     for f in feeds {
         let _ = f.send(None);
     }
@@ -1255,8 +1262,7 @@ fn task_main(ctx: TaskCtx) -> TaskEnd {
         migrator = migrator.report_to(p);
     }
     shared.wait_gate();
-    // Relaxed: the gate's Acquire load ordered the store before this load.
-    if failed || shared.abort.load(Ordering::Relaxed) {
+    if failed || shared.abort.is_raised() {
         return TaskEnd::default();
     }
     let cpu_before = thread_time::thread_cpu_time();
@@ -1270,7 +1276,7 @@ fn task_main(ctx: TaskCtx) -> TaskEnd {
     while done < plan.loops {
         x = one_loop(x);
         done += 1;
-        if done & 0x3ff == 0 && shared.abort.load(Ordering::Relaxed) {
+        if done & 0x3ff == 0 && shared.abort.is_raised() {
             finished = false;
             break;
         }
@@ -1279,7 +1285,10 @@ fn task_main(ctx: TaskCtx) -> TaskEnd {
             && let Some((every, d)) = plan.sleep
         {
             to_sleep = every;
-            std::thread::sleep(d);
+            if shared.abort.sleep_for(d) {
+                finished = false;
+                break;
+            }
         }
         to_section -= 1;
         if to_section == 0
@@ -1287,7 +1296,10 @@ fn task_main(ctx: TaskCtx) -> TaskEnd {
         {
             to_section = every;
             let _section = migrator.section();
-            busy(d);
+            if busy(d, &shared.abort) {
+                finished = false;
+                break;
+            }
         }
     }
     let end_ns = clock::monotonic_now().as_u64();
@@ -1329,12 +1341,19 @@ fn task_main(ctx: TaskCtx) -> TaskEnd {
     }
 }
 
-/// Busy for `d` (the work inside a section).
-fn busy(d: Duration) {
-    let end = clock::monotonic_now().as_u64() + d.as_nanos() as u64;
+/// Busy for `d` (the work inside a section), or until `stop` is raised; returns
+/// whether it was.
+fn busy(d: Duration, stop: &Latch) -> bool {
+    let end = clock::monotonic_now()
+        .as_u64()
+        .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     while clock::monotonic_now().as_u64() < end {
+        if stop.is_raised() {
+            return true;
+        }
         std::hint::spin_loop();
     }
+    false
 }
 
 /// The calling thread's context switches, from `/proc/thread-self/status`.
@@ -1420,8 +1439,7 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
     let _ = ctx.ready.send(());
     drop(ctx.ready);
     ctx.shared.wait_gate();
-    // Relaxed: the gate's Acquire load ordered it.
-    if ctx.shared.abort.load(Ordering::Relaxed) {
+    if ctx.shared.abort.is_raised() {
         return Sampled {
             info,
             per_task: reader.per_task,
@@ -1430,8 +1448,9 @@ fn sampler_main(ctx: SamplerCtx) -> Sampled {
     }
     let start = ctx.shared.start();
     let mut next = start;
-    while ctx.shared.sampling.load(Ordering::Relaxed) {
-        wait::sleep_until(Nanos::new(next));
+    // Each sleep ends at the next period or when the coordinator says the run is
+    // over, whichever comes first: a long period never holds up the end.
+    while !ctx.shared.sampling_over.sleep_until(Nanos::new(next)) {
         let now = clock::monotonic_now().as_u64();
         let late = now.saturating_sub(next) / period;
         info.missed += late;
@@ -1884,6 +1903,82 @@ mod tests {
             let json = serde_json::to_string(&sut).unwrap();
             let back: ScenarioResult = serde_json::from_str(&json).unwrap();
             assert_eq!(back.tasks.len(), 4);
+        }
+    }
+
+    /// Ten years.
+    const DECADE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+    #[test]
+    fn a_stop_wakes_tasks_sleeping_or_busy_for_years_and_a_sampler_with_a_long_period() {
+        let machine = spec::machine_cpus();
+        if machine.len() < 2 {
+            return;
+        }
+        let scenario = Scenario {
+            name: "decade".into(),
+            description: String::new(),
+            rt_cpus: CpuSet::from_cpus([*machine.cpus().last().unwrap()]),
+            duration_limit: None,
+            sample_period: DECADE,
+            timeline_bucket: DECADE,
+            groups: vec![
+                Group {
+                    name: "sleepers".into(),
+                    count: 2,
+                    cpus: machine.clone(),
+                    class: GroupClass::Normal,
+                    loops: 10,
+                    sleep: Some(Every {
+                        loops: 1,
+                        duration: DECADE,
+                    }),
+                    section: None,
+                },
+                Group {
+                    name: "section".into(),
+                    count: 1,
+                    cpus: machine.clone(),
+                    class: GroupClass::Normal,
+                    loops: 10,
+                    sleep: None,
+                    section: Some(Every {
+                        loops: 1,
+                        duration: DECADE,
+                    }),
+                },
+            ],
+        };
+        for mode in [BalancerMode::None, BalancerMode::Ictus] {
+            let s = scenario.clone();
+            let (tx, rx) = mpsc::channel();
+            // The run on a thread of its own, so that a stop that is not seen fails
+            // the test instead of hanging it.
+            std::thread::spawn(move || {
+                let mut calls = 0;
+                let result = run(&s, &RunOptions::new(mode), |_| {
+                    calls += 1;
+                    // Let the tasks fall asleep first.
+                    if calls > 4 {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                });
+                let _ = tx.send(result);
+            });
+            let sut = rx
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the run under {mode} did not stop"))
+                .unwrap();
+            assert!(!sut.complete);
+            assert_eq!(sut.stopped.as_deref(), Some("stopped on request"));
+            assert_eq!(sut.tasks.len(), 3);
+            for t in &sut.tasks {
+                assert!(!t.finished, "{} {}", t.group, t.index);
+                assert!(t.loops_done >= 1 && t.loops_done < 10, "{}", t.loops_done);
+            }
+            assert_eq!(sut.balancer_report.is_some(), mode == BalancerMode::Ictus);
         }
     }
 
