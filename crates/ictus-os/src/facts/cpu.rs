@@ -366,13 +366,13 @@ fn idle_states(dir: &Path) -> Vec<IdleState> {
 /// Whether `/dev/cpu_dma_latency` exists (a PM QoS request there keeps CPUs out of
 /// deep idle states while the file stays open).
 pub fn cpu_dma_latency_present() -> bool {
-    Path::new("/dev/cpu_dma_latency").exists()
+    Path::new(crate::pm_qos::DEVICE).exists()
 }
 
 /// Whether this process may open `/dev/cpu_dma_latency` for writing (`access(W_OK)`;
 /// nothing is opened).
 pub fn cpu_dma_latency_writable() -> bool {
-    super::writable(Path::new("/dev/cpu_dma_latency"))
+    super::writable(Path::new(crate::pm_qos::DEVICE))
 }
 
 /// Time stolen by the hypervisor from all CPUs since boot (`steal` in `/proc/stat`).
