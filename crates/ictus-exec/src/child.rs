@@ -206,7 +206,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         !ictus_os::process::is_alive(coordinator)
     };
     let outcome = prepared
-        .run(maker, &mut give_up)
+        .run(maker, None, &mut give_up)
         .map_err(ChildError::Init)?
         .outcome;
     let json = serde_json::to_string(&outcome).unwrap_or_default();

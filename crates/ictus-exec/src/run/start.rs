@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ictus_core::Nanos;
 use ictus_os::clock::monotonic_now;
+use ictus_os::explain::MissReporter;
 
 use super::children::{ChildProc, kill_all, wait_children};
 use super::coordinate::{Clock, Coordinator, Journal};
@@ -37,6 +38,7 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
     groups: &'a BTreeMap<String, Group>,
     abort: &'a AtomicBool,
     in_process: Vec<(usize, Maker)>,
+    mut reporters: BTreeMap<usize, MissReporter>,
 ) -> Result<Vec<(usize, Handle<'scope>)>, RunError> {
     let schedule = staged.schedule;
     let mut handles = Vec::new();
@@ -55,11 +57,12 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
             group: spec.group.as_ref().and_then(|g| groups.get(g)),
             heartbeat_timeout: None,
         };
+        let reporter = reporters.remove(&k);
         let h = std::thread::Builder::new()
             .name(format!("ictus-{}", spec.name))
             .spawn_scoped(scope, move || {
                 // Relaxed: a stop request, polled.
-                prepared.run(maker, &mut || abort.load(Ordering::Relaxed))
+                prepared.run(maker, reporter, &mut || abort.load(Ordering::Relaxed))
             })
             .map_err(|e| RunError::Init {
                 name: spec.name.clone(),

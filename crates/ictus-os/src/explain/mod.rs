@@ -34,7 +34,7 @@ use ictus_core::Nanos;
 use ictus_core::sync::spsc::{self, Consumer, Producer};
 use serde::{Deserialize, Serialize};
 
-pub use sampler::{ExplainConfig, Explainer};
+pub use sampler::{ExplainConfig, Explainer, RecentMisses};
 
 /// What kind of miss an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
