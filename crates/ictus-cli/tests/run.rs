@@ -585,3 +585,63 @@ fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
         );
     }
 }
+
+/// `ictus run ARGS` of the stress schedule whose name is `name`, with `head` added
+/// at its top, for 300 ms; the record it wrote.
+fn stress_record(tag: &str, head: &str, args: &[&str]) -> Value {
+    let (dir, name) = scratch_run(tag);
+    let path = stress_copy(dir.path(), &name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{head}\n{text}")).unwrap();
+    let record = dir.path().join("record.json");
+    succeeds(
+        ictus(dir.path())
+            .args(["run", "--duration", "300ms", "--quiet", "-o"])
+            .arg(&record)
+            .args(args)
+            .arg(&path),
+    );
+    common::read_json(&record)
+}
+
+#[test]
+fn a_run_records_the_cpu_latency_qos_in_force_and_its_misses_explained() {
+    let r = stress_record("qos", "", &["--explain-threshold", "500us"]);
+    // Held at 0 us by default, or refused with why (no device, not root).
+    let q = &r["obtained"]["pm_qos"];
+    assert_eq!(q["requested"], 0, "{q}");
+    assert!(q["held_us"] == 0 || q["refused"].is_string(), "{q}");
+    if q["refused"].is_string() {
+        assert!(warns(&r, "pm-qos-refused"), "a refusal is a warning");
+    }
+    let e = &r["explanation"];
+    assert_eq!(e["threshold_ns"], 500_000, "{e}");
+    assert!(e["sampler"]["samples"].as_u64().unwrap() > 0, "{e}");
+    let events = e["breakdown"]["events"].as_u64().unwrap();
+    let listed = e["events"].as_array().unwrap();
+    assert_eq!(listed.len() as u64, events.min(1_000));
+    // Only A and C run in this process (B is a process of its own: not explained).
+    assert!(
+        listed
+            .iter()
+            .all(|ev| ev["thread"] == "A" || ev["thread"] == "C")
+    );
+}
+
+#[test]
+fn the_schedules_pm_qos_holds_unless_the_command_line_says_otherwise() {
+    let r = stress_record("qos-off", "pm_qos = \"off\"", &["--explain", "off"]);
+    assert_eq!(r["obtained"]["pm_qos"]["requested"], "off");
+    assert_eq!(r["obtained"]["pm_qos"]["held_us"], Value::Null);
+    assert!(r.get("explanation").is_none(), "--explain off");
+    let r = stress_record("qos-flag", "pm_qos = \"off\"", &["--pm-qos", "20"]);
+    assert_eq!(r["obtained"]["pm_qos"]["requested"], 20);
+}
+
+#[test]
+fn a_pm_qos_that_is_neither_off_nor_a_bound_is_refused_at_its_line_and_column() {
+    let (dir, name) = scratch_run("qos-bad");
+    let text = one_subsystem(&name, "builtin = \"idle\"\n")
+        .replace("major_frame = 1\n", "major_frame = 1\npm_qos = \"fast\"\n");
+    refused_schedule(dir.path(), &name, &text, "4:10", "pm_qos 'fast'");
+}
