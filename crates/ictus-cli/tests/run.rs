@@ -645,3 +645,51 @@ fn a_pm_qos_that_is_neither_off_nor_a_bound_is_refused_at_its_line_and_column() 
         .replace("major_frame = 1\n", "major_frame = 1\npm_qos = \"fast\"\n");
     refused_schedule(dir.path(), &name, &text, "4:10", "pm_qos 'fast'");
 }
+
+#[test]
+fn ctl_status_lists_the_last_misses_explained() {
+    // With nanosleep every wake-up comes after its deadline: at a 1 ns threshold
+    // every release is a miss to explain.
+    let (dir, name) = scratch_run("misses");
+    let text = one_subsystem(&name, "builtin = \"idle\"\n").replace(
+        "major_frame = 1\n",
+        "major_frame = 1\nwait = \"nanosleep\"\n",
+    );
+    let path = write_file(dir.path(), "misses.toml", &text);
+    let run = common::spawn(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--duration",
+            "3s",
+            "--explain-threshold",
+            "1ns",
+            path.to_str().unwrap(),
+        ],
+    );
+    wait_for_socket(dir.path(), &name);
+    let status = poll(
+        || {
+            let out = ictus(dir.path())
+                .args(["ctl", "status", "--name", &name])
+                .output()
+                .unwrap();
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+        },
+        |s| s["misses"].as_array().is_some_and(|m| !m.is_empty()),
+    );
+    let misses = status["misses"].as_array().expect("misses in the status");
+    assert!(!misses.is_empty() && misses.len() <= 16, "{status}");
+    for m in misses {
+        assert_eq!(m["subsystem"], "s", "{m}");
+        assert_eq!(m["kind"], "late", "{m}");
+        assert!(m["lateness_ns"].as_u64().unwrap() >= 1, "{m}");
+        assert!(!m["cause"].as_str().unwrap().is_empty(), "{m}");
+    }
+    succeeds(ictus(dir.path()).args(["ctl", "stop", "--name", &name]));
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["explanation"]["breakdown"]["events"].as_u64().unwrap() >= 1);
+}
