@@ -74,7 +74,7 @@ pub(crate) struct WatchArgs {
     /// `pm_qos`; else the schedule's, else 0 (as cyclictest).
     #[arg(long, value_name = "US|off", value_parser = crate::args::pm_qos)]
     pub(crate) pm_qos: Option<ictus_os::pm_qos::PmQos>,
-    /// Explain every miss of the in-process subsystems (a sampler on the other CPUs
+    /// Explain every miss of this host's subsystems (a sampler on the other CPUs
     /// reads what moved in each miss's window); off measures without it.
     #[arg(long, value_enum, default_value = "on")]
     pub(crate) explain: crate::args::Switch,

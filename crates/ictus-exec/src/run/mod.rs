@@ -132,6 +132,10 @@ pub struct ThreadOutcome {
     /// The error its `shutdown` returned, if it did.
     #[serde(default)]
     pub shutdown_error: Option<String>,
+    /// The misses of a subsystem in a process of its own, explained by that
+    /// process's sampler (the run takes them into [`RunReport::explanation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
 /// One subsystem's figures for the whole run.
@@ -223,15 +227,16 @@ pub struct RunReport {
     /// refused with why).
     #[serde(default)]
     pub pm_qos: Option<ictus_os::pm_qos::PmQosState>,
-    /// Every miss of this host's in-process subsystems explained (late releases
-    /// past the threshold, skipped releases, overruns); absent with
-    /// [`RunOptions::explain`] off.
+    /// Every miss of this host's subsystems explained (late releases past the
+    /// threshold, skipped releases, overruns; a program's by its own sampler);
+    /// absent with [`RunOptions::explain`] off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
 pub use crate::live::{LiveStatus, LiveSubsystem};
 pub(crate) use thread::{Finish, Prepared};
+pub(crate) use watch::explain_program;
 
 /// A callback that receives the live status.
 pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
@@ -271,8 +276,8 @@ pub struct RunOptions {
     /// The CPU latency QoS held for the whole run, over the schedule's `pm_qos`
     /// (`None`: the schedule's, else 0 us, as cyclictest holds).
     pub pm_qos: Option<ictus_os::pm_qos::PmQos>,
-    /// Explain every miss of this host's in-process subsystems, from a sampler
-    /// thread off their CPUs (default on; off to measure what it costs).
+    /// Explain every miss of this host's subsystems, from sampler threads off their
+    /// CPUs (default on; off to measure what it costs).
     pub explain: bool,
     /// The lateness from which a release is a miss to explain, over the
     /// schedule's `explain_threshold` (`None`: the schedule's, else the tick).
@@ -545,6 +550,9 @@ pub(crate) mod env {
     pub(crate) const SLOT: &str = "ICTUS_SLOT";
     /// Where it writes its [`super::ThreadOutcome`].
     pub(crate) const OUTCOME: &str = "ICTUS_OUTCOME";
+    /// The lateness in nanoseconds from which a release is a miss to explain, or
+    /// `off` (absent: not explained).
+    pub(crate) const EXPLAIN: &str = "ICTUS_EXPLAIN";
     /// The control socket (setup channel).
     pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
 }
@@ -671,7 +679,7 @@ pub(crate) fn run_made(
     }
     // 8. What was in force, and every miss explained (the loops have all ended).
     outcome.map(|(mut report, made)| {
-        watch.end(&mut report);
+        watch.end(&mut report, schedule, here);
         (report, made)
     })
 }

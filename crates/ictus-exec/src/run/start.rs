@@ -16,6 +16,7 @@ use super::children::{ChildProc, kill_all, wait_children};
 use super::coordinate::{Clock, Coordinator, Journal};
 use super::prepare::{Launch, Staged};
 use super::snapshot::{live_now, starting};
+use super::watch::threshold;
 use super::{Finish, Prepared, RunError, RunOptions, StartError, env};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
@@ -137,7 +138,12 @@ impl<'a, 'scope> Startup<'a, 'scope> {
                 .env(env::SCHEDULE, &schedule_abs)
                 .env(env::SUBSYSTEM, &spec.name)
                 .env(env::SLOT, launch.slot.to_string())
-                .env(env::OUTCOME, &outcome_file);
+                .env(env::OUTCOME, &outcome_file)
+                .env(
+                    env::EXPLAIN,
+                    threshold(schedule, self.options)
+                        .map_or_else(|| "off".to_string(), |t| t.as_u64().to_string()),
+                );
             if let Some(s) = &socket {
                 cmd.env(env::SOCKET, s);
             }

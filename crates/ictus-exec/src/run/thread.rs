@@ -241,6 +241,7 @@ impl Prepared<'_> {
             errors: stats.counters.errors,
             first_error: first_error.as_ref().map(|f| (f.frame, f.message())),
             shutdown_error,
+            explanation: None,
         };
         slot.publish(&stats.counters);
         slot.set_status(Status::Finished);

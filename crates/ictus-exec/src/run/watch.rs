@@ -1,11 +1,12 @@
 //! What a run holds around its subsystems to measure them as the reference tools do
 //! and to say why a frame was missed: the CPU latency QoS (`/dev/cpu_dma_latency`,
 //! held for the whole run) and the sampler that explains the misses of this host's
-//! in-process subsystems ([`ictus_os::explain`]), off their CPUs.
+//! in-process subsystems ([`ictus_os::explain`]), off their CPUs; a program runs a
+//! sampler of its own ([`explain_program`]) whose explanation the run takes in.
 
 use std::collections::BTreeMap;
 
-use ictus_core::CpuSet;
+use ictus_core::{CpuSet, Nanos};
 use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{ExplainConfig, Explainer, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
@@ -50,13 +51,12 @@ impl Watch {
             warnings,
         };
         let mut reporters = BTreeMap::new();
-        if !options.explain || slots.is_empty() {
+        if slots.is_empty() {
             return (watch, reporters);
         }
-        let threshold = options
-            .explain_threshold
-            .or(schedule.explain_threshold)
-            .unwrap_or(schedule.tick);
+        let Some(threshold) = threshold(schedule, options) else {
+            return (watch, reporters);
+        };
         let names: Vec<String> = slots
             .iter()
             .map(|&k| schedule.subsystems[k].name.clone())
@@ -82,12 +82,54 @@ impl Watch {
     }
 
     /// Stops the sampler (once the subsystems' loops have ended) and puts what was
-    /// in force and every miss explained into `report`; the QoS is released.
-    pub(super) fn end(self, report: &mut RunReport) {
+    /// in force and every miss explained into `report`, with those the own samplers
+    /// of the programs of host `here` explained (taken from their outcomes; another
+    /// host's misses are its own report's); the QoS is released.
+    pub(super) fn end(self, report: &mut RunReport, schedule: &Schedule, here: usize) {
         report.pm_qos = Some(self.pm_qos.state().clone());
-        report.explanation = self.explainer.map(Explainer::finish);
+        let mut explanation = self.explainer.map(Explainer::finish);
+        for s in &mut report.subsystems {
+            let theirs = s.outcome.as_mut().and_then(|o| o.explanation.take());
+            let local = schedule
+                .subsystem(&s.name)
+                .is_some_and(|spec| spec.host == here);
+            let Some(theirs) = theirs.filter(|_| local) else {
+                continue;
+            };
+            match &mut explanation {
+                Some(e) => e.absorb(theirs),
+                None => explanation = Some(theirs),
+            }
+        }
+        report.explanation = explanation;
         report.warnings.extend(self.warnings);
     }
+}
+
+/// The lateness from which a release is a miss to explain: the options', else the
+/// schedule's, else the tick; `None` when explaining is off.
+pub(super) fn threshold(schedule: &Schedule, options: &RunOptions) -> Option<Nanos> {
+    options.explain.then(|| {
+        options
+            .explain_threshold
+            .or(schedule.explain_threshold)
+            .unwrap_or(schedule.tick)
+    })
+}
+
+/// A program's own sampler for its one subsystem (slot `slot`), when the run that
+/// launched it explains misses (its threshold in the environment): the sampler and
+/// the subsystem's reporter. `None` when not asked or when the sampler cannot start
+/// (the program's misses are then counted, not explained).
+pub(crate) fn explain_program(
+    schedule: &Schedule,
+    slot: usize,
+) -> Option<(Explainer, MissReporter)> {
+    let ns: u64 = std::env::var(super::env::EXPLAIN).ok()?.parse().ok()?;
+    let config = ExplainConfig::new(watched_cpus(schedule, &[slot]), Nanos::new(ns));
+    let name = schedule.subsystems[slot].name.clone();
+    let (explainer, mut reporters) = Explainer::start(config, &[name], monotonic_now()).ok()?;
+    Some((explainer, reporters.pop()?))
 }
 
 /// The CPUs the sampler reads and keeps off: those the watched subsystems are pinned
