@@ -348,10 +348,17 @@ pub(crate) fn footer(record: &RunRecord) -> String {
 /// misses, then how the sampler ran.
 pub(crate) fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> String {
     let mut out = String::new();
+    // Overruns are counted where the measuring loop has a budget (the executive's
+    // subsystems), so they are named only where they occur.
+    let overruns = e
+        .events
+        .iter()
+        .any(|ev| ev.kind == ictus_os::explain::MissKind::Overrun);
     let _ = writeln!(
         out,
-        "why the misses (releases {} or more late, missed periods): {}",
+        "why the misses (releases {} or more late, missed periods{}): {}",
         Nanos::new(e.threshold_ns),
+        if overruns { ", overruns" } else { "" },
         e.breakdown.summary()
     );
     for ev in e.events.iter().take(listed) {

@@ -61,7 +61,28 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "TOKEN", requires = "ui", value_parser = ui_token)]
     pub(crate) ui_token: Option<String>,
     #[command(flatten)]
+    pub(crate) watch: WatchArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
+}
+
+/// What `ictus run` and `ictus node` hold and watch around their subsystems.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// The CPU latency QoS held for the whole run (/dev/cpu_dma_latency): a bound in
+    /// us, or off (the machine as it idles). Given, it wins over the schedule's
+    /// `pm_qos`; else the schedule's, else 0 (as cyclictest).
+    #[arg(long, value_name = "US|off", value_parser = crate::args::pm_qos)]
+    pub(crate) pm_qos: Option<ictus_os::pm_qos::PmQos>,
+    /// Explain every miss of this host's subsystems (a sampler on the other CPUs
+    /// reads what moved in each miss's window); off measures without it.
+    #[arg(long, value_enum, default_value = "on")]
+    pub(crate) explain: crate::args::Switch,
+    /// A release this late (or later) is a miss to explain (e.g. 200us). Given, it
+    /// wins over the schedule's `explain_threshold`; else the schedule's, else the
+    /// tick.
+    #[arg(long, value_parser = crate::args::positive_duration)]
+    pub(crate) explain_threshold: Option<Duration>,
 }
 
 /// `--ui`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
@@ -100,6 +121,8 @@ pub(crate) struct NodeArgs {
     #[arg(long)]
     pub(crate) quiet: bool,
     #[command(flatten)]
+    pub(crate) watch: WatchArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
 
@@ -133,6 +156,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         duration: args.duration,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
+        watch: &args.watch,
         out: &args.out,
         ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
     };
@@ -174,6 +198,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         duration: None,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
+        watch: &args.watch,
         out: &args.out,
         ui: None,
     };
@@ -210,6 +235,7 @@ struct How<'a> {
     duration: Option<Duration>,
     ready_timeout: Duration,
     quiet: bool,
+    watch: &'a WatchArgs,
     out: &'a OutputArgs,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
@@ -329,6 +355,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             .ok()
             .map(|exe| (exe, vec!["subsystem".to_string()])),
         link,
+        pm_qos: how.watch.pm_qos,
+        explain: how.watch.explain.on(),
+        explain_threshold: how.watch.explain_threshold.map(Nanos::from),
         ..RunOptions::default()
     };
     let result = exec_run::run(&schedule, &mut exec_run::builtin, options);
@@ -513,6 +542,8 @@ fn latency(d: &Distribution, missed: u64, longest: u64) -> LatencyResult {
 pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
     record.complete = record.complete && report.complete;
     record.warnings.extend(report.warnings.iter().cloned());
+    record.obtained.pm_qos = report.pm_qos.clone();
+    record.explanation = report.explanation.clone();
     for s in &report.subsystems {
         let (jitter, exec) = subsystem_measurements(s);
         record.measurements.push(jitter);
@@ -909,6 +940,8 @@ mod tests {
             events: vec!["pause at frame 10".into()],
             complete: true,
             hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
+            pm_qos: None,
+            explanation: None,
         }
     }
 
@@ -998,6 +1031,78 @@ mod tests {
         assert_eq!(row("b ")[3..6], ["-", "-", "-"]);
         assert_eq!(row("b ")[6..8], ["10", "9"]);
         assert!(text.contains("\nevent: pause at frame 10\n"), "{text}");
+    }
+
+    #[test]
+    fn the_qos_in_force_and_the_misses_explained_reach_the_record_and_its_footer() {
+        use ictus_os::explain::{
+            Breakdown, Cause, Explained, Explanation, MissKind, SamplerReport,
+        };
+        use ictus_os::pm_qos::{PmQos, PmQosState};
+        let miss = Explained {
+            thread: "p".into(),
+            cpu: Some(1),
+            kind: MissKind::Overrun,
+            seq: 42,
+            at_ns: 50_000_000,
+            lateness_ns: 1_500_000,
+            missed: 2,
+            window_ns: 3_000_000,
+            causes: vec![Cause::Overrun {
+                exec_ns: 2_500_000,
+                budget_ns: 1_000_000,
+            }],
+        };
+        let mut breakdown = Breakdown::default();
+        breakdown.add(&miss);
+        let mut report = report();
+        report.pm_qos = Some(PmQosState {
+            requested: PmQos::Bound(0),
+            held_us: Some(0),
+            refused: None,
+        });
+        report.explanation = Some(Explanation {
+            threshold_ns: 1_000_000,
+            breakdown,
+            events: vec![miss],
+            events_not_kept: 0,
+            sampler: SamplerReport {
+                period_ns: 1_000_000,
+                samples: 10,
+                cpus: "0".into(),
+                shares_watched_cpu: false,
+                reading_mean_ns: 1,
+                reading_max_ns: 2,
+                task_scans: 1,
+                sources: Vec::new(),
+            },
+        });
+        let parameters = serde_json::to_value(params(Vec::new())).unwrap();
+        let mut sut = RunRecord::new(
+            "run",
+            Provenance::capture(Vec::new()),
+            parameters,
+            Obtained::default(),
+        );
+        fill(&mut sut, &report);
+        assert_eq!(sut.obtained.pm_qos, report.pm_qos);
+        assert_eq!(sut.explanation, report.explanation);
+        let footer = common::footer(&sut);
+        assert!(
+            footer.contains("CPU latency QoS (/dev/cpu_dma_latency): held at 0 us"),
+            "{footer}"
+        );
+        assert!(
+            footer.contains(
+                "why the misses (releases 1.00 ms or more late, missed periods, overruns): \
+                 1 miss: 1 by the thread's own overrun"
+            ),
+            "{footer}"
+        );
+        assert!(
+            footer.contains("p overrun #42 at 50.00 ms: 1.50 ms late, 2 period(s) missed on CPU 1: its own execution took 2.50 ms of a 1.00 ms budget"),
+            "{footer}"
+        );
     }
 
     #[test]

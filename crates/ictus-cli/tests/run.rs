@@ -585,3 +585,133 @@ fn a_malformed_host_table_is_refused_at_its_place_with_exit_2() {
         );
     }
 }
+
+/// `ictus run ARGS` of the stress schedule (run `cli-TAG-PID`) as `edit` makes it,
+/// for 300 ms; the record it wrote.
+fn stress_record(tag: &str, edit: &dyn Fn(String) -> String, args: &[&str]) -> Value {
+    let (dir, name) = scratch_run(tag);
+    let path = stress_copy(dir.path(), &name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, edit(text)).unwrap();
+    let record = dir.path().join("record.json");
+    succeeds(
+        ictus(dir.path())
+            .args(["run", "--duration", "300ms", "--quiet", "-o"])
+            .arg(&record)
+            .args(args)
+            .arg(&path),
+    );
+    common::read_json(&record)
+}
+
+#[test]
+fn a_run_records_the_cpu_latency_qos_in_force_and_its_misses_explained() {
+    let r = stress_record("qos", &|t| t, &["--explain-threshold", "500us"]);
+    // Held at 0 us by default, or refused with why (no device, not root).
+    let q = &r["obtained"]["pm_qos"];
+    assert_eq!(q["requested"], 0, "{q}");
+    assert!(q["held_us"] == 0 || q["refused"].is_string(), "{q}");
+    if q["refused"].is_string() {
+        assert!(warns(&r, "pm-qos-refused"), "a refusal is a warning");
+    }
+    let e = &r["explanation"];
+    assert_eq!(e["threshold_ns"], 500_000, "{e}");
+    assert!(e["sampler"]["samples"].as_u64().unwrap() > 0, "{e}");
+    let events = e["breakdown"]["events"].as_u64().unwrap();
+    let listed = e["events"].as_array().unwrap();
+    assert_eq!(listed.len() as u64, events.min(1_000));
+    let names = ["A", "B", "C"];
+    assert!(
+        listed
+            .iter()
+            .all(|ev| names.contains(&ev["thread"].as_str().unwrap()))
+    );
+}
+
+#[test]
+fn a_subsystem_in_a_process_of_its_own_has_its_misses_explained_too() {
+    // With nanosleep every wake-up comes after its deadline: at a 1 ns threshold
+    // every release of A, B (`process = "own"`) and C is a miss to explain.
+    let nanosleep = |t: String| t.replace("wait = \"hybrid\"", "wait = \"nanosleep\"");
+    let r = stress_record("own", &nanosleep, &["--explain-threshold", "1ns"]);
+    let e = &r["explanation"];
+    let threads: std::collections::BTreeSet<&str> = e["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ev| ev["thread"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        threads.into_iter().collect::<Vec<_>>(),
+        ["A", "B", "C"],
+        "{e}"
+    );
+}
+
+#[test]
+fn the_schedules_pm_qos_holds_unless_the_command_line_says_otherwise() {
+    let off = |t: String| format!("pm_qos = \"off\"\n{t}");
+    let r = stress_record("qos-off", &off, &["--explain", "off"]);
+    assert_eq!(r["obtained"]["pm_qos"]["requested"], "off");
+    assert_eq!(r["obtained"]["pm_qos"]["held_us"], Value::Null);
+    assert!(r.get("explanation").is_none(), "--explain off");
+    let r = stress_record("qos-flag", &off, &["--pm-qos", "20"]);
+    assert_eq!(r["obtained"]["pm_qos"]["requested"], 20);
+}
+
+#[test]
+fn a_pm_qos_that_is_neither_off_nor_a_bound_is_refused_at_its_line_and_column() {
+    let (dir, name) = scratch_run("qos-bad");
+    let text = one_subsystem(&name, "builtin = \"idle\"\n")
+        .replace("major_frame = 1\n", "major_frame = 1\npm_qos = \"fast\"\n");
+    refused_schedule(dir.path(), &name, &text, "4:10", "pm_qos 'fast'");
+}
+
+#[test]
+fn ctl_status_lists_the_last_misses_explained() {
+    // With nanosleep every wake-up comes after its deadline: at a 1 ns threshold
+    // every release is a miss to explain.
+    let (dir, name) = scratch_run("misses");
+    let text = one_subsystem(&name, "builtin = \"idle\"\n").replace(
+        "major_frame = 1\n",
+        "major_frame = 1\nwait = \"nanosleep\"\n",
+    );
+    let path = write_file(dir.path(), "misses.toml", &text);
+    let run = common::spawn(
+        dir.path(),
+        &[
+            "run",
+            "--json",
+            "--duration",
+            "3s",
+            "--explain-threshold",
+            "1ns",
+            path.to_str().unwrap(),
+        ],
+    );
+    wait_for_socket(dir.path(), &name);
+    let status = poll(
+        || {
+            let out = ictus(dir.path())
+                .args(["ctl", "status", "--name", &name])
+                .output()
+                .unwrap();
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+        },
+        |s| s["misses"].as_array().is_some_and(|m| !m.is_empty()),
+    );
+    let misses = status["misses"].as_array().expect("misses in the status");
+    assert!(!misses.is_empty() && misses.len() <= 16, "{status}");
+    for m in misses {
+        assert_eq!(m["subsystem"], "s", "{m}");
+        // Late, or (on a busy machine) releases skipped or an overrun.
+        assert!(["late", "missed", "overrun"].contains(&m["kind"].as_str().unwrap()));
+        assert!(m["lateness_ns"].as_u64().unwrap() >= 1, "{m}");
+        assert!(!m["cause"].as_str().unwrap().is_empty(), "{m}");
+    }
+    succeeds(ictus(dir.path()).args(["ctl", "stop", "--name", &name]));
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["explanation"]["breakdown"]["events"].as_u64().unwrap() >= 1);
+}

@@ -205,10 +205,14 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         // only slow: it bounds its own start-up wait and aborts the run then).
         !ictus_os::process::is_alive(coordinator)
     };
-    let outcome = prepared
-        .run(maker, &mut give_up)
+    // The run's sampler watches only its own process's threads: this one's misses
+    // are explained by a sampler of its own, off its CPU, into its outcome.
+    let (explainer, reporter) = crate::run::explain_program(&schedule, slot).unzip();
+    let mut outcome = prepared
+        .run(maker, reporter, &mut give_up)
         .map_err(ChildError::Init)?
         .outcome;
+    outcome.explanation = explainer.map(ictus_os::explain::Explainer::finish);
     let json = serde_json::to_string(&outcome).unwrap_or_default();
     ictus_os::fs::write_atomic(&outcome_path, json).map_err(ChildError::Outcome)?;
     Ok(outcome)

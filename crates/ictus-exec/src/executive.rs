@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::sync::SpinBarrier;
 use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
+use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::wait::{self, WaitMode};
 
 use crate::control::{Control, Counters, Status, pack_window};
@@ -343,8 +344,24 @@ impl Runner<'_> {
         ports: &mut Ports,
         stats: &mut Stats,
     ) -> Ending {
+        self.run_explained(beat, subsystem, ports, stats, None)
+    }
+
+    /// [`run`](Self::run), reporting each miss to `reporter` (one push into its
+    /// ring per miss, no allocation; see [`ictus_os::explain`]): a release woken
+    /// [`MissReporter::threshold`] or more late, or followed by skipped releases,
+    /// and an **overrun**, a frame whose own execution (wake-up to outputs
+    /// published) ran past its period (the budget), with its execution time.
+    pub fn run_explained(
+        &self,
+        beat: &dyn Beat,
+        subsystem: &mut dyn Driven,
+        ports: &mut Ports,
+        stats: &mut Stats,
+        reporter: Option<&mut MissReporter>,
+    ) -> Ending {
         let mut first_error = None;
-        let end = self.frames(beat, subsystem, ports, stats, &mut first_error);
+        let end = self.frames(beat, subsystem, ports, stats, &mut first_error, reporter);
         Ending { end, first_error }
     }
 
@@ -355,6 +372,7 @@ impl Runner<'_> {
         ports: &mut Ports,
         stats: &mut Stats,
         first_error: &mut Option<Fault>,
+        mut reporter: Option<&mut MissReporter>,
     ) -> LoopEnd {
         let Some(epoch) = self.control.epoch() else {
             return LoopEnd::Aborted;
@@ -385,6 +403,8 @@ impl Runner<'_> {
             }
             stats.jitter.record(woke.saturating_sub(deadline));
             let mut frame = cadence.frame();
+            // Releases skipped to follow the group: missed before this frame ran.
+            let mut group_skipped = 0;
             if let Some(g) = self.group {
                 let agreed = g.agree(frame);
                 if g.is_broken() {
@@ -396,6 +416,7 @@ impl Runner<'_> {
                 }
                 if agreed > frame {
                     let skipped = cadence.skip_to(agreed, self.control.stop_frame());
+                    group_skipped = skipped;
                     note_overruns(stats, skipped);
                     frame = cadence.frame();
                 }
@@ -436,6 +457,17 @@ impl Runner<'_> {
             stats.exec.record(exec);
             let skipped = cadence.complete(end, self.control.stop_frame());
             note_overruns(stats, skipped);
+            if let Some(r) = reporter.as_deref_mut() {
+                let release = Release {
+                    frame,
+                    deadline,
+                    woke,
+                    end,
+                    budget: period,
+                    missed: group_skipped + skipped,
+                };
+                release.report(r);
+            }
             let c = &mut stats.counters;
             c.frames_run += 1;
             c.last_frame = frame;
@@ -496,6 +528,53 @@ impl Runner<'_> {
                 }
             }
         }
+    }
+}
+
+/// One release as the miss reporter sees it, once its frame has ended.
+#[derive(Clone, Copy, Debug)]
+struct Release {
+    frame: u64,
+    deadline: Nanos,
+    woke: Nanos,
+    end: Nanos,
+    /// The subsystem's period: its execution budget.
+    budget: Nanos,
+    /// Releases skipped (following its group, then after this frame).
+    missed: u64,
+}
+
+impl Release {
+    /// Reports an overrun (its execution past the budget: window from its wake-up
+    /// to its end, late by how far its end passed the next release), else skipped
+    /// releases (window from its deadline to its end: a late wake-up, or a
+    /// preemption while it ran), else a release woken the threshold or more late
+    /// (window from its deadline to its wake-up). Nothing otherwise.
+    #[inline]
+    fn report(self, reporter: &mut MissReporter) {
+        let late = self.woke.saturating_sub(self.deadline);
+        let exec = self.end.saturating_sub(self.woke);
+        let (kind, start, end, lateness) = if exec > self.budget {
+            let past = self.end.saturating_sub(self.deadline + self.budget);
+            (MissKind::Overrun, self.woke, self.end, past)
+        } else if self.missed > 0 {
+            (MissKind::Missed, self.deadline, self.end, late)
+        } else if late >= reporter.threshold() {
+            (MissKind::Late, self.deadline, self.woke, late)
+        } else {
+            return;
+        };
+        let overrun = kind == MissKind::Overrun;
+        reporter.report(MissEvent {
+            kind,
+            seq: self.frame,
+            start,
+            end,
+            lateness,
+            missed: self.missed,
+            exec: if overrun { exec } else { Nanos::ZERO },
+            budget: if overrun { self.budget } else { Nanos::ZERO },
+        });
     }
 }
 
@@ -971,5 +1050,90 @@ mod tests {
         assert_eq!(ending.end, LoopEnd::Stopped);
         assert_eq!(frames.len(), 20);
         assert_eq!(asked, Some(3));
+    }
+
+    /// Runs `r` under `beat` with the reporter of a real sampler (threshold
+    /// `threshold`), and returns the figures and what the sampler explained.
+    fn explained(
+        r: &Runner<'_>,
+        beat: &dyn Beat,
+        sut: &mut dyn Driven,
+        threshold: Nanos,
+    ) -> (Stats, ictus_os::explain::Explanation) {
+        use ictus_os::explain::{ExplainConfig, Explainer};
+        let config = ExplainConfig::new(ictus_os::facts::online_cpus(), threshold);
+        let (explainer, mut reporters) =
+            Explainer::start(config, &["x".to_string()], Nanos::ZERO).unwrap();
+        let mut stats = Stats::default();
+        r.run_explained(
+            beat,
+            sut,
+            &mut no_ports(),
+            &mut stats,
+            reporters.first_mut(),
+        );
+        (stats, explainer.finish())
+    }
+
+    #[test]
+    fn an_overrun_is_reported_with_its_execution_time_and_the_releases_it_skipped() {
+        use ictus_os::explain::Cause;
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 30);
+        // Frame 6 runs 2.5 ms of a 1 ms budget: the releases of 7 and 8 pass.
+        let mut sut = busy(&clock, |f| if f == 6 { us(2_500) } else { us(200) });
+        let (stats, e) = explained(&runner(&control, 0, 1), &MockBeat(&clock), &mut sut, ms(1));
+        assert_eq!(stats.overruns.missed, 2);
+        assert_eq!(e.breakdown.events, 1);
+        let ev = &e.events[0];
+        assert_eq!(
+            (ev.thread.as_str(), ev.kind, ev.seq, ev.missed),
+            ("x", MissKind::Overrun, 6, 2)
+        );
+        // It ended 1.5 ms past the next release (frame 7's, at 17 ms).
+        assert_eq!(ev.lateness_ns, us(1_500).as_u64());
+        assert!(ev.causes.contains(&Cause::Overrun {
+            exec_ns: us(2_500).as_u64(),
+            budget_ns: ms(1).as_u64(),
+        }));
+    }
+
+    #[test]
+    fn a_late_wake_up_that_skips_releases_is_reported_as_missed_not_as_an_overrun() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 12);
+        let beat = LateBeat {
+            clock: &clock,
+            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
+        };
+        let mut sut = busy(&clock, |_| us(100));
+        let (_, e) = explained(&runner(&control, 0, 1), &beat, &mut sut, ms(1));
+        let seen: Vec<_> = e
+            .events
+            .iter()
+            .map(|ev| (ev.kind, ev.seq, ev.missed))
+            .collect();
+        assert_eq!(seen, [(MissKind::Missed, 4, 2)]);
+        assert_eq!(e.events[0].lateness_ns, us(2_300).as_u64());
+    }
+
+    #[test]
+    fn only_releases_at_or_past_the_threshold_are_reported_late() {
+        let clock = MockClock::new(Nanos::ZERO);
+        let control = block(ms(1), ms(10), 12);
+        // Frame 3 wakes 400 us late (the threshold), frame 5 399 us: only 3 is a miss.
+        let beat = LateBeat {
+            clock: &clock,
+            late: |d| match d.as_u64() / 1_000_000 {
+                13 => us(400),
+                15 => us(399),
+                _ => Nanos::ZERO,
+            },
+        };
+        let mut sut = busy(&clock, |_| us(100));
+        let (stats, e) = explained(&runner(&control, 0, 1), &beat, &mut sut, us(400));
+        assert_eq!(stats.overruns.missed, 0);
+        let seen: Vec<_> = e.events.iter().map(|ev| (ev.kind, ev.seq)).collect();
+        assert_eq!(seen, [(MissKind::Late, 3)]);
     }
 }

@@ -12,6 +12,7 @@
 //! ```
 
 use ictus_core::Nanos;
+use ictus_os::explain::{Explained, MissKind};
 use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, Status};
@@ -69,6 +70,45 @@ pub struct LiveStatus {
     /// Events so far (the index of the next one).
     #[serde(default)]
     pub events_total: u64,
+    /// The last misses explained (at most 16, newest last; this host's in-process
+    /// subsystems, none when explaining is off).
+    #[serde(default)]
+    pub misses: Vec<LiveMiss>,
+}
+
+/// One explained miss in a [`LiveStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveMiss {
+    /// The subsystem.
+    pub subsystem: String,
+    /// Its frame.
+    pub frame: u64,
+    /// A late release, skipped releases, or an overrun.
+    pub kind: MissKind,
+    /// How late the release was (an overrun: how far its end passed the next
+    /// release).
+    pub lateness_ns: u64,
+    /// Releases skipped.
+    pub missed: u64,
+    /// The dominant cause, in words (`the hypervisor stole 4ms`, `its own execution
+    /// took 2.5ms of a 1ms budget`, `unexplained: nothing visible on this CPU`).
+    pub cause: String,
+}
+
+impl From<&Explained> for LiveMiss {
+    fn from(e: &Explained) -> LiveMiss {
+        LiveMiss {
+            subsystem: e.thread.clone(),
+            frame: e.seq,
+            kind: e.kind,
+            lateness_ns: e.lateness_ns,
+            missed: e.missed,
+            cause: e.causes.first().map_or_else(
+                || "unexplained: nothing visible on this CPU".to_string(),
+                ToString::to_string,
+            ),
+        }
+    }
 }
 
 /// One subsystem in a [`LiveStatus`].
@@ -205,6 +245,8 @@ pub struct Extras<'a> {
     pub stopping: bool,
     /// This host (0 on one host or the main host).
     pub here: usize,
+    /// The last misses explained.
+    pub misses: Vec<LiveMiss>,
 }
 
 /// The snapshot of a run now.
@@ -322,6 +364,7 @@ pub fn snapshot(
             })
             .collect(),
         events_total: total as u64,
+        misses: extras.misses,
     }
 }
 

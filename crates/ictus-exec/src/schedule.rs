@@ -16,6 +16,10 @@
 //! cells = "cells.toml"   # the cell table, relative to this file (or [[cell]] tables here)
 //! modes = ["setup"]      # user modes beside off, pause and run
 //! initial_state = "run"  # the state the run starts in (default: off)
+//! pm_qos = 0             # the CPU latency QoS held for the run: a bound in us
+//!                        # (default 0, as cyclictest) or "off"; `--pm-qos` wins
+//! explain_threshold = "1ms" # a release this late is a miss to explain (default:
+//!                        # the tick); `--explain-threshold` wins
 //!
 //! [[subsystem]]
 //! name = "A"
@@ -79,6 +83,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use ictus_core::{CpuSet, Nanos};
+use ictus_os::pm_qos::PmQos;
 use ictus_os::wait::WaitMode;
 use ictus_shield::class::{Class, RtPolicy};
 use serde::{Deserialize, Serialize};
@@ -427,6 +432,12 @@ pub struct Schedule {
     /// The hosts of a run across machines (`[[host]]` tables), the main
     /// coordinator's first; empty for a run on one host.
     pub hosts: Vec<HostSpec>,
+    /// The CPU latency QoS the run holds (`pm_qos`; `None`: not given, the run's
+    /// default, 0 us).
+    pub pm_qos: Option<PmQos>,
+    /// The lateness from which a release is a miss to explain
+    /// (`explain_threshold`; `None`: not given, the tick).
+    pub explain_threshold: Option<Nanos>,
     /// The schedule's own text (an inline cell table is parsed from it).
     pub text: String,
     /// Where the values checked after parsing stand.
@@ -493,6 +504,8 @@ impl Schedule {
         let subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
         let stress = r.stress(&raw, &mut places)?;
         let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
+        let pm_qos = r.pm_qos(&raw)?;
+        let explain_threshold = r.explain_threshold(&raw)?;
         let schedule = Schedule {
             name,
             path: path.to_path_buf(),
@@ -506,6 +519,8 @@ impl Schedule {
             subsystems,
             hubs,
             hosts,
+            pm_qos,
+            explain_threshold,
             text: text.to_string(),
             places,
         };
@@ -758,6 +773,14 @@ pub enum Rule {
         "give the cells either as a file (cells = \"...\") or as [[cell]] tables here, not both"
     )]
     CellsTwice,
+    /// A `pm_qos` that is neither `"off"` nor a bound in microseconds.
+    #[error(
+        "pm_qos '{0}': expected \"off\" or a latency bound in microseconds (such as 0, 20 or \"20us\")"
+    )]
+    PmQos(String),
+    /// An `explain_threshold` of zero.
+    #[error("explain_threshold must be longer than zero (a release that late is a miss)")]
+    ZeroExplainThreshold,
     /// An inline cell table broken.
     #[error("{0}")]
     Cell(String),
@@ -977,6 +1000,36 @@ impl Reader<'_> {
             path: self.path.to_path_buf(),
             location: self.loc(span),
             rule,
+        }
+    }
+
+    /// `pm_qos`: a bound in microseconds (a number, or a string such as `"20us"`) or
+    /// `"off"`.
+    fn pm_qos(&self, raw: &RawSchedule) -> Result<Option<PmQos>, ScheduleError> {
+        let Some(v) = &raw.pm_qos else {
+            return Ok(None);
+        };
+        let parsed = match v.get_ref() {
+            toml::Value::Integer(us) => u32::try_from(*us)
+                .map(PmQos::Bound)
+                .map_err(|_| us.to_string()),
+            toml::Value::String(s) => s.parse::<PmQos>().map_err(|_| s.clone()),
+            other => Err(other.to_string()),
+        };
+        parsed
+            .map(Some)
+            .map_err(|found| self.fail(v.span(), Rule::PmQos(found)))
+    }
+
+    /// `explain_threshold`: a duration longer than zero.
+    fn explain_threshold(&self, raw: &RawSchedule) -> Result<Option<Nanos>, ScheduleError> {
+        let Some(v) = &raw.explain_threshold else {
+            return Ok(None);
+        };
+        match duration(v) {
+            Ok(t) if t == Nanos::ZERO => Err(self.fail(v.span(), Rule::ZeroExplainThreshold)),
+            Ok(t) => Ok(Some(t)),
+            Err(rule) => Err(self.fail(v.span(), rule)),
         }
     }
 
@@ -1590,6 +1643,8 @@ struct RawSchedule {
     cell: Option<Vec<CellSpec>>,
     modes: Option<Vec<Spanned<String>>>,
     initial_state: Option<Spanned<String>>,
+    pm_qos: Option<Spanned<toml::Value>>,
+    explain_threshold: Option<Spanned<String>>,
     stress: Option<RawStress>,
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
@@ -1717,6 +1772,60 @@ args = ["--fast"]
             "{rule}"
         );
         assert_eq!(at, Location { line: 5, column: 3 });
+    }
+
+    #[test]
+    fn pm_qos_reads_off_a_number_of_microseconds_or_a_bound_with_its_unit() {
+        let with = |v: &str| {
+            parse(&format!(
+                "tick = \"1ms\"\nmajor_frame = 1\npm_qos = {v}\n[[subsystem]]\nname = \"a\"\n"
+            ))
+            .unwrap()
+            .pm_qos
+        };
+        assert_eq!(with("\"off\""), Some(PmQos::Off));
+        assert_eq!(with("20"), Some(PmQos::Bound(20)));
+        assert_eq!(with("\"20us\""), Some(PmQos::Bound(20)));
+        assert_eq!(parse(FIG2).unwrap().pm_qos, None);
+    }
+
+    #[test]
+    fn a_pm_qos_that_is_not_off_nor_a_bound_is_refused_where_it_stands() {
+        let text =
+            "tick = \"1ms\"\nmajor_frame = 1\npm_qos = \"fast\"\n[[subsystem]]\nname = \"a\"\n";
+        let (rule, at) = rule_at(text);
+        assert_eq!(rule, Rule::PmQos("fast".into()));
+        assert_eq!(
+            at,
+            Location {
+                line: 3,
+                column: 10
+            }
+        );
+        let (rule, _) = rule_at(&text.replace("\"fast\"", "-5"));
+        assert_eq!(rule, Rule::PmQos("-5".into()));
+    }
+
+    #[test]
+    fn an_explain_threshold_is_a_duration_longer_than_zero() {
+        let text = |v: &str| {
+            format!(
+                "tick = \"1ms\"\nmajor_frame = 1\nexplain_threshold = \"{v}\"\n[[subsystem]]\nname = \"a\"\n"
+            )
+        };
+        assert_eq!(
+            parse(&text("300us")).unwrap().explain_threshold,
+            Some(Nanos::from_micros(300))
+        );
+        let (rule, at) = rule_at(&text("0s"));
+        assert_eq!(rule, Rule::ZeroExplainThreshold);
+        assert_eq!(
+            at,
+            Location {
+                line: 3,
+                column: 21
+            }
+        );
     }
 
     #[test]

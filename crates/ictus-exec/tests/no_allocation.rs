@@ -14,6 +14,7 @@ use ictus_exec::stress::increment;
 use ictus_exec::subsystem::{
     Flow, Frame, Input, OnError, Output, Ports, RawPort, Registry, RegistryError, Subsystem,
 };
+use ictus_os::explain::{ExplainConfig, Explainer, MissKind, MissReporter};
 use ictus_os::wait::WaitMode;
 
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
@@ -42,6 +43,8 @@ struct Worker {
     level: Output<f64>,
     layout: ictus_exec::cell::CellDecl,
     clock: Option<&'static MockClock>,
+    /// Every this many frames, one runs 2.5 ticks (an overrun); 0: never.
+    overrun_every: u64,
 }
 
 impl Subsystem for Worker {
@@ -54,6 +57,7 @@ impl Subsystem for Worker {
             level: reg.output("audio.level")?,
             layout: reg.cells().table().cell("A").cloned().unwrap(),
             clock: None,
+            overrun_every: 0,
         })
     }
     fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
@@ -64,7 +68,9 @@ impl Subsystem for Worker {
         increment(&self.layout, input, output);
         frame.ack(StateId::RUN);
         if let Some(c) = self.clock {
-            c.advance(Nanos::from_micros(30));
+            let n = frame.number();
+            let slow = self.overrun_every > 0 && n % self.overrun_every == self.overrun_every - 1;
+            c.advance(Nanos::from_micros(if slow { 2_500 } else { 30 }));
         }
         Ok(Flow::Continue)
     }
@@ -86,6 +92,16 @@ fn run_watched(
     w: &mut Worker,
     ports: &mut Ports,
 ) -> (u64, Stats) {
+    run_reporting(beat, control, w, ports, None)
+}
+
+fn run_reporting(
+    beat: &dyn Beat,
+    control: &Control,
+    w: &mut Worker,
+    ports: &mut Ports,
+    reporter: Option<&mut MissReporter>,
+) -> (u64, Stats) {
     let mut stats = Stats::default();
     let runner = Runner {
         control,
@@ -98,7 +114,7 @@ fn run_watched(
         on_error: OnError::Stop,
     };
     let n = alloc_count::allocations_of(|| {
-        runner.run(beat, w, ports, &mut stats);
+        runner.run_explained(beat, w, ports, &mut stats, reporter);
     });
     (n, stats)
 }
@@ -162,5 +178,43 @@ fn the_frame_loop_allocates_nothing_when_a_forwarder_listens() {
     assert!(
         cells.notice().1 > Nanos::ZERO,
         "the last publication is stamped"
+    );
+}
+
+#[test]
+fn the_frame_loop_allocates_nothing_while_it_reports_its_misses() {
+    // A sampler explains the misses (its own thread allocates; the loop's does not):
+    // every 100th frame overruns, and each overrun is pushed into the reporter's ring.
+    let _turn = alloc_count::one_at_a_time();
+    let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
+    let cells = Cells::in_process(&table());
+    let control = Control::in_process_with_claims(1, 1_000_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(2_000);
+    control.set_epoch(Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    w.clock = Some(clock);
+    w.overrun_every = 100;
+    let config = ExplainConfig::new(ictus_os::facts::online_cpus(), Nanos::from_millis(1));
+    let (explainer, mut reporters) =
+        Explainer::start(config, &["w".to_string()], Nanos::ZERO).unwrap();
+    reporters[0].attach();
+    let (n, stats) = run_reporting(
+        &MockBeat(clock),
+        &control,
+        &mut w,
+        &mut ports,
+        Some(&mut reporters[0]),
+    );
+    let explanation = explainer.finish();
+    assert_eq!(n, 0, "allocations in 2,000 frames with a reporter");
+    // The 20th (frame 1,999) overruns past the stop frame: reported, not counted.
+    assert_eq!(stats.overruns.missed, 19 * 2);
+    assert_eq!(explanation.breakdown.events, 20);
+    assert!(
+        explanation
+            .events
+            .iter()
+            .all(|e| e.kind == MissKind::Overrun)
     );
 }

@@ -413,3 +413,65 @@ fn names_given_that_are_not_in_the_schedule_or_missing_ones_refuse_the_run() {
     assert!(err.to_string().contains("subsystem 'beat'"), "{err}");
     assert!(err.to_string().contains("no implementation given"), "{err}");
 }
+
+/// Sleeps 4 ticks in the first frame it runs from frame 10 on: an overrun on purpose.
+#[derive(Default)]
+struct Sleeper {
+    slept_in: Option<u64>,
+}
+
+impl Subsystem for Sleeper {
+    type Error = RegistryError;
+    fn init(_reg: &mut Registry) -> Result<Self, RegistryError> {
+        Ok(Sleeper::default())
+    }
+    fn run(&mut self, frame: &mut Frame) -> Result<Flow, RegistryError> {
+        if self.slept_in.is_none() && frame.number() >= 10 {
+            self.slept_in = Some(frame.number());
+            std::thread::sleep(Duration::from_millis(4));
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+#[test]
+fn a_subsystem_that_overruns_on_purpose_has_its_overrun_explained_by_its_execution_time() {
+    use ictus_os::explain::{Cause, MissKind};
+    let s = Schedule::builder(&format!("prog-overrun-{}", std::process::id()))
+        .tick(Nanos::from_millis(1))
+        .major_frame(1)
+        .initial_state("run")
+        .subsystem(SubsystemDecl::new("sleeper"))
+        .build(&online())
+        .unwrap();
+    let mut outcome = Executive::new(s)
+        .subsystem::<Sleeper>("sleeper")
+        .duration(Duration::from_millis(300))
+        .run()
+        .unwrap();
+    let slept_in = outcome
+        .take::<Sleeper>("sleeper")
+        .unwrap()
+        .slept_in
+        .unwrap();
+    let r = &outcome.report;
+    assert!(r.pm_qos.is_some(), "the QoS in force is reported");
+    let e = r
+        .explanation
+        .as_ref()
+        .expect("misses are explained by default");
+    let overrun = e
+        .events
+        .iter()
+        .find(|ev| ev.kind == MissKind::Overrun && ev.seq == slept_in)
+        .unwrap_or_else(|| panic!("no overrun at frame {slept_in}: {e:#?}"));
+    assert_eq!(overrun.thread, "sleeper");
+    assert!(overrun.missed >= 3, "{overrun:?}");
+    let ran = overrun.causes.iter().find_map(|c| match c {
+        Cause::Overrun { exec_ns, budget_ns } => Some((*exec_ns, *budget_ns)),
+        _ => None,
+    });
+    let (exec_ns, budget_ns) = ran.unwrap_or_else(|| panic!("{overrun:?}"));
+    assert_eq!(budget_ns, 1_000_000);
+    assert!(exec_ns >= 4_000_000, "it slept 4 ms: {exec_ns} ns");
+}

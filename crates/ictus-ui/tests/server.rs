@@ -77,6 +77,7 @@ fn status(frame: u64, window: u64) -> LiveStatus {
         cells: Vec::new(),
         events: Vec::new(),
         events_total: 0,
+        misses: Vec::new(),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::control::{Control, Status};
 use crate::ctl::Command;
 use crate::executive;
 use crate::link::{Link, LinkEvent, RemoteSlot};
-use crate::live::LiveStatus;
+use crate::live::{LiveMiss, LiveStatus};
 use crate::schedule::Schedule;
 use crate::state::{self, Pending, StateId, StateLog, States};
 
@@ -298,7 +298,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
     /// The live view (`ictus ctl status`, the status hook) at frame `f`.
     fn snapshot(&self, f: u64) -> LiveStatus {
         let s = self.staged;
-        let extras = running(
+        let mut extras = running(
             self.link.as_deref(),
             &self.hosts_left,
             &self.journal.events,
@@ -306,6 +306,9 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             self.stop_frame,
             self.stop_requested,
         );
+        if let Some(recent) = &s.recent_misses {
+            extras.misses = recent.get().iter().map(LiveMiss::from).collect();
+        }
         live_now(
             s.schedule, &s.control, &s.states, &s.cells, &self.log, f, extras,
         )

@@ -72,6 +72,8 @@ impl Coordinator<'_, '_> {
             events: self.journal.events,
             complete: self.complete,
             hosts,
+            pm_qos: None,
+            explanation: None,
         };
         Ok((report, self.made))
     }

@@ -47,10 +47,12 @@ mod prepare;
 mod snapshot;
 mod start;
 mod thread;
+mod watch;
 
 use children::{ChildProc, kill_all};
 use prepare::{Local, Staged};
 use start::Startup;
+use watch::Watch;
 
 /// A distribution with its exact summary, as records carry it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,6 +132,10 @@ pub struct ThreadOutcome {
     /// The error its `shutdown` returned, if it did.
     #[serde(default)]
     pub shutdown_error: Option<String>,
+    /// The misses of a subsystem in a process of its own, explained by that
+    /// process's sampler (the run takes them into [`RunReport::explanation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
 /// One subsystem's figures for the whole run.
@@ -217,10 +223,20 @@ pub struct RunReport {
     /// Each host's link figures, when the run spans hosts (this host's first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostReport>,
+    /// The CPU latency QoS in force for the whole run (asked for, held, or
+    /// refused with why).
+    #[serde(default)]
+    pub pm_qos: Option<ictus_os::pm_qos::PmQosState>,
+    /// Every miss of this host's subsystems explained (late releases past the
+    /// threshold, skipped releases, overruns; a program's by its own sampler);
+    /// absent with [`RunOptions::explain`] off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
 pub use crate::live::{LiveStatus, LiveSubsystem};
 pub(crate) use thread::{Finish, Prepared};
+pub(crate) use watch::explain_program;
 
 /// A callback that receives the live status.
 pub type StatusHook = Box<dyn FnMut(&LiveStatus) + Send>;
@@ -257,6 +273,15 @@ pub struct RunOptions {
     /// The link to the run's other hosts, when its schedule spans several (see
     /// [`crate::link`]); `None`: every subsystem runs on this host.
     pub link: Option<Box<dyn Link>>,
+    /// The CPU latency QoS held for the whole run, over the schedule's `pm_qos`
+    /// (`None`: the schedule's, else 0 us, as cyclictest holds).
+    pub pm_qos: Option<ictus_os::pm_qos::PmQos>,
+    /// Explain every miss of this host's subsystems, from sampler threads off their
+    /// CPUs (default on; off to measure what it costs).
+    pub explain: bool,
+    /// The lateness from which a release is a miss to explain, over the
+    /// schedule's `explain_threshold` (`None`: the schedule's, else the tick).
+    pub explain_threshold: Option<ictus_core::Nanos>,
 }
 
 impl Default for RunOptions {
@@ -273,6 +298,9 @@ impl Default for RunOptions {
             ready_timeout: Duration::from_secs(10),
             host: None,
             link: None,
+            pm_qos: None,
+            explain: true,
+            explain_threshold: None,
         }
     }
 }
@@ -522,6 +550,9 @@ pub(crate) mod env {
     pub(crate) const SLOT: &str = "ICTUS_SLOT";
     /// Where it writes its [`super::ThreadOutcome`].
     pub(crate) const OUTCOME: &str = "ICTUS_OUTCOME";
+    /// The lateness in nanoseconds from which a release is a miss to explain, or
+    /// `off` (absent: not explained).
+    pub(crate) const EXPLAIN: &str = "ICTUS_EXPLAIN";
     /// The control socket (setup channel).
     pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
 }
@@ -610,15 +641,19 @@ pub(crate) fn run_made(
     let mut staged = Staged::make(schedule, &table, &options, local, link.as_deref(), here)?;
     let in_process = std::mem::take(&mut staged.in_process);
 
-    // 2. Groups.
+    // 2. Groups; the CPU latency QoS and the sampler that explains misses, from the
+    // coordinator's thread (already off the real-time CPUs).
     let groups = prepare::groups(schedule);
+    let slots: Vec<usize> = in_process.iter().map(|(k, _)| *k).collect();
+    let (watch, reporters) = Watch::begin(schedule, &options, &slots);
+    staged.recent_misses = watch.recent();
 
     // 3. Start.
     staged.control.beat(monotonic_now());
     let mut children: Vec<ChildProc> = Vec::new();
     let abort_flag = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| -> Result<(RunReport, Made), RunError> {
-        let handles = start::spawn(scope, &staged, &groups, &abort_flag, in_process)?;
+        let handles = start::spawn(scope, &staged, &groups, &abort_flag, in_process, reporters)?;
         let mut startup = Startup::new(
             &staged,
             &mut options,
@@ -642,5 +677,9 @@ pub(crate) fn run_made(
     if let Some(a) = &staged.affinity_before {
         let _ = sched::set_affinity(a);
     }
-    outcome
+    // 8. What was in force, and every miss explained (the loops have all ended).
+    outcome.map(|(mut report, made)| {
+        watch.end(&mut report, schedule, here);
+        (report, made)
+    })
 }

@@ -175,6 +175,8 @@ pub(super) struct Staged<'a> {
     pub(super) server: Option<Server>,
     /// The coordinator's own affinity, given back at the end.
     pub(super) affinity_before: Option<CpuSet>,
+    /// The last misses explained, for the live view (none when not explaining).
+    pub(super) recent_misses: Option<ictus_os::explain::RecentMisses>,
 }
 
 impl<'a> Staged<'a> {
@@ -243,6 +245,7 @@ impl<'a> Staged<'a> {
             cells,
             server,
             affinity_before,
+            recent_misses: None,
         })
     }
 }

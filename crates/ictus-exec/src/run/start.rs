@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use ictus_core::Nanos;
 use ictus_os::clock::monotonic_now;
+use ictus_os::explain::MissReporter;
 
 use super::children::{ChildProc, kill_all, wait_children};
 use super::coordinate::{Clock, Coordinator, Journal};
 use super::prepare::{Launch, Staged};
 use super::snapshot::{live_now, starting};
+use super::watch::threshold;
 use super::{Finish, Prepared, RunError, RunOptions, StartError, env};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
@@ -37,6 +39,7 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
     groups: &'a BTreeMap<String, Group>,
     abort: &'a AtomicBool,
     in_process: Vec<(usize, Maker)>,
+    mut reporters: BTreeMap<usize, MissReporter>,
 ) -> Result<Vec<(usize, Handle<'scope>)>, RunError> {
     let schedule = staged.schedule;
     let mut handles = Vec::new();
@@ -55,11 +58,12 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
             group: spec.group.as_ref().and_then(|g| groups.get(g)),
             heartbeat_timeout: None,
         };
+        let reporter = reporters.remove(&k);
         let h = std::thread::Builder::new()
             .name(format!("ictus-{}", spec.name))
             .spawn_scoped(scope, move || {
                 // Relaxed: a stop request, polled.
-                prepared.run(maker, &mut || abort.load(Ordering::Relaxed))
+                prepared.run(maker, reporter, &mut || abort.load(Ordering::Relaxed))
             })
             .map_err(|e| RunError::Init {
                 name: spec.name.clone(),
@@ -134,7 +138,12 @@ impl<'a, 'scope> Startup<'a, 'scope> {
                 .env(env::SCHEDULE, &schedule_abs)
                 .env(env::SUBSYSTEM, &spec.name)
                 .env(env::SLOT, launch.slot.to_string())
-                .env(env::OUTCOME, &outcome_file);
+                .env(env::OUTCOME, &outcome_file)
+                .env(
+                    env::EXPLAIN,
+                    threshold(schedule, self.options)
+                        .map_or_else(|| "off".to_string(), |t| t.as_u64().to_string()),
+                );
             if let Some(s) = &socket {
                 cmd.env(env::SOCKET, s);
             }

@@ -4,6 +4,7 @@
 
 use super::WarningId;
 use ictus_core::{CpuSet, Nanos};
+use ictus_os::explain::MissReporter;
 use ictus_os::sched;
 use ictus_shield::class::{self, Class, ClassError, Options};
 
@@ -140,11 +141,13 @@ impl std::fmt::Debug for Finish {
 
 impl Prepared<'_> {
     /// Places the thread, makes the subsystem (its `init`), waits for the epoch,
-    /// runs the frames, shuts down. The slot follows each step; a failed `init` is
-    /// returned as its error.
+    /// runs the frames (reporting each miss to `reporter`, attached once placed),
+    /// shuts down. The slot follows each step; a failed `init` is returned as its
+    /// error.
     pub(crate) fn run(
         &self,
         maker: Maker,
+        mut reporter: Option<MissReporter>,
         give_up: &mut dyn FnMut() -> bool,
     ) -> Result<Finish, BoxError> {
         let slot = self.control.slot(self.slot);
@@ -158,6 +161,9 @@ impl Prepared<'_> {
         slot.set_ids(std::process::id(), sched::thread_id() as u64);
         slot.set_status(Status::Starting);
         let placement = place(self.spec);
+        if let Some(r) = &reporter {
+            r.attach();
+        }
         let margin = margin_for(self.schedule, self.control.tick());
         let mode = self.schedule.wait.mode(margin.unwrap_or(Nanos::ZERO));
         let mut reg = Registry::new(
@@ -195,7 +201,13 @@ impl Prepared<'_> {
                 explicit_ack: registered.explicit_ack,
                 on_error: self.spec.on_error,
             };
-            runner.run(&OsBeat { mode }, subsystem.as_mut(), &mut ports, &mut stats)
+            runner.run_explained(
+                &OsBeat { mode },
+                subsystem.as_mut(),
+                &mut ports,
+                &mut stats,
+                reporter.as_mut(),
+            )
         } else {
             Ending {
                 end: LoopEnd::Aborted,
@@ -229,6 +241,7 @@ impl Prepared<'_> {
             errors: stats.counters.errors,
             first_error: first_error.as_ref().map(|f| (f.frame, f.message())),
             shutdown_error,
+            explanation: None,
         };
         slot.publish(&stats.counters);
         slot.set_status(Status::Finished);

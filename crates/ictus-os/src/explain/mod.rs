@@ -34,7 +34,7 @@ use ictus_core::Nanos;
 use ictus_core::sync::spsc::{self, Consumer, Producer};
 use serde::{Deserialize, Serialize};
 
-pub use sampler::{ExplainConfig, Explainer};
+pub use sampler::{ExplainConfig, Explainer, RecentMisses};
 
 /// The grain of steal time in `/proc/stat` (USER_HZ 100).
 const STEAL_TICK_NS: u64 = 10_000_000;
@@ -601,6 +601,41 @@ pub struct Explanation {
     pub sampler: SamplerReport,
 }
 
+impl Explanation {
+    /// Adds another sampler's explanation (another process's threads of the same
+    /// run): its misses, its breakdown (by dominant cause, most first) and its
+    /// readings. The threshold and the sampler's CPUs stay this one's.
+    pub fn absorb(&mut self, other: Explanation) {
+        let (b, o) = (&mut self.breakdown, other.breakdown);
+        b.events += o.events;
+        b.dropped += o.dropped;
+        b.unexplained += o.unexplained;
+        for (phrase, n) in o.by_cause {
+            match b.by_cause.iter_mut().find(|(p, _)| *p == phrase) {
+                Some((_, m)) => *m += n,
+                None => b.by_cause.push((phrase, n)),
+            }
+        }
+        for (kind, n) in o.seen {
+            match b.seen.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, m)) => *m += n,
+                None => b.seen.push((kind, n)),
+            }
+        }
+        b.by_cause.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        b.seen.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        self.events.extend(other.events);
+        self.events_not_kept += other.events_not_kept;
+        let (s, o) = (&mut self.sampler, other.sampler);
+        s.reading_mean_ns = (s.reading_mean_ns * s.samples + o.reading_mean_ns * o.samples)
+            / (s.samples + o.samples).max(1);
+        s.samples += o.samples;
+        s.reading_max_ns = s.reading_max_ns.max(o.reading_max_ns);
+        s.task_scans += o.task_scans;
+        s.shares_watched_cpu |= o.shares_watched_cpu;
+    }
+}
+
 /// What the sampler read around one event's window, as deltas on the event's CPU
 /// and thread: the input of [`judge`].
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -800,6 +835,58 @@ mod tests {
             ..window(50_000)
         };
         assert!(judge(&under).is_empty());
+    }
+
+    fn explanation(thread: &str, causes: Vec<Cause>) -> Explanation {
+        let e = Explained {
+            thread: thread.into(),
+            cpu: Some(1),
+            kind: MissKind::Late,
+            seq: 1,
+            at_ns: 0,
+            lateness_ns: 1_000,
+            missed: 0,
+            window_ns: 2_000,
+            causes,
+        };
+        let mut breakdown = Breakdown::default();
+        breakdown.add(&e);
+        Explanation {
+            threshold_ns: 1_000,
+            breakdown,
+            events: vec![e],
+            events_not_kept: 0,
+            sampler: SamplerReport {
+                period_ns: 1_000_000,
+                samples: 10,
+                cpus: "0".into(),
+                shares_watched_cpu: false,
+                reading_mean_ns: 100,
+                reading_max_ns: 200,
+                task_scans: 1,
+                sources: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn absorbing_another_explanation_adds_its_misses_to_the_breakdown() {
+        let steal = || vec![Cause::Steal { ns: 5_000 }];
+        let mut sut = explanation("a", steal());
+        sut.absorb(explanation("b", steal()));
+        sut.absorb(explanation("b", Vec::new()));
+        assert_eq!(sut.breakdown.events, 3);
+        assert_eq!(sut.breakdown.unexplained, 1);
+        assert_eq!(
+            sut.breakdown.summary(),
+            "3 misses: 2 with the hypervisor's steal, 1 unexplained"
+        );
+        let threads: Vec<&str> = sut.events.iter().map(|e| e.thread.as_str()).collect();
+        assert_eq!(threads, ["a", "b", "b"]);
+        assert_eq!(
+            (sut.sampler.samples, sut.sampler.reading_mean_ns),
+            (30, 100)
+        );
     }
 
     #[test]
