@@ -1062,6 +1062,7 @@ mod tests {
             refused: None,
         });
         report.explanation = Some(Explanation {
+            clock_start_ns: 0,
             threshold_ns: 1_000_000,
             breakdown,
             events: vec![miss],

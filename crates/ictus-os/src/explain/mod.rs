@@ -589,6 +589,10 @@ pub struct SamplerReport {
 /// Every miss of a run explained: the record's `explanation`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
+    /// The `CLOCK_MONOTONIC` reading from which the misses' `at_ns` count, to set them
+    /// beside other logs of the same machine (0 in records written before it was kept).
+    #[serde(default)]
+    pub clock_start_ns: u64,
     /// The lateness from which a release counts as a miss.
     pub threshold_ns: u64,
     /// The misses by dominant cause.
@@ -624,7 +628,23 @@ impl Explanation {
         }
         b.by_cause.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
         b.seen.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
-        self.events.extend(other.events);
+        // Its misses count from its own start: from this one's.
+        let shift = |at: u64| {
+            if self.clock_start_ns == 0 || other.clock_start_ns == 0 {
+                return at;
+            }
+            (at + other.clock_start_ns).saturating_sub(self.clock_start_ns)
+        };
+        let shifted: Vec<Explained> = other
+            .events
+            .into_iter()
+            .map(|mut e| {
+                e.at_ns = shift(e.at_ns);
+                e
+            })
+            .collect();
+        self.events.extend(shifted);
+        self.events.sort_by_key(|e| e.at_ns);
         self.events_not_kept += other.events_not_kept;
         let (s, o) = (&mut self.sampler, other.sampler);
         s.reading_mean_ns = (s.reading_mean_ns * s.samples + o.reading_mean_ns * o.samples)
@@ -852,6 +872,7 @@ mod tests {
         let mut breakdown = Breakdown::default();
         breakdown.add(&e);
         Explanation {
+            clock_start_ns: 0,
             threshold_ns: 1_000,
             breakdown,
             events: vec![e],
@@ -887,6 +908,23 @@ mod tests {
             (sut.sampler.samples, sut.sampler.reading_mean_ns),
             (30, 100)
         );
+    }
+
+    #[test]
+    fn absorbed_misses_are_timed_from_the_first_samplers_start() {
+        let mut sut = explanation("a", Vec::new());
+        sut.clock_start_ns = 1_000_000;
+        sut.events[0].at_ns = 500;
+        let mut later = explanation("b", Vec::new());
+        later.clock_start_ns = 1_000_200;
+        later.events[0].at_ns = 100;
+        sut.absorb(later);
+        let at: Vec<(&str, u64)> = sut
+            .events
+            .iter()
+            .map(|e| (e.thread.as_str(), e.at_ns))
+            .collect();
+        assert_eq!(at, [("b", 300), ("a", 500)]);
     }
 
     #[test]

@@ -288,6 +288,7 @@ impl Sampler {
         let n = watched.len();
         Sampler {
             explanation: Explanation {
+                clock_start_ns: t0.as_u64(),
                 threshold_ns: config.threshold.as_u64(),
                 breakdown: Breakdown::default(),
                 events: Vec::with_capacity(keep.min(1024)),
