@@ -431,8 +431,13 @@ pub(crate) fn why_rows(r: &Results) -> Option<Vec<Vec<String>>> {
                     .as_ref()
                     .map_or("-".into(), |q| q.phrase()),
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     e.breakdown.events,
+                    if e.breakdown.periods > e.breakdown.events {
+                        format!(" ({} periods)", e.breakdown.periods)
+                    } else {
+                        String::new()
+                    },
                     if e.breakdown.dropped > 0 {
                         format!(" (+{} not explained: ring full)", e.breakdown.dropped)
                     } else {

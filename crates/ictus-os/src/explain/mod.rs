@@ -510,12 +510,17 @@ pub struct Breakdown {
     pub unexplained: u64,
     /// Misses in which each cause kind moved at all (not only as the dominant one).
     pub seen: Vec<(CauseKind, u64)>,
+    /// The periods the explained misses cover: one stall that skipped 30 releases is
+    /// one miss of 30 periods (0 in records written before it was kept).
+    #[serde(default)]
+    pub periods: u64,
 }
 
 impl Breakdown {
     /// Adds one explained miss.
     pub fn add(&mut self, e: &Explained) {
         self.events += 1;
+        self.periods += e.missed.max(1);
         if e.causes.is_empty() {
             self.unexplained += 1;
         }
@@ -543,6 +548,9 @@ impl Breakdown {
             self.events,
             if self.events == 1 { "" } else { "es" }
         );
+        if self.periods > self.events {
+            s.push_str(&format!(" ({} periods)", self.periods));
+        }
         for (i, (phrase, n)) in self.by_cause.iter().enumerate() {
             s.push_str(if i == 0 { ": " } else { ", " });
             s.push_str(&format!("{n} {phrase}"));
@@ -612,6 +620,7 @@ impl Explanation {
     pub fn absorb(&mut self, other: Explanation) {
         let (b, o) = (&mut self.breakdown, other.breakdown);
         b.events += o.events;
+        b.periods += o.periods;
         b.dropped += o.dropped;
         b.unexplained += o.unexplained;
         for (phrase, n) in o.by_cause {
@@ -974,6 +983,20 @@ mod tests {
         );
         assert_eq!(sut.unexplained, 3);
         assert_eq!(sut.seen[0], (CauseKind::Steal, 21));
+    }
+
+    #[test]
+    fn a_stall_that_skipped_releases_is_one_miss_of_its_periods() {
+        let mut sut = Breakdown::default();
+        let mut stall = explained(vec![Cause::Steal { ns: 30_000_000 }]);
+        stall.missed = 30;
+        sut.add(&stall);
+        sut.add(&explained(vec![]));
+        assert_eq!((sut.events, sut.periods), (2, 31));
+        assert_eq!(
+            sut.summary(),
+            "2 misses (31 periods): 1 unexplained, 1 with the hypervisor's steal"
+        );
     }
 
     #[test]
