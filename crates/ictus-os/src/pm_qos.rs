@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::str::FromStr;
 
+use ictus_core::warning::{Warning, WarningId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The device through which a process holds the CPU latency QoS.
@@ -122,6 +123,21 @@ pub struct PmQosState {
 }
 
 impl PmQosState {
+    /// The warning a run carries when the bound asked for is not held (`None` when
+    /// it is, or when the QoS was off): what that means, and the fix.
+    pub fn warning(&self) -> Option<Warning> {
+        let why = self.refused.as_ref()?;
+        Some(Warning {
+            id: WarningId::PmQosRefused,
+            message: format!(
+                "the CPU latency QoS ({} us) is not held: the CPUs may idle deeply between \
+                 deadlines and wake late",
+                self.requested
+            ),
+            advice: Some(why.clone()),
+        })
+    }
+
     /// One phrase for tables and headlines: `held at 0 us`, `off`, `refused`.
     pub fn phrase(&self) -> String {
         match (self.held_us, self.requested.bound_us()) {

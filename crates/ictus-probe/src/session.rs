@@ -87,15 +87,8 @@ impl Session {
     /// fix; the run goes on. The record's `obtained.pm_qos` says what was in force.
     pub fn hold_pm_qos(&mut self, request: PmQos) {
         let held = pm_qos::hold(request);
-        if let Some(why) = &held.state().refused {
-            self.warn(Warning {
-                id: WarningId::PmQosRefused,
-                message: format!(
-                    "the CPU latency QoS ({request} us) is not held: the CPUs may idle \
-                     deeply between deadlines and wake late"
-                ),
-                advice: Some(why.clone()),
-            });
+        if let Some(w) = held.state().warning() {
+            self.warn(w);
         }
         self.obtained.pm_qos = Some(held.state().clone());
         self.pm_qos = Some(held);
@@ -124,11 +117,7 @@ impl Session {
                 reporters.into_iter().map(Some).collect()
             }
             Err(e) => {
-                self.warn(Warning::new(
-                    WarningId::ExplainUnavailable,
-                    format!("misses are not explained: the sampler thread could not start ({e})"),
-                    None,
-                ));
+                self.warn(ictus_os::explain::unavailable(&e));
                 none()
             }
         }

@@ -12,7 +12,7 @@ use ictus_os::explain::{ExplainConfig, Explainer, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
 use ictus_shield::class::Class;
 
-use super::{RunOptions, RunReport, RunWarning, WarningId};
+use super::{RunOptions, RunReport, RunWarning};
 use crate::schedule::Schedule;
 
 /// The QoS held and the sampler running, from before the subsystems start to the
@@ -34,17 +34,7 @@ impl Watch {
     ) -> (Watch, BTreeMap<usize, MissReporter>) {
         let request = options.pm_qos.or(schedule.pm_qos).unwrap_or_default();
         let held = pm_qos::hold(request);
-        let mut warnings = Vec::new();
-        if let Some(why) = &held.state().refused {
-            warnings.push(RunWarning {
-                id: WarningId::PmQosRefused,
-                message: format!(
-                    "the CPU latency QoS ({request} us) is not held: the CPUs may idle \
-                     deeply between releases and wake late"
-                ),
-                advice: Some(why.clone()),
-            });
-        }
+        let warnings: Vec<RunWarning> = held.state().warning().into_iter().collect();
         let mut watch = Watch {
             pm_qos: held,
             explainer: None,
@@ -67,11 +57,7 @@ impl Watch {
                 watch.explainer = Some(explainer);
                 reporters = slots.iter().copied().zip(r).collect();
             }
-            Err(e) => watch.warnings.push(RunWarning::new(
-                WarningId::ExplainUnavailable,
-                format!("misses are not explained: the sampler thread could not start ({e})"),
-                None,
-            )),
+            Err(e) => watch.warnings.push(ictus_os::explain::unavailable(&e)),
         }
         (watch, reporters)
     }

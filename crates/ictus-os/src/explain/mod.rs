@@ -34,7 +34,7 @@ use ictus_core::Nanos;
 use ictus_core::sync::spsc::{self, Consumer, Producer};
 use serde::{Deserialize, Serialize};
 
-pub use sampler::{ExplainConfig, Explainer, RecentMisses};
+pub use sampler::{ExplainConfig, Explainer, RecentMisses, unavailable};
 
 /// The grain of steal time in `/proc/stat` (USER_HZ 100).
 const STEAL_TICK_NS: u64 = 10_000_000;

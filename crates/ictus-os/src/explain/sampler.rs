@@ -141,6 +141,16 @@ impl Drop for Explainer {
     }
 }
 
+/// The warning a run carries when its sampler could not start (`error`): its misses
+/// are counted, not explained.
+pub fn unavailable(error: &std::io::Error) -> ictus_core::warning::Warning {
+    ictus_core::warning::Warning::new(
+        ictus_core::warning::WarningId::ExplainUnavailable,
+        format!("misses are not explained: the sampler thread could not start ({error})"),
+        None,
+    )
+}
+
 /// The last explained misses of a running sampler, for a live view.
 #[derive(Clone, Debug)]
 pub struct RecentMisses(Arc<Mutex<VecDeque<Explained>>>);
