@@ -1096,7 +1096,7 @@ mod tests {
         assert!(
             footer.contains(
                 "why the misses (releases 1.00 ms or more late, missed periods, overruns): \
-                 1 miss: 1 by the thread's own overrun"
+                 1 miss (2 periods): 1 by the thread's own overrun"
             ),
             "{footer}"
         );
