@@ -88,6 +88,9 @@ pub(crate) enum Command {
     Node(crate::run::NodeArgs),
     /// Command a running schedule: run, pause, off or a mode; status; stop.
     Ctl(crate::run::CtlArgs),
+    /// Make the keys of a run across hosts: its CA, and a certificate and key per host
+    /// and per reader, for TLS with mutual authentication.
+    Keys(crate::keys::KeysArgs),
     /// Hosts a built-in subsystem in a process of its own: what `ictus run` launches
     /// for `process = "own"` (not for direct use).
     #[command(hide = true)]

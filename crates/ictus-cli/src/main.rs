@@ -12,6 +12,7 @@ mod exec;
 mod import;
 mod irq;
 mod jitter;
+mod keys;
 mod load;
 mod loop_cmd;
 mod memlat;
@@ -156,6 +157,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             run::node(&args, &progress)
         }
         Command::Ctl(args) => run::ctl(&args),
+        Command::Keys(args) => keys::run(&args),
         Command::Subsystem => run::host(),
         Command::Load(args) => {
             let progress = stoppable_progress()?;

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use thiserror::Error;
 
 pub mod health;
+pub mod keys;
 pub mod link;
 pub mod tick;
 
