@@ -36,9 +36,6 @@ use serde::{Deserialize, Serialize};
 
 pub use sampler::{ExplainConfig, Explainer, RecentMisses, unavailable};
 
-/// The grain of steal time in `/proc/stat` (USER_HZ 100).
-const STEAL_TICK_NS: u64 = 10_000_000;
-
 /// What kind of miss an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -332,7 +329,9 @@ impl Cause {
             // /proc/stat counts steal in whole ticks of USER_HZ (10 ms at 100): a
             // window that crossed one tick may have lost far less. Only what is
             // certain counts against the lateness: a tick less.
-            Cause::Steal { ns } => Some(ns.saturating_sub(STEAL_TICK_NS)),
+            Cause::Steal { ns } => {
+                Some(ns.saturating_sub(1_000_000_000 / crate::procstat::user_hz()))
+            }
             Cause::Preempted { run_delay_ns, .. } => Some(*run_delay_ns),
             Cause::Overrun { exec_ns, budget_ns } => Some(exec_ns.saturating_sub(*budget_ns)),
             _ => None,
