@@ -703,7 +703,7 @@ impl Sampler {
             w.major_faults = a.majflt.saturating_sub(b.majflt);
         }
         if let Some(cpu) = cpu {
-            w.top_other = self.top_other(cpu, e);
+            w.top_other = self.top_other(cpu, thread, e);
             // Throttling starts when the budget is used up: measured over the RT
             // period before the window opened (the throttled gap itself lies after).
             w.rt_budget = self.rt_used(cpu, e.start);
@@ -725,30 +725,20 @@ impl Sampler {
         self.files.iter().flatten().map(|f| f.tid)
     }
 
-    /// The thread (not watched, not the sampler) that ran most on `cpu` between the
-    /// scans around the event.
-    fn top_other(&self, cpu: usize, e: &MissEvent) -> Option<TaskRan> {
+    /// The thread (not watched, not the sampler) that held `cpu` off the watched
+    /// thread between the scans around the event.
+    fn top_other(&self, cpu: usize, thread: usize, e: &MissEvent) -> Option<TaskRan> {
         let before = self.scans.iter().rev().find(|s| s.t <= e.start)?;
         let after = self.scans.iter().find(|s| s.t >= e.end)?;
-        let watched: Vec<i64> = self.watched_tids().collect();
-        after
-            .tasks
-            .iter()
-            .filter(|(tid, s)| {
-                s.processor == cpu && !watched.contains(tid) && **tid != self.own_tid
-            })
-            .filter_map(|(tid, s)| {
-                let ran = s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns);
-                (ran > 0).then_some((*tid, s, ran))
-            })
-            .max_by_key(|(_, _, ran)| *ran)
-            .map(|(tid, s, ran)| TaskRan {
-                pid: s.pid,
-                tid,
-                comm: s.comm.clone(),
-                policy: policy_words(s.policy, s.rt_priority),
-                ran_ns: ran,
-            })
+        let mut skip: Vec<i64> = self.watched_tids().collect();
+        skip.push(self.own_tid);
+        let own = self
+            .files
+            .get(thread)
+            .and_then(|f| f.as_ref())
+            .and_then(|f| after.tasks.get(&f.tid))
+            .map_or(0, |s| class_rank(s.policy, s.rt_priority));
+        preemptor(before, after, cpu, &skip, own)
     }
 
     /// Real-time threads' run time on `cpu` over the RT period before `end`, scaled
@@ -950,6 +940,38 @@ fn rt_budget() -> Option<(u64, u64)> {
     (runtime >= 0 && period > 0).then(|| (runtime as u64 * 1_000, period as u64 * 1_000))
 }
 
+/// Of the threads (but `skip`) that ran on `cpu` between two scans, the one that
+/// held it: one whose scheduling class outranks the watched thread's (`own`, from
+/// [`class_rank`]) first, as a FIFO 99 burner is the cause over a kworker that ran
+/// longer in the 100 ms between scans; then the one that ran most.
+fn preemptor(before: &Scan, after: &Scan, cpu: usize, skip: &[i64], own: u32) -> Option<TaskRan> {
+    after
+        .tasks
+        .iter()
+        .filter(|(tid, s)| s.processor == cpu && !skip.contains(tid))
+        .filter_map(|(tid, s)| {
+            let ran = s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns);
+            (ran > 0).then_some((*tid, s, ran))
+        })
+        .max_by_key(|(tid, s, ran)| (class_rank(s.policy, s.rt_priority) > own, *ran, *tid))
+        .map(|(tid, s, ran)| TaskRan {
+            pid: s.pid,
+            tid,
+            comm: s.comm.clone(),
+            policy: policy_words(s.policy, s.rt_priority),
+            ran_ns: ran,
+        })
+}
+
+/// Who preempts whom: deadline over real-time (by priority) over the rest.
+fn class_rank(policy: u32, priority: u32) -> u32 {
+    match policy {
+        6 => 1000,
+        1 | 2 => 1 + priority,
+        _ => 0,
+    }
+}
+
 fn policy_words(policy: u32, priority: u32) -> String {
     match policy {
         1 => format!("FIFO {priority}"),
@@ -984,6 +1006,58 @@ mod tests {
             deltas(&names, &out, &out2, 1, 0, &["LOC"]),
             [("36:virtio1-req.0".to_string(), 2)]
         );
+    }
+
+    fn scan(t: u64, tasks: &[(i64, &str, usize, u32, u32, u64)]) -> Scan {
+        Scan {
+            t: Nanos::new(t),
+            tasks: tasks
+                .iter()
+                .map(|&(tid, comm, processor, policy, rt_priority, run_ns)| {
+                    let seen = Seen {
+                        pid: tid,
+                        comm: comm.into(),
+                        processor,
+                        policy,
+                        rt_priority,
+                        run_ns,
+                    };
+                    (tid, seen)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_thread_that_outranks_the_watched_one_is_named_before_one_that_ran_longer() {
+        let before = scan(
+            0,
+            &[(10, "kworker", 1, 0, 0, 0), (11, "burner", 1, 1, 99, 0)],
+        );
+        let after = scan(
+            100_000_000,
+            &[
+                (10, "kworker", 1, 0, 0, 29_000_000),
+                (11, "burner", 1, 1, 99, 5_000_000),
+            ],
+        );
+        // Watched at FIFO 95: the FIFO 99 burner held the CPU, though it ran less.
+        let by = preemptor(&before, &after, 1, &[], class_rank(1, 95)).unwrap();
+        assert_eq!(
+            (by.comm.as_str(), by.policy.as_str()),
+            ("burner", "FIFO 99")
+        );
+        // Watched at FIFO 99 itself: neither outranks it, so the one that ran most.
+        let by = preemptor(&before, &after, 1, &[], class_rank(1, 99)).unwrap();
+        assert_eq!(by.comm, "kworker");
+        // Skipped threads (the watched ones, the sampler) and other CPUs never count.
+        assert_eq!(
+            preemptor(&before, &after, 1, &[10], class_rank(1, 99))
+                .unwrap()
+                .comm,
+            "burner"
+        );
+        assert!(preemptor(&before, &after, 0, &[], 0).is_none());
     }
 
     #[test]
