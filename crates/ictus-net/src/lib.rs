@@ -29,6 +29,7 @@ use thiserror::Error;
 pub mod health;
 pub mod keys;
 pub mod link;
+pub mod security;
 pub mod tick;
 
 /// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,
@@ -75,7 +76,7 @@ pub use zenoh::Session;
 pub enum NetError {
     /// An endpoint that is not `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT`.
     #[error(
-        "endpoint '{text}': expected tcp/ADDRESS:PORT or udp/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
+        "endpoint '{text}': expected tcp/ADDRESS:PORT, udp/ADDRESS:PORT or tls/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
     )]
     BadEndpoint {
         /// The endpoint as given.
@@ -85,6 +86,9 @@ pub enum NetError {
     /// use, an address not on this host).
     #[error("zenoh: {0}")]
     Zenoh(String),
+    /// The run's keys are missing or unreadable.
+    #[error("keys: {0}")]
+    Keys(String),
 }
 
 /// A link protocol Zenoh is built with here.
@@ -94,6 +98,8 @@ pub enum Protocol {
     Tcp,
     /// UDP: datagrams, best effort.
     Udp,
+    /// TLS over TCP, with mutual authentication ([`security`]).
+    Tls,
 }
 
 /// One endpoint: a protocol and a socket address.
@@ -106,7 +112,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Reads `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT` (IPv4 or `[IPv6]`).
+    /// Reads `tcp/ADDRESS:PORT`, `udp/ADDRESS:PORT` or `tls/ADDRESS:PORT` (IPv4 or
+    /// `[IPv6]`).
     pub fn parse(text: &str) -> Result<Endpoint, NetError> {
         let bad = || NetError::BadEndpoint {
             text: text.to_string(),
@@ -114,6 +121,7 @@ impl Endpoint {
         let (protocol, rest) = match text.split_once('/') {
             Some(("tcp", rest)) => (Protocol::Tcp, rest),
             Some(("udp", rest)) => (Protocol::Udp, rest),
+            Some(("tls", rest)) => (Protocol::Tls, rest),
             _ => return Err(bad()),
         };
         let address = rest.parse::<SocketAddr>().map_err(|_| bad())?;
@@ -125,6 +133,7 @@ impl Endpoint {
         let p = match self.protocol {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
+            Protocol::Tls => "tls",
         };
         format!("{p}/{}", self.address)
     }
@@ -191,7 +200,27 @@ pub fn config(endpoints: &Endpoints) -> Result<zenoh::Config, NetError> {
 /// Opens a peer session (blocking until Zenoh has started; call it off the
 /// real-time threads).
 pub fn open(endpoints: &Endpoints) -> Result<Session, NetError> {
-    zenoh::open(config(endpoints)?)
+    open_config(config(endpoints)?)
+}
+
+/// Opens a peer session with TLS `credentials` (for `tls/` endpoints) and, when
+/// given, Zenoh's access `rules` ([`security::access_rules`]).
+pub fn open_secure(
+    endpoints: &Endpoints,
+    credentials: &security::Credentials,
+    rules: Option<&serde_json::Value>,
+) -> Result<Session, NetError> {
+    let mut c = config(endpoints)?;
+    credentials.apply(&mut c)?;
+    if let Some(rules) = rules {
+        c.insert_json5("access_control", &rules.to_string())
+            .map_err(|e| NetError::Zenoh(e.to_string()))?;
+    }
+    open_config(c)
+}
+
+fn open_config(c: zenoh::Config) -> Result<Session, NetError> {
+    zenoh::open(c)
         .wait()
         .map_err(|e| NetError::Zenoh(e.to_string()))
 }
@@ -216,6 +245,7 @@ mod tests {
             "tcp",
             "tcp/",
             "quic/10.0.0.1:7447",
+            "tls/10.0.0.1",
             "tcp/10.0.0.1",
             "tcp/10.0.0.1:99999",
             "tcp/host.example:7447",

@@ -1,0 +1,313 @@
+//! Trusted links (issue 21): Zenoh's TLS transport with mutual authentication, and
+//! Zenoh's access control, configured from the keys `ictus keys new` made.
+//!
+//! A run across hosts is authenticated and encrypted by default: every host listens
+//! and connects on `tls/ADDRESS:PORT`, shows the certificate the run's CA signed for
+//! it and accepts only peers that show one from the same CA. A peer without one, or
+//! with one from another CA, never completes the handshake: it cannot read, write or
+//! even see the run.
+//!
+//! Who may do what is then said by each certificate's common name, in Zenoh's access
+//! rules ([`access_rules`]), applied by every host to every message it receives
+//! (default: deny):
+//!
+//! | from | may publish | may serve (queryable, reply) | may ask |
+//! |---|---|---|---|
+//! | the main host | `tick`, its cells `cell/*/MAIN` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
+//! | node H | its cells `cell/*/H`, its status `status/H` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
+//! | reader R (CN `reader:R`) | nothing | nothing | `layout` |
+//!
+//! (keys under `ictus/RUN/`; every host and reader may subscribe to the run's keys
+//! and watch who is alive, and each host holds its own liveliness token only.) A host
+//! name is a DNS label, so it is one key chunk, and `cell/C/H` can name only host H's
+//! publications of cell C. Which *elements* of a cell a host may write is finer than
+//! the rules can say: the receiving coordinator checks that ([`crate::link`]).
+//!
+//! The certificates name hosts, not addresses: hosts are verified by the CA and known
+//! by their certificate's name (the access rules), so a host's name is not checked
+//! against the address it was reached on (Zenoh's `verify_name_on_connect` is off:
+//! the schedule gives addresses, the certificates names).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::NetError;
+use crate::keys::READER_PREFIX;
+
+/// How a run's links are secured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Security {
+    /// TLS with mutual authentication and access rules, from a keys directory.
+    Tls(Credentials),
+    /// Plain TCP, no authentication (`--insecure`): anyone who can reach a port may
+    /// read, write and stop the run.
+    Insecure,
+}
+
+/// One host's or reader's credentials in a keys directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// The keys directory.
+    pub dir: PathBuf,
+    /// The name its certificate carries (a host's name, or `reader:R`).
+    pub common_name: String,
+    /// The run's CA certificate.
+    pub ca: PathBuf,
+    /// Its certificate.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+}
+
+impl Credentials {
+    /// Host `host`'s credentials in `dir`, checked to be there.
+    pub fn of_host(dir: &Path, host: &str) -> Result<Credentials, NetError> {
+        Credentials::at(dir, "hosts", host, host.to_string())
+    }
+
+    /// Reader `reader`'s credentials in `dir`, checked to be there.
+    pub fn of_reader(dir: &Path, reader: &str) -> Result<Credentials, NetError> {
+        Credentials::at(dir, "readers", reader, format!("{READER_PREFIX}{reader}"))
+    }
+
+    fn at(
+        dir: &Path,
+        folder: &str,
+        name: &str,
+        common_name: String,
+    ) -> Result<Credentials, NetError> {
+        let c = Credentials {
+            dir: dir.to_path_buf(),
+            common_name,
+            ca: dir.join("ca.pem"),
+            cert: dir.join(folder).join(format!("{name}.pem")),
+            key: dir.join(folder).join(format!("{name}.key")),
+        };
+        for path in [&c.ca, &c.cert, &c.key] {
+            if let Err(e) = std::fs::File::open(path) {
+                return Err(NetError::Keys(format!(
+                    "{}: {e} (make the run's keys with `ictus keys new {} --hosts ...`, \
+                     naming '{name}', and give the same directory to every host)",
+                    path.display(),
+                    dir.display()
+                )));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Sets Zenoh's TLS transport to these credentials, with mutual authentication.
+    pub fn apply(&self, c: &mut zenoh::Config) -> Result<(), NetError> {
+        let z = |e: zenoh::Error| NetError::Zenoh(e.to_string());
+        let quoted = |p: &Path| Value::String(p.display().to_string()).to_string();
+        let tls = "transport/link/tls/";
+        c.insert_json5(&format!("{tls}root_ca_certificate"), &quoted(&self.ca))
+            .map_err(z)?;
+        for side in ["listen", "connect"] {
+            c.insert_json5(&format!("{tls}{side}_certificate"), &quoted(&self.cert))
+                .map_err(z)?;
+            c.insert_json5(&format!("{tls}{side}_private_key"), &quoted(&self.key))
+                .map_err(z)?;
+        }
+        c.insert_json5(&format!("{tls}enable_mtls"), "true")
+            .map_err(z)?;
+        c.insert_json5(&format!("{tls}verify_name_on_connect"), "false")
+            .map_err(z)?;
+        c.insert_json5(&format!("{tls}close_link_on_expiration"), "true")
+            .map_err(z)?;
+        Ok(())
+    }
+}
+
+/// The readers a keys directory holds certificates for (their names, sorted).
+pub fn readers_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("readers"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".pem").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Zenoh's access rules for run `run` of `hosts` (the first the main host) and
+/// `readers`, as the table of the module says: default deny, per host what it may
+/// publish, serve and ask, readers only to listen and ask for the layout. Every host
+/// of a run applies the same rules.
+pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
+    let k = |rest: &str| format!("ictus/{run}/{rest}");
+    let mut rules = Vec::new();
+    let mut subjects = Vec::new();
+    let mut policies = Vec::new();
+    let rule = |id: String, messages: &[&str], flows: &[&str], keys: Vec<String>| {
+        json!({
+            "id": id,
+            "messages": messages,
+            "flows": flows,
+            "permission": "allow",
+            "key_exprs": keys,
+        })
+    };
+    // What every host and reader may: listen to the run and be told what there is.
+    rules.push(rule(
+        "listen".into(),
+        &[
+            "declare_subscriber",
+            "declare_liveliness_subscriber",
+            "liveliness_query",
+        ],
+        &["ingress"],
+        vec![k("**")],
+    ));
+    // What this host sends them: everything of the run (what a reader may not do is
+    // refused on the way in, never on the way out).
+    rules.push(rule(
+        "send".into(),
+        &[
+            "put",
+            "declare_subscriber",
+            "query",
+            "declare_queryable",
+            "reply",
+            "liveliness_token",
+            "declare_liveliness_subscriber",
+            "liveliness_query",
+        ],
+        &["egress"],
+        vec![k("**")],
+    ));
+    rules.push(rule(
+        "ask-layout".into(),
+        &["query"],
+        &["ingress"],
+        vec![k("layout")],
+    ));
+    let everyone: Vec<String> = (0..hosts.len())
+        .map(|h| format!("host-{h}"))
+        .chain((0..readers.len()).map(|r| format!("reader-{r}")))
+        .collect();
+    policies.push(json!({
+        "id": "everyone",
+        "rules": ["listen", "send", "ask-layout"],
+        "subjects": everyone,
+    }));
+    for (h, name) in hosts.iter().enumerate() {
+        let id = format!("host-{h}");
+        subjects.push(json!({"id": id, "cert_common_names": [name]}));
+        let main = h == 0;
+        let mut publish = vec![k(&format!("cell/*/{name}"))];
+        let (serve, ask) = if main {
+            publish.push(k("tick"));
+            (
+                vec![k("setup/**"), k("layout"), k(&format!("claims/{name}"))],
+                vec![k("outcome/**"), k("claims/**")],
+            )
+        } else {
+            publish.push(k(&format!("status/{name}")));
+            (
+                vec![
+                    k(&format!("outcome/{name}")),
+                    k("layout"),
+                    k(&format!("claims/{name}")),
+                ],
+                vec![k("setup/**"), k("claims/**")],
+            )
+        };
+        rules.push(rule(
+            format!("{id}-publish"),
+            &["put"],
+            &["ingress"],
+            publish,
+        ));
+        rules.push(rule(
+            format!("{id}-serve"),
+            &["declare_queryable", "reply"],
+            &["ingress"],
+            serve,
+        ));
+        rules.push(rule(format!("{id}-ask"), &["query"], &["ingress"], ask));
+        rules.push(rule(
+            format!("{id}-alive"),
+            &["liveliness_token", "reply"],
+            &["ingress"],
+            vec![k(&format!("host/{name}"))],
+        ));
+        policies.push(json!({
+            "id": format!("{id}-policy"),
+            "rules": [
+                format!("{id}-publish"),
+                format!("{id}-serve"),
+                format!("{id}-ask"),
+                format!("{id}-alive"),
+            ],
+            "subjects": [id],
+        }));
+    }
+    for (r, name) in readers.iter().enumerate() {
+        subjects.push(json!({
+            "id": format!("reader-{r}"),
+            "cert_common_names": [format!("{READER_PREFIX}{name}")],
+        }));
+    }
+    json!({
+        "enabled": true,
+        "default_permission": "deny",
+        "rules": rules,
+        "subjects": subjects,
+        "policies": policies,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_give_each_host_its_own_keys_and_readers_none_to_write() {
+        let hosts = vec!["h1".to_string(), "h2".to_string()];
+        let rules = access_rules("r", &hosts, &["py".to_string()]);
+        assert_eq!(rules["default_permission"], "deny");
+        let text = rules.to_string();
+        assert!(text.contains("\"ictus/r/cell/*/h2\""), "{text}");
+        assert!(text.contains("\"ictus/r/status/h2\""), "{text}");
+        assert!(text.contains("\"reader:py\""), "{text}");
+        // Only the main host's policy publishes the tick.
+        let publish_tick: Vec<&Value> = rules["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["messages"].to_string().contains("\"put\"")
+                    && r["flows"].to_string().contains("ingress")
+                    && r["key_exprs"].to_string().contains("ictus/r/tick")
+            })
+            .collect();
+        assert_eq!(publish_tick.len(), 1);
+        assert_eq!(publish_tick[0]["id"], "host-0-publish");
+        // No rule lets a reader's subject put anything.
+        for p in rules["policies"].as_array().unwrap() {
+            if p["subjects"].to_string().contains("reader-0") {
+                for r in p["rules"].as_array().unwrap() {
+                    let rule = rules["rules"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|x| x["id"] == *r)
+                        .unwrap();
+                    let ingress = rule["flows"].to_string().contains("ingress");
+                    let puts = rule["messages"].to_string().contains("\"put\"")
+                        || rule["messages"].to_string().contains("declare_queryable");
+                    assert!(!(ingress && puts), "reader may {rule}");
+                }
+            }
+        }
+        // Zenoh reads them.
+        let mut c = zenoh::Config::default();
+        c.insert_json5("access_control", &text).unwrap();
+    }
+}
