@@ -63,7 +63,23 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
+    pub(crate) trust: TrustArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
+}
+
+/// How a run across hosts secures its links.
+#[derive(Debug, Args)]
+pub(crate) struct TrustArgs {
+    /// The run's keys (made by `ictus keys new DIR --hosts ...`, the same directory
+    /// on every host): every link across hosts is TLS with mutual authentication and
+    /// the run's access rules. Given, it wins over the schedule's `[security]`.
+    #[arg(long, value_name = "DIR", conflicts_with = "insecure")]
+    pub(crate) keys: Option<PathBuf>,
+    /// Links across hosts without TLS or access rules: any machine that can reach a
+    /// host's port can read, write and stop the run. Warned and recorded.
+    #[arg(long)]
+    pub(crate) insecure: bool,
 }
 
 /// What `ictus run` and `ictus node` hold and watch around their subsystems.
@@ -123,6 +139,8 @@ pub(crate) struct NodeArgs {
     #[command(flatten)]
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
+    pub(crate) trust: TrustArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
 
@@ -151,8 +169,10 @@ fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
 
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
     let schedule = prepare(&args.schedule, args.tick, &args.out)?;
+    let security = security_for(&schedule, 0, &args.trust)?;
     let how = How {
         here: 0,
+        security,
         duration: args.duration,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
@@ -193,8 +213,10 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
             args.schedule.display()
         )));
     }
+    let security = security_for(&schedule, here, &args.trust)?;
     let how = How {
         here,
+        security,
         duration: None,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
@@ -229,9 +251,56 @@ fn prepare(
     Ok(schedule)
 }
 
+/// How the links of a run across hosts are secured (`None`: one host, no links):
+/// from `--keys` or `--insecure`, else the schedule's `[security]`. Without either,
+/// a schedule with hosts is refused (bad input: nothing starts), saying how to make
+/// keys; so are keys that are not there for this host.
+fn security_for(
+    schedule: &Schedule,
+    here: usize,
+    trust: &TrustArgs,
+) -> Result<Option<ictus_net::security::Security>, Failure> {
+    use ictus_net::security::{Credentials, Security};
+    if schedule.hosts.is_empty() {
+        if trust.keys.is_some() || trust.insecure {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--keys and --insecure apply to a run across hosts; {} has no host table",
+                schedule.path.display()
+            )));
+        }
+        return Ok(None);
+    }
+    let dir = trust.keys.clone().or_else(|| {
+        (!trust.insecure)
+            .then(|| schedule.security.keys.clone())
+            .flatten()
+    });
+    if let Some(dir) = dir {
+        let host = &schedule.hosts[here].name;
+        return Credentials::of_host(&dir, host)
+            .map(|c| Some(Security::Tls(c)))
+            .map_err(Failure::usage);
+    }
+    if trust.insecure || schedule.security.insecure {
+        return Ok(Some(Security::Insecure));
+    }
+    let names: Vec<&str> = schedule.hosts.iter().map(|h| h.name.as_str()).collect();
+    Err(Failure::usage(anyhow::anyhow!(
+        "{} runs across hosts ({}) and no keys were given: make them with \
+         `ictus keys new KEYS --hosts {}`, copy KEYS to every host (KEYS/ca/, the CA's \
+         key, need not travel) and give `--keys KEYS` to `ictus run` and every \
+         `ictus node` (or `[security] keys = \"KEYS\"` in the schedule); `--insecure` \
+         runs without authentication",
+        schedule.path.display(),
+        names.join(", "),
+        names.join(",")
+    )))
+}
+
 /// Which host runs, and how.
 struct How<'a> {
     here: usize,
+    security: Option<ictus_net::security::Security>,
     duration: Option<Duration>,
     ready_timeout: Duration,
     quiet: bool,
@@ -247,14 +316,18 @@ struct How<'a> {
 fn link_for(
     schedule: &Schedule,
     here: usize,
+    security: Option<&ictus_net::security::Security>,
 ) -> Result<Option<Box<dyn ictus_exec::link::Link>>, Failure> {
+    let Some(security) = security else {
+        return Ok(None);
+    };
     if schedule.subsystems.iter().all(|s| s.host == 0) {
         return Ok(None);
     }
     if let Some(others) = outside_rt(schedule, here) {
         let _ = ictus_os::sched::set_affinity(&others);
     }
-    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name)
+    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name, security)
         .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
     Ok(Some(Box::new(link)))
 }
@@ -315,9 +388,19 @@ fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::
 }
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let session = Session::begin(std::env::args().collect(), false);
+    let mut session = Session::begin(std::env::args().collect(), false);
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link = link_for(&schedule, how.here)?;
+    let link = link_for(&schedule, how.here, how.security.as_ref())?;
+    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
+        let w = ictus_core::warning::Warning::new(
+            ictus_core::warning::WarningId::InsecureLinks,
+            "the links across hosts are plain TCP without authentication (--insecure): \
+             any machine that can reach a host's port can read, write and stop this run",
+            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
+        );
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
     if how.here != 0 {
         // This host's segments and control socket, apart from the other hosts' on
         // the same machine (network namespaces share /dev/shm and /run).
@@ -395,6 +478,21 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             ),
         });
     }
+    let refused: u64 = report
+        .hosts
+        .iter()
+        .flat_map(|h| &h.refused)
+        .map(|r| r.count)
+        .sum();
+    if refused > 0 {
+        return Err(Failure {
+            code: EXIT_FRAMES_LOST,
+            error: anyhow::anyhow!(
+                "{refused} message(s) from other hosts were refused (see the warnings above): \
+                 nothing of them was copied, and the run is not clean"
+            ),
+        });
+    }
     let errors: u64 = report.subsystems.iter().map(|s| s.errors).sum();
     if errors > 0 {
         return Err(Failure {
@@ -428,8 +526,9 @@ fn ended(report: &RunReport) -> String {
     line
 }
 
-/// `ictus run`'s exit code when the run ended but frames were lost: a subsystem
-/// crashed, left the run, or was never released for part of it. (0: every frame
+/// `ictus run`'s exit code when the run ended but frames were lost (a subsystem
+/// crashed, left the run, or was never released for part of it) or, across hosts,
+/// something another host sent was refused. (0: every frame
 /// accounted for, run or overrun; 1: the run failed; 2: bad input, nothing ran.)
 pub(crate) const EXIT_FRAMES_LOST: u8 = 3;
 

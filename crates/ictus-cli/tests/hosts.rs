@@ -24,6 +24,22 @@ fn three_hosts(dir: &Path, name: &str) -> PathBuf {
         "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 3\ncells = \"cells.toml\"\n\
          initial_state = \"run\"\n[stress]\ncounters = [\"A.int\", \"B.int\", \"C.int\"]\n"
     );
+    // The run's keys beside it (`ictus keys new`), with a reader's.
+    let keys = dir.join("keys");
+    if !keys.exists() {
+        let out = ictus_in(dir)
+            .args(["keys", "new"])
+            .arg(&keys)
+            .args(["--hosts", "h1,h2,h3", "--readers", "python"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    text += "[security]\nkeys = \"keys\"\n";
     for h in 1..=3 {
         text += &format!(
             "[[host]]\nname = \"h{h}\"\naddress = \"127.0.0.1:{}\"\n",
@@ -291,11 +307,65 @@ fn a_main_host_whose_nodes_never_come_gives_up_naming_them() {
             "1s",
             "--ready-timeout",
             "1s",
+            "--insecure",
         ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("host(s) h2, h3 not after"), "{err}");
+    assert!(
+        err.contains("warning: the links across hosts are plain TCP without authentication"),
+        "{err}"
+    );
+    assert!(shm_left(&name).is_empty());
+}
+
+#[test]
+fn a_run_across_hosts_without_keys_is_refused_saying_how_to_make_them() {
+    let (dir, name) = scratch_run("nokeys");
+    let path = three_hosts(dir.path(), &name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bare = write_file(
+        dir.path(),
+        "bare.toml",
+        &text.replace("[security]\nkeys = \"keys\"\n", ""),
+    );
+    let file = bare.to_str().unwrap();
+    let err = refused(ictus_in(dir.path()).args(["run", file, "--duration", "1s"]));
+    assert!(
+        err.contains("no keys were given") && err.contains("ictus keys new KEYS --hosts h1,h2,h3"),
+        "{err}"
+    );
+    let err = refused(ictus_in(dir.path()).args(["node", file, "--host", "h2"]));
+    assert!(err.contains("--insecure"), "{err}");
+    // Keys that do not name this host, or no keys where said.
+    let other = dir.path().join("other");
+    let out = ictus_in(dir.path())
+        .args(["keys", "new"])
+        .arg(&other)
+        .args(["--hosts", "h1,h2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = refused(
+        ictus_in(dir.path())
+            .args(["node", file, "--host", "h3", "--keys"])
+            .arg(&other),
+    );
+    assert!(
+        err.contains("h3.pem") && err.contains("ictus keys new"),
+        "{err}"
+    );
+    let err = refused(
+        ictus_in(dir.path())
+            .args(["run", file, "--keys", "/nonexistent/keys"])
+            .arg("--duration")
+            .arg("1s"),
+    );
+    assert!(err.contains("/nonexistent/keys/ca.pem"), "{err}");
+    // Both at once is a contradiction.
+    let err = refused(ictus_in(dir.path()).args(["run", file, "--insecure", "--keys", "k"]));
+    assert!(err.contains("cannot be used with"), "{err}");
     assert!(shm_left(&name).is_empty());
 }

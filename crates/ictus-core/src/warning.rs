@@ -58,6 +58,10 @@ pub enum WarningId {
     CellTorn,
     /// A host left a run across hosts.
     HostLost,
+    /// Another host sent what was not its to send (a run across hosts): refused.
+    LinkRefused,
+    /// A run across hosts on links without authentication (`--insecure`).
+    InsecureLinks,
     /// A subsystem's `run` (or `shutdown`) returned an error.
     SubsystemError,
     /// The CPU latency QoS asked for could not be held (no device, no permission).
@@ -94,6 +98,8 @@ impl WarningId {
             WarningId::AckTimeout => "ack-timeout",
             WarningId::CellTorn => "cell-torn",
             WarningId::HostLost => "host-lost",
+            WarningId::LinkRefused => "link-refused",
+            WarningId::InsecureLinks => "insecure-links",
             WarningId::SubsystemError => "subsystem-error",
             WarningId::PmQosRefused => "pm-qos-refused",
             WarningId::ExplainUnavailable => "explain-unavailable",
@@ -142,6 +148,8 @@ mod tests {
             WarningId::HistogramOverflow,
             WarningId::Hz,
             WarningId::HostLost,
+            WarningId::LinkRefused,
+            WarningId::InsecureLinks,
             WarningId::SubsystemError,
         ] {
             let json = serde_json::to_string(&id).unwrap();

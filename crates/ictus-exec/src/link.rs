@@ -116,6 +116,25 @@ pub enum LinkEvent {
     },
     /// A subsystem of another host, as last reported (on the main coordinator).
     Remote(RemoteSlot),
+    /// Something another host sent was refused (it was not that host's to send):
+    /// reported once per sender and kind; the run is not clean.
+    Refused {
+        /// The sender, or `unknown`.
+        from: String,
+        /// What was refused, in words.
+        what: String,
+    },
+}
+
+/// One kind of refusal from one sender, in a host's report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedFigure {
+    /// The sender (a host of the schedule), or `unknown`.
+    pub from: String,
+    /// What was refused, in words.
+    pub what: String,
+    /// How many times.
+    pub count: u64,
 }
 
 /// One host's view of the link, in the run's report.
@@ -150,6 +169,9 @@ pub struct HostReport {
     /// forwarder handing it to the transport (the forwarder's wake-up and copy).
     #[serde(default)]
     pub forward_delay: Option<Distribution>,
+    /// What this host refused of what the others sent, by sender and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedFigure>,
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own

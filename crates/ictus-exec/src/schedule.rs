@@ -404,6 +404,16 @@ pub struct StressCheck {
     pub counters: Vec<String>,
 }
 
+/// A schedule's `[security]` table (a run across hosts): the run's keys directory
+/// (`ictus keys new`), or `insecure = true`; neither: `--keys` must say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SecuritySpec {
+    /// The keys directory, resolved against the schedule's own directory.
+    pub keys: Option<PathBuf>,
+    /// Plain links, no authentication.
+    pub insecure: bool,
+}
+
 /// A checked schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
@@ -435,6 +445,8 @@ pub struct Schedule {
     /// The CPU latency QoS the run holds (`pm_qos`; `None`: not given, the run's
     /// default, 0 us).
     pub pm_qos: Option<PmQos>,
+    /// `[security]`: how a run across hosts secures its links.
+    pub security: SecuritySpec,
     /// The lateness from which a release is a miss to explain
     /// (`explain_threshold`; `None`: not given, the tick).
     pub explain_threshold: Option<Nanos>,
@@ -506,6 +518,7 @@ impl Schedule {
         let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
         let pm_qos = r.pm_qos(&raw)?;
         let explain_threshold = r.explain_threshold(&raw)?;
+        let security = r.security(&raw, path)?;
         let schedule = Schedule {
             name,
             path: path.to_path_buf(),
@@ -521,6 +534,7 @@ impl Schedule {
             hosts,
             pm_qos,
             explain_threshold,
+            security,
             text: text.to_string(),
             places,
         };
@@ -882,6 +896,14 @@ pub enum Rule {
     /// A `host` on a subsystem of a schedule without `[[host]]` tables.
     #[error("host applies only to a run across hosts: declare them with [[host]] tables")]
     HostWithoutHosts,
+    /// A `[security]` table in a schedule without `[[host]]` tables.
+    #[error("[security] applies only to a run across hosts: declare them with [[host]] tables")]
+    SecurityWithoutHosts,
+    /// `[security]` with both keys and `insecure = true`.
+    #[error(
+        "insecure = true and keys contradict each other: give one (keys, made by `ictus keys new`)"
+    )]
+    KeysAndInsecure,
     /// A `host` that names no `[[host]]`.
     #[error("unknown host '{name}' (declared: {})", known.join(", "))]
     UnknownHost {
@@ -1019,6 +1041,30 @@ impl Reader<'_> {
         parsed
             .map(Some)
             .map_err(|found| self.fail(v.span(), Rule::PmQos(found)))
+    }
+
+    /// `[security]`: the keys directory (relative to the schedule's own) or
+    /// `insecure = true`, for a run across hosts only.
+    fn security(&self, raw: &RawSchedule, path: &Path) -> Result<SecuritySpec, ScheduleError> {
+        let Some(sec) = &raw.security else {
+            return Ok(SecuritySpec::default());
+        };
+        if raw.hosts.is_empty() {
+            return Err(self.fail(sec.span(), Rule::SecurityWithoutHosts));
+        }
+        let s = sec.get_ref();
+        let insecure = s.insecure.as_ref().is_some_and(|v| *v.get_ref());
+        if let (Some(keys), true) = (&s.keys, insecure) {
+            return Err(self.fail(keys.span(), Rule::KeysAndInsecure));
+        }
+        let keys = s.keys.as_ref().map(|k| {
+            let dir = Path::new(k.get_ref().trim());
+            match path.parent() {
+                Some(parent) if dir.is_relative() => parent.join(dir),
+                _ => dir.to_path_buf(),
+            }
+        });
+        Ok(SecuritySpec { keys, insecure })
     }
 
     /// `explain_threshold`: a duration longer than zero.
@@ -1651,6 +1697,14 @@ struct RawSchedule {
     hub: Option<Vec<Spanned<toml::Table>>>,
     #[serde(rename = "host", default)]
     hosts: Vec<Spanned<RawHost>>,
+    security: Option<Spanned<RawSecurity>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecurity {
+    keys: Option<Spanned<String>>,
+    insecure: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]

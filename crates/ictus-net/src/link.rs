@@ -10,8 +10,10 @@
 //! | `ictus/R/setup/clock` | queryable: the main host's clock (offset measurement) | main |
 //! | `ictus/R/setup/start` | queryable: the epoch, stop frame and state, once begun | main |
 //! | `ictus/R/setup/kv/K` | queryable: the run's setup store (seed 003's setup requests) | main |
+//! | `ictus/R/layout` | queryable: the cell table's layout, for tools ([`layout_json`]) | every host |
+//! | `ictus/R/claims/H` | queryable: the byte ranges of each cell host H's subsystems write | every host |
 //! | `ictus/R/tick` | the tick: frame, deadline, state word, stop frame | main |
-//! | `ictus/R/cell/C` | a host's elements of cell C, at each publication | writers |
+//! | `ictus/R/cell/C/H` | host H's elements of cell C, at each publication | writers |
 //! | `ictus/R/status/H` | host H's subsystems' counters, every 100 ms | nodes |
 //! | `ictus/R/outcome/H` | queryable: host H's outcomes and figures, once it ended | nodes |
 //!
@@ -23,6 +25,12 @@
 //! Zenoh or waits on a lock: subsystems only bump the notice; what Zenoh's threads
 //! receive is written into the seqlocked cells (never blocking a reader) or handed
 //! over through SPSC rings.
+//!
+//! Trust ([`crate::security`]): with the run's keys every link is TLS with mutual
+//! authentication and Zenoh's access rules let each host publish only under its own
+//! name; what a host publishes is then checked against its claims ([`crate::guard`]):
+//! a publication with elements it does not write is refused whole, counted and
+//! reported. The wire format is docs/wire.md's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -44,7 +52,9 @@ use serde::{Deserialize, Serialize};
 use zenoh::Wait;
 use zenoh::qos::{CongestionControl, Priority};
 
+use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
+use crate::security::Security;
 use crate::tick::{Arrival, END_FRAME, Tick, TickPublisher, TickSubscriber};
 use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 
@@ -58,16 +68,25 @@ const COLLECTED: &[u8] = b"collected";
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// The longest a forwarder sleeps between scans (it is woken by every publication).
 const FORWARD_NAP: Duration = Duration::from_millis(20);
+/// Setup requests the main host answers at once; more are refused ("busy") and
+/// asked again by their node.
+const SETUP_IN_FLIGHT: usize = 64;
+/// The version of the wire format (docs/wire.md), in the layout a run serves.
+pub const WIRE_VERSION: u32 = 1;
 
 fn zerr(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
 /// The endpoints of host `host` of `schedule`: it listens on its address and
-/// connects to every other host's (TCP), without multicast scouting.
-pub fn endpoints_of(schedule: &Schedule, host: usize) -> Result<Endpoints, NetError> {
+/// connects to every other host's (TLS or TCP), without multicast scouting.
+pub fn endpoints_of(
+    schedule: &Schedule,
+    host: usize,
+    protocol: Protocol,
+) -> Result<Endpoints, NetError> {
     let to = |h: &ictus_exec::schedule::HostSpec| Endpoint {
-        protocol: Protocol::Tcp,
+        protocol,
         address: h.address,
     };
     let listen = vec![to(&schedule.hosts[host])];
@@ -187,6 +206,14 @@ pub struct ZenohLink {
     handover: Arc<Mutex<Option<Vec<u8>>>>,
     collected: Arc<AtomicBool>,
     // Both.
+    /// Hosts that run subsystems (whose claims are asked for).
+    writers: BTreeSet<usize>,
+    /// What is checked of the other hosts' publications, and what was refused.
+    guard: Arc<Mutex<Guard>>,
+    /// Copies the other hosts' publications in (shared with the cell subscriber).
+    intake: Option<Arc<Intake>>,
+    /// What went wrong learning the others' claims, for the next poll to report.
+    notes: Vec<String>,
     forwarder: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
@@ -194,9 +221,31 @@ pub struct ZenohLink {
 }
 
 impl ZenohLink {
-    /// Opens host `host`'s session for run `run` of `schedule`.
-    pub fn open(schedule: &Schedule, host: usize, run: &str) -> Result<ZenohLink, NetError> {
-        let session = crate::open(&endpoints_of(schedule, host)?)?;
+    /// Opens host `host`'s session for run `run` of `schedule`: with TLS and the
+    /// run's access rules, or (`Security::Insecure`) plain TCP.
+    pub fn open(
+        schedule: &Schedule,
+        host: usize,
+        run: &str,
+        security: &Security,
+    ) -> Result<ZenohLink, NetError> {
+        let hosts: Vec<String> = schedule.hosts.iter().map(|h| h.name.clone()).collect();
+        let session = match security {
+            Security::Insecure => crate::open(&endpoints_of(schedule, host, Protocol::Tcp)?)?,
+            Security::Tls(credentials) => {
+                let readers = crate::security::readers_in(&credentials.dir);
+                let rules = crate::security::access_rules(run, &hosts, &readers);
+                crate::open_secure(
+                    &endpoints_of(schedule, host, Protocol::Tls)?,
+                    credentials,
+                    Some(&rules),
+                )?
+            }
+        };
+        let cell_names = schedule
+            .cell_table()
+            .map(|t| t.cells().iter().map(|c| c.name().to_string()).collect())
+            .unwrap_or_default();
         let needed = schedule
             .subsystems
             .iter()
@@ -206,7 +255,11 @@ impl ZenohLink {
         let mut link = ZenohLink {
             run: run.to_string(),
             host,
-            hosts: schedule.hosts.iter().map(|h| h.name.clone()).collect(),
+            writers: schedule.subsystems.iter().map(|s| s.host).collect(),
+            guard: Arc::new(Mutex::new(Guard::new(hosts.clone(), cell_names))),
+            intake: None,
+            notes: Vec::new(),
+            hosts,
             tick_period: schedule.tick,
             needed,
             session,
@@ -281,10 +334,18 @@ impl ZenohLink {
             .map_err(zerr)?;
         let store = self.store.clone();
         let prefix = self.key("setup/kv/");
+        let guard = Arc::clone(&self.guard);
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let kv = self
             .session
             .declare_queryable(self.key("setup/kv/**"))
             .callback(move |query| {
+                // Relaxed (both): a bound on concurrent callbacks, nothing ordered by it.
+                if in_flight.fetch_add(1, Ordering::Relaxed) >= SETUP_IN_FLIGHT {
+                    in_flight.fetch_sub(1, Ordering::Relaxed);
+                    let _ = query.reply_err("busy: ask again").wait();
+                    return;
+                }
                 let key = query
                     .key_expr()
                     .as_str()
@@ -296,7 +357,13 @@ impl ZenohLink {
                         let value = value.to_bytes().into_owned();
                         match store.put(&key, value) {
                             Ok(()) => query.reply(query.key_expr().clone(), Vec::new()).wait(),
-                            Err(e) => query.reply_err(e.to_string()).wait(),
+                            Err(e) => {
+                                guard
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .refuse(None, Refusal::SetupRefused);
+                                query.reply_err(e.to_string()).wait()
+                            }
                         }
                     }
                     // Never blocking Zenoh's thread: the asker waits, by asking again.
@@ -305,6 +372,7 @@ impl ZenohLink {
                         Err(e) => query.reply_err(e.to_string()).wait(),
                     },
                 };
+                in_flight.fetch_sub(1, Ordering::Relaxed);
             })
             .wait()
             .map_err(zerr)?;
@@ -312,16 +380,25 @@ impl ZenohLink {
         let (ring, consumer) = crate::handoff::<(usize, NodeStatus)>(256);
         let prefix = self.key("status/");
         let hosts = self.hosts.clone();
+        let guard = Arc::clone(&self.guard);
         let status = self
             .session
             .declare_subscriber(self.key("status/*"))
             .callback(move |sample| {
                 let name = sample.key_expr().as_str().strip_prefix(&prefix);
-                let Some(h) = name.and_then(|n| hosts.iter().position(|x| x == n)) else {
-                    return;
-                };
-                if let Ok(status) = serde_json::from_slice(&sample.payload().to_bytes()) {
-                    let _ = ring.push((h, status));
+                let h = name.and_then(|n| hosts.iter().position(|x| x == n));
+                let payload = sample.payload();
+                let status = (payload.len() <= STATUS_MAX_BYTES)
+                    .then(|| serde_json::from_slice::<NodeStatus>(&payload.to_bytes()).ok())
+                    .flatten();
+                match (h, status) {
+                    (Some(h), Some(status)) if h != 0 => {
+                        let _ = ring.push((h, status));
+                    }
+                    (h, _) => guard
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refuse(h, Refusal::BadStatus),
                 }
             })
             .wait()
@@ -363,83 +440,182 @@ impl ZenohLink {
         Ok(())
     }
 
-    /// Copies the other hosts' cell publications into `cells`, measuring their delay.
+    /// Copies the other hosts' cell publications into `cells` (once checked against
+    /// their claims), measuring their delay.
     fn subscribe_cells(
         &mut self,
         cells: &Cells,
         mine: &[(usize, Vec<Range<usize>>)],
     ) -> Result<(), String> {
-        let cells = cells.clone();
-        let host = self.host as u16;
-        let ours: Vec<(usize, Vec<Range<usize>>)> = mine.to_vec();
-        let counts = Arc::clone(&self.counts);
-        let latency = Arc::clone(&self.latency);
-        let offset = Arc::clone(&self.offset_ns);
-        let arrivals = Arc::clone(&self.arrivals);
-        *arrivals.lock().unwrap_or_else(|e| e.into_inner()) = vec![None; cells.len()];
+        *self.arrivals.lock().unwrap_or_else(|e| e.into_inner()) = vec![None; cells.len()];
+        let intake = Arc::new(Intake {
+            cells: cells.clone(),
+            here: self.host,
+            ours: mine.to_vec(),
+            guard: Arc::clone(&self.guard),
+            counts: Arc::clone(&self.counts),
+            latency: Arc::clone(&self.latency),
+            offset: Arc::clone(&self.offset_ns),
+            arrivals: Arc::clone(&self.arrivals),
+        });
+        self.intake = Some(Arc::clone(&intake));
         let prefix = self.key("cell/");
         let sub = self
             .session
-            .declare_subscriber(self.key("cell/*"))
+            .declare_subscriber(self.key("cell/*/*"))
             .callback(move |sample| {
                 let now = monotonic_now();
-                let name = sample
+                let rest = sample
                     .key_expr()
                     .as_str()
                     .strip_prefix(&prefix)
                     .unwrap_or_default();
-                let Ok(cell) = cells.cell_index(name) else {
-                    return;
-                };
-                let bytes = sample.payload().to_bytes();
-                let Some(p) = Publication::decode(&bytes) else {
-                    return;
-                };
-                if p.host == host {
-                    return;
-                }
-                if let Some(a) = arrivals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_mut(cell)
-                {
-                    *a = Some((usize::from(p.host), now));
-                }
-                let size = cells.cell_bytes(cell);
-                for (at, data) in &p.ranges {
-                    let end = at.saturating_add(data.len());
-                    // Never a range past the cell, never one this host writes.
-                    let clash = ours
-                        .iter()
-                        .filter(|(c, _)| *c == cell)
-                        .flat_map(|(_, r)| r.iter())
-                        .any(|r| r.start < end && *at < r.end);
-                    if end <= size && !clash {
-                        cells.write_cell_range(cell, *at, data);
-                    }
-                }
-                // A copy made before any publication (the initial values) has no
-                // stamp, so no delay.
-                if p.stamp == 0 {
-                    // Relaxed: counters.
-                    counts.received.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-                // The writer's stamp on the main clock, then on this host's.
-                // Relaxed: a measured figure, set once before cells flow.
-                let mine = offset.load(Ordering::Relaxed) as i64;
-                let stamp = p.stamp as i128 - i128::from(p.offset) + i128::from(mine);
-                let delay = (i128::from(now.as_u64()) - stamp).max(0) as u64;
-                latency
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .record(Nanos::new(delay));
-                // Relaxed: counters.
-                counts.received.fetch_add(1, Ordering::Relaxed);
+                let (name, host) = rest.split_once('/').unwrap_or((rest, ""));
+                intake.arrive(name, host, &sample.payload().to_bytes(), now);
             })
             .wait()
             .map_err(zerr)?;
         self.subscribers.push(sub);
+        Ok(())
+    }
+
+    /// This host's claims, served on `claims/H` to the others: per cell written, by
+    /// name, its byte ranges.
+    fn serve_claims(
+        &mut self,
+        cells: &Cells,
+        writes: &[(usize, Vec<Range<usize>>)],
+    ) -> Result<(), String> {
+        let claims: BTreeMap<String, Vec<[usize; 2]>> = writes
+            .iter()
+            .map(|(c, ranges)| {
+                (
+                    cells.table().cells()[*c].name().to_string(),
+                    ranges.iter().map(|r| [r.start, r.end]).collect(),
+                )
+            })
+            .collect();
+        let json = serde_json::to_vec(&claims).map_err(zerr)?;
+        let layout = serde_json::to_vec(&layout_json(
+            &self.run,
+            &self.hosts,
+            self.tick_period,
+            cells.table(),
+        ))
+        .map_err(zerr)?;
+        let q = self
+            .session
+            .declare_queryable(self.key(&format!("claims/{}", self.hosts[self.host])))
+            .callback(move |query| {
+                let _ = query.reply(query.key_expr().clone(), json.clone()).wait();
+            })
+            .wait()
+            .map_err(zerr)?;
+        let l = self
+            .session
+            .declare_queryable(self.key("layout"))
+            .callback(move |query| {
+                let _ = query.reply(query.key_expr().clone(), layout.clone()).wait();
+            })
+            .wait()
+            .map_err(zerr)?;
+        self.queryables.extend([q, l]);
+        Ok(())
+    }
+
+    /// Every other writing host's claims, asked for once the run starts (every host
+    /// is ready then, serving them); then the publications held until now are
+    /// checked and copied.
+    fn learn_claims(&mut self) -> Result<(), String> {
+        let Some(intake) = self.intake.clone() else {
+            return Ok(());
+        };
+        let own = intake.ours.clone();
+        let mut failed = Vec::new();
+        let ncells = intake.cells.len();
+        let mut claims: Claims = vec![vec![Vec::new(); ncells]; self.hosts.len()];
+        for (c, ranges) in own {
+            claims[self.host][c] = ranges;
+        }
+        let others: Vec<usize> = self
+            .writers
+            .iter()
+            .copied()
+            .filter(|&h| h != self.host)
+            .collect();
+        for h in others {
+            if let Err(e) = self.claims_of(h, &intake.cells, &mut claims[h]) {
+                failed.push(e);
+            }
+        }
+        let held = self
+            .guard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_claims(claims);
+        let now = monotonic_now();
+        for ((cell, host), bytes) in held {
+            intake.take(cell, host, &bytes, now);
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    /// Host `h`'s claims, asked for on its `claims/H` (a few tries), into `out` (per
+    /// cell); what is wrong with them otherwise (nothing is taken then).
+    fn claims_of(
+        &self,
+        h: usize,
+        cells: &Cells,
+        out: &mut [Vec<Range<usize>>],
+    ) -> Result<(), String> {
+        {
+            let key = self.key(&format!("claims/{}", self.hosts[h]));
+            let mut got = None;
+            for _ in 0..10 {
+                let reply = self
+                    .session
+                    .get(&key)
+                    .timeout(Duration::from_millis(500))
+                    .wait()
+                    .ok()
+                    .and_then(|r| r.recv().ok());
+                if let Some(sample) = reply.and_then(|r| r.result().ok().cloned()) {
+                    got = Some(sample.payload().to_bytes().into_owned());
+                    break;
+                }
+            }
+            let bytes = got.ok_or_else(|| {
+                format!(
+                    "host {} did not say which elements it writes (claims/{})",
+                    self.hosts[h], self.hosts[h]
+                )
+            })?;
+            let read: BTreeMap<String, Vec<[usize; 2]>> = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("host {}'s claims do not read: {e}", self.hosts[h]))?;
+            let mut taken: Vec<(usize, Range<usize>)> = Vec::new();
+            for (name, ranges) in read {
+                let c = cells
+                    .cell_index(&name)
+                    .map_err(|e| format!("host {}'s claims: {e}", self.hosts[h]))?;
+                let size = cells.cell_bytes(c);
+                for [a, b] in ranges {
+                    if a >= b || b > size {
+                        return Err(format!(
+                            "host {}'s claims: bytes {a}..{b} of cell {name} ({size} bytes)",
+                            self.hosts[h]
+                        ));
+                    }
+                    taken.push((c, a..b));
+                }
+            }
+            for (c, r) in taken {
+                out[c].push(r);
+            }
+        }
         Ok(())
     }
 
@@ -454,7 +630,7 @@ impl ZenohLink {
             let name = cells.table().cells()[*cell].name().to_string();
             let p = self
                 .session
-                .declare_publisher(self.key(&format!("cell/{name}")))
+                .declare_publisher(self.key(&format!("cell/{name}/{}", self.hosts[self.host])))
                 .congestion_control(CongestionControl::Block)
                 .priority(Priority::RealTime)
                 .express(true)
@@ -661,7 +837,13 @@ impl ZenohSetup {
             Ok(reply) => match reply.result() {
                 Ok(sample) => Answer::Value(sample.payload().to_bytes().into_owned()),
                 Err(e) => {
-                    Answer::Refused(String::from_utf8_lossy(&e.payload().to_bytes()).into_owned())
+                    let why = String::from_utf8_lossy(&e.payload().to_bytes()).into_owned();
+                    if why.starts_with("busy") {
+                        // The main host answers so many at once: asked again.
+                        Answer::Silent
+                    } else {
+                        Answer::Refused(why)
+                    }
                 }
             },
             Err(_) => Answer::Silent,
@@ -753,6 +935,151 @@ impl<'a> Publication<'a> {
     }
 }
 
+/// Where the other hosts' publications come in: checked against their claims
+/// ([`Guard`]), then copied into the cells.
+struct Intake {
+    cells: Cells,
+    here: usize,
+    /// This host's writes: never overwritten from the link.
+    ours: Vec<(usize, Vec<Range<usize>>)>,
+    guard: Arc<Mutex<Guard>>,
+    counts: Arc<CellCounts>,
+    latency: Arc<Mutex<LatencyHistogram>>,
+    offset: Arc<AtomicU64>,
+    arrivals: Arc<Mutex<Arrivals>>,
+}
+
+impl Intake {
+    /// A publication of cell `name` under host name `host`'s key.
+    fn arrive(&self, name: &str, host: &str, bytes: &[u8], now: Nanos) {
+        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(h) = guard.host(host) else {
+            guard.refuse(None, Refusal::UnknownHost);
+            return;
+        };
+        if h == self.here {
+            // Its own, as Zenoh delivers to local subscribers too.
+            return;
+        }
+        let Ok(cell) = self.cells.cell_index(name) else {
+            guard.refuse(Some(h), Refusal::UnknownCell);
+            return;
+        };
+        if !guard.has_claims() {
+            if Publication::decode(bytes).is_some() {
+                guard.hold(cell, h, bytes.to_vec());
+            } else {
+                guard.refuse(Some(h), Refusal::Undecodable(cell));
+            }
+            return;
+        }
+        drop(guard);
+        self.take(cell, h, bytes, now);
+    }
+
+    /// Checks and copies host `h`'s publication of `cell`, once its claims are known.
+    fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos) {
+        {
+            let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(p) = Publication::decode(bytes) else {
+                guard.refuse(Some(h), Refusal::Undecodable(cell));
+                return;
+            };
+            if usize::from(p.host) != h {
+                guard.refuse(Some(h), Refusal::NotItsName(cell));
+                return;
+            }
+            let ranges: Vec<(usize, usize)> =
+                p.ranges.iter().map(|(at, d)| (*at, d.len())).collect();
+            if !guard.allowed(h, cell, &ranges) {
+                guard.refuse(Some(h), Refusal::NotItsElements(cell));
+                return;
+            }
+        }
+        let Some(p) = Publication::decode(bytes) else {
+            return;
+        };
+        if let Some(a) = self
+            .arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(cell)
+        {
+            *a = Some((h, now));
+        }
+        let size = self.cells.cell_bytes(cell);
+        for (at, data) in &p.ranges {
+            let end = at.saturating_add(data.len());
+            // Never a range past the cell, never one this host writes.
+            let clash = self
+                .ours
+                .iter()
+                .filter(|(c, _)| *c == cell)
+                .flat_map(|(_, r)| r.iter())
+                .any(|r| r.start < end && *at < r.end);
+            if end <= size && !clash {
+                self.cells.write_cell_range(cell, *at, data);
+            }
+        }
+        // Relaxed: counters.
+        self.counts.received.fetch_add(1, Ordering::Relaxed);
+        // A copy made before any publication (the initial values) has no stamp, so
+        // no delay.
+        if p.stamp == 0 {
+            return;
+        }
+        // The writer's stamp on the main clock, then on this host's.
+        // Relaxed: a measured figure, set once before cells flow.
+        let mine = self.offset.load(Ordering::Relaxed) as i64;
+        let stamp = p.stamp as i128 - i128::from(p.offset) + i128::from(mine);
+        let delay = (i128::from(now.as_u64()) - stamp).max(0) as u64;
+        self.latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(Nanos::new(delay));
+    }
+}
+
+/// The layout a run serves on `ictus/R/layout` (docs/wire.md): the wire version,
+/// the run, its hosts (the first the main one) and tick, and per cell its size and
+/// elements (name, type, array length, byte offset and size), in the table's order.
+pub fn layout_json(
+    run: &str,
+    hosts: &[String],
+    tick: Nanos,
+    table: &ictus_exec::cell::CellTable,
+) -> serde_json::Value {
+    let cells: Vec<serde_json::Value> = table
+        .cells()
+        .iter()
+        .map(|c| {
+            let elements: Vec<serde_json::Value> = c
+                .elements()
+                .iter()
+                .map(|e| {
+                    let shape = e.shape();
+                    serde_json::json!({
+                        "name": e.name(),
+                        "type": shape.ty,
+                        "len": shape.len,
+                        "offset": e.offset(),
+                        "bytes": e.range().len(),
+                    })
+                })
+                .collect();
+            serde_json::json!({"name": c.name(), "bytes": c.bytes(), "elements": elements})
+        })
+        .collect();
+    serde_json::json!({
+        "wire": WIRE_VERSION,
+        "run": run,
+        "hosts": hosts,
+        "tick_ns": tick.as_u64(),
+        "byte_order": "little-endian",
+        "cells": cells,
+    })
+}
+
 impl Link for ZenohLink {
     fn host(&self) -> usize {
         self.host
@@ -786,6 +1113,7 @@ impl Link for ZenohLink {
                 .map_err(zerr)?;
             self.status_pub = Some(p);
         }
+        self.serve_claims(cells, writes)?;
         self.forward(cells, writes)?;
         self.watch = Some(crate::health::watch(&self.session, &self.run, 256).map_err(zerr)?);
         self.presence = Some(
@@ -806,6 +1134,8 @@ impl Link for ZenohLink {
     }
 
     fn begin(&mut self, start: Start) -> Result<(), String> {
+        // Every host is ready, so serving its claims: learned before anything starts.
+        self.learn_claims()?;
         let mut word = [0u8; 32];
         for (chunk, w) in word.chunks_exact_mut(8).zip([
             start.epoch.as_u64(),
@@ -873,6 +1203,12 @@ impl Link for ZenohLink {
         if self.start.is_none() && Instant::now() >= self.next_try {
             self.next_try = Instant::now() + Duration::from_millis(50);
             self.start = self.ask_start();
+            if self.start.is_some()
+                && let Err(e) = self.learn_claims()
+            {
+                // Their publications are refused (no claims): said once, here.
+                self.notes.push(e);
+            }
         }
         self.start
     }
@@ -888,6 +1224,22 @@ impl Link for ZenohLink {
     fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent> {
         let mut events = Vec::new();
         self.drain_health(&mut events);
+        for what in self.notes.drain(..) {
+            events.push(LinkEvent::Refused {
+                from: "a host".into(),
+                what: format!("all its publications, since it did not say what it writes: {what}"),
+            });
+        }
+        let refused = self
+            .guard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .new_refusals();
+        events.extend(
+            refused
+                .into_iter()
+                .map(|(from, what)| LinkEvent::Refused { from, what }),
+        );
         if self.host == 0 {
             if let Some(ring) = self.status_ring.as_mut() {
                 while let Some((h, status)) = ring.pop() {
@@ -1047,6 +1399,11 @@ impl Link for ZenohLink {
                 let d = self.forward_delay.lock().unwrap_or_else(|e| e.into_inner());
                 (d.count() > 0).then(|| Distribution::of(&d))
             },
+            refused: self
+                .guard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .figures(),
         }
     }
 }

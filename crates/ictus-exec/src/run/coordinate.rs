@@ -536,6 +536,22 @@ impl LinkTurn<'_> {
                 Turn::Nothing
             }
             LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
+            LinkEvent::Refused { from, what } => {
+                let msg = format!("refused from host {from}: {what}");
+                Turn::Warning(
+                    format!("frame {f}: {msg}"),
+                    RunWarning {
+                        id: WarningId::LinkRefused,
+                        message: msg,
+                        advice: Some(
+                            "nothing of it was copied; a host sent what is not its to send \
+                             (its certificate's access rules, or elements it does not \
+                             write): see who holds that host's key"
+                                .into(),
+                        ),
+                    },
+                )
+            }
         }
     }
 

@@ -9,7 +9,9 @@ use ictus_exec::program::Executive;
 use ictus_exec::run::{RunOptions, RunReport};
 use ictus_exec::schedule::Schedule;
 use ictus_exec::subsystem::Maker;
+use ictus_net::keys::{self, KeysRequest};
 use ictus_net::link::ZenohLink;
+use ictus_net::security::{Credentials, Security};
 use ictus_os::testing::free_port;
 
 /// The schedule `name` (`head`: its tick and frame lines) on hosts h1 and h2, with
@@ -25,7 +27,8 @@ pub(crate) fn two_hosts(dir: &Path, name: &str, head: &str, subsystems: &str) ->
     Schedule::parse(&text, dir.join("s.toml"), &ictus_os::facts::online_cpus()).unwrap()
 }
 
-/// Runs `schedule` as both hosts at once (`duration`: `None` runs until stopped);
+/// Runs `schedule` as both hosts at once, on TLS links with the run's keys made in
+/// `dir` (`duration`: `None` runs until stopped);
 /// `makers(host)` gives each host its subsystems by name (a host makes only its
 /// own). Returns each host's report, the main host's first.
 pub(crate) fn run_both(
@@ -34,14 +37,23 @@ pub(crate) fn run_both(
     duration: Option<Duration>,
     makers: impl Fn(usize) -> Vec<(&'static str, Maker)>,
 ) -> Vec<RunReport> {
+    let keys_dir = dir.join("keys");
+    keys::new(&KeysRequest {
+        dir: keys_dir.clone(),
+        hosts: vec!["h1".into(), "h2".into()],
+        readers: Vec::new(),
+    })
+    .unwrap();
     let hosts: Vec<_> = (0..2)
         .map(|host| {
+            let security =
+                Security::Tls(Credentials::of_host(&keys_dir, ["h1", "h2"][host]).unwrap());
             let mut schedule = schedule.clone();
             let run_dir = dir.join(format!("run{host}"));
             let made = makers(host);
             std::thread::spawn(move || -> RunReport {
                 let run_name = schedule.name.clone();
-                let link = ZenohLink::open(&schedule, host, &run_name).unwrap();
+                let link = ZenohLink::open(&schedule, host, &run_name, &security).unwrap();
                 if host != 0 {
                     schedule.name = format!("{run_name}.h2");
                 }

@@ -1,0 +1,211 @@
+//! What the receiving coordinator checks of what other hosts send, beyond what
+//! Zenoh's access rules can say ([`crate::security`]): that a host's publication of a
+//! cell carries only the elements that host's subsystems write (its claims, learned
+//! from the host itself on its `claims/H` queryable before the run starts), that it
+//! decodes and names its own host, that a status is not oversized. Anything else is
+//! refused whole (nothing of it is copied into a table), counted by sender and kind,
+//! and reported once per sender and kind as a warning that marks the run not clean.
+//!
+//! Publications that arrive before the claims are known (a host's initial values)
+//! are held, the latest per cell and host, and checked when they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+pub use ictus_exec::link::RefusedFigure;
+
+/// The longest status a node may send (its subsystems' counters: a few hundred
+/// bytes each).
+pub const STATUS_MAX_BYTES: usize = 64 * 1024;
+
+/// Why something from another host was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refusal {
+    /// A publication of a cell the table does not have.
+    UnknownCell,
+    /// A publication under a host name the schedule does not have.
+    UnknownHost,
+    /// A publication of cell (index) that does not decode.
+    Undecodable(usize),
+    /// A publication of cell (index) whose content names another host than its key.
+    NotItsName(usize),
+    /// A publication of cell (index) with elements its host does not write.
+    NotItsElements(usize),
+    /// A status over [`STATUS_MAX_BYTES`] or that does not decode.
+    BadStatus,
+    /// A setup request the store refused (full, too large).
+    SetupRefused,
+}
+
+/// Per host, per cell, the byte ranges it writes.
+pub type Claims = Vec<Vec<Vec<Range<usize>>>>;
+
+/// The checks and their counts, shared by the subscribers' callbacks (Zenoh's
+/// threads) and the coordinator's thread, behind a lock neither real-time.
+#[derive(Debug, Default)]
+pub struct Guard {
+    hosts: Vec<String>,
+    cells: Vec<String>,
+    claims: Option<Claims>,
+    pending: BTreeMap<(usize, usize), Vec<u8>>,
+    refused: BTreeMap<(Option<usize>, Refusal), u64>,
+    reported: BTreeSet<(Option<usize>, Refusal)>,
+}
+
+impl Guard {
+    /// A guard for a run of `hosts` with cells named `cells`.
+    pub fn new(hosts: Vec<String>, cells: Vec<String>) -> Guard {
+        Guard {
+            hosts,
+            cells,
+            ..Guard::default()
+        }
+    }
+
+    /// The host index of a name, if the schedule has it.
+    pub fn host(&self, name: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h == name)
+    }
+
+    /// Whether the claims are known.
+    pub fn has_claims(&self) -> bool {
+        self.claims.is_some()
+    }
+
+    /// Sets the claims; returns the publications held until now, to check.
+    pub fn set_claims(&mut self, claims: Claims) -> Vec<((usize, usize), Vec<u8>)> {
+        self.claims = Some(claims);
+        std::mem::take(&mut self.pending).into_iter().collect()
+    }
+
+    /// Holds the latest publication of `cell` by `host` until the claims are known.
+    pub fn hold(&mut self, cell: usize, host: usize, bytes: Vec<u8>) {
+        self.pending.insert((cell, host), bytes);
+    }
+
+    /// Whether `host` writes every one of `ranges` (offset, length) of `cell`.
+    /// Without claims, nothing is.
+    pub fn allowed(&self, host: usize, cell: usize, ranges: &[(usize, usize)]) -> bool {
+        let Some(claims) = &self.claims else {
+            return false;
+        };
+        let Some(own) = claims.get(host).and_then(|c| c.get(cell)) else {
+            return false;
+        };
+        ranges.iter().all(|&(at, len)| {
+            at.checked_add(len)
+                .is_some_and(|end| own.iter().any(|r| r.start <= at && end <= r.end))
+        })
+    }
+
+    /// Counts one refusal.
+    pub fn refuse(&mut self, from: Option<usize>, why: Refusal) {
+        *self.refused.entry((from, why)).or_default() += 1;
+    }
+
+    /// The refusals not reported yet, as (sender, what) in words, once each.
+    pub fn new_refusals(&mut self) -> Vec<(String, String)> {
+        let fresh: Vec<_> = self
+            .refused
+            .keys()
+            .filter(|k| !self.reported.contains(*k))
+            .copied()
+            .collect();
+        fresh
+            .into_iter()
+            .map(|k| {
+                self.reported.insert(k);
+                (self.sender(k.0), self.words(k.1))
+            })
+            .collect()
+    }
+
+    /// Every refusal so far, counted.
+    pub fn figures(&self) -> Vec<RefusedFigure> {
+        self.refused
+            .iter()
+            .map(|(&(from, why), &count)| RefusedFigure {
+                from: self.sender(from),
+                what: self.words(why),
+                count,
+            })
+            .collect()
+    }
+
+    fn sender(&self, from: Option<usize>) -> String {
+        from.and_then(|h| self.hosts.get(h))
+            .cloned()
+            .unwrap_or_else(|| "unknown".to_string())
+    }
+
+    fn words(&self, why: Refusal) -> String {
+        let cell = |c: usize| self.cells.get(c).map_or("?", String::as_str);
+        match why {
+            Refusal::UnknownCell => "a publication of a cell the table does not have".into(),
+            Refusal::UnknownHost => {
+                "a publication under a host name the schedule does not have".into()
+            }
+            Refusal::Undecodable(c) => {
+                format!("a publication of cell {} that does not decode", cell(c))
+            }
+            Refusal::NotItsName(c) => {
+                format!(
+                    "a publication of cell {} that names another host than its own",
+                    cell(c)
+                )
+            }
+            Refusal::NotItsElements(c) => format!(
+                "a publication of cell {} with elements its subsystems do not write",
+                cell(c)
+            ),
+            Refusal::BadStatus => {
+                format!("a status over {STATUS_MAX_BYTES} bytes or that does not decode")
+            }
+            Refusal::SetupRefused => "a setup request the store refused".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard() -> Guard {
+        Guard::new(vec!["h1".into(), "h2".into()], vec!["A".into(), "B".into()])
+    }
+
+    #[test]
+    fn a_host_may_write_only_inside_its_claims_and_nothing_before_them() {
+        let mut g = guard();
+        assert!(!g.allowed(1, 0, &[(0, 4)]), "no claims yet");
+        g.hold(0, 1, vec![1]);
+        g.hold(0, 1, vec![2]);
+        let held = g.set_claims(vec![vec![vec![], vec![]], vec![vec![0..8], vec![]]]);
+        assert_eq!(held, vec![((0, 1), vec![2])], "the latest held");
+        assert!(g.allowed(1, 0, &[(0, 4), (4, 4)]));
+        assert!(!g.allowed(1, 0, &[(4, 8)]), "past its range");
+        assert!(!g.allowed(1, 1, &[(0, 1)]), "a cell it does not write");
+        assert!(!g.allowed(0, 0, &[(0, 1)]), "another host's");
+        assert!(!g.allowed(1, 0, &[(usize::MAX, 2)]), "overflow");
+        assert!(!g.allowed(5, 0, &[(0, 1)]), "no such host");
+    }
+
+    #[test]
+    fn refusals_are_counted_and_reported_once_each() {
+        let mut g = guard();
+        g.refuse(Some(1), Refusal::NotItsElements(1));
+        g.refuse(Some(1), Refusal::NotItsElements(1));
+        g.refuse(None, Refusal::UnknownHost);
+        let first = g.new_refusals();
+        assert_eq!(first.len(), 2);
+        assert!(first.contains(&(
+            "h2".into(),
+            "a publication of cell B with elements its subsystems do not write".into()
+        )));
+        g.refuse(Some(1), Refusal::NotItsElements(1));
+        assert!(g.new_refusals().is_empty());
+        let f = g.figures();
+        assert_eq!(f.iter().map(|f| f.count).sum::<u64>(), 4);
+        assert!(f.iter().any(|f| f.from == "unknown"));
+    }
+}
