@@ -285,10 +285,165 @@ pub enum SetupError {
     /// The coordinator could not be reached (a child whose run ended).
     #[error("the setup channel is closed: {0}")]
     Closed(String),
+    /// A put of a new key into a store that holds [`SetupLimits::max_keys`] keys.
+    /// Across hosts this text is the answer the asking host receives.
+    #[error("setup store full: {limit} keys (the limit); key '{}' refused", .key.escape_debug())]
+    TooManyKeys {
+        /// The key refused.
+        key: String,
+        /// The most keys the store holds.
+        limit: usize,
+    },
+    /// A value larger than [`SetupLimits::max_value_bytes`].
+    #[error(
+        "value of '{}' is {bytes} bytes, over the {limit}-byte limit",
+        .key.escape_debug()
+    )]
+    ValueTooLarge {
+        /// The key refused.
+        key: String,
+        /// The size of the value refused.
+        bytes: usize,
+        /// The largest value the store takes.
+        limit: usize,
+    },
+    /// A value that would take the store's values past
+    /// [`SetupLimits::max_total_bytes`] all together.
+    #[error(
+        "setup store holds {held} bytes; '{}' ({bytes} bytes{}) would pass the {limit}-byte limit",
+        .key.escape_debug(),
+        replacing_note(*.replacing)
+    )]
+    TooManyBytes {
+        /// The key refused.
+        key: String,
+        /// The bytes the store holds now, every value together.
+        held: usize,
+        /// The size of the value refused.
+        bytes: usize,
+        /// The size of the value under `key` that the put would have replaced (0
+        /// for a new key).
+        replacing: usize,
+        /// The most bytes the store holds, every value together.
+        limit: usize,
+    },
 }
 
-/// Published setup values by key.
-type Blobs = BTreeMap<String, Vec<u8>>;
+/// ", replacing N" when a refused put would have replaced an N-byte value.
+fn replacing_note(replacing: usize) -> String {
+    if replacing == 0 {
+        String::new()
+    } else {
+        format!(", replacing {replacing}")
+    }
+}
+
+/// The most keys a [`SetupStore`] holds unless built with other [`SetupLimits`].
+pub const SETUP_MAX_KEYS: usize = 4096;
+
+/// The largest value a [`SetupStore`] takes (1 MiB) unless built with other
+/// [`SetupLimits`].
+pub const SETUP_MAX_VALUE_BYTES: usize = 1 << 20;
+
+/// The most bytes a [`SetupStore`] holds, every value together (64 MiB), unless built
+/// with other [`SetupLimits`]. Keys are not counted.
+pub const SETUP_MAX_TOTAL_BYTES: usize = 64 << 20;
+
+/// How much a [`SetupStore`] holds at most. Across hosts any peer of the run can put
+/// values in the main host's store, so each dimension it can grow is bounded; a put
+/// that would pass a limit is refused and changes nothing.
+///
+/// ```
+/// use ictus_exec::state::{SetupError, SetupLimits, SetupStore};
+/// let sut = SetupStore::with_limits(SetupLimits { max_keys: 1, ..SetupLimits::DEFAULT });
+/// sut.put("a", b"1".to_vec()).unwrap();
+/// assert!(matches!(sut.put("b", b"2".to_vec()), Err(SetupError::TooManyKeys { .. })));
+/// assert_eq!((sut.len(), sut.bytes(), sut.refused()), (1, 1, 1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetupLimits {
+    /// The most keys.
+    pub max_keys: usize,
+    /// The largest value, in bytes.
+    pub max_value_bytes: usize,
+    /// The most bytes, every value together (keys not counted).
+    pub max_total_bytes: usize,
+}
+
+impl SetupLimits {
+    /// [`SETUP_MAX_KEYS`], [`SETUP_MAX_VALUE_BYTES`] and [`SETUP_MAX_TOTAL_BYTES`].
+    pub const DEFAULT: SetupLimits = SetupLimits {
+        max_keys: SETUP_MAX_KEYS,
+        max_value_bytes: SETUP_MAX_VALUE_BYTES,
+        max_total_bytes: SETUP_MAX_TOTAL_BYTES,
+    };
+}
+
+impl Default for SetupLimits {
+    fn default() -> SetupLimits {
+        SetupLimits::DEFAULT
+    }
+}
+
+/// Published setup values by key, with their total size and the puts refused.
+#[derive(Debug, Default)]
+struct Shelf {
+    blobs: BTreeMap<String, Vec<u8>>,
+    /// The sum of the values' lengths.
+    bytes: usize,
+    /// Puts refused for passing a limit.
+    refused: u64,
+}
+
+impl Shelf {
+    /// Whether `len` bytes under `key` stay within `limits`; a refusal is counted.
+    fn admit(&mut self, limits: &SetupLimits, key: &str, len: usize) -> Result<(), SetupError> {
+        let verdict = self.within(limits, key, len);
+        if verdict.is_err() {
+            self.refused += 1;
+        }
+        verdict
+    }
+
+    /// Whether `len` bytes under `key` stay within `limits`: the value's own size,
+    /// then a new key against the key count, then the total with the new value in
+    /// place of the old one (so an overwrite of the same size always stays within).
+    fn within(&self, limits: &SetupLimits, key: &str, len: usize) -> Result<(), SetupError> {
+        if len > limits.max_value_bytes {
+            return Err(SetupError::ValueTooLarge {
+                key: key.to_string(),
+                bytes: len,
+                limit: limits.max_value_bytes,
+            });
+        }
+        let replacing = self.blobs.get(key).map(Vec::len);
+        if replacing.is_none() && self.blobs.len() >= limits.max_keys {
+            return Err(SetupError::TooManyKeys {
+                key: key.to_string(),
+                limit: limits.max_keys,
+            });
+        }
+        let replacing = replacing.unwrap_or(0);
+        if (self.bytes - replacing).saturating_add(len) > limits.max_total_bytes {
+            return Err(SetupError::TooManyBytes {
+                key: key.to_string(),
+                held: self.bytes,
+                bytes: len,
+                replacing,
+                limit: limits.max_total_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores `value` under `key` (admitted first), keeping the total.
+    fn insert(&mut self, key: &str, value: Vec<u8>) {
+        self.bytes += value.len();
+        if let Some(old) = self.blobs.insert(key.to_string(), value) {
+            self.bytes -= old.len();
+        }
+    }
+}
 
 /// The setup store: keyed blobs that subsystems publish and fetch outside the real-time
 /// path. A fetch waits until the key is published, so "A produces, B consumes" needs
@@ -298,9 +453,14 @@ type Blobs = BTreeMap<String, Vec<u8>>;
 /// Across hosts, a node's store has an *upstream*: the main coordinator's store, which
 /// every host's subsystems share (seed 003's client/server setup channel). A put goes
 /// there; a get asks there (every 20 ms) until the value is published or it times out.
+///
+/// A store holds at most its [`SetupLimits`] ([`SetupLimits::DEFAULT`] unless built
+/// with [`with_limits`](Self::with_limits)): the main host's store takes puts from
+/// every peer of the run, and a peer must not be able to fill its memory.
 #[derive(Clone, Debug, Default)]
 pub struct SetupStore {
-    inner: Arc<(Mutex<Blobs>, Condvar)>,
+    inner: Arc<(Mutex<Shelf>, Condvar)>,
+    limits: SetupLimits,
     upstream: Option<Arc<dyn SetupUpstream>>,
 }
 
@@ -317,31 +477,80 @@ pub trait SetupUpstream: Send + Sync + std::fmt::Debug {
 const UPSTREAM_POLL: Duration = Duration::from_millis(20);
 
 impl SetupStore {
-    /// An empty store.
+    /// An empty store with the default limits ([`SetupLimits::DEFAULT`]).
     pub fn new() -> SetupStore {
         SetupStore::default()
     }
 
-    /// A store whose requests go to `upstream` (a node's, across hosts).
+    /// An empty store that holds at most `limits`.
+    pub fn with_limits(limits: SetupLimits) -> SetupStore {
+        SetupStore {
+            limits,
+            ..SetupStore::default()
+        }
+    }
+
+    /// A store whose requests go to `upstream` (a node's, across hosts), with the
+    /// default limits.
     pub fn with_upstream(upstream: Arc<dyn SetupUpstream>) -> SetupStore {
         SetupStore {
-            inner: Arc::default(),
             upstream: Some(upstream),
+            ..SetupStore::default()
         }
+    }
+
+    fn shelf(&self) -> std::sync::MutexGuard<'_, Shelf> {
+        self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Publishes `value` under `key` (replacing an earlier value) and wakes the
     /// waiters; with an upstream, publishes it there first (and fails if that fails).
+    ///
+    /// A put that would pass one of the store's [`SetupLimits`] is refused with
+    /// [`SetupError::ValueTooLarge`], [`SetupError::TooManyKeys`] or
+    /// [`SetupError::TooManyBytes`], counted in [`refused`](Self::refused), and
+    /// changes nothing. A replaced value's bytes are freed, so an overwrite of the
+    /// same size is never refused. With an upstream, the limits are checked before
+    /// the value crosses the network; the upstream checks its own.
     pub fn put(&self, key: &str, value: Vec<u8>) -> Result<(), SetupError> {
         if let Some(up) = &self.upstream {
+            self.shelf().admit(&self.limits, key, value.len())?;
             up.put(key, &value)?;
         }
-        let (map, cv) = &*self.inner;
-        map.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), value);
-        cv.notify_all();
+        let mut shelf = self.shelf();
+        // Checked again under the same lock as the insert: another put may have
+        // come in while the upstream answered.
+        shelf.admit(&self.limits, key, value.len())?;
+        shelf.insert(key, value);
+        drop(shelf);
+        self.inner.1.notify_all();
         Ok(())
+    }
+
+    /// The limits the store holds to.
+    pub fn limits(&self) -> SetupLimits {
+        self.limits
+    }
+
+    /// How many keys are published here.
+    pub fn len(&self) -> usize {
+        self.shelf().blobs.len()
+    }
+
+    /// Whether nothing is published here.
+    pub fn is_empty(&self) -> bool {
+        self.shelf().blobs.is_empty()
+    }
+
+    /// The bytes of every value published here, together (keys not counted).
+    pub fn bytes(&self) -> usize {
+        self.shelf().bytes
+    }
+
+    /// How many puts this store refused for passing a limit (a refusal by the
+    /// upstream is not counted here).
+    pub fn refused(&self) -> u64 {
+        self.shelf().refused
     }
 
     /// The value under `key`, waiting up to `timeout` for it to be published (here,
@@ -351,7 +560,7 @@ impl SetupStore {
         let deadline = Instant::now() + timeout;
         let mut guard = map.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(v) = guard.get(key) {
+            if let Some(v) = guard.blobs.get(key) {
                 return Ok(v.clone());
             }
             if let Some(up) = &self.upstream {
@@ -382,11 +591,7 @@ impl SetupStore {
 
     /// The value under `key` now, if published.
     pub fn try_get(&self, key: &str) -> Option<Vec<u8>> {
-        let (map, _) = &*self.inner;
-        map.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+        self.shelf().blobs.get(key).cloned()
     }
 }
 
@@ -472,6 +677,190 @@ mod tests {
         ));
     }
 
+    /// A store with small limits: 3 keys, values up to 10 bytes, 20 bytes in all.
+    fn small() -> SetupStore {
+        SetupStore::with_limits(SetupLimits {
+            max_keys: 3,
+            max_value_bytes: 10,
+            max_total_bytes: 20,
+        })
+    }
+
+    /// Every key and value, the count of keys and the total: what a refused put
+    /// must leave as it was.
+    fn snapshot(sut: &SetupStore) -> (BTreeMap<String, Vec<u8>>, usize, usize) {
+        let blobs = sut.shelf().blobs.clone();
+        (blobs, sut.len(), sut.bytes())
+    }
+
+    #[test]
+    fn the_defaults_are_the_documented_limits() {
+        let sut = SetupStore::new();
+        assert_eq!(sut.limits(), SetupLimits::DEFAULT);
+        assert_eq!(
+            SetupLimits::default(),
+            SetupLimits {
+                max_keys: 4096,
+                max_value_bytes: 1_048_576,
+                max_total_bytes: 67_108_864,
+            }
+        );
+        assert!(sut.is_empty());
+        assert_eq!((sut.len(), sut.bytes(), sut.refused()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_value_over_the_limit_is_refused_and_changes_nothing() {
+        let sut = SetupStore::new();
+        sut.put("x", b"kept".to_vec()).unwrap();
+        let before = snapshot(&sut);
+        let err = sut.put("x", vec![0; 2_000_000]).unwrap_err();
+        assert_eq!(
+            err,
+            SetupError::ValueTooLarge {
+                key: "x".into(),
+                bytes: 2_000_000,
+                limit: SETUP_MAX_VALUE_BYTES,
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "value of 'x' is 2000000 bytes, over the 1048576-byte limit"
+        );
+        assert_eq!(snapshot(&sut), before);
+        assert_eq!(sut.try_get("x").unwrap(), b"kept");
+        sut.put("y", vec![0; SETUP_MAX_VALUE_BYTES]).unwrap();
+    }
+
+    #[test]
+    fn a_new_key_past_the_key_limit_is_refused_and_changes_nothing() {
+        let sut = SetupStore::new();
+        for i in 0..SETUP_MAX_KEYS {
+            sut.put(&format!("k{i}"), Vec::new()).unwrap();
+        }
+        let before = snapshot(&sut);
+        let err = sut.put("x", b"1".to_vec()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "setup store full: 4096 keys (the limit); key 'x' refused"
+        );
+        assert_eq!(snapshot(&sut), before);
+        assert_eq!(sut.try_get("x"), None);
+        // A key already there may still be replaced.
+        sut.put("k7", b"new".to_vec()).unwrap();
+        assert_eq!(sut.len(), SETUP_MAX_KEYS);
+    }
+
+    #[test]
+    fn a_put_past_the_total_is_refused_and_changes_nothing() {
+        let sut = small();
+        sut.put("a", vec![1; 10]).unwrap();
+        sut.put("b", vec![2; 8]).unwrap();
+        let before = snapshot(&sut);
+        let err = sut.put("x", vec![3; 3]).unwrap_err();
+        assert_eq!(
+            err,
+            SetupError::TooManyBytes {
+                key: "x".into(),
+                held: 18,
+                bytes: 3,
+                replacing: 0,
+                limit: 20,
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "setup store holds 18 bytes; 'x' (3 bytes) would pass the 20-byte limit"
+        );
+        assert_eq!(snapshot(&sut), before);
+        // Exactly at the limit is within: 18 - 8 + 10 = 20.
+        sut.put("b", vec![2; 10]).unwrap();
+        assert_eq!(sut.bytes(), 20);
+        let before_full = snapshot(&sut);
+        let err = sut.put("c", vec![4; 1]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "setup store holds 20 bytes; 'c' (1 bytes) would pass the 20-byte limit"
+        );
+        assert_eq!(snapshot(&sut), before_full);
+        assert_ne!(before, before_full);
+    }
+
+    #[test]
+    fn an_overwrite_counts_the_new_size_against_the_old() {
+        let sut = small();
+        sut.put("a", vec![1; 10]).unwrap();
+        sut.put("b", vec![2; 10]).unwrap();
+        // Full: the same size again is never refused, a smaller value frees bytes.
+        sut.put("a", vec![9; 10]).unwrap();
+        assert_eq!(sut.bytes(), 20);
+        sut.put("a", vec![9; 4]).unwrap();
+        sut.put("c", vec![3; 5]).unwrap();
+        assert_eq!(sut.bytes(), 19);
+        // 19 - 4 + 6 = 21: one byte too many.
+        let before = snapshot(&sut);
+        let err = sut.put("a", vec![9; 6]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "setup store holds 19 bytes; 'a' (6 bytes, replacing 4) would pass the 20-byte limit"
+        );
+        assert_eq!(snapshot(&sut), before);
+        sut.put("a", vec![9; 5]).unwrap();
+        assert_eq!((sut.len(), sut.bytes()), (3, 20));
+    }
+
+    #[test]
+    fn refusals_are_counted() {
+        let sut = small();
+        sut.put("a", vec![0; 10]).unwrap();
+        let _ = sut.put("a", vec![0; 11]).unwrap_err();
+        sut.put("b", vec![0; 10]).unwrap();
+        let _ = sut.put("c", vec![0; 1]).unwrap_err();
+        sut.put("c", Vec::new()).unwrap();
+        let _ = sut.put("d", Vec::new()).unwrap_err();
+        assert_eq!(sut.refused(), 3);
+        let clone = sut.clone();
+        let _ = clone.put("e", Vec::new()).unwrap_err();
+        assert_eq!(sut.refused(), 4, "clones share the store and its count");
+    }
+
+    #[test]
+    fn a_key_in_a_refusal_is_escaped_to_one_line() {
+        // The control socket answers one line; a key from a peer may hold anything.
+        let sut = small();
+        let err = sut.put("a\nb", vec![0; 11]).unwrap_err().to_string();
+        assert_eq!(err, "value of 'a\\nb' is 11 bytes, over the 10-byte limit");
+        let err = sut.put("a\nb", vec![0; 11]).unwrap_err().to_string();
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    /// An upstream that records what reached it.
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl SetupUpstream for Recorder {
+        fn put(&self, key: &str, _value: &[u8]) -> Result<(), SetupError> {
+            self.0.lock().unwrap().push(key.to_string());
+            Ok(())
+        }
+        fn try_get(&self, _key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn a_node_refuses_a_value_over_the_limit_before_it_crosses_the_network() {
+        let up = Arc::new(Recorder::default());
+        let sut = SetupStore::with_upstream(up.clone());
+        assert!(matches!(
+            sut.put("big", vec![0; SETUP_MAX_VALUE_BYTES + 1]),
+            Err(SetupError::ValueTooLarge { .. })
+        ));
+        sut.put("small", b"ok".to_vec()).unwrap();
+        assert_eq!(*up.0.lock().unwrap(), ["small"]);
+        assert_eq!((sut.len(), sut.bytes(), sut.refused()), (1, 2, 1));
+    }
+
     proptest! {
         #[test]
         fn state_words_round_trip(p in any::<u8>(), n in any::<u8>(), f in 0u64..(1 << 48)) {
@@ -479,6 +868,42 @@ mod tests {
             prop_assert_eq!(StateWord::unpack(w.pack()), w);
             let a = Ack { state: StateId(n), frame: f };
             prop_assert_eq!(Ack::unpack(a.pack()), Some(a));
+        }
+
+        /// Against a map as the model: an accepted put is stored, a refused one
+        /// changes nothing and is refused rightly (storing it would have passed a
+        /// limit), the limits always hold, and `bytes()` is the sum of the values.
+        #[test]
+        fn random_puts_never_pass_the_limits(
+            puts in prop::collection::vec((0u8..8, 0usize..16), 0..64),
+        ) {
+            let limits = SetupLimits { max_keys: 5, max_value_bytes: 12, max_total_bytes: 40 };
+            let sut = SetupStore::with_limits(limits);
+            let mut model = BTreeMap::<String, Vec<u8>>::new();
+            let mut refusals = 0;
+            for (i, (k, len)) in puts.into_iter().enumerate() {
+                let key = format!("k{k}");
+                let value = vec![i as u8; len];
+                let mut after = model.clone();
+                after.insert(key.clone(), value.clone());
+                let after_bytes: usize = after.values().map(Vec::len).sum();
+                let passes = len > limits.max_value_bytes
+                    || after.len() > limits.max_keys
+                    || after_bytes > limits.max_total_bytes;
+                match sut.put(&key, value) {
+                    Ok(()) => model = after,
+                    Err(e) => {
+                        prop_assert!(passes, "refused within the limits: {}", e);
+                        refusals += 1;
+                    }
+                }
+                prop_assert_eq!(&sut.shelf().blobs, &model);
+                prop_assert!(sut.len() <= limits.max_keys);
+                prop_assert!(sut.bytes() <= limits.max_total_bytes);
+                prop_assert!(model.values().all(|v| v.len() <= limits.max_value_bytes));
+                prop_assert_eq!(sut.bytes(), model.values().map(Vec::len).sum::<usize>());
+                prop_assert_eq!(sut.refused(), refusals);
+            }
         }
     }
 }
