@@ -6,8 +6,10 @@
 //! refused whole (nothing of it is copied into a table), counted by sender and kind,
 //! and reported once per sender and kind as a warning that marks the run not clean.
 //!
-//! Publications that arrive before the claims are known (a host's initial values)
-//! are held, the latest per cell and host, and checked when they are.
+//! Publications that arrive before their host's claims are known (its initial
+//! values, or all of them while the link to it is still being made) are held, the
+//! latest per cell, and checked when they are. A host whose claims never came has
+//! its held publications counted as refused at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -37,8 +39,8 @@ pub enum Refusal {
     SetupRefused,
 }
 
-/// Per host, per cell, the byte ranges it writes.
-pub type Claims = Vec<Vec<Vec<Range<usize>>>>;
+/// Per cell, the byte ranges one host writes.
+pub type Claims = Vec<Vec<Range<usize>>>;
 
 /// The checks and their counts, shared by the subscribers' callbacks (Zenoh's
 /// threads) and the coordinator's thread, behind a lock neither real-time.
@@ -46,7 +48,8 @@ pub type Claims = Vec<Vec<Vec<Range<usize>>>>;
 pub struct Guard {
     hosts: Vec<String>,
     cells: Vec<String>,
-    claims: Option<Claims>,
+    /// Per host, once known.
+    claims: Vec<Option<Claims>>,
     pending: BTreeMap<(usize, usize), Vec<u8>>,
     refused: BTreeMap<(Option<usize>, Refusal), u64>,
     reported: BTreeSet<(Option<usize>, Refusal)>,
@@ -56,6 +59,7 @@ impl Guard {
     /// A guard for a run of `hosts` with cells named `cells`.
     pub fn new(hosts: Vec<String>, cells: Vec<String>) -> Guard {
         Guard {
+            claims: vec![None; hosts.len()],
             hosts,
             cells,
             ..Guard::default()
@@ -67,29 +71,42 @@ impl Guard {
         self.hosts.iter().position(|h| h == name)
     }
 
-    /// Whether the claims are known.
-    pub fn has_claims(&self) -> bool {
-        self.claims.is_some()
+    /// Whether host `h`'s claims are known.
+    pub fn has_claims(&self, h: usize) -> bool {
+        self.claims.get(h).is_some_and(Option::is_some)
     }
 
-    /// Sets the claims; returns the publications held until now, to check.
-    pub fn set_claims(&mut self, claims: Claims) -> Vec<((usize, usize), Vec<u8>)> {
-        self.claims = Some(claims);
-        std::mem::take(&mut self.pending).into_iter().collect()
+    /// Sets host `h`'s claims; returns its publications held until now (cell,
+    /// bytes), to check.
+    pub fn set_claims(&mut self, h: usize, claims: Claims) -> Vec<(usize, Vec<u8>)> {
+        if let Some(slot) = self.claims.get_mut(h) {
+            *slot = Some(claims);
+        }
+        let held: Vec<(usize, usize)> = self
+            .pending
+            .keys()
+            .filter(|(_, host)| *host == h)
+            .copied()
+            .collect();
+        held.into_iter()
+            .filter_map(|k| self.pending.remove(&k).map(|b| (k.0, b)))
+            .collect()
     }
 
-    /// Holds the latest publication of `cell` by `host` until the claims are known.
+    /// Holds the latest publication of `cell` by `host` until its claims are known.
     pub fn hold(&mut self, cell: usize, host: usize, bytes: Vec<u8>) {
         self.pending.insert((cell, host), bytes);
     }
 
     /// Whether `host` writes every one of `ranges` (offset, length) of `cell`.
-    /// Without claims, nothing is.
+    /// Without its claims, nothing is.
     pub fn allowed(&self, host: usize, cell: usize, ranges: &[(usize, usize)]) -> bool {
-        let Some(claims) = &self.claims else {
-            return false;
-        };
-        let Some(own) = claims.get(host).and_then(|c| c.get(cell)) else {
+        let Some(own) = self
+            .claims
+            .get(host)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.get(cell))
+        else {
             return false;
         };
         ranges.iter().all(|&(at, len)| {
@@ -120,16 +137,28 @@ impl Guard {
             .collect()
     }
 
-    /// Every refusal so far, counted.
+    /// Every refusal so far, counted; with the publications still held of hosts
+    /// whose claims never came (never copied: refused).
     pub fn figures(&self) -> Vec<RefusedFigure> {
-        self.refused
+        let mut out: Vec<RefusedFigure> = self
+            .refused
             .iter()
             .map(|(&(from, why), &count)| RefusedFigure {
                 from: self.sender(from),
                 what: self.words(why),
                 count,
             })
-            .collect()
+            .collect();
+        let mut held: BTreeMap<usize, u64> = BTreeMap::new();
+        for (_, h) in self.pending.keys() {
+            *held.entry(*h).or_default() += 1;
+        }
+        out.extend(held.into_iter().map(|(h, count)| RefusedFigure {
+            from: self.sender(Some(h)),
+            what: "its publications, never copied: it never said which elements it writes".into(),
+            count,
+        }));
+        out
     }
 
     fn sender(&self, from: Option<usize>) -> String {
@@ -180,8 +209,20 @@ mod tests {
         assert!(!g.allowed(1, 0, &[(0, 4)]), "no claims yet");
         g.hold(0, 1, vec![1]);
         g.hold(0, 1, vec![2]);
-        let held = g.set_claims(vec![vec![vec![], vec![]], vec![vec![0..8], vec![]]]);
-        assert_eq!(held, vec![((0, 1), vec![2])], "the latest held");
+        g.hold(1, 0, vec![3]);
+        assert!(
+            g.set_claims(0, vec![vec![], vec![]])
+                .iter()
+                .all(|(c, _)| *c == 1)
+        );
+        assert!(
+            g.figures()[0].what.contains("never said"),
+            "h2's still held"
+        );
+        let held = g.set_claims(1, vec![vec![0..8], vec![]]);
+        assert_eq!(held, vec![(0, vec![2])], "the latest held");
+        assert!(g.figures().is_empty());
+        assert!(g.has_claims(1));
         assert!(g.allowed(1, 0, &[(0, 4), (4, 4)]));
         assert!(!g.allowed(1, 0, &[(4, 8)]), "past its range");
         assert!(!g.allowed(1, 1, &[(0, 1)]), "a cell it does not write");

@@ -77,7 +77,7 @@ pub use zenoh::Session;
 pub enum NetError {
     /// An endpoint that is not `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT`.
     #[error(
-        "endpoint '{text}': expected tcp/ADDRESS:PORT, udp/ADDRESS:PORT or tls/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
+        "endpoint '{text}': expected tcp/, udp/, tls/ or quic/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
     )]
     BadEndpoint {
         /// The endpoint as given.
@@ -101,6 +101,9 @@ pub enum Protocol {
     Udp,
     /// TLS over TCP, with mutual authentication ([`security`]).
     Tls,
+    /// QUIC (TLS 1.3 inside, over UDP), with mutual authentication ([`security`]):
+    /// what a run's hosts use.
+    Quic,
 }
 
 /// One endpoint: a protocol and a socket address.
@@ -113,7 +116,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Reads `tcp/ADDRESS:PORT`, `udp/ADDRESS:PORT` or `tls/ADDRESS:PORT` (IPv4 or
+    /// Reads `tcp/`, `udp/`, `tls/` or `quic/` and `ADDRESS:PORT` (IPv4 or
     /// `[IPv6]`).
     pub fn parse(text: &str) -> Result<Endpoint, NetError> {
         let bad = || NetError::BadEndpoint {
@@ -123,6 +126,7 @@ impl Endpoint {
             Some(("tcp", rest)) => (Protocol::Tcp, rest),
             Some(("udp", rest)) => (Protocol::Udp, rest),
             Some(("tls", rest)) => (Protocol::Tls, rest),
+            Some(("quic", rest)) => (Protocol::Quic, rest),
             _ => return Err(bad()),
         };
         let address = rest.parse::<SocketAddr>().map_err(|_| bad())?;
@@ -135,6 +139,7 @@ impl Endpoint {
             Protocol::Tcp => "tcp",
             Protocol::Udp => "udp",
             Protocol::Tls => "tls",
+            Protocol::Quic => "quic",
         };
         format!("{p}/{}", self.address)
     }
@@ -181,6 +186,10 @@ fn list(endpoints: &[Endpoint]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
+/// How long a silent peer is still counted as there, in milliseconds (four
+/// keep-alives in it).
+pub const LEASE_MS: u64 = 2000;
+
 /// The Zenoh configuration of a peer with these endpoints.
 pub fn config(endpoints: &Endpoints) -> Result<zenoh::Config, NetError> {
     let z = |e: zenoh::Error| NetError::Zenoh(e.to_string());
@@ -195,6 +204,17 @@ pub fn config(endpoints: &Endpoints) -> Result<zenoh::Config, NetError> {
         if endpoints.multicast { "true" } else { "false" },
     )
     .map_err(z)?;
+    // A peer not up yet is asked again soon: hosts start in any order (Zenoh's
+    // default waits 1 s, then 2 and 4).
+    c.insert_json5(
+        "connect/retry",
+        "{ period_init_ms: 100, period_max_ms: 500, period_increase_factor: 2 }",
+    )
+    .map_err(z)?;
+    // A peer silent this long has left (Zenoh's default: 10 s): a run's coordinator
+    // learns a host is gone within it, also where the link's close never arrives.
+    c.insert_json5("transport/link/tx/lease", &LEASE_MS.to_string())
+        .map_err(z)?;
     Ok(c)
 }
 
@@ -245,7 +265,7 @@ mod tests {
             "",
             "tcp",
             "tcp/",
-            "quic/10.0.0.1:7447",
+            "sctp/10.0.0.1:7447",
             "tls/10.0.0.1",
             "tcp/10.0.0.1",
             "tcp/10.0.0.1:99999",

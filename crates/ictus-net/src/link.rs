@@ -79,7 +79,7 @@ fn zerr(e: impl std::fmt::Display) -> String {
 }
 
 /// The endpoints of host `host` of `schedule`: it listens on its address and
-/// connects to every other host's (TLS or TCP), without multicast scouting.
+/// connects to every other host's (QUIC or TCP), without multicast scouting.
 pub fn endpoints_of(
     schedule: &Schedule,
     host: usize,
@@ -212,8 +212,8 @@ pub struct ZenohLink {
     guard: Arc<Mutex<Guard>>,
     /// Copies the other hosts' publications in (shared with the cell subscriber).
     intake: Option<Arc<Intake>>,
-    /// What went wrong learning the others' claims, for the next poll to report.
-    notes: Vec<String>,
+    /// The thread learning the other hosts' claims, and its stop.
+    claims_thread: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
     forwarder: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
@@ -236,7 +236,7 @@ impl ZenohLink {
                 let readers = crate::security::readers_in(&credentials.dir);
                 let rules = crate::security::access_rules(run, &hosts, &readers);
                 crate::open_secure(
-                    &endpoints_of(schedule, host, Protocol::Tls)?,
+                    &endpoints_of(schedule, host, Protocol::Quic)?,
                     credentials,
                     Some(&rules),
                 )?
@@ -258,7 +258,7 @@ impl ZenohLink {
             writers: schedule.subsystems.iter().map(|s| s.host).collect(),
             guard: Arc::new(Mutex::new(Guard::new(hosts.clone(), cell_names))),
             intake: None,
-            notes: Vec::new(),
+            claims_thread: None,
             hosts,
             tick_period: schedule.tick,
             needed,
@@ -523,99 +523,69 @@ impl ZenohLink {
         Ok(())
     }
 
-    /// Every other writing host's claims, asked for once the run starts (every host
-    /// is ready then, serving them); then the publications held until now are
-    /// checked and copied.
+    /// Learns every other writing host's claims in the background (its own are
+    /// known): a thread asks each on its `claims/H` until it answers (the link to a
+    /// host may come up after the run started); meanwhile that host's publications
+    /// are held, and checked and copied when its claims come. Claims that do not
+    /// read leave them held: counted as refused at the end.
     fn learn_claims(&mut self) -> Result<(), String> {
         let Some(intake) = self.intake.clone() else {
             return Ok(());
         };
-        let own = intake.ours.clone();
-        let mut failed = Vec::new();
-        let ncells = intake.cells.len();
-        let mut claims: Claims = vec![vec![Vec::new(); ncells]; self.hosts.len()];
-        for (c, ranges) in own {
-            claims[self.host][c] = ranges;
+        let mut own: Claims = vec![Vec::new(); intake.cells.len()];
+        for (c, ranges) in &intake.ours {
+            own[*c] = ranges.clone();
         }
-        let others: Vec<usize> = self
+        let _ = self
+            .guard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_claims(self.host, own);
+        let mut missing: Vec<(usize, String)> = self
             .writers
             .iter()
             .copied()
             .filter(|&h| h != self.host)
+            .map(|h| (h, self.key(&format!("claims/{}", self.hosts[h]))))
             .collect();
-        for h in others {
-            if let Err(e) = self.claims_of(h, &intake.cells, &mut claims[h]) {
-                failed.push(e);
-            }
-        }
-        let held = self
-            .guard
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .set_claims(claims);
-        let now = monotonic_now();
-        for ((cell, host), bytes) in held {
-            intake.take(cell, host, &bytes, now);
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(failed.join("; "))
-        }
-    }
-
-    /// Host `h`'s claims, asked for on its `claims/H` (a few tries), into `out` (per
-    /// cell); what is wrong with them otherwise (nothing is taken then).
-    fn claims_of(
-        &self,
-        h: usize,
-        cells: &Cells,
-        out: &mut [Vec<Range<usize>>],
-    ) -> Result<(), String> {
-        {
-            let key = self.key(&format!("claims/{}", self.hosts[h]));
-            let mut got = None;
-            for _ in 0..10 {
-                let reply = self
-                    .session
-                    .get(&key)
-                    .timeout(Duration::from_millis(500))
-                    .wait()
-                    .ok()
-                    .and_then(|r| r.recv().ok());
-                if let Some(sample) = reply.and_then(|r| r.result().ok().cloned()) {
-                    got = Some(sample.payload().to_bytes().into_owned());
-                    break;
+        let session = self.session.clone();
+        let quit = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&quit);
+        let handle = std::thread::Builder::new()
+            .name("ictus-claims".into())
+            .spawn(move || {
+                // Relaxed: a stop request, polled.
+                while !missing.is_empty() && !stop.load(Ordering::Relaxed) {
+                    missing.retain(|(h, key)| {
+                        let reply = session
+                            .get(key)
+                            .timeout(Duration::from_millis(300))
+                            .wait()
+                            .ok()
+                            .and_then(|r| r.recv().ok());
+                        let Some(sample) = reply.and_then(|r| r.result().ok().cloned()) else {
+                            return true;
+                        };
+                        let Ok(claims) = read_claims(&sample.payload().to_bytes(), &intake.cells)
+                        else {
+                            return false;
+                        };
+                        let held = intake
+                            .guard
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .set_claims(*h, claims);
+                        let now = monotonic_now();
+                        for (cell, bytes) in held {
+                            intake.take(cell, *h, &bytes, now);
+                        }
+                        false
+                    });
+                    std::thread::sleep(Duration::from_millis(20));
                 }
-            }
-            let bytes = got.ok_or_else(|| {
-                format!(
-                    "host {} did not say which elements it writes (claims/{})",
-                    self.hosts[h], self.hosts[h]
-                )
-            })?;
-            let read: BTreeMap<String, Vec<[usize; 2]>> = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("host {}'s claims do not read: {e}", self.hosts[h]))?;
-            let mut taken: Vec<(usize, Range<usize>)> = Vec::new();
-            for (name, ranges) in read {
-                let c = cells
-                    .cell_index(&name)
-                    .map_err(|e| format!("host {}'s claims: {e}", self.hosts[h]))?;
-                let size = cells.cell_bytes(c);
-                for [a, b] in ranges {
-                    if a >= b || b > size {
-                        return Err(format!(
-                            "host {}'s claims: bytes {a}..{b} of cell {name} ({size} bytes)",
-                            self.hosts[h]
-                        ));
-                    }
-                    taken.push((c, a..b));
-                }
-            }
-            for (c, r) in taken {
-                out[c].push(r);
-            }
-        }
+            })
+            .map_err(zerr)?;
+        self.claims_thread = Some((handle, quit));
         Ok(())
     }
 
@@ -935,6 +905,25 @@ impl<'a> Publication<'a> {
     }
 }
 
+/// A host's claims as served on `claims/H` (cell name to byte ranges), checked
+/// against the table: per cell, its ranges.
+fn read_claims(bytes: &[u8], cells: &Cells) -> Result<Claims, String> {
+    let read: BTreeMap<String, Vec<[usize; 2]>> =
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let mut claims: Claims = vec![Vec::new(); cells.len()];
+    for (name, ranges) in read {
+        let c = cells.cell_index(&name).map_err(|e| e.to_string())?;
+        let size = cells.cell_bytes(c);
+        for [a, b] in ranges {
+            if a >= b || b > size {
+                return Err(format!("bytes {a}..{b} of cell {name} ({size} bytes)"));
+            }
+            claims[c].push(a..b);
+        }
+    }
+    Ok(claims)
+}
+
 /// Where the other hosts' publications come in: checked against their claims
 /// ([`Guard`]), then copied into the cells.
 struct Intake {
@@ -965,7 +954,7 @@ impl Intake {
             guard.refuse(Some(h), Refusal::UnknownCell);
             return;
         };
-        if !guard.has_claims() {
+        if !guard.has_claims(h) {
             if Publication::decode(bytes).is_some() {
                 guard.hold(cell, h, bytes.to_vec());
             } else {
@@ -1114,6 +1103,7 @@ impl Link for ZenohLink {
             self.status_pub = Some(p);
         }
         self.serve_claims(cells, writes)?;
+        self.learn_claims()?;
         self.forward(cells, writes)?;
         self.watch = Some(crate::health::watch(&self.session, &self.run, 256).map_err(zerr)?);
         self.presence = Some(
@@ -1134,8 +1124,6 @@ impl Link for ZenohLink {
     }
 
     fn begin(&mut self, start: Start) -> Result<(), String> {
-        // Every host is ready, so serving its claims: learned before anything starts.
-        self.learn_claims()?;
         let mut word = [0u8; 32];
         for (chunk, w) in word.chunks_exact_mut(8).zip([
             start.epoch.as_u64(),
@@ -1203,12 +1191,6 @@ impl Link for ZenohLink {
         if self.start.is_none() && Instant::now() >= self.next_try {
             self.next_try = Instant::now() + Duration::from_millis(50);
             self.start = self.ask_start();
-            if self.start.is_some()
-                && let Err(e) = self.learn_claims()
-            {
-                // Their publications are refused (no claims): said once, here.
-                self.notes.push(e);
-            }
         }
         self.start
     }
@@ -1224,12 +1206,6 @@ impl Link for ZenohLink {
     fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent> {
         let mut events = Vec::new();
         self.drain_health(&mut events);
-        for what in self.notes.drain(..) {
-            events.push(LinkEvent::Refused {
-                from: "a host".into(),
-                what: format!("all its publications, since it did not say what it writes: {what}"),
-            });
-        }
         let refused = self
             .guard
             .lock()
@@ -1411,6 +1387,11 @@ impl Link for ZenohLink {
 impl ZenohLink {
     /// Stops the forwarder and the tick thread, if running, and waits for them.
     fn stop_threads(&mut self) {
+        if let Some((h, quit)) = self.claims_thread.take() {
+            // Relaxed: a stop request; the join orders the rest.
+            quit.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
         if let Some((h, quit)) = self.forwarder.take() {
             // Relaxed: a stop request; the join orders the rest.
             quit.store(true, Ordering::Relaxed);
@@ -1462,6 +1443,15 @@ impl ZenohLink {
 impl Drop for ZenohLink {
     fn drop(&mut self) {
         self.stop_threads();
+        // Zenoh's close waits up to 10 s for a QUIC session whose peer already left
+        // (the last host to end waits for nobody): it closes on a thread of its own,
+        // which the process's end cuts short.
+        let session = self.session.clone();
+        let _ = std::thread::Builder::new()
+            .name("ictus-close".into())
+            .spawn(move || {
+                let _ = session.close().wait();
+            });
     }
 }
 

@@ -62,7 +62,7 @@ fn run() -> Run {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
     make(&keys);
-    let at = format!("tls/127.0.0.1:{}", ictus_os::testing::free_port());
+    let at = format!("quic/127.0.0.1:{}", ictus_os::testing::free_port());
     let h1 = open_secure(
         &endpoints(&[&at], &[]),
         &Credentials::of_host(&keys, "h1").unwrap(),
@@ -118,7 +118,7 @@ fn a_reader_reads_and_cannot_write() {
 fn a_peer_without_a_certificate_of_the_runs_ca_never_connects() {
     let r = run();
     // No certificate at all, over TLS and over plain TCP to the same port.
-    let tcp = r.at.replacen("tls/", "tcp/", 1);
+    let tcp = r.at.replacen("quic/", "tcp/", 1);
     let bare = open(&endpoints(&[], &[&tcp])).unwrap();
     assert!(!arrives(&r.h1, &bare, "ictus/r/cell/A/h2"));
     assert!(!arrives(&bare, &r.h1, "ictus/r/cell/A/h1"));

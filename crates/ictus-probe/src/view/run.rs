@@ -198,6 +198,10 @@ pub struct CellMetrics {
     pub cells_sent: f64,
     /// Cells received.
     pub cells_received: f64,
+    /// Messages from other hosts refused (not theirs to send), all kinds; the kinds
+    /// are the run's `link-refused` warnings.
+    #[serde(default)]
+    pub refused: f64,
 }
 
 /// A forwarding host's cells.
@@ -332,6 +336,7 @@ mod tests {
                 clock: clock.clone(),
                 cells_sent: 10.0,
                 cells_received: 9.0,
+                refused: 2.0,
             },
         );
         round_trip(&cells, "cell-latency");
