@@ -12,7 +12,11 @@
 #
 #   sudo bench/stress-hosts.sh
 #
-# Environment: TICKS (default "16.67ms 13.33ms 12.35ms 11.11ms 8.33ms 6.67ms 1ms 250us",
+# Each tick runs twice, alternated: on the run's trusted links (Zenoh's QUIC: mutual
+# TLS 1.3 with keys from `ictus keys new`, and the access rules) and on plain TCP
+# (--insecure); the table's links column says which, for the cost of trust.
+#
+# Environment: LINKS (default "quic insecure"), TICKS (default "16.67ms 13.33ms 12.35ms 11.11ms 8.33ms 6.67ms 1ms 250us",
 # the seed's six and two of ours), SECONDS_PER (per run, default 120), TESTS (default
 # "1 2"), TEST2_TICKS and TEST2_SECONDS (test 2 unshaped; default TICKS, SECONDS_PER), RATES ("none" and/or a tc rate such as 10mbit,
 # seed 003's Ethernet; default "none 10mbit"), SHAPED_TICKS (ticks run on a shaped link,
@@ -78,8 +82,10 @@ EOF
 
 # One run of a test at a tick: nodes on hosts 2 and 3, the main coordinator on 1.
 one() {
-  local test=$1 tick=$2 secs=$3 rate=$4
-  local tag="t$test-$tick-$rate" sched="$OUT_DIR/stress$test.toml"
+  local test=$1 tick=$2 secs=$3 rate=$4 links=$5
+  local tag="t$test-$tick-$rate-$links" sched="$OUT_DIR/stress$test.toml"
+  local trust=(--keys "$OUT_DIR/keys")
+  [ "$links" = insecure ] && trust=(--insecure)
   schedule "$test" "$sched"
   # The bare reference at this tick: one UDP round trip of a cell's size per tick,
   # host 2 to host 3, for 10 s (200 to COUNT of them), both ends asleep in between.
@@ -96,7 +102,7 @@ one() {
   wait "$srv" 2>/dev/null || true
   local pids=()
   for h in 2 3; do
-    ns "$h" "$ictus" node "$sched" --host "h$h" --tick "$tick" --quiet --json \
+    ns "$h" "$ictus" node "$sched" --host "h$h" --tick "$tick" "${trust[@]}" --quiet --json \
       -o "$OUT_DIR/$tag-h$h.json" >"$OUT_DIR/$tag-h$h.log" 2>&1 &
     pids+=($!)
   done
@@ -105,7 +111,7 @@ one() {
   for h in 1 2 3; do
     ns "$h" cat /sys/class/net/eth0/statistics/tx_bytes >"$OUT_DIR/$tag-tx0-h$h"
   done
-  ns 1 "$ictus" run "$sched" --tick "$tick" --duration "${secs}s" --quiet --json \
+  ns 1 "$ictus" run "$sched" --tick "$tick" "${trust[@]}" --duration "${secs}s" --quiet --json \
     --ready-timeout 30s -o "$OUT_DIR/$tag-h1.json" >"$OUT_DIR/$tag-h1.log" 2>&1 || rc=$?
   for p in "${pids[@]}"; do
     # A node ends by itself once the main host has its outcome; one that does not
@@ -120,12 +126,12 @@ one() {
   for h in 1 2 3; do
     ns "$h" cat /sys/class/net/eth0/statistics/tx_bytes >"$OUT_DIR/$tag-tx1-h$h"
   done
-  python3 - "$OUT_DIR" "$tag" "$test" "$tick" "$rate" "$secs" "$rc" <<'EOF'
+  python3 - "$OUT_DIR" "$tag" "$test" "$tick" "$rate" "$secs" "$rc" "$links" <<'EOF'
 import json, sys, os
-out, tag, test, tick, rate, secs, rc = sys.argv[1:8]
+out, tag, test, tick, rate, secs, rc, links = sys.argv[1:9]
 path = f"{out}/{tag}-h1.json"
 if not os.path.exists(path):
-    print(f"| {test} | {rate} | {tick} | {secs} | run failed (exit {rc}, see {tag}-h1.log) | | | | | | | | |")
+    print(f"| {test} | {links} | {rate} | {tick} | {secs} | run failed (exit {rc}, see {tag}-h1.log) | | | | | | | | |")
     sys.exit(0)
 r = json.load(open(path))
 m = {(x["name"], x["labels"].get("host")): x for x in r["measurements"]}
@@ -135,7 +141,7 @@ overruns = sum(int(x["metrics"]["overruns"]) for x in subs)
 lost = sum(int(x["metrics"]["lost_frames"]) for x in subs)
 us = lambda x, k: "-" if not x or not x.get("latency") else f"{x['latency']['summary'][k] / 1000:.0f}"
 pct = lambda x, p: us(x, f"p{p}_ns")
-row = [test, rate, tick, secs, f"{int(stress['missed_frames'])} of {int(stress['run_frames'])}", f"{overruns}/{lost}"]
+row = [test, links, rate, tick, secs, f"{int(stress['missed_frames'])} of {int(stress['run_frames'])}", f"{overruns}/{lost}"]
 for h in ("h2", "h3"):
     t = m.get(("tick-arrival", h))
     row.append(f"{pct(t, 50)} / {us(t, 'max_ns')}")
@@ -189,13 +195,16 @@ EOF
     port=$((port + 1))
   done
   echo
-  echo "| test | rate | tick | s | missed frames | overruns/lost | tick late h2 p50/max us | tick late h3 p50/max us | cell latency h1 h2 h3 p50/max us | payload Mbit/s | wire Mbit/s | exit | UDP RTT/2 p50/max us | worst cell / UDP RTT/2 p50, max |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| test | links | rate | tick | s | missed frames | overruns/lost | tick late h2 p50/max us | tick late h3 p50/max us | cell latency h1 h2 h3 p50/max us | payload Mbit/s | wire Mbit/s | exit | UDP RTT/2 p50/max us | worst cell / UDP RTT/2 p50, max |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for test in $TESTS; do
     ticks=$shift_ticks s=$secs
     [ "$test" = 2 ] && [ "$rate" = none ] && { ticks=$TEST2_TICKS; s=$TEST2_SECONDS; }
     for tick in $ticks; do
-      one "$test" "$tick" "$s" "$rate"
+      # Alternated, at the same tick: the cost of authenticated, encrypted links.
+      for links in $LINKS; do
+        one "$test" "$tick" "$s" "$rate" "$links"
+      done
     done
   done
   exit 0
@@ -212,6 +221,7 @@ export SECONDS_PER=${SECONDS_PER:-120} TESTS=${TESTS:-"1 2"} RATES=${RATES:-"non
 export TEST2_TICKS=${TEST2_TICKS:-$TICKS} TEST2_SECONDS=${TEST2_SECONDS:-$SECONDS_PER}
 export SHAPED_TICKS=${SHAPED_TICKS:-"16.67ms 13.33ms 12.35ms 11.11ms 8.33ms 6.67ms"}
 export SHAPED_SECONDS=${SHAPED_SECONDS:-$SECONDS_PER} COUNT=${COUNT:-5000}
+export LINKS=${LINKS:-"quic insecure"}
 export OUT_DIR=${OUT_DIR:-$root/target/stress-hosts-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 export bin="$OUT_DIR/udp_pingpong"
@@ -220,12 +230,15 @@ cc -O2 -Wall -Wextra -o "$bin" "$here/c/udp_pingpong.c"
 # this runs).
 ictus_binary
 export ictus=$ICTUS
+# The run's keys (the same directory for every host: one machine here).
+"$ictus" keys new "$OUT_DIR/keys" --hosts h1,h2,h3 >/dev/null
 export -f ns schedule one
 export here root
 
 echo "Seed 003's stress test across three hosts (network namespaces of one machine):"
 echo "main coordinator on host 1; test 1: A, C on host 2, B on host 3; test 2: A, B on host 2,"
-echo "C on host 3. Cells of 4872 bytes; FIFO 80 on CPU 1 where allowed; Zenoh peers over TCP."
+echo "C on host 3. Cells of 4872 bytes; FIFO 80 on CPU 1 where allowed; Zenoh peers over QUIC"
+echo "with the run's keys (mutual TLS 1.3, access rules) and, alternated, over plain TCP (--insecure)."
 echo "kernel $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 for rate in $RATES; do
@@ -241,7 +254,7 @@ echo "tick late: arrival of the main host's tick after the frame's deadline on t
 echo "cell latency: a subsystem's publication on one host to its copy in another's table"
 echo "(one clock: namespaces of one machine); payload Mbit/s: sent by all hosts (ticks,"
 echo "cells, status) over the run, without framing; wire Mbit/s: the hosts' eth0 tx bytes"
-echo "(Zenoh, TCP, IP, Ethernet framing included) from before the start to after the"
+echo "(Zenoh, QUIC/UDP or TCP, IP, Ethernet framing included) from before the start to after the"
 echo "hand-over, over the run's duration. UDP RTT/2: half the bare UDP round trip of a"
 echo "cell-sized datagram (4900 bytes) from host 2 to host 3 at the same tick, just before"
 echo "the run (bench/c/udp_pingpong.c paced, both ends asleep between round trips); the"
