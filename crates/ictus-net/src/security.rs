@@ -22,10 +22,12 @@
 //! |---|---|---|---|
 //! | the main host | `tick`, its cells `cell/*/MAIN` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
 //! | node H | its cells `cell/*/H`, its status `status/H` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
-//! | reader R (CN `reader:R`) | nothing | nothing | `layout` |
+//! | reader R (CN `reader:R`) | nothing | nothing | `layout`, `claims/*` |
 //!
 //! (keys under `ictus/RUN/`; every host and reader may subscribe to the run's keys
-//! and watch who is alive, and each host holds its own liveliness token only.) A host
+//! and watch who is alive, and each host holds its own liveliness token only.) A
+//! reader asks for the layout to decode cells and for the claims to know which hosts
+//! write a cell, and so when it has heard all of it (docs/wire.md). A host
 //! name is a DNS label, so it is one key chunk, and `cell/C/H` can name only host H's
 //! publications of cell C. Which *elements* of a cell a host may write is finer than
 //! the rules can say: the receiving coordinator checks that ([`crate::link`]).
@@ -188,11 +190,13 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["egress"],
         vec![k("**")],
     ));
+    // What a cell holds (the layout) and who writes it (the claims): what a reader
+    // needs to read a cell whole.
     rules.push(rule(
-        "ask-layout".into(),
+        "ask-layout-claims".into(),
         &["query"],
         &["ingress"],
-        vec![k("layout")],
+        vec![k("layout"), k("claims/*")],
     ));
     let everyone: Vec<String> = (0..hosts.len())
         .map(|h| format!("host-{h}"))
@@ -200,7 +204,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         .collect();
     policies.push(json!({
         "id": "everyone",
-        "rules": ["listen", "send", "ask-layout"],
+        "rules": ["listen", "send", "ask-layout-claims"],
         "subjects": everyone,
     }));
     for (h, name) in hosts.iter().enumerate() {

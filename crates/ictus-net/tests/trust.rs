@@ -114,6 +114,64 @@ fn a_reader_reads_and_cannot_write() {
     assert!(!arrives(&r.h1, &reader, "ictus/r/tick"), "ticks");
 }
 
+/// Whether `asker` gets an answer to a query of `key` from `server`'s queryable
+/// `within` the time given.
+fn answered(server: &Session, asker: &Session, key: &str, within: Duration) -> bool {
+    let _queryable = server
+        .declare_queryable(key)
+        .callback(|query| {
+            let _ = query.reply(query.key_expr().clone(), vec![7u8]).wait();
+        })
+        .wait()
+        .unwrap();
+    // Asked again until the queryable is known on the asker's side (a query with
+    // nowhere to go ends at once).
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        let replies = asker
+            .get(key)
+            .timeout(Duration::from_millis(200))
+            .wait()
+            .unwrap();
+        if replies.recv().is_ok_and(|r| r.result().is_ok()) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_reader_asks_for_the_layout_and_the_claims_and_nothing_else() {
+    let r = run();
+    let reader = open_secure(
+        &endpoints(&[], &[&r.at]),
+        &Credentials::of_reader(&r.keys, "py").unwrap(),
+        None,
+    )
+    .unwrap();
+    // What it needs to read a cell whole: what the cell holds, and who writes it.
+    let long = Duration::from_secs(5);
+    assert!(answered(&r.h1, &reader, "ictus/r/layout", long), "layout");
+    assert!(
+        answered(&r.h1, &reader, "ictus/r/claims/h1", long),
+        "claims"
+    );
+    // Never the setup channel (the main host's clock, the start, the setup store) or
+    // a node's outcome.
+    for key in [
+        "ictus/r/setup/clock",
+        "ictus/r/setup/start",
+        "ictus/r/setup/kv/k",
+        "ictus/r/outcome/h2",
+    ] {
+        assert!(
+            !answered(&r.h1, &reader, key, Duration::from_secs(1)),
+            "{key}"
+        );
+    }
+}
+
 #[test]
 fn a_peer_without_a_certificate_of_the_runs_ca_never_connects() {
     let r = run();
