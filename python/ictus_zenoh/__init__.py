@@ -21,7 +21,7 @@ The decoders are pure Python and need nothing but the standard library::
 :func:`connect` and :class:`Run` need ``eclipse-zenoh==1.10.2`` (the Zenoh of the
 hosts)::
 
-    session = connect("tls/10.77.0.1:7447", "KEYS", "python")
+    session = connect("quic/10.77.0.1:7447", "KEYS", "python")
     run = Run(session, "stress")
     print(run.read("A")["int"])
     session.close()
@@ -275,7 +275,7 @@ def connect(
 ) -> Any:
     """Opens a Zenoh session to a run's host as reader ``reader``.
 
-    ``endpoint`` is a host's ``tls/ADDRESS:PORT`` from the schedule's host table (or
+    ``endpoint`` is a host's ``quic/ADDRESS:PORT`` from the schedule's host table (or
     a list of them: the first that answers is used; ``quic/ADDRESS:PORT`` for hosts
     that listen on QUIC, which takes the same TLS settings); ``keys`` the run's keys
     directory, of which only ``ca.pem`` and ``readers/READER.pem|.key`` are read.
@@ -289,7 +289,7 @@ def connect(
     endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
     for e in endpoints:
         if not e.startswith(("tls/", "quic/")):
-            raise ValueError(f"endpoint {e!r}: a run's hosts are reached on tls/ADDRESS:PORT")
+            raise ValueError(f"endpoint {e!r}: a run's hosts are reached on quic/ADDRESS:PORT")
     keys = Path(keys)
     ca = _file(keys / "ca.pem", "CA certificate", keys, reader)
     cert = _file(keys / "readers" / f"{reader}.pem", "reader certificate", keys, reader)

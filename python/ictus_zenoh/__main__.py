@@ -1,8 +1,8 @@
 """``python -m ictus_zenoh``: read a running ictus run from the command line.
 
-    python -m ictus_zenoh read --endpoint tls/10.77.0.1:7447 --keys KEYS \\
+    python -m ictus_zenoh read --endpoint quic/10.77.0.1:7447 --keys KEYS \\
         --reader python --run stress A B
-    python -m ictus_zenoh layout --endpoint tls/10.77.0.1:7447 --keys KEYS \\
+    python -m ictus_zenoh layout --endpoint quic/10.77.0.1:7447 --keys KEYS \\
         --reader python --run stress
 
 ``read`` prints one JSON object, cell name -> element name -> value; ``layout`` the
@@ -27,7 +27,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     read = commands.add_parser("read", help="read cells by name, as JSON")
     layout = commands.add_parser("layout", help="print the run's layout (JSON)")
     for p in (read, layout):
-        p.add_argument("--endpoint", required=True, help="a host's tls/ADDRESS:PORT")
+        p.add_argument("--endpoint", required=True, help="a host's quic/ADDRESS:PORT")
         p.add_argument("--keys", required=True, help="the run's keys directory")
         p.add_argument("--reader", required=True, help="the reader's name in KEYS/readers")
         p.add_argument("--run", required=True, help="the run's name (the schedule's name)")

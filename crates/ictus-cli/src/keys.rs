@@ -75,7 +75,8 @@ fn new(a: &NewArgs) -> Result<(), Failure> {
         );
     }
     println!(
-        "Copy to each host the CA's certificate and its own certificate and key, nothing more; \
+        "Copy to each host the CA's certificate, its own certificate and key, and the readers' \
+         certificates (readers/*.pem: a host lets in only the readers it has; never their keys); \
          keep {} off the hosts.",
         made.ca_key.display()
     );

@@ -134,8 +134,8 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     let keys = dir.path().join("keys");
     let keys = keys.to_str().unwrap();
     let (on_h1, on_h3) = (
-        format!("tls/{}", addresses[0]),
-        format!("tls/{}", addresses[2]),
+        format!("quic/{}", addresses[0]),
+        format!("quic/{}", addresses[2]),
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/read_the_ring.py");
     let reader = start_python(
