@@ -129,7 +129,11 @@ fn attack(
         for w in [5u64, 0, 0, 0, 1] {
             tick.extend_from_slice(&w.to_le_bytes());
         }
-        if session.put(format!("ictus/{run}/tick"), tick).wait().is_ok() {
+        if session
+            .put(format!("ictus/{run}/tick"), tick)
+            .wait()
+            .is_ok()
+        {
             forged_ticks += 1;
         }
         for _ in 0..8 {
