@@ -90,6 +90,8 @@ fn attack(
     let prefix = format!("ictus/{run}/");
     let _sub = session
         .declare_subscriber(format!("ictus/{run}/**"))
+        // What the run sends, not its own forgeries coming back.
+        .allowed_origin(zenoh::sample::Locality::Remote)
         .callback(move |s| {
             let rest = s.key_expr().as_str().strip_prefix(&prefix).unwrap_or("");
             let i = if rest == "tick" {
