@@ -5,62 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    ctl_status, exits, finish, ictus_in, kill, measurements, refused, scratch_run, shm_left,
-    socket, spawn, stress_examples, wait_for_socket, write_file,
+    addresses, ctl_status, exits, finish, ictus_in, kill, measurements, refused, scratch_run,
+    shm_left, socket, spawn, three_hosts, wait_for_socket, write_file,
 };
-use ictus_os::testing::free_port;
 use serde_json::Value;
 
-/// Seed 003's ring over three hosts: A and C on h2 (C in a process of its own),
-/// B on h3, the main coordinator on h1.
-fn three_hosts(dir: &Path, name: &str) -> PathBuf {
-    std::fs::copy(stress_examples().join("cells.toml"), dir.join("cells.toml")).unwrap();
-    let mut text = format!(
-        "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 3\ncells = \"cells.toml\"\n\
-         initial_state = \"run\"\n[stress]\ncounters = [\"A.int\", \"B.int\", \"C.int\"]\n"
-    );
-    // The run's keys beside it (`ictus keys new`), with a reader's.
-    let keys = dir.join("keys");
-    if !keys.exists() {
-        let out = ictus_in(dir)
-            .args(["keys", "new"])
-            .arg(&keys)
-            .args(["--hosts", "h1,h2,h3", "--readers", "python"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    text += "[security]\nkeys = \"keys\"\n";
-    for h in 1..=3 {
-        text += &format!(
-            "[[host]]\nname = \"h{h}\"\naddress = \"127.0.0.1:{}\"\n",
-            free_port()
-        );
-    }
-    for (n, start, from, to, host, own) in [
-        ("A", 0, "A", "B", "h2", false),
-        ("B", 1, "B", "C", "h3", false),
-        ("C", 2, "C", "A", "h2", true),
-    ] {
-        text += &format!(
-            "[[subsystem]]\nname = \"{n}\"\nhost = \"{host}\"\nstart = {start}\nperiod = 3\n\
-             builtin = \"increment\"\nconfig = {{ from = \"{from}\", to = \"{to}\" }}\n{}",
-            if own { "process = \"own\"\n" } else { "" }
-        );
-    }
-    write_file(dir, "hosts.toml", &text)
-}
-
-/// The three hosts of [`three_hosts`] running, under run name `cli-TAG-PID`.
+/// The three hosts of [`common::three_hosts`] running, under run name `cli-TAG-PID`.
 struct Hosts {
     /// Three hosts of a run (and an attacker) on two vCPUs: one ring at a time, or
     /// their load decides what the tests see.
@@ -389,16 +343,6 @@ enum Attacker {
     OtherCa,
     Reader,
     StolenHost,
-}
-
-/// The addresses of h1, h2 and h3 in the schedule at `path`.
-fn addresses(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.strip_prefix("address = \""))
-        .map(|a| a.trim_end_matches('"').to_string())
-        .collect()
 }
 
 /// The attacker's session, connected to every host of the run.

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{exits, finish, ictus_in, measurements, scratch_run, shm_left, spawn, write_file};
-use ictus_os::testing::free_port;
+use common::{finish, measurements, scratch_run, shm_left, spawn};
 use serde_json::Value;
 
 const TEST: &str = "a_python_reader_reads_the_ring_by_name_and_cannot_write";
@@ -51,47 +50,6 @@ fn start_python(python: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Seed 003's ring over three hosts as hosts.rs runs it (A and C on h2, C in a
-/// process of its own, B on h3, the main coordinator on h1), with the run's keys and
-/// a reader `python`. The schedule and the hosts' addresses.
-fn three_hosts(dir: &Path, name: &str) -> (PathBuf, Vec<String>) {
-    std::fs::copy(
-        common::stress_examples().join("cells.toml"),
-        dir.join("cells.toml"),
-    )
-    .unwrap();
-    let mut text = format!(
-        "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 3\ncells = \"cells.toml\"\n\
-         initial_state = \"run\"\n[stress]\ncounters = [\"A.int\", \"B.int\", \"C.int\"]\n\
-         [security]\nkeys = \"keys\"\n"
-    );
-    let out = ictus_in(dir)
-        .args(["keys", "new"])
-        .arg(dir.join("keys"))
-        .args(["--hosts", "h1,h2,h3", "--readers", "python"])
-        .output()
-        .unwrap();
-    exits(&out, 0);
-    let addresses: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    for (h, address) in addresses.iter().enumerate() {
-        text += &format!("[[host]]\nname = \"h{}\"\naddress = \"{address}\"\n", h + 1);
-    }
-    for (n, start, from, to, host, own) in [
-        ("A", 0, "A", "B", "h2", false),
-        ("B", 1, "B", "C", "h3", false),
-        ("C", 2, "C", "A", "h2", true),
-    ] {
-        text += &format!(
-            "[[subsystem]]\nname = \"{n}\"\nhost = \"{host}\"\nstart = {start}\nperiod = 3\n\
-             builtin = \"increment\"\nconfig = {{ from = \"{from}\", to = \"{to}\" }}\n{}",
-            if own { "process = \"own\"\n" } else { "" }
-        );
-    }
-    (write_file(dir, "hosts.toml", &text), addresses)
-}
-
 /// What Python printed: one JSON document, or a failure showing its stderr and
 /// `context`.
 fn json_of(what: &str, out: &std::process::Output, context: &str) -> Value {
@@ -115,7 +73,8 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
         return;
     };
     let (dir, name) = scratch_run("python");
-    let (schedule, addresses) = three_hosts(dir.path(), &name);
+    let schedule = common::three_hosts(dir.path(), &name);
+    let addresses = common::addresses(&schedule);
     let file = schedule.to_str().unwrap();
     let node = |host| {
         spawn(

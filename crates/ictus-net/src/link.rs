@@ -968,26 +968,27 @@ impl Intake {
 
     /// Checks and copies host `h`'s publication of `cell`, once its claims are known.
     fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos) {
-        {
-            let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(p) = Publication::decode(bytes) else {
-                guard.refuse(Some(h), Refusal::Undecodable(cell));
-                return;
-            };
-            if usize::from(p.host) != h {
-                guard.refuse(Some(h), Refusal::NotItsName(cell));
-                return;
-            }
-            let ranges: Vec<(usize, usize)> =
-                p.ranges.iter().map(|(at, d)| (*at, d.len())).collect();
-            if !guard.allowed(h, cell, &ranges) {
-                guard.refuse(Some(h), Refusal::NotItsElements(cell));
-                return;
-            }
-        }
-        let Some(p) = Publication::decode(bytes) else {
-            return;
+        let refused = |why| {
+            self.guard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refuse(Some(h), why);
         };
+        let Some(p) = Publication::decode(bytes) else {
+            return refused(Refusal::Undecodable(cell));
+        };
+        if usize::from(p.host) != h {
+            return refused(Refusal::NotItsName(cell));
+        }
+        let ranges: Vec<(usize, usize)> = p.ranges.iter().map(|(at, d)| (*at, d.len())).collect();
+        let allowed = self
+            .guard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .allowed(h, cell, &ranges);
+        if !allowed {
+            return refused(Refusal::NotItsElements(cell));
+        }
         if let Some(a) = self
             .arrivals
             .lock()
