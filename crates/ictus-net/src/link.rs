@@ -68,6 +68,8 @@ const COLLECTED: &[u8] = b"collected";
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// The longest a forwarder sleeps between scans (it is woken by every publication).
 const FORWARD_NAP: Duration = Duration::from_millis(20);
+/// How long a host that seems to have left is asked whether it is still there.
+const LIVENESS_CHECK: Duration = Duration::from_millis(200);
 /// Setup requests the main host answers at once; more are refused ("busy") and
 /// asked again by their node.
 const SETUP_IN_FLIGHT: usize = 64;
@@ -1418,11 +1420,30 @@ impl ZenohLink {
         }
     }
 
+    /// Whether host `name`'s token still answers a liveliness query: a token seen to
+    /// go is gone only then. Zenoh 1.10.2 in peer mode was seen to drop a live host's
+    /// token from this host's view when a third host died (the main host then gave
+    /// up collecting the live host's outcomes). Asked on the coordinator's thread, at
+    /// most 200 ms, only when a token goes.
+    fn still_alive(&self, name: &str) -> bool {
+        self.session
+            .liveliness()
+            .get(crate::health::key(&self.run, name))
+            .timeout(LIVENESS_CHECK)
+            .wait()
+            .ok()
+            .and_then(|replies| replies.recv().ok())
+            .is_some_and(|r| r.result().is_ok())
+    }
+
     fn drain_health(&mut self, events: &mut Vec<LinkEvent>) {
-        let Some((_, ring)) = self.watch.as_mut() else {
-            return;
-        };
-        while let Some(e) = ring.pop() {
+        let mut seen = Vec::new();
+        if let Some((_, ring)) = self.watch.as_mut() {
+            while let Some(e) = ring.pop() {
+                seen.push(e);
+            }
+        }
+        for e in seen {
             match e {
                 HealthEvent::Joined(name) => {
                     if let Some(h) = self.hosts.iter().position(|x| *x == name) {
@@ -1431,7 +1452,9 @@ impl ZenohLink {
                     }
                 }
                 HealthEvent::Left(name) => {
-                    if let Some(h) = self.hosts.iter().position(|x| *x == name) {
+                    if let Some(h) = self.hosts.iter().position(|x| *x == name)
+                        && !self.still_alive(&name)
+                    {
                         self.joined.remove(&h);
                         events.push(LinkEvent::Left(h));
                     }
