@@ -18,6 +18,7 @@ pub mod probe;
 pub mod progress;
 pub mod provenance;
 pub mod record;
+pub mod registry;
 pub mod rendezvous;
 pub mod session;
 pub mod setup;
