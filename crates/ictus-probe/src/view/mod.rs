@@ -14,7 +14,7 @@
 //! ```
 //! use ictus_probe::record::Measurement;
 //! use ictus_probe::view::Point;
-//! use ictus_probe::view::rendezvous::{Rendezvous, RendezvousLabels, RendezvousMetrics};
+//! use ictus_probe::rendezvous::view::{Rendezvous, RendezvousLabels, RendezvousMetrics};
 //!
 //! let point = Point::<Rendezvous>::new(
 //!     RendezvousLabels { threads: 2, spacing_bytes: 64, spacing: "adjacent".into(), payload_bytes: 0 },
@@ -31,15 +31,18 @@
 //! assert_eq!(m.read::<Rendezvous>(), Some(point));
 //! ```
 
-pub mod compute;
-pub mod irq;
-pub mod jitter;
-pub mod r#loop;
-pub mod memlat;
-pub mod pingpong;
-pub mod rendezvous;
 pub mod run;
-pub mod throughput;
+
+// Each probe's view lives in its folder (`crate::<probe>::view`); these names keep
+// `ictus_probe::view::<probe>` working for the readers of records.
+pub use crate::compute::view as compute;
+pub use crate::irq::view as irq;
+pub use crate::jitter::view as jitter;
+pub use crate::r#loop::view as r#loop;
+pub use crate::memlat::view as memlat;
+pub use crate::pingpong::view as pingpong;
+pub use crate::rendezvous::view as rendezvous;
+pub use crate::throughput::view as throughput;
 
 use std::fmt;
 

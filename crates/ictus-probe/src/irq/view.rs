@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{AllOr, Empty, Kind};
+use crate::view::{AllOr, Empty, Kind};
 
 /// The timerlat latency of one CPU, or all, in one context (`timerlat`): its latency
 /// is the distribution.

@@ -18,7 +18,10 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+pub mod view;
+
 use crate::record::WarningId;
+use crate::view::Point;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -31,12 +34,11 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{Runs, RunsLabels, RunsMetrics, SlowRun, SlowRunLabels, SlowRunMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, RunRecord, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
-use crate::view;
-use crate::view::jitter::{Runs, RunsLabels, RunsMetrics, SlowRun, SlowRunLabels, SlowRunMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "jitter";
@@ -240,7 +242,7 @@ pub fn run(
             if worst.is_none_or(|(p, _)| percent > p) {
                 worst = Some((percent, index));
             }
-            let runs = view::Point::<Runs>::new(
+            let runs = Point::<Runs>::new(
                 RunsLabels { thread: index, cpu },
                 RunsMetrics {
                     tmin_ns: tmin.as_u64() as f64,
@@ -252,7 +254,7 @@ pub fn run(
             measurements.push(runs.measurement().with_latency(latency.clone()));
         }
         for &(run, at, duration) in &o.outliers {
-            let slow = view::Point::<SlowRun>::new(
+            let slow = Point::<SlowRun>::new(
                 SlowRunLabels {
                     thread: index,
                     run,

@@ -13,6 +13,8 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+pub mod view;
+
 use crate::record::WarningId;
 use std::thread;
 
@@ -25,12 +27,12 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{MODEL_SIZE, SPLIT, Step, StepLabels, StepMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, RunRecord, SCHEMA_NAME, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::Point;
-use crate::view::compute::{MODEL_SIZE, SPLIT, Step, StepLabels, StepMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "compute";

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
-use crate::pingpong::{MEASUREMENT, Placement, Primitive};
+use super::{MEASUREMENT, Placement, Primitive};
+use crate::view::Kind;
 
 /// A hand-off point (`handoff`): its latency is the one-way hand-off time.
 pub enum Handoff {}

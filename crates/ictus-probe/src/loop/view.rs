@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
+use crate::view::Kind;
 
 /// A trial of the loop at one frequency (`trial`): its latency is the step
 /// completion (deadline to the end of the output phase).

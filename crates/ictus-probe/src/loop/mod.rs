@@ -21,6 +21,9 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+pub mod view;
+
+use crate::view::Point;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -35,13 +38,12 @@ use ictus_os::wait::{self, WaitMode};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{TrialLabels, TrialMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::rendezvous::Exchange;
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
-use crate::view;
-use crate::view::r#loop::{TrialLabels, TrialMetrics};
 
 /// The probe's name.
 pub const PROBE: &str = "loop";
@@ -399,7 +401,7 @@ fn trial_measurement(params: &LoopParams, t: &Trial) -> Measurement {
         release_p99_ns: ns(t.release.percentile(Percentile::P99)),
         release_max_ns: ns(t.release.max()),
     };
-    view::Point::<view::r#loop::Trial>::new(labels, metrics)
+    Point::<view::Trial>::new(labels, metrics)
         .measurement()
         .with_latency(completion_result(t))
 }
@@ -798,7 +800,7 @@ mod tests {
                 200,
                 "{k} threads: serviced + skipped = steps"
             );
-            let trial = reads_back::<view::r#loop::Trial>(m);
+            let trial = reads_back::<view::Trial>(m);
             assert_eq!(trial.labels.steps, 200);
             assert_eq!(trial.labels.threads, k);
             assert_eq!(trial.labels.period_ns, 1_000_000);

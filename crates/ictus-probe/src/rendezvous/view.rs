@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
+use crate::view::Kind;
 
 /// One point of the sweep (`rendezvous`).
 pub enum Rendezvous {}

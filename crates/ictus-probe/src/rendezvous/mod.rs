@@ -19,6 +19,8 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+pub mod view;
+
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::thread;
@@ -30,15 +32,15 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{
+    CachelineLabels, CachelineRoundTrip, CpuPair, Rendezvous, RendezvousLabels, RendezvousMetrics,
+    RoundTripMetrics,
+};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::Point;
-use crate::view::rendezvous::{
-    CachelineLabels, CachelineRoundTrip, CpuPair, Rendezvous, RendezvousLabels, RendezvousMetrics,
-    RoundTripMetrics,
-};
 
 /// The probe's name.
 pub const PROBE: &str = "rendezvous";

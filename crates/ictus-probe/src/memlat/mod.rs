@@ -45,7 +45,7 @@
 //! use ictus_core::Nanos;
 //! use ictus_probe::memlat::{self, MemlatParams, Mode};
 //! use ictus_probe::progress::Progress;
-//! use ictus_probe::view::memlat::Chase;
+//! use ictus_probe::memlat::view::Chase;
 //! let params = MemlatParams {
 //!     sizes: vec![4 << 10, 64 << 10, 1 << 20],
 //!     mode: Mode::Chase,
@@ -57,6 +57,8 @@
 //!     println!("{} {}", chase.labels.working_set_bytes, chase.metrics.ns_per_load);
 //! }
 //! ```
+
+pub mod view;
 
 use crate::record::WarningId;
 use std::hint::black_box;
@@ -72,15 +74,15 @@ use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{
+    AccessLabels, CHASE, Cache, CacheLabels, Chase, ChaseMetrics, Knee as KneePoint, KneeLabels,
+    KneeMetrics, STRIDED_READ, STRIDED_WRITE, Strided, StridedMetrics,
+};
 use crate::progress::Progress;
 use crate::record::{Measurement, RunRecord, ThreadConfig, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
-use crate::view::memlat::{
-    AccessLabels, CHASE, Cache, CacheLabels, Chase, ChaseMetrics, Knee as KneePoint, KneeLabels,
-    KneeMetrics, STRIDED_READ, STRIDED_WRITE, Strided, StridedMetrics,
-};
-use crate::view::{self, AllOr, Empty};
+use crate::view::{AllOr, Empty};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "memlat";
@@ -1010,7 +1012,7 @@ fn figures(
 ) -> Measurement {
     let (lo, hi) = min_max(ns);
     match point.kind {
-        Kind::Chase => view::Point::<Chase>::new(
+        Kind::Chase => crate::view::Point::<Chase>::new(
             labels,
             ChaseMetrics {
                 ns_per_load: median(ns),
@@ -1021,7 +1023,7 @@ fn figures(
             },
         )
         .measurement(),
-        Kind::Read | Kind::Write => view::Point::<Strided>::new(
+        Kind::Read | Kind::Write => crate::view::Point::<Strided>::new(
             labels,
             StridedMetrics {
                 ns_per_access: median(ns),
@@ -1234,7 +1236,7 @@ fn stage_measurements(
             cache_bytes: c.size_bytes,
             shared_cpus: c.shared_cpus.to_string(),
         };
-        out.push(view::Point::<Cache>::new(labels, Empty {}).measurement());
+        out.push(crate::view::Point::<Cache>::new(labels, Empty {}).measurement());
     }
     for (i, k) in knees.iter().enumerate() {
         let cache = pairs.iter().position(|&p| p == Some(i)).map(|c| &caches[c]);
@@ -1250,7 +1252,7 @@ fn stage_measurements(
             ns_above: k.ns_above,
             ratio: Some(k.ns_above / k.ns_below),
         };
-        out.push(view::Point::<KneePoint>::new(labels, metrics).measurement());
+        out.push(crate::view::Point::<KneePoint>::new(labels, metrics).measurement());
     }
     out
 }

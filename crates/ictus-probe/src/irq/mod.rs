@@ -15,6 +15,8 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+pub mod view;
+
 use crate::record::WarningId;
 use std::collections::BTreeMap;
 
@@ -23,11 +25,11 @@ use ictus_os::{facts, tracefs};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{Context, Timerlat, TimerlatLabels};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, Warning};
 use crate::session::Session;
-use crate::view::irq::{Context, Timerlat, TimerlatLabels};
-use crate::view::{self, AllOr, Empty};
+use crate::view::{AllOr, Empty, Point};
 
 /// The probe's name.
 pub const PROBE: &str = "irq";
@@ -198,7 +200,7 @@ pub fn run(
 
 /// The `timerlat` measurement of `cpu` in `context`, without its latency.
 fn timerlat(cpu: AllOr<usize>, context: Context) -> Measurement {
-    view::Point::<Timerlat>::new(TimerlatLabels { cpu, context }, Empty {}).measurement()
+    Point::<Timerlat>::new(TimerlatLabels { cpu, context }, Empty {}).measurement()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
+use crate::view::Kind;
 
 /// The name of a point of the one-thread sweep over model sizes.
 pub const MODEL_SIZE: &str = "model-size";

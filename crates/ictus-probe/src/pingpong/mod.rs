@@ -33,7 +33,7 @@
 //! ```no_run
 //! use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
 //! use ictus_probe::progress::Progress;
-//! use ictus_probe::view::pingpong::Handoff;
+//! use ictus_probe::pingpong::view::Handoff;
 //! let params = PingpongParams {
 //!     primitives: vec![Primitive::Futex, Primitive::Pipe],
 //!     placements: vec![Placement::SameCpu],
@@ -45,6 +45,8 @@
 //!     println!("{} {}", point.labels.primitive, point.metrics.round_trips_per_s);
 //! }
 //! ```
+
+pub mod view;
 
 use crate::record::WarningId;
 use std::fmt;
@@ -61,12 +63,11 @@ use ictus_os::{facts, memory};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::view::{Handoff, HandoffLabels, HandoffMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup;
-use crate::view;
-use crate::view::pingpong::{Handoff, HandoffLabels, HandoffMetrics};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "pingpong";
@@ -455,7 +456,7 @@ fn measurement(
         round_trip_p99_ns: ns(rt.percentile(Percentile::P99)),
         round_trip_max_ns: ns(rt.max_ns),
     };
-    view::Point::<Handoff>::new(labels, metrics)
+    crate::view::Point::<Handoff>::new(labels, metrics)
         .measurement()
         .with_latency(handoff)
 }

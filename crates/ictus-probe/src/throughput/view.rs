@@ -1,12 +1,12 @@
 //! The `throughput` probe's measurements: one transfer point per transport, placement
 //! and payload, memcpy on one CPU as the bound, and the targets judged on them. The
 //! other reference, the bare cache-line round trip, is
-//! [`CachelineRoundTrip`](super::rendezvous::CachelineRoundTrip).
+//! [`CachelineRoundTrip`](crate::rendezvous::view::CachelineRoundTrip).
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
-use crate::throughput::{MEASUREMENT, Mode, Placement, Transport};
+use super::{MEASUREMENT, Mode, Placement, Transport};
+use crate::view::Kind;
 
 /// A transfer point (`transfer`): its latency is the one-way time.
 pub enum Transfer {}

@@ -74,7 +74,7 @@
 //! ```no_run
 //! use ictus_probe::progress::Progress;
 //! use ictus_probe::throughput::{self, Transport, ThroughputParams};
-//! use ictus_probe::view::throughput::Transfer;
+//! use ictus_probe::throughput::view::Transfer;
 //! let params = ThroughputParams {
 //!     transports: vec![Transport::Spsc, Transport::Pipe],
 //!     sizes: vec![0, 64, 4096],
@@ -86,7 +86,10 @@
 //! }
 //! ```
 
+pub mod view;
+
 use crate::record::WarningId;
+use crate::view::Point;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -101,18 +104,17 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use crate::pingpong::Placement;
-use crate::progress::Progress;
-use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, Warning};
-use crate::rendezvous::{self, RendezvousParams};
-use crate::session::Session;
-use crate::setup::{self, SchedSpec};
-use crate::view;
-use crate::view::rendezvous::{CachelineLabels, CachelineRoundTrip, CpuPair, RoundTripMetrics};
-use crate::view::throughput::{
+use self::view::{
     Memcpy, MemcpyLabels, MemcpyMetrics, Targets, TargetsLabels, TargetsMetrics, Transfer,
     TransferLabels, TransferMetrics,
 };
+pub use crate::pingpong::Placement;
+use crate::progress::Progress;
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, Warning};
+use crate::rendezvous::view::{CachelineLabels, CachelineRoundTrip, CpuPair, RoundTripMetrics};
+use crate::rendezvous::{self, RendezvousParams};
+use crate::session::Session;
+use crate::setup::{self, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "throughput";
@@ -463,7 +465,7 @@ pub fn run(
         let labels = CachelineLabels {
             cpus: CpuPair::Pair([cpus[0], cpus[1]]),
         };
-        measurements.push(view::Point::<CachelineRoundTrip>::new(labels, metrics).measurement());
+        measurements.push(Point::<CachelineRoundTrip>::new(labels, metrics).measurement());
         progress.advance(1);
     }
     // Reference (b): one thread's memcpy at every size.
@@ -492,7 +494,7 @@ pub fn run(
             copies_per_s: copies as f64 / secs,
             ns_per_copy: elapsed.as_u64() as f64 / copies.max(1) as f64,
         };
-        measurements.push(view::Point::<Memcpy>::new(labels, metrics).measurement());
+        measurements.push(Point::<Memcpy>::new(labels, metrics).measurement());
         progress.advance(1);
     }
     // The transfers.
@@ -609,7 +611,7 @@ fn targets(
     clock_read_ns: Option<f64>,
     memcpy_rates: &[(usize, f64)],
 ) -> Option<(Measurement, String)> {
-    let spsc_cross: Vec<view::Point<Transfer>> = measurements
+    let spsc_cross: Vec<Point<Transfer>> = measurements
         .iter()
         .filter_map(|m| m.read::<Transfer>())
         .filter(|p| {
@@ -697,10 +699,7 @@ fn targets(
         params.mode.name(),
         parts.join("; ")
     );
-    Some((
-        view::Point::<Targets>::new(labels, t).measurement(),
-        headline,
-    ))
+    Some((Point::<Targets>::new(labels, t).measurement(), headline))
 }
 
 /// `32 KiB`, `4 KiB`, or `100 B`.
@@ -779,7 +778,7 @@ impl TransferPoint {
                 metrics.one_way_half_round_trip_ns = Some(mean / 2.0);
             }
         }
-        let m = view::Point::<Transfer>::new(labels, metrics).measurement();
+        let m = Point::<Transfer>::new(labels, metrics).measurement();
         Some(m.with_latency(LatencyResult::from_histogram(
             &self.one_way,
             MissCounter::default(),

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
+use crate::view::Kind;
 
 /// One thread's runs (`runs`): its latency is the run duration.
 pub enum Runs {}

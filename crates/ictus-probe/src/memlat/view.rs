@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{AllOr, Empty, Kind};
 use crate::record::Measurement;
+use crate::view::{AllOr, Empty, Kind};
 
 /// The name of a chase point.
 pub const CHASE: &str = "chase";
