@@ -21,6 +21,7 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 
 use crate::provenance::Provenance;
+use crate::registry::{ProbeId, RUN_RECORD};
 
 /// The value of the `schema` field.
 pub const SCHEMA_NAME: &str = "ictus.run-record";
@@ -28,19 +29,15 @@ pub const SCHEMA_NAME: &str = "ictus.run-record";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The largest record file read: 64 MiB.
 pub const MAX_RECORD_BYTES: u64 = 64 << 20;
-/// Every `probe` a record may name: the probes, and `run` (a cyclic executive's).
-pub const KNOWN_PROBES: [&str; 10] = [
-    "timer",
-    "pingpong",
-    "jitter",
-    "loop",
-    "memlat",
-    "irq",
-    "compute",
-    "rendezvous",
-    "throughput",
-    "run",
-];
+// From the registry, so a new probe is known to the records with no line here.
+macro_rules! known_probes {
+    ($(($variant:ident, $module:ident, $name:literal)),* $(,)?) => {
+        /// Every `probe` a record may name: the probes (the registry's order), and
+        /// `run` (a cyclic executive's).
+        pub const KNOWN_PROBES: [&str; ProbeId::ALL.len() + 1] = [$($name,)* RUN_RECORD];
+    };
+}
+crate::for_each_probe!(known_probes);
 /// The largest figure a record may hold: every count, time, rate and size ictus
 /// measures fits in 64 bits.
 pub const MAX_FIGURE: f64 = u64::MAX as f64;

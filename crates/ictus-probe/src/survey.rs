@@ -16,12 +16,13 @@ use ictus_os::sched::Policy;
 use thiserror::Error;
 
 use crate::load::{LoadKind, LoadSpec};
+use crate::r#loop::view::Trial;
 use crate::probe::Probe;
 use crate::progress::Progress;
 use crate::record::RunRecord;
+use crate::registry::ProbeId;
 use crate::setup::SchedSpec;
 use crate::view::Point;
-use crate::view::r#loop::Trial;
 use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
 use serde::{Deserialize, Serialize};
 
@@ -425,16 +426,17 @@ impl Planner<'_> {
         }
     }
 
-    /// Adds a step; `skip` (or the class's own refusal) plans it as skipped.
+    /// Adds a step of the probe `action` runs; `skip` (or the class's own refusal)
+    /// plans it as skipped.
     fn push(
         &mut self,
-        probe: &str,
         class: Class,
         load: LoadCase,
         action: Action,
         estimate: Duration,
         skip: Option<String>,
     ) {
+        let probe = action.name();
         let id = format!("{probe}-{}-{}", class.name(), load.name());
         let refusal = skip.or_else(|| match class {
             Class::Shielded => self
@@ -454,7 +456,7 @@ impl Planner<'_> {
         self.steps.push(PlannedStep {
             step: Step {
                 id,
-                probe: probe.to_string(),
+                probe: probe.name().to_string(),
                 class,
                 load,
                 status,
@@ -475,17 +477,16 @@ impl Planner<'_> {
         });
     }
 
-    /// Adds the idle step of `probe` in `class` with the CPU latency QoS off (its id
-    /// ends in `-qos-off`), beside the default one that holds it.
+    /// Adds the idle step of `action`'s probe in `class` with the CPU latency QoS off
+    /// (its id ends in `-qos-off`), beside the default one that holds it.
     fn push_qos_off(
         &mut self,
-        probe: &str,
         class: Class,
         action: Action,
         estimate: Duration,
         skip: Option<String>,
     ) {
-        self.push(probe, class, LoadCase::Idle, action, estimate, skip);
+        self.push(class, LoadCase::Idle, action, estimate, skip);
         if let Some(last) = self.steps.last_mut() {
             last.step.id.push_str("-qos-off");
             last.step.pm_qos = Some(PmQos::Off);
@@ -527,10 +528,10 @@ impl Planner<'_> {
                         pm_qos: PmQos::Off,
                         ..t.clone()
                     };
-                    self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
-                    self.push_qos_off("timer", class, Arc::new(off), estimate, None);
+                    self.push(class, load.clone(), Arc::new(t), estimate, None);
+                    self.push_qos_off(class, Arc::new(off), estimate, None);
                 } else {
-                    self.push("timer", class, load.clone(), Arc::new(t), estimate, None);
+                    self.push(class, load.clone(), Arc::new(t), estimate, None);
                 }
                 let mut placements = vec![pingpong::Placement::SameCpu];
                 if cpus.len() >= 2 {
@@ -550,7 +551,7 @@ impl Planner<'_> {
                 };
                 let estimate =
                     Duration::from(point) * placements.len() as u32 + Duration::from_millis(400);
-                self.push("pingpong", class, load.clone(), Arc::new(p), estimate, None);
+                self.push(class, load.clone(), Arc::new(p), estimate, None);
                 let j = jitter::JitterParams {
                     sched: SchedSpec {
                         cpus: last.clone(),
@@ -564,7 +565,7 @@ impl Planner<'_> {
                     warmup_runs: 5,
                 };
                 let estimate = Duration::from_millis(3 * 300 * k / 10) + Duration::from_millis(400);
-                self.push("jitter", class, load, Arc::new(j), estimate, None);
+                self.push(class, load, Arc::new(j), estimate, None);
             }
         }
     }
@@ -605,7 +606,7 @@ impl Planner<'_> {
             },
         };
         let estimate = Duration::from_secs(if quick { 8 } else { 25 });
-        self.push("memlat", class, LoadCase::Idle, Arc::new(m), estimate, None);
+        self.push(class, LoadCase::Idle, Arc::new(m), estimate, None);
         let c = compute::ComputeParams {
             sched: sched(class, &cpus, true),
             sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
@@ -615,14 +616,7 @@ impl Planner<'_> {
         };
         let points = (c.sizes.len() + c.threads.len()) as u32;
         let estimate = Duration::from_millis(100 * k / 10) * points + Duration::from_secs(1);
-        self.push(
-            "compute",
-            class,
-            LoadCase::Idle,
-            Arc::new(c),
-            estimate,
-            None,
-        );
+        self.push(class, LoadCase::Idle, Arc::new(c), estimate, None);
         let two_cpus = (cpus.len() < 2).then(|| "needs two CPUs".to_string());
         let t = throughput::ThroughputParams {
             sched: sched(Class::NormalUnpinned, &cpus, true),
@@ -637,7 +631,6 @@ impl Planner<'_> {
         let estimate = Duration::from_millis(20 * k / 10 * 4 * 2 * 5) + Duration::from_secs(2);
         let normal = Class::NormalUnpinned;
         self.push(
-            "throughput",
             normal,
             LoadCase::Idle,
             Arc::new(t),
@@ -658,14 +651,7 @@ impl Planner<'_> {
             round_trips: 500_000,
         };
         let estimate = Duration::from_millis(300 * k);
-        self.push(
-            "rendezvous",
-            normal,
-            LoadCase::Idle,
-            Arc::new(r),
-            estimate,
-            two_cpus,
-        );
+        self.push(normal, LoadCase::Idle, Arc::new(r), estimate, two_cpus);
     }
 
     /// The target loop: real-time, normal and shielded, idle and under every load;
@@ -704,9 +690,9 @@ impl Planner<'_> {
                     off.sched.pm_qos = PmQos::Off;
                     off
                 });
-                self.push("loop", class, load, Arc::new(l), estimate, short.clone());
+                self.push(class, load, Arc::new(l), estimate, short.clone());
                 if let Some(off) = off {
-                    self.push_qos_off("loop", class, Arc::new(off), estimate, short.clone());
+                    self.push_qos_off(class, Arc::new(off), estimate, short.clone());
                 }
             }
         }
@@ -730,7 +716,6 @@ impl Planner<'_> {
             }),
         };
         self.push(
-            "loop",
             class,
             LoadCase::Idle,
             Arc::new(find),
@@ -1000,7 +985,7 @@ fn loop_records<'a>(manifest: &'a Manifest, dir: &Path) -> Vec<(&'a Step, RunRec
     manifest
         .steps
         .iter()
-        .filter(|s| s.probe == "loop" && s.status == StepStatus::Done)
+        .filter(|s| s.probe == ProbeId::Loop && s.status == StepStatus::Done)
         .filter_map(|s| {
             let file = s.file.as_ref()?;
             RunRecord::load(&dir.join(file)).ok().map(|r| (s, r))
@@ -1113,7 +1098,7 @@ impl<'a> LoopRun<'a> {
             ));
         }
         let timer = manifest.steps.iter().find(|s| {
-            s.probe == "timer"
+            s.probe == ProbeId::Timer
                 && s.class == self.step.class
                 && s.load == self.step.load
                 && s.status == StepStatus::Done
@@ -1143,7 +1128,7 @@ impl<'a> LoopRun<'a> {
 fn pm_qos_gain(manifest: &Manifest, dir: &Path, loops: &[LoopRun<'_>]) -> Option<String> {
     let timer_of = |off: bool| {
         manifest.steps.iter().find_map(|s| {
-            let wanted = s.probe == "timer"
+            let wanted = s.probe == ProbeId::Timer
                 && s.class == Class::RtPinned
                 && s.load == LoadCase::Idle
                 && s.status == StepStatus::Done

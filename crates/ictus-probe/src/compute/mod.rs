@@ -403,6 +403,19 @@ fn time_split(
     })
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = ComputeParams;
+pub(crate) type ProbeFailure = ComputeError;
+/// The registry's run of this probe ([`crate::probe::Probe`]): with no reference
+/// record.
+pub(crate) fn run_probe(
+    params: &ComputeParams,
+    argv: Vec<String>,
+    progress: &Progress,
+) -> Result<RunRecord, ComputeError> {
+    run(params, argv, None, progress)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

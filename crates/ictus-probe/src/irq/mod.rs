@@ -203,6 +203,12 @@ fn timerlat(cpu: AllOr<usize>, context: Context) -> Measurement {
     Point::<Timerlat>::new(TimerlatLabels { cpu, context }, Empty {}).measurement()
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = IrqParams;
+pub(crate) type ProbeFailure = IrqError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -392,6 +392,12 @@ fn axpy(y: &mut [f64], x: &[f64], a: f64) {
     }
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = JitterParams;
+pub(crate) type ProbeFailure = JitterError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

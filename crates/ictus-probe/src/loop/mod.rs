@@ -763,6 +763,12 @@ fn follow(
     black_box(sink);
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = LoopParams;
+pub(crate) type ProbeFailure = LoopError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1293,6 +1293,12 @@ fn headline(
     Some(text)
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = MemlatParams;
+pub(crate) type ProbeFailure = MemlatError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -954,6 +954,12 @@ fn responder_loop(link: &Link, handoff: &mut LatencyHistogram) -> Result<(), Han
     }
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = PingpongParams;
+pub(crate) type ProbeFailure = PingpongError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

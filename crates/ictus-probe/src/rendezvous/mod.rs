@@ -545,6 +545,12 @@ pub(crate) fn cacheline_round_trip(
     (elapsed, configs)
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = RendezvousParams;
+pub(crate) type ProbeFailure = RendezvousError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1625,6 +1625,12 @@ fn split(msg: &[u8]) -> (u64, u64) {
     (u64::from_le_bytes(*word), checksum(payload))
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = ThroughputParams;
+pub(crate) type ProbeFailure = ThroughputError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -557,6 +557,12 @@ fn measure(
     }
 }
 
+// The names the registry's generated code ([`crate::probe`]) knows this probe by.
+pub(crate) type ProbeParams = TimerParams;
+pub(crate) type ProbeFailure = TimerError;
+/// The registry's run of this probe ([`crate::probe::Probe`]).
+pub(crate) use self::run as run_probe;
+
 #[cfg(test)]
 mod tests {
     use super::*;
