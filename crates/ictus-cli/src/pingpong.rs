@@ -8,9 +8,10 @@ use std::time::Duration;
 use clap::ValueEnum;
 use comfy_table::Cell;
 use ictus_core::Nanos;
-use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
+use ictus_probe::pingpong::{self, PingpongParams, Placement, Primitive};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::setup::Length;
 use ictus_probe::view::pingpong::Handoff;
 
 use crate::Failure;
@@ -100,7 +101,7 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
         primitives,
         placements,
         length: match args.loops {
-            Some(n) => Length::Loops(n),
+            Some(n) => Length::Count(n),
             None => Length::Duration(Nanos::from(args.duration)),
         },
         warmup: Nanos::from(args.warmup),
@@ -121,7 +122,7 @@ pub(crate) fn run(args: &PingpongArgs, progress: &Arc<Progress>) -> Result<(), F
     let points = params.points().len() as u32;
     let (expected, unit) = match params.length {
         // Same-CPU round trips take a few microseconds: assume 5 us for the estimate.
-        Length::Loops(n) => (
+        Length::Count(n) => (
             common::times(
                 Duration::from_micros(5),
                 n.saturating_mul(u64::from(points)),

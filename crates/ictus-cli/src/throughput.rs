@@ -10,8 +10,9 @@ use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
+use ictus_probe::setup::Length;
 use ictus_probe::throughput::{
-    self, Length, MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputParams, Transport,
+    self, MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputParams, Transport,
 };
 use ictus_probe::view::Point;
 use ictus_probe::view::rendezvous::CachelineRoundTrip;
@@ -141,8 +142,8 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
         },
         sizes,
         length: match args.messages {
-            Some(n) => Length::Messages(n),
-            None => Length::Time(Nanos::from(args.point_time)),
+            Some(n) => Length::Count(n),
+            None => Length::Duration(Nanos::from(args.point_time)),
         },
         warmup: Nanos::from(args.warmup),
         round_trips: args.round_trips,
@@ -157,13 +158,13 @@ pub(crate) fn run(args: &ThroughputArgs, progress: &Arc<Progress>) -> Result<(),
     let params = params(args)?;
     let points = params.points().len() as u32;
     let per_point = match params.length {
-        Length::Time(d) => Duration::from(d),
+        Length::Duration(d) => Duration::from(d),
         // Assume a few microseconds per message for the estimate.
-        Length::Messages(n) => common::times(Duration::from_micros(5), n),
+        Length::Count(n) => common::times(Duration::from_micros(5), n),
     };
     let memcpy = match params.length {
-        Length::Time(d) => Duration::from(d),
-        Length::Messages(_) => Duration::from_millis(10),
+        Length::Duration(d) => Duration::from(d),
+        Length::Count(_) => Duration::from_millis(10),
     };
     // About 200 ns per cache-line round trip.
     let expected = common::times(

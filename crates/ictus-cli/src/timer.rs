@@ -9,7 +9,8 @@ use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
-use ictus_probe::timer::{self, Length, ModeRequest, TimerParams};
+use ictus_probe::setup::Length;
+use ictus_probe::timer::{self, ModeRequest, TimerParams};
 
 use crate::Failure;
 use crate::args::{ModeArg, TimerArgs};
@@ -27,7 +28,7 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
     let params = TimerParams {
         interval,
         length: match args.loops {
-            Some(n) => Length::Loops(n),
+            Some(n) => Length::Count(n),
             None => Length::Duration(Nanos::from(args.duration)),
         },
         cpus: sched.cpus,

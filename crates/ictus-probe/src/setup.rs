@@ -19,6 +19,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{ThreadConfig, Warning};
 
+/// How long a probe measures (a run, or each of its points, after the warm-up): for
+/// a wall-clock time, or a number of its rounds (the timer's periods, pingpong's
+/// round trips, throughput's messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Length {
+    /// For this long (wall clock).
+    Duration(ictus_core::Nanos),
+    /// This many rounds.
+    Count(u64),
+}
+
 /// How a probe's threads are scheduled (the options every probe shares).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SchedSpec {

@@ -21,7 +21,7 @@ use crate::probe::Probe;
 use crate::progress::Progress;
 use crate::record::RunRecord;
 use crate::registry::ProbeId;
-use crate::setup::SchedSpec;
+use crate::setup::{Length, SchedSpec};
 use crate::view::Point;
 use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
 use serde::{Deserialize, Serialize};
@@ -506,7 +506,7 @@ impl Planner<'_> {
                 let s = sched(class, &cpus, false);
                 let t = timer::TimerParams {
                     interval: timer_len.0,
-                    length: timer::Length::Duration(timer_len.1),
+                    length: Length::Duration(timer_len.1),
                     cpus: if class == Class::NormalUnpinned {
                         last.clone()
                     } else {
@@ -541,7 +541,7 @@ impl Planner<'_> {
                 let p = pingpong::PingpongParams {
                     primitives: vec![pingpong::Primitive::Futex],
                     placements: placements.clone(),
-                    length: pingpong::Length::Duration(point),
+                    length: Length::Duration(point),
                     warmup: Nanos::from_millis(50),
                     cpus: cpus.clone(),
                     policy: s.policy,
@@ -624,7 +624,7 @@ impl Planner<'_> {
             placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
             mode: throughput::Mode::Sync,
             sizes: vec![0, 64, 1024, 4096, 32768],
-            length: throughput::Length::Time(Nanos::from_millis((20 * k / 10).max(1))),
+            length: Length::Duration(Nanos::from_millis((20 * k / 10).max(1))),
             warmup: Nanos::from_millis(5),
             round_trips: 200_000,
         };

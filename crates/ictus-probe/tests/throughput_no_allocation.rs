@@ -8,7 +8,8 @@ use std::thread;
 
 use ictus_core::{LatencyHistogram, Nanos};
 use ictus_probe::progress::Progress;
-use ictus_probe::throughput::{self, Length, Mode, Placement, Plan, Transport};
+use ictus_probe::setup::Length;
+use ictus_probe::throughput::{self, Mode, Placement, Plan, Transport};
 
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
@@ -30,7 +31,7 @@ fn throughput_loops_allocate_nothing_on_any_transport_in_either_mode() {
                 let progress = Progress::new();
                 let plan = Plan {
                     warmup: Nanos::ZERO,
-                    length: Length::Messages(MESSAGES),
+                    length: Length::Count(MESSAGES),
                 };
                 alloc_count::reset();
                 let (sent, got) = thread::scope(|scope| {

@@ -31,13 +31,14 @@
 //! clock, signals, waits and records; it never allocates.
 //!
 //! ```no_run
-//! use ictus_probe::pingpong::{self, Length, PingpongParams, Placement, Primitive};
+//! use ictus_probe::pingpong::{self, PingpongParams, Placement, Primitive};
+//! use ictus_probe::setup::Length;
 //! use ictus_probe::progress::Progress;
 //! use ictus_probe::pingpong::view::Handoff;
 //! let params = PingpongParams {
 //!     primitives: vec![Primitive::Futex, Primitive::Pipe],
 //!     placements: vec![Placement::SameCpu],
-//!     length: Length::Loops(10_000),
+//!     length: Length::Count(10_000),
 //!     ..PingpongParams::default()
 //! };
 //! let record = pingpong::run(&params, vec!["example".into()], &Progress::new()).unwrap();
@@ -67,7 +68,7 @@ use self::view::{Handoff, HandoffLabels, HandoffMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
-use crate::setup;
+use crate::setup::{self, Length};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "pingpong";
@@ -168,16 +169,6 @@ impl fmt::Display for Placement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// How long each point lasts, after its warm-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Length {
-    /// Round trips for this long (wall clock).
-    Duration(Nanos),
-    /// This many round trips.
-    Loops(u64),
 }
 
 /// The pingpong probe's parameters.
@@ -319,7 +310,7 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
         });
     }
     match params.length {
-        Length::Loops(0) => return Err(PingpongError::ZeroLoops),
+        Length::Count(0) => return Err(PingpongError::ZeroLoops),
         Length::Duration(d) if d == Nanos::ZERO => return Err(PingpongError::ZeroDuration),
         _ => {}
     }
@@ -330,7 +321,7 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
 /// Runs the probe: every point in turn. Blocks until done or until `progress` asks
 /// to stop (the points not started are left out, and the record is incomplete).
 ///
-/// Progress counts round trips with [`Length::Loops`], milliseconds of measurement
+/// Progress counts round trips with [`Length::Count`], milliseconds of measurement
 /// with [`Length::Duration`].
 pub fn run(
     params: &PingpongParams,
@@ -342,7 +333,7 @@ pub fn run(
     session.hold_pm_qos(params.pm_qos);
     let points = params.points();
     let per_point = match params.length {
-        Length::Loops(n) => n,
+        Length::Count(n) => n,
         Length::Duration(d) => d.as_u64() / 1_000_000,
     };
     progress.set_total(per_point.saturating_mul(points.len() as u64));
@@ -494,10 +485,10 @@ impl From<&PingpongParams> for ParamsRecord {
             placements: p.placements.clone(),
             duration_ns: match p.length {
                 Length::Duration(d) => Some(d.as_u64()),
-                Length::Loops(_) => None,
+                Length::Count(_) => None,
             },
             loops: match p.length {
-                Length::Loops(n) => Some(n),
+                Length::Count(n) => Some(n),
                 Length::Duration(_) => None,
             },
             warmup_ns: p.warmup.as_u64(),
@@ -879,11 +870,11 @@ fn initiator_loop(
         }
     }
     let (limit, end) = match params.length {
-        Length::Loops(n) => (n, Nanos::MAX),
+        Length::Count(n) => (n, Nanos::MAX),
         Length::Duration(d) => (u64::MAX, monotonic_now().saturating_add(d)),
     };
     let units = |done: u64, elapsed: Nanos| match params.length {
-        Length::Loops(_) => done,
+        Length::Count(_) => done,
         Length::Duration(_) => elapsed.as_u64() / 1_000_000,
     };
     let begin = monotonic_now();
@@ -970,7 +961,7 @@ mod tests {
         PingpongParams {
             primitives,
             placements,
-            length: Length::Loops(loops),
+            length: Length::Count(loops),
             warmup: Nanos::from_millis(1),
             policy: Policy::Other { nice: 0 },
             ..PingpongParams::default()
@@ -1078,7 +1069,7 @@ mod tests {
     fn bad_parameters_are_refused_before_anything_runs() {
         let base = quick(vec![Primitive::Futex], vec![Placement::SameCpu], 10);
         let zero = PingpongParams {
-            length: Length::Loops(0),
+            length: Length::Count(0),
             ..base.clone()
         };
         assert!(matches!(validate(&zero), Err(PingpongError::ZeroLoops)));

@@ -89,6 +89,7 @@
 pub mod view;
 
 use crate::record::WarningId;
+use crate::setup::Length;
 use crate::view::Point;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -222,16 +223,6 @@ impl fmt::Display for Mode {
     }
 }
 
-/// How long each point measures, after its warm-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Length {
-    /// Messages for this long (wall clock).
-    Time(Nanos),
-    /// This many messages.
-    Messages(u64),
-}
-
 /// The throughput probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThroughputParams {
@@ -271,7 +262,7 @@ impl Default for ThroughputParams {
             placements: Placement::ALL.to_vec(),
             mode: Mode::Sync,
             sizes: sizes_up_to(32 * 1024),
-            length: Length::Time(Nanos::from_millis(100)),
+            length: Length::Duration(Nanos::from_millis(100)),
             warmup: Nanos::from_millis(10),
             round_trips: 1_000_000,
         }
@@ -415,8 +406,8 @@ pub fn validate(params: &ThroughputParams) -> Result<(), ThroughputError> {
         return Err(ThroughputError::PayloadTooLarge { bytes });
     }
     match params.length {
-        Length::Messages(0) => return Err(ThroughputError::ZeroLength),
-        Length::Time(d) if d == Nanos::ZERO => return Err(ThroughputError::ZeroLength),
+        Length::Count(0) => return Err(ThroughputError::ZeroLength),
+        Length::Duration(d) if d == Nanos::ZERO => return Err(ThroughputError::ZeroLength),
         _ => {}
     }
     if params.round_trips == 0 {
@@ -470,8 +461,8 @@ pub fn run(
     }
     // Reference (b): one thread's memcpy at every size.
     let memcpy_time = match params.length {
-        Length::Time(d) => d,
-        Length::Messages(_) => Nanos::from_millis(10),
+        Length::Duration(d) => d,
+        Length::Count(_) => Nanos::from_millis(10),
     };
     let mut memcpy_rates = Vec::with_capacity(params.sizes.len());
     for &n in &params.sizes {
@@ -943,12 +934,12 @@ impl From<&ThroughputParams> for ParamsRecord {
             mode: p.mode,
             payload_bytes: p.sizes.clone(),
             point_time_ns: match p.length {
-                Length::Time(d) => Some(d.as_u64()),
-                Length::Messages(_) => None,
+                Length::Duration(d) => Some(d.as_u64()),
+                Length::Count(_) => None,
             },
             messages: match p.length {
-                Length::Messages(n) => Some(n),
-                Length::Time(_) => None,
+                Length::Count(n) => Some(n),
+                Length::Duration(_) => None,
             },
             warmup_ns: p.warmup.as_u64(),
             round_trips: p.round_trips,
@@ -1368,8 +1359,8 @@ impl Sender {
         // Sync mode: the untimed batch, clock read once per BATCH_CHUNK messages.
         if self.mode == Mode::Sync {
             let (count, time) = match plan.length {
-                Length::Messages(k) => (k, Nanos::MAX),
-                Length::Time(d) => (u64::MAX, Nanos::new(d.as_u64() / BATCH_SHARE)),
+                Length::Count(k) => (k, Nanos::MAX),
+                Length::Duration(d) => (u64::MAX, Nanos::new(d.as_u64() / BATCH_SHARE)),
             };
             let start = monotonic_now();
             let end = start.saturating_add(time);
@@ -1386,15 +1377,15 @@ impl Sender {
         }
         // The measured messages.
         let limit = match plan.length {
-            Length::Messages(k) => k,
-            Length::Time(_) => u64::MAX,
+            Length::Count(k) => k,
+            Length::Duration(_) => u64::MAX,
         };
-        // With `Length::Time`, set when the first measured message goes out.
+        // With `Length::Duration`, set when the first measured message goes out.
         let mut end = Nanos::MAX;
         while out.measured < limit && !progress.stop_requested() {
             let t0 = monotonic_now();
             if out.measured == 0
-                && let Length::Time(d) = plan.length
+                && let Length::Duration(d) = plan.length
             {
                 end = t0.saturating_add(d);
             }
@@ -1657,7 +1648,7 @@ mod tests {
         });
         let plan = Plan {
             warmup: Nanos::ZERO,
-            length: Length::Messages(messages),
+            length: Length::Count(messages),
         };
         let mut round_trip = LatencyHistogram::new();
         let sent = tx
@@ -1758,7 +1749,7 @@ mod tests {
             },
             placements: placements.clone(),
             sizes: vec![0, 64, 4096],
-            length: Length::Messages(50),
+            length: Length::Count(50),
             warmup: Nanos::from_micros(100),
             round_trips: 1_000,
             ..ThroughputParams::default()
@@ -1838,7 +1829,7 @@ mod tests {
             Err(ThroughputError::PayloadTooLarge { .. })
         ));
         let zero = ThroughputParams {
-            length: Length::Messages(0),
+            length: Length::Count(0),
             ..base.clone()
         };
         assert!(matches!(validate(&zero), Err(ThroughputError::ZeroLength)));

@@ -11,10 +11,10 @@
 //! run a discarded warm-up, and measure. The hot loop only reads the clock and records.
 //!
 //! ```no_run
-//! use ictus_probe::{progress::Progress, timer::{self, Length, TimerParams}};
+//! use ictus_probe::{progress::Progress, setup::Length, timer::{self, TimerParams}};
 //! use ictus_core::Nanos;
 //! let params = TimerParams {
-//!     length: Length::Loops(1_000),
+//!     length: Length::Count(1_000),
 //!     ..TimerParams::default()
 //! };
 //! let record = timer::run(&params, vec!["example".into()], &Progress::new()).unwrap();
@@ -37,20 +37,10 @@ use thiserror::Error;
 use crate::progress::Progress;
 use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
-use crate::setup;
+use crate::setup::{self, Length};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "timer";
-
-/// How long a run lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Length {
-    /// A wall-clock duration: `duration / interval` periods.
-    Duration(Nanos),
-    /// A number of periods per thread.
-    Loops(u64),
-}
 
 /// How the measuring threads wait, as asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,7 +111,7 @@ impl TimerParams {
     /// Periods each thread measures.
     pub fn loops(&self) -> u64 {
         match self.length {
-            Length::Loops(n) => n,
+            Length::Count(n) => n,
             Length::Duration(d) => d.as_u64() / self.interval.as_u64().max(1),
         }
     }
@@ -356,7 +346,7 @@ impl From<&TimerParams> for ParamsRecord {
             interval_ns: p.interval.as_u64(),
             duration_ns: match p.length {
                 Length::Duration(d) => Some(d.as_u64()),
-                Length::Loops(_) => None,
+                Length::Count(_) => None,
             },
             loops: p.loops(),
             warmup_ns: p.warmup.as_u64(),
@@ -571,7 +561,7 @@ mod tests {
     fn quick() -> TimerParams {
         TimerParams {
             interval: Nanos::from_micros(500),
-            length: Length::Loops(200),
+            length: Length::Count(200),
             cpus: CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
             policy: Policy::Other { nice: 0 },
             warmup: Nanos::from_millis(5),
@@ -657,7 +647,7 @@ mod tests {
         ] {
             let params = TimerParams {
                 mode,
-                length: Length::Loops(50),
+                length: Length::Count(50),
                 ..quick()
             };
             let sut = run(&params, vec![], &Progress::new()).unwrap();
