@@ -105,10 +105,7 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
             None => Length::Duration(Nanos::from(args.duration)),
         },
         warmup: Nanos::from(args.warmup),
-        cpus: sched.cpus,
-        policy: sched.policy,
-        mlock: sched.mlock,
-        pm_qos: sched.pm_qos,
+        sched,
         cpu_load: args.cpu_load,
     };
     pingpong::validate(&params).map_err(crate::refusal::refused)?;

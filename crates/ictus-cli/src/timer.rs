@@ -31,10 +31,7 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
             Some(n) => Length::Count(n),
             None => Length::Duration(Nanos::from(args.duration)),
         },
-        cpus: sched.cpus,
-        pin: sched.pin,
-        policy: sched.policy,
-        mlock: sched.mlock,
+        sched,
         mode: match args.mode {
             ModeArg::Nanosleep => ModeRequest::Nanosleep,
             ModeArg::Spin => ModeRequest::Spin,
@@ -43,9 +40,6 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
             },
         },
         warmup: Nanos::from(args.warmup),
-        pm_qos: sched.pm_qos,
-        explain: sched.explain,
-        explain_threshold: sched.explain_threshold,
     };
     timer::validate(&params).map_err(crate::refusal::refused)?;
     if let Some(n) = args.loops {

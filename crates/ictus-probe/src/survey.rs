@@ -507,25 +507,28 @@ impl Planner<'_> {
                 let t = timer::TimerParams {
                     interval: timer_len.0,
                     length: Length::Duration(timer_len.1),
-                    cpus: if class == Class::NormalUnpinned {
-                        last.clone()
-                    } else {
-                        cpus.clone()
+                    sched: SchedSpec {
+                        cpus: if class == Class::NormalUnpinned {
+                            last.clone()
+                        } else {
+                            cpus.clone()
+                        },
+                        pm_qos: Default::default(),
+                        explain: true,
+                        explain_threshold: None,
+                        ..s.clone()
                     },
-                    pin: s.pin,
-                    policy: s.policy,
-                    mlock: s.mlock,
                     mode: timer::ModeRequest::Nanosleep,
                     warmup: Nanos::from_millis(100),
-                    pm_qos: Default::default(),
-                    explain: true,
-                    explain_threshold: None,
                 };
                 let estimate = Duration::from(timer_len.1) + Duration::from_millis(400);
                 if class != Class::NormalUnpinned && load == LoadCase::Idle {
                     // The same, the CPU latency QoS off: what holding it gains here.
                     let off = timer::TimerParams {
-                        pm_qos: PmQos::Off,
+                        sched: SchedSpec {
+                            pm_qos: PmQos::Off,
+                            ..t.sched.clone()
+                        },
                         ..t.clone()
                     };
                     self.push(class, load.clone(), Arc::new(t), estimate, None);
@@ -543,11 +546,13 @@ impl Planner<'_> {
                     placements: placements.clone(),
                     length: Length::Duration(point),
                     warmup: Nanos::from_millis(50),
-                    cpus: cpus.clone(),
-                    policy: s.policy,
-                    mlock: s.mlock,
+                    sched: SchedSpec {
+                        cpus: cpus.clone(),
+                        pin: true,
+                        pm_qos: Default::default(),
+                        ..s.clone()
+                    },
                     cpu_load: false,
-                    pm_qos: Default::default(),
                 };
                 let estimate =
                     Duration::from(point) * placements.len() as u32 + Duration::from_millis(400);

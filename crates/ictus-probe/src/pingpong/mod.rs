@@ -68,7 +68,7 @@ use self::view::{Handoff, HandoffLabels, HandoffMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
-use crate::setup::{self, Length};
+use crate::setup::{self, Length, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "pingpong";
@@ -182,16 +182,11 @@ pub struct PingpongParams {
     pub length: Length,
     /// Warm-up before each point, discarded.
     pub warmup: Nanos,
-    /// The threads run on the first CPU of this set (same-cpu) or the first two
-    /// (cross-cpu).
-    pub cpus: CpuSet,
-    /// Scheduling policy of both threads.
-    pub policy: Policy,
-    /// Lock all memory (`mlockall`) before measuring.
-    pub mlock: bool,
-    /// The CPU latency QoS held for the run (0 us by default, as cyclictest).
-    #[serde(default)]
-    pub pm_qos: ictus_os::pm_qos::PmQos,
+    /// The threads run on the first CPU of `sched.cpus` (same-cpu) or the first two
+    /// (cross-cpu), always pinned (`sched.pin` is not read), both in `sched.policy`;
+    /// memory locking and the CPU latency QoS held for the run (0 us by default, as
+    /// cyclictest). Misses are not explained: pingpong has no periods.
+    pub sched: SchedSpec,
     /// A SCHED_OTHER thread spins on each measured CPU while a point runs.
     pub cpu_load: bool,
 }
@@ -204,11 +199,16 @@ impl Default for PingpongParams {
             placements: vec![Placement::SameCpu],
             length: Length::Duration(Nanos::from_secs(2)),
             warmup: Nanos::from_millis(100),
-            cpus: facts::online_cpus(),
-            policy: Policy::Fifo { priority: 95 },
-            mlock: false,
+            sched: SchedSpec {
+                cpus: facts::online_cpus(),
+                pin: true,
+                policy: Policy::Fifo { priority: 95 },
+                mlock: false,
+                pm_qos: Default::default(),
+                explain: false,
+                explain_threshold: None,
+            },
             cpu_load: false,
-            pm_qos: Default::default(),
         }
     }
 }
@@ -237,7 +237,7 @@ impl PingpongParams {
 
     /// The CPUs of A and B for `placement` (the set must be long enough: see [`validate`]).
     pub fn cpus_for(&self, placement: Placement) -> (usize, usize) {
-        placement.cpus(&self.cpus)
+        placement.cpus(&self.sched.cpus)
     }
 }
 
@@ -298,15 +298,15 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
     if params.primitives.is_empty() || params.placements.is_empty() {
         return Err(PingpongError::NothingToRun);
     }
-    if params.cpus.is_empty() {
+    if params.sched.cpus.is_empty() {
         return Err(PingpongError::NoCpu);
     }
     if params.points().is_empty() {
         return Err(PingpongError::YieldCrossCpu);
     }
-    if params.placements.contains(&Placement::CrossCpu) && params.cpus.len() < 2 {
+    if params.placements.contains(&Placement::CrossCpu) && params.sched.cpus.len() < 2 {
         return Err(PingpongError::TooFewCpus {
-            cpus: params.cpus.clone(),
+            cpus: params.sched.cpus.clone(),
         });
     }
     match params.length {
@@ -314,8 +314,8 @@ pub fn validate(params: &PingpongParams) -> Result<(), PingpongError> {
         Length::Duration(d) if d == Nanos::ZERO => return Err(PingpongError::ZeroDuration),
         _ => {}
     }
-    let used = &params.cpus.cpus()[..params.cpus.len().min(2)];
-    Ok(setup::check_placement(used, params.policy)?)
+    let used = &params.sched.cpus.cpus()[..params.sched.cpus.len().min(2)];
+    Ok(setup::check_placement(used, params.sched.policy)?)
 }
 
 /// Runs the probe: every point in turn. Blocks until done or until `progress` asks
@@ -329,8 +329,8 @@ pub fn run(
     progress: &Progress,
 ) -> Result<RunRecord, PingpongError> {
     validate(params)?;
-    let mut session = Session::begin(argv, params.mlock);
-    session.hold_pm_qos(params.pm_qos);
+    let mut session = Session::begin(argv, params.sched.mlock);
+    session.hold_pm_qos(params.sched.pm_qos);
     let points = params.points();
     let per_point = match params.length {
         Length::Count(n) => n,
@@ -377,7 +377,7 @@ pub fn run(
         .filter_map(|m| m.read::<Handoff>())
         .any(|p| p.labels.placement == Placement::SameCpu);
     if let Some(throttle) = facts::rt_throttling().filter(|t| t.throttles())
-        && params.policy.is_realtime()
+        && params.sched.policy.is_realtime()
         && same_cpu_ran
     {
         let stall = throttle.stall_per_period().unwrap_or_default();
@@ -492,9 +492,9 @@ impl From<&PingpongParams> for ParamsRecord {
                 Length::Duration(_) => None,
             },
             warmup_ns: p.warmup.as_u64(),
-            cpus: p.cpus.clone(),
-            policy: p.policy,
-            mlock: p.mlock,
+            cpus: p.sched.cpus.clone(),
+            policy: p.sched.policy,
+            mlock: p.sched.mlock,
             cpu_load: p.cpu_load,
             skipped: p
                 .skipped()
@@ -746,7 +746,7 @@ fn run_point(
     };
     let gate = StartGate::new(2 + load_cpus.len());
     let load_stop = AtomicBool::new(false);
-    let policy = params.policy;
+    let policy = params.sched.policy;
     let (link, gate, load_stop) = (&link, &gate, &load_stop);
 
     thread::scope(|scope| {
@@ -963,7 +963,10 @@ mod tests {
             placements,
             length: Length::Count(loops),
             warmup: Nanos::from_millis(1),
-            policy: Policy::Other { nice: 0 },
+            sched: SchedSpec {
+                policy: Policy::Other { nice: 0 },
+                ..PingpongParams::default().sched
+            },
             ..PingpongParams::default()
         }
     }
@@ -1012,10 +1015,8 @@ mod tests {
         let all = quick(Primitive::ALL.to_vec(), Placement::ALL.to_vec(), 1);
         assert_eq!(all.skipped(), vec![(Primitive::Yield, Placement::CrossCpu)]);
         assert_eq!(all.points().len(), 11);
-        let alone = PingpongParams {
-            cpus: CpuSet::from_cpus([0, 1]),
-            ..quick(vec![Primitive::Yield], vec![Placement::CrossCpu], 1)
-        };
+        let mut alone = quick(vec![Primitive::Yield], vec![Placement::CrossCpu], 1);
+        alone.sched.cpus = CpuSet::from_cpus([0, 1]);
         assert!(matches!(
             validate(&alone),
             Err(PingpongError::YieldCrossCpu)
@@ -1028,7 +1029,7 @@ mod tests {
         let sut = run(&params, vec![], &Progress::new()).unwrap();
         let merged = sut.merged.as_ref().unwrap();
         assert_eq!(merged.summary.count, 100);
-        let cpu = params.cpus.cpus()[0];
+        let cpu = params.sched.cpus.cpus()[0];
         for t in &sut.threads {
             assert_eq!(t.config.pinned_cpu, Some(cpu));
             assert_eq!(t.config.policy, Policy::Other { nice: 0 });
@@ -1073,19 +1074,17 @@ mod tests {
             ..base.clone()
         };
         assert!(matches!(validate(&zero), Err(PingpongError::ZeroLoops)));
-        let one_cpu = PingpongParams {
+        let mut one_cpu = PingpongParams {
             placements: vec![Placement::CrossCpu],
-            cpus: CpuSet::from_cpus([0]),
             ..base.clone()
         };
+        one_cpu.sched.cpus = CpuSet::from_cpus([0]);
         assert!(matches!(
             validate(&one_cpu),
             Err(PingpongError::TooFewCpus { .. })
         ));
-        let offline = PingpongParams {
-            cpus: CpuSet::from_cpus([999]),
-            ..base.clone()
-        };
+        let mut offline = base.clone();
+        offline.sched.cpus = CpuSet::from_cpus([999]);
         assert!(matches!(
             validate(&offline),
             Err(PingpongError::Setup(SetupError::CpuOffline {
@@ -1093,10 +1092,8 @@ mod tests {
                 ..
             }))
         ));
-        let prio = PingpongParams {
-            policy: Policy::Fifo { priority: 0 },
-            ..base
-        };
+        let mut prio = base;
+        prio.sched.policy = Policy::Fifo { priority: 0 };
         assert!(matches!(
             validate(&prio),
             Err(PingpongError::Setup(SetupError::Policy(_)))

@@ -37,7 +37,7 @@ use thiserror::Error;
 use crate::progress::Progress;
 use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
-use crate::setup::{self, Length};
+use crate::setup::{self, Length, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
 pub const PROBE: &str = "timer";
@@ -65,26 +65,16 @@ pub struct TimerParams {
     pub interval: Nanos,
     /// How long to measure (after the warm-up).
     pub length: Length,
-    /// One measuring thread per CPU in this set.
-    pub cpus: CpuSet,
-    /// Pin each thread to its CPU (otherwise the threads float).
-    pub pin: bool,
-    /// Scheduling policy of the measuring threads.
-    pub policy: Policy,
-    /// Lock all memory (`mlockall`) before measuring.
-    pub mlock: bool,
+    /// One measuring thread per CPU of `sched.cpus`, pinned to it unless `sched.pin`
+    /// is off; their policy, memory locking, the CPU latency QoS held for the run (0 us
+    /// as cyclictest; `off`: as the machine idles, cyclictest's `--laptop`), and
+    /// whether every release later than the threshold (default: the interval), and
+    /// every missed period, is explained.
+    pub sched: SchedSpec,
     /// How to wait for each deadline.
     pub mode: ModeRequest,
     /// Warm-up before measuring, discarded.
     pub warmup: Nanos,
-    /// The CPU latency QoS held for the run (0 us, as cyclictest; `off`: as the
-    /// machine idles, cyclictest's `--laptop`).
-    pub pm_qos: PmQos,
-    /// Explain every release later than the threshold, and every missed period.
-    pub explain: bool,
-    /// The lateness from which a release is a miss to explain (default: the
-    /// interval).
-    pub explain_threshold: Option<Nanos>,
 }
 
 impl Default for TimerParams {
@@ -94,15 +84,17 @@ impl Default for TimerParams {
         TimerParams {
             interval: Nanos::from_millis(1),
             length: Length::Duration(Nanos::from_secs(10)),
-            cpus: facts::online_cpus(),
-            pin: true,
-            policy: Policy::Fifo { priority: 95 },
-            mlock: false,
+            sched: SchedSpec {
+                cpus: facts::online_cpus(),
+                pin: true,
+                policy: Policy::Fifo { priority: 95 },
+                mlock: false,
+                pm_qos: PmQos::default(),
+                explain: true,
+                explain_threshold: None,
+            },
             mode: ModeRequest::Nanosleep,
             warmup: Nanos::from_millis(100),
-            pm_qos: PmQos::default(),
-            explain: true,
-            explain_threshold: None,
         }
     }
 }
@@ -156,7 +148,7 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
     if params.interval == Nanos::ZERO {
         return Err(TimerError::ZeroInterval);
     }
-    if params.cpus.is_empty() {
+    if params.sched.cpus.is_empty() {
         return Err(TimerError::NoCpu);
     }
     if let ModeRequest::Hybrid {
@@ -174,7 +166,10 @@ pub fn validate(params: &TimerParams) -> Result<(), TimerError> {
             interval: params.interval,
         });
     }
-    Ok(setup::check_placement(params.cpus.cpus(), params.policy)?)
+    Ok(setup::check_placement(
+        params.sched.cpus.cpus(),
+        params.sched.policy,
+    )?)
 }
 
 /// What one measuring thread hands back.
@@ -195,20 +190,21 @@ pub fn run(
     progress: &Progress,
 ) -> Result<RunRecord, TimerError> {
     validate(params)?;
-    let mut session = Session::begin(argv, params.mlock);
-    session.hold_pm_qos(params.pm_qos);
+    let mut session = Session::begin(argv, params.sched.mlock);
+    session.hold_pm_qos(params.sched.pm_qos);
     let loops = params.loops();
     let warmup = params.warmup_loops();
-    let threads = params.cpus.len();
+    let threads = params.sched.cpus.len();
     progress.set_total(loops * threads as u64);
     let names: Vec<String> = (0..threads).map(|i| format!("timer-{i}")).collect();
-    let threshold = params.explain_threshold.unwrap_or(params.interval);
-    let reporters = session.explain(params.explain, &params.cpus, threshold, &names);
+    let threshold = params.sched.explain_threshold.unwrap_or(params.interval);
+    let reporters = session.explain(params.sched.explain, &params.sched.cpus, threshold, &names);
 
     let gate = StartGate::default();
     let outcomes = thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
-        for ((index, &cpu), reporter) in params.cpus.cpus().iter().enumerate().zip(reporters) {
+        for ((index, &cpu), reporter) in params.sched.cpus.cpus().iter().enumerate().zip(reporters)
+        {
             let gate = &gate;
             let spawned = thread::Builder::new()
                 .name(format!("ictus-timer-{index}"))
@@ -239,8 +235,8 @@ pub fn run(
 
     if matches!(params.mode, ModeRequest::Spin | ModeRequest::Hybrid { .. }) {
         session.warn_if_no_cpu_left(
-            params.policy,
-            params.cpus.len(),
+            params.sched.policy,
+            params.sched.cpus.len(),
             "real-time threads spin on every online CPU: the rest of the system only runs \
              while RT throttling stalls them",
             "Leave at least one CPU out of --cpus for the system.",
@@ -351,10 +347,10 @@ impl From<&TimerParams> for ParamsRecord {
             loops: p.loops(),
             warmup_ns: p.warmup.as_u64(),
             warmup_loops: p.warmup_loops(),
-            cpus: p.cpus.clone(),
-            pin: p.pin,
-            policy: p.policy,
-            mlock: p.mlock,
+            cpus: p.sched.cpus.clone(),
+            pin: p.sched.pin,
+            policy: p.sched.policy,
+            mlock: p.sched.mlock,
             mode: match p.mode {
                 ModeRequest::Nanosleep => "nanosleep",
                 ModeRequest::Hybrid { .. } => "hybrid",
@@ -365,9 +361,9 @@ impl From<&TimerParams> for ParamsRecord {
                 ModeRequest::Hybrid { margin } => margin.map(Nanos::as_u64),
                 _ => None,
             },
-            pm_qos: Some(p.pm_qos),
-            explain: p.explain,
-            explain_threshold_ns: Some(p.explain_threshold.unwrap_or(p.interval).as_u64()),
+            pm_qos: Some(p.sched.pm_qos),
+            explain: p.sched.explain,
+            explain_threshold_ns: Some(p.sched.explain_threshold.unwrap_or(p.interval).as_u64()),
         }
     }
 }
@@ -483,7 +479,8 @@ fn measure(
     gate: &StartGate,
     mut reporter: Option<MissReporter>,
 ) -> ThreadOutcome {
-    let (mut config, warnings) = setup::prepare_thread(params.pin.then_some(cpu), params.policy);
+    let (mut config, warnings) =
+        setup::prepare_thread(params.sched.pin.then_some(cpu), params.sched.policy);
     if let Some(r) = &reporter {
         r.attach();
     }
@@ -562,8 +559,11 @@ mod tests {
         TimerParams {
             interval: Nanos::from_micros(500),
             length: Length::Count(200),
-            cpus: CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
-            policy: Policy::Other { nice: 0 },
+            sched: SchedSpec {
+                cpus: CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
+                policy: Policy::Other { nice: 0 },
+                ..TimerParams::default().sched
+            },
             warmup: Nanos::from_millis(5),
             ..TimerParams::default()
         }
@@ -595,18 +595,14 @@ mod tests {
             ..quick()
         };
         assert!(matches!(validate(&zero), Err(TimerError::ZeroInterval)));
-        let offline = TimerParams {
-            cpus: CpuSet::from_cpus([999]),
-            ..quick()
-        };
+        let mut offline = quick();
+        offline.sched.cpus = CpuSet::from_cpus([999]);
         assert!(matches!(
             validate(&offline),
             Err(TimerError::Setup(SetupError::CpuOffline { cpu: 999, .. }))
         ));
-        let prio = TimerParams {
-            policy: Policy::Fifo { priority: 200 },
-            ..quick()
-        };
+        let mut prio = quick();
+        prio.sched.policy = Policy::Fifo { priority: 200 };
         assert!(matches!(
             validate(&prio),
             Err(TimerError::Setup(SetupError::Policy(_)))

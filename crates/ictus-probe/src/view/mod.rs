@@ -377,15 +377,11 @@ pub(crate) mod tests {
             policy: fifo,
             ..s.clone()
         };
-        let t = timer::TimerParams {
-            policy: fifo,
-            ..Default::default()
-        };
+        let mut t = timer::TimerParams::default();
+        t.sched = sched(&t.sched);
         params_read_back("timer", &timer::ParamsRecord::from(&t), fifo);
-        let p = pingpong::PingpongParams {
-            policy: fifo,
-            ..Default::default()
-        };
+        let mut p = pingpong::PingpongParams::default();
+        p.sched = sched(&p.sched);
         params_read_back("pingpong", &pingpong::ParamsRecord::from(&p), fifo);
         let mut m = memlat::MemlatParams::default();
         m.sched = sched(&m.sched);
