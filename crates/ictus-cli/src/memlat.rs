@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
@@ -35,14 +35,14 @@ pub(crate) struct MemlatArgs {
     pub(crate) strides: Option<Vec<usize>>,
     /// Which measurements run.
     #[arg(long, value_enum, default_value = "all")]
-    pub(crate) mode: MemlatMode,
+    pub(crate) mode: Mode,
     /// Also measure with up to this many threads at once (2, 4, ... up to N), one per
     /// CPU of --cpus, each on its own buffer.
     #[arg(long, default_value_t = 1, value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
     pub(crate) threads: usize,
     /// Pages backing the buffers: 4k (MADV_NOHUGEPAGE) or thp (MADV_HUGEPAGE).
     #[arg(long, value_enum, default_value = "4k")]
-    pub(crate) pages: PagesArg,
+    pub(crate) pages: PageSize,
     /// Timed repetitions per point.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i64::from(memlat::MAX_REPEAT)))]
     pub(crate) repeat: u32,
@@ -57,27 +57,6 @@ pub(crate) struct MemlatArgs {
     pub(crate) sched: SchedArgs,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
-}
-
-/// `--mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum MemlatMode {
-    /// The dependent random pointer chase.
-    Chase,
-    /// Strided 64-bit reads and writes.
-    Strided,
-    /// Both.
-    All,
-}
-
-/// `--pages`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum PagesArg {
-    /// 4 KiB base pages.
-    #[value(name = "4k")]
-    Base,
-    /// Transparent huge pages.
-    Thp,
 }
 
 /// A strided point with fewer accesses than this per pass is marked in the human view.
@@ -124,16 +103,9 @@ pub(crate) fn params(args: &MemlatArgs) -> Result<MemlatParams, Failure> {
     let params = MemlatParams {
         sizes,
         strides,
-        mode: match args.mode {
-            MemlatMode::Chase => Mode::Chase,
-            MemlatMode::Strided => Mode::Strided,
-            MemlatMode::All => Mode::All,
-        },
+        mode: args.mode,
         threads: args.threads,
-        pages: match args.pages {
-            PagesArg::Base => PageSize::Base,
-            PagesArg::Thp => PageSize::Transparent,
-        },
+        pages: args.pages,
         repeat,
         point_time,
         sched,

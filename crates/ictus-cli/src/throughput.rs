@@ -33,15 +33,6 @@ pub(crate) enum PlacementArg {
     Both,
 }
 
-/// Port semantics on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ModeArg {
-    /// Each message is acknowledged before the next is sent (seed 004's port).
-    Sync,
-    /// The sender waits only when the transport is full.
-    Stream,
-}
-
 /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
 /// Unix socket pair and buffer handover (seed 004 Figures 6 and 7).
 ///
@@ -60,7 +51,7 @@ pub(crate) struct ThroughputArgs {
     /// Whether the sender waits for each message to be taken (sync) or only when
     /// the transport is full (stream).
     #[arg(long, value_enum, default_value = "sync")]
-    pub(crate) mode: ModeArg,
+    pub(crate) mode: Mode,
     /// Largest payload of the sweep 0, 1, 2, 4 ... (bytes; K, KiB, M, MiB accepted).
     #[arg(long, default_value = "32768", value_parser = parse_bytes)]
     pub(crate) max_payload: usize,
@@ -136,10 +127,7 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
         sched,
         transports,
         placements,
-        mode: match args.mode {
-            ModeArg::Sync => Mode::Sync,
-            ModeArg::Stream => Mode::Stream,
-        },
+        mode: args.mode,
         sizes,
         length: match args.messages {
             Some(n) => Length::Count(n),

@@ -116,10 +116,13 @@ const WORDS_PER_LINE: usize = LINE_BYTES / 8;
 /// Which measurements run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Mode {
     /// The dependent pointer chase only.
+    #[cfg_attr(feature = "cli", value(help = "The dependent random pointer chase"))]
     Chase,
     /// Strided reads and writes only.
+    #[cfg_attr(feature = "cli", value(help = "Strided 64-bit reads and writes"))]
     Strided,
     /// Both.
     All,
@@ -136,12 +139,15 @@ impl Mode {
 
 /// The pages backing each buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum PageSize {
     /// 4 KiB pages (`MADV_NOHUGEPAGE`).
     #[serde(rename = "4k")]
+    #[cfg_attr(feature = "cli", value(name = "4k", help = "4 KiB base pages"))]
     Base,
     /// Transparent huge pages (`MADV_HUGEPAGE`, 2 MiB aligned).
     #[serde(rename = "thp")]
+    #[cfg_attr(feature = "cli", value(name = "thp", help = "Transparent huge pages"))]
     Transparent,
 }
 

@@ -199,9 +199,14 @@ impl fmt::Display for Transport {
 /// Whether the sender waits for each message to be taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Mode {
     /// Seed 004's port semantics: each message is acknowledged before the next is
     /// sent.
+    #[cfg_attr(
+        feature = "cli",
+        value(help = "Each message is acknowledged before the next is sent (seed 004's port)")
+    )]
     Sync,
     /// The sender waits only when the transport is full.
     Stream,
