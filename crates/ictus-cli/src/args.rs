@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::ValueHint;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// ictus: can this machine keep my beat? Measure real-time latency, set the machine
 /// up, run cyclic loops.
@@ -134,34 +134,6 @@ pub(crate) enum ProbeCommand {
     Throughput(crate::throughput::ThroughputArgs),
 }
 
-/// Scheduling policies on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum PolicyArg {
-    /// SCHED_OTHER (with --nice).
-    Other,
-    /// SCHED_BATCH (with --nice).
-    Batch,
-    /// SCHED_IDLE.
-    Idle,
-    /// SCHED_FIFO (with --priority).
-    Fifo,
-    /// SCHED_RR (with --priority).
-    Rr,
-    /// SCHED_DEADLINE (runtime --dl-runtime, deadline and period = --interval).
-    Deadline,
-}
-
-/// Wait modes on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ModeArg {
-    /// clock_nanosleep with TIMER_ABSTIME (as cyclictest).
-    Nanosleep,
-    /// Sleep until deadline minus a margin, then spin.
-    Hybrid,
-    /// Busy-wait on the clock.
-    Spin,
-}
-
 /// Where and how a probe's threads run: the options every probe shares.
 #[derive(Debug, Args)]
 pub(crate) struct SchedArgs {
@@ -173,7 +145,7 @@ pub(crate) struct SchedArgs {
     pub(crate) no_pin: bool,
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
-    pub(crate) policy: PolicyArg,
+    pub(crate) policy: ictus_os::sched::PolicyKind,
     /// Real-time priority for fifo and rr (1 to 99).
     #[arg(short, long, default_value_t = 95, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub(crate) priority: u8,
@@ -255,7 +227,7 @@ pub(crate) struct TimerArgs {
     pub(crate) sched: SchedArgs,
     /// How to wait for each deadline.
     #[arg(long, value_enum, default_value = "nanosleep")]
-    pub(crate) mode: ModeArg,
+    pub(crate) mode: ictus_probe::timer::ModeRequest,
     /// Hybrid mode: spin for this long before each deadline (default: calibrated from
     /// the measured wake-up latency).
     #[arg(long, value_parser = crate::args::any_duration)]

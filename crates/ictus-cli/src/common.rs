@@ -10,14 +10,14 @@ use anyhow::Context;
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus_core::{CpuSet, Nanos, Percentile};
 use ictus_os::facts;
-use ictus_os::sched::Policy;
+use ictus_os::sched::{Policy, PolicyKind};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::{LatencyResult, RunRecord};
 use ictus_probe::setup::SchedSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Failure;
-use crate::args::{MAX_DURATION, OutputArgs, PolicyArg, SchedArgs};
+use crate::args::{MAX_DURATION, OutputArgs, SchedArgs};
 
 /// Parses a CPU list option (`flag` is `--cpus`, `--load-cpus`...): `all`, or a list
 /// of online CPUs, at least one. Every refusal names the flag and its value: bad
@@ -56,16 +56,16 @@ pub(crate) fn sched_spec_or(
     default_cpus: impl FnOnce() -> CpuSet,
 ) -> Result<SchedSpec, Failure> {
     let policy = match args.policy {
-        PolicyArg::Other => Policy::Other { nice: args.nice },
-        PolicyArg::Batch => Policy::Batch { nice: args.nice },
-        PolicyArg::Idle => Policy::Idle,
-        PolicyArg::Fifo => Policy::Fifo {
+        PolicyKind::Other => Policy::Other { nice: args.nice },
+        PolicyKind::Batch => Policy::Batch { nice: args.nice },
+        PolicyKind::Idle => Policy::Idle,
+        PolicyKind::Fifo => Policy::Fifo {
             priority: args.priority,
         },
-        PolicyArg::Rr => Policy::Rr {
+        PolicyKind::Rr => Policy::Rr {
             priority: args.priority,
         },
-        PolicyArg::Deadline => {
+        PolicyKind::Deadline => {
             let runtime = args
                 .dl_runtime
                 .map(Nanos::from)

@@ -13,14 +13,14 @@ use ictus_probe::setup::Length;
 use ictus_probe::timer::{self, ModeRequest, TimerParams};
 
 use crate::Failure;
-use crate::args::{ModeArg, TimerArgs};
+use crate::args::TimerArgs;
 use crate::common::{self, Bar};
 
 /// Turns the command line into probe parameters, refusing what can never run.
 pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
     let interval = Nanos::from(args.interval);
     let sched = common::sched_spec(&args.sched, interval)?;
-    if args.margin.is_some() && args.mode != ModeArg::Hybrid {
+    if args.margin.is_some() && !matches!(args.mode, ModeRequest::Hybrid { .. }) {
         return Err(Failure::usage(anyhow::anyhow!(
             "--margin applies only to --mode hybrid"
         )));
@@ -33,11 +33,10 @@ pub(crate) fn params(args: &TimerArgs) -> Result<TimerParams, Failure> {
         },
         sched,
         mode: match args.mode {
-            ModeArg::Nanosleep => ModeRequest::Nanosleep,
-            ModeArg::Spin => ModeRequest::Spin,
-            ModeArg::Hybrid => ModeRequest::Hybrid {
+            ModeRequest::Hybrid { .. } => ModeRequest::Hybrid {
                 margin: args.margin.map(Nanos::from),
             },
+            other => other,
         },
         warmup: Nanos::from(args.warmup),
     };

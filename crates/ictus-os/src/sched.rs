@@ -56,6 +56,34 @@ pub enum Policy {
     },
 }
 
+/// Which policy, without its parameters: what `--policy` names on the command line
+/// (the priority, nice value or reservation come from other options).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum PolicyKind {
+    /// `SCHED_OTHER`.
+    #[cfg_attr(feature = "cli", value(help = "SCHED_OTHER (with --nice)"))]
+    Other,
+    /// `SCHED_BATCH`.
+    #[cfg_attr(feature = "cli", value(help = "SCHED_BATCH (with --nice)"))]
+    Batch,
+    /// `SCHED_IDLE`.
+    #[cfg_attr(feature = "cli", value(help = "SCHED_IDLE"))]
+    Idle,
+    /// `SCHED_FIFO`.
+    #[cfg_attr(feature = "cli", value(help = "SCHED_FIFO (with --priority)"))]
+    Fifo,
+    /// `SCHED_RR`.
+    #[cfg_attr(feature = "cli", value(help = "SCHED_RR (with --priority)"))]
+    Rr,
+    /// `SCHED_DEADLINE`.
+    #[cfg_attr(
+        feature = "cli",
+        value(help = "SCHED_DEADLINE (runtime --dl-runtime, deadline and period = --interval)")
+    )]
+    Deadline,
+}
+
 impl Policy {
     /// The policy's name: `other`, `batch`, `idle`, `fifo`, `rr`, `deadline`.
     pub fn name(&self) -> &'static str {

@@ -58,6 +58,31 @@ pub enum ModeRequest {
     Spin,
 }
 
+/// `--mode` on the command line: the mode's name; a hybrid margin comes from
+/// `--margin` (none parsed here: calibrated).
+#[cfg(feature = "cli")]
+impl clap::ValueEnum for ModeRequest {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ModeRequest::Nanosleep,
+            ModeRequest::Hybrid { margin: None },
+            ModeRequest::Spin,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        Some(match self {
+            ModeRequest::Nanosleep => PossibleValue::new("nanosleep")
+                .help("clock_nanosleep with TIMER_ABSTIME (as cyclictest)"),
+            ModeRequest::Hybrid { .. } => {
+                PossibleValue::new("hybrid").help("Sleep until deadline minus a margin, then spin")
+            }
+            ModeRequest::Spin => PossibleValue::new("spin").help("Busy-wait on the clock"),
+        })
+    }
+}
+
 /// The timer probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimerParams {
