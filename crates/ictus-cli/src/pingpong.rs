@@ -5,58 +5,27 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::pingpong::{self, PingpongParams, Placement, Primitive};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
-use ictus_probe::setup::Length;
+use ictus_probe::setup::{Choice, Length};
 use ictus_probe::view::pingpong::Handoff;
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
 
-/// Hand-off primitives on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum PrimitiveArg {
-    /// Futex wait and wake on a flag word (what semaphores and mutexes use).
-    Futex,
-    /// A pipe per direction, one u64 each way (as perf bench sched pipe).
-    Pipe,
-    /// An eventfd per direction.
-    Eventfd,
-    /// Mutex and condition variable (std).
-    Condvar,
-    /// A POSIX message queue per direction (as pmqtest).
-    Mq,
-    /// Poll a flag with sched_yield between checks (same CPU only).
-    Yield,
-    /// Every primitive in turn.
-    All,
-}
-
-/// Thread placements on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum PlacementArg {
-    /// Both threads on the first CPU of --cpus.
-    SameCpu,
-    /// The threads on the first two CPUs of --cpus.
-    CrossCpu,
-    /// Same CPU, then across CPUs.
-    Both,
-}
-
 /// Context switch and hand-off latency: two threads wake each other in turn.
 #[derive(clap::Args, Debug)]
 pub(crate) struct PingpongArgs {
     /// How the threads wake each other.
-    #[arg(long, value_enum, default_value = "futex")]
-    pub(crate) primitive: PrimitiveArg,
+    #[arg(long, default_value = "futex", value_parser = pingpong::primitive_parser())]
+    pub(crate) primitive: Choice<Primitive>,
     /// Where the two threads run.
-    #[arg(long, value_enum, default_value = "same-cpu")]
-    pub(crate) placement: PlacementArg,
+    #[arg(long, default_value = "same-cpu", value_parser = pingpong::placement_parser())]
+    pub(crate) placement: Choice<Placement>,
     /// How long to measure each primitive and placement, after the warm-up (e.g. 2s).
     #[arg(short = 'D', long, default_value = "2s", value_parser = positive_duration, conflicts_with = "loops")]
     pub(crate) duration: Duration,
@@ -83,20 +52,8 @@ pub(crate) fn params(args: &PingpongArgs) -> Result<PingpongParams, Failure> {
             "pingpong always pins its two threads (--placement says where): drop --no-pin"
         )));
     }
-    let primitives = match args.primitive {
-        PrimitiveArg::All => Primitive::ALL.to_vec(),
-        PrimitiveArg::Futex => vec![Primitive::Futex],
-        PrimitiveArg::Pipe => vec![Primitive::Pipe],
-        PrimitiveArg::Eventfd => vec![Primitive::Eventfd],
-        PrimitiveArg::Condvar => vec![Primitive::Condvar],
-        PrimitiveArg::Mq => vec![Primitive::Mq],
-        PrimitiveArg::Yield => vec![Primitive::Yield],
-    };
-    let placements = match args.placement {
-        PlacementArg::SameCpu => vec![Placement::SameCpu],
-        PlacementArg::CrossCpu => vec![Placement::CrossCpu],
-        PlacementArg::Both => Placement::ALL.to_vec(),
-    };
+    let primitives = args.primitive.values(&Primitive::ALL);
+    let placements = args.placement.values(&Placement::ALL);
     let params = PingpongParams {
         primitives,
         placements,

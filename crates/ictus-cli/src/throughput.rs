@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
-use ictus_probe::setup::Length;
+use ictus_probe::setup::{Choice, Length};
 use ictus_probe::throughput::{
     self, MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputParams, Transport,
 };
@@ -21,17 +21,6 @@ use ictus_probe::view::throughput::{Memcpy, Targets, Transfer};
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
-
-/// Thread placements on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum PlacementArg {
-    /// Both threads on the first CPU of --cpus (ring sides yield between checks).
-    SameCpu,
-    /// Sender on the first CPU of --cpus, receiver on the second.
-    CrossCpu,
-    /// Same CPU, then across CPUs.
-    Both,
-}
 
 /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
 /// Unix socket pair and buffer handover (seed 004 Figures 6 and 7).
@@ -46,8 +35,8 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_delimiter = ',', default_value = "all", value_parser = parse_transport)]
     pub(crate) transport: Vec<TransportChoice>,
     /// Where the two threads run.
-    #[arg(long, value_enum, default_value = "both")]
-    pub(crate) placement: PlacementArg,
+    #[arg(long, default_value = "both", value_parser = throughput::placement_parser())]
+    pub(crate) placement: Choice<Placement>,
     /// Whether the sender waits for each message to be taken (sync) or only when
     /// the transport is full (stream).
     #[arg(long, value_enum, default_value = "sync")]
@@ -114,11 +103,7 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
             }
         }
     }
-    let placements = match args.placement {
-        PlacementArg::SameCpu => vec![Placement::SameCpu],
-        PlacementArg::CrossCpu => vec![Placement::CrossCpu],
-        PlacementArg::Both => Placement::ALL.to_vec(),
-    };
+    let placements = args.placement.values(&Placement::ALL);
     let sizes = match &args.sizes {
         Some(sizes) => sizes.clone(),
         None => throughput::sizes_up_to(args.max_payload),

@@ -31,6 +31,46 @@ pub enum Length {
     Count(u64),
 }
 
+/// One value of a probe's option, or every value in turn (pingpong's `--primitive
+/// all`, `--placement both`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice<T> {
+    /// This value only.
+    One(T),
+    /// Every value, in the probe's order.
+    All,
+}
+
+impl<T: Copy> Choice<T> {
+    /// The values chosen: `all` (every value, in order) for [`Choice::All`].
+    pub fn values(self, all: &[T]) -> Vec<T> {
+        match self {
+            Choice::One(v) => vec![v],
+            Choice::All => all.to_vec(),
+        }
+    }
+}
+
+/// The command line's parser of a [`Choice`]: each value's name and help, then the
+/// name and help of [`Choice::All`].
+#[cfg(feature = "cli")]
+pub fn choice_parser<T: Copy + Send + Sync + 'static>(
+    values: &'static [(T, &'static str, &'static str)],
+    all: (&'static str, &'static str),
+) -> impl clap::builder::TypedValueParser<Value = Choice<T>> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let possible = values
+        .iter()
+        .map(|&(_, name, help)| PossibleValue::new(name).help(help))
+        .chain(std::iter::once(PossibleValue::new(all.0).help(all.1)));
+    PossibleValuesParser::new(possible).map(move |name: String| {
+        values
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map_or(Choice::All, |&(v, _, _)| Choice::One(v))
+    })
+}
+
 /// How a probe's threads are scheduled (the options every probe shares).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SchedSpec {

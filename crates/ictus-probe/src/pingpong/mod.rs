@@ -171,6 +171,64 @@ impl fmt::Display for Placement {
     }
 }
 
+/// `--primitive` on the command line: one primitive, or `all`.
+#[cfg(feature = "cli")]
+pub fn primitive_parser() -> impl clap::builder::TypedValueParser<Value = setup::Choice<Primitive>>
+{
+    setup::choice_parser(
+        &[
+            (
+                Primitive::Futex,
+                "futex",
+                "Futex wait and wake on a flag word (what semaphores and mutexes use)",
+            ),
+            (
+                Primitive::Pipe,
+                "pipe",
+                "A pipe per direction, one u64 each way (as perf bench sched pipe)",
+            ),
+            (Primitive::Eventfd, "eventfd", "An eventfd per direction"),
+            (
+                Primitive::Condvar,
+                "condvar",
+                "Mutex and condition variable (std)",
+            ),
+            (
+                Primitive::Mq,
+                "mq",
+                "A POSIX message queue per direction (as pmqtest)",
+            ),
+            (
+                Primitive::Yield,
+                "yield",
+                "Poll a flag with sched_yield between checks (same CPU only)",
+            ),
+        ],
+        ("all", "Every primitive in turn"),
+    )
+}
+
+/// `--placement` on the command line: one placement, or `both`.
+#[cfg(feature = "cli")]
+pub fn placement_parser() -> impl clap::builder::TypedValueParser<Value = setup::Choice<Placement>>
+{
+    setup::choice_parser(
+        &[
+            (
+                Placement::SameCpu,
+                "same-cpu",
+                "Both threads on the first CPU of --cpus",
+            ),
+            (
+                Placement::CrossCpu,
+                "cross-cpu",
+                "The threads on the first two CPUs of --cpus",
+            ),
+        ],
+        ("both", "Same CPU, then across CPUs"),
+    )
+}
+
 /// The pingpong probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PingpongParams {

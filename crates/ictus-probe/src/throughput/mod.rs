@@ -228,6 +228,27 @@ impl fmt::Display for Mode {
     }
 }
 
+/// `--placement` on the command line: one placement, or `both`.
+#[cfg(feature = "cli")]
+pub fn placement_parser()
+-> impl clap::builder::TypedValueParser<Value = crate::setup::Choice<Placement>> {
+    crate::setup::choice_parser(
+        &[
+            (
+                Placement::SameCpu,
+                "same-cpu",
+                "Both threads on the first CPU of --cpus (ring sides yield between checks)",
+            ),
+            (
+                Placement::CrossCpu,
+                "cross-cpu",
+                "Sender on the first CPU of --cpus, receiver on the second",
+            ),
+        ],
+        ("both", "Same CPU, then across CPUs"),
+    )
+}
+
 /// The throughput probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThroughputParams {
