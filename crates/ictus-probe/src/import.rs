@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! let record = ictus_probe::import::cyclictest(std::path::Path::new("ct.json")).unwrap();
-//! assert_eq!(record.probe, "timer");
+//! assert_eq!(record.probe, ictus_probe::registry::ProbeId::Timer);
 //! ```
 
 use crate::record::WarningId;
@@ -329,7 +329,12 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
         policy: options.policy,
     };
     let parameters = serde_json::to_value(parameters).expect("the parameters serialize");
-    let mut record = RunRecord::new("timer", provenance, parameters, Obtained::default());
+    let mut record = RunRecord::new(
+        crate::timer::PROBE,
+        provenance,
+        parameters,
+        Obtained::default(),
+    );
     record.complete = v.get("return_code").and_then(Value::as_i64).unwrap_or(0) == 0;
     record.threads = results;
     record.merged = Some(LatencyResult::from_histogram(
@@ -629,7 +634,7 @@ mod tests {
     #[test]
     fn a_cyclictest_file_becomes_a_timer_record() {
         let sut = cyclictest(&fixture()).unwrap();
-        assert_eq!(sut.probe, "timer");
+        assert_eq!(sut.probe, crate::timer::PROBE);
         assert_eq!(sut.provenance.tool, "cyclictest");
         assert_eq!(sut.threads.len(), 2);
         let raw: Value =

@@ -8,8 +8,8 @@
 //! let progress = Progress::new();
 //! let session = Session::begin(std::env::args().collect(), false);
 //! // ... measure ...
-//! let record = session.finish("timer", &serde_json::json!({}), &progress);
-//! assert_eq!(record.probe, "timer");
+//! let record = session.finish(ictus_probe::timer::PROBE, &serde_json::json!({}), &progress);
+//! assert_eq!(record.probe, ictus_probe::registry::ProbeId::Timer);
 //! ```
 
 use crate::record::WarningId;
@@ -244,7 +244,11 @@ mod tests {
     #[test]
     fn a_session_gives_a_record_with_provenance_and_clock() {
         let sut = Session::begin(vec!["test".into()], false);
-        let record = sut.finish("timer", &serde_json::json!({"x": 1}), &Progress::new());
+        let record = sut.finish(
+            crate::timer::PROBE,
+            &serde_json::json!({"x": 1}),
+            &Progress::new(),
+        );
         assert!(record.complete);
         assert_eq!(record.parameters["x"], 1);
         assert!(record.provenance.end_time.is_some());
@@ -262,7 +266,7 @@ mod tests {
         };
         sut.warn(w.clone());
         sut.warn_all([w.clone(), w]);
-        let record = sut.finish("timer", &(), &Progress::new());
+        let record = sut.finish(crate::timer::PROBE, &(), &Progress::new());
         assert_eq!(
             record
                 .warnings

@@ -1332,7 +1332,7 @@ mod tests {
     #[test]
     fn the_quick_plan_covers_the_matrix_and_ends_with_the_loop() {
         let sut = plan(&SurveyOptions::default()).unwrap();
-        for probe in ["timer", "pingpong", "jitter"] {
+        for probe in [ProbeId::Timer, ProbeId::Pingpong, ProbeId::Jitter] {
             let n = sut
                 .iter()
                 .filter(|s| s.step.probe == probe && s.step.pm_qos.is_none())

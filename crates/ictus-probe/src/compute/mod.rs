@@ -35,7 +35,7 @@ use crate::setup::{self, SchedSpec};
 use crate::view::Point;
 
 /// The probe's name.
-pub const PROBE: &str = "compute";
+pub const PROBE: &str = crate::registry::ProbeId::Compute.name();
 
 /// The compute probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -483,7 +483,7 @@ mod tests {
     #[test]
     fn a_foreign_reference_is_refused() {
         let mut other = run(&quick(), vec![], None, &Progress::new()).unwrap();
-        other.probe = "timer".into();
+        other.probe = crate::timer::PROBE.into();
         assert!(matches!(
             run(&quick(), vec![], Some(&other), &Progress::new()),
             Err(ComputeError::Reference { .. })

@@ -32,7 +32,7 @@ use crate::session::Session;
 use crate::view::{AllOr, Empty, Point};
 
 /// The probe's name.
-pub const PROBE: &str = "irq";
+pub const PROBE: &str = crate::registry::ProbeId::Irq.name();
 
 /// The irq probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

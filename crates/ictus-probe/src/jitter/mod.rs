@@ -41,7 +41,7 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
 /// The probe's name.
-pub const PROBE: &str = "jitter";
+pub const PROBE: &str = crate::registry::ProbeId::Jitter.name();
 /// The longest vector of the synchronised routine: 2^24 f64 per array (two 128 MiB
 /// arrays per thread).
 pub const MAX_ELEMENTS: usize = 1 << 24;

@@ -46,7 +46,7 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
 /// The probe's name.
-pub const PROBE: &str = "loop";
+pub const PROBE: &str = crate::registry::ProbeId::Loop.name();
 
 /// Samples the leader reads and writes each step (16 bits each).
 pub const SAMPLES_PER_STEP: usize = 64;

@@ -85,7 +85,7 @@ use crate::setup::{self, SchedSpec};
 use crate::view::{AllOr, Empty};
 
 /// The probe's name, as in records and on the command line.
-pub const PROBE: &str = "memlat";
+pub const PROBE: &str = crate::registry::ProbeId::Memlat.name();
 /// The cache line the chase walks over (one load per line).
 pub const LINE_BYTES: usize = 64;
 /// The smallest working set accepted (one base page).

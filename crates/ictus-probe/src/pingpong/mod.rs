@@ -71,7 +71,7 @@ use crate::session::Session;
 use crate::setup::{self, Length, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
-pub const PROBE: &str = "pingpong";
+pub const PROBE: &str = crate::registry::ProbeId::Pingpong.name();
 
 /// The name of every point's measurement in `record.measurements`.
 pub const MEASUREMENT: &str = "handoff";

@@ -43,7 +43,7 @@ use crate::setup::{self, SchedSpec};
 use crate::view::Point;
 
 /// The probe's name.
-pub const PROBE: &str = "rendezvous";
+pub const PROBE: &str = crate::registry::ProbeId::Rendezvous.name();
 
 /// Where the spin flags sit relative to each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

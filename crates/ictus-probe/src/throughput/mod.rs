@@ -118,7 +118,7 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
-pub const PROBE: &str = "throughput";
+pub const PROBE: &str = crate::registry::ProbeId::Throughput.name();
 
 /// The name of every transfer point's measurement in `record.measurements`.
 pub const MEASUREMENT: &str = "transfer";

@@ -40,7 +40,7 @@ use crate::session::Session;
 use crate::setup::{self, Length, SchedSpec};
 
 /// The probe's name, as in records and on the command line.
-pub const PROBE: &str = "timer";
+pub const PROBE: &str = crate::registry::ProbeId::Timer.name();
 
 /// How the measuring threads wait, as asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

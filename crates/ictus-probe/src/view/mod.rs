@@ -371,6 +371,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_probes_parameters_read_back_with_their_policy() {
+        use crate::registry::ProbeId;
         use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
         let fifo = Policy::Fifo { priority: 42 };
         let sched = |s: &SchedSpec| SchedSpec {
@@ -379,34 +380,46 @@ pub(crate) mod tests {
         };
         let mut t = timer::TimerParams::default();
         t.sched = sched(&t.sched);
-        params_read_back("timer", &timer::ParamsRecord::from(&t), fifo);
+        params_read_back(ProbeId::Timer.name(), &timer::ParamsRecord::from(&t), fifo);
         let mut p = pingpong::PingpongParams::default();
         p.sched = sched(&p.sched);
-        params_read_back("pingpong", &pingpong::ParamsRecord::from(&p), fifo);
+        params_read_back(
+            ProbeId::Pingpong.name(),
+            &pingpong::ParamsRecord::from(&p),
+            fifo,
+        );
         let mut m = memlat::MemlatParams::default();
         m.sched = sched(&m.sched);
-        params_read_back("memlat", &memlat::ParamsRecord::from(&m), fifo);
+        params_read_back(
+            ProbeId::Memlat.name(),
+            &memlat::ParamsRecord::from(&m),
+            fifo,
+        );
         let mut t = throughput::ThroughputParams::default();
         t.sched = sched(&t.sched);
-        params_read_back("throughput", &throughput::ParamsRecord::from(&t), fifo);
+        params_read_back(
+            ProbeId::Throughput.name(),
+            &throughput::ParamsRecord::from(&t),
+            fifo,
+        );
         let mut j = jitter::JitterParams::default();
         j.sched = sched(&j.sched);
-        params_read_back("jitter", &j, fifo);
+        params_read_back(ProbeId::Jitter.name(), &j, fifo);
         let mut l = r#loop::LoopParams::default();
         l.sched = sched(&l.sched);
-        params_read_back("loop", &l, fifo);
+        params_read_back(ProbeId::Loop.name(), &l, fifo);
         let mut c = compute::ComputeParams::default();
         c.sched = sched(&c.sched);
-        params_read_back("compute", &c, fifo);
+        params_read_back(ProbeId::Compute.name(), &c, fifo);
         let mut r = rendezvous::RendezvousParams::default();
         r.sched = sched(&r.sched);
-        params_read_back("rendezvous", &r, fifo);
+        params_read_back(ProbeId::Rendezvous.name(), &r, fifo);
     }
 
     #[test]
     fn the_policy_is_found_at_the_top_or_in_sched() {
         let fifo = Policy::Fifo { priority: 80 };
-        let mut r = record("timer", serde_json::json!({ "policy": fifo }));
+        let mut r = record(crate::timer::PROBE, serde_json::json!({ "policy": fifo }));
         assert_eq!(r.policy_requested(), Some(fifo));
         r.parameters = serde_json::to_value(BTreeMap::from([(
             "sched",
