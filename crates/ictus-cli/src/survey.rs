@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use ictus_probe::progress::Progress;
 use ictus_probe::survey::{
     self, Manifest, Profile, ShieldAccess, ShieldDriver, ShieldSplit, StepStatus, SurveyOptions,
@@ -16,26 +16,12 @@ use ictus_probe::survey::{
 use crate::Failure;
 use crate::common::{self, Bar};
 
-/// Survey lengths on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ProfileArg {
-    /// About 3 minutes on 2 cores.
-    Quick,
-    /// About 5 times longer.
-    Standard,
-    /// Long runs for the tails (a million timer samples per configuration).
-    Full,
-    /// A tenth of quick, to check that everything runs (tests).
-    #[value(hide = true)]
-    Smoke,
-}
-
 /// Options of `ictus survey`.
 #[derive(Debug, Args)]
 pub(crate) struct SurveyArgs {
     /// How long the survey runs.
     #[arg(long, value_enum, default_value = "quick")]
-    pub(crate) profile: ProfileArg,
+    pub(crate) profile: Profile,
     /// The loop the verdict is about: its frequency (seed 000's gesture loop: 10kHz).
     #[arg(long, default_value = "10kHz", value_parser = crate::loop_cmd::parse_frequency)]
     pub(crate) target: f64,
@@ -79,12 +65,7 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
 /// Plans, runs, writes the directory and the reports, and prints the summary.
 pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
     let opts = SurveyOptions {
-        profile: match args.profile {
-            ProfileArg::Quick => Profile::Quick,
-            ProfileArg::Standard => Profile::Standard,
-            ProfileArg::Full => Profile::Full,
-            ProfileArg::Smoke => Profile::Smoke,
-        },
+        profile: args.profile,
         target: Target {
             frequency_hz: args.target,
             cores: args.cores,

@@ -63,14 +63,21 @@ pub enum LoadCase {
 /// Survey length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Profile {
     /// A tenth of quick: checks that everything runs (tests), figures too short to use.
+    #[cfg_attr(feature = "cli", value(hide = true))]
     Smoke,
     /// About 3 minutes on 2 cores.
     Quick,
     /// Longer runs.
+    #[cfg_attr(feature = "cli", value(help = "About 5 times longer"))]
     Standard,
     /// Long runs for tails (p99.999 needs a million samples).
+    #[cfg_attr(
+        feature = "cli",
+        value(help = "Long runs for the tails (a million timer samples per configuration)")
+    )]
     Full,
 }
 
