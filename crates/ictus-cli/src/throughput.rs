@@ -33,7 +33,7 @@ use crate::common::{self, Bar};
 pub(crate) struct ThroughputArgs {
     /// Transports to measure: spsc, pipe, unix, handover, or all (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "all", value_parser = parse_transport)]
-    pub(crate) transport: Vec<TransportChoice>,
+    pub(crate) transport: Vec<Choice<Transport>>,
     /// Where the two threads run.
     #[arg(long, default_value = "both", value_parser = throughput::placement_parser())]
     pub(crate) placement: Choice<Placement>,
@@ -66,20 +66,12 @@ pub(crate) struct ThroughputArgs {
 }
 
 /// One `--transport` word: a transport or `all`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TransportChoice {
-    /// One transport.
-    One(Transport),
-    /// Every transport.
-    All,
-}
-
-fn parse_transport(s: &str) -> Result<TransportChoice, String> {
+fn parse_transport(s: &str) -> Result<Choice<Transport>, String> {
     if s == "all" {
-        return Ok(TransportChoice::All);
+        return Ok(Choice::All);
     }
     Transport::from_name(s)
-        .map(TransportChoice::One)
+        .map(Choice::One)
         .ok_or_else(|| format!("'{s}' is not spsc, pipe, unix, handover or all"))
 }
 
@@ -94,8 +86,8 @@ pub(crate) fn params(args: &ThroughputArgs) -> Result<ThroughputParams, Failure>
     let mut transports = Vec::new();
     for choice in &args.transport {
         let add: &[Transport] = match choice {
-            TransportChoice::All => &Transport::ALL,
-            TransportChoice::One(t) => std::slice::from_ref(t),
+            Choice::All => &Transport::ALL,
+            Choice::One(t) => std::slice::from_ref(t),
         };
         for t in add {
             if !transports.contains(t) {
@@ -303,11 +295,8 @@ mod tests {
 
     #[test]
     fn transports_parse_by_name_or_all() {
-        assert_eq!(
-            parse_transport("unix"),
-            Ok(TransportChoice::One(Transport::Unix))
-        );
-        assert_eq!(parse_transport("all"), Ok(TransportChoice::All));
+        assert_eq!(parse_transport("unix"), Ok(Choice::One(Transport::Unix)));
+        assert_eq!(parse_transport("all"), Ok(Choice::All));
         assert!(parse_transport("carrier-pigeon").is_err());
     }
 }
