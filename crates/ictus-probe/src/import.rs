@@ -330,7 +330,7 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     };
     let parameters = serde_json::to_value(parameters).expect("the parameters serialize");
     let mut record = RunRecord::new(
-        crate::timer::PROBE,
+        crate::timer::PROBE.name(),
         provenance,
         parameters,
         Obtained::default(),

@@ -641,7 +641,7 @@ mod tests {
         let mut h = LatencyHistogram::new();
         h.record(ictus_core::Nanos::new(21_000));
         let mut r = RunRecord::new(
-            crate::r#loop::PROBE,
+            crate::r#loop::PROBE.name(),
             crate::provenance::Provenance::capture(Vec::new()),
             serde_json::json!({}),
             Obtained::default(),

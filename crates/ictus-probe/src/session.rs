@@ -8,7 +8,7 @@
 //! let progress = Progress::new();
 //! let session = Session::begin(std::env::args().collect(), false);
 //! // ... measure ...
-//! let record = session.finish(ictus_probe::timer::PROBE, &serde_json::json!({}), &progress);
+//! let record = session.finish(ictus_probe::timer::PROBE.name(), &serde_json::json!({}), &progress);
 //! assert_eq!(record.probe, ictus_probe::registry::ProbeId::Timer);
 //! ```
 
@@ -245,7 +245,7 @@ mod tests {
     fn a_session_gives_a_record_with_provenance_and_clock() {
         let sut = Session::begin(vec!["test".into()], false);
         let record = sut.finish(
-            crate::timer::PROBE,
+            crate::timer::PROBE.name(),
             &serde_json::json!({"x": 1}),
             &Progress::new(),
         );
@@ -266,7 +266,7 @@ mod tests {
         };
         sut.warn(w.clone());
         sut.warn_all([w.clone(), w]);
-        let record = sut.finish(crate::timer::PROBE, &(), &Progress::new());
+        let record = sut.finish(crate::timer::PROBE.name(), &(), &Progress::new());
         assert_eq!(
             record
                 .warnings

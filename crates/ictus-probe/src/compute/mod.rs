@@ -34,8 +34,9 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::Point;
 
-/// The probe's name.
-pub const PROBE: &str = crate::registry::ProbeId::Compute.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Compute;
 
 /// The compute probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -303,7 +304,7 @@ pub fn run(
         });
     }
 
-    let mut record = session.finish(PROBE, params, progress);
+    let mut record = session.finish(PROBE.name(), params, progress);
     let splits = || measurements.iter().filter(|f| f.name == SPLIT);
     let speedup = |f: &Figures| f.point.metrics.speedup.unwrap_or(0.0);
     let best = splits().max_by(|a, b| speedup(a).total_cmp(&speedup(b)));
@@ -483,7 +484,7 @@ mod tests {
     #[test]
     fn a_foreign_reference_is_refused() {
         let mut other = run(&quick(), vec![], None, &Progress::new()).unwrap();
-        other.probe = crate::timer::PROBE.into();
+        other.probe = crate::timer::PROBE.name().into();
         assert!(matches!(
             run(&quick(), vec![], Some(&other), &Progress::new()),
             Err(ComputeError::Reference { .. })

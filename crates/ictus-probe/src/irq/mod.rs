@@ -31,8 +31,9 @@ use crate::record::{LatencyResult, Measurement, RunRecord, Warning};
 use crate::session::Session;
 use crate::view::{AllOr, Empty, Point};
 
-/// The probe's name.
-pub const PROBE: &str = crate::registry::ProbeId::Irq.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Irq;
 
 /// The irq probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,7 +131,7 @@ pub fn run(
                     .into(),
             ),
         });
-        let mut record = session.finish(PROBE, params, progress);
+        let mut record = session.finish(PROBE.name(), params, progress);
         record.headline = Some(format!("IRQ latency not measured: {reason}"));
         progress.finish();
         return Ok(record);
@@ -170,7 +171,7 @@ pub fn run(
                 .with_latency(LatencyResult::from_histogram(h, MissCounter::default())),
         );
     }
-    let mut record = session.finish(PROBE, params, progress);
+    let mut record = session.finish(PROBE.name(), params, progress);
     record.headline = Some(match (merged_irq.max(), merged_thread.max()) {
         (Some(i), Some(th)) => format!(
             "timer IRQ latency max {i} (p99 {}), kernel thread latency max {th} (p99 {}), over {} expiries",

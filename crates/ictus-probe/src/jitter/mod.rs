@@ -40,8 +40,9 @@ use crate::record::{LatencyResult, RunRecord, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
-/// The probe's name.
-pub const PROBE: &str = crate::registry::ProbeId::Jitter.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Jitter;
 /// The longest vector of the synchronised routine: 2^24 f64 per array (two 128 MiB
 /// arrays per thread).
 pub const MAX_ELEMENTS: usize = 1 << 24;
@@ -272,7 +273,7 @@ pub fn run(
             latency,
         });
     }
-    let mut record = session.finish(PROBE, params, progress);
+    let mut record = session.finish(PROBE.name(), params, progress);
     record.headline = worst.and_then(|(percent, index)| {
         let m = measurements
             .iter()

@@ -45,8 +45,9 @@ use crate::rendezvous::Exchange;
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
-/// The probe's name.
-pub const PROBE: &str = crate::registry::ProbeId::Loop.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Loop;
 
 /// Samples the leader reads and writes each step (16 bits each).
 pub const SAMPLES_PER_STEP: usize = 64;
@@ -358,7 +359,7 @@ pub fn run(
             .collect();
         merged = Some(completion_result(t));
     }
-    let mut record = session.finish(PROBE, params, progress);
+    let mut record = session.finish(PROBE.name(), params, progress);
     record.headline = Some(headline);
     record.threads = threads;
     record.merged = merged;

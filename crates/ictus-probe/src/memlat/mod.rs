@@ -84,8 +84,9 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::{AllOr, Empty};
 
-/// The probe's name, as in records and on the command line.
-pub const PROBE: &str = crate::registry::ProbeId::Memlat.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Memlat;
 /// The cache line the chase walks over (one load per line).
 pub const LINE_BYTES: usize = 64;
 /// The smallest working set accepted (one base page).
@@ -487,7 +488,7 @@ pub fn run(
     let headline = headline(&curves, &caches, &knees, &pairs);
     measurements.extend(stage_measurements(&caches, &knees, &pairs));
 
-    let mut record = session.finish(PROBE, &ParamsRecord::from(params), progress);
+    let mut record = session.finish(PROBE.name(), &ParamsRecord::from(params), progress);
     record.measurements = measurements;
     record.headline = headline;
     progress.finish();

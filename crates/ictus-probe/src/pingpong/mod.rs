@@ -70,8 +70,9 @@ use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadR
 use crate::session::Session;
 use crate::setup::{self, Length, SchedSpec};
 
-/// The probe's name, as in records and on the command line.
-pub const PROBE: &str = crate::registry::ProbeId::Pingpong.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Pingpong;
 
 /// The name of every point's measurement in `record.measurements`.
 pub const MEASUREMENT: &str = "handoff";
@@ -455,7 +456,7 @@ pub fn run(
             ),
         });
     }
-    let mut record = session.finish(PROBE, &ParamsRecord::from(params), progress);
+    let mut record = session.finish(PROBE.name(), &ParamsRecord::from(params), progress);
     record.threads = threads;
     // One point: its merged hand-off distribution; several: no single merge means anything.
     record.merged = if measurements.len() == 1 {

@@ -42,8 +42,9 @@ use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::Point;
 
-/// The probe's name.
-pub const PROBE: &str = crate::registry::ProbeId::Rendezvous.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Rendezvous;
 
 /// Where the spin flags sit relative to each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,7 +418,7 @@ pub fn run(
             }
         }
     }
-    let mut record = session.finish(PROBE, params, progress);
+    let mut record = session.finish(PROBE.name(), params, progress);
     record.headline = headline;
     record.threads = configs
         .into_iter()

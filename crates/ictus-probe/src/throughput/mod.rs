@@ -117,8 +117,9 @@ use crate::rendezvous::{self, RendezvousParams};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
-/// The probe's name, as in records and on the command line.
-pub const PROBE: &str = crate::registry::ProbeId::Throughput.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Throughput;
 
 /// The name of every transfer point's measurement in `record.measurements`.
 pub const MEASUREMENT: &str = "transfer";
@@ -526,7 +527,7 @@ pub fn run(
         }
         progress.advance(1);
     }
-    let mut record = session.finish(PROBE, &ParamsRecord::from(params), progress);
+    let mut record = session.finish(PROBE.name(), &ParamsRecord::from(params), progress);
     let clock_read_ns = record
         .environment
         .clock

@@ -39,8 +39,9 @@ use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warnin
 use crate::session::Session;
 use crate::setup::{self, Length, SchedSpec};
 
-/// The probe's name, as in records and on the command line.
-pub const PROBE: &str = crate::registry::ProbeId::Timer.name();
+/// Which probe this is (its name, as in records and on the command line, is the
+/// registry's).
+pub const PROBE: crate::registry::ProbeId = crate::registry::ProbeId::Timer;
 
 /// How the measuring threads wait, as asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,7 +281,7 @@ pub fn run(
             latency: LatencyResult::from_histogram(&outcome.histogram, outcome.misses),
         });
     }
-    let mut record = session.finish(PROBE, &ParamsRecord::from(params), progress);
+    let mut record = session.finish(PROBE.name(), &ParamsRecord::from(params), progress);
     record.threads = results;
     record.merged = Some(LatencyResult::from_histogram(&merged, merged_misses));
     progress.finish();

@@ -419,7 +419,10 @@ pub(crate) mod tests {
     #[test]
     fn the_policy_is_found_at_the_top_or_in_sched() {
         let fifo = Policy::Fifo { priority: 80 };
-        let mut r = record(crate::timer::PROBE, serde_json::json!({ "policy": fifo }));
+        let mut r = record(
+            crate::timer::PROBE.name(),
+            serde_json::json!({ "policy": fifo }),
+        );
         assert_eq!(r.policy_requested(), Some(fifo));
         r.parameters = serde_json::to_value(BTreeMap::from([(
             "sched",
