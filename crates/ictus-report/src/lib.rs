@@ -23,9 +23,11 @@ mod format;
 pub mod html;
 pub mod markdown;
 mod plots;
+pub mod probes;
 pub mod results;
 pub mod scenario;
 pub mod tables;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
