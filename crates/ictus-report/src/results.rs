@@ -22,6 +22,7 @@ use ictus_probe::load::LoadKind;
 use ictus_probe::pingpong;
 use ictus_probe::provenance::Provenance;
 use ictus_probe::record::RunRecord;
+use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{
     Class, DOCTOR_FILE, LoadCase, MANIFEST_FILE, MANIFEST_SCHEMA, MANIFEST_VERSION, Manifest, Step,
     StepStatus,
@@ -119,12 +120,12 @@ impl Results {
     }
 
     /// The records of one probe.
-    pub fn of<'a>(&'a self, probe: &'a str) -> impl Iterator<Item = &'a Run> + 'a {
+    pub fn of(&self, probe: ProbeId) -> impl Iterator<Item = &Run> + '_ {
         self.runs.iter().filter(move |r| r.record.probe == probe)
     }
 
     /// The manifest's steps of one probe that have no record here, with why.
-    pub fn missing<'a>(&'a self, probe: &'a str) -> Vec<(Config, String)> {
+    pub fn missing(&self, probe: ProbeId) -> Vec<(Config, String)> {
         let Some(m) = &self.manifest else {
             return Vec::new();
         };

@@ -1,11 +1,13 @@
 //! What the report says about `irq`: interrupt latency apart from thread latency (timerlat).
-//! Its terminal view (what `ictus probe irq` prints).
+//! Its terminal view (what `ictus probe irq` prints); it has no seed table.
 
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::irq::Timerlat;
+
 use crate::probes::ProbeReport;
 use crate::terminal;
 
@@ -13,6 +15,13 @@ use crate::terminal;
 pub(crate) const REPORT: ProbeReport = ProbeReport {
     id: ProbeId::Irq,
     terminal: render,
+    table_order: u32::MAX,
+    tables: |_| Vec::new(),
+    plots: |_| Vec::new(),
+    compare_plots: |_, _| None,
+    latency: false,
+    compare_note: None,
+    verdict: false,
 };
 
 /// The verdict, then per CPU and context the latency distribution.

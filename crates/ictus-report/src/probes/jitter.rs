@@ -1,20 +1,37 @@
 //! What the report says about `jitter`: the execution-time variation of a fixed routine.
-//! Its terminal view (what `ictus probe jitter` prints).
+//! Its terminal view (what `ictus probe jitter` prints), its seed table and its plots.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::jitter::{JitterParams, Routine};
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
+use ictus_probe::survey::{Class, LoadCase};
 use ictus_probe::view::jitter::{Runs, SlowRun};
+
+use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;
-use crate::terminal;
+use crate::results::{Results, load_name};
+use crate::tables::{Cell as TableCell, Column, Row, Table, matrix, present, refused_note, table};
+use crate::{format, terminal};
+
+/// This probe.
+const ID: ProbeId = ProbeId::Jitter;
 
 /// The report of `jitter`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ProbeId::Jitter,
+    id: ID,
     terminal: render,
+    table_order: 5,
+    tables: |r| vec![seed_table(r)],
+    plots: figures,
+    compare_plots: |_, _| None,
+    latency: true,
+    compare_note: None,
+    verdict: false,
 };
 
 /// Seed 002 Table 2's columns per thread, then the duration distribution.
@@ -104,4 +121,118 @@ fn render(record: &RunRecord) -> String {
         let _ = writeln!(out, "{note}");
     }
     out
+}
+
+// --- seed 002 Table 2 -----------------------------------------------------------
+
+fn seed_table(r: &Results) -> Table {
+    let mut t = table(
+        ID.name(),
+        "Execution-time variation by priority and load",
+        "seed 002 Table 2",
+    );
+    let Some(rows) = present(r, &mut t, ID, matrix(r, ID)) else {
+        return t;
+    };
+    // Tmin: the shortest run among all configurations, as the seed defines it.
+    let tmin = r
+        .of(ID)
+        .filter_map(|run| run.record.merged.as_ref()?.summary.min_ns)
+        .map(|v| v.as_u64() as f64)
+        .fold(f64::INFINITY, f64::min);
+    let classes: BTreeSet<Class> = rows.iter().map(|(c, _)| c.class).collect();
+    let loads: BTreeSet<LoadCase> = rows.iter().map(|(c, _)| c.load.clone()).collect();
+    t.keys = vec!["load".into()];
+    t.columns = classes
+        .iter()
+        .map(|c| {
+            Column::new(match c {
+                Class::NormalUnpinned => "normal priority (unpinned)",
+                Class::RtPinned => "real-time priority (pinned)",
+                Class::Shielded => "shielded (RT0)",
+            })
+        })
+        .collect();
+    for load in &loads {
+        let cells = classes
+            .iter()
+            .map(|class| {
+                match rows
+                    .iter()
+                    .find(|(c, _)| c.class == *class && &c.load == load)
+                {
+                    None => TableCell::text("not in the survey"),
+                    Some((_, Err(why))) => TableCell::text(why.clone()),
+                    Some((_, Ok(run))) => {
+                        refused_note(&mut t, run);
+                        match run.record.merged.as_ref().and_then(|l| l.summary.max_ns) {
+                            Some(max) => {
+                                let spread = max.as_u64() as f64 - tmin;
+                                TableCell::num(
+                                    format!(
+                                        "{} ({} %)",
+                                        format::ns(spread),
+                                        format::sig3(100.0 * spread / tmin)
+                                    ),
+                                    spread,
+                                )
+                            }
+                            None => TableCell::empty(),
+                        }
+                    }
+                }
+            })
+            .collect();
+        t.rows.push(Row {
+            keys: vec![load_name(load)],
+            cells,
+        });
+    }
+    let params = r
+        .of(ID)
+        .next()
+        .and_then(|run| run.record.parameters_as::<JitterParams>());
+    let routine = match params.as_ref().map(|p| p.routine) {
+        Some(Routine::Divisions { divisions }) => {
+            format!("{} integer divisions", format::count(divisions))
+        }
+        Some(Routine::Synchronised { .. }) => "the synchronised routine".to_string(),
+        None => "the routine".to_string(),
+    };
+    let runs = params.map_or(String::new(), |p| {
+        format!(", {} runs per configuration", format::count(p.runs))
+    });
+    t.caption = format!(
+        "The longest run of {routine} minus Tmin, and that as a share of Tmin, per scheduling priority and load{runs}. Tmin = {}, the shortest run of all configurations, as the seed defines it.",
+        format::ns(tmin)
+    );
+    t
+}
+
+/// The slow runs of every configuration over time, or a note that there were none.
+fn figures(r: &Results) -> Vec<Plot> {
+    let mut list = Vec::new();
+    let mut series = Vec::new();
+    for run in r.of(ID) {
+        let points: Vec<(f64, f64)> = run
+            .record
+            .measurements
+            .iter()
+            .filter_map(|m| m.read::<SlowRun>())
+            .map(|p| (p.labels.at_ns as f64 / 1e9, p.metrics.duration_ns))
+            .collect();
+        if !points.is_empty() {
+            series.push((run.config().to_string(), points));
+        }
+    }
+    match plots::timeline("Slow runs over time", &series) {
+        Some(svg) => list.push(Plot::figure(
+            Some(svg),
+            "Every run that took more than twice Tmin, at the time it started. A regular pattern with a 1 s period is real-time throttling (95 % of each second by default); on a VM, steal time.",
+        )),
+        None => list.push(Plot::Note(
+            "No run took more than twice Tmin: no slow-run timeline to plot.".into(),
+        )),
+    }
+    list
 }

@@ -1,24 +1,41 @@
 //! What the report says about `memlat`: memory access time by working set and stride.
-//! Its terminal view (what `ictus probe memlat` prints).
+//! Its terminal view (what `ictus probe memlat` prints), its seed table and its plots.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::memlat;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::memlat::{
-    Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
+    Access, CHASE, Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
 };
 use ictus_probe::view::{AllOr, Point};
+
+use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;
-use crate::terminal;
+use crate::results::{Results, Run};
+use crate::tables::{
+    Cell as TableCell, Column, Row, Table, configuration_key, row_keys, runs_of, setup_words, table,
+};
+use crate::{format, terminal};
+
+/// This probe.
+const ID: ProbeId = ProbeId::Memlat;
 
 /// The report of `memlat`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ProbeId::Memlat,
+    id: ID,
     terminal: render,
+    table_order: 1,
+    tables: |r| vec![seed_table(r)],
+    plots: figures,
+    compare_plots: |_, _| None,
+    latency: false,
+    compare_note: None,
+    verdict: false,
 };
 
 /// A strided point with fewer accesses than this per pass is marked in the view.
@@ -270,4 +287,166 @@ fn render_stages(out: &mut String, record: &RunRecord) {
             knee_text(k)
         );
     }
+}
+
+// --- seed 000 Table 5 -----------------------------------------------------------
+
+/// The data caches a memlat record lists, smallest first (`L1d`, `L2`, `L3`).
+pub(crate) fn caches(run: &Run) -> Vec<(String, u64)> {
+    let mut c: Vec<(String, u64)> = run
+        .record
+        .measurements
+        .iter()
+        .filter_map(|m| m.read::<Cache>())
+        .filter(|c| c.labels.cache != "L1i")
+        .map(|c| (c.labels.cache, c.labels.cache_bytes))
+        .collect();
+    c.sort_by_key(|(_, size)| *size);
+    c
+}
+
+fn seed_table(r: &Results) -> Table {
+    let mut t = table(
+        ID.name(),
+        "Memory access time by stride",
+        "seed 000 Table 5",
+    );
+    let Some(runs) = runs_of(r, &mut t, ID) else {
+        return t;
+    };
+    let several = configuration_key(&mut t, &runs);
+    t.keys
+        .extend(["working set".to_string(), "fits in".to_string()]);
+    // Columns: the chase, then reads and writes by stride (the seed's "space").
+    let mut strides = BTreeSet::new();
+    for run in &runs {
+        for m in &run.record.measurements {
+            if let Some(s) = m.read::<Strided>().and_then(|p| p.labels.stride_bytes) {
+                strides.insert(s);
+            }
+        }
+    }
+    let mut kinds = vec![(CHASE, None)];
+    t.columns.push(Column::new("random chase, per load"));
+    for (kind, verb) in [(STRIDED_READ, "read"), (STRIDED_WRITE, "write")] {
+        for &s in &strides {
+            kinds.push((kind, Some(s)));
+            t.columns.push(Column::new(format!("{verb}, space {s} B")));
+        }
+    }
+    let mut repeat = None;
+    for run in &runs {
+        repeat = run
+            .record
+            .parameters_as::<memlat::ParamsRecord>()
+            .map(|p| p.repeat);
+        let caches = caches(run);
+        // The one-thread points: (name, labels, ns per access).
+        let points: Vec<(&str, Access)> = run
+            .record
+            .measurements
+            .iter()
+            .filter_map(|m| Some((m.name.as_str(), Access::read(m)?)))
+            .filter(|(_, a)| a.labels.threads == 1)
+            .collect();
+        let sizes: BTreeSet<usize> = points
+            .iter()
+            .map(|(_, a)| a.labels.working_set_bytes)
+            .collect();
+        for size in sizes {
+            let fits = caches
+                .iter()
+                .find(|(_, c)| size as u64 <= *c)
+                .map_or("memory".to_string(), |(n, _)| n.clone());
+            let mut keys = row_keys(several, run);
+            keys.extend([format::bytes(size as f64), fits]);
+            let cells = kinds
+                .iter()
+                .map(|&(kind, stride)| {
+                    let at = points.iter().find(|(name, a)| {
+                        *name == kind
+                            && a.labels.working_set_bytes == size
+                            && a.labels.stride_bytes == stride
+                    });
+                    at.map_or(TableCell::empty(), |(_, a)| TableCell::ns(a.ns))
+                })
+                .collect();
+            t.rows.push(Row { keys, cells });
+        }
+    }
+    let cache_list: Vec<String> = runs
+        .first()
+        .map(|run| {
+            caches(run)
+                .iter()
+                .map(|(n, s)| format!("{n} {}", format::bytes(*s as f64)))
+                .collect()
+        })
+        .unwrap_or_default();
+    t.caption = format!(
+        "Average time per 64-bit access, one thread, no load ({}): reads and writes `space` bytes apart, as the seed's columns, and a dependent random chase, whose steps show the cache stages{}. Median of {} repetitions.",
+        setup_words(runs[0]),
+        if cache_list.is_empty() {
+            String::new()
+        } else {
+            format!(" (the kernel reports {})", cache_list.join(", "))
+        },
+        repeat.map_or("the".to_string(), |n| n.to_string()),
+    );
+    t
+}
+
+/// Per memlat run: the time per access against the working set, one curve per
+/// access pattern, the cache sizes marked.
+fn figures(r: &Results) -> Vec<Plot> {
+    let mut list = Vec::new();
+    for run in r.of(ID) {
+        let marks: Vec<(f64, String)> = caches(run)
+            .into_iter()
+            .map(|(n, s)| (s as f64, format!("{n} {}", format::bytes(s as f64))))
+            .collect();
+        let axes = Axes {
+            x_desc: "working set",
+            y_desc: "time per access",
+            x_fmt: &plots::tick_bytes,
+            y_fmt: &plots::tick_ns,
+            x_bytes: true,
+        };
+        list.push(Plot::figure(
+            plots::curves(
+                "Memory latency by working set",
+                &axes,
+                &memlat_series(run),
+                &marks,
+            ),
+            "Time per access against the working set (log-log); vertical lines are the cache sizes the kernel reports. The random chase steps up at each level.",
+        ));
+    }
+    list
+}
+
+/// One curve per access pattern of a memlat run (single-threaded measurements only):
+/// (working set in bytes, ns per access).
+fn memlat_series(run: &Run) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for m in &run.record.measurements {
+        let Some(a) = Access::read(m).filter(|a| a.labels.threads == 1) else {
+            continue;
+        };
+        let name = if m.name == CHASE {
+            "random chase".to_string()
+        } else {
+            format!(
+                "{}, space {} B",
+                m.name.trim_start_matches("strided-"),
+                a.labels.stride_bytes.unwrap_or(0)
+            )
+        };
+        let (ws, v) = (a.labels.working_set_bytes as f64, a.ns);
+        match series.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, p)) => p.push((ws, v)),
+            None => series.push((name, vec![(ws, v)])),
+        }
+    }
+    series
 }

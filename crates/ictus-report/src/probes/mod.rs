@@ -1,6 +1,6 @@
 //! The report, probe by probe: one file per probe (`probes/<probe>.rs`, named like its
 //! folder in `ictus_probe`) holds everything the report says about it, in one
-//! [`ProbeReport`]: its terminal view, its seed table(s), its plots and its compare
+//! `ProbeReport`: its terminal view, its seed table(s), its plots and its compare
 //! rules. The backends (the terminal's [`crate::terminal`], Markdown, HTML) lay out
 //! what these return and know no probe.
 //!
@@ -19,6 +19,10 @@
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 
+use crate::plots::Plot;
+use crate::results::Results;
+use crate::tables::Table;
+
 /// What the report says about one probe: each probe's file states one, `REPORT`.
 pub(crate) struct ProbeReport {
     /// Which probe.
@@ -26,6 +30,45 @@ pub(crate) struct ProbeReport {
     /// The human view of one of its records, without the footer every view shares
     /// ([`crate::terminal::footer`]).
     pub(crate) terminal: fn(&RunRecord) -> String,
+    /// Where its tables stand among the seeds' tables (the report lists them in this
+    /// order, after the OS features).
+    pub(crate) table_order: u32,
+    /// Its seed table(s), from all its records in the results.
+    pub(crate) tables: fn(&Results) -> Vec<Table>,
+    /// The plots under its table in the HTML report, from all its records.
+    pub(crate) plots: fn(&Results) -> Vec<Plot>,
+    /// The plots under its table when runs are compared (`headers` names the runs,
+    /// one per run); `None` for no plots section there.
+    pub(crate) compare_plots: fn(runs: &[Results], headers: &[String]) -> Option<Vec<Plot>>,
+    /// Whether it measures latencies, which the CPU latency QoS setting changes: a
+    /// comparison says when runs measured them at different settings.
+    pub(crate) latency: bool,
+    /// The note a comparison sets under its table, if any.
+    pub(crate) compare_note: Option<&'static str>,
+    /// Whether its record's headline stands in for a survey's verdict where there is
+    /// no survey.
+    pub(crate) verdict: bool,
+}
+
+impl ProbeReport {
+    /// Every probe's report, in the registry's order.
+    pub(crate) fn all() -> impl Iterator<Item = &'static ProbeReport> {
+        ProbeId::ALL.iter().map(|&id| of(id))
+    }
+
+    /// The probe whose record's headline stands in for a survey's verdict.
+    pub(crate) fn verdict_probe() -> ProbeId {
+        Self::all()
+            .find(|p| p.verdict)
+            .map(|p| p.id)
+            .expect("one probe's headline is the verdict (a test checks it)")
+    }
+
+    /// The report of the probe whose table is `table_id`, if any (a probe's table
+    /// has its name as id).
+    pub(crate) fn of_table(table_id: &str) -> Option<&'static ProbeReport> {
+        table_id.parse().ok().map(of)
+    }
 }
 
 macro_rules! probe_reports {
@@ -66,6 +109,27 @@ mod tests {
     fn every_probe_states_its_own_report() {
         for &id in ProbeId::ALL {
             assert_eq!(of(id).id, id);
+        }
+    }
+
+    #[test]
+    fn exactly_one_probe_gives_the_verdict() {
+        assert_eq!(ProbeReport::all().filter(|p| p.verdict).count(), 1);
+        let _ = ProbeReport::verdict_probe();
+    }
+
+    #[test]
+    fn every_table_of_a_probe_is_named_for_it() {
+        let r = crate::Results {
+            source: std::path::PathBuf::from("nowhere"),
+            manifest: None,
+            audit: None,
+            runs: Vec::new(),
+        };
+        for p in ProbeReport::all() {
+            for t in (p.tables)(&r) {
+                assert_eq!(ProbeReport::of_table(t.id).map(|q| q.id), Some(p.id));
+            }
         }
     }
 }

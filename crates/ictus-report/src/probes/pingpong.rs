@@ -1,20 +1,37 @@
 //! What the report says about `pingpong`: the hand-off time between two threads.
-//! Its terminal view (what `ictus probe pingpong` prints).
+//! Its terminal view (what `ictus probe pingpong` prints), its seed table and its plots.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::pingpong;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
+use ictus_probe::survey::{Class, LoadCase};
 use ictus_probe::view::pingpong::Handoff;
+
+use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;
-use crate::terminal;
+use crate::results::{Results, Run, class_name, load_name};
+use crate::tables::{Cell as TableCell, Column, Row, Table, refused_note, runs_of, table};
+use crate::{format, terminal};
+
+/// This probe.
+const ID: ProbeId = ProbeId::Pingpong;
 
 /// The report of `pingpong`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ProbeId::Pingpong,
+    id: ID,
     terminal: render,
+    table_order: 6,
+    tables: |r| vec![seed_table(r)],
+    plots: figures,
+    compare_plots: |_, _| None,
+    latency: true,
+    compare_note: None,
+    verdict: false,
 };
 
 /// Microseconds with 0.1 us resolution from a nanosecond figure, or `-`.
@@ -123,4 +140,113 @@ fn render(record: &RunRecord) -> String {
         let _ = writeln!(out, "{note}");
     }
     out
+}
+
+// --- seed 001 Table 3 -----------------------------------------------------------
+
+fn seed_table(r: &Results) -> Table {
+    let mut t = table(
+        ID.name(),
+        "Context switch time with and without CPU load",
+        "seed 001 Table 3",
+    );
+    let missing = r.missing(ID);
+    let Some(runs) = runs_of(r, &mut t, ID) else {
+        return t;
+    };
+    // Rows: class x primitive x placement; columns: loads.
+    let mut cells: BTreeMap<(Class, String), BTreeMap<LoadCase, TableCell>> = BTreeMap::new();
+    let mut loads = BTreeSet::new();
+    for run in &runs {
+        refused_note(&mut t, run);
+        for (m, p) in run
+            .record
+            .measurements
+            .iter()
+            .filter_map(|m| Some((m, m.read::<Handoff>()?)))
+        {
+            let load = if p.labels.cpu_load {
+                LoadCase::One(ictus_probe::load::LoadKind::Cpu)
+            } else {
+                run.load.clone()
+            };
+            loads.insert(load.clone());
+            let what = format!("{}, {}", p.labels.primitive, p.labels.placement);
+            let cell = match &m.latency {
+                Some(l) => match (l.summary.mean_ns, l.summary.stddev_ns) {
+                    (Some(mean), Some(sd)) => TableCell::num(
+                        format!("{} (SD={})", format::ns(mean), format::ns(sd)),
+                        mean,
+                    ),
+                    _ => TableCell::empty(),
+                },
+                None => TableCell::empty(),
+            };
+            cells
+                .entry((run.class, what))
+                .or_default()
+                .insert(load, cell);
+        }
+    }
+    for (c, _) in &missing {
+        loads.insert(c.load.clone());
+    }
+    t.keys = vec!["configuration".into(), "primitive, placement".into()];
+    t.columns = loads
+        .iter()
+        .map(|l| {
+            Column::new(match l {
+                LoadCase::Idle => "no load".to_string(),
+                other => load_name(other),
+            })
+        })
+        .collect();
+    for ((class, what), by_load) in &cells {
+        t.rows.push(Row {
+            keys: vec![class_name(*class).to_string(), what.clone()],
+            cells: loads
+                .iter()
+                .map(|l| {
+                    by_load.get(l).cloned().unwrap_or_else(|| {
+                        missing
+                            .iter()
+                            .find(|(c, _)| c.class == *class && &c.load == l)
+                            .map_or(TableCell::text("not in the survey"), |(_, why)| {
+                                TableCell::text(why.clone())
+                            })
+                    })
+                })
+                .collect(),
+        });
+    }
+    t.caption = "One-way hand-off time between two threads (one wakes the other and the kernel switches to it), mean and standard deviation, as the seed's context switch time; CPU load is a busy thread on each measured CPU. Futex hand-offs are what semaphores and mutexes use; same-cpu is a true context switch, cross-cpu a wake-up on another CPU.".to_string();
+    t
+}
+
+/// The hand-off time tails of every configuration, load and placement.
+fn figures(r: &Results) -> Vec<Plot> {
+    let mut list = Vec::new();
+    let mut series = Vec::new();
+    let mut runs: Vec<&Run> = r.of(ID).collect();
+    runs.sort_by_key(|x| x.config());
+    for run in runs {
+        for m in &run.record.measurements {
+            if let (Some(p), Some(l)) = (m.read::<Handoff>(), &m.latency) {
+                let load = if p.labels.cpu_load {
+                    "cpu load".to_string()
+                } else {
+                    load_name(&run.load)
+                };
+                series.push((
+                    format!("{}, {load}, {}", class_name(run.class), p.labels.placement),
+                    &l.histogram,
+                ));
+            }
+        }
+    }
+    list.push(Plot::figure(
+        plots::exceedance("Hand-off time tails", &series),
+        "Share of hand-offs taking at least this long, per configuration, load and placement (log-log).",
+    ));
+    list
 }

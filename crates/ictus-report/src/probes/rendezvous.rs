@@ -1,19 +1,35 @@
 //! What the report says about `rendezvous`: spin rendezvous between cores (seed 000 Table 6).
-//! Its terminal view (what `ictus probe rendezvous` prints).
+//! Its terminal view (what `ictus probe rendezvous` prints) and its seed table.
 
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
 use ictus_probe::view::rendezvous::{CachelineRoundTrip, Rendezvous};
+
 use crate::probes::ProbeReport;
-use crate::terminal;
+use crate::results::Results;
+use crate::tables::{
+    Cell as TableCell, Column, Row, Table, configuration_key, row_keys, runs_of, setup_words, table,
+};
+use crate::{format, terminal};
+
+/// This probe.
+const ID: ProbeId = ProbeId::Rendezvous;
 
 /// The report of `rendezvous`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ProbeId::Rendezvous,
+    id: ID,
     terminal: render,
+    table_order: 2,
+    tables: |r| vec![seed_table(r)],
+    plots: |_| Vec::new(),
+    compare_plots: |_, _| None,
+    latency: true,
+    compare_note: None,
+    verdict: false,
 };
 
 /// `v` with `decimals` decimals, or `-` when it was not measured.
@@ -69,4 +85,72 @@ fn render(record: &RunRecord) -> String {
         "vs limit: the rendezvous rate over the bare cache-line round-trip rate (the issue's bar for 2 threads: at least 0.8)."
     );
     out
+}
+
+// --- seed 000 Table 6 -----------------------------------------------------------
+
+fn seed_table(r: &Results) -> Table {
+    let mut t = table(
+        ID.name(),
+        "Rendezvous frequency by threads and spacing",
+        "seed 000 Table 6",
+    );
+    let Some(runs) = runs_of(r, &mut t, ID) else {
+        return t;
+    };
+    let several = configuration_key(&mut t, &runs);
+    t.keys.extend([
+        "threads".to_string(),
+        "position of the flags".to_string(),
+        "data".to_string(),
+    ]);
+    t.columns = vec![
+        Column::new("frequency"),
+        Column::new("per rendezvous"),
+        Column::new("vs bare cache-line round trip"),
+    ];
+    let mut limit = None;
+    for run in &runs {
+        for m in &run.record.measurements {
+            if let Some(c) = m.read::<CachelineRoundTrip>() {
+                limit = Some(c.metrics.ns_per_round_trip);
+            }
+            let Some(p) = m.read::<Rendezvous>() else {
+                continue;
+            };
+            let mut keys = row_keys(several, run);
+            let payload = p.labels.payload_bytes;
+            keys.extend([
+                p.labels.threads.to_string(),
+                p.labels.spacing,
+                if payload == 0 {
+                    "none".to_string()
+                } else {
+                    format!("{payload} B each way")
+                },
+            ]);
+            let rate = p.metrics.rendezvous_per_s;
+            let per = p.metrics.ns_per_rendezvous;
+            let vs = p.metrics.vs_cacheline_limit;
+            t.rows.push(Row {
+                keys,
+                cells: vec![
+                    rate.map_or(TableCell::empty(), |v| {
+                        TableCell::num(format!("{} kHz", format::sig3(v / 1e3)), v)
+                    }),
+                    per.map_or(TableCell::empty(), TableCell::ns),
+                    vs.map_or(TableCell::empty(), |v| TableCell::num(format!("{v:.2}"), v)),
+                ],
+            });
+        }
+    }
+    t.caption = format!(
+        "Rendezvous per second by spinning on shared flags, without extra load ({}), by number of threads and the distance between their flags, as the seed measured; with and without 512 B exchanged each way (seed 000 Table 1a's payload).{}",
+        setup_words(runs[0]),
+        limit.map_or(String::new(), |l| format!(
+            " The last column compares with the bare cache-line round trip between the two CPUs ({}), the hardware's limit.",
+            format::ns(l)
+        )),
+    );
+    t
 }

@@ -1,23 +1,37 @@
 //! What the report says about `throughput`: payload throughput by transport and size.
-//! Its terminal view (what `ictus probe throughput` prints).
+//! Its terminal view (what `ictus probe throughput` prints), its seed table and its plots.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
 use comfy_table::Cell;
-use ictus_probe::record::RunRecord;
+use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::registry::ProbeId;
-use ictus_probe::throughput::{
-    Mode, Placement, Transport,
-};
+use ictus_probe::throughput::{Mode, Placement, Transport};
 use ictus_probe::view::Point;
 use ictus_probe::view::rendezvous::CachelineRoundTrip;
 use ictus_probe::view::throughput::{Memcpy, Targets, Transfer};
+
+use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;
-use crate::terminal;
+use crate::results::Results;
+use crate::tables::{Cell as TableCell, Column, Row, Table, runs_of, setup_words, table};
+use crate::{format, terminal};
+
+/// This probe.
+const ID: ProbeId = ProbeId::Throughput;
 
 /// The report of `throughput`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ProbeId::Throughput,
+    id: ID,
     terminal: render,
+    table_order: 7,
+    tables: |r| vec![seed_table(r)],
+    plots: figures,
+    compare_plots: |_, _| None,
+    latency: false,
+    compare_note: None,
+    verdict: false,
 };
 
 /// Microseconds with 0.01 us resolution from a nanosecond figure, or `-`.
@@ -153,4 +167,108 @@ fn render(record: &RunRecord) -> String {
         );
     }
     out
+}
+
+// --- seed 004 Figures 6 and 7 ---------------------------------------------------
+
+fn seed_table(r: &Results) -> Table {
+    let mut t = table(
+        ID.name(),
+        "Port throughput by payload",
+        "seed 004 Figures 6 and 7",
+    );
+    let Some(runs) = runs_of(r, &mut t, ID) else {
+        return t;
+    };
+    let mut series: Vec<String> = Vec::new();
+    let mut points: BTreeMap<usize, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut mode = None;
+    for run in &runs {
+        for m in &run.record.measurements {
+            let Some((name, size, rate)) = rate_point(m) else {
+                continue;
+            };
+            if let Some(p) = m.read::<Transfer>() {
+                mode = mode.or(Some(p.labels.mode));
+            }
+            if !series.contains(&name) {
+                series.push(name.clone());
+            }
+            points.entry(size).or_default().insert(name, rate);
+        }
+    }
+    // memcpy last: it is the bound, not a transport.
+    series.sort_by_key(|s| s.starts_with("memcpy"));
+    t.keys = vec!["payload".into()];
+    t.columns = series.iter().map(|s| Column::new(s.clone())).collect();
+    for (size, by) in &points {
+        t.rows.push(Row {
+            keys: vec![format::bytes(*size as f64)],
+            cells: series
+                .iter()
+                .map(|s| {
+                    by.get(s).map_or(TableCell::empty(), |&v| {
+                        TableCell::num(format::mb_per_s(v), v)
+                    })
+                })
+                .collect(),
+        });
+    }
+    t.caption = format!(
+        "Payload bytes per second from one thread to another by payload size, as seed 004's port test ({} mode: {}), with a plain memcpy on one CPU as the bound; {}.",
+        mode.map_or("sync", Mode::name),
+        if mode == Some(Mode::Stream) {
+            "the sender waits only when the transport is full"
+        } else {
+            "each message is acknowledged before the next is sent"
+        },
+        setup_words(runs[0])
+    );
+    t
+}
+
+/// A throughput record's transfer or memcpy point: its series (`spsc, cross-cpu`,
+/// `memcpy (one CPU)`), payload and bytes per second.
+pub(crate) fn rate_point(m: &Measurement) -> Option<(String, usize, f64)> {
+    if let Some(p) = m.read::<Transfer>() {
+        let name = format!("{}, {}", p.labels.transport, p.labels.placement);
+        return Some((name, p.labels.payload_bytes, p.metrics.bytes_per_s));
+    }
+    let p = m.read::<Memcpy>()?;
+    Some((
+        "memcpy (one CPU)".to_string(),
+        p.labels.payload_bytes,
+        p.metrics.bytes_per_s,
+    ))
+}
+
+/// The payload throughput against its size, one curve per transport and placement
+/// and one for memcpy.
+fn figures(r: &Results) -> Vec<Plot> {
+    let mut list = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for run in r.of(ID) {
+        for m in &run.record.measurements {
+            let Some((name, size, rate)) = rate_point(m) else {
+                continue;
+            };
+            let size = size as f64;
+            match series.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, p)) => p.push((size, rate / 1e6)),
+                None => series.push((name, vec![(size, rate / 1e6)])),
+            }
+        }
+    }
+    let axes = Axes {
+        x_desc: "payload",
+        y_desc: "MB/s",
+        x_fmt: &plots::tick_bytes,
+        y_fmt: &plots::tick_num,
+        x_bytes: true,
+    };
+    list.push(Plot::figure(
+        plots::curves("Throughput by payload", &axes, &series, &[]),
+        "Payload throughput against payload size (log-log), as seed 004's Figures 6 and 7.",
+    ));
+    list
 }
