@@ -19,7 +19,6 @@ use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
 use ictus_probe::load::LoadKind;
-use ictus_probe::pingpong;
 use ictus_probe::provenance::Provenance;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
@@ -29,6 +28,7 @@ use ictus_probe::survey::{
 };
 
 use crate::ReportError;
+use crate::probes;
 
 /// The largest `survey.json` or `doctor.json` read: 64 MiB.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
@@ -282,13 +282,14 @@ fn load_of(r: &RunRecord) -> LoadCase {
     let mut kinds: Vec<LoadKind> = r.environment.loads.iter().map(|l| l.kind).collect();
     kinds.sort();
     kinds.dedup();
-    // Only pingpong loads the CPUs it measures itself.
-    let cpu_load = r
-        .parameters_as::<pingpong::ParamsRecord>()
-        .is_some_and(|p| p.cpu_load);
+    // A probe may load the CPUs it measures itself (pingpong's --cpu-load).
+    let own = r
+        .probe
+        .parse()
+        .ok()
+        .and_then(|id| (probes::of(id).own_load)(r));
     match kinds.as_slice() {
-        [] if cpu_load => LoadCase::One(LoadKind::Cpu),
-        [] => LoadCase::Idle,
+        [] => own.map_or(LoadCase::Idle, LoadCase::One),
         [k] => LoadCase::One(*k),
         _ => LoadCase::All,
     }

@@ -16,6 +16,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use ictus_probe::load::LoadKind;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 
@@ -48,6 +49,9 @@ pub(crate) struct ProbeReport {
     /// Whether its record's headline stands in for a survey's verdict where there is
     /// no survey.
     pub(crate) verdict: bool,
+    /// The load its record says it put on the CPUs it measured itself, beside the
+    /// loads around it (pingpong's `--cpu-load`).
+    pub(crate) own_load: fn(&RunRecord) -> Option<LoadKind>,
 }
 
 impl ProbeReport {
