@@ -29,7 +29,7 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     table_order: 4,
     tables: |r| vec![seed_table(r)],
     plots: figures,
-    compare_plots: compare_plots,
+    compare_plots,
     latency: true,
     compare_note: None,
     verdict: false,
@@ -175,7 +175,7 @@ fn figures(r: &Results) -> Vec<Plot> {
         if let Some(h) = merged(run) {
             list.push(Plot::figure(
                 plots::histogram(&format!("Wake-up latency: {}", run.config()), h, None),
-                &format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
+                format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
             ));
         }
     }
