@@ -1,5 +1,7 @@
-//! The seeds' tables, reproduced for one machine, as data: [`tables`] builds them from
-//! [`Results`]; the Markdown and HTML renderers and `compare` only lay them out.
+//! The seeds' tables, reproduced for one machine, as data: [`tables`] gathers them
+//! from [`Results`] (the OS features here, each probe's in its report file,
+//! `probes/<probe>.rs`, with the helpers below); the Markdown and HTML renderers and
+//! `compare` only lay them out.
 //!
 //! ```no_run
 //! let results = ictus_report::load(std::path::Path::new("ictus-results/vm-20260101T000000Z")).unwrap();
@@ -22,7 +24,8 @@ use crate::results::{Config, Results, Run};
 /// One table: what it shows, its columns and rows, and its notes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Table {
-    /// Stable id, also the HTML anchor: `timer`, `memlat`, ...
+    /// Stable id, also the HTML anchor: `features`, or the name of the probe whose
+    /// table it is (`timer`, `memlat`, ...).
     pub id: &'static str,
     /// The title: `Latency by configuration and load`.
     pub title: String,
