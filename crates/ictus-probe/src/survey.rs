@@ -783,21 +783,10 @@ fn execute(
     argv: &[String],
     progress: &Progress,
 ) -> Result<RunRecord, String> {
-    let specs = load.specs(load_cpus);
-    let running = if specs.is_empty() {
-        None
-    } else {
-        Some(crate::load::start(&specs).map_err(|e| format!("starting the loads: {e}"))?)
-    };
-    let result = action
-        .run(argv.to_vec(), progress)
-        .map_err(|e| e.to_string());
-    let reports = running
-        .map(crate::load::RunningLoads::stop)
-        .unwrap_or_default();
-    let mut record = result?;
-    record.environment.loads = reports;
-    Ok(record)
+    crate::load::under_loads(&load.specs(load_cpus), || {
+        action.run(argv.to_vec(), progress)
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SurveyError> {
