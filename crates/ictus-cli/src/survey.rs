@@ -118,53 +118,18 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     crate::say(&summary(&manifest, &dir, reports))
 }
 
-/// The journal of this survey's own shield, apart from `ictus shield`'s: named after
-/// this process (its pid and start time), so a survey never takes another's for one a
-/// crashed survey left.
-fn survey_journal() -> PathBuf {
-    let pid = std::process::id() as i32;
-    let start = ictus_shield::snapshot::process_start_time(pid).unwrap_or(0);
-    journal_dir().join(format!("survey-shield-{pid}-{start}.journal"))
-}
-
-fn journal_dir() -> PathBuf {
-    std::path::Path::new(ictus_shield::DEFAULT_JOURNAL)
-        .parent()
-        .map_or_else(|| PathBuf::from("/run/ictus"), std::path::Path::to_path_buf)
-}
-
 /// Resets the shields of surveys that were killed (their process is gone), saying so.
 fn reset_stale_shields() -> Result<(), Failure> {
-    let Ok(entries) = std::fs::read_dir(journal_dir()) else {
-        return Ok(());
-    };
-    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let Some(owner) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("survey-shield-")?.strip_suffix(".journal"))
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(pid, start)| Some((pid.parse::<i32>().ok()?, start.parse::<u64>().ok()?)))
-        else {
-            continue;
-        };
-        if ictus_shield::snapshot::process_alive(owner.0, owner.1) {
-            continue;
-        }
-        let o = ictus_shield::reset(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "resetting the shield a stopped survey left ({}): {e}",
-                path.display()
-            )
-        })?;
+    use ictus_shield::survey_journal;
+    survey_journal::reset_stale(&survey_journal::dir(), |journal, o| {
         let _ = writeln!(
             std::io::stderr(),
             "reset the shield a stopped survey left ({}): {} value(s) restored",
-            path.display(),
+            journal.display(),
             o.restored
         );
-    }
-    Ok(())
+    })
+    .map_err(|e| anyhow::anyhow!("{e}: {}", e.source).into())
 }
 
 /// Whether the survey can try the shielded configuration here, and how. A shield a
@@ -199,7 +164,7 @@ fn shield_access(args: &SurveyArgs) -> Result<ShieldAccess, Failure> {
         )));
     }
     reset_stale_shields()?;
-    let journal = survey_journal();
+    let journal = ictus_shield::survey_journal::of_this_process();
     let watchdog = (args.rt_throttle == crate::shield::Throttle::Off).then_some(args.watchdog);
     Ok(ShieldAccess::Driver(Arc::new(SurveyShield {
         journal,

@@ -1,0 +1,138 @@
+//! The journals of survey shields: a survey applies its own shield, apart from
+//! `ictus shield`'s, with a journal named after the survey's process (its pid and
+//! start time), so a survey never takes another's journal for one that a killed
+//! survey left; and the reset of the shields whose survey is gone.
+//!
+//! ```no_run
+//! use ictus_shield::survey_journal;
+//! // Before applying a shield of its own: finish what killed surveys left.
+//! survey_journal::reset_stale(&survey_journal::dir(), |journal, outcome| {
+//!     eprintln!("reset {}: {} value(s) restored", journal.display(), outcome.restored);
+//! })?;
+//! let journal = survey_journal::of_this_process();
+//! # Ok::<(), survey_journal::StaleReset>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::snapshot::{process_alive, process_start_time};
+use crate::{DEFAULT_JOURNAL, ResetOutcome, ShieldError};
+
+/// The start of a survey journal's file name; the pid, the start time and
+/// `.journal` follow.
+const PREFIX: &str = "survey-shield-";
+
+/// A shield that a stopped survey left could not be reset.
+#[derive(Debug, Error)]
+#[error("resetting the shield a stopped survey left ({})", journal.display())]
+pub struct StaleReset {
+    /// The stopped survey's journal (kept, for `ictus shield reset --journal`).
+    pub journal: PathBuf,
+    /// Why the reset failed.
+    #[source]
+    pub source: ShieldError,
+}
+
+/// The folder of survey journals: beside the default journal (`/run/ictus`).
+pub fn dir() -> PathBuf {
+    Path::new(DEFAULT_JOURNAL)
+        .parent()
+        .map_or_else(|| PathBuf::from("/run/ictus"), Path::to_path_buf)
+}
+
+/// The journal of this process's survey shield, in [`dir`].
+pub fn of_this_process() -> PathBuf {
+    let pid = std::process::id() as i32;
+    let start = process_start_time(pid).unwrap_or(0);
+    dir().join(journal_name(pid, start))
+}
+
+/// The file name of the journal of the survey in process `pid` started at `start`.
+fn journal_name(pid: i32, start: u64) -> String {
+    format!("{PREFIX}{pid}-{start}.journal")
+}
+
+/// The survey process (pid, start time) that a journal's file name names; `None`
+/// for any other file.
+pub fn owner(journal: &Path) -> Option<(i32, u64)> {
+    journal
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(PREFIX)?.strip_suffix(".journal"))
+        .and_then(|n| n.split_once('-'))
+        .and_then(|(pid, start)| Some((pid.parse::<i32>().ok()?, start.parse::<u64>().ok()?)))
+}
+
+/// Resets the shields of the surveys in `dir` whose process is gone, telling
+/// `on_reset` each one reset; stops at the first that cannot be. A folder that cannot
+/// be read holds none.
+pub fn reset_stale(
+    dir: &Path,
+    mut on_reset: impl FnMut(&Path, &ResetOutcome),
+) -> Result<(), StaleReset> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Some((pid, start)) = owner(&path) else {
+            continue;
+        };
+        if process_alive(pid, start) {
+            continue;
+        }
+        let outcome = crate::reset(&path).map_err(|source| StaleReset {
+            journal: path.clone(),
+            source,
+        })?;
+        on_reset(&path, &outcome);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_name_reads_back_as_its_owner() {
+        let sut = dir().join(journal_name(4242, 987_654));
+        assert_eq!(owner(&sut), Some((4242, 987_654)));
+        assert_eq!(
+            sut.file_name().unwrap().to_str(),
+            Some("survey-shield-4242-987654.journal")
+        );
+    }
+
+    #[test]
+    fn other_files_have_no_owner() {
+        for name in [
+            "shield.journal",
+            "survey-shield-x-1.journal",
+            "survey-shield-1-2.log",
+            "survey-shield-12.journal",
+        ] {
+            assert_eq!(owner(Path::new(name)), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn this_process_journal_is_named_after_it() {
+        let sut = of_this_process();
+        let (pid, start) = owner(&sut).unwrap();
+        assert_eq!(pid, std::process::id() as i32);
+        assert!(process_alive(pid, start));
+    }
+
+    #[test]
+    fn a_journal_whose_survey_lives_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = of_this_process().file_name().unwrap().to_owned();
+        std::fs::write(dir.path().join(&mine), b"").unwrap();
+        let mut reset = Vec::new();
+        reset_stale(dir.path(), |p, _| reset.push(p.to_path_buf())).unwrap();
+        assert!(reset.is_empty());
+        assert!(dir.path().join(mine).exists());
+    }
+}
