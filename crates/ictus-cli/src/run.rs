@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use clap::Args;
 use ictus_core::Nanos;
+use ictus_exec::link::Link;
+use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_probe::progress::Progress;
@@ -297,48 +299,6 @@ struct How<'a> {
     ui: Option<(std::net::SocketAddr, Option<String>)>,
 }
 
-/// The link to the other hosts when the schedule places subsystems on several: a
-/// Zenoh session opened with this thread kept off the CPUs of this host's real-time
-/// subsystems, so Zenoh's threads (which inherit it) stay off them too.
-fn link_for(
-    schedule: &Schedule,
-    here: usize,
-    security: Option<&ictus_net::security::Security>,
-) -> Result<Option<Box<dyn ictus_exec::link::Link>>, Failure> {
-    let Some(security) = security else {
-        return Ok(None);
-    };
-    if schedule.subsystems.iter().all(|s| s.host == 0) {
-        return Ok(None);
-    }
-    if let Some(others) = outside_rt(schedule, here) {
-        let _ = ictus_os::sched::set_affinity(&others);
-    }
-    let link = ictus_net::link::ZenohLink::open(schedule, here, &schedule.name, security)
-        .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?;
-    Ok(Some(Box::new(link)))
-}
-
-/// The CPUs of this machine that none of this host's real-time subsystems is pinned
-/// to, if any: where the link's and the live page's threads run.
-fn outside_rt(schedule: &Schedule, here: usize) -> Option<ictus_core::CpuSet> {
-    let rt = ictus_core::CpuSet::from_cpus(
-        schedule
-            .subsystems
-            .iter()
-            .filter(|s| s.host == here && !matches!(s.class, ictus_shield::class::Class::Normal))
-            .filter_map(|s| s.cpu),
-    );
-    let others = ictus_core::CpuSet::from_cpus(
-        ictus_os::facts::online_cpus()
-            .cpus()
-            .iter()
-            .copied()
-            .filter(|c| !rt.contains(*c)),
-    );
-    (!others.is_empty()).then_some(others)
-}
-
 /// Starts the live page of `schedule`'s run, when asked, and says where it is.
 fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::Ui>>, Failure> {
     let Some((addr, token)) = &how.ui else {
@@ -357,7 +317,7 @@ fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::
         addr: *addr,
         control,
         token,
-        cpus: outside_rt(schedule, how.here),
+        cpus: Some(Role::of_host(how.here).cpus_off_rt(schedule)).filter(|c| !c.is_empty()),
     })
     .map_err(|e| match e {
         e @ (ictus_ui::UiError::NoToken { .. } | ictus_ui::UiError::BadToken) => Failure::usage(e),
@@ -376,8 +336,16 @@ fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
     let mut session = Session::begin(std::env::args().collect(), false);
+    // Joining keeps this thread off the real-time CPUs (its link's threads inherit
+    // that); it gets its own affinity back once the run is over.
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link = link_for(&schedule, how.here, how.security.as_ref())?;
+    let link: Option<Box<dyn Link>> = ictus_net::join::join(
+        &mut schedule,
+        Role::of_host(how.here),
+        how.security.as_ref(),
+    )
+    .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
+    .map(|l| Box::new(l) as Box<dyn Link>);
     if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
         let w = ictus_core::warning::Warning::new(
             ictus_core::warning::WarningId::InsecureLinks,
@@ -387,11 +355,6 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         );
         eprintln!("warning: {}", w.message);
         session.warn(w);
-    }
-    if how.here != 0 {
-        // This host's segments and control socket, apart from the other hosts' on
-        // the same machine (network namespaces share /dev/shm and /run).
-        schedule.name = format!("{}.{}", schedule.name, schedule.hosts[how.here].name);
     }
     let ui = live_page(&schedule, how)?;
     let stop = Arc::new(AtomicBool::new(false));
