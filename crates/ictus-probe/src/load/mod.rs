@@ -47,7 +47,7 @@ mod net;
 mod syscall;
 mod under;
 
-pub use under::{UnderLoadsError, under_loads};
+pub use under::{UnderLoadsError, hold, under_loads};
 
 use std::cell::Cell;
 use std::collections::BTreeMap;

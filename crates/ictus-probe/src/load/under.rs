@@ -1,9 +1,12 @@
-//! A probe run under loads: the one place where loads are composed around a
-//! measurement (`ictus probe ... --load` and the survey's steps both come here).
+//! Loads around something: a probe run under loads, the one place where loads are
+//! composed around a measurement (`ictus probe ... --load` and the survey's steps
+//! both come here), and loads held for a while on their own (`ictus load`).
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
-use super::{LoadError, LoadSpec, RunningLoads, start};
+use super::{LoadError, LoadReport, LoadSpec, RunningLoads, start};
+use crate::progress::Progress;
 use crate::record::RunRecord;
 
 /// Why a measurement under loads has no record.
@@ -67,4 +70,45 @@ pub fn under_loads<E>(
     let mut record = result.map_err(UnderLoadsError::Probe)?;
     record.environment.loads = reports;
     Ok(record)
+}
+
+/// How often [`hold`] looks at the stop flag and the clock.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Runs the loads `specs` for `duration` (`None`: until a stop is requested on
+/// `stop`, which also ends a timed run early), then stops them and returns what each
+/// achieved (`ictus load`).
+///
+/// ```
+/// use std::time::Duration;
+/// use ictus_core::CpuSet;
+/// use ictus_probe::load::{LoadKind, LoadSpec, hold};
+/// use ictus_probe::progress::Progress;
+/// let first = ictus_os::facts::online_cpus().cpus()[0];
+/// let specs = [LoadSpec { kind: LoadKind::Cpu, cpus: CpuSet::from_cpus([first]) }];
+/// let reports = hold(&specs, Some(Duration::from_millis(30)), &Progress::new())?;
+/// assert!(reports[0].metrics["ops_per_s"] > 0.0);
+/// # Ok::<(), ictus_probe::load::LoadError>(())
+/// ```
+pub fn hold(
+    specs: &[LoadSpec],
+    duration: Option<Duration>,
+    stop: &Progress,
+) -> Result<Vec<LoadReport>, LoadError> {
+    let running = start(specs)?;
+    let deadline = duration.map(|d| Instant::now() + d);
+    while !stop.stop_requested() {
+        let nap = match deadline {
+            Some(end) => {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                left.min(POLL)
+            }
+            None => POLL,
+        };
+        std::thread::sleep(nap);
+    }
+    Ok(running.stop())
 }
