@@ -120,8 +120,8 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
 
 /// Resets the shields of surveys that were killed (their process is gone), saying so.
 fn reset_stale_shields() -> Result<(), Failure> {
-    use ictus_shield::survey_journal;
-    survey_journal::reset_stale(&survey_journal::dir(), |journal, o| {
+    use ictus_shield::survey;
+    survey::reset_stale(&survey::dir(), |journal, o| {
         let _ = writeln!(
             std::io::stderr(),
             "reset the shield a stopped survey left ({}): {} value(s) restored",
@@ -164,20 +164,21 @@ fn shield_access(args: &SurveyArgs) -> Result<ShieldAccess, Failure> {
         )));
     }
     reset_stale_shields()?;
-    let journal = ictus_shield::survey_journal::of_this_process();
     let watchdog = (args.rt_throttle == crate::shield::Throttle::Off).then_some(args.watchdog);
     Ok(ShieldAccess::Driver(Arc::new(SurveyShield {
-        journal,
+        shield: ictus_shield::survey::SurveyShield {
+            journal: ictus_shield::survey::of_this_process(),
+            throttle_off: watchdog.is_some(),
+        },
         watchdog,
     })))
 }
 
-/// The shield of the survey's shielded configuration (seed 000's principle), with
-/// its own journal: `ictus shield reset --journal FILE` finishes what a killed survey
-/// could not.
+/// The survey's shield ([`ictus_shield::survey::SurveyShield`]), with this program
+/// as its watchdog when the RT throttle goes off.
 #[derive(Debug)]
 struct SurveyShield {
-    journal: PathBuf,
+    shield: ictus_shield::survey::SurveyShield,
     /// The watchdog's limit, when the RT throttle goes off.
     watchdog: Option<std::time::Duration>,
 }
@@ -186,88 +187,16 @@ impl ShieldDriver for SurveyShield {
     fn apply(&self, split: &ShieldSplit) -> Result<String, String> {
         let watchdog = match self.watchdog {
             Some(limit) => Some(
-                crate::shield::watchdog_launch(limit, &split.rt, &self.journal)
+                crate::shield::watchdog_launch(limit, &split.rt, &self.shield.journal)
                     .map_err(|f| f.error.to_string())?,
             ),
             None => None,
         };
-        let request = ictus_shield::Request {
-            rt_cpus: split.rt.clone(),
-            irq_for: Vec::new(),
-            rt_throttle_off: watchdog.is_some(),
-            watchdog,
-            // A step's record must say which power-management settings were in force;
-            // the shield's resume latency QoS would keep the RT CPUs out of idle states
-            // without the record saying so, so the survey's shield leaves it alone.
-            resume_qos: false,
-        };
-        let applied = ictus_shield::apply(&request, &self.journal).map_err(|e| e.to_string())?;
-        // The shield put this process in the NRT group too; back in the root group,
-        // its probes place their threads on the RT CPUs and its loads on the system
-        // CPU by affinity, while every other task stays shielded off the RT CPUs.
-        let admitted = ictus_shield::partition::Partition::applied(&self.journal)
-            .map_err(|e| e.to_string())
-            .and_then(|p| p.ok_or_else(|| "the shield's journal has no partition".to_string()))
-            .and_then(|p| {
-                let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| e.to_string())?;
-                for t in tasks.filter_map(|e| e.ok()) {
-                    if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse().ok()) {
-                        p.admit(tid, false).map_err(|e| e.to_string())?;
-                    }
-                }
-                Ok(())
-            });
-        if let Err(e) = admitted {
-            let _ = ictus_shield::reset(&self.journal);
-            return Err(format!(
-                "placing the survey's threads: {e} (the shield was reset)"
-            ));
-        }
-        Ok(format!(
-            "RT CPUs {}, system CPU {}{}{} (journal {})",
-            split.rt,
-            split.system,
-            if applied.refused.is_empty() {
-                String::new()
-            } else {
-                format!(", {} step(s) refused by the kernel", applied.refused.len())
-            },
-            if applied.watchdog.is_some() {
-                ", RT throttle off behind a watchdog"
-            } else {
-                ""
-            },
-            self.journal.display()
-        ))
+        self.shield.apply(&split.rt, &split.system, watchdog)
     }
 
     fn reset(&self) -> Result<String, String> {
-        let o = ictus_shield::reset(&self.journal).map_err(|e| e.to_string())?;
-        // The watchdog's log (when the throttle was off): its demotions are said here,
-        // and the file goes with the shield.
-        let log = ictus_shield::watchdog::log_path(&self.journal);
-        let demotions = ictus_shield::watchdog::read_log(&log)
-            .iter()
-            .filter(|e| matches!(e, ictus_shield::watchdog::LogEvent::Demotion(_)))
-            .count();
-        let _ = std::fs::remove_file(&log);
-        let watched = if self.watchdog.is_some() {
-            format!(", the RT throttle back on; the watchdog demoted {demotions} thread(s)")
-        } else {
-            String::new()
-        };
-        if o.problems.is_empty() {
-            Ok(format!(
-                "{} value(s) restored, {} gone with their task{watched}",
-                o.restored, o.vanished
-            ))
-        } else {
-            Err(format!(
-                "{} (journal kept: `ictus shield reset --journal {}`)",
-                o.problems.join("; "),
-                self.journal.display()
-            ))
-        }
+        self.shield.reset()
     }
 }
 

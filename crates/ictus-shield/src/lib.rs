@@ -33,7 +33,7 @@ pub mod plan;
 pub mod scenario;
 pub mod snapshot;
 pub mod status;
-pub mod survey_journal;
+pub mod survey;
 pub mod watchdog;
 
 use std::path::PathBuf;
