@@ -363,8 +363,8 @@ impl ShieldSplit {
 }
 
 /// Applies and undoes the shield for the survey's shielded configuration. The survey
-/// knows nothing of cpusets: the CLI implements this with `ictus-shield` (its journal,
-/// its exact reset).
+/// knows nothing of cpusets: the CLI implements this with `ictus-shield`'s
+/// `survey::SurveyShield` (its own journal, its exact reset).
 pub trait ShieldDriver: Send + Sync + std::fmt::Debug {
     /// Applies a shield whose RT CPUs are `split.rt` (the rest of the machine NRT) and
     /// lets this process place its threads on either side by affinity. `Err`: why not.
