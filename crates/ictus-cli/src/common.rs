@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::facts;
 use ictus_os::sched::Policy;
+use ictus_probe::load::UnderLoadsError;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
 use ictus_probe::setup::SchedSpec;
@@ -105,20 +105,19 @@ pub(crate) fn with_loads<E>(
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    if args.loads.is_empty() {
-        return probe().map_err(|e| anyhow::Error::new(e).into());
-    }
-    let cpus = match &args.load_cpus {
-        Some(text) => cpus("--load-cpus", text)?,
-        None => facts::online_cpus(),
+    let specs = if args.loads.is_empty() {
+        Vec::new()
+    } else {
+        let cpus = match &args.load_cpus {
+            Some(text) => cpus("--load-cpus", text)?,
+            None => facts::online_cpus(),
+        };
+        crate::load::kinds_on(&args.loads, cpus)?
     };
-    let specs = crate::load::kinds_on(&args.loads, cpus)?;
-    let running = ictus_probe::load::start(&specs).context("starting the loads")?;
-    let result = probe();
-    let reports = running.stop();
-    let mut record = result.map_err(anyhow::Error::new)?;
-    record.environment.loads = reports;
-    Ok(record)
+    ictus_probe::load::under_loads(&specs, probe).map_err(|e| match e {
+        UnderLoadsError::Start(e) => anyhow::Error::new(e).context("starting the loads").into(),
+        UnderLoadsError::Probe(e) => anyhow::Error::new(e).into(),
+    })
 }
 
 /// Draws a progress bar on stderr from `progress` until the probe finishes, when the

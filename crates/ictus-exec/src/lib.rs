@@ -20,6 +20,7 @@ pub mod hub;
 pub mod link;
 pub mod live;
 pub mod program;
+pub mod role;
 pub mod run;
 pub mod schedule;
 mod shared;

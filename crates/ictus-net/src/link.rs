@@ -18,7 +18,7 @@
 //! | `ictus/R/outcome/H` | queryable: host H's outcomes and figures, once it ended | nodes |
 //!
 //! Threads: Zenoh's runtime (spawned when the session opens: it inherits the
-//! opener's affinity, which `ictus run` and `ictus node` set to the CPUs without a
+//! opener's affinity, which [`ZenohLink::open`] sets to the CPUs without a
 //! real-time subsystem, and runs `SCHED_OTHER`), the forwarder (one per host: it
 //! sleeps on the cells' notice and publishes what changed) and, on the main host,
 //! the tick thread (`SCHED_OTHER` on the same CPUs). No real-time thread calls
@@ -225,12 +225,22 @@ pub struct ZenohLink {
 impl ZenohLink {
     /// Opens host `host`'s session for run `run` of `schedule`: with TLS and the
     /// run's access rules, or (`Security::Insecure`) plain TCP.
+    ///
+    /// Zenoh's threads are kept off the CPUs of this host's real-time subsystems:
+    /// they inherit the opener's affinity, so the calling thread is first moved to
+    /// the other CPUs ([`cpus_off_rt`](ictus_exec::role::Role::cpus_off_rt), when
+    /// there are any), and stays there: it is the run's coordinator, which the
+    /// executive keeps there too.
     pub fn open(
         schedule: &Schedule,
         host: usize,
         run: &str,
         security: &Security,
     ) -> Result<ZenohLink, NetError> {
+        let off_rt = ictus_exec::role::Role::of_host(host).cpus_off_rt(schedule);
+        if !off_rt.is_empty() {
+            let _ = ictus_os::sched::set_affinity(&off_rt);
+        }
         let hosts: Vec<String> = schedule.hosts.iter().map(|h| h.name.clone()).collect();
         let session = match security {
             Security::Insecure => crate::open(&endpoints_of(schedule, host, Protocol::Tcp)?)?,

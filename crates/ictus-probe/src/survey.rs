@@ -363,8 +363,8 @@ impl ShieldSplit {
 }
 
 /// Applies and undoes the shield for the survey's shielded configuration. The survey
-/// knows nothing of cpusets: the CLI implements this with `ictus-shield` (its journal,
-/// its exact reset).
+/// knows nothing of cpusets: the CLI implements this with `ictus-shield`'s
+/// `survey::SurveyShield` (its own journal, its exact reset).
 pub trait ShieldDriver: Send + Sync + std::fmt::Debug {
     /// Applies a shield whose RT CPUs are `split.rt` (the rest of the machine NRT) and
     /// lets this process place its threads on either side by affinity. `Err`: why not.
@@ -783,21 +783,10 @@ fn execute(
     argv: &[String],
     progress: &Progress,
 ) -> Result<RunRecord, String> {
-    let specs = load.specs(load_cpus);
-    let running = if specs.is_empty() {
-        None
-    } else {
-        Some(crate::load::start(&specs).map_err(|e| format!("starting the loads: {e}"))?)
-    };
-    let result = action
-        .run(argv.to_vec(), progress)
-        .map_err(|e| e.to_string());
-    let reports = running
-        .map(crate::load::RunningLoads::stop)
-        .unwrap_or_default();
-    let mut record = result?;
-    record.environment.loads = reports;
-    Ok(record)
+    crate::load::under_loads(&load.specs(load_cpus), || {
+        action.run(argv.to_vec(), progress)
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SurveyError> {

@@ -33,6 +33,7 @@ pub mod plan;
 pub mod scenario;
 pub mod snapshot;
 pub mod status;
+pub mod survey;
 pub mod watchdog;
 
 use std::path::PathBuf;

@@ -45,6 +45,9 @@ mod disk;
 mod membw;
 mod net;
 mod syscall;
+mod under;
+
+pub use under::{UnderLoadsError, hold, under_loads};
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
