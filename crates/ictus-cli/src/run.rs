@@ -13,9 +13,8 @@ use std::time::Duration;
 use clap::Args;
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus_core::{Nanos, Percentile};
-use ictus_exec::link::HostReport;
-use ictus_exec::run::SubsystemReport;
-use ictus_exec::run::{self as exec_run, Distribution, LiveStatus, RunOptions, RunReport};
+use ictus_exec::report::{Distribution, HostReport, RunReport, SubsystemReport};
+use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Process, WaitSpec};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_probe::progress::Progress;
@@ -989,7 +988,7 @@ pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ictus_exec::run::StressReport;
+    use ictus_exec::report::StressReport;
     use ictus_probe::provenance::Provenance;
     use ictus_probe::record::Obtained;
 

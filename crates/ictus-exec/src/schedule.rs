@@ -631,12 +631,6 @@ impl Schedule {
         }
     }
 
-    /// A schedule built in code, checked by the rules of a file when built
-    /// ([`crate::program::ScheduleBuilder`]).
-    pub fn builder(name: &str) -> crate::program::ScheduleBuilder {
-        crate::program::ScheduleBuilder::new(name)
-    }
-
     /// The subsystem called `name`.
     pub fn subsystem(&self, name: &str) -> Option<&SubsystemSpec> {
         self.subsystems.iter().find(|s| s.name == name)

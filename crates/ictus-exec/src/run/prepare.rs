@@ -11,14 +11,13 @@ use ictus_os::facts;
 use ictus_os::sched;
 use ictus_shield::class::Class;
 
-use super::{
-    Factory, RunError, RunOptions, cells_segment, control_segment, hubs_segment, is_executable,
-    resolve_program,
-};
+use super::error::RunError;
+use super::names::{cells_segment, control_segment, hubs_segment, is_executable, resolve_program};
+use super::options::{Factory, RunOptions};
 use crate::cell::{CellTable, Cells};
 use crate::control::Control;
 use crate::ctl::{self, Command, Server};
-use crate::executive::Group;
+use crate::group::Group;
 use crate::hub::Hubs;
 use crate::link::Link;
 use crate::schedule::{Process, Schedule, SubsystemSpec};

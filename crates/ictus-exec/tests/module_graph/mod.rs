@@ -28,24 +28,24 @@ use std::path::{Path, PathBuf};
 
 /// One reference of a module to another.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Edge {
+pub(crate) struct Edge {
     /// The module that names the other.
-    pub from: String,
+    pub(crate) from: String,
     /// The module named.
-    pub to: String,
+    pub(crate) to: String,
     /// Where: the file, relative to the source folder.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Where: the 1-based line.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 /// A set of modules that reach each other, and the edges between them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Circle {
+pub(crate) struct Circle {
     /// The modules, sorted.
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
     /// The edges between two of them, sorted.
-    pub edges: Vec<Edge>,
+    pub(crate) edges: Vec<Edge>,
 }
 
 impl fmt::Display for Circle {
@@ -74,7 +74,7 @@ impl fmt::Display for Circle {
 
 /// The circles among the modules of the crate whose source folder is `src` (the folder
 /// holding `lib.rs`). Empty when the module graph has none.
-pub fn circles(src: &Path) -> Vec<Circle> {
+pub(crate) fn circles(src: &Path) -> Vec<Circle> {
     let graph = edges(src);
     let modules: BTreeSet<&str> = graph
         .iter()
@@ -101,35 +101,55 @@ pub fn circles(src: &Path) -> Vec<Circle> {
         .collect()
 }
 
-/// Every edge between two different modules of the crate at `src`, sorted.
-pub fn edges(src: &Path) -> Vec<Edge> {
+/// Every edge between two different modules of the crate at `src`, sorted. A path
+/// through an import or a re-export (`super::X` where the parent says
+/// `pub use child::X`) leads to the module that holds the item.
+pub(crate) fn edges(src: &Path) -> Vec<Edge> {
     let mut files = Vec::new();
     collect_files(src, &mut files);
-    let known: BTreeMap<String, PathBuf> = files
+    let modules: BTreeMap<String, Module> = files
         .iter()
-        .map(|f| (module_of(src, f), f.clone()))
+        .map(|f| {
+            let text = fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let code = drop_test_items(&blank_comments_and_strings(&text));
+            let module = Module {
+                file: f.strip_prefix(src).unwrap_or(f).to_path_buf(),
+                children: child_modules(&code),
+                bindings: bindings(&code),
+                code,
+            };
+            (module_of(src, f), module)
+        })
         .collect();
     let mut out = BTreeSet::new();
-    for (module, file) in &known {
-        let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let code = drop_test_items(&blank_comments_and_strings(&text));
-        let children = child_modules(&code);
-        let rel = file.strip_prefix(src).unwrap_or(file).to_path_buf();
-        for (line, path) in paths(&code, &children) {
-            let Some(target) = resolve(module, &path, &known) else {
+    for (name, module) in &modules {
+        for (line, path) in paths(&module.code, &module.children) {
+            let Some(target) = resolve(name, &path, &modules, 0) else {
                 continue;
             };
-            if target != *module {
+            if target != *name {
                 out.insert(Edge {
-                    from: module.clone(),
+                    from: name.clone(),
                     to: target,
-                    file: rel.clone(),
+                    file: module.file.clone(),
                     line,
                 });
             }
         }
     }
     out.into_iter().collect()
+}
+
+/// One file of the crate, read.
+struct Module {
+    /// Relative to the source folder.
+    file: PathBuf,
+    /// Its code, comments, strings and test items blanked.
+    code: String,
+    /// The modules it declares.
+    children: BTreeSet<String>,
+    /// The names its `use` items bring in, each with its path.
+    bindings: BTreeMap<String, Vec<String>>,
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -389,8 +409,10 @@ fn paths(code: &str, children: &BTreeSet<String>) -> Vec<(usize, Vec<String>)> {
             Token::Ident(id) => {
                 (id == "crate" || id == "super" || id == "self" || children.contains(id))
                     && matches!(t.get(i + 1), Some((_, Token::PathSep)))
-                    && !matches!(i.checked_sub(1).map(|p| &t[p].1), Some(Token::PathSep))
-                    && !matches!(i.checked_sub(1).map(|p| &t[p].1), Some(Token::Other('$')))
+                    && !matches!(
+                        i.checked_sub(1).map(|p| &t[p].1),
+                        Some(Token::PathSep | Token::Other('$'))
+                    )
             }
             _ => false,
         };
@@ -401,18 +423,43 @@ fn paths(code: &str, children: &BTreeSet<String>) -> Vec<(usize, Vec<String>)> {
         let line = t[i].0;
         let mut found = Vec::new();
         i = tree(&t, i, Vec::new(), &mut found);
-        out.extend(found.into_iter().map(|p| (line, p)));
+        out.extend(found.into_iter().map(|(p, _)| (line, p)));
+    }
+    out
+}
+
+/// The names the code's `use` items bring in (`use a::b::C` binds `C`, `use a::{b as
+/// c}` binds `c`, `use a::b::{self}` binds `b`), each with its path.
+fn bindings(code: &str) -> BTreeMap<String, Vec<String>> {
+    let t = tokens(code);
+    let mut out = BTreeMap::new();
+    for i in 0..t.len() {
+        if t[i].1 != Token::Ident("use".to_string()) {
+            continue;
+        }
+        let start = if matches!(t.get(i + 1), Some((_, Token::PathSep))) {
+            i + 2
+        } else {
+            i + 1
+        };
+        let mut found = Vec::new();
+        tree(&t, start, Vec::new(), &mut found);
+        for (path, name) in found {
+            if name != "_" && !name.is_empty() {
+                out.insert(name, path);
+            }
+        }
     }
     out
 }
 
 /// Reads a use tree (or a plain path) from token `i` with `prefix` before it; pushes
-/// each full path; returns the index after it.
+/// each full path with the name it binds; returns the index after it.
 fn tree(
     t: &[(usize, Token)],
     mut i: usize,
     mut prefix: Vec<String>,
-    out: &mut Vec<Vec<String>>,
+    out: &mut Vec<(Vec<String>, String)>,
 ) -> usize {
     loop {
         match t.get(i).map(|x| &x.1) {
@@ -423,7 +470,18 @@ fn tree(
                     i += 1;
                     continue;
                 }
-                out.push(prefix);
+                let mut name = if id == "self" && prefix.len() >= 2 {
+                    prefix[prefix.len() - 2].clone()
+                } else {
+                    id.clone()
+                };
+                if t.get(i).map(|x| &x.1) == Some(&Token::Ident("as".to_string())) {
+                    if let Some((_, Token::Ident(alias))) = t.get(i + 1) {
+                        name = alias.clone();
+                    }
+                    i += 2;
+                }
+                out.push((prefix, name));
                 return i;
             }
             Some(Token::Open) => {
@@ -446,7 +504,7 @@ fn tree(
             _ => {
                 // `crate::*`, a turbofish, or the end: the path so far.
                 if !prefix.is_empty() {
-                    out.push(prefix);
+                    out.push((prefix, String::new()));
                 }
                 return i;
             }
@@ -454,8 +512,22 @@ fn tree(
     }
 }
 
-/// The deepest module of `known` that `path`, seen from `module`, names.
-fn resolve(module: &str, path: &[String], known: &BTreeMap<String, PathBuf>) -> Option<String> {
+/// The module of `modules` that holds what `path`, seen from `module`, names:
+/// the deepest module on the path, or where an import of that module leads.
+/// `None` for a path that leaves the crate.
+fn resolve(
+    module: &str,
+    path: &[String],
+    modules: &BTreeMap<String, Module>,
+    depth: usize,
+) -> Option<String> {
+    let join = |at: &[String]| {
+        if at.is_empty() {
+            "crate".to_string()
+        } else {
+            at.join("::")
+        }
+    };
     let mut at: Vec<String> = if module == "crate" {
         Vec::new()
     } else {
@@ -474,20 +546,30 @@ fn resolve(module: &str, path: &[String], known: &BTreeMap<String, PathBuf>) -> 
                 rest = &rest[1..];
             }
         }
-        _ => {}
+        Some(first)
+            if modules
+                .get(module)
+                .is_some_and(|m| m.children.contains(first)) => {}
+        _ => return None,
     }
-    for seg in rest {
-        at.push(seg.clone());
-        if !known.contains_key(&at.join("::")) {
+    let mut k = 0;
+    while k < rest.len() {
+        at.push(rest[k].clone());
+        if !modules.contains_key(&join(&at)) {
             at.pop();
             break;
         }
+        k += 1;
     }
-    Some(if at.is_empty() {
-        "crate".to_string()
-    } else {
-        at.join("::")
-    })
+    let here = join(&at);
+    if depth < 8
+        && let Some(name) = rest.get(k)
+        && let Some(import) = modules.get(&here).and_then(|m| m.bindings.get(name))
+        && let Some(found) = resolve(&here, import, modules, depth + 1)
+    {
+        return Some(found);
+    }
+    Some(here)
 }
 
 /// Strongly connected components (Tarjan), each sorted.
