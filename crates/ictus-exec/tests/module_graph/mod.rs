@@ -17,6 +17,11 @@
 //! So items the children need must not live in the parent when the parent also uses
 //! the children: they go in a sibling module both can import.
 //!
+//! What it does not see: a method called through its type (`CellTable::builder()`)
+//! when an `impl` block in another module defines it. Keep such a block in a module
+//! that may import the type's own (the builder's `impl CellTable { fn builder }` lives
+//! in the builder, and nothing the table's module calls is defined there).
+//!
 //! [`circles`] reports every strongly connected component of more than one module,
 //! with the edges (file:line) inside it. Any crate's test can use it:
 //! `#[path = "../../ictus-exec/tests/module_graph/mod.rs"] mod module_graph;`.
