@@ -5,8 +5,8 @@
 //! The builder sits above the data model ([`crate::schedule`]), which knows nothing
 //! of it: [`Schedule::builder`] is defined here.
 
+use ictus_class::{Class, RtPolicy};
 use ictus_core::{CpuSet, Nanos};
-use ictus_shield::class::{Class, RtPolicy};
 use serde::Serialize;
 
 use crate::cell::{ElemShape, Element};

@@ -701,7 +701,7 @@ mod tests {
                 start,
                 period,
                 cpu: None,
-                class: ictus_shield::class::Class::Normal,
+                class: ictus_class::Class::Normal,
                 process: crate::schedule::Process::InProcess,
                 builtin: None,
                 group: None,

@@ -82,10 +82,10 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use ictus_class::{Class, RtPolicy};
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::pm_qos::PmQos;
 use ictus_os::wait::WaitMode;
-use ictus_shield::class::{Class, RtPolicy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;

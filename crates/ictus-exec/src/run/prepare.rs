@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc;
 
+use ictus_class::Class;
 use ictus_core::CpuSet;
 use ictus_os::facts;
 use ictus_os::sched;
-use ictus_shield::class::Class;
 
 use super::error::RunError;
 use super::names::{cells_segment, control_segment, hubs_segment, is_executable, resolve_program};

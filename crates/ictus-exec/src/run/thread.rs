@@ -2,10 +2,10 @@
 //! its frames, its outcome. The same for a thread of the coordinator ([`super::run`])
 //! and for a launched program ([`crate::child::run`]).
 
+use ictus_class::{self as class, Class, ClassError, Options};
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::explain::MissReporter;
 use ictus_os::sched;
-use ictus_shield::class::{self, Class, ClassError, Options};
 
 use crate::cell::Cells;
 use crate::control::{Control, Status};

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use ictus_class::Class;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{ExplainConfig, Explainer, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
-use ictus_shield::class::Class;
 
 use super::options::RunOptions;
 use crate::report::{RunReport, RunWarning};
