@@ -136,7 +136,7 @@ impl SubsystemDecl {
     }
 
     /// Its settings: any value that serializes to a table (read back in `init`
-    /// with [`Registry::settings`]).
+    /// with [`crate::subsystem::Registry::settings`]).
     pub fn config(mut self, settings: &impl Serialize) -> SubsystemDecl {
         match toml::Table::try_from(settings) {
             Ok(t) => self.set("config", t),
