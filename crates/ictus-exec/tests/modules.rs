@@ -71,3 +71,14 @@ fn the_scan_finds_a_circle_through_a_parent_and_ignores_tests_and_comments() {
     assert!(all.iter().any(|e| e.from == "link" && e.to == "quiet"));
     assert!(!all.iter().any(|e| e.from == "quiet"), "{all:?}");
 }
+
+#[test]
+fn ictus_exec_does_not_depend_on_the_shield() {
+    // The task classes are ictus-class's; the shield sits beside the executive.
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("ictus-shield"),
+        "ictus-exec's Cargo.toml names ictus-shield:\n{manifest}"
+    );
+}

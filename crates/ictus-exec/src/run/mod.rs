@@ -30,7 +30,12 @@ use crate::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 // anything starts; the groups), start (threads, programs, the wait until ready,
 // the epoch), coordinate (the loop, one method per concern), gather (the report).
 // Beside them: thread (a subsystem's own side, also a launched program's),
-// children (reaping programs with a bound), snapshot (the live view).
+// children (reaping programs with a bound), snapshot (the live view), watch (the
+// misses explained). What the phases share is in siblings they import, never in
+// this file (which imports them): options (how to run, the environment of a
+// launched program), error, names (segments, programs), clock (the time base the
+// start hands the coordinator), journal (events and warnings, start to gather).
+// The report's types are the crate's `report` module.
 mod children;
 mod clock;
 mod coordinate;
