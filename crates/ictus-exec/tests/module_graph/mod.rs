@@ -1,7 +1,7 @@
 //! The module graph of a crate, read from its source text, and its circles.
 //!
-//! A module is a file: `lib.rs` is the crate root (`crate`), `a.rs` and `a/mod.rs` are
-//! `a`, `a/b.rs` is `a::b`. Inline modules belong to their file, except
+//! A module is a file: `lib.rs` (or `main.rs`) is the crate root (`crate`), `a.rs` and
+//! `a/mod.rs` are `a`, `a/b.rs` is `a::b`. Inline modules belong to their file, except
 //! `#[cfg(test)]` items, which are dropped (tests may reach anywhere). An edge
 //! `a -> b` is a path in `a`'s code (comments and string literals dropped) that names
 //! an item of `b` or `b` itself: `crate::b::X`, `super::X`, `self::x::Y`, a use group
@@ -172,7 +172,8 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `lib.rs` -> `crate`, `a.rs` and `a/mod.rs` -> `a`, `a/b.rs` -> `a::b`.
+/// `lib.rs` (or a binary's `main.rs`) -> `crate`, `a.rs` and `a/mod.rs` -> `a`,
+/// `a/b.rs` -> `a::b`.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap_or(file).with_extension("");
     let mut parts: Vec<String> = rel
@@ -182,7 +183,7 @@ fn module_of(src: &Path, file: &Path) -> String {
     if parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
     }
-    if parts == ["lib"] || parts.is_empty() {
+    if parts == ["lib"] || parts == ["main"] || parts.is_empty() {
         return "crate".to_string();
     }
     parts.join("::")
