@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use ictus::run_record::RunParams;
 use ictus_core::{Nanos, Percentile};
-use ictus_exec::run::{LiveStatus, RunReport};
+use ictus_exec::report::RunReport;
+use ictus_exec::run::LiveStatus;
 use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::view::Point;
 use ictus_probe::view::run::{CellLatency, EXECUTION_TIME, RELEASE_JITTER, Subsystem, TickArrival};
@@ -241,8 +242,7 @@ fn hosts_table(record: &RunRecord) -> Option<Table> {
 mod tests {
     use super::*;
     use ictus::run_record::{SubsystemParams, fill};
-    use ictus_exec::link::HostReport;
-    use ictus_exec::run::{StressReport, SubsystemReport};
+    use ictus_exec::report::{HostReport, StressReport, SubsystemReport};
     use ictus_exec::schedule::{Process, WaitSpec};
     use ictus_probe::provenance::Provenance;
     use ictus_probe::record::Obtained;

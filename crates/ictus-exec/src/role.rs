@@ -18,9 +18,9 @@
 //! # Ok::<(), ictus_exec::schedule::ScheduleError>(())
 //! ```
 
+use ictus_class::Class;
 use ictus_core::CpuSet;
 use ictus_os::facts;
-use ictus_shield::class::Class;
 
 use crate::schedule::Schedule;
 

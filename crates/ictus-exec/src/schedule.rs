@@ -82,10 +82,10 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use ictus_class::{Class, RtPolicy};
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::pm_qos::PmQos;
 use ictus_os::wait::WaitMode;
-use ictus_shield::class::{Class, RtPolicy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
@@ -629,12 +629,6 @@ impl Schedule {
             location,
             rule,
         }
-    }
-
-    /// A schedule built in code, checked by the rules of a file when built
-    /// ([`crate::program::ScheduleBuilder`]).
-    pub fn builder(name: &str) -> crate::program::ScheduleBuilder {
-        crate::program::ScheduleBuilder::new(name)
     }
 
     /// The subsystem called `name`.

@@ -99,7 +99,7 @@ use thiserror::Error;
 
 use crate::cell::{CellError, CellTable, Cells, Element, ElementSlot};
 use crate::control::Control;
-use crate::executive::Group;
+use crate::group::Group;
 use crate::hub::{
     Event, FifoReceiver, FifoSender, HubError, Hubs, Port as HubPort, Resource, Semaphore,
 };

@@ -12,7 +12,8 @@ use std::time::Duration;
 use common::{
     no_segments_of, options, options_without_socket, parse_schedule, schedule_file, warning,
 };
-use ictus_exec::run::{self, LiveStatus, RunReport, WarningId};
+use ictus_exec::report::{RunReport, WarningId};
+use ictus_exec::run::{self, LiveStatus};
 use ictus_exec::schedule::Schedule;
 
 /// The repository's examples folder.

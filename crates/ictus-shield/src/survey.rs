@@ -132,7 +132,7 @@ impl SurveyShield {
         // The shield put this process in the NRT group too; back in the root group,
         // its probes place their threads on the RT CPUs and its loads on the system
         // CPU by affinity, while every other task stays shielded off the RT CPUs.
-        let admitted = crate::partition::Partition::applied(&self.journal)
+        let admitted = crate::partition::applied(&self.journal)
             .map_err(|e| e.to_string())
             .and_then(|p| p.ok_or_else(|| "the shield's journal has no partition".to_string()))
             .and_then(|p| {

@@ -65,8 +65,10 @@ pub mod run_record;
 /// its outcome back, and the time and CPU types.
 pub mod prelude {
     pub use ictus_core::{CpuSet, Nanos};
-    pub use ictus_exec::program::{ElementDecl, Executive, Outcome, SubsystemDecl};
-    pub use ictus_exec::run::{RunError, RunOptions, RunReport};
+    pub use ictus_exec::builder::{ElementDecl, SubsystemDecl};
+    pub use ictus_exec::program::{Executive, Outcome};
+    pub use ictus_exec::report::RunReport;
+    pub use ictus_exec::run::{RunError, RunOptions};
     pub use ictus_exec::schedule::Schedule;
     pub use ictus_exec::subsystem::{
         BoxError, Flow, Frame, Input, OnError, Output, Registry, RegistryError, Subsystem,

@@ -24,8 +24,7 @@
 use std::time::Duration;
 
 use ictus_core::Nanos;
-use ictus_exec::link::HostReport;
-use ictus_exec::run::{Distribution, RunReport, SubsystemReport};
+use ictus_exec::report::{Distribution, HostReport, RunReport, SubsystemReport};
 use ictus_exec::schedule::{Process, Schedule, WaitSpec};
 use ictus_probe::progress::Progress;
 use ictus_probe::record::{LatencyResult, Measurement, RunRecord};
@@ -318,7 +317,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use ictus_exec::run::StressReport;
+    use ictus_exec::report::StressReport;
     use ictus_probe::provenance::Provenance;
     use ictus_probe::record::Obtained;
 

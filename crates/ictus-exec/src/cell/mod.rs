@@ -96,6 +96,7 @@ mod error;
 mod file;
 mod storage;
 mod table;
+mod values;
 
 pub use builder::CellTableBuilder;
 pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
@@ -106,6 +107,7 @@ pub use table::{
     CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,
     MAX_ELEMENTS, MAX_ELEMENTS_PER_CELL, MAX_TABLE_BYTES,
 };
+pub use values::CellValues;
 
 /// Tables the unit tests of the submodules share.
 #[cfg(test)]

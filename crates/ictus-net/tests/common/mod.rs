@@ -6,8 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use ictus_exec::program::Executive;
+use ictus_exec::report::RunReport;
 use ictus_exec::role::Role;
-use ictus_exec::run::{RunOptions, RunReport};
+use ictus_exec::run::RunOptions;
 use ictus_exec::schedule::Schedule;
 use ictus_exec::subsystem::Maker;
 use ictus_net::join::join;

@@ -641,7 +641,7 @@ mod tests {
         if online.len() < 2 {
             return;
         }
-        let partition = Partition::new(CpuSet::from_cpus([last]), &online).unwrap();
+        let partition = crate::partition::logical(CpuSet::from_cpus([last]), &online).unwrap();
         let sut = Balancer::new(partition, Config::default()).start().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let report = sut.stop();

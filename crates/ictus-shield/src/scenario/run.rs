@@ -48,7 +48,7 @@ use crate::ShieldError;
 use crate::balancer::{self, Balancer, Role};
 use crate::class::{self, Class, ClassError, Options};
 use crate::migrate::{Attempt, Migrator, Return};
-use crate::partition::Partition;
+use crate::partition::{self, Partition};
 
 /// The `schema` field of every scenario result.
 pub const RESULT_SCHEMA: &str = "ictus.scenario-result";
@@ -558,9 +558,9 @@ pub fn run(
     let mut provenance = Provenance::capture(opts.argv.clone());
     let online = facts::online_cpus();
     let in_play = spec::machine_cpus();
-    let partition = Partition::new(scenario.rt_cpus.clone(), &in_play)?;
+    let partition = partition::logical(scenario.rt_cpus.clone(), &in_play)?;
     let mut warnings = Vec::new();
-    if let Ok(Some(applied)) = Partition::applied(std::path::Path::new(crate::DEFAULT_JOURNAL)) {
+    if let Ok(Some(applied)) = partition::applied(std::path::Path::new(crate::DEFAULT_JOURNAL)) {
         warnings.push(format!(
             "a shield is applied (RT CPUs {}); the scenario uses its own logical partition (RT CPUs {})",
             applied.rt, partition.rt
