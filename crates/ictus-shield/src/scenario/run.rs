@@ -1817,7 +1817,7 @@ mod tests {
             timeline_bucket: Duration::from_millis(10),
             groups: vec![
                 Group {
-                    name: "compute".into(),
+                    name: "crunch".into(),
                     count: 2,
                     cpus: machine.clone(),
                     class: GroupClass::Normal,
