@@ -46,7 +46,7 @@ use ictus_exec::control::Control;
 use ictus_exec::link::{HostReport, Link, LinkEvent, RemoteSlot, Start};
 use ictus_exec::run::{Distribution, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::state::{SetupError, SetupStore, SetupUpstream, StateWord};
+use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
@@ -796,7 +796,7 @@ enum Answer {
 
 impl ZenohSetup {
     /// One request, waiting at most 500 ms for the answer.
-    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupError> {
+    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupChannelError> {
         let mut get = self
             .session
             .get(format!("{}{key}", self.prefix))
@@ -804,7 +804,9 @@ impl ZenohSetup {
         if let Some(v) = value {
             get = get.payload(v.to_vec());
         }
-        let replies = get.wait().map_err(|e| SetupError::Closed(e.to_string()))?;
+        let replies = get
+            .wait()
+            .map_err(|e| SetupChannelError::Closed(e.to_string()))?;
         Ok(match replies.recv() {
             Ok(reply) => match reply.result() {
                 Ok(sample) => Answer::Value(sample.payload().to_bytes().into_owned()),
@@ -828,18 +830,18 @@ impl ZenohSetup {
 const SETUP_PUT_PATIENCE: Duration = Duration::from_secs(30);
 
 impl SetupUpstream for ZenohSetup {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError> {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupChannelError> {
         let until = Instant::now() + SETUP_PUT_PATIENCE;
         loop {
             match self.ask(key, Some(value))? {
                 Answer::Value(_) => return Ok(()),
                 Answer::Refused(why) => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host refused '{key}': {why}"
                     )));
                 }
                 Answer::Silent if Instant::now() >= until => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host did not answer for {SETUP_PUT_PATIENCE:?}"
                     )));
                 }
@@ -848,7 +850,7 @@ impl SetupUpstream for ZenohSetup {
         }
     }
 
-    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupChannelError> {
         // Not published there yet, or the main host not reachable yet: the caller
         // asks again until its own wait ends.
         Ok(match self.ask(key, None)? {
