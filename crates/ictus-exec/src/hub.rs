@@ -75,7 +75,8 @@ use std::time::{Duration, Instant};
 use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
 use ictus_core::sync::spsc::Full;
 use ictus_os::handoff::{FutexPark, PiLock};
-use ictus_os::shm::{Owner, Segment, ShmError};
+use ictus_os::process::ProcessId;
+use ictus_os::shm::{Segment, ShmError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
@@ -890,7 +891,7 @@ impl Hubs {
             // dropped, so its last ring operations happen before ours.
             match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
-                Err(holder) if holder == me || Owner::of(holder).is_some() => {
+                Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
                     return Err(HubError::EndTaken {
                         name: name.to_owned(),
                         end,

@@ -257,17 +257,21 @@ pub fn parse_stat(stat: &str) -> Option<(u64, u64, Option<usize>)> {
     TaskStat::parse(stat.as_bytes()).map(|t| (t.start_time, t.flags, Some(t.processor)))
 }
 
-/// Whether process `pid` still runs and is the one that started at `start_time` (not a
-/// reused id). A zombie (exited, not yet reaped) does not run.
+/// Whether process `pid` still runs and is the one that started at `start_time`.
+///
+/// A bridge for the CLI's survey journals while issue 22 moves them into the library:
+/// new code asks [`ProcessId::is_alive`](ictus_os::process::ProcessId::is_alive).
 pub fn process_alive(pid: i32, start_time: u64) -> bool {
-    TaskStat::read(&format!("/proc/{pid}/stat"))
-        .is_some_and(|t| !t.exited() && t.start_time == start_time)
+    ictus_os::process::ProcessId::from_pid_t(pid, start_time).is_alive()
 }
 
-/// The start time of process `pid` (`/proc/<pid>/stat` field 22), while it exists.
+/// The start time of process `pid` (`/proc/<pid>/stat` field 22), while it runs.
+///
+/// A bridge for the CLI's survey journals while issue 22 moves them into the library:
+/// new code asks [`ProcessId::of`](ictus_os::process::ProcessId::of).
 pub fn process_start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat).map(|(start, _, _)| start)
+    let pid = u32::try_from(pid).ok()?;
+    ictus_os::process::ProcessId::of(pid).map(|p| p.start_time)
 }
 
 /// Reads one thread; `None` when it vanished or has exited (a zombie not yet reaped:

@@ -7,6 +7,8 @@ use std::time::Duration;
 use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
+use ictus_os::process::ProcessId;
+
 use crate::ShieldError;
 use crate::journal::{self, Entry};
 use crate::plan::RT_GROUP;
@@ -174,7 +176,7 @@ fn watchdog_status(entries: &[Entry]) -> Option<WatchdogStatus> {
     })?;
     let mut out = WatchdogStatus {
         pid,
-        running: snapshot::process_alive(pid, start_time),
+        running: ProcessId::from_pid_t(pid, start_time).is_alive(),
         limit_ms,
         watched_cpus: None,
         policy: None,
