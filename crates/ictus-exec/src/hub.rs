@@ -81,7 +81,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
 
-use crate::cell::{ElemShape, ElemType, Element, line_col};
+use crate::cell::{ElemShape, ElemType, Element};
 use crate::shared::{read_described, write_described};
 
 /// What a hub is, with its parameters.
@@ -451,7 +451,7 @@ pub fn decls_from_toml(text: &str, file: &str) -> Result<Vec<HubDecl>, HubError>
         hub: Vec<Spanned<toml::Table>>,
     }
     let at = |offset: usize, message: String| {
-        let (line, column) = line_col(text, offset);
+        let ictus_os::json::Place { line, column } = ictus_os::json::place_of_offset(text, offset);
         HubError::File {
             file: file.to_owned(),
             line,

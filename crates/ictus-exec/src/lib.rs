@@ -26,4 +26,3 @@ mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
-pub mod text;

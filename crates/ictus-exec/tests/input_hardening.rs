@@ -9,7 +9,7 @@ use ictus_core::CpuSet;
 use ictus_exec::cell::{CellError, CellFileError, CellTable, MAX_CELLS};
 use ictus_exec::hub::decls_from_toml;
 use ictus_exec::schedule::{Location, Rule, Schedule, ScheduleError};
-use ictus_exec::text::text_of;
+use ictus_os::fs::{InputError, InputKind, text_of};
 use proptest::prelude::*;
 
 /// Cells in the large cases: 50,000 (about 1.25e9 pairs for a quadratic check).
@@ -240,7 +240,7 @@ proptest! {
 
     #[test]
     fn any_bytes_as_a_schedule_are_refused_in_place_or_read(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        match text_of(bytes.clone()) {
+        match text_of(std::path::Path::new("s.toml"), bytes.clone(), InputKind::Table.max_bytes()) {
             Ok(text) => {
                 if let Err(e) = Schedule::parse(&text, "s.toml", &online()) {
                     prop_assert!(text.is_empty() || is_placed(&e.to_string(), "s.toml", &text), "{}", e);
@@ -249,7 +249,7 @@ proptest! {
             Err(e) => {
                 let place = e.place();
                 prop_assert!(place.is_some(), "{}", e);
-                prop_assert_eq!(e.to_string(), "invalid UTF-8");
+                prop_assert!(matches!(e, InputError::NotUtf8 { .. }), "{}", e);
             }
         }
     }

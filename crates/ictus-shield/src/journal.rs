@@ -176,14 +176,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Entry>, ShieldError> {
         .collect()
 }
 
-/// The largest journal read: one line per change, a few thousand lines at most.
-pub const MAX_JOURNAL_BYTES: u64 = 16 << 20;
-
 /// Reads the journal; `None` when there is none (no shield applied). A FIFO, a
 /// device or a directory in its place is refused without blocking, as is a file
-/// over [`MAX_JOURNAL_BYTES`] or one that is not UTF-8 (with its line and column).
+/// over [`InputKind::Journal`](ictus_os::fs::InputKind::Journal)'s limit or one that is not UTF-8 (with its line and column).
 pub fn read(path: &Path) -> Result<Option<Vec<Entry>>, ShieldError> {
-    match ictus_os::fs::read_input(path, MAX_JOURNAL_BYTES) {
+    match ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Journal.max_bytes()) {
         Ok(text) => parse(path, &text).map(Some),
         Err(ictus_os::fs::InputError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>

@@ -1,6 +1,6 @@
 //! Cell tables in TOML: [`CellTable::load`], [`CellTable::from_toml_str`],
 //! [`CellTable::from_specs`] and [`CellTable::to_toml`], with errors placed at
-//! FILE:LINE:COLUMN ([`CellFileError`], [`line_col`]).
+//! FILE:LINE:COLUMN ([`CellFileError`], placed by [`ictus_os::json::place_of_offset`]).
 
 use std::io;
 use std::ops::Range;
@@ -12,7 +12,8 @@ use toml::Spanned;
 
 use super::table::{Layout, check_name};
 use super::{CellError, CellTable, ElemShape, ElemType, MAX_ARRAY_LEN};
-use crate::text::{InputError, read_text};
+use ictus_os::fs::{InputError, InputKind};
+use ictus_os::json::place_of_offset;
 
 /// A cell table file that cannot be read or is wrong, with the place.
 #[derive(Debug, Error)]
@@ -36,9 +37,8 @@ pub enum CellFileError {
         /// What it is, in words.
         kind: &'static str,
     },
-    /// Text that cannot be read: not UTF-8, or over
-    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES).
-    #[error("{file}:{line}:{column}: {problem}")]
+    /// Text that cannot be read: not UTF-8, or over [`InputKind::Table`]'s limit.
+    #[error("{file}:{line}:{column}: {}", content_problem(problem))]
     Text {
         /// The file.
         file: String,
@@ -75,38 +75,45 @@ pub enum CellFileError {
     },
 }
 
-/// The 1-based line and column (in characters) of byte `offset` of `text`.
-///
-/// One pass over `text` up to `offset`: for one error. To place many offsets
-/// of one text, index it once with [`LineIndex`](crate::text::LineIndex).
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let place = ictus_os::json::place_of_offset(text, offset);
-    (place.line, place.column)
+/// What is wrong with a file's content, in the words of a cell table's error (its
+/// place is said before it).
+fn content_problem(problem: &InputError) -> String {
+    match problem {
+        InputError::TooLarge { limit, .. } => {
+            format!("the file is larger than {} MiB", limit >> 20)
+        }
+        InputError::NotUtf8 { .. } => "invalid UTF-8".to_owned(),
+        other => other.to_string(),
+    }
 }
 
 impl CellTable {
     /// Reads and checks a TOML cell table file: a regular file of at most
-    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES) of UTF-8 (see
-    /// [`crate::text::read_text`]).
+    /// [`InputKind::Table`]'s limit of UTF-8 (see [`ictus_os::fs::read_text`]).
     pub fn load(path: &Path) -> Result<CellTable, CellFileError> {
         let file = path.display().to_string();
-        let text = read_text(path).map_err(|e| match e {
-            InputError::Io(source) => CellFileError::Read {
-                file: file.clone(),
-                source,
-            },
-            InputError::NotRegular { kind } => CellFileError::NotAFile {
-                file: file.clone(),
-                kind,
-            },
-            problem @ (InputError::TooLarge { line, column }
-            | InputError::InvalidUtf8 { line, column }) => CellFileError::Text {
-                file: file.clone(),
-                line,
-                column,
-                problem,
-            },
-        })?;
+        let text =
+            ictus_os::fs::read_text(path, InputKind::Table.max_bytes()).map_err(|e| match e {
+                InputError::Io { source, .. } => CellFileError::Read {
+                    file: file.clone(),
+                    source,
+                },
+                InputError::NotRegular { kind, .. } => CellFileError::NotAFile {
+                    file: file.clone(),
+                    kind,
+                },
+                problem => {
+                    let at = problem
+                        .place()
+                        .unwrap_or(ictus_os::json::Place { line: 1, column: 1 });
+                    CellFileError::Text {
+                        file: file.clone(),
+                        line: at.line,
+                        column: at.column,
+                        problem,
+                    }
+                }
+            })?;
         CellTable::from_toml_str(&text, &file)
     }
 
@@ -132,7 +139,7 @@ impl CellTable {
         file: &str,
     ) -> Result<CellTable, CellFileError> {
         let at = |span: Range<usize>, error: CellError| {
-            let (line, column) = line_col(text, span.start);
+            let ictus_os::json::Place { line, column } = place_of_offset(text, span.start);
             CellFileError::Invalid {
                 file: file.to_owned(),
                 line,
@@ -221,7 +228,8 @@ impl CellTable {
 
 /// Converts a toml parse error into a located one.
 fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> CellFileError {
-    let (line, column) = line_col(text, e.span().map_or(0, |s| s.start));
+    let ictus_os::json::Place { line, column } =
+        place_of_offset(text, e.span().map_or(0, |s| s.start));
     CellFileError::Syntax {
         file: file.to_owned(),
         line,
@@ -328,15 +336,6 @@ elements = [
         assert!(err.starts_with("cells.toml:2:"), "{err}");
         let top = "[[cells]]\nname = \"a\"\n";
         assert!(toml_err(top).starts_with("cells.toml:1:"));
-    }
-
-    #[test]
-    fn line_and_column_count_characters() {
-        let text = "ab\ncé\nxyz";
-        assert_eq!(line_col(text, 0), (1, 1));
-        assert_eq!(line_col(text, 3), (2, 1));
-        assert_eq!(line_col(text, 6), (2, 3), "é is one character of two bytes");
-        assert_eq!(line_col(text, 99), (3, 4));
     }
 
     proptest! {

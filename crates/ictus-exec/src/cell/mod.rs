@@ -100,7 +100,7 @@ mod table;
 pub use builder::CellTableBuilder;
 pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
 pub use error::CellError;
-pub use file::{CellFileError, CellSpec, ElementSpec, line_col};
+pub use file::{CellFileError, CellSpec, ElementSpec};
 pub use storage::{Cells, ElementRef};
 pub use table::{
     CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,

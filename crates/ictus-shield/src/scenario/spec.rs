@@ -54,8 +54,6 @@ pub const DEFAULT_TIMELINE_BUCKET: Duration = Duration::from_millis(20);
 /// The most tasks a scenario may start, all groups together: each is a thread with
 /// its own stat file read every sample.
 pub const MAX_TASKS: u32 = 4096;
-/// The largest scenario file read: 1 MiB.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// A scenario, checked: groups of fake tasks that start together (seed 002 §5.3.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,7 +249,7 @@ pub fn machine_cpus() -> CpuSet {
 
 /// Reads and checks the scenario file at `path` against the CPUs this run may use.
 pub fn load(path: &Path) -> Result<Scenario, SpecError> {
-    let text = ictus_os::fs::read_input(path, MAX_FILE_BYTES)?;
+    let text = ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Scenario.max_bytes())?;
     parse(&text, path, &machine_cpus())
 }
 
