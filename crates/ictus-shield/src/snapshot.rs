@@ -116,41 +116,6 @@ pub struct CpuResumeQos {
     pub writable: bool,
 }
 
-/// What a CPU's resume latency QoS text means (Linux 4.16 and later, where `n/a`
-/// exists). The cpuidle governors take the smaller of it and the global CPU latency
-/// QoS (`/dev/cpu_dma_latency`) as the longest exit latency an idle state may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResumeLatency {
-    /// `0`: no constraint; the governor may pick any idle state.
-    Any,
-    /// `n/a`: no resume latency accepted at all; only idle states without an exit
-    /// latency (polling).
-    NoneAccepted,
-    /// Idle states whose exit latency is at most this many microseconds.
-    AtMostUs(u32),
-}
-
-impl ResumeLatency {
-    /// Reads the file's text; `None` for anything else.
-    pub fn parse(text: &str) -> Option<ResumeLatency> {
-        match text.trim() {
-            "n/a" => Some(ResumeLatency::NoneAccepted),
-            "0" => Some(ResumeLatency::Any),
-            t => t.parse().ok().map(ResumeLatency::AtMostUs),
-        }
-    }
-}
-
-impl std::fmt::Display for ResumeLatency {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ResumeLatency::Any => f.write_str("no constraint"),
-            ResumeLatency::NoneAccepted => f.write_str("no idle state with an exit latency"),
-            ResumeLatency::AtMostUs(us) => write!(f, "idle states that exit within {us} us"),
-        }
-    }
-}
-
 /// The workqueue cpumask file.
 pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 /// The default IRQ affinity file.
@@ -488,20 +453,6 @@ mod tests {
         ] {
             assert_eq!(resume_qos_cpu(Path::new(other)), None, "{other}");
         }
-    }
-
-    #[test]
-    fn resume_latency_text_reads_as_the_kernel_means_it() {
-        assert_eq!(ResumeLatency::parse("0"), Some(ResumeLatency::Any));
-        assert_eq!(
-            ResumeLatency::parse(RESUME_QOS_HELD),
-            Some(ResumeLatency::NoneAccepted)
-        );
-        assert_eq!(
-            ResumeLatency::parse("20\n"),
-            Some(ResumeLatency::AtMostUs(20))
-        );
-        assert_eq!(ResumeLatency::parse("-1"), None);
     }
 
     #[test]

@@ -12,7 +12,9 @@ use ictus_os::process::ProcessId;
 use crate::ShieldError;
 use crate::journal::{self, Entry};
 use crate::plan::RT_GROUP;
-use crate::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, ResumeLatency};
+use ictus_os::facts::ResumeLatency;
+
+use crate::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME};
 use crate::watchdog::{self, Demotion, LogEvent};
 
 /// A thread that may run on an RT CPU.
