@@ -274,7 +274,8 @@ impl std::fmt::Display for ResumeLatency {
             ResumeLatency::NoConstraint => f.write_str("no constraint"),
             ResumeLatency::Limit(Nanos::ZERO) => f.write_str("no idle state with an exit latency"),
             ResumeLatency::Limit(l) => {
-                write!(f, "idle states that exit within {} us", l.as_u64() / 1_000)
+                let within = l.show(ictus_core::time::DurationStyle::Micros);
+                write!(f, "idle states that exit within {within}")
             }
         }
     }
