@@ -21,6 +21,11 @@
 //! assert_eq!(sut.epoch(), None);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::Nanos;

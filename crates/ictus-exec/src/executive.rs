@@ -22,6 +22,11 @@
 //! assert_eq!((sut.frame(), sut.deadline()), (10, ms(20)));
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a group's frame counter published for its members to read, and flags; one writer, no protocol beyond Release/Acquire pairs named at each use"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::sync::SpinBarrier;

@@ -44,6 +44,11 @@
 //! assert!(Segment::open(&name).is_err());
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::ffi::CString;
 use std::fmt;
 use std::io;

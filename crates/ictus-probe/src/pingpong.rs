@@ -46,6 +46,11 @@
 //! }
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the clock reading a sender passes along with its hand-off (one word, ordered by the kernel primitive measured) and the load threads' stop flag; no protocol for loom to explore"
+)]
+
 use crate::record::WarningId;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

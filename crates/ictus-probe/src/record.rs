@@ -11,6 +11,11 @@
 //! assert_eq!(SCHEMA_VERSION, 1);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's counter that names temporary files"
+)]
+
 use std::collections::BTreeMap;
 
 use ictus_core::cpulist::MAX_CPU;

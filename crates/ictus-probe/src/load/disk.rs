@@ -6,6 +6,11 @@
 //! may share the vCPUs' CPU quota (on the reference machine, sync-heavy I/O together
 //! with busy CPUs stalls the guest for 10 ms and more).
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a process-wide counter that names temporary files: one fetch_add, no protocol"
+)]
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -39,6 +39,11 @@
 //! assert!(reports[0].metrics["ops_per_s"] > 0.0);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 mod cachemiss;
 mod cpu;
 mod disk;
