@@ -196,6 +196,32 @@ pub enum InputError {
     },
 }
 
+/// A place in an input file and what is wrong there, said as `FILE:LINE:COLUMN: WHAT`:
+/// the one shape of ictus's placed input errors (schedules, tables, scenarios,
+/// journals), whatever `what` is (a message, a rule broken).
+#[derive(Debug, Error)]
+#[error("{file}:{place}: {what}")]
+pub struct Located<E> {
+    /// The file as its errors name it: a path as given, or a label (`<stdin>`, the
+    /// schedule a table is inline in).
+    pub file: String,
+    /// Where in it.
+    pub place: Place,
+    /// What was expected, and what was found.
+    pub what: E,
+}
+
+impl<E> Located<E> {
+    /// `what` at byte `offset` of `text`, the content of `file`.
+    pub fn at(file: impl Into<String>, text: &str, offset: usize, what: E) -> Located<E> {
+        Located {
+            file: file.into(),
+            place: crate::json::place_of_offset(text, offset),
+            what,
+        }
+    }
+}
+
 fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
@@ -505,5 +531,12 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_located_error_says_file_line_column_then_what() {
+        let sut = Located::at("s.toml", "a = 1\nbé = x\n", 11, "expected a number");
+        assert_eq!(sut.place, Place { line: 2, column: 5 });
+        assert_eq!(sut.to_string(), "s.toml:2:5: expected a number");
     }
 }

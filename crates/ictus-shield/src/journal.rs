@@ -161,16 +161,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Entry>, ShieldError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| ShieldError::BadJournal {
-                path: path.to_path_buf(),
-                line: i + 1,
-                column: e.column().max(1),
-                what: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
+            serde_json::from_str(line).map_err(|e| {
+                ShieldError::BadJournal(ictus_os::fs::Located {
+                    file: path.display().to_string(),
+                    place: ictus_os::json::Place {
+                        line: i + 1,
+                        column: e.column().max(1),
+                    },
+                    what: format!(
+                        "not a shield journal entry: {}",
+                        e.to_string().split(" at line ").next().unwrap_or("")
+                    ),
+                })
             })
         })
         .collect()
@@ -259,6 +261,6 @@ mod tests {
     #[test]
     fn a_bad_complete_line_names_its_line() {
         let sut = parse(Path::new("j"), "{}\n");
-        assert!(matches!(sut, Err(ShieldError::BadJournal { line: 1, .. })));
+        assert!(matches!(&sut, Err(ShieldError::BadJournal(l)) if l.place.line == 1));
     }
 }

@@ -32,11 +32,11 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ictus_core::CpuSet;
-use ictus_os::json::{Place, place_of_offset};
+use ictus_os::fs::Located;
 use ictus_os::{facts, sched};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -215,17 +215,8 @@ pub enum SpecError {
     #[error(transparent)]
     Read(#[from] ictus_os::fs::InputError),
     /// The file is not a valid scenario.
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What was expected, and what was found.
-        message: String,
-    },
+    #[error(transparent)]
+    Invalid(ictus_os::fs::Located<String>),
 }
 
 /// The CPUs a run may use: online, and allowed to this process (a `taskset` or a
@@ -257,13 +248,12 @@ pub fn load(path: &Path) -> Result<Scenario, SpecError> {
 /// the CPUs a run may use.
 pub fn parse(text: &str, path: &Path, machine: &CpuSet) -> Result<Scenario, SpecError> {
     let invalid = |span: Option<Range<usize>>, message: String| {
-        let Place { line, column } = place_of_offset(text, span.map_or(0, |s| s.start));
-        SpecError::Invalid {
-            path: path.to_path_buf(),
-            line,
-            column,
+        SpecError::Invalid(Located::at(
+            path.display().to_string(),
+            text,
+            span.map_or(0, |s| s.start),
             message,
-        }
+        ))
     };
     let file: ScenarioFile =
         toml::from_str(text).map_err(|e| invalid(e.span(), plain(e.message())))?;
@@ -908,6 +898,7 @@ mod opt_ns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ictus_os::json::Place;
     use proptest::prelude::*;
 
     fn machine() -> CpuSet {
@@ -938,12 +929,11 @@ sleep = "1ms"
 
     fn refused(text: &str) -> (usize, usize, String) {
         match parse(text, Path::new("s.toml"), &machine()) {
-            Err(SpecError::Invalid {
-                line,
-                column,
-                message,
+            Err(SpecError::Invalid(Located {
+                place: Place { line, column },
+                what,
                 ..
-            }) => (line, column, message),
+            })) => (line, column, what),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -1141,7 +1131,7 @@ sleep = "1ms"
         #[test]
         fn arbitrary_text_never_panics_and_every_refusal_has_a_place(text in "(?s).{0,300}") {
             match parse(&text, Path::new("f.toml"), &machine()) {
-                Err(SpecError::Invalid { line, column, .. }) => {
+                Err(SpecError::Invalid(Located { place: Place { line, column }, .. })) => {
                     prop_assert!(line >= 1 && column >= 1);
                     let lines = text.split('\n').count();
                     prop_assert!(line <= lines, "line {} of {}", line, lines);
