@@ -456,13 +456,7 @@ pub fn decls_from_toml(text: &str, file: &str) -> Result<Vec<HubDecl>, HubError>
         hub: Vec<Spanned<toml::Table>>,
     }
     let at = |offset: usize, message: String| {
-        let ictus_os::json::Place { line, column } = ictus_os::json::place_of_offset(text, offset);
-        HubError::File {
-            file: file.to_owned(),
-            line,
-            column,
-            message,
-        }
+        HubError::File(ictus_os::fs::Located::at(file, text, offset, message))
     };
     let doc: HubFile = toml::from_str(text).map_err(|e| {
         at(
@@ -556,18 +550,9 @@ pub enum HubError {
         /// The rule broken.
         reason: String,
     },
-    /// A hub file that is not valid, with the place.
-    #[error("{file}:{line}:{column}: {message}")]
-    File {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What the parser expected.
-        message: String,
-    },
+    /// A hub file that is not valid, with the place and what the parser expected.
+    #[error(transparent)]
+    File(ictus_os::fs::Located<String>),
     /// The shared table lacks a declared hub or has it otherwise.
     #[error("hub `{name}` differs from the shared hubs `{shared}`: {detail}")]
     TableMismatch {

@@ -215,24 +215,14 @@ fn cell_file_error(e: CellFileError, path: &Path, named_at: Location) -> Schedul
         },
     };
     match e {
-        CellFileError::Syntax {
-            file,
-            line,
-            column,
-            message,
-        } => at(file, line, column, message),
-        CellFileError::Invalid {
-            file,
-            line,
-            column,
-            error,
-        } => at(file, line, column, error.to_string()),
+        CellFileError::Syntax(l) => at(l.file, l.place.line, l.place.column, l.what),
+        CellFileError::Invalid(l) => at(l.file, l.place.line, l.place.column, l.what.to_string()),
         CellFileError::Text {
             file,
             line,
             column,
             problem,
-        } => at(file, line, column, problem.to_string()),
+        } => at(file, line, column, crate::cell::content_problem(&problem)),
         CellFileError::Read { file, source } => unreadable(file, source.to_string()),
         CellFileError::NotAFile { file, kind } => {
             unreadable(file, format!("not a regular file ({kind})"))
@@ -2291,6 +2281,13 @@ args = ["--fast"]
                 path.display()
             )),
             "{err}"
+        );
+        let cells = dir.path().join("cells.toml");
+        std::fs::write(&cells, b"[[cell]]\nname = \"\xff\"\n").unwrap();
+        let err = Schedule::from_file(&path, &online()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}:2:9: invalid UTF-8", cells.display())
         );
     }
 

@@ -1,6 +1,6 @@
 //! Cell tables in TOML: [`CellTable::load`], [`CellTable::from_toml_str`],
 //! [`CellTable::from_specs`] and [`CellTable::to_toml`], with errors placed at
-//! FILE:LINE:COLUMN ([`CellFileError`], placed by [`ictus_os::json::place_of_offset`]).
+//! FILE:LINE:COLUMN ([`CellFileError`], placed by [`Located`]).
 
 use std::io;
 use std::ops::Range;
@@ -12,8 +12,7 @@ use toml::Spanned;
 
 use super::table::{Layout, check_name};
 use super::{CellError, CellTable, ElemShape, ElemType, MAX_ARRAY_LEN};
-use ictus_os::fs::{InputError, InputKind};
-use ictus_os::json::place_of_offset;
+use ictus_os::fs::{InputError, InputKind, Located};
 
 /// A cell table file that cannot be read or is wrong, with the place.
 #[derive(Debug, Error)]
@@ -49,35 +48,18 @@ pub enum CellFileError {
         /// What is wrong.
         problem: InputError,
     },
-    /// Not valid TOML, or not the expected keys (unknown fields included).
-    #[error("{file}:{line}:{column}: {message}")]
-    Syntax {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What the parser expected.
-        message: String,
-    },
+    /// Not valid TOML, or not the expected keys (unknown fields included): what the
+    /// parser expected.
+    #[error(transparent)]
+    Syntax(Located<String>),
     /// Valid TOML that breaks a rule of cell tables.
-    #[error("{file}:{line}:{column}: {error}")]
-    Invalid {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// The rule broken.
-        error: CellError,
-    },
+    #[error(transparent)]
+    Invalid(Located<CellError>),
 }
 
 /// What is wrong with a file's content, in the words of a cell table's error (its
 /// place is said before it).
-fn content_problem(problem: &InputError) -> String {
+pub(crate) fn content_problem(problem: &InputError) -> String {
     match problem {
         InputError::TooLarge { limit, .. } => {
             format!("the file is larger than {} MiB", limit >> 20)
@@ -139,13 +121,7 @@ impl CellTable {
         file: &str,
     ) -> Result<CellTable, CellFileError> {
         let at = |span: Range<usize>, error: CellError| {
-            let ictus_os::json::Place { line, column } = place_of_offset(text, span.start);
-            CellFileError::Invalid {
-                file: file.to_owned(),
-                line,
-                column,
-                error,
-            }
+            CellFileError::Invalid(Located::at(file, text, span.start, error))
         };
         let mut layout = Layout::default();
         for spec in specs {
@@ -228,14 +204,12 @@ impl CellTable {
 
 /// Converts a toml parse error into a located one.
 fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> CellFileError {
-    let ictus_os::json::Place { line, column } =
-        place_of_offset(text, e.span().map_or(0, |s| s.start));
-    CellFileError::Syntax {
-        file: file.to_owned(),
-        line,
-        column,
-        message: e.message().trim().to_owned(),
-    }
+    CellFileError::Syntax(Located::at(
+        file,
+        text,
+        e.span().map_or(0, |s| s.start),
+        e.message().trim().to_owned(),
+    ))
 }
 
 /// One `[[cell]]` table of a TOML file, with the places of its values (for

@@ -100,6 +100,7 @@ mod table;
 pub use builder::CellTableBuilder;
 pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
 pub use error::CellError;
+pub(crate) use file::content_problem;
 pub use file::{CellFileError, CellSpec, ElementSpec};
 pub use storage::{Cells, ElementRef};
 pub use table::{
