@@ -1,5 +1,5 @@
 //! The registry: every probe, once. A probe is its folder (`src/<probe>/`: params,
-//! validation, the measuring loop, its view) and one line in [`for_each_probe!`];
+//! validation, the measuring loop, its view) and one line in [`for_each_probe!`](crate::for_each_probe);
 //! the [`ProbeId`] enum, its names, and every crate's dispatch over the probes
 //! (the report's sections, the command line) are generated from that one list.
 //!
