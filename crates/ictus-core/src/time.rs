@@ -159,6 +159,9 @@ pub enum DurationStyle {
     Whole,
     /// Whole microseconds, as the kernel declares exit latencies: `0 us`, `133 us`.
     Micros,
+    /// One decimal of seconds from a second up, else of milliseconds: `55.1 s`,
+    /// `12.5 ms` (the doctor's idle-state residencies).
+    Tenths,
 }
 
 /// A duration of `ns` nanoseconds written in `style`: a value that implements
@@ -234,6 +237,16 @@ impl fmt::Display for Shown {
                 format_ns(v, DurationStyle::Fixed).fmt(f)
             }
             DurationStyle::Micros => write!(f, "{} us", v as u64 / 1_000),
+            DurationStyle::Tenths => {
+                // Milliseconds from the seconds, as the doctor always computed them
+                // (so that a value on a rounding edge rounds as it did).
+                let secs = v / 1e9;
+                if secs >= 1.0 {
+                    write!(f, "{secs:.1} s")
+                } else {
+                    write!(f, "{:.1} ms", secs * 1e3)
+                }
+            }
         }
     }
 }
@@ -318,6 +331,8 @@ mod tests {
         assert_eq!(at(2_500_000.0, Whole), "2500 us");
         assert_eq!(at(2_500_100.0, Whole), "2.50 ms");
         assert_eq!(at(133_400.0, Micros), "133 us");
+        assert_eq!(at(55_120_000_000.0, Tenths), "55.1 s");
+        assert_eq!(at(12_460_000.0, Tenths), "12.5 ms");
         assert_eq!(Nanos::new(22_140).show(Significant).to_string(), "22.1 µs");
         assert_eq!(sig3(8.3), "8.30");
         assert_eq!(sig3(1055.0), "1055");

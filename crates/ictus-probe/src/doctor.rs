@@ -1030,12 +1030,7 @@ fn state_totals(idle: &CpuIdle) -> Vec<StateTotal> {
 
 /// `392863 times for 55.1 s`.
 fn usage_text(t: &StateTotal) -> String {
-    let secs = t.time.as_secs_f64();
-    let time = if secs >= 1.0 {
-        format!("{secs:.1} s")
-    } else {
-        format!("{:.1} ms", secs * 1e3)
-    };
+    let time = t.time.show(ictus_core::time::DurationStyle::Tenths);
     format!("{} times for {time}", t.usage)
 }
 
