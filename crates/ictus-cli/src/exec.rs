@@ -122,7 +122,7 @@ pub(crate) fn run(args: &ExecArgs) -> Result<(), Failure> {
     // A journal that is not one (garbage, a FIFO, a directory) is bad input.
     let shield = partition::applied(&args.journal).map_err(|e| match e {
         e @ (ictus_shield::ShieldError::JournalInput(_)
-        | ictus_shield::ShieldError::BadJournal { .. }) => Failure::usage(e),
+        | ictus_shield::ShieldError::BadJournal(_)) => Failure::usage(e),
         other => Failure::from(other),
     })?;
     // mlockall and a prefaulted stack do not survive execve: the program must lock its

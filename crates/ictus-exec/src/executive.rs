@@ -526,7 +526,7 @@ impl Release {
 
 /// Whether the process that published the control block still exists.
 fn coordinator_alive(control: &Control) -> bool {
-    ictus_os::process::is_alive(control.coordinator_pid())
+    control.coordinator().is_alive()
 }
 
 fn note_overruns(stats: &mut Stats, skipped: u64) {

@@ -3,6 +3,11 @@
 //! ([`crate::executive::Runner`]) meets the group; a subsystem's registry
 //! ([`crate::subsystem::Registry`]) hands its members the rendezvous.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a group's frame counter published for its members to read, and flags; one writer, no protocol beyond Release/Acquire pairs named at each use"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::sync::SpinBarrier;

@@ -30,4 +30,3 @@ mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
-pub mod text;

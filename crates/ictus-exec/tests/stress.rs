@@ -2,6 +2,11 @@
 //! B in the `stress_b` example program), its missed-frame arithmetic, a `kill -9` of
 //! B, and a rerun after it. Structure and invariants only, never timings.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's flags and counters between its threads"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -32,6 +32,11 @@
 //! a publication with elements it does not write is refused whole, counted and
 //! reported. The wire format is docs/wire.md's.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the link's state, stop frame, quit flag and traffic counters, each one word with one writer (Release/Acquire named at each use); Zenoh's threads are the other side, which loom cannot model"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,7 +51,7 @@ use ictus_exec::control::Control;
 use ictus_exec::link::{Link, LinkEvent, RemoteSlot, Start};
 use ictus_exec::report::{Distribution, HostReport, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::state::{SetupError, SetupStore, SetupUpstream, StateWord};
+use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
@@ -806,7 +811,7 @@ enum Answer {
 
 impl ZenohSetup {
     /// One request, waiting at most 500 ms for the answer.
-    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupError> {
+    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupChannelError> {
         let mut get = self
             .session
             .get(format!("{}{key}", self.prefix))
@@ -814,7 +819,9 @@ impl ZenohSetup {
         if let Some(v) = value {
             get = get.payload(v.to_vec());
         }
-        let replies = get.wait().map_err(|e| SetupError::Closed(e.to_string()))?;
+        let replies = get
+            .wait()
+            .map_err(|e| SetupChannelError::Closed(e.to_string()))?;
         Ok(match replies.recv() {
             Ok(reply) => match reply.result() {
                 Ok(sample) => Answer::Value(sample.payload().to_bytes().into_owned()),
@@ -838,18 +845,18 @@ impl ZenohSetup {
 const SETUP_PUT_PATIENCE: Duration = Duration::from_secs(30);
 
 impl SetupUpstream for ZenohSetup {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError> {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupChannelError> {
         let until = Instant::now() + SETUP_PUT_PATIENCE;
         loop {
             match self.ask(key, Some(value))? {
                 Answer::Value(_) => return Ok(()),
                 Answer::Refused(why) => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host refused '{key}': {why}"
                     )));
                 }
                 Answer::Silent if Instant::now() >= until => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host did not answer for {SETUP_PUT_PATIENCE:?}"
                     )));
                 }
@@ -858,7 +865,7 @@ impl SetupUpstream for ZenohSetup {
         }
     }
 
-    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupChannelError> {
         // Not published there yet, or the main host not reachable yet: the caller
         // asks again until its own wait ends.
         Ok(match self.ask(key, None)? {

@@ -58,6 +58,11 @@
 //! }
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use crate::record::WarningId;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -325,7 +330,7 @@ pub enum MemlatError {
     ZeroPointTime,
     /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Setup(#[from] crate::setup::SetupError),
+    Setup(#[from] crate::setup::PlacementError),
     /// A point's buffer could not be made (usually: not enough memory).
     #[error("buffer for the {size}-byte working set: {source}")]
     Buffer {
@@ -613,7 +618,7 @@ fn sweep(
                 Err(source) => {
                     // Release the threads already started before they reach a barrier.
                     gate.set(false);
-                    return Err(MemlatError::Setup(setup::SetupError::Spawn {
+                    return Err(MemlatError::Setup(setup::PlacementError::Spawn {
                         thread: index,
                         source,
                     }));
@@ -1294,7 +1299,7 @@ fn headline(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setup::SetupError;
+    use crate::setup::PlacementError;
     use crate::view::tests::reads_back;
 
     fn cycle_of(lines: usize, seed: u64) -> Vec<u64> {
@@ -1556,7 +1561,7 @@ mod tests {
         ));
         assert!(matches!(
             bad(|p| p.sched.cpus = CpuSet::from_cpus([999])),
-            MemlatError::Setup(SetupError::CpuOffline { cpu: 999, .. })
+            MemlatError::Setup(PlacementError::CpuOffline { cpu: 999, .. })
         ));
         validate(&tiny()).unwrap();
     }

@@ -4,6 +4,11 @@
 //! runner (each record written as it completes, the manifest after every step), and
 //! the verdict against the target loop.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,6 +15,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ictus_os::fs::InputKind;
 use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
@@ -29,9 +30,6 @@ use ictus_probe::survey::{
 
 use crate::ReportError;
 use crate::probes;
-
-/// The largest `survey.json` or `doctor.json` read: 64 MiB.
-pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// Everything one survey (or one record) holds, ready to render.
 #[derive(Clone, Debug)]
@@ -297,7 +295,7 @@ fn load_of(r: &RunRecord) -> LoadCase {
 
 fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
     let name = path.display().to_string();
-    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
+    let text = ictus_os::fs::read_input(path, InputKind::Manifest.max_bytes())?;
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", MANIFEST_SCHEMA)?;
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
@@ -366,7 +364,7 @@ pub(crate) fn check_schema(
 }
 
 fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
-    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
+    let text = ictus_os::fs::read_input(path, InputKind::Manifest.max_bytes())?;
     parse_json(&text, &path.display().to_string())
 }
 

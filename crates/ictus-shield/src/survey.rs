@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use ictus_core::CpuSet;
 use thiserror::Error;
 
-use crate::snapshot::{process_alive, process_start_time};
 use crate::{DEFAULT_JOURNAL, ResetOutcome, ShieldError, WatchdogLaunch};
+use ictus_os::process::ProcessId;
 
 /// The start of a survey journal's file name; the pid, the start time and
 /// `.journal` follow.
@@ -49,25 +49,25 @@ pub fn dir() -> PathBuf {
 
 /// The journal of this process's survey shield, in [`dir`].
 pub fn of_this_process() -> PathBuf {
-    let pid = std::process::id() as i32;
-    let start = process_start_time(pid).unwrap_or(0);
-    dir().join(journal_name(pid, start))
+    let me = ProcessId::current().unwrap_or(ProcessId {
+        pid: std::process::id(),
+        start_time: 0,
+    });
+    dir().join(journal_name(&me))
 }
 
-/// The file name of the journal of the survey in process `pid` started at `start`.
-fn journal_name(pid: i32, start: u64) -> String {
-    format!("{PREFIX}{pid}-{start}.journal")
+/// The file name of the journal of the survey in process `owner`.
+fn journal_name(owner: &ProcessId) -> String {
+    format!("{PREFIX}{}.journal", owner.key())
 }
 
-/// The survey process (pid, start time) that a journal's file name names; `None`
-/// for any other file.
-pub fn owner(journal: &Path) -> Option<(i32, u64)> {
+/// The survey process that a journal's file name names; `None` for any other file.
+pub fn owner(journal: &Path) -> Option<ProcessId> {
     journal
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix(PREFIX)?.strip_suffix(".journal"))
-        .and_then(|n| n.split_once('-'))
-        .and_then(|(pid, start)| Some((pid.parse::<i32>().ok()?, start.parse::<u64>().ok()?)))
+        .and_then(ProcessId::parse_key)
 }
 
 /// Resets the shields of the surveys in `dir` whose process is gone, telling
@@ -81,10 +81,10 @@ pub fn reset_stale(
         return Ok(());
     };
     for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let Some((pid, start)) = owner(&path) else {
+        let Some(survey) = owner(&path) else {
             continue;
         };
-        if process_alive(pid, start) {
+        if survey.is_alive() {
             continue;
         }
         let outcome = crate::reset(&path).map_err(|source| StaleReset {
@@ -206,8 +206,12 @@ mod tests {
 
     #[test]
     fn a_journal_name_reads_back_as_its_owner() {
-        let sut = dir().join(journal_name(4242, 987_654));
-        assert_eq!(owner(&sut), Some((4242, 987_654)));
+        let survey = ProcessId {
+            pid: 4242,
+            start_time: 987_654,
+        };
+        let sut = dir().join(journal_name(&survey));
+        assert_eq!(owner(&sut), Some(survey));
         assert_eq!(
             sut.file_name().unwrap().to_str(),
             Some("survey-shield-4242-987654.journal")
@@ -229,9 +233,9 @@ mod tests {
     #[test]
     fn this_process_journal_is_named_after_it() {
         let sut = of_this_process();
-        let (pid, start) = owner(&sut).unwrap();
-        assert_eq!(pid, std::process::id() as i32);
-        assert!(process_alive(pid, start));
+        let survey = owner(&sut).unwrap();
+        assert_eq!(survey.pid, std::process::id());
+        assert!(survey.is_alive());
     }
 
     #[test]

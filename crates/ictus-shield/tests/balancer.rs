@@ -5,6 +5,11 @@
 //! assertion that needs FIFO) that runs one section in `Return::Stay` mode, and one
 //! normal thread that exits early are registered; the balancer runs a few hundred ms.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's flags between its threads"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

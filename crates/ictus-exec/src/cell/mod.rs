@@ -101,7 +101,8 @@ mod values;
 pub use builder::CellTableBuilder;
 pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
 pub use error::CellError;
-pub use file::{CellFileError, CellSpec, ElementSpec, line_col};
+pub(crate) use file::content_problem;
+pub use file::{CellFileError, CellSpec, ElementSpec};
 pub use storage::{Cells, ElementRef};
 pub use table::{
     CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,

@@ -2,6 +2,11 @@
 //! process memory or in POSIX shared memory, with the publication notice;
 //! and [`ElementRef`], a typed handle on one element of it.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;

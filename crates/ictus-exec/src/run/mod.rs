@@ -17,6 +17,11 @@
 //! println!("{} frames", report.frames);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::sync::atomic::AtomicBool;
 
 use ictus_os::clock::monotonic_now;
