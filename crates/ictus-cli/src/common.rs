@@ -1,18 +1,16 @@
 //! What every probe's command shares: scheduling options to a [`SchedSpec`], the
-//! progress bar, the measurement with its loads, writing the record, and the tables,
-//! headline and footer of the human views.
+//! progress bar, the measurement with its loads, and writing the record or printing
+//! its human view (the views and their footer live in `ictus_report`).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use comfy_table::{Cell, CellAlignment, Table, presets};
-use ictus_core::{CpuSet, Nanos, Percentile};
+use ictus_core::{CpuSet, Nanos};
 use ictus_os::facts;
 use ictus_os::sched::{Policy, PolicyKind};
+use ictus_probe::load::UnderLoadsError;
 use ictus_probe::progress::Progress;
-use ictus_probe::record::{LatencyResult, RunRecord};
+use ictus_probe::record::RunRecord;
 use ictus_probe::setup::SchedSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -107,20 +105,19 @@ pub(crate) fn with_loads<E>(
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    if args.loads.is_empty() {
-        return probe().map_err(|e| anyhow::Error::new(e).into());
-    }
-    let cpus = match &args.load_cpus {
-        Some(text) => cpus("--load-cpus", text)?,
-        None => facts::online_cpus(),
+    let specs = if args.loads.is_empty() {
+        Vec::new()
+    } else {
+        let cpus = match &args.load_cpus {
+            Some(text) => cpus("--load-cpus", text)?,
+            None => facts::online_cpus(),
+        };
+        crate::load::kinds_on(&args.loads, cpus)?
     };
-    let specs = crate::load::kinds_on(&args.loads, cpus)?;
-    let running = ictus_probe::load::start(&specs).context("starting the loads")?;
-    let result = probe();
-    let reports = running.stop();
-    let mut record = result.map_err(anyhow::Error::new)?;
-    record.environment.loads = reports;
-    Ok(record)
+    ictus_probe::load::under_loads(&specs, probe).map_err(|e| match e {
+        UnderLoadsError::Start(e) => anyhow::Error::new(e).context("starting the loads").into(),
+        UnderLoadsError::Probe(e) => anyhow::Error::new(e).into(),
+    })
 }
 
 /// Draws a progress bar on stderr from `progress` until the probe finishes, when the
@@ -253,198 +250,6 @@ pub(crate) fn emit(
     Ok(())
 }
 
-/// What most human views begin with: the record's headline on a line of its own, when
-/// it has one.
-pub(crate) fn headline(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "{h}");
-    }
-    out
-}
-
-/// An empty table in the style of every human view: horizontal rules only.
-pub(crate) fn table() -> Table {
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
-    table
-}
-
-/// Aligns the columns of `table` from `from` on to the right (where the numbers are).
-pub(crate) fn right_align(table: &mut Table, from: usize) {
-    for col in from..table.column_count() {
-        if let Some(c) = table.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-}
-
-/// What every human view ends with: incompleteness, steal time, the clock, warnings.
-pub(crate) fn footer(record: &RunRecord) -> String {
-    let mut out = String::new();
-    if !record.complete {
-        let _ = writeln!(
-            out,
-            "INCOMPLETE: stopped early; the figures cover what ran."
-        );
-    }
-    for l in &record.environment.loads {
-        let figures: Vec<String> = l
-            .metrics
-            .iter()
-            .map(|(k, v)| format!("{k} {v:.3e}"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "load {} on CPUs {} ({} workers): {}",
-            l.kind.name(),
-            l.cpus,
-            l.workers,
-            figures.join(", ")
-        );
-    }
-    if let Some(steal) = &record.environment.steal {
-        let _ = writeln!(
-            out,
-            "steal time during the run: {} ({:.3} % of all CPUs)",
-            Nanos::new(steal.total_ns),
-            steal.share * 100.0
-        );
-    }
-    if let Some(clock) = &record.environment.clock {
-        let _ = writeln!(
-            out,
-            "clock: {} (resolution {}), a read costs {} (p50), {} (max of {})",
-            clock
-                .clocksource
-                .as_deref()
-                .unwrap_or("unknown clocksource"),
-            fmt(clock.resolution_ns.map(Nanos::new)),
-            fmt(clock.read_cost.p50_ns),
-            fmt(clock.read_cost.max_ns),
-            clock.read_cost.count
-        );
-    }
-    if let Some(q) = &record.obtained.pm_qos {
-        let _ = writeln!(
-            out,
-            "CPU latency QoS (/dev/cpu_dma_latency): {}",
-            q.phrase()
-        );
-    }
-    if let Some(e) = &record.explanation {
-        out.push_str(&why_the_misses(e, 10));
-    }
-    for w in &record.warnings {
-        let _ = writeln!(out, "warning: {}", w.message);
-        if let Some(a) = &w.advice {
-            let _ = writeln!(out, "  advice: {a}");
-        }
-    }
-    out
-}
-
-/// The "why the misses" section: the breakdown, then the first `listed` explained
-/// misses, then how the sampler ran.
-pub(crate) fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> String {
-    let mut out = String::new();
-    // Overruns are counted where the measuring loop has a budget (the executive's
-    // subsystems), so they are named only where they occur.
-    let overruns = e
-        .events
-        .iter()
-        .any(|ev| ev.kind == ictus_os::explain::MissKind::Overrun);
-    let _ = writeln!(
-        out,
-        "why the misses (releases {} or more late, missed periods{}): {}",
-        Nanos::new(e.threshold_ns),
-        if overruns { ", overruns" } else { "" },
-        e.breakdown.summary()
-    );
-    for ev in e.events.iter().take(listed) {
-        let _ = writeln!(out, "  {ev}");
-    }
-    let more = (e.events.len().saturating_sub(listed)) as u64 + e.events_not_kept;
-    if more > 0 {
-        let _ = writeln!(out, "  ... and {more} more (all in the record)");
-    }
-    let s = &e.sampler;
-    let _ = writeln!(
-        out,
-        "  sampler: every {} on CPU(s) {}{}, {} readings (mean {}, max {}), {} thread scans",
-        Nanos::new(s.period_ns),
-        s.cpus,
-        if s.shares_watched_cpu {
-            " (shared with the measured threads)"
-        } else {
-            ""
-        },
-        s.samples,
-        Nanos::new(s.reading_mean_ns),
-        Nanos::new(s.reading_max_ns),
-        s.task_scans
-    );
-    out
-}
-
-/// A time with its unit, or `-`.
-pub(crate) fn fmt(v: Option<Nanos>) -> String {
-    v.map_or_else(|| "-".to_string(), |n| n.to_string())
-}
-
-/// A latency in microseconds with 0.1 us resolution, or `-`.
-pub(crate) fn micros(v: Option<Nanos>) -> String {
-    v.map_or_else(|| "-".to_string(), |n| format!("{:.1}", n.as_micros_f64()))
-}
-
-/// The header cells of a latency row (after the caller's own leading columns).
-pub(crate) fn latency_header() -> Vec<&'static str> {
-    let mut header = vec!["count", "min", "mean"];
-    header.extend(Percentile::ALL.iter().map(|p| p.label()));
-    header.extend(["max", "missed (run)"]);
-    header
-}
-
-/// A latency row in microseconds; percentiles too few samples support are marked `~`.
-pub(crate) fn latency_cells(r: &LatencyResult) -> Vec<Cell> {
-    let s = &r.summary;
-    let mut cells = vec![
-        Cell::new(s.count),
-        Cell::new(micros(s.min_ns)),
-        Cell::new(micros(s.mean_ns.map(|m| Nanos::new(m.round() as u64)))),
-    ];
-    for p in Percentile::ALL {
-        let mut v = micros(s.percentile(p));
-        if !s.supports(p) {
-            v.insert(0, '~');
-        }
-        cells.push(Cell::new(v));
-    }
-    cells.push(Cell::new(micros(s.max_ns)));
-    cells.push(Cell::new(format!("{} ({})", r.missed, r.longest_miss_run)));
-    cells
-}
-
-/// [`latency_header`] without the missed column, for what has no periods to miss.
-pub(crate) fn latency_header_without_missed() -> Vec<&'static str> {
-    let mut header = latency_header();
-    header.pop();
-    header
-}
-
-/// [`latency_cells`] without the missed column, for what has no periods to miss.
-pub(crate) fn latency_cells_without_missed(r: &LatencyResult) -> Vec<Cell> {
-    let mut cells = latency_cells(r);
-    cells.pop();
-    cells
-}
-
-/// The note explaining `~`, when any result in `results` has thin percentiles.
-pub(crate) fn thin_note<'a>(
-    results: impl IntoIterator<Item = &'a LatencyResult>,
-) -> Option<&'static str> {
-    results
-        .into_iter()
-        .any(|r| !r.thin_percentiles.is_empty())
-        .then_some("~ marks a percentile that too few samples support (p99.99 needs 10,000, p99.999 100,000).")
-}
+// What every human view ends with, and the run view's (run.rs) microseconds: they
+// live in ictus_report::terminal.
+pub(crate) use ictus_report::terminal::{footer, micros};

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use clap::{Args, ValueEnum};
 use ictus_shield::class::{self, Class, ClassError, Options, RtPolicy};
-use ictus_shield::partition::Partition;
+use ictus_shield::partition;
 
 use crate::Failure;
 
@@ -120,9 +120,9 @@ pub(crate) fn run(args: &ExecArgs) -> Result<(), Failure> {
         }
     };
     // A journal that is not one (garbage, a FIFO, a directory) is bad input.
-    let shield = Partition::applied(&args.journal).map_err(|e| match e {
+    let shield = partition::applied(&args.journal).map_err(|e| match e {
         e @ (ictus_shield::ShieldError::JournalInput(_)
-        | ictus_shield::ShieldError::BadJournal { .. }) => Failure::usage(e),
+        | ictus_shield::ShieldError::BadJournal(_)) => Failure::usage(e),
         other => Failure::from(other),
     })?;
     // mlockall and a prefaulted stack do not survive execve: the program must lock its

@@ -1,16 +1,12 @@
 //! `ictus probe irq`: interrupt latency where the kernel's timerlat tracer exists.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::irq::{self, IrqParams};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::RunRecord;
-use ictus_probe::view::irq::Timerlat;
 
 use crate::Failure;
 use crate::args::{OutputArgs, positive_duration};
@@ -68,31 +64,5 @@ pub(crate) fn run(args: &IrqArgs, progress: &Arc<Progress>) -> Result<(), Failur
     let record = irq::run(&params, std::env::args().collect(), progress);
     bar.done(progress);
     let record = record.map_err(anyhow::Error::new)?;
-    common::emit(&record, &args.out, render)
-}
-
-/// The verdict, then per CPU and context the latency distribution.
-pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = common::headline(record);
-    if record.measurements.is_empty() {
-        return out;
-    }
-    let _ = writeln!(out, "latency in microseconds:");
-    let mut table = common::table();
-    let mut header = vec!["CPU", "context"];
-    header.extend(common::latency_header_without_missed());
-    table.set_header(header);
-    for m in &record.measurements {
-        let Some(p) = m.read::<Timerlat>() else {
-            continue;
-        };
-        let mut row = vec![Cell::new(p.labels.cpu), Cell::new(p.labels.context)];
-        if let Some(l) = &m.latency {
-            row.extend(common::latency_cells_without_missed(l));
-        }
-        table.add_row(row);
-    }
-    common::right_align(&mut table, 2);
-    let _ = writeln!(out, "{table}");
-    out
+    common::emit(&record, &args.out, ictus_report::probes::terminal)
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use ictus_core::CpuSet;
@@ -80,9 +80,6 @@ pub(crate) fn kinds_on(kinds: &[KindArg], cpus: CpuSet) -> Result<Vec<LoadSpec>,
     Ok(specs)
 }
 
-/// How often the wait looks at the stop flag and the clock.
-const POLL: Duration = Duration::from_millis(10);
-
 /// Runs the loads until the duration has passed or `stop` is requested (Ctrl-C), then
 /// prints what each achieved. A load that failed while running makes the command fail
 /// after the reports are printed.
@@ -99,22 +96,7 @@ pub(crate) fn run(args: &LoadCommandArgs, stop: &Progress) -> Result<(), Failure
             specs[0].cpus
         );
     }
-    let running = load::start(&specs).context("starting the loads")?;
-    let deadline = args.duration.map(|d| Instant::now() + d);
-    while !stop.stop_requested() {
-        let nap = match deadline {
-            Some(end) => {
-                let left = end.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                left.min(POLL)
-            }
-            None => POLL,
-        };
-        std::thread::sleep(nap);
-    }
-    let reports = running.stop();
+    let reports = load::hold(&specs, args.duration, stop).context("starting the loads")?;
     if args.json {
         crate::say(&(serde_json::to_string_pretty(&reports)? + "\n"))?;
     } else {

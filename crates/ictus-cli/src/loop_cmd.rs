@@ -1,17 +1,12 @@
 //! `ictus probe loop`: can this machine hold a fully synchronous loop (seed 000 §3.1)?
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::r#loop::{self, FindMax, LoopParams};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::RunRecord;
-use ictus_probe::view::Point;
-use ictus_probe::view::r#loop::Trial;
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -105,57 +100,14 @@ pub(crate) fn run(args: &LoopArgs, progress: &Arc<Progress>) -> Result<(), Failu
     let unit = if args.find_max { "trials" } else { "steps" };
     let probe = || r#loop::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, unit);
-    common::measure(bar, progress, &args.sched, &args.out, probe, render)
-}
-
-/// The verdict first, then one row per trial.
-pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = common::headline(record);
-    let mut table = common::table();
-    table.set_header(vec![
-        "frequency",
-        "period",
-        "steps",
-        "misses",
-        "late",
-        "skipped",
-        "longest run",
-        "step p50",
-        "step p99",
-        "step max",
-        "min slack",
-        "release p99",
-        "margin",
-    ]);
-    for m in &record.measurements {
-        let Some(Point { labels, metrics }) = m.read::<Trial>() else {
-            continue;
-        };
-        let n = |v: Option<f64>| v.map(|v| Nanos::new(v as u64));
-        let l = m.latency.as_ref().map(|l| &l.summary);
-        table.add_row(vec![
-            Cell::new(format!("{} Hz", labels.frequency_hz.round())),
-            Cell::new(Nanos::new(labels.period_ns)),
-            Cell::new(labels.steps),
-            Cell::new(metrics.misses),
-            Cell::new(metrics.late_steps),
-            Cell::new(metrics.skipped_releases),
-            Cell::new(metrics.longest_miss_run),
-            Cell::new(common::fmt(l.and_then(|s| s.p50_ns))),
-            Cell::new(common::fmt(l.and_then(|s| s.p99_ns))),
-            Cell::new(common::fmt(l.and_then(|s| s.max_ns))),
-            Cell::new(common::fmt(n(metrics.min_slack_ns))),
-            Cell::new(common::fmt(n(metrics.release_p99_ns))),
-            Cell::new(common::fmt(n(Some(metrics.hybrid_margin_ns)))),
-        ]);
-    }
-    common::right_align(&mut table, 1);
-    let _ = writeln!(out, "{table}");
-    let _ = writeln!(
-        out,
-        "step: from the deadline to the end of the step's output; a miss is a step that ends after its period, or a release skipped because an earlier step ran past it."
-    );
-    out
+    common::measure(
+        bar,
+        progress,
+        &args.sched,
+        &args.out,
+        probe,
+        ictus_report::probes::terminal,
+    )
 }
 
 #[cfg(test)]

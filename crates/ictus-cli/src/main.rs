@@ -21,6 +21,7 @@ mod refusal;
 mod rendezvous;
 mod report;
 mod run;
+mod run_view;
 mod scenario;
 mod shield;
 mod survey;

@@ -1,22 +1,15 @@
 //! `ictus probe memlat`: arguments to parameters, the run with its progress bar, and
-//! the human view of the record (chase by working set, strided by stride and size as
-//! in seed 000 Table 5, and the cache stages measured beside the kernel's).
+//! its human view printed (`ictus_report::probes`: chase by working set, strided by
+//! stride and size as in seed 000 Table 5, and the cache stages measured beside the
+//! kernel's).
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
 use ictus_probe::progress::Progress;
-use ictus_probe::record::RunRecord;
-use ictus_probe::view::memlat::{
-    Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
-};
-use ictus_probe::view::{AllOr, Point};
 
 use crate::Failure;
 use crate::args::{OutputArgs, SchedArgs, positive_duration};
@@ -59,8 +52,6 @@ pub(crate) struct MemlatArgs {
     pub(crate) out: OutputArgs,
 }
 
-/// A strided point with fewer accesses than this per pass is marked in the human view.
-const SHORT_PASS: usize = 8;
 const QUICK_SIZES: &str = "4K,32K,256K,2M,16M,64M";
 const QUICK_STRIDES: &str = "4,64";
 const DEFAULT_STRIDES: &str = "4,44,64,4096";
@@ -125,253 +116,12 @@ pub(crate) fn run(args: &MemlatArgs, progress: &Arc<Progress>) -> Result<(), Fai
     );
     let probe = || memlat::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "points");
-    common::measure(bar, progress, &args.sched, &args.out, probe, render)
-}
-
-fn bytes(n: usize) -> String {
-    memlat::format_bytes(n as u64)
-}
-
-/// A latency in ns with three significant digits or so.
-fn ns(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// The human view: the chase curve, the strided table, the cache stages.
-pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    let p = record.parameters_as::<memlat::ParamsRecord>();
-    let cpus = p.as_ref().map_or(String::new(), |p| {
-        p.cpus
-            .cpus()
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    });
-    let _ = writeln!(
-        out,
-        "memlat: up to {} thread(s) on CPUs {cpus}, {} pages, {} repetitions of {} per point, {}{}",
-        p.as_ref().map_or(1, |p| p.threads),
-        p.as_ref().map_or("?", |p| p.pages.as_str()),
-        p.as_ref().map_or(0, |p| p.repeat),
-        Nanos::new(p.as_ref().map_or(0, |p| p.point_time_ns)),
-        p.as_ref()
-            .map_or_else(|| "?".to_string(), |p| p.policy.to_string()),
-        if record.obtained.mlock {
-            ", memory locked"
-        } else {
-            ""
-        },
-    );
-    render_chase(&mut out, record);
-    render_strided(&mut out, record);
-    render_stages(&mut out, record);
-    if let Some(h) = &record.headline {
-        let _ = writeln!(out, "in short: {h}");
-    }
-    out
-}
-
-fn render_chase(out: &mut String, record: &RunRecord) {
-    let chase: Vec<Point<Chase>> = record
-        .measurements
-        .iter()
-        .filter_map(|m| m.read::<Chase>())
-        .collect();
-    if chase.is_empty() {
-        return;
-    }
-    let counts: BTreeSet<usize> = chase.iter().map(|p| p.labels.threads).collect();
-    let sizes: BTreeSet<usize> = chase.iter().map(|p| p.labels.working_set_bytes).collect();
-    let _ = writeln!(
-        out,
-        "\npointer chase (one random cycle over 64-byte lines), ns per load, median of the \
-         repetitions [min-max]:"
-    );
-    let mut table = common::table();
-    let mut header = vec!["working set".to_string()];
-    for &k in &counts {
-        if k == 1 {
-            header.push("1 thread".into());
-        } else {
-            header.push(format!("{k} threads (mean)"));
-            header.push(format!("{k} threads, each"));
-        }
-    }
-    table.set_header(header);
-    for &size in &sizes {
-        let mut row = vec![Cell::new(bytes(size))];
-        for &k in &counts {
-            let here: Vec<&Point<Chase>> = chase
-                .iter()
-                .filter(|p| p.labels.working_set_bytes == size && p.labels.threads == k)
-                .collect();
-            let agg = here.iter().find(|p| p.labels.thread == AllOr::All);
-            row.push(Cell::new(agg.map_or("-".into(), |p| {
-                format!(
-                    "{} [{}-{}]",
-                    ns(p.metrics.ns_per_load),
-                    ns(p.metrics.ns_per_load_min),
-                    ns(p.metrics.ns_per_load_max)
-                )
-            })));
-            if k > 1 {
-                let each: Vec<String> = here
-                    .iter()
-                    .filter(|p| p.labels.thread != AllOr::All)
-                    .map(|p| ns(p.metrics.ns_per_load))
-                    .collect();
-                row.push(Cell::new(each.join(" / ")));
-            }
-        }
-        table.add_row(row);
-    }
-    common::right_align(&mut table, 1);
-    let _ = writeln!(out, "{table}");
-}
-
-fn render_strided(out: &mut String, record: &RunRecord) {
-    // The aggregates of each point, with their names (read or write).
-    let strided: Vec<(&str, Point<Strided>)> = record
-        .measurements
-        .iter()
-        .filter_map(|m| Some((m.name.as_str(), m.read::<Strided>()?)))
-        .filter(|(_, p)| p.labels.thread == AllOr::All)
-        .collect();
-    if strided.is_empty() {
-        return;
-    }
-    let counts: BTreeSet<usize> = strided.iter().map(|(_, p)| p.labels.threads).collect();
-    let strides: BTreeSet<usize> = strided
-        .iter()
-        .filter_map(|(_, p)| p.labels.stride_bytes)
-        .collect();
-    let sizes: BTreeSet<usize> = strided
-        .iter()
-        .map(|(_, p)| p.labels.working_set_bytes)
-        .collect();
-    for &k in &counts {
-        let _ = writeln!(
-            out,
-            "\nstrided 64-bit accesses ({}), ns per access (median), read / write, by stride:",
-            if k == 1 {
-                "1 thread".to_string()
-            } else {
-                format!("{k} threads at once, mean per thread")
-            }
-        );
-        let mut table = common::table();
-        let mut header = vec!["working set".to_string()];
-        header.extend(strides.iter().map(|s| format!("{s} B")));
-        header.push("GB/s (lines, 64 B stride read)".into());
-        table.set_header(header);
-        let find = |name: &str, size: usize, stride: usize| {
-            strided.iter().map(|(n, p)| (*n, p)).find(|(n, p)| {
-                *n == name
-                    && p.labels.working_set_bytes == size
-                    && p.labels.stride_bytes == Some(stride)
-                    && p.labels.threads == k
-            })
-        };
-        let mut any_short = false;
-        for &size in &sizes {
-            let mut row = vec![Cell::new(bytes(size))];
-            for &stride in &strides {
-                let fig = |name| {
-                    find(name, size, stride)
-                        .map_or("-".into(), |(_, p)| ns(p.metrics.ns_per_access))
-                };
-                let short = size / stride < SHORT_PASS;
-                any_short |= short;
-                row.push(Cell::new(format!(
-                    "{}{} / {}",
-                    if short { "*" } else { "" },
-                    fig(STRIDED_READ),
-                    fig(STRIDED_WRITE)
-                )));
-            }
-            let bw = find(STRIDED_READ, size, 64).map_or("-".into(), |(_, p)| {
-                format!("{:.1}", p.metrics.line_bytes_per_s / 1e9)
-            });
-            row.push(Cell::new(bw));
-            table.add_row(row);
-        }
-        common::right_align(&mut table, 1);
-        let _ = writeln!(out, "{table}");
-        if any_short {
-            let _ = writeln!(
-                out,
-                "* fewer than {SHORT_PASS} accesses per pass over the working set: the same few \
-                 words again and again, and the loop's own cost shows."
-            );
-        }
-    }
-}
-
-fn render_stages(out: &mut String, record: &RunRecord) {
-    let caches: Vec<Point<Cache>> = record
-        .measurements
-        .iter()
-        .filter_map(|m| m.read::<Cache>())
-        .collect();
-    let knees: Vec<Point<Knee>> = record
-        .measurements
-        .iter()
-        .filter_map(|m| m.read::<Knee>())
-        .collect();
-    let chase_ran = record.measurements.iter().any(|m| m.is::<Chase>());
-    if !chase_ran || (caches.is_empty() && knees.is_empty()) {
-        return;
-    }
-    let knee_ratio = record
-        .parameters_as::<memlat::ParamsRecord>()
-        .map_or(1.5, |p| p.knee_ratio);
-    let _ = writeln!(
-        out,
-        "\ncache stages: the kernel's caches beside the knees of the 1-thread chase \
-         (a rise of more than {knee_ratio}x between working sets):"
-    );
-    let knee_text = |k: &Point<Knee>| {
-        format!(
-            "knee between {} and {} (measured): {} -> {} ns",
-            bytes(k.labels.lower_bytes),
-            bytes(k.labels.upper_bytes),
-            ns(k.metrics.ns_below),
-            ns(k.metrics.ns_above)
-        )
-    };
-    for c in &caches {
-        let CacheLabels {
-            cache: name,
-            cache_bytes,
-            shared_cpus: shared,
-        } = &c.labels;
-        let size = memlat::format_bytes(*cache_bytes);
-        let scope = if shared.contains(['-', ',']) {
-            format!(" (kernel, shared by CPUs {shared})")
-        } else {
-            " (kernel)".to_string()
-        };
-        let knee = knees.iter().find(|k| k.labels.cache.as_ref() == Some(name));
-        let _ = writeln!(
-            out,
-            "  {name} {size}{scope} ~ {}",
-            knee.map_or("no knee measured near it".to_string(), knee_text)
-        );
-    }
-    for k in knees.iter().filter(|k| k.labels.cache.is_none()) {
-        let _ = writeln!(
-            out,
-            "  {}; no kernel-reported cache of that size (TLB reach or a shared cache's \
-             effective size?)",
-            knee_text(k)
-        );
-    }
+    common::measure(
+        bar,
+        progress,
+        &args.sched,
+        &args.out,
+        probe,
+        ictus_report::probes::terminal,
+    )
 }

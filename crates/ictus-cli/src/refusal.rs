@@ -14,7 +14,7 @@ use ictus_probe::r#loop::LoopError;
 use ictus_probe::memlat::MemlatError;
 use ictus_probe::pingpong::PingpongError;
 use ictus_probe::rendezvous::RendezvousError;
-use ictus_probe::setup::SetupError;
+use ictus_probe::setup::PlacementError;
 use ictus_probe::throughput::ThroughputError;
 use ictus_probe::timer::TimerError;
 
@@ -41,7 +41,9 @@ impl Refusal for TimerError {
     fn flag(&self) -> Option<&'static str> {
         match self {
             TimerError::ZeroInterval => Some("--interval"),
-            TimerError::NoCpu | TimerError::Setup(SetupError::CpuOffline { .. }) => Some("--cpus"),
+            TimerError::NoCpu | TimerError::Setup(PlacementError::CpuOffline { .. }) => {
+                Some("--cpus")
+            }
             TimerError::TooShort { .. } => Some("--duration"),
             TimerError::Margin { .. } => Some("--margin"),
             _ => None,
@@ -57,7 +59,7 @@ impl Refusal for MemlatError {
             MemlatError::Threads { .. } => Some("--threads"),
             MemlatError::ZeroRepeat => Some("--repeat"),
             MemlatError::ZeroPointTime => Some("--point-time"),
-            MemlatError::Setup(SetupError::CpuOffline { .. }) => Some("--cpus"),
+            MemlatError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
             _ => None,
         }
     }
@@ -113,7 +115,7 @@ impl Refusal for PingpongError {
         match self {
             PingpongError::NoCpu
             | PingpongError::TooFewCpus { .. }
-            | PingpongError::Setup(SetupError::CpuOffline { .. }) => Some("--cpus"),
+            | PingpongError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
             PingpongError::ZeroLoops => Some("--loops"),
             PingpongError::ZeroDuration => Some("--duration"),
             _ => None,
@@ -126,7 +128,7 @@ impl Refusal for ThroughputError {
         match self {
             ThroughputError::NoCpu
             | ThroughputError::TooFewCpus { .. }
-            | ThroughputError::Setup(SetupError::CpuOffline { .. }) => Some("--cpus"),
+            | ThroughputError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
             ThroughputError::Unpinned => Some("--no-pin"),
             ThroughputError::ZeroRoundTrips => Some("--round-trips"),
             _ => None,

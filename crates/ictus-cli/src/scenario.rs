@@ -17,7 +17,7 @@ use ictus_shield::scenario::run::ScenarioResult;
 use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions, Scenario, spec};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{Failure, common, say};
+use crate::{Failure, say};
 
 /// Placements on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -206,7 +206,7 @@ fn summary(r: &ScenarioResult) -> String {
         roles.join(" "),
         if r.complete { "" } else { ", INCOMPLETE" }
     );
-    let mut table = common::table();
+    let mut table = ictus_report::terminal::table();
     table.set_header(vec![
         "group".to_string(),
         "class".to_string(),

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use ictus_core::CpuSet;
-use ictus_shield::snapshot::{RESUME_QOS_HELD, ResumeLatency};
+use ictus_os::facts::ResumeLatency;
+use ictus_shield::snapshot::RESUME_QOS_HELD;
 use ictus_shield::watchdog::{self, LogEvent, ThrottleGuard, Watchdog};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch};
 
@@ -215,7 +216,7 @@ fn apply(args: &ApplyArgs) -> Result<(), Failure> {
             out,
             "resume latency QoS: {RESUME_QOS_HELD} on CPU(s) {} ({}); reset puts back each prior value",
             applied.resume_qos_held,
-            ResumeLatency::NoneAccepted
+            ResumeLatency::NONE_ACCEPTED
         );
     }
     let left = plan.skipped.len() + applied.refused.len();

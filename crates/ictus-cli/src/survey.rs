@@ -99,53 +99,18 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     crate::say(&summary(&manifest, &dir, reports))
 }
 
-/// The journal of this survey's own shield, apart from `ictus shield`'s: named after
-/// this process (its pid and start time), so a survey never takes another's for one a
-/// crashed survey left.
-fn survey_journal() -> PathBuf {
-    let pid = std::process::id() as i32;
-    let start = ictus_shield::snapshot::process_start_time(pid).unwrap_or(0);
-    journal_dir().join(format!("survey-shield-{pid}-{start}.journal"))
-}
-
-fn journal_dir() -> PathBuf {
-    std::path::Path::new(ictus_shield::DEFAULT_JOURNAL)
-        .parent()
-        .map_or_else(|| PathBuf::from("/run/ictus"), std::path::Path::to_path_buf)
-}
-
 /// Resets the shields of surveys that were killed (their process is gone), saying so.
 fn reset_stale_shields() -> Result<(), Failure> {
-    let Ok(entries) = std::fs::read_dir(journal_dir()) else {
-        return Ok(());
-    };
-    for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let Some(owner) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("survey-shield-")?.strip_suffix(".journal"))
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(pid, start)| Some((pid.parse::<i32>().ok()?, start.parse::<u64>().ok()?)))
-        else {
-            continue;
-        };
-        if ictus_shield::snapshot::process_alive(owner.0, owner.1) {
-            continue;
-        }
-        let o = ictus_shield::reset(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "resetting the shield a stopped survey left ({}): {e}",
-                path.display()
-            )
-        })?;
+    use ictus_shield::survey;
+    survey::reset_stale(&survey::dir(), |journal, o| {
         let _ = writeln!(
             std::io::stderr(),
             "reset the shield a stopped survey left ({}): {} value(s) restored",
-            path.display(),
+            journal.display(),
             o.restored
         );
-    }
-    Ok(())
+    })
+    .map_err(|e| anyhow::anyhow!("{e}: {}", e.source).into())
 }
 
 /// Whether the survey can try the shielded configuration here, and how. A shield a
@@ -180,20 +145,21 @@ fn shield_access(args: &SurveyArgs) -> Result<ShieldAccess, Failure> {
         )));
     }
     reset_stale_shields()?;
-    let journal = survey_journal();
     let watchdog = (args.rt_throttle == crate::shield::Throttle::Off).then_some(args.watchdog);
     Ok(ShieldAccess::Driver(Arc::new(SurveyShield {
-        journal,
+        shield: ictus_shield::survey::SurveyShield {
+            journal: ictus_shield::survey::of_this_process(),
+            throttle_off: watchdog.is_some(),
+        },
         watchdog,
     })))
 }
 
-/// The shield of the survey's shielded configuration (seed 000's principle), with
-/// its own journal: `ictus shield reset --journal FILE` finishes what a killed survey
-/// could not.
+/// The survey's shield ([`ictus_shield::survey::SurveyShield`]), with this program
+/// as its watchdog when the RT throttle goes off.
 #[derive(Debug)]
 struct SurveyShield {
-    journal: PathBuf,
+    shield: ictus_shield::survey::SurveyShield,
     /// The watchdog's limit, when the RT throttle goes off.
     watchdog: Option<std::time::Duration>,
 }
@@ -202,88 +168,16 @@ impl ShieldDriver for SurveyShield {
     fn apply(&self, split: &ShieldSplit) -> Result<String, String> {
         let watchdog = match self.watchdog {
             Some(limit) => Some(
-                crate::shield::watchdog_launch(limit, &split.rt, &self.journal)
+                crate::shield::watchdog_launch(limit, &split.rt, &self.shield.journal)
                     .map_err(|f| f.error.to_string())?,
             ),
             None => None,
         };
-        let request = ictus_shield::Request {
-            rt_cpus: split.rt.clone(),
-            irq_for: Vec::new(),
-            rt_throttle_off: watchdog.is_some(),
-            watchdog,
-            // A step's record must say which power-management settings were in force;
-            // the shield's resume latency QoS would keep the RT CPUs out of idle states
-            // without the record saying so, so the survey's shield leaves it alone.
-            resume_qos: false,
-        };
-        let applied = ictus_shield::apply(&request, &self.journal).map_err(|e| e.to_string())?;
-        // The shield put this process in the NRT group too; back in the root group,
-        // its probes place their threads on the RT CPUs and its loads on the system
-        // CPU by affinity, while every other task stays shielded off the RT CPUs.
-        let admitted = ictus_shield::partition::Partition::applied(&self.journal)
-            .map_err(|e| e.to_string())
-            .and_then(|p| p.ok_or_else(|| "the shield's journal has no partition".to_string()))
-            .and_then(|p| {
-                let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| e.to_string())?;
-                for t in tasks.filter_map(|e| e.ok()) {
-                    if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse().ok()) {
-                        p.admit(tid, false).map_err(|e| e.to_string())?;
-                    }
-                }
-                Ok(())
-            });
-        if let Err(e) = admitted {
-            let _ = ictus_shield::reset(&self.journal);
-            return Err(format!(
-                "placing the survey's threads: {e} (the shield was reset)"
-            ));
-        }
-        Ok(format!(
-            "RT CPUs {}, system CPU {}{}{} (journal {})",
-            split.rt,
-            split.system,
-            if applied.refused.is_empty() {
-                String::new()
-            } else {
-                format!(", {} step(s) refused by the kernel", applied.refused.len())
-            },
-            if applied.watchdog.is_some() {
-                ", RT throttle off behind a watchdog"
-            } else {
-                ""
-            },
-            self.journal.display()
-        ))
+        self.shield.apply(&split.rt, &split.system, watchdog)
     }
 
     fn reset(&self) -> Result<String, String> {
-        let o = ictus_shield::reset(&self.journal).map_err(|e| e.to_string())?;
-        // The watchdog's log (when the throttle was off): its demotions are said here,
-        // and the file goes with the shield.
-        let log = ictus_shield::watchdog::log_path(&self.journal);
-        let demotions = ictus_shield::watchdog::read_log(&log)
-            .iter()
-            .filter(|e| matches!(e, ictus_shield::watchdog::LogEvent::Demotion(_)))
-            .count();
-        let _ = std::fs::remove_file(&log);
-        let watched = if self.watchdog.is_some() {
-            format!(", the RT throttle back on; the watchdog demoted {demotions} thread(s)")
-        } else {
-            String::new()
-        };
-        if o.problems.is_empty() {
-            Ok(format!(
-                "{} value(s) restored, {} gone with their task{watched}",
-                o.restored, o.vanished
-            ))
-        } else {
-            Err(format!(
-                "{} (journal kept: `ictus shield reset --journal {}`)",
-                o.problems.join("; "),
-                self.journal.display()
-            ))
-        }
+        self.shield.reset()
     }
 }
 

@@ -1,14 +1,11 @@
 //! `ictus probe timer`: arguments to parameters, the run with its progress bar, and
-//! the human view of the record.
+//! its human view printed (`ictus_report::probes`).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::progress::Progress;
-use ictus_probe::record::RunRecord;
 use ictus_probe::setup::Length;
 use ictus_probe::timer::{self, ModeRequest, TimerParams};
 
@@ -57,63 +54,12 @@ pub(crate) fn run(args: &TimerArgs, progress: &Arc<Progress>) -> Result<(), Fail
     );
     let probe = || timer::run(&params, std::env::args().collect(), progress);
     let bar = Bar::start(progress, expected, &args.out, "periods");
-    common::measure(bar, progress, &args.sched, &args.out, probe, render)
-}
-
-/// The human view: configuration, one row per thread and the merged row.
-pub(crate) fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
-    let p = record.parameters_as::<timer::RecordedParams>();
-    let _ = writeln!(
-        out,
-        "timer: {} thread(s), interval {}, {} periods each, mode {}{}",
-        record.threads.len(),
-        Nanos::new(p.as_ref().and_then(|p| p.interval_ns()).unwrap_or(0)),
-        p.as_ref().and_then(|p| p.loops()).unwrap_or(0),
-        p.as_ref().map_or("?", |p| p.mode()),
-        if record.obtained.mlock {
-            ", memory locked"
-        } else {
-            ""
-        },
-    );
-    let _ = writeln!(out, "wake-up latency in microseconds:");
-    let mut table = common::table();
-    let mut header = vec!["thread", "policy"];
-    header.extend(common::latency_header());
-    table.set_header(header);
-    for t in &record.threads {
-        let name = match t.config.pinned_cpu {
-            Some(cpu) => format!("CPU {cpu}"),
-            None => format!("#{} (unpinned)", t.thread),
-        };
-        let mut row = vec![Cell::new(name), Cell::new(t.config.policy.to_string())];
-        row.extend(common::latency_cells(&t.latency));
-        table.add_row(row);
-    }
-    if let Some(merged) = record.merged.as_ref().filter(|_| record.threads.len() > 1) {
-        let mut row = vec![Cell::new("all"), Cell::new("")];
-        row.extend(common::latency_cells(merged));
-        table.add_row(row);
-    }
-    common::right_align(&mut table, 2);
-    let _ = writeln!(out, "{table}");
-    for t in &record.threads {
-        let s = &t.latency.summary;
-        let _ = write!(
-            out,
-            "thread {}: stddev {}, max at sample #{}",
-            t.thread,
-            common::fmt(s.stddev_ns.map(|m| Nanos::new(m.round() as u64))),
-            t.latency.max_index.map_or("-".into(), |i| i.to_string()),
-        );
-        if let Some(m) = t.config.hybrid_margin_ns {
-            let _ = write!(out, ", hybrid margin {}", Nanos::new(m));
-        }
-        let _ = writeln!(out);
-    }
-    if let Some(note) = common::thin_note(record.threads.iter().map(|t| &t.latency)) {
-        let _ = writeln!(out, "{note}");
-    }
-    out
+    common::measure(
+        bar,
+        progress,
+        &args.sched,
+        &args.out,
+        probe,
+        ictus_report::probes::terminal,
+    )
 }

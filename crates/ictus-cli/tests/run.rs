@@ -387,7 +387,7 @@ fn ctrl_c_and_ctl_stop_end_a_start_up_that_never_completes() {
         );
         if let Some(pid) = sleeper {
             assert!(
-                !ictus_os::process::is_alive(pid),
+                ictus_os::process::ProcessId::of(pid).is_none(),
                 "{how}: the program was left running"
             );
         }

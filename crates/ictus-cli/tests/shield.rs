@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 // The tests compare snapshots of the whole machine, and one of them applies a
 // shield: they run one at a time.
 use common::{ictus, one_at_a_time, refused, succeeds};
+use ictus_os::process::ProcessId;
 use ictus_shield::journal;
 use ictus_shield::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, differences, state};
 use ictus_shield::watchdog::{self, LogEvent};
@@ -168,7 +169,7 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
         .unwrap()
         .expect("the watchdog is journaled");
     assert!(
-        snapshot::process_alive(pid, start_time),
+        ProcessId::from_pid_t(pid, start_time).is_alive(),
         "the watchdog runs"
     );
 
@@ -184,7 +185,7 @@ fn apply_with_the_watchdog_turns_the_throttle_off_and_reset_brings_both_back() {
     shield(&["shield", "reset"], &path);
     assert_eq!(rt_runtime(), prior, "the RT throttle is back");
     assert!(
-        !snapshot::process_alive(pid, start_time),
+        !ProcessId::from_pid_t(pid, start_time).is_alive(),
         "the watchdog is gone"
     );
     assert!(!path.exists());

@@ -7,6 +7,11 @@
 //! assert_eq!(clock.now(), Nanos::new(5_250_000));
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the mock clock's reading: one word a test sets and reads, no protocol"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::time::Nanos;

@@ -44,6 +44,11 @@
 //! assert!(sut.position(50).abs() < 1e-3);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "f64 bits shared by the phases of a parallel step, ordered by the step's barrier (SpinBarrier, loom-checked), not by these words"
+)]
+
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 

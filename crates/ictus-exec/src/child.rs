@@ -36,7 +36,8 @@ use thiserror::Error;
 use crate::cell::Cells;
 use crate::control::Control;
 use crate::hub::Hubs;
-use crate::run::{ThreadOutcome, cells_segment, control_segment, env, hubs_segment};
+use crate::report::ThreadOutcome;
+use crate::run::{cells_segment, control_segment, env, hubs_segment};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::state::States;
 use crate::subsystem::{BoxError, Maker, SetupClient, Subsystem};
@@ -180,7 +181,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
     .map_err(|e| join(JoinError::Hubs(e)))?;
     let control = Control::open_shared_named(&control_segment(&run_name))
         .map_err(|e| join(JoinError::Control(e)))?;
-    let coordinator = control.coordinator_pid();
+    let coordinator = control.coordinator();
     let states = States::new(&schedule.modes);
     let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
     let setup = match std::env::var_os(env::SOCKET) {
@@ -203,7 +204,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
     let mut give_up = || {
         // Before the epoch: leave when the coordinator is gone (not when it is
         // only slow: it bounds its own start-up wait and aborts the run then).
-        !ictus_os::process::is_alive(coordinator)
+        !coordinator.is_alive()
     };
     // The run's sampler watches only its own process's threads: this one's misses
     // are explained by a sampler of its own, off its CPU, into its outcome.

@@ -21,6 +21,11 @@
 //! assert_eq!(sut.epoch(), None);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::Nanos;
@@ -57,6 +62,7 @@ const H_SLOTS: usize = 6;
 const H_PID: usize = 7;
 const H_ABORT: usize = 8;
 const H_CLAIMS: usize = 9;
+const H_START: usize = 10;
 
 // Slot words.
 const S_STATUS: usize = 0;
@@ -253,6 +259,10 @@ impl Control {
         w[H_STOP].store(u64::MAX, Ordering::Relaxed);
         w[H_SLOTS].store(slots as u64, Ordering::Relaxed);
         w[H_PID].store(u64::from(std::process::id()), Ordering::Relaxed);
+        // Without /proc a start time of 0; `ProcessId::is_alive` then trusts the
+        // signal alone, as it cannot read the start time either.
+        let start = ictus_os::process::ProcessId::current().map_or(0, |p| p.start_time);
+        w[H_START].store(start, Ordering::Relaxed);
         w[H_CLAIMS].store(self.claims as u64, Ordering::Relaxed);
         for k in 0..slots {
             let s = self.slot(k);
@@ -351,6 +361,16 @@ impl Control {
     pub fn coordinator_pid(&self) -> u32 {
         // Relaxed: written once before the magic (see `init`).
         self.words()[H_PID].load(Ordering::Relaxed) as u32
+    }
+
+    /// The coordinator's process (pid and start time), so that a coordinator gone
+    /// and its pid reused reads as gone.
+    pub fn coordinator(&self) -> ictus_os::process::ProcessId {
+        ictus_os::process::ProcessId {
+            pid: self.coordinator_pid(),
+            // Relaxed: written once before the magic (see `init`).
+            start_time: self.words()[H_START].load(Ordering::Relaxed),
+        }
     }
 
     /// Whether the run was abandoned before its epoch (a subsystem failed to start).

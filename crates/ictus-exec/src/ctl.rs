@@ -20,6 +20,11 @@
 //! assert!(reply.starts_with("ok"));
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -29,7 +34,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::state::{SetupError, SetupStore};
+use crate::state::{SetupChannelError, SetupStore};
 
 /// Why talking to a run failed.
 #[derive(Debug, Error)]
@@ -250,11 +255,11 @@ fn request_timeout(socket: &Path, line: &str, timeout: Duration) -> Result<Strin
     Ok(reply.trim_end().to_string())
 }
 
-pub(crate) fn setup_put(socket: &Path, key: &str, value: &[u8]) -> Result<(), SetupError> {
+pub(crate) fn setup_put(socket: &Path, key: &str, value: &[u8]) -> Result<(), SetupChannelError> {
     match request(socket, &format!("put {key} {}", hex(value))) {
         Ok(r) if r == "ok" => Ok(()),
-        Ok(r) => Err(SetupError::Closed(r)),
-        Err(e) => Err(SetupError::Closed(e.to_string())),
+        Ok(r) => Err(SetupChannelError::Closed(r)),
+        Err(e) => Err(SetupChannelError::Closed(e.to_string())),
     }
 }
 
@@ -262,22 +267,22 @@ pub(crate) fn setup_get(
     socket: &Path,
     key: &str,
     timeout: Duration,
-) -> Result<Vec<u8>, SetupError> {
+) -> Result<Vec<u8>, SetupChannelError> {
     let line = format!("get {key} {}", timeout.as_millis());
     match request_timeout(socket, &line, timeout + Duration::from_secs(5)) {
         Ok(r) => {
             if let Some(h) = r.strip_prefix("value ") {
-                unhex(h).ok_or_else(|| SetupError::Closed(format!("malformed reply '{r}'")))
+                unhex(h).ok_or_else(|| SetupChannelError::Closed(format!("malformed reply '{r}'")))
             } else if r.starts_with("error timeout") {
-                Err(SetupError::Timeout {
+                Err(SetupChannelError::Timeout {
                     key: key.to_string(),
                     waited: timeout,
                 })
             } else {
-                Err(SetupError::Closed(r))
+                Err(SetupChannelError::Closed(r))
             }
         }
-        Err(e) => Err(SetupError::Closed(e.to_string())),
+        Err(e) => Err(SetupChannelError::Closed(e.to_string())),
     }
 }
 
@@ -431,7 +436,7 @@ fn serve(conn: UnixStream, store: &SetupStore, commands: &mpsc::Sender<Command>)
         (Some("get"), Some(key), Some(ms)) => match ms.parse::<u64>() {
             Ok(ms) => match store.get(key, Duration::from_millis(ms)) {
                 Ok(v) => format!("value {}", hex(&v)),
-                Err(SetupError::Timeout { .. }) => "error timeout".to_string(),
+                Err(SetupChannelError::Timeout { .. }) => "error timeout".to_string(),
                 Err(e) => format!("error {e}"),
             },
             Err(_) => "error the timeout is not a number of milliseconds".to_string(),
@@ -550,7 +555,7 @@ mod tests {
         );
         assert!(matches!(
             setup_get(&path, "none", Duration::from_millis(10)),
-            Err(SetupError::Timeout { .. })
+            Err(SetupChannelError::Timeout { .. })
         ));
         let coordinator = std::thread::spawn(move || {
             if let Ok(Command::State(name, reply)) = rx.recv() {

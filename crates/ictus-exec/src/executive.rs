@@ -1,5 +1,6 @@
 //! The timing core of the executive: the release cadence of one subsystem on the
-//! frame grid, the frame loop every subsystem thread runs, and the synchronous group.
+//! frame grid, and the frame loop every subsystem thread runs (a member of a
+//! synchronous [`Group`] meets the others in it).
 //!
 //! Each subsystem waits for its own absolute deadlines `epoch + frame * tick` (the
 //! beat is the clock; see [`crate::control`]). After a frame it moves to the first
@@ -22,14 +23,12 @@
 //! assert_eq!((sut.frame(), sut.deadline()), (10, ms(20)));
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use ictus_core::sync::SpinBarrier;
 use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
 use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::wait::{self, WaitMode};
 
 use crate::control::{Control, Counters, Status, pack_window};
+use crate::group::Group;
 use crate::state::{Ack, StateId};
 use crate::subsystem::{BoxError, Driven, Flow, Frame, OnError, Ports};
 
@@ -184,59 +183,6 @@ impl Default for Stats {
                 ..Counters::default()
             },
         }
-    }
-}
-
-/// The members of a synchronous group: they agree on each frame and meet at a spin
-/// rendezvous before it (seed 000's fully synchronous loop).
-#[derive(Debug)]
-pub struct Group {
-    barrier: SpinBarrier,
-    /// The largest frame any member has reached (only grows).
-    frame: AtomicU64,
-}
-
-impl Group {
-    /// A group of `members` threads.
-    pub fn new(members: usize) -> Group {
-        Group {
-            barrier: SpinBarrier::new(members),
-            frame: AtomicU64::new(0),
-        }
-    }
-
-    /// The rendezvous every member calls the same number of times in each frame.
-    /// Once a member has [left](Group::leave), it returns at once.
-    #[inline]
-    pub fn rendezvous(&self) {
-        self.barrier.wait();
-    }
-
-    /// A member leaves for good (its loop ended, or it panicked): the others stop
-    /// meeting it, and their loops end at their next frame instead of spinning for
-    /// ever on a thread that is gone.
-    pub fn leave(&self) {
-        self.barrier.abandon();
-    }
-
-    /// Whether a member has left.
-    #[inline]
-    pub fn is_broken(&self) -> bool {
-        self.barrier.is_abandoned()
-    }
-
-    /// Posts `frame`, meets the others, and returns the frame they all run: the
-    /// latest any of them reached (its deadline has passed for all of them).
-    #[inline]
-    fn agree(&self, frame: u64) -> u64 {
-        // Relaxed: ordered by the barrier that follows (its AcqRel arrival).
-        self.frame.fetch_max(frame, Ordering::Relaxed);
-        self.barrier.wait();
-        // Relaxed: every member's fetch_max happens before the barrier above.
-        let agreed = self.frame.load(Ordering::Relaxed);
-        // Nobody posts the next frame before everybody has read this one.
-        self.barrier.wait();
-        agreed
     }
 }
 
@@ -580,7 +526,7 @@ impl Release {
 
 /// Whether the process that published the control block still exists.
 fn coordinator_alive(control: &Control) -> bool {
-    ictus_os::process::is_alive(control.coordinator_pid())
+    control.coordinator().is_alive()
 }
 
 fn note_overruns(stats: &mut Stats, skipped: u64) {
@@ -755,7 +701,7 @@ mod tests {
                 start,
                 period,
                 cpu: None,
-                class: ictus_shield::class::Class::Normal,
+                class: ictus_class::Class::Normal,
                 process: crate::schedule::Process::InProcess,
                 builtin: None,
                 group: None,

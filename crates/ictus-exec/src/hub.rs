@@ -63,6 +63,11 @@
 //! assert!(hubs.port::<u32>("setup").is_err(), "declared as u64");
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::collections::HashSet;
 use std::fmt;
 use std::io;
@@ -75,12 +80,13 @@ use std::time::{Duration, Instant};
 use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
 use ictus_core::sync::spsc::Full;
 use ictus_os::handoff::{FutexPark, PiLock};
-use ictus_os::shm::{Owner, Segment, ShmError};
+use ictus_os::process::ProcessId;
+use ictus_os::shm::{Segment, ShmError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
 
-use crate::cell::{ElemShape, ElemType, Element, line_col};
+use crate::cell::{ElemShape, ElemType, Element};
 use crate::shared::{read_described, write_described};
 
 /// What a hub is, with its parameters.
@@ -450,13 +456,7 @@ pub fn decls_from_toml(text: &str, file: &str) -> Result<Vec<HubDecl>, HubError>
         hub: Vec<Spanned<toml::Table>>,
     }
     let at = |offset: usize, message: String| {
-        let (line, column) = line_col(text, offset);
-        HubError::File {
-            file: file.to_owned(),
-            line,
-            column,
-            message,
-        }
+        HubError::File(ictus_os::fs::Located::at(file, text, offset, message))
     };
     let doc: HubFile = toml::from_str(text).map_err(|e| {
         at(
@@ -550,18 +550,9 @@ pub enum HubError {
         /// The rule broken.
         reason: String,
     },
-    /// A hub file that is not valid, with the place.
-    #[error("{file}:{line}:{column}: {message}")]
-    File {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What the parser expected.
-        message: String,
-    },
+    /// A hub file that is not valid, with the place and what the parser expected.
+    #[error(transparent)]
+    File(ictus_os::fs::Located<String>),
     /// The shared table lacks a declared hub or has it otherwise.
     #[error("hub `{name}` differs from the shared hubs `{shared}`: {detail}")]
     TableMismatch {
@@ -890,7 +881,7 @@ impl Hubs {
             // dropped, so its last ring operations happen before ours.
             match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
-                Err(holder) if holder == me || Owner::of(holder).is_some() => {
+                Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
                     return Err(HubError::EndTaken {
                         name: name.to_owned(),
                         end,

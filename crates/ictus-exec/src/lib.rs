@@ -10,20 +10,23 @@
 //!   ([`subsystem::Registry::hubs`]), in a thread or in a launched program.
 #![forbid(unsafe_code)]
 
+pub mod builder;
 pub mod builtins;
 pub mod cell;
 pub mod child;
 pub mod control;
 pub mod ctl;
 pub mod executive;
+pub mod group;
 pub mod hub;
 pub mod link;
 pub mod live;
 pub mod program;
+pub mod report;
+pub mod role;
 pub mod run;
 pub mod schedule;
 mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
-pub mod text;

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cell::Cells;
 use crate::control::{Control, Status};
-use crate::run::{Distribution, ThreadOutcome};
+use crate::report::{HostReport, ThreadOutcome};
 use crate::state::StateWord;
 
 /// What the main coordinator sends when every host is ready.
@@ -124,54 +124,6 @@ pub enum LinkEvent {
         /// What was refused, in words.
         what: String,
     },
-}
-
-/// One kind of refusal from one sender, in a host's report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefusedFigure {
-    /// The sender (a host of the schedule), or `unknown`.
-    pub from: String,
-    /// What was refused, in words.
-    pub what: String,
-    /// How many times.
-    pub count: u64,
-}
-
-/// One host's view of the link, in the run's report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostReport {
-    /// The host's name in the schedule.
-    pub name: String,
-    /// `main` or `node`.
-    pub role: String,
-    /// This host's clock minus the main coordinator's, as measured (0 on the main
-    /// host), and half the round trip of the exchange that measured it.
-    pub clock_offset_ns: i64,
-    /// Half the round trip of that exchange: the offset's uncertainty.
-    pub clock_uncertainty_ns: u64,
-    /// Ticks received (none on the main host, which sends them).
-    pub ticks: u64,
-    /// Ticks sent (main host) or missing from the received sequence (nodes).
-    pub ticks_sent_or_missing: u64,
-    /// Tick arrival after the frame's deadline (arrival on this host's clock minus
-    /// the deadline converted to it).
-    pub tick_lateness: Option<Distribution>,
-    /// Cell publications received from other hosts.
-    pub cells_received: u64,
-    /// Cell publications sent.
-    pub cells_sent: u64,
-    /// Payload bytes sent (ticks, cells, status), without Zenoh's framing.
-    pub bytes_sent: u64,
-    /// Delay from a subsystem's publication on another host to the copy in this
-    /// host's table (one-way, on clocks converted with the measured offset).
-    pub cell_latency: Option<Distribution>,
-    /// The part of it spent on the sending host: from a publication here to the
-    /// forwarder handing it to the transport (the forwarder's wake-up and copy).
-    #[serde(default)]
-    pub forward_delay: Option<Distribution>,
-    /// What this host refused of what the others sent, by sender and kind.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<RefusedFigure>,
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own

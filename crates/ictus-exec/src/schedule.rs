@@ -56,7 +56,7 @@
 //! [`MAX_SUBSYSTEMS`](crate::control::MAX_SUBSYSTEMS) subsystems and
 //! [`MAX_MODES`](crate::state::MAX_MODES) modes, counted before anything else is
 //! checked; its file is a regular file of at most
-//! [`MAX_INPUT_BYTES`] (16 MiB) of UTF-8. Inline
+//! [`InputKind::Table`]'s limit (16 MiB) of UTF-8. Inline
 //! cells obey the limits of [`crate::cell`], hubs those of [`crate::hub`].
 //! Checking takes time linear in the file's size.
 //!
@@ -82,17 +82,18 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use ictus_class::{Class, RtPolicy};
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::pm_qos::PmQos;
 use ictus_os::wait::WaitMode;
-use ictus_shield::class::{Class, RtPolicy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use toml::Spanned;
 
 use crate::cell::{CellFileError, CellSpec, CellTable};
 use crate::hub::HubDecl;
-use crate::text::{InputError, LineIndex, MAX_INPUT_BYTES, read_text};
+use ictus_os::fs::{InputError, InputKind};
+use ictus_os::json::LineIndex;
 
 /// The shortest tick: 1 us.
 pub const MIN_TICK: Nanos = Nanos::from_micros(1);
@@ -177,19 +178,22 @@ fn input_error(path: &Path, e: InputError) -> ScheduleError {
         rule,
     };
     match e {
-        InputError::Io(source) => ScheduleError::Io {
+        InputError::Io { source, .. } => ScheduleError::Io {
             path: path.to_path_buf(),
             source,
         },
-        InputError::NotRegular { kind } => invalid(1, 1, Rule::NotAFile(kind)),
-        InputError::TooLarge { line, column } => invalid(
-            line,
-            column,
-            Rule::FileTooLarge {
-                limit: MAX_INPUT_BYTES,
-            },
-        ),
-        InputError::InvalidUtf8 { line, column } => invalid(line, column, Rule::InvalidUtf8),
+        InputError::NotRegular { kind, .. } => invalid(1, 1, Rule::NotAFile(kind)),
+        InputError::TooLarge { limit, at, .. } => {
+            let at = at.unwrap_or(ictus_os::json::Place { line: 1, column: 1 });
+            invalid(
+                at.line,
+                at.column,
+                Rule::FileTooLarge {
+                    limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                },
+            )
+        }
+        InputError::NotUtf8 { line, column, .. } => invalid(line, column, Rule::InvalidUtf8),
     }
 }
 
@@ -211,24 +215,14 @@ fn cell_file_error(e: CellFileError, path: &Path, named_at: Location) -> Schedul
         },
     };
     match e {
-        CellFileError::Syntax {
-            file,
-            line,
-            column,
-            message,
-        } => at(file, line, column, message),
-        CellFileError::Invalid {
-            file,
-            line,
-            column,
-            error,
-        } => at(file, line, column, error.to_string()),
+        CellFileError::Syntax(l) => at(l.file, l.place.line, l.place.column, l.what),
+        CellFileError::Invalid(l) => at(l.file, l.place.line, l.place.column, l.what.to_string()),
         CellFileError::Text {
             file,
             line,
             column,
             problem,
-        } => at(file, line, column, problem.to_string()),
+        } => at(file, line, column, crate::cell::content_problem(&problem)),
         CellFileError::Read { file, source } => unreadable(file, source.to_string()),
         CellFileError::NotAFile { file, kind } => {
             unreadable(file, format!("not a regular file ({kind})"))
@@ -459,11 +453,12 @@ pub struct Schedule {
 impl Schedule {
     /// Reads and checks `path` against the CPUs in `online`. The file must be a
     /// regular file (a FIFO or a device is refused before it is opened) of at most
-    /// [`MAX_INPUT_BYTES`] of UTF-8. A cell file it names (`cells = "..."`) is read
+    /// [`InputKind::Table`]'s limit of UTF-8. A cell file it names (`cells = "..."`) is read
     /// and checked too, and the builtins' cells and the stress counters are checked
     /// against it ([`Schedule::cell_table`]).
     pub fn from_file(path: &Path, online: &CpuSet) -> Result<Schedule, ScheduleError> {
-        let text = read_text(path).map_err(|e| input_error(path, e))?;
+        let text = ictus_os::fs::read_text(path, InputKind::Table.max_bytes())
+            .map_err(|e| input_error(path, e))?;
         let schedule = Schedule::parse(&text, path, online)?;
         if matches!(schedule.cells, CellSource::File(_)) {
             schedule.cell_table()?;
@@ -631,12 +626,6 @@ impl Schedule {
         }
     }
 
-    /// A schedule built in code, checked by the rules of a file when built
-    /// ([`crate::program::ScheduleBuilder`]).
-    pub fn builder(name: &str) -> crate::program::ScheduleBuilder {
-        crate::program::ScheduleBuilder::new(name)
-    }
-
     /// The subsystem called `name`.
     pub fn subsystem(&self, name: &str) -> Option<&SubsystemSpec> {
         self.subsystems.iter().find(|s| s.name == name)
@@ -729,7 +718,7 @@ pub enum Rule {
     /// The file is not a regular file.
     #[error("not a regular file ({0}); a schedule is a TOML file")]
     NotAFile(&'static str),
-    /// The file is larger than [`MAX_INPUT_BYTES`].
+    /// The file is larger than [`InputKind::Table`]'s limit.
     #[error("the file is larger than the limit of {limit} bytes (16 MiB)")]
     FileTooLarge {
         /// The limit.
@@ -1013,8 +1002,11 @@ struct Seen {
 
 impl Reader<'_> {
     fn loc(&self, span: Range<usize>) -> Location {
-        let (line, column) = self.lines.locate(span.start);
-        Location { line, column }
+        let at = self.lines.locate(span.start);
+        Location {
+            line: at.line,
+            column: at.column,
+        }
     }
 
     fn fail(&self, span: Range<usize>, rule: Rule) -> ScheduleError {
@@ -2283,6 +2275,13 @@ args = ["--fast"]
                 path.display()
             )),
             "{err}"
+        );
+        let cells = dir.path().join("cells.toml");
+        std::fs::write(&cells, b"[[cell]]\nname = \"\xff\"\n").unwrap();
+        let err = Schedule::from_file(&path, &online()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}:2:9: invalid UTF-8", cells.display())
         );
     }
 

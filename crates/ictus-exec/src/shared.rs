@@ -3,6 +3,11 @@
 //! word, a layout version, then their table as JSON), so that a process that maps
 //! one by name learns its layout from it.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_os::shm::{Segment, ShmError};

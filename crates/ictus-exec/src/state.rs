@@ -271,9 +271,9 @@ impl fmt::Display for Pending {
     }
 }
 
-/// Why a setup request failed.
+/// Why a request on the setup channel (the setup keys store) failed.
 #[derive(Debug, Error, PartialEq, Eq)]
-pub enum SetupError {
+pub enum SetupChannelError {
     /// Nobody published the key within the time asked.
     #[error("setup key '{key}' was not published within {waited:?}")]
     Timeout {
@@ -354,10 +354,10 @@ pub const SETUP_MAX_TOTAL_BYTES: usize = 64 << 20;
 /// that would pass a limit is refused and changes nothing.
 ///
 /// ```
-/// use ictus_exec::state::{SetupError, SetupLimits, SetupStore};
+/// use ictus_exec::state::{SetupChannelError, SetupLimits, SetupStore};
 /// let sut = SetupStore::with_limits(SetupLimits { max_keys: 1, ..SetupLimits::DEFAULT });
 /// sut.put("a", b"1".to_vec()).unwrap();
-/// assert!(matches!(sut.put("b", b"2".to_vec()), Err(SetupError::TooManyKeys { .. })));
+/// assert!(matches!(sut.put("b", b"2".to_vec()), Err(SetupChannelError::TooManyKeys { .. })));
 /// assert_eq!((sut.len(), sut.bytes(), sut.refused()), (1, 1, 1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,7 +397,12 @@ struct Shelf {
 
 impl Shelf {
     /// Whether `len` bytes under `key` stay within `limits`; a refusal is counted.
-    fn admit(&mut self, limits: &SetupLimits, key: &str, len: usize) -> Result<(), SetupError> {
+    fn admit(
+        &mut self,
+        limits: &SetupLimits,
+        key: &str,
+        len: usize,
+    ) -> Result<(), SetupChannelError> {
         let verdict = self.within(limits, key, len);
         if verdict.is_err() {
             self.refused += 1;
@@ -408,9 +413,9 @@ impl Shelf {
     /// Whether `len` bytes under `key` stay within `limits`: the value's own size,
     /// then a new key against the key count, then the total with the new value in
     /// place of the old one (so an overwrite of the same size always stays within).
-    fn within(&self, limits: &SetupLimits, key: &str, len: usize) -> Result<(), SetupError> {
+    fn within(&self, limits: &SetupLimits, key: &str, len: usize) -> Result<(), SetupChannelError> {
         if len > limits.max_value_bytes {
-            return Err(SetupError::ValueTooLarge {
+            return Err(SetupChannelError::ValueTooLarge {
                 key: key.to_string(),
                 bytes: len,
                 limit: limits.max_value_bytes,
@@ -418,14 +423,14 @@ impl Shelf {
         }
         let replacing = self.blobs.get(key).map(Vec::len);
         if replacing.is_none() && self.blobs.len() >= limits.max_keys {
-            return Err(SetupError::TooManyKeys {
+            return Err(SetupChannelError::TooManyKeys {
                 key: key.to_string(),
                 limit: limits.max_keys,
             });
         }
         let replacing = replacing.unwrap_or(0);
         if (self.bytes - replacing).saturating_add(len) > limits.max_total_bytes {
-            return Err(SetupError::TooManyBytes {
+            return Err(SetupChannelError::TooManyBytes {
                 key: key.to_string(),
                 held: self.bytes,
                 bytes: len,
@@ -467,10 +472,10 @@ pub struct SetupStore {
 /// The store a node's setup requests go to: the main coordinator's, on another host.
 pub trait SetupUpstream: Send + Sync + std::fmt::Debug {
     /// Publishes `value` under `key` there.
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError>;
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupChannelError>;
     /// The value under `key` there now, if published (a short request, never a wait
     /// for the value).
-    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError>;
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupChannelError>;
 }
 
 /// How often a get asks the upstream again while the value is not published.
@@ -507,12 +512,12 @@ impl SetupStore {
     /// waiters; with an upstream, publishes it there first (and fails if that fails).
     ///
     /// A put that would pass one of the store's [`SetupLimits`] is refused with
-    /// [`SetupError::ValueTooLarge`], [`SetupError::TooManyKeys`] or
-    /// [`SetupError::TooManyBytes`], counted in [`refused`](Self::refused), and
+    /// [`SetupChannelError::ValueTooLarge`], [`SetupChannelError::TooManyKeys`] or
+    /// [`SetupChannelError::TooManyBytes`], counted in [`refused`](Self::refused), and
     /// changes nothing. A replaced value's bytes are freed, so an overwrite of the
     /// same size is never refused. With an upstream, the limits are checked before
     /// the value crosses the network; the upstream checks its own.
-    pub fn put(&self, key: &str, value: Vec<u8>) -> Result<(), SetupError> {
+    pub fn put(&self, key: &str, value: Vec<u8>) -> Result<(), SetupChannelError> {
         if let Some(up) = &self.upstream {
             self.shelf().admit(&self.limits, key, value.len())?;
             up.put(key, &value)?;
@@ -555,7 +560,7 @@ impl SetupStore {
 
     /// The value under `key`, waiting up to `timeout` for it to be published (here,
     /// or upstream when there is one).
-    pub fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, SetupError> {
+    pub fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, SetupChannelError> {
         let (map, cv) = &*self.inner;
         let deadline = Instant::now() + timeout;
         let mut guard = map.lock().unwrap_or_else(|e| e.into_inner());
@@ -572,7 +577,7 @@ impl SetupStore {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(SetupError::Timeout {
+                return Err(SetupChannelError::Timeout {
                     key: key.to_string(),
                     waited: timeout,
                 });
@@ -673,7 +678,7 @@ mod tests {
         t.join().unwrap();
         assert!(matches!(
             sut.get("missing", Duration::from_millis(1)),
-            Err(SetupError::Timeout { .. })
+            Err(SetupChannelError::Timeout { .. })
         ));
     }
 
@@ -717,7 +722,7 @@ mod tests {
         let err = sut.put("x", vec![0; 2_000_000]).unwrap_err();
         assert_eq!(
             err,
-            SetupError::ValueTooLarge {
+            SetupChannelError::ValueTooLarge {
                 key: "x".into(),
                 bytes: 2_000_000,
                 limit: SETUP_MAX_VALUE_BYTES,
@@ -760,7 +765,7 @@ mod tests {
         let err = sut.put("x", vec![3; 3]).unwrap_err();
         assert_eq!(
             err,
-            SetupError::TooManyBytes {
+            SetupChannelError::TooManyBytes {
                 key: "x".into(),
                 held: 18,
                 bytes: 3,
@@ -839,11 +844,11 @@ mod tests {
     struct Recorder(Mutex<Vec<String>>);
 
     impl SetupUpstream for Recorder {
-        fn put(&self, key: &str, _value: &[u8]) -> Result<(), SetupError> {
+        fn put(&self, key: &str, _value: &[u8]) -> Result<(), SetupChannelError> {
             self.0.lock().unwrap().push(key.to_string());
             Ok(())
         }
-        fn try_get(&self, _key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+        fn try_get(&self, _key: &str) -> Result<Option<Vec<u8>>, SetupChannelError> {
             Ok(None)
         }
     }
@@ -854,7 +859,7 @@ mod tests {
         let sut = SetupStore::with_upstream(up.clone());
         assert!(matches!(
             sut.put("big", vec![0; SETUP_MAX_VALUE_BYTES + 1]),
-            Err(SetupError::ValueTooLarge { .. })
+            Err(SetupChannelError::ValueTooLarge { .. })
         ));
         sut.put("small", b"ok".to_vec()).unwrap();
         assert_eq!(*up.0.lock().unwrap(), ["small"]);

@@ -28,7 +28,7 @@
 //! ```
 
 use crate::cell::{CellDecl, CellError, CellTable, Cells, ElemType};
-use crate::run::StressReport;
+use crate::report::StressReport;
 use crate::state::StateId;
 use crate::subsystem::{Flow, Frame, RawPort, Registry, RegistryError, Subsystem};
 

@@ -99,7 +99,7 @@ use thiserror::Error;
 
 use crate::cell::{CellError, CellTable, Cells, Element, ElementSlot};
 use crate::control::Control;
-use crate::executive::Group;
+use crate::group::Group;
 use crate::hub::{
     Event, FifoReceiver, FifoSender, HubError, Hubs, Port as HubPort, Resource, Semaphore,
 };
@@ -927,7 +927,7 @@ impl SetupClient {
     }
 
     /// Publishes `value` under `key`.
-    pub fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::state::SetupError> {
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::state::SetupChannelError> {
         match &self.inner {
             SetupInner::Local(s) => s.put(key, value.to_vec()),
             SetupInner::Remote(path) => crate::ctl::setup_put(path, key, value),
@@ -939,7 +939,7 @@ impl SetupClient {
         &self,
         key: &str,
         timeout: std::time::Duration,
-    ) -> Result<Vec<u8>, crate::state::SetupError> {
+    ) -> Result<Vec<u8>, crate::state::SetupChannelError> {
         match &self.inner {
             SetupInner::Local(s) => s.get(key, timeout),
             SetupInner::Remote(path) => crate::ctl::setup_get(path, key, timeout),

@@ -11,7 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{no_segments_of, options, schedule_file, subsystem, warning, watchdog};
-use ictus_exec::run::{self, WarningId};
+use ictus_exec::report::WarningId;
+use ictus_exec::run;
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
 use ictus_exec::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
 

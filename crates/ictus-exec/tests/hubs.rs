@@ -16,7 +16,7 @@ use common::{options, schedule_file, segments_of, subsystem};
 use hub_echo::{Echo, OFFSET};
 use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
 use ictus_exec::program::Executive;
-use ictus_exec::run;
+use ictus_exec::report::RunReport;
 use ictus_exec::schedule::Schedule;
 use ictus_exec::subsystem::{Flow, Frame, Registry, RegistryError, Subsystem};
 
@@ -103,7 +103,7 @@ kind = "semaphore"
 
 /// Runs the schedule with `echo` in-process or as the `hub_echo` program and checks
 /// that what came back is exactly what was sent, echoed, in order.
-fn echo_round_trip(echo_process: &str, tag: &str) -> run::RunReport {
+fn echo_round_trip(echo_process: &str, tag: &str) -> RunReport {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("t-hubs-{tag}-{}", std::process::id());
     let s = schedule(dir.path(), &name, echo_process);

@@ -9,7 +9,7 @@ use ictus_core::CpuSet;
 use ictus_exec::cell::{CellError, CellFileError, CellTable, MAX_CELLS};
 use ictus_exec::hub::decls_from_toml;
 use ictus_exec::schedule::{Location, Rule, Schedule, ScheduleError};
-use ictus_exec::text::text_of;
+use ictus_os::fs::{InputError, InputKind, Located, text_of};
 use proptest::prelude::*;
 
 /// Cells in the large cases: 50,000 (about 1.25e9 pairs for a quadratic check).
@@ -47,13 +47,12 @@ fn fifty_thousand_cells_are_checked_and_a_last_duplicate_is_placed() {
         "{table}[[cell]]\nname = \"c17\"\nelements = [ {{ name = \"x\", type = \"u8\" }} ]\n"
     );
     match CellTable::from_toml_str(&dup, "cells.toml").unwrap_err() {
-        CellFileError::Invalid {
-            line,
-            column,
-            error: CellError::DuplicateCell { name },
+        CellFileError::Invalid(Located {
+            place,
+            what: CellError::DuplicateCell { name },
             ..
-        } => {
-            assert_eq!((line, column), (3 * MANY + 2, 8));
+        }) => {
+            assert_eq!((place.line, place.column), (3 * MANY + 2, 8));
             assert_eq!(name, "c17");
         }
         e => panic!("{e}"),
@@ -85,10 +84,10 @@ fn a_table_over_the_cell_count_is_refused_at_the_first_cell_past_it() {
     assert!(
         matches!(
             err,
-            CellFileError::Invalid {
-                error: CellError::TooManyCells { .. },
+            CellFileError::Invalid(Located {
+                what: CellError::TooManyCells { .. },
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -240,7 +239,7 @@ proptest! {
 
     #[test]
     fn any_bytes_as_a_schedule_are_refused_in_place_or_read(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        match text_of(bytes.clone()) {
+        match text_of(std::path::Path::new("s.toml"), bytes.clone(), InputKind::Table.max_bytes()) {
             Ok(text) => {
                 if let Err(e) = Schedule::parse(&text, "s.toml", &online()) {
                     prop_assert!(text.is_empty() || is_placed(&e.to_string(), "s.toml", &text), "{}", e);
@@ -249,7 +248,7 @@ proptest! {
             Err(e) => {
                 let place = e.place();
                 prop_assert!(place.is_some(), "{}", e);
-                prop_assert_eq!(e.to_string(), "invalid UTF-8");
+                prop_assert!(matches!(e, InputError::NotUtf8 { .. }), "{}", e);
             }
         }
     }

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use common::{subsystem, warning};
 use ictus_core::{CpuSet, Nanos};
-use ictus_exec::program::{ElementDecl, Executive, Outcome, SubsystemDecl};
-use ictus_exec::run::{RunError, WarningId};
+use ictus_exec::builder::{ElementDecl, SubsystemDecl};
+use ictus_exec::program::{Executive, Outcome};
+use ictus_exec::report::WarningId;
+use ictus_exec::run::RunError;
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_exec::subsystem::{
     Flow, Frame, Input, OnError, Output, Registry, RegistryError, Subsystem,

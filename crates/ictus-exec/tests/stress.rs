@@ -2,6 +2,11 @@
 //! B in the `stress_b` example program), its missed-frame arithmetic, a `kill -9` of
 //! B, and a rerun after it. Structure and invariants only, never timings.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's flags and counters between its threads"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -12,7 +17,8 @@ use std::time::Duration;
 use common::{
     no_segments_of, options, options_without_socket, parse_schedule, schedule_file, warning,
 };
-use ictus_exec::run::{self, LiveStatus, RunReport, WarningId};
+use ictus_exec::report::{RunReport, WarningId};
+use ictus_exec::run::{self, LiveStatus};
 use ictus_exec::schedule::Schedule;
 
 /// The repository's examples folder.

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-pub use ictus_exec::link::RefusedFigure;
+pub use ictus_exec::report::RefusedFigure;
 
 /// The longest status a node may send (its subsystems' counters: a few hundred
 /// bytes each).

@@ -18,7 +18,7 @@
 //! | `ictus/R/outcome/H` | queryable: host H's outcomes and figures, once it ended | nodes |
 //!
 //! Threads: Zenoh's runtime (spawned when the session opens: it inherits the
-//! opener's affinity, which `ictus run` and `ictus node` set to the CPUs without a
+//! opener's affinity, which [`ZenohLink::open`] sets to the CPUs without a
 //! real-time subsystem, and runs `SCHED_OTHER`), the forwarder (one per host: it
 //! sleeps on the cells' notice and publishes what changed) and, on the main host,
 //! the tick thread (`SCHED_OTHER` on the same CPUs). No real-time thread calls
@@ -32,6 +32,11 @@
 //! a publication with elements it does not write is refused whole, counted and
 //! reported. The wire format is docs/wire.md's.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the link's state, stop frame, quit flag and traffic counters, each one word with one writer (Release/Acquire named at each use); Zenoh's threads are the other side, which loom cannot model"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,10 +48,10 @@ use ictus_core::sync::spsc::Consumer;
 use ictus_core::{LatencyHistogram, Nanos};
 use ictus_exec::cell::Cells;
 use ictus_exec::control::Control;
-use ictus_exec::link::{HostReport, Link, LinkEvent, RemoteSlot, Start};
-use ictus_exec::run::{Distribution, ThreadOutcome};
+use ictus_exec::link::{Link, LinkEvent, RemoteSlot, Start};
+use ictus_exec::report::{Distribution, HostReport, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::state::{SetupError, SetupStore, SetupUpstream, StateWord};
+use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
@@ -225,12 +230,22 @@ pub struct ZenohLink {
 impl ZenohLink {
     /// Opens host `host`'s session for run `run` of `schedule`: with TLS and the
     /// run's access rules, or (`Security::Insecure`) plain TCP.
+    ///
+    /// Zenoh's threads are kept off the CPUs of this host's real-time subsystems:
+    /// they inherit the opener's affinity, so the calling thread is first moved to
+    /// the other CPUs ([`cpus_off_rt`](ictus_exec::role::Role::cpus_off_rt), when
+    /// there are any), and stays there: it is the run's coordinator, which the
+    /// executive keeps there too.
     pub fn open(
         schedule: &Schedule,
         host: usize,
         run: &str,
         security: &Security,
     ) -> Result<ZenohLink, NetError> {
+        let off_rt = ictus_exec::role::Role::of_host(host).cpus_off_rt(schedule);
+        if !off_rt.is_empty() {
+            let _ = ictus_os::sched::set_affinity(&off_rt);
+        }
         let hosts: Vec<String> = schedule.hosts.iter().map(|h| h.name.clone()).collect();
         let session = match security {
             Security::Insecure => crate::open(&endpoints_of(schedule, host, Protocol::Tcp)?)?,
@@ -796,7 +811,7 @@ enum Answer {
 
 impl ZenohSetup {
     /// One request, waiting at most 500 ms for the answer.
-    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupError> {
+    fn ask(&self, key: &str, value: Option<&[u8]>) -> Result<Answer, SetupChannelError> {
         let mut get = self
             .session
             .get(format!("{}{key}", self.prefix))
@@ -804,7 +819,9 @@ impl ZenohSetup {
         if let Some(v) = value {
             get = get.payload(v.to_vec());
         }
-        let replies = get.wait().map_err(|e| SetupError::Closed(e.to_string()))?;
+        let replies = get
+            .wait()
+            .map_err(|e| SetupChannelError::Closed(e.to_string()))?;
         Ok(match replies.recv() {
             Ok(reply) => match reply.result() {
                 Ok(sample) => Answer::Value(sample.payload().to_bytes().into_owned()),
@@ -828,18 +845,18 @@ impl ZenohSetup {
 const SETUP_PUT_PATIENCE: Duration = Duration::from_secs(30);
 
 impl SetupUpstream for ZenohSetup {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupError> {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), SetupChannelError> {
         let until = Instant::now() + SETUP_PUT_PATIENCE;
         loop {
             match self.ask(key, Some(value))? {
                 Answer::Value(_) => return Ok(()),
                 Answer::Refused(why) => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host refused '{key}': {why}"
                     )));
                 }
                 Answer::Silent if Instant::now() >= until => {
-                    return Err(SetupError::Closed(format!(
+                    return Err(SetupChannelError::Closed(format!(
                         "the main host did not answer for {SETUP_PUT_PATIENCE:?}"
                     )));
                 }
@@ -848,7 +865,7 @@ impl SetupUpstream for ZenohSetup {
         }
     }
 
-    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupError> {
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, SetupChannelError> {
         // Not published there yet, or the main host not reachable yet: the caller
         // asks again until its own wait ends.
         Ok(match self.ask(key, None)? {

@@ -16,6 +16,11 @@
 //! assert_eq!(Tick::decode(&[0u8; 3]), None);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "counters read for a report: relaxed increments, read once the writers are done"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -7,17 +7,22 @@
 //! answers, before a long measurement starts, whether its output could be written at
 //! all, so a run is never lost to a typo in `-o`.
 //!
-//! Every input file (records, imports, scenarios) is read by [`read_input`]: only a
-//! regular file, never more than a stated number of bytes, and text that is not UTF-8
-//! is refused with the line and column of the first bad byte. A FIFO or a device given
-//! as an input is refused before anything blocks on it.
+//! Every input file is read by [`read_input`] (records, imports, scenarios, journals,
+//! manifests: a file over its limit is refused before it is read) or [`read_text`]
+//! (schedules, cell and hub tables: a file over its limit is refused at the place of
+//! its first byte past it, for an editor to jump to): only a regular file, never more
+//! than its kind's limit ([`InputKind`], the one table of them), and text that is not
+//! UTF-8 is refused with the line and column of the first bad byte. A FIFO or a device
+//! given as an input is refused before anything blocks on it. Both say why with one
+//! error, [`InputError`].
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("out.json");
 //! ictus_os::fs::check_writable(&path).unwrap();
 //! ictus_os::fs::write_atomic(&path, "{}\n").unwrap();
-//! assert_eq!(ictus_os::fs::read_input(&path, 1024).unwrap(), "{}\n");
+//! let limit = ictus_os::fs::InputKind::Record.max_bytes();
+//! assert_eq!(ictus_os::fs::read_input(&path, limit).unwrap(), "{}\n");
 //! ```
 
 use std::io::{Read, Write};
@@ -25,6 +30,8 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
+
+use crate::json::Place;
 
 /// Why an output file could not be written (or would not be).
 #[derive(Debug, Error)]
@@ -111,9 +118,37 @@ pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), OutputEr
     Ok(())
 }
 
-/// The largest input file ictus reads unless a caller says otherwise: 256 MiB, far
-/// beyond any record, import or scenario it writes.
-pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+/// The kinds of input file ictus reads, for the one table of their size limits
+/// ([`InputKind::max_bytes`]). A limit keeps a wrong path (a disk image, a log) from
+/// filling memory; each is far beyond what ictus itself writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A probe's run record (`ictus <probe> -o`): 64 MiB.
+    Record,
+    /// A survey's `survey.json` or `doctor.json`, a scenario's result: 64 MiB.
+    Manifest,
+    /// A cyclictest file to import: 64 MiB (a histogram of a million buckets for each
+    /// of 64 threads is under that).
+    Import,
+    /// A shield's journal: 16 MiB (one line per change, a few thousand lines at most).
+    Journal,
+    /// An executive's schedule, cell table or hub table: 16 MiB (far smaller in
+    /// practice).
+    Table,
+    /// A shield scenario: 1 MiB.
+    Scenario,
+}
+
+impl InputKind {
+    /// The largest file of this kind read, in bytes.
+    pub const fn max_bytes(self) -> u64 {
+        match self {
+            InputKind::Record | InputKind::Manifest | InputKind::Import => 64 << 20,
+            InputKind::Journal | InputKind::Table => 16 << 20,
+            InputKind::Scenario => 1 << 20,
+        }
+    }
+}
 
 /// Why an input file was refused.
 #[derive(Debug, Error)]
@@ -143,6 +178,9 @@ pub enum InputError {
         path: PathBuf,
         /// The limit, in bytes.
         limit: u64,
+        /// The place of the first byte past the limit, where it was read
+        /// ([`read_text`]); `None` when the file was refused by its size alone.
+        at: Option<Place>,
     },
     /// Not UTF-8 text.
     #[error("{}:{line}:{column}: expected UTF-8 text, found an invalid byte (byte offset {offset})", path.display())]
@@ -156,6 +194,32 @@ pub enum InputError {
         /// Its byte offset.
         offset: usize,
     },
+}
+
+/// A place in an input file and what is wrong there, said as `FILE:LINE:COLUMN: WHAT`:
+/// the one shape of ictus's placed input errors (schedules, tables, scenarios,
+/// journals), whatever `what` is (a message, a rule broken).
+#[derive(Debug, Error)]
+#[error("{file}:{place}: {what}")]
+pub struct Located<E> {
+    /// The file as its errors name it: a path as given, or a label (`<stdin>`, the
+    /// schedule a table is inline in).
+    pub file: String,
+    /// Where in it.
+    pub place: Place,
+    /// What was expected, and what was found.
+    pub what: E,
+}
+
+impl<E> Located<E> {
+    /// `what` at byte `offset` of `text`, the content of `file`.
+    pub fn at(file: impl Into<String>, text: &str, offset: usize, what: E) -> Located<E> {
+        Located {
+            file: file.into(),
+            place: crate::json::place_of_offset(text, offset),
+            what,
+        }
+    }
 }
 
 fn kind_of(t: std::fs::FileType) -> &'static str {
@@ -222,6 +286,7 @@ pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
     let too_large = || InputError::TooLarge {
         path: path.to_path_buf(),
         limit,
+        at: None,
     };
     if meta.len() > limit {
         return Err(too_large());
@@ -244,6 +309,65 @@ pub fn read_input(path: &Path, limit: u64) -> Result<String, InputError> {
             offset,
         }
     })
+}
+
+impl InputError {
+    /// The place in the file the error is about, when it is about its content.
+    pub fn place(&self) -> Option<Place> {
+        match *self {
+            InputError::TooLarge { at, .. } => at,
+            InputError::NotUtf8 { line, column, .. } => Some(Place { line, column }),
+            InputError::Io { .. } | InputError::NotRegular { .. } => None,
+        }
+    }
+}
+
+/// Reads the regular file at `path` as UTF-8 text of at most `limit` bytes, reading
+/// up to the limit first: an invalid byte before the limit is refused as such, a file
+/// over it at the place of the first byte past it ([`text_of`]). A FIFO or device is
+/// refused without blocking ([`open_regular`]).
+pub fn read_text(path: &Path, limit: u64) -> Result<String, InputError> {
+    let (file, _) = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    text_of(path, bytes, limit)
+}
+
+/// Checks that `bytes`, read from `path`, are UTF-8 text of at most `limit` bytes:
+/// the first invalid byte within the limit is refused at its place, then a text over
+/// the limit at the place of the first byte past it.
+pub fn text_of(path: &Path, bytes: Vec<u8>, limit: u64) -> Result<String, InputError> {
+    let limit_at = usize::try_from(limit).unwrap_or(usize::MAX);
+    let within = bytes.len().min(limit_at);
+    let not_utf8 = |bytes: &[u8], offset: usize| {
+        let (line, column) = line_column(bytes, offset);
+        InputError::NotUtf8 {
+            path: path.to_path_buf(),
+            line,
+            column,
+            offset,
+        }
+    };
+    if let Err(e) = std::str::from_utf8(&bytes[..within]) {
+        // A character cut by the limit is not an invalid one.
+        if e.error_len().is_some() || bytes.len() <= limit_at {
+            return Err(not_utf8(&bytes, e.valid_up_to()));
+        }
+    }
+    if bytes.len() > limit_at {
+        let (line, column) = line_column(&bytes, limit_at);
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+            at: Some(Place { line, column }),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes(), e.utf8_error().valid_up_to()))
 }
 
 #[cfg(test)]
@@ -290,15 +414,15 @@ mod tests {
         let fifo = dir.path().join("fifo");
         crate::testing::mkfifo(&fifo).unwrap();
         assert!(matches!(
-            read_input(&fifo, MAX_INPUT_BYTES),
+            read_input(&fifo, 1024),
             Err(InputError::NotRegular { kind: "a FIFO", .. })
         ));
         assert!(matches!(
-            read_input(dir.path(), MAX_INPUT_BYTES),
+            read_input(dir.path(), 1024),
             Err(InputError::NotRegular { .. })
         ));
         assert!(matches!(
-            read_input(Path::new("/dev/zero"), MAX_INPUT_BYTES),
+            read_input(Path::new("/dev/zero"), 1024),
             Err(InputError::NotRegular { .. })
         ));
     }
@@ -354,5 +478,65 @@ mod tests {
         assert!(entries(dir.path()).is_empty());
         assert!(check_writable(&dir.path().join("no/such/out.json")).is_err());
         assert!(check_writable(dir.path()).is_err());
+    }
+
+    #[test]
+    fn text_of_places_invalid_utf8_at_its_first_byte() {
+        let path = Path::new("t.toml");
+        let err = text_of(path, b"a = 1\nb = \"\xff\"\n".to_vec(), 1024).unwrap_err();
+        assert_eq!(err.place(), Some(Place { line: 2, column: 6 }));
+        assert!(matches!(err, InputError::NotUtf8 { .. }));
+        let err = text_of(path, b"\xc3\xa9\xc3".to_vec(), 1024).unwrap_err();
+        assert_eq!(err.place(), Some(Place { line: 1, column: 2 }));
+    }
+
+    #[test]
+    fn text_of_refuses_a_text_over_the_limit_at_the_first_byte_past_it() {
+        let mut bytes = vec![b'#'; 110];
+        bytes[9] = b'\n';
+        let err = text_of(Path::new("t.toml"), bytes, 100).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                InputError::TooLarge {
+                    limit: 100,
+                    at: Some(Place {
+                        line: 2,
+                        column: 91
+                    }),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // A character cut by the limit is not an invalid one.
+        let err = text_of(Path::new("t.toml"), "aé".as_bytes().to_vec(), 2).unwrap_err();
+        assert!(matches!(err, InputError::TooLarge { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn read_text_refuses_a_directory_and_a_device_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            read_text(dir.path(), 1024),
+            Err(InputError::NotRegular {
+                kind: "a directory",
+                ..
+            })
+        ));
+        assert!(matches!(
+            read_text(Path::new("/dev/zero"), 1024),
+            Err(InputError::NotRegular {
+                kind: "a character device",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_located_error_says_file_line_column_then_what() {
+        let sut = Located::at("s.toml", "a = 1\nbé = x\n", 11, "expected a number");
+        assert_eq!(sut.place, Place { line: 2, column: 5 });
+        assert_eq!(sut.to_string(), "s.toml:2:5: expected a number");
     }
 }

@@ -23,6 +23,11 @@
 //! assert_eq!(reader.read_u64().unwrap(), 7);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "futex words: the kernel (FUTEX_LOCK_PI, FUTEX_WAIT) is the other party, which loom cannot model"
+)]
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -11,6 +11,10 @@
 //! Lines and columns count characters from 1, as the TOML readers' do. Finding a place
 //! parses the text again, so it is done once, for the error, never for good input.
 //!
+//! [`Place`] with [`place_of_offset`] (one offset) and [`LineIndex`] (many offsets of
+//! one text) are the one way ictus turns a byte offset of any input file, JSON or
+//! TOML, into a line and column.
+//!
 //! ```
 //! use ictus_os::json::{JsonPath, Place, place};
 //! let text = "{\n  \"a\": [1, -2]\n}";
@@ -142,6 +146,47 @@ pub fn place_of_offset(text: &str, offset: usize) -> Place {
     }
     let (line, column) = crate::fs::line_column(text.as_bytes(), offset);
     Place { line, column }
+}
+
+/// The start of every line of a text, for placing many byte offsets of it: one pass
+/// over the text, then each place in `O(log lines + line length)`, so that checking
+/// every element of a large file stays linear. The same places as
+/// [`place_of_offset`], which is for one error.
+///
+/// ```
+/// use ictus_os::json::{LineIndex, Place};
+/// let index = LineIndex::new("a = 1\nbé = 2\n");
+/// assert_eq!(index.locate(9), Place { line: 2, column: 3 }, "é is one character");
+/// ```
+#[derive(Clone, Debug)]
+pub struct LineIndex<'a> {
+    text: &'a str,
+    /// Byte offset of the first character of each line (the first is 0).
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Indexes the lines of `text` (one pass).
+    pub fn new(text: &'a str) -> LineIndex<'a> {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, starts }
+    }
+
+    /// The place of byte `offset`, clamped to the end of the text and down to a
+    /// character boundary.
+    pub fn locate(&self, offset: usize) -> Place {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        // The last line starting at or before `offset` (starts[0] = 0 <= offset).
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self.starts[line - 1];
+        let column = self.text[start..offset].chars().count() + 1;
+        Place { line, column }
+    }
 }
 
 /// The byte offset of `place` in `text` (the inverse of [`place_of_offset`]); None
@@ -513,6 +558,27 @@ mod tests {
                 // The text from that place begins with the value, and nothing else.
                 proptest::prop_assert_eq!(value_at(&text, place(&text, &path)), Some(value), "{}", path);
             }
+        }
+    }
+
+    #[test]
+    fn a_line_index_places_offsets_as_place_of_offset_does() {
+        let text = "ab\ncé\nxyz";
+        let sut = LineIndex::new(text);
+        let at = |line, column| Place { line, column };
+        assert_eq!(sut.locate(0), at(1, 1));
+        assert_eq!(sut.locate(2), at(1, 3));
+        assert_eq!(sut.locate(3), at(2, 1));
+        assert_eq!(sut.locate(6), at(2, 3));
+        assert_eq!(sut.locate(5), at(2, 2), "inside é: its start");
+        assert_eq!(sut.locate(99), at(3, 4));
+        assert_eq!(LineIndex::new("").locate(5), at(1, 1));
+        for offset in 0..=text.len() + 1 {
+            assert_eq!(
+                sut.locate(offset),
+                place_of_offset(text, offset),
+                "{offset}"
+            );
         }
     }
 }

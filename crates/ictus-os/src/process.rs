@@ -1,6 +1,8 @@
-//! Signals to another process by its id (std has no `kill`): what the shield uses to
-//! stop the watchdog process it started; whether a process is alive; and a child
-//! that dies with the thread that started it.
+//! A process's identity for the life of the machine ([`ProcessId`]: its pid and start
+//! time, so a reused pid is another process) and whether it is alive; signals to
+//! another process by its id (std has no `kill`): what the shield uses to stop the
+//! watchdog process it started; and a child that dies with the thread that started
+//! it.
 //!
 //! ```no_run
 //! use ictus_os::process::{SIGTERM, signal};
@@ -73,41 +75,105 @@ pub fn is_exec_format_error(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOEXEC)
 }
 
-/// Whether process `pid` exists and has not exited: `kill(pid, 0)` finds it
-/// (EPERM counts: it exists but is not ours to signal) and `/proc/PID/stat` does
-/// not show a zombie (an exited process its parent has not reaped yet). Allocates
-/// nothing, so a real-time thread may ask.
-pub fn is_alive(pid: u32) -> bool {
-    use std::io::{Read, Write};
-    let Ok(id) = i32::try_from(pid) else {
-        return false;
-    };
-    match signal(id, 0) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-        Err(_) => return false,
+/// A process, named for the life of the machine: its pid and its start time. A pid is
+/// reused once its process is gone; the pair never is. The one identity of a process
+/// in ictus: shared memory owners, journals and the executive's coordinator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProcessId {
+    /// Process id.
+    pub pid: u32,
+    /// Start time, in clock ticks after boot (field 22 of `/proc/<pid>/stat`).
+    pub start_time: u64,
+}
+
+impl ProcessId {
+    /// This process.
+    pub fn current() -> io::Result<ProcessId> {
+        ProcessId::of(std::process::id())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no start time"))
     }
-    let mut path = [0u8; 32];
-    let len = {
-        let mut cursor = &mut path[..];
-        if write!(cursor, "/proc/{pid}/stat").is_err() {
-            return true;
+
+    /// The process a kernel `pid_t` and a start time name (the shield's journal keeps
+    /// pids as the kernel's signed type). A pid of 0 or below names no one process,
+    /// so it is one that is never alive.
+    pub fn from_pid_t(pid: libc::pid_t, start_time: u64) -> ProcessId {
+        ProcessId {
+            pid: u32::try_from(pid)
+                .ok()
+                .filter(|&p| p > 0)
+                .unwrap_or(u32::MAX),
+            start_time,
         }
-        32 - cursor.len()
-    };
-    let path = std::path::Path::new(
-        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path[..len]),
-    );
-    let mut stat = [0u8; 512];
-    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut stat)) else {
-        // No /proc to ask: the signal's answer stands.
-        return true;
-    };
-    // The state is the first field after the command's closing parenthesis.
-    let text = &stat[..n];
-    match text.iter().rposition(|&b| b == b')') {
-        Some(i) => text.get(i + 2) != Some(&b'Z'),
-        None => true,
+    }
+
+    /// The running (not exited) process `pid`, if there is one.
+    pub fn of(pid: u32) -> Option<ProcessId> {
+        let stat = crate::procstat::TaskStat::read(&format!("/proc/{pid}/stat"))?;
+        (!stat.exited()).then_some(ProcessId {
+            pid,
+            start_time: stat.start_time,
+        })
+    }
+
+    /// Whether this very process still runs: `pid` exists (`kill(pid, 0)`; EPERM
+    /// counts: it exists but is not ours to signal), has not exited (a zombie its
+    /// parent has not reaped yet does not run) and started at `start_time` (not a
+    /// reused pid). Where there is no `/proc` to ask, the signal's answer stands.
+    /// Allocates nothing, so a real-time thread may ask.
+    pub fn is_alive(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(id) = i32::try_from(self.pid) else {
+            return false;
+        };
+        match signal(id, 0) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(_) => return false,
+        }
+        let mut path = [0u8; 32];
+        let len = {
+            let mut cursor = &mut path[..];
+            if write!(cursor, "/proc/{}/stat", self.pid).is_err() {
+                return true;
+            }
+            32 - cursor.len()
+        };
+        let path = std::path::Path::new(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path[..len]),
+        );
+        // A stat line is 52 numbers at most after a command of 15 bytes.
+        let mut stat = [0u8; 1536];
+        let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut stat)) else {
+            return true;
+        };
+        match crate::procstat::TaskStat::parse(&stat[..n]) {
+            Some(t) => !t.exited() && t.start_time == self.start_time,
+            None => true,
+        }
+    }
+
+    /// The pair as file names carry it: `PID-START` (see [`ProcessId::parse_key`]).
+    pub fn key(&self) -> String {
+        format!("{}-{}", self.pid, self.start_time)
+    }
+
+    /// Reads back a [`key`](ProcessId::key): `PID-START`, both decimal.
+    pub fn parse_key(key: &str) -> Option<ProcessId> {
+        let (pid, start_time) = key.split_once('-')?;
+        Some(ProcessId {
+            pid: pid.parse().ok()?,
+            start_time: start_time.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "process {} (started at tick {})",
+            self.pid, self.start_time
+        )
     }
 }
 
@@ -131,17 +197,52 @@ mod tests {
 
     #[test]
     fn is_alive_sees_a_live_process_and_not_a_zombie_or_a_reaped_one() {
-        assert!(is_alive(std::process::id()));
+        let me = ProcessId::current().unwrap();
+        assert_eq!(me.pid, std::process::id());
+        assert!(me.is_alive());
         let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
+        let sut = ProcessId::of(child.id());
         // Not reaped yet: a zombie once it has exited.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while is_alive(pid) && std::time::Instant::now() < until {
+        while sut.is_some_and(|p| p.is_alive()) && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        assert!(!is_alive(pid), "an exited, unreaped child is a zombie");
+        if let Some(sut) = sut {
+            assert!(!sut.is_alive(), "an exited, unreaped child is a zombie");
+            assert_eq!(ProcessId::of(sut.pid), None);
+        }
         child.wait().unwrap();
-        assert!(!is_alive(pid));
-        assert!(!is_alive(u32::MAX));
+        if let Some(sut) = sut {
+            assert!(!sut.is_alive());
+        }
+        let nobody = ProcessId {
+            pid: u32::MAX,
+            start_time: 1,
+        };
+        assert!(!nobody.is_alive());
+    }
+
+    #[test]
+    fn a_reused_pid_with_another_start_time_is_dead() {
+        let me = ProcessId::current().unwrap();
+        let impostor = ProcessId {
+            pid: me.pid,
+            start_time: me.start_time + 1,
+        };
+        assert!(!impostor.is_alive());
+    }
+
+    #[test]
+    fn a_key_reads_back_and_a_malformed_one_does_not() {
+        let sut = ProcessId {
+            pid: 42,
+            start_time: 7,
+        };
+        assert_eq!(sut.key(), "42-7");
+        assert_eq!(ProcessId::parse_key("42-7"), Some(sut));
+        for bad in ["", "42", "42-", "-7", "x-7", "42-7-1"] {
+            assert_eq!(ProcessId::parse_key(bad), None, "{bad}");
+        }
+        assert_eq!(sut.to_string(), "process 42 (started at tick 7)");
     }
 }

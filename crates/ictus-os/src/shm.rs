@@ -44,6 +44,11 @@
 //! assert!(Segment::open(&name).is_err());
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::ffi::CString;
 use std::fmt;
 use std::io;
@@ -52,6 +57,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::process::ProcessId;
 use thiserror::Error;
 
 /// Where Linux keeps POSIX shared memory objects.
@@ -150,55 +156,13 @@ pub enum ShmError {
     },
 }
 
-/// A process, named for the life of the machine: its pid and its start time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Owner {
-    /// Process id.
-    pub pid: u32,
-    /// Start time, in clock ticks after boot (field 22 of `/proc/<pid>/stat`).
-    pub start_time: u64,
-}
-
-impl Owner {
-    /// This process.
-    pub fn current() -> Result<Owner, ShmError> {
-        let pid = std::process::id();
-        Owner::of(pid).ok_or_else(|| ShmError::Os {
-            op: "reading the start time in",
-            path: format!("/proc/{pid}/stat"),
-            source: io::Error::new(io::ErrorKind::InvalidData, "no start time"),
-        })
-    }
-
-    /// The running (not zombie) process `pid`, if there is one.
-    pub fn of(pid: u32) -> Option<Owner> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (state, start_time) = parse_stat(&stat)?;
-        (state != 'Z' && state != 'X').then_some(Owner { pid, start_time })
-    }
-
-    /// Whether this very process is still running.
-    pub fn is_alive(&self) -> bool {
-        Owner::of(self.pid) == Some(*self)
-    }
-}
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "process {} (started at tick {})",
-            self.pid, self.start_time
-        )
-    }
-}
-
-/// The state (field 3) and start time (field 22) of a `/proc/<pid>/stat` line.
-///
-/// The command name (field 2) is in parentheses and may hold spaces and
-/// parentheses itself, so the fields are counted after the last `)`.
-pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
-    crate::procstat::TaskStat::parse(stat.as_bytes()).map(|t| (char::from(t.state), t.start_time))
+/// This process, as the owner of the segments it creates.
+fn current_owner() -> Result<ProcessId, ShmError> {
+    ProcessId::current().map_err(|source| ShmError::Os {
+        op: "reading the start time in",
+        path: format!("/proc/{}/stat", std::process::id()),
+        source,
+    })
 }
 
 /// Checks a logical name.
@@ -225,19 +189,19 @@ fn check_name(name: &str) -> Result<(), ShmError> {
 }
 
 /// The file name (in /dev/shm) of the segment `name` owned by `owner`.
-fn file_name(name: &str, owner: Owner) -> String {
-    format!("{PREFIX}{name}-{}-{}", owner.pid, owner.start_time)
+fn file_name(name: &str, owner: ProcessId) -> String {
+    format!("{PREFIX}{name}-{}", owner.key())
 }
 
 /// The logical name and owner encoded in a file name of /dev/shm, if it is
 /// an ictus segment's.
-pub fn parse_file_name(file: &str) -> Option<(&str, Owner)> {
+pub fn parse_file_name(file: &str) -> Option<(&str, ProcessId)> {
     let rest = file.strip_prefix(PREFIX)?;
     let mut parts = rest.rsplitn(3, '-');
     let start_time = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;
     let name = parts.next().filter(|n| !n.is_empty())?;
-    Some((name, Owner { pid, start_time }))
+    Some((name, ProcessId { pid, start_time }))
 }
 
 /// A segment found in /dev/shm.
@@ -246,7 +210,7 @@ pub struct Found {
     /// The logical name.
     pub name: String,
     /// Its owner, as its file name says.
-    pub owner: Owner,
+    pub owner: ProcessId,
     /// The file name in /dev/shm.
     pub file: String,
     /// Whether the owner is still running.
@@ -398,7 +362,7 @@ pub struct Segment {
     name: String,
     /// The file name in /dev/shm.
     file: String,
-    owner: Owner,
+    owner: ProcessId,
     /// Whether this mapping is the owner's (unlinks on drop).
     owned: bool,
     /// Stale segments `create` removed.
@@ -427,14 +391,14 @@ impl Segment {
         words32: usize,
         init: impl FnOnce(&[AtomicU64], &[AtomicU32]),
     ) -> Result<Segment, ShmError> {
-        Segment::create_as(name, Owner::current()?, words64, words32, init)
+        Segment::create_as(name, current_owner()?, words64, words32, init)
     }
 
     /// [`create`](Self::create) in the name of `owner` (tests fake dead owners
     /// with it).
     fn create_as(
         name: &str,
-        owner: Owner,
+        owner: ProcessId,
         words64: usize,
         words32: usize,
         init: impl FnOnce(&[AtomicU64], &[AtomicU32]),
@@ -636,7 +600,7 @@ impl Segment {
     }
 
     /// The process that created the segment.
-    pub fn owner(&self) -> Owner {
+    pub fn owner(&self) -> ProcessId {
         self.owner
     }
 
@@ -738,21 +702,8 @@ mod tests {
     }
 
     #[test]
-    fn a_stat_line_gives_state_and_start_time_even_with_odd_command_names() {
-        // A whole line, as the kernel writes it (52 fields).
-        let line = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 \
-                    1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 \
-                    0 0 0 0";
-        assert_eq!(parse_stat(line), Some(('S', 98765)));
-        assert_eq!(parse_stat("garbage"), None);
-        let me = Owner::current().unwrap();
-        assert_eq!(me.pid, std::process::id());
-        assert!(me.is_alive());
-    }
-
-    #[test]
     fn file_names_carry_name_pid_and_start_time() {
-        let owner = Owner {
+        let owner = ProcessId {
             pid: 42,
             start_time: 7,
         };
@@ -823,7 +774,7 @@ mod tests {
     #[test]
     fn a_segment_left_by_a_dead_owner_is_reclaimed_by_the_next_create() {
         let name = unique("stale");
-        let dead = Owner {
+        let dead = ProcessId {
             pid: 999_999,
             start_time: 1,
         };
@@ -845,7 +796,7 @@ mod tests {
     #[test]
     fn a_crashed_owner_is_reclaimed_by_reclaim_stale() {
         let name = unique("reclaim");
-        let dead = Owner {
+        let dead = ProcessId {
             pid: 999_998,
             start_time: 3,
         };
@@ -860,15 +811,5 @@ mod tests {
             [file_name(&name, dead)]
         );
         assert!(list(Some(&name)).unwrap().is_empty());
-    }
-
-    #[test]
-    fn a_reused_pid_with_another_start_time_is_dead() {
-        let me = Owner::current().unwrap();
-        let impostor = Owner {
-            pid: me.pid,
-            start_time: me.start_time + 1,
-        };
-        assert!(!impostor.is_alive());
     }
 }

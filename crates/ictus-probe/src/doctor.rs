@@ -328,15 +328,10 @@ fn check(
     }
 }
 
-/// `50 ms`, `1 s`, `2.50 ms`: whole units without decimals.
+/// `50 ms`, `1 s`, `2500 us`: whole units without decimals where they divide it
+/// (`2.50 ms` where none does).
 fn duration_text(d: Nanos) -> String {
-    let ns = d.as_u64();
-    for (size, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if ns >= size && ns.is_multiple_of(size) {
-            return format!("{} {unit}", ns / size);
-        }
-    }
-    d.to_string()
+    d.show(ictus_core::time::DurationStyle::Whole).to_string()
 }
 
 /// `32 KiB`, `8 MiB`, `1536 B`.
@@ -1035,12 +1030,7 @@ fn state_totals(idle: &CpuIdle) -> Vec<StateTotal> {
 
 /// `392863 times for 55.1 s`.
 fn usage_text(t: &StateTotal) -> String {
-    let secs = t.time.as_secs_f64();
-    let time = if secs >= 1.0 {
-        format!("{secs:.1} s")
-    } else {
-        format!("{:.1} ms", secs * 1e3)
-    };
+    let time = t.time.show(ictus_core::time::DurationStyle::Tenths);
     format!("{} times for {time}", t.usage)
 }
 
@@ -1180,7 +1170,7 @@ fn check_idle_states(f: &PlatformFacts) -> Check {
 
 /// An exit latency in microseconds, as the kernel declares it: `0 us`, `133 us`.
 fn duration_text_us(d: Nanos) -> String {
-    format!("{} us", d.as_u64() / 1_000)
+    d.show(ictus_core::time::DurationStyle::Micros).to_string()
 }
 
 fn steal_text(steal: Option<StealTime>) -> String {

@@ -20,7 +20,7 @@ use ictus_core::cpulist::MAX_CPU;
 use ictus_core::histogram::HIGHEST_NS;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
 use ictus_os::facts::{PreemptModel, Preemption};
-use ictus_os::fs::InputError;
+use ictus_os::fs::{InputError, InputKind};
 use ictus_os::json::{self, JsonError, JsonPath, Place};
 use ictus_os::sched::Policy;
 use serde::de::{self, Deserializer};
@@ -31,9 +31,6 @@ use thiserror::Error;
 use crate::provenance::Provenance;
 use crate::record::{LatencyResult, Obtained, RunRecord, ThreadConfig, ThreadResult, Warning};
 
-/// The largest cyclictest file read: 64 MiB (a histogram of a million buckets for
-/// each of 64 threads is under that).
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// The largest latency a bucket, `max` or `avg` may hold: one hour in microseconds,
 /// the top of ictus's histograms. Beyond it a value could only be clamped, a false
 /// figure.
@@ -92,7 +89,7 @@ pub enum ImportError {
 /// Reads a `cyclictest --json` file (run with `-h N`) as a timer record.
 pub fn cyclictest(path: &Path) -> Result<RunRecord, ImportError> {
     let name = path.display().to_string();
-    let text = ictus_os::fs::read_input(path, MAX_FILE_BYTES)?;
+    let text = ictus_os::fs::read_input(path, InputKind::Import.max_bytes())?;
     cyclictest_text(&text, &name)
 }
 

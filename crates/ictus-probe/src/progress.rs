@@ -11,6 +11,11 @@
 //! assert!(p.stop_requested());
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "counters read for a report: relaxed increments, read once the writers are done"
+)]
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -11,6 +11,11 @@
 //! assert_eq!(SCHEMA_VERSION, 1);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's counter that names temporary files"
+)]
+
 use std::collections::BTreeMap;
 
 use ictus_core::cpulist::MAX_CPU;
@@ -27,8 +32,6 @@ use crate::registry::{ProbeId, RUN_RECORD};
 pub const SCHEMA_NAME: &str = "ictus.run-record";
 /// The current schema version; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
-/// The largest record file read: 64 MiB.
-pub const MAX_RECORD_BYTES: u64 = 64 << 20;
 // From the registry, so a new probe is known to the records with no line here.
 macro_rules! known_probes {
     ($(($variant:ident, $module:ident, $name:literal)),* $(,)?) => {
@@ -357,7 +360,7 @@ impl RunRecord {
     /// Reads a record from a JSON file, refusing other schemas and versions with the
     /// file, line and column of what is wrong.
     pub fn load(path: &std::path::Path) -> Result<RunRecord, RecordError> {
-        let text = ictus_os::fs::read_input(path, MAX_RECORD_BYTES)?;
+        let text = ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Record.max_bytes())?;
         Self::from_json(&text, &path.display().to_string())
     }
 

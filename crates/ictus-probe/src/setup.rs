@@ -105,7 +105,7 @@ fn explain_by_default() -> bool {
 /// a chosen policy (each probe's error carries it as its `Setup` variant, with
 /// these messages).
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum PlacementError {
     /// A CPU that is not online.
     #[error("CPU {cpu} is not online (online CPUs: {online})")]
     CpuOffline {
@@ -129,18 +129,18 @@ pub enum SetupError {
 }
 
 /// Refuses the first of `cpus` that is not online, naming the CPUs that are.
-pub fn check_online(cpus: &[usize]) -> Result<(), SetupError> {
+pub fn check_online(cpus: &[usize]) -> Result<(), PlacementError> {
     let online = ictus_os::facts::online_cpus();
     match cpus.iter().find(|&&c| !online.contains(c)) {
-        Some(&cpu) => Err(SetupError::CpuOffline { cpu, online }),
+        Some(&cpu) => Err(PlacementError::CpuOffline { cpu, online }),
         None => Ok(()),
     }
 }
 
 /// [`check_online`], then refuses a policy the kernel can never accept.
-pub fn check_placement(cpus: &[usize], policy: Policy) -> Result<(), SetupError> {
+pub fn check_placement(cpus: &[usize], policy: Policy) -> Result<(), PlacementError> {
     check_online(cpus)?;
-    policy.check_range().map_err(SetupError::Policy)
+    policy.check_range().map_err(PlacementError::Policy)
 }
 
 /// Prepares the calling thread: pins it to `cpu` (if given), sets `policy`, prefaults

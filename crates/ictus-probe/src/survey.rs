@@ -4,6 +4,11 @@
 //! runner (each record written as it completes, the manifest after every step), and
 //! the verdict against the target loop.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -371,8 +376,8 @@ impl ShieldSplit {
 }
 
 /// Applies and undoes the shield for the survey's shielded configuration. The survey
-/// knows nothing of cpusets: the CLI implements this with `ictus-shield` (its journal,
-/// its exact reset).
+/// knows nothing of cpusets: the CLI implements this with `ictus-shield`'s
+/// `survey::SurveyShield` (its own journal, its exact reset).
 pub trait ShieldDriver: Send + Sync + std::fmt::Debug {
     /// Applies a shield whose RT CPUs are `split.rt` (the rest of the machine NRT) and
     /// lets this process place its threads on either side by affinity. `Err`: why not.
@@ -780,21 +785,10 @@ fn execute(
     argv: &[String],
     progress: &Progress,
 ) -> Result<RunRecord, String> {
-    let specs = load.specs(load_cpus);
-    let running = if specs.is_empty() {
-        None
-    } else {
-        Some(crate::load::start(&specs).map_err(|e| format!("starting the loads: {e}"))?)
-    };
-    let result = action
-        .run(argv.to_vec(), progress)
-        .map_err(|e| e.to_string());
-    let reports = running
-        .map(crate::load::RunningLoads::stop)
-        .unwrap_or_default();
-    let mut record = result?;
-    record.environment.loads = reports;
-    Ok(record)
+    crate::load::under_loads(&load.specs(load_cpus), || {
+        action.run(argv.to_vec(), progress)
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SurveyError> {

@@ -1,6 +1,11 @@
 //! The throughput probe's transfer loops allocate nothing: a counting global
 //! allocator watches both threads while messages move.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use ictus_core::alloc_count::{self, Counting};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};

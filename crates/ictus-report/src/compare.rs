@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::format;
 use crate::markdown::{front, md_table};
+use crate::probes::{self, ProbeReport};
 use crate::results::Results;
 use crate::tables::{self, Grid, Table};
 
@@ -106,10 +107,10 @@ fn settings_note(runs: &[Results]) -> Option<String> {
                 .runs
                 .iter()
                 .filter(|run| {
-                    matches!(
-                        run.record.probe.as_str(),
-                        "timer" | "loop" | "jitter" | "pingpong" | "rendezvous"
-                    )
+                    run.record
+                        .probe
+                        .parse()
+                        .is_ok_and(|id| probes::of(id).latency)
                 })
                 .map(|run| {
                     run.record
@@ -254,8 +255,8 @@ fn side(tables: &[&Table], reference: usize) -> Side {
     if thin_ratio {
         s.notes.push(THIN_COMPARE_NOTE.to_string());
     }
-    if s.id == "compute" {
-        s.notes.push("Time reduction against the reference, as seed 000 Table 7 gives it: 1 − the ratio of the time per step.".to_string());
+    if let Some(note) = ProbeReport::of_table(s.id).and_then(|p| p.compare_note) {
+        s.notes.push(note.to_string());
     }
     s
 }

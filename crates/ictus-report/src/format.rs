@@ -1,32 +1,12 @@
 //! Numbers with units and sensible precision.
 
 /// Three significant digits, no exponent: `8.30`, `18.2`, `130`, `1055`.
-pub(crate) fn sig3(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || a == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
+pub(crate) use ictus_core::time::sig3;
 
 /// A time in nanoseconds with a unit chosen by magnitude: `812 ns`, `12.3 µs`,
-/// `1.66 ms`, `2.35 s`.
+/// `1.66 ms`, `2.35 s` ([`DurationStyle::Significant`](ictus_core::time::DurationStyle)).
 pub(crate) fn ns(v: f64) -> String {
-    let a = v.abs();
-    if a < 1e3 {
-        format!("{} ns", sig3(v))
-    } else if a < 1e6 {
-        format!("{} µs", sig3(v / 1e3))
-    } else if a < 1e9 {
-        format!("{} ms", sig3(v / 1e6))
-    } else {
-        format!("{} s", sig3(v / 1e9))
-    }
+    ictus_core::time::format_ns(v, ictus_core::time::DurationStyle::Significant).to_string()
 }
 
 /// Bytes as sizes are written: `44 B`, `4 KiB`, `1.5 MiB`.

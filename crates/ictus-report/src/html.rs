@@ -3,21 +3,12 @@
 
 use std::fmt::Write as _;
 
-use ictus_core::histogram::HistogramData;
-use ictus_probe::view::compute::{MODEL_SIZE, Step};
-use ictus_probe::view::jitter::SlowRun;
-use ictus_probe::view::r#loop::Trial;
-use ictus_probe::view::memlat::{Access, CHASE};
-use ictus_probe::view::pingpong::Handoff;
-
 use crate::compare::{Comparison, RUNS_HEADER};
-use crate::format;
 use crate::markdown::{capitalise, front, warning_list};
-use crate::plots::{self, Axes};
-use crate::results::{
-    Results, Run, STEP_HEADER, WHY_HEADER, WHY_NOTE, class_name, load_name, step_rows, why_rows,
-};
-use crate::tables::{self, Table, caches, rate_point};
+use crate::plots::Plot;
+use crate::probes::ProbeReport;
+use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, step_rows, why_rows};
+use crate::tables::{self, Table};
 
 /// Escapes text for HTML.
 pub(crate) fn escape(s: &str) -> String {
@@ -200,251 +191,22 @@ pub fn html(r: &Results) -> String {
     page(&front(r).title, &out)
 }
 
-fn merged(run: &Run) -> Option<&HistogramData> {
-    run.record
-        .merged
-        .as_ref()
-        .map(|l| &l.histogram)
-        .filter(|h| !h.buckets.is_empty())
+/// The plots of a probe's section, as figures and notes.
+fn plot_list(out: &mut String, list: Vec<Plot>) {
+    for p in list {
+        match p {
+            Plot::Figure { svg, caption } => figure(out, svg, &caption),
+            Plot::Note(text) => {
+                let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&text));
+            }
+        }
+    }
 }
 
-/// The plots under the table `id`.
+/// The plots under the table `id`: its probe's, or none.
 fn plots_for(out: &mut String, r: &Results, id: &str) {
-    match id {
-        "timer" => timer_plots(out, r),
-        "jitter" => jitter_plots(out, r),
-        "memlat" => memlat_plots(out, r),
-        "compute" => compute_plots(out, r),
-        "pingpong" => pingpong_plots(out, r),
-        "throughput" => throughput_plots(out, r),
-        "loop" => loop_plots(out, r),
-        _ => {}
-    }
-}
-
-/// The wake-up latency tails of every configuration, then each one's histogram.
-fn timer_plots(out: &mut String, r: &Results) {
-    let mut runs: Vec<&Run> = r.of("timer").collect();
-    runs.sort_by_key(|x| x.config());
-    let series: Vec<(String, &HistogramData)> = runs
-        .iter()
-        .filter_map(|x| Some((x.config().to_string(), merged(x)?)))
-        .collect();
-    figure(
-        out,
-        plots::exceedance("Wake-up latency tails", &series),
-        "Share of wake-ups at least this late, per configuration (log-log): the right end of each line is the max, each decade down is one more nine.",
-    );
-    for run in runs {
-        if let Some(h) = merged(run) {
-            figure(
-                out,
-                plots::histogram(&format!("Wake-up latency: {}", run.config()), h, None),
-                &format!("Histogram of `{}` (log-log, 40 bins a decade).", run.id),
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "<p class=\"note\">A timeline of wake-up latency needs the raw samples, which the records do not carry yet; the execution-time timeline under the next table shows when slow runs happened.</p>"
-    );
-}
-
-/// The slow runs of every configuration over time, or a note that there were none.
-fn jitter_plots(out: &mut String, r: &Results) {
-    let mut series = Vec::new();
-    for run in r.of("jitter") {
-        let points: Vec<(f64, f64)> = run
-            .record
-            .measurements
-            .iter()
-            .filter_map(|m| m.read::<SlowRun>())
-            .map(|p| (p.labels.at_ns as f64 / 1e9, p.metrics.duration_ns))
-            .collect();
-        if !points.is_empty() {
-            series.push((run.config().to_string(), points));
-        }
-    }
-    match plots::timeline("Slow runs over time", &series) {
-        Some(svg) => figure(
-            out,
-            Some(svg),
-            "Every run that took more than twice Tmin, at the time it started. A regular pattern with a 1 s period is real-time throttling (95 % of each second by default); on a VM, steal time.",
-        ),
-        None => {
-            let _ = writeln!(
-                out,
-                "<p class=\"note\">No run took more than twice Tmin: no slow-run timeline to plot.</p>"
-            );
-        }
-    }
-}
-
-/// Per memlat run: the time per access against the working set, one curve per
-/// access pattern, the cache sizes marked.
-fn memlat_plots(out: &mut String, r: &Results) {
-    for run in r.of("memlat") {
-        let marks: Vec<(f64, String)> = caches(run)
-            .into_iter()
-            .map(|(n, s)| (s as f64, format!("{n} {}", format::bytes(s as f64))))
-            .collect();
-        let axes = Axes {
-            x_desc: "working set",
-            y_desc: "time per access",
-            x_fmt: &plots::tick_bytes,
-            y_fmt: &plots::tick_ns,
-            x_bytes: true,
-        };
-        figure(
-            out,
-            plots::curves(
-                "Memory latency by working set",
-                &axes,
-                &memlat_series(run),
-                &marks,
-            ),
-            "Time per access against the working set (log-log); vertical lines are the cache sizes the kernel reports. The random chase steps up at each level.",
-        );
-    }
-}
-
-/// One curve per access pattern of a memlat run (single-threaded measurements only):
-/// (working set in bytes, ns per access).
-fn memlat_series(run: &Run) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for m in &run.record.measurements {
-        let Some(a) = Access::read(m).filter(|a| a.labels.threads == 1) else {
-            continue;
-        };
-        let name = if m.name == CHASE {
-            "random chase".to_string()
-        } else {
-            format!(
-                "{}, space {} B",
-                m.name.trim_start_matches("strided-"),
-                a.labels.stride_bytes.unwrap_or(0)
-            )
-        };
-        let (ws, v) = (a.labels.working_set_bytes as f64, a.ns);
-        match series.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, p)) => p.push((ws, v)),
-            None => series.push((name, vec![(ws, v)])),
-        }
-    }
-    series
-}
-
-/// Per compute run: the time per module and step against the model's size.
-fn compute_plots(out: &mut String, r: &Results) {
-    for run in r.of("compute") {
-        let points: Vec<(f64, f64)> = run
-            .record
-            .measurements
-            .iter()
-            .filter(|m| m.name == MODEL_SIZE)
-            .filter_map(|m| m.read::<Step>())
-            .map(|p| (p.labels.modules as f64, p.metrics.ns_per_module_step))
-            .collect();
-        let axes = Axes {
-            x_desc: "model size (modules)",
-            y_desc: "time per module and step",
-            x_fmt: &|v| format::count(*v as u64),
-            y_fmt: &plots::tick_ns,
-            x_bytes: false,
-        };
-        figure(
-            out,
-            plots::curves(
-                "Computing cost by model size",
-                &axes,
-                &[("one thread".to_string(), points)],
-                &[],
-            ),
-            "Time per module and step as the model grows: flat while it fits in cache.",
-        );
-    }
-}
-
-/// The hand-off time tails of every configuration, load and placement.
-fn pingpong_plots(out: &mut String, r: &Results) {
-    let mut series = Vec::new();
-    let mut runs: Vec<&Run> = r.of("pingpong").collect();
-    runs.sort_by_key(|x| x.config());
-    for run in runs {
-        for m in &run.record.measurements {
-            if let (Some(p), Some(l)) = (m.read::<Handoff>(), &m.latency) {
-                let load = if p.labels.cpu_load {
-                    "cpu load".to_string()
-                } else {
-                    load_name(&run.load)
-                };
-                series.push((
-                    format!("{}, {load}, {}", class_name(run.class), p.labels.placement),
-                    &l.histogram,
-                ));
-            }
-        }
-    }
-    figure(
-        out,
-        plots::exceedance("Hand-off time tails", &series),
-        "Share of hand-offs taking at least this long, per configuration, load and placement (log-log).",
-    );
-}
-
-/// The payload throughput against its size, one curve per transport and placement
-/// and one for memcpy.
-fn throughput_plots(out: &mut String, r: &Results) {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for run in r.of("throughput") {
-        for m in &run.record.measurements {
-            let Some((name, size, rate)) = rate_point(m) else {
-                continue;
-            };
-            let size = size as f64;
-            match series.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, p)) => p.push((size, rate / 1e6)),
-                None => series.push((name, vec![(size, rate / 1e6)])),
-            }
-        }
-    }
-    let axes = Axes {
-        x_desc: "payload",
-        y_desc: "MB/s",
-        x_fmt: &plots::tick_bytes,
-        y_fmt: &plots::tick_num,
-        x_bytes: true,
-    };
-    figure(
-        out,
-        plots::curves("Throughput by payload", &axes, &series, &[]),
-        "Payload throughput against payload size (log-log), as seed 004's Figures 6 and 7.",
-    );
-}
-
-/// Per loop run: the step completion histogram, the period of the fastest trial held
-/// without a miss marked.
-fn loop_plots(out: &mut String, r: &Results) {
-    for run in r.of("loop") {
-        let period = run
-            .record
-            .measurements
-            .iter()
-            .filter_map(|m| m.read::<Trial>())
-            .filter(|t| t.metrics.held())
-            .map(|t| t.labels.period_ns as f64)
-            .fold(f64::INFINITY, f64::min);
-        if let Some(h) = merged(run) {
-            figure(
-                out,
-                plots::histogram(
-                    "Loop step completion",
-                    h,
-                    period.is_finite().then_some((period, "period")),
-                ),
-                "Step completion (deadline to the end of the output phase) in the fastest trial held without a miss (the first trial when none held); the red line is that trial's period. The gap between them is the slack.",
-            );
-        }
+    if let Some(p) = ProbeReport::of_table(id) {
+        plot_list(out, (p.plots)(r));
     }
 }
 
@@ -527,29 +289,11 @@ pub fn compare_html(runs: &[Results], reference: usize) -> String {
             }
             out.push_str("</ul>\n");
         }
-        if s.id == "timer" {
+        if let Some(list) =
+            ProbeReport::of_table(s.id).and_then(|p| (p.compare_plots)(runs, headers))
+        {
             out.push_str("<div class=\"plots\">\n");
-            let mut configs: Vec<_> = runs
-                .iter()
-                .flat_map(|r| r.of("timer").map(|x| x.config()))
-                .collect();
-            configs.sort();
-            configs.dedup();
-            for c in configs {
-                let series: Vec<(String, &HistogramData)> = runs
-                    .iter()
-                    .zip(headers)
-                    .filter_map(|(r, h)| {
-                        let run = r.of("timer").find(|x| x.config() == c)?;
-                        Some((h.clone(), merged(run)?))
-                    })
-                    .collect();
-                figure(
-                    &mut out,
-                    plots::exceedance(&format!("Wake-up latency tails: {c}"), &series),
-                    "Share of wake-ups at least this late, one line per run (log-log).",
-                );
-            }
+            plot_list(&mut out, list);
             out.push_str("</div>\n");
         }
     }

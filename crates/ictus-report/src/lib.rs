@@ -1,6 +1,11 @@
 //! Reports of ictus results: the seeds' tables reproduced for one machine, in
-//! Markdown and in a self-contained HTML page with plots, and several runs compared
-//! side by side.
+//! Markdown and in a self-contained HTML page with plots, several runs compared
+//! side by side, and one record's human view on a terminal.
+//!
+//! The report is organised by probe: [`probes`] holds one file per probe with all
+//! the report says about it (terminal view, seed tables, plots, compare rules); the
+//! backends ([`terminal`], [`mod@markdown`], [`mod@html`], [`mod@compare`]) lay that out and name
+//! no probe.
 //!
 //! A results directory (what `ictus survey` writes) holds one record per step, the
 //! survey's manifest (`survey.json`) and the platform audit (`doctor.json`); a single
@@ -23,9 +28,11 @@ mod format;
 pub mod html;
 pub mod markdown;
 mod plots;
+pub mod probes;
 pub mod results;
 pub mod scenario;
 pub mod tables;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 

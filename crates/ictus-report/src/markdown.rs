@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use ictus_os::provenance::Provenance;
 
 use crate::format;
+use crate::probes::ProbeReport;
 use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, short_time, step_rows, why_rows};
 use crate::tables::{self, Table};
 
@@ -72,20 +73,24 @@ pub(crate) fn front(r: &Results) -> Front {
             e.extend(v.sound_line.clone());
             (v.line.clone(), e)
         }
-        None => match r.of("loop").find_map(|x| x.record.headline.clone()) {
-            Some(h) => (
-                format!("No survey verdict here; the loop probe found: {h}."),
-                Vec::new(),
-            ),
-            None if r.manifest.is_some() => (
-                "No verdict: the survey stopped before the loop probe ran.".to_string(),
-                Vec::new(),
-            ),
-            None => (
-                "No verdict: these results have no loop record.".to_string(),
-                Vec::new(),
-            ),
-        },
+        // No survey: the probe whose headline is a verdict (the loop's) speaks.
+        None => {
+            let probe = ProbeReport::verdict_probe();
+            match r.of(probe).find_map(|x| x.record.headline.clone()) {
+                Some(h) => (
+                    format!("No survey verdict here; the {probe} probe found: {h}."),
+                    Vec::new(),
+                ),
+                None if r.manifest.is_some() => (
+                    format!("No verdict: the survey stopped before the {probe} probe ran."),
+                    Vec::new(),
+                ),
+                None => (
+                    format!("No verdict: these results have no {probe} record."),
+                    Vec::new(),
+                ),
+            }
+        }
     };
     let audit = r.audit.as_ref().map(|a| {
         let mut s = format!("Platform audit: {}", a.verdict.summary);

@@ -15,22 +15,21 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ictus_os::fs::InputKind;
 use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
 use ictus_probe::load::LoadKind;
-use ictus_probe::pingpong;
 use ictus_probe::provenance::Provenance;
 use ictus_probe::record::RunRecord;
+use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{
     Class, DOCTOR_FILE, LoadCase, MANIFEST_FILE, MANIFEST_SCHEMA, MANIFEST_VERSION, Manifest, Step,
     StepStatus,
 };
 
 use crate::ReportError;
-
-/// The largest `survey.json` or `doctor.json` read: 64 MiB.
-pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+use crate::probes;
 
 /// Everything one survey (or one record) holds, ready to render.
 #[derive(Clone, Debug)]
@@ -119,12 +118,12 @@ impl Results {
     }
 
     /// The records of one probe.
-    pub fn of<'a>(&'a self, probe: &'a str) -> impl Iterator<Item = &'a Run> + 'a {
+    pub fn of(&self, probe: ProbeId) -> impl Iterator<Item = &Run> + '_ {
         self.runs.iter().filter(move |r| r.record.probe == probe)
     }
 
     /// The manifest's steps of one probe that have no record here, with why.
-    pub fn missing<'a>(&'a self, probe: &'a str) -> Vec<(Config, String)> {
+    pub fn missing(&self, probe: ProbeId) -> Vec<(Config, String)> {
         let Some(m) = &self.manifest else {
             return Vec::new();
         };
@@ -281,13 +280,14 @@ fn load_of(r: &RunRecord) -> LoadCase {
     let mut kinds: Vec<LoadKind> = r.environment.loads.iter().map(|l| l.kind).collect();
     kinds.sort();
     kinds.dedup();
-    // Only pingpong loads the CPUs it measures itself.
-    let cpu_load = r
-        .parameters_as::<pingpong::ParamsRecord>()
-        .is_some_and(|p| p.cpu_load);
+    // A probe may load the CPUs it measures itself (pingpong's --cpu-load).
+    let own = r
+        .probe
+        .parse()
+        .ok()
+        .and_then(|id| (probes::of(id).own_load)(r));
     match kinds.as_slice() {
-        [] if cpu_load => LoadCase::One(LoadKind::Cpu),
-        [] => LoadCase::Idle,
+        [] => own.map_or(LoadCase::Idle, LoadCase::One),
         [k] => LoadCase::One(*k),
         _ => LoadCase::All,
     }
@@ -295,7 +295,7 @@ fn load_of(r: &RunRecord) -> LoadCase {
 
 fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
     let name = path.display().to_string();
-    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
+    let text = ictus_os::fs::read_input(path, InputKind::Manifest.max_bytes())?;
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", MANIFEST_SCHEMA)?;
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
@@ -364,7 +364,7 @@ pub(crate) fn check_schema(
 }
 
 fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
-    let text = ictus_os::fs::read_input(path, MAX_MANIFEST_BYTES)?;
+    let text = ictus_os::fs::read_input(path, InputKind::Manifest.max_bytes())?;
     parse_json(&text, &path.display().to_string())
 }
 

@@ -108,7 +108,7 @@ fn cpu_list(r: &ScenarioResult) -> Vec<usize> {
 pub fn read_result(path: &Path) -> Result<ScenarioResult, ReportError> {
     let name = path.display().to_string();
     // Refuses a FIFO, a device, a directory or an absurd size without blocking.
-    let text = ictus_os::fs::read_input(path, crate::results::MAX_MANIFEST_BYTES)?;
+    let text = ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Manifest.max_bytes())?;
     let value: serde_json::Value = parse_json(&text, &name)?;
     check_schema(&text, &name, &value, "schema", RESULT_SCHEMA)?;
     let version = value["version"].as_u64().unwrap_or(0);

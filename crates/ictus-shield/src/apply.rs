@@ -557,9 +557,10 @@ pub fn reset(journal_path: &Path) -> Result<ResetOutcome, ShieldError> {
 /// restored the throttle by then. Only the process with the journaled start time is
 /// signalled, never a reused pid.
 fn stop_watchdog(pid: i32, start_time: u64, out: &mut ResetOutcome) {
+    let watchdog = ictus_os::process::ProcessId::from_pid_t(pid, start_time);
     let gone_within = |limit: Duration| {
         let begin = std::time::Instant::now();
-        while snapshot::process_alive(pid, start_time) {
+        while watchdog.is_alive() {
             if begin.elapsed() > limit {
                 return false;
             }
@@ -567,7 +568,7 @@ fn stop_watchdog(pid: i32, start_time: u64, out: &mut ResetOutcome) {
         }
         true
     };
-    if !snapshot::process_alive(pid, start_time) {
+    if !watchdog.is_alive() {
         out.vanished += 1;
         return;
     }

@@ -161,29 +161,28 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Entry>, ShieldError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| ShieldError::BadJournal {
-                path: path.to_path_buf(),
-                line: i + 1,
-                column: e.column().max(1),
-                what: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
+            serde_json::from_str(line).map_err(|e| {
+                ShieldError::BadJournal(ictus_os::fs::Located {
+                    file: path.display().to_string(),
+                    place: ictus_os::json::Place {
+                        line: i + 1,
+                        column: e.column().max(1),
+                    },
+                    what: format!(
+                        "not a shield journal entry: {}",
+                        e.to_string().split(" at line ").next().unwrap_or("")
+                    ),
+                })
             })
         })
         .collect()
 }
 
-/// The largest journal read: one line per change, a few thousand lines at most.
-pub const MAX_JOURNAL_BYTES: u64 = 16 << 20;
-
 /// Reads the journal; `None` when there is none (no shield applied). A FIFO, a
 /// device or a directory in its place is refused without blocking, as is a file
-/// over [`MAX_JOURNAL_BYTES`] or one that is not UTF-8 (with its line and column).
+/// over [`InputKind::Journal`](ictus_os::fs::InputKind::Journal)'s limit or one that is not UTF-8 (with its line and column).
 pub fn read(path: &Path) -> Result<Option<Vec<Entry>>, ShieldError> {
-    match ictus_os::fs::read_input(path, MAX_JOURNAL_BYTES) {
+    match ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Journal.max_bytes()) {
         Ok(text) => parse(path, &text).map(Some),
         Err(ictus_os::fs::InputError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
@@ -262,6 +261,6 @@ mod tests {
     #[test]
     fn a_bad_complete_line_names_its_line() {
         let sut = parse(Path::new("j"), "{}\n");
-        assert!(matches!(sut, Err(ShieldError::BadJournal { line: 1, .. })));
+        assert!(matches!(&sut, Err(ShieldError::BadJournal(l)) if l.place.line == 1));
     }
 }

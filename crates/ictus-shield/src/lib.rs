@@ -33,6 +33,7 @@ pub mod plan;
 pub mod scenario;
 pub mod snapshot;
 pub mod status;
+pub mod survey;
 pub mod watchdog;
 
 use std::path::PathBuf;
@@ -108,17 +109,8 @@ pub enum ShieldError {
     #[error(transparent)]
     JournalInput(ictus_os::fs::InputError),
     /// The journal holds a line that is not an entry (and not a torn last line).
-    #[error("{}:{line}:{column}: not a shield journal entry: {what}", path.display())]
-    BadJournal {
-        /// The journal file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// 1-based column in that line.
-        column: usize,
-        /// What was wrong.
-        what: String,
-    },
+    #[error(transparent)]
+    BadJournal(ictus_os::fs::Located<String>),
     /// A change the shield needs was refused.
     #[error("writing {value:?} to {path}: {source}")]
     Write {

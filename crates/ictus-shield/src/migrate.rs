@@ -22,9 +22,9 @@
 //! ```no_run
 //! use ictus_core::CpuSet;
 //! use ictus_shield::migrate::{Migrator, Return};
-//! use ictus_shield::partition::Partition;
+//! use ictus_shield::partition;
 //! let online: CpuSet = "0-3".parse().unwrap();
-//! let mut m = Migrator::new(Partition::new("2-3".parse().unwrap(), &online).unwrap(), Return::Restore);
+//! let mut m = Migrator::new(partition::logical("2-3".parse().unwrap(), &online).unwrap(), Return::Restore);
 //! {
 //!     let _section = m.section();
 //!     // write a file, take a lock shared with NRT tasks, ...
@@ -339,7 +339,7 @@ mod tests {
             return None;
         }
         let rt_cpu = *online.cpus().last().unwrap();
-        let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+        let partition = crate::partition::logical(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
         Some((rt_cpu, partition))
     }
 
@@ -404,7 +404,7 @@ mod tests {
         let online = facts::online_cpus();
         let partition = match online.cpus().last() {
             Some(&last) if online.len() >= 2 => {
-                Partition::new(CpuSet::from_cpus([last]), &online).unwrap()
+                crate::partition::logical(CpuSet::from_cpus([last]), &online).unwrap()
             }
             _ => return,
         };
@@ -431,7 +431,7 @@ mod tests {
             return;
         }
         let rt_cpu = *online.cpus().last().unwrap();
-        let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+        let partition = crate::partition::logical(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
         let (aff, stats) = std::thread::spawn(move || {
             sched::set_affinity(&CpuSet::from_cpus([rt_cpu])).unwrap();
             let mut m = Migrator::new(partition, Return::Never);

@@ -15,10 +15,9 @@ use crate::snapshot::{
     resume_qos_path,
 };
 
-/// The shield's cpuset groups, under the cpuset root.
-pub const RT_GROUP: &str = "ictus-rt";
-/// The group every movable thread goes to (cgroup v1).
-pub const NRT_GROUP: &str = "ictus-nrt";
+/// The shield's cpuset groups, under the cpuset root: named in `ictus-class`, where a
+/// task class joins them.
+pub use ictus_class::partition::{NRT_GROUP, RT_GROUP};
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]

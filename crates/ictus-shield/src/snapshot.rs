@@ -116,41 +116,6 @@ pub struct CpuResumeQos {
     pub writable: bool,
 }
 
-/// What a CPU's resume latency QoS text means (Linux 4.16 and later, where `n/a`
-/// exists). The cpuidle governors take the smaller of it and the global CPU latency
-/// QoS (`/dev/cpu_dma_latency`) as the longest exit latency an idle state may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResumeLatency {
-    /// `0`: no constraint; the governor may pick any idle state.
-    Any,
-    /// `n/a`: no resume latency accepted at all; only idle states without an exit
-    /// latency (polling).
-    NoneAccepted,
-    /// Idle states whose exit latency is at most this many microseconds.
-    AtMostUs(u32),
-}
-
-impl ResumeLatency {
-    /// Reads the file's text; `None` for anything else.
-    pub fn parse(text: &str) -> Option<ResumeLatency> {
-        match text.trim() {
-            "n/a" => Some(ResumeLatency::NoneAccepted),
-            "0" => Some(ResumeLatency::Any),
-            t => t.parse().ok().map(ResumeLatency::AtMostUs),
-        }
-    }
-}
-
-impl std::fmt::Display for ResumeLatency {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ResumeLatency::Any => f.write_str("no constraint"),
-            ResumeLatency::NoneAccepted => f.write_str("no idle state with an exit latency"),
-            ResumeLatency::AtMostUs(us) => write!(f, "idle states that exit within {us} us"),
-        }
-    }
-}
-
 /// The workqueue cpumask file.
 pub const WORKQUEUE_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 /// The default IRQ affinity file.
@@ -255,19 +220,6 @@ pub fn cpuset_root() -> Option<CpusetRoot> {
 /// spaces and parentheses, so fields are counted after the last `)`.
 pub fn parse_stat(stat: &str) -> Option<(u64, u64, Option<usize>)> {
     TaskStat::parse(stat.as_bytes()).map(|t| (t.start_time, t.flags, Some(t.processor)))
-}
-
-/// Whether process `pid` still runs and is the one that started at `start_time` (not a
-/// reused id). A zombie (exited, not yet reaped) does not run.
-pub fn process_alive(pid: i32, start_time: u64) -> bool {
-    TaskStat::read(&format!("/proc/{pid}/stat"))
-        .is_some_and(|t| !t.exited() && t.start_time == start_time)
-}
-
-/// The start time of process `pid` (`/proc/<pid>/stat` field 22), while it exists.
-pub fn process_start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat).map(|(start, _, _)| start)
 }
 
 /// Reads one thread; `None` when it vanished or has exited (a zombie not yet reaped:
@@ -466,14 +418,6 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
-        let pid = std::process::id() as i32;
-        let start = process_start_time(pid).unwrap();
-        assert!(process_alive(pid, start));
-        assert!(!process_alive(pid, start + 1));
-    }
-
-    #[test]
     fn a_resume_qos_path_names_its_cpu_and_no_other_file_does() {
         assert_eq!(resume_qos_cpu(&resume_qos_path(12)), Some(12));
         for other in [
@@ -484,20 +428,6 @@ mod tests {
         ] {
             assert_eq!(resume_qos_cpu(Path::new(other)), None, "{other}");
         }
-    }
-
-    #[test]
-    fn resume_latency_text_reads_as_the_kernel_means_it() {
-        assert_eq!(ResumeLatency::parse("0"), Some(ResumeLatency::Any));
-        assert_eq!(
-            ResumeLatency::parse(RESUME_QOS_HELD),
-            Some(ResumeLatency::NoneAccepted)
-        );
-        assert_eq!(
-            ResumeLatency::parse("20\n"),
-            Some(ResumeLatency::AtMostUs(20))
-        );
-        assert_eq!(ResumeLatency::parse("-1"), None);
     }
 
     #[test]

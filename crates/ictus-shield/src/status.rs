@@ -7,10 +7,14 @@ use std::time::Duration;
 use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
+use ictus_os::process::ProcessId;
+
 use crate::ShieldError;
 use crate::journal::{self, Entry};
 use crate::plan::RT_GROUP;
-use crate::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, ResumeLatency};
+use ictus_os::facts::ResumeLatency;
+
+use crate::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME};
 use crate::watchdog::{self, Demotion, LogEvent};
 
 /// A thread that may run on an RT CPU.
@@ -174,7 +178,7 @@ fn watchdog_status(entries: &[Entry]) -> Option<WatchdogStatus> {
     })?;
     let mut out = WatchdogStatus {
         pid,
-        running: snapshot::process_alive(pid, start_time),
+        running: ProcessId::from_pid_t(pid, start_time).is_alive(),
         limit_ms,
         watched_cpus: None,
         policy: None,

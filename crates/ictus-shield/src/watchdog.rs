@@ -790,7 +790,7 @@ pub fn spawn_pending(program: &Path, args: &[String], log: &Path) -> io::Result<
         return Err(io::Error::other("no handshake pipes"));
     };
     let pid = child.id() as i32;
-    let start_time = snapshot::process_start_time(pid);
+    let start_time = ictus_os::process::ProcessId::of(child.id()).map(|p| p.start_time);
     let reaper = std::thread::Builder::new()
         .name("ictus-watchdog-reaper".into())
         .spawn(move || {

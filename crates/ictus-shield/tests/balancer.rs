@@ -5,6 +5,11 @@
 //! assertion that needs FIFO) that runs one section in `Return::Stay` mode, and one
 //! normal thread that exits early are registered; the balancer runs a few hundred ms.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's flags between its threads"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -16,7 +21,7 @@ use ictus_os::sched::{self, Policy};
 use ictus_os::{affinity_of, facts};
 use ictus_shield::balancer::{Balancer, Config, Role};
 use ictus_shield::migrate::{Migrator, Return};
-use ictus_shield::partition::Partition;
+use ictus_shield::partition;
 
 /// Spins until `stop`, with short sleeps so that the machine stays usable.
 fn spin_until(stop: &AtomicBool) {
@@ -40,7 +45,7 @@ fn the_balancer_places_real_threads_inside_their_allowed_cpus_and_gives_them_bac
         // One CPU: no partition to balance over.
         return;
     }
-    let partition = Partition::new(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
+    let partition = partition::logical(CpuSet::from_cpus([rt_cpu]), &online).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut balancer = Balancer::new(partition.clone(), Config::default());
     let mut threads: Vec<JoinHandle<()>> = Vec::new();

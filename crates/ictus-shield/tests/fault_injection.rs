@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ictus_os::process::ProcessId;
 use ictus_shield::apply::{apply_stopping_after, machine_shortfall};
 use ictus_shield::journal;
 use ictus_shield::plan::Step;
@@ -113,7 +114,7 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         assert!(applied.resume_qos_held.contains(last));
     }
     let watchdog = applied.watchdog.clone().expect("a watchdog was started");
-    assert!(snapshot::process_alive(watchdog.pid, watchdog.start_time));
+    assert!(ProcessId::from_pid_t(watchdog.pid, watchdog.start_time).is_alive());
     assert_eq!(
         journaled_watchdog(&journal),
         Some((watchdog.pid, watchdog.start_time))
@@ -131,7 +132,7 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         "a second reset does nothing"
     );
     assert_eq!(differences(&before, &state()), Vec::<String>::new());
-    assert!(!snapshot::process_alive(watchdog.pid, watchdog.start_time));
+    assert!(!ProcessId::from_pid_t(watchdog.pid, watchdog.start_time).is_alive());
 
     let points = 2 * applied.plan.steps.len() + 1;
     for stop_at in 0..points {
@@ -148,7 +149,7 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         assert!(diff.is_empty(), "stopped at {stop_at}: {diff:#?}");
         if let Some((pid, start_time)) = started {
             assert!(
-                !snapshot::process_alive(pid, start_time),
+                !ProcessId::from_pid_t(pid, start_time).is_alive(),
                 "stopped at {stop_at}: the watchdog {pid} survived reset"
             );
         }

@@ -42,6 +42,10 @@
 //! eprintln!("live page: {}", ui.url());
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the server's stop flag and connection count: one word each, no protocol"
+)]
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, VecDeque};

@@ -43,6 +43,7 @@
 //! - [`shield`]: task classes (RT0, RT1+, normal), the shield (the RT/NRT partition
 //!   and its exact reset), the balancer, scenarios;
 //! - [`probe`]: the probes, the loads, the audit and the result record;
+//! - [`run_record`]: the record of a run of the executive, as `ictus run` writes it;
 //! - [`os`]: the Linux calls (clocks, waits, scheduling, memory, shared memory);
 //! - [`core`]: the portable parts (time, histograms, the lock-free rings, the seqlock,
 //!   the spin barrier);
@@ -57,13 +58,17 @@ pub use ictus_os as os;
 pub use ictus_probe as probe;
 pub use ictus_shield as shield;
 
+pub mod run_record;
+
 /// What a program with subsystems uses: the subsystem trait, its handles and
 /// statuses, the schedule (from a file or built in code), running it and reading
 /// its outcome back, and the time and CPU types.
 pub mod prelude {
     pub use ictus_core::{CpuSet, Nanos};
-    pub use ictus_exec::program::{ElementDecl, Executive, Outcome, SubsystemDecl};
-    pub use ictus_exec::run::{RunError, RunOptions, RunReport};
+    pub use ictus_exec::builder::{ElementDecl, SubsystemDecl};
+    pub use ictus_exec::program::{Executive, Outcome};
+    pub use ictus_exec::report::RunReport;
+    pub use ictus_exec::run::{RunError, RunOptions};
     pub use ictus_exec::schedule::Schedule;
     pub use ictus_exec::subsystem::{
         BoxError, Flow, Frame, Input, OnError, Output, Registry, RegistryError, Subsystem,

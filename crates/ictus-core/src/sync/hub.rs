@@ -767,8 +767,6 @@ pub struct RingConsumer {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-    use std::collections::VecDeque;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -919,49 +917,5 @@ mod tests {
         assert_eq!(out, [2]);
         let soon = Instant::now() + Duration::from_millis(1);
         assert!(!sut.pop(&mut c2, &mut out, &SpinPark, Some(soon)));
-    }
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Push(u8),
-        Pop,
-    }
-
-    proptest! {
-        #![proptest_config(crate::sync::test_support::proptest_config())]
-
-        #[test]
-        fn a_ring_behaves_like_a_bounded_vecdeque(
-            capacity in 1u32..6,
-            bytes in 0usize..10,
-            ops in proptest::collection::vec(
-                prop_oneof![any::<u8>().prop_map(Op::Push), Just(Op::Pop)], 0..100),
-        ) {
-            let words = region(Ring::words_for(capacity, bytes));
-            let sut = Ring::new(&words, capacity, bytes);
-            let (mut p, mut c) = (sut.producer(), sut.consumer());
-            let mut model = VecDeque::new();
-            let mut out = vec![0; bytes];
-            for op in ops {
-                match op {
-                    Op::Push(v) => {
-                        let ok = sut.try_push(&mut p, &vec![v; bytes], &SpinPark);
-                        prop_assert_eq!(ok, model.len() < capacity as usize);
-                        if ok {
-                            model.push_back(v);
-                        }
-                    }
-                    Op::Pop => {
-                        let ok = sut.try_pop(&mut c, &mut out, &SpinPark);
-                        let expected = model.pop_front();
-                        prop_assert_eq!(ok, expected.is_some());
-                        if let Some(v) = expected {
-                            prop_assert!(out.iter().all(|&b| b == v));
-                        }
-                    }
-                }
-                prop_assert_eq!(sut.len() as usize, model.len());
-            }
-        }
     }
 }

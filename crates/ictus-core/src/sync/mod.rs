@@ -40,6 +40,8 @@
 
 mod atomic;
 mod barrier;
+#[cfg(all(test, not(loom)))]
+mod conformance;
 pub mod hub;
 mod padded;
 pub mod seqlock;

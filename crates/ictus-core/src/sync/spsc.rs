@@ -437,8 +437,6 @@ impl<T> fmt::Debug for Consumer<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-    use std::collections::VecDeque;
     use std::mem::offset_of;
     use std::sync::atomic::AtomicUsize as StdAtomicUsize;
 
@@ -543,45 +541,5 @@ mod tests {
         }
         producer.join().unwrap();
         assert_eq!(sut.pop(), None);
-    }
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Push(u16),
-        Pop,
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![any::<u16>().prop_map(Op::Push), Just(Op::Pop)]
-    }
-
-    proptest! {
-        #![proptest_config(crate::sync::test_support::proptest_config())]
-
-        #[test]
-        fn behaves_like_a_bounded_vecdeque(
-            capacity in 1usize..9,
-            ops in proptest::collection::vec(op(), 0..200),
-        ) {
-            let (mut tx, mut sut) = channel::<u16>(capacity);
-            let mut model = VecDeque::new();
-            for op in ops {
-                match op {
-                    Op::Push(v) => {
-                        let got = tx.push(v);
-                        if model.len() == capacity {
-                            prop_assert_eq!(got, Err(Full(v)));
-                        } else {
-                            prop_assert_eq!(got, Ok(()));
-                            model.push_back(v);
-                        }
-                    }
-                    Op::Pop => prop_assert_eq!(sut.pop(), model.pop_front()),
-                }
-                prop_assert_eq!(sut.len(), model.len());
-                prop_assert_eq!(tx.len(), model.len());
-                prop_assert_eq!(sut.is_empty(), model.is_empty());
-            }
-        }
     }
 }

@@ -4,8 +4,28 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use super::table::{Layout, check_name, split_path};
+use super::table::{Layout, TableRepr, check_name, split_path};
 use super::{CellError, CellTable, ElemShape, ElemType, Element};
+
+impl CellTable {
+    /// A builder for a table made in code.
+    pub fn builder() -> CellTableBuilder {
+        CellTableBuilder::default()
+    }
+
+    /// The table stored in shared memory, read back through the builder: checked
+    /// like any other.
+    pub(super) fn from_repr(repr: &TableRepr) -> Result<CellTable, CellError> {
+        let mut builder = CellTable::builder();
+        for c in &repr.cells {
+            builder.cell(&c.name);
+            for e in &c.elements {
+                builder.element(&e.name, e.shape.ty, e.shape.len);
+            }
+        }
+        builder.build()
+    }
+}
 
 /// Builds a [`CellTable`] in code. Calls chain; the first mistake is
 /// reported by [`build`](Self::build).

@@ -5,11 +5,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-
-use super::CellError;
 
 /// The type of the values of an element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,17 +87,6 @@ impl ElemType {
 impl fmt::Display for ElemType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for ElemType {
-    type Err = CellError;
-
-    fn from_str(s: &str) -> Result<Self, CellError> {
-        ElemType::ALL
-            .into_iter()
-            .find(|t| t.name() == s)
-            .ok_or_else(|| CellError::UnknownType { name: s.to_owned() })
     }
 }
 

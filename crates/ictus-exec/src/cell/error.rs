@@ -3,11 +3,7 @@
 use ictus_os::shm::ShmError;
 use thiserror::Error;
 
-use super::ElemShape;
-#[cfg(doc)]
-use super::{
-    MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS, MAX_ELEMENTS, MAX_ELEMENTS_PER_CELL, MAX_TABLE_BYTES,
-};
+use super::element::{ElemShape, ElemType};
 
 /// What is wrong with a cell table, a name, or shared cells.
 #[derive(Debug, Error)]
@@ -94,45 +90,45 @@ pub enum CellError {
         /// The cell name.
         name: String,
     },
-    /// A cell of more than [`MAX_CELL_BYTES`].
+    /// A cell of more than [`MAX_CELL_BYTES`](super::MAX_CELL_BYTES).
     #[error("cell `{name}` is larger than the limit of {limit} bytes (16 MiB) per cell")]
     TooLarge {
         /// The cell name.
         name: String,
-        /// The limit, [`MAX_CELL_BYTES`].
+        /// The limit, [`MAX_CELL_BYTES`](super::MAX_CELL_BYTES).
         limit: usize,
     },
-    /// An array longer than [`MAX_ARRAY_LEN`].
+    /// An array longer than [`MAX_ARRAY_LEN`](super::MAX_ARRAY_LEN).
     #[error("element `{path}` has length {len}; the limit is {limit}")]
     LengthTooLarge {
         /// `cell.element`.
         path: String,
         /// The length given.
         len: u64,
-        /// The limit, [`MAX_ARRAY_LEN`].
+        /// The limit, [`MAX_ARRAY_LEN`](super::MAX_ARRAY_LEN).
         limit: usize,
     },
-    /// A cell with more than [`MAX_ELEMENTS_PER_CELL`] elements.
+    /// A cell with more than [`MAX_ELEMENTS_PER_CELL`](super::MAX_ELEMENTS_PER_CELL) elements.
     #[error("cell `{name}` has more than the limit of {limit} elements")]
     TooManyElementsInCell {
         /// The cell name.
         name: String,
-        /// The limit, [`MAX_ELEMENTS_PER_CELL`].
+        /// The limit, [`MAX_ELEMENTS_PER_CELL`](super::MAX_ELEMENTS_PER_CELL).
         limit: usize,
     },
-    /// A table with more than [`MAX_ELEMENTS`] elements.
+    /// A table with more than [`MAX_ELEMENTS`](super::MAX_ELEMENTS) elements.
     #[error("the table has more than the limit of {limit} elements")]
     TooManyElements {
-        /// The limit, [`MAX_ELEMENTS`].
+        /// The limit, [`MAX_ELEMENTS`](super::MAX_ELEMENTS).
         limit: usize,
     },
-    /// A table with more than [`MAX_CELLS`] cells.
+    /// A table with more than [`MAX_CELLS`](super::MAX_CELLS) cells.
     #[error("the table has more than the limit of {limit} cells")]
     TooManyCells {
-        /// The limit, [`MAX_CELLS`].
+        /// The limit, [`MAX_CELLS`](super::MAX_CELLS).
         limit: usize,
     },
-    /// Cells whose storage is over [`MAX_TABLE_BYTES`] in all.
+    /// Cells whose storage is over [`MAX_TABLE_BYTES`](super::MAX_TABLE_BYTES) in all.
     #[error(
         "with cell `{name}` the cells need more than the limit of {limit} bytes (256 MiB) \
          of storage in all"
@@ -140,7 +136,7 @@ pub enum CellError {
     TableTooLarge {
         /// The cell that crosses the limit.
         name: String,
-        /// The limit, [`MAX_TABLE_BYTES`].
+        /// The limit, [`MAX_TABLE_BYTES`](super::MAX_TABLE_BYTES).
         limit: usize,
     },
     /// An element given to the builder before any cell.
@@ -170,4 +166,16 @@ pub enum CellError {
     /// Creating, finding or mapping the shared memory failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
+}
+
+/// A type's name (`f32`), parsed; an unknown name is a [`CellError::UnknownType`].
+impl std::str::FromStr for ElemType {
+    type Err = CellError;
+
+    fn from_str(s: &str) -> Result<Self, CellError> {
+        ElemType::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| CellError::UnknownType { name: s.to_owned() })
+    }
 }

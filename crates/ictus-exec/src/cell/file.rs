@@ -1,6 +1,6 @@
 //! Cell tables in TOML: [`CellTable::load`], [`CellTable::from_toml_str`],
 //! [`CellTable::from_specs`] and [`CellTable::to_toml`], with errors placed at
-//! FILE:LINE:COLUMN ([`CellFileError`], [`line_col`]).
+//! FILE:LINE:COLUMN ([`CellFileError`], placed by [`Located`]).
 
 use std::io;
 use std::ops::Range;
@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::table::{Layout, check_name};
 use super::{CellError, CellTable, ElemShape, ElemType, MAX_ARRAY_LEN};
-use crate::text::{InputError, read_text};
+use ictus_os::fs::{InputError, InputKind, Located};
 
 /// A cell table file that cannot be read or is wrong, with the place.
 #[derive(Debug, Error)]
@@ -36,9 +36,8 @@ pub enum CellFileError {
         /// What it is, in words.
         kind: &'static str,
     },
-    /// Text that cannot be read: not UTF-8, or over
-    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES).
-    #[error("{file}:{line}:{column}: {problem}")]
+    /// Text that cannot be read: not UTF-8, or over [`InputKind::Table`]'s limit.
+    #[error("{file}:{line}:{column}: {}", content_problem(problem))]
     Text {
         /// The file.
         file: String,
@@ -49,64 +48,54 @@ pub enum CellFileError {
         /// What is wrong.
         problem: InputError,
     },
-    /// Not valid TOML, or not the expected keys (unknown fields included).
-    #[error("{file}:{line}:{column}: {message}")]
-    Syntax {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What the parser expected.
-        message: String,
-    },
+    /// Not valid TOML, or not the expected keys (unknown fields included): what the
+    /// parser expected.
+    #[error(transparent)]
+    Syntax(Located<String>),
     /// Valid TOML that breaks a rule of cell tables.
-    #[error("{file}:{line}:{column}: {error}")]
-    Invalid {
-        /// The file (or a label).
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// The rule broken.
-        error: CellError,
-    },
+    #[error(transparent)]
+    Invalid(Located<CellError>),
 }
 
-/// The 1-based line and column (in characters) of byte `offset` of `text`.
-///
-/// One pass over `text` up to `offset`: for one error. To place many offsets
-/// of one text, index it once with [`LineIndex`](crate::text::LineIndex).
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let place = ictus_os::json::place_of_offset(text, offset);
-    (place.line, place.column)
+/// What is wrong with a file's content, in the words of a cell table's error (its
+/// place is said before it).
+pub(crate) fn content_problem(problem: &InputError) -> String {
+    match problem {
+        InputError::TooLarge { limit, .. } => {
+            format!("the file is larger than {} MiB", limit >> 20)
+        }
+        InputError::NotUtf8 { .. } => "invalid UTF-8".to_owned(),
+        other => other.to_string(),
+    }
 }
 
 impl CellTable {
     /// Reads and checks a TOML cell table file: a regular file of at most
-    /// [`MAX_INPUT_BYTES`](crate::text::MAX_INPUT_BYTES) of UTF-8 (see
-    /// [`crate::text::read_text`]).
+    /// [`InputKind::Table`]'s limit of UTF-8 (see [`ictus_os::fs::read_text`]).
     pub fn load(path: &Path) -> Result<CellTable, CellFileError> {
         let file = path.display().to_string();
-        let text = read_text(path).map_err(|e| match e {
-            InputError::Io(source) => CellFileError::Read {
-                file: file.clone(),
-                source,
-            },
-            InputError::NotRegular { kind } => CellFileError::NotAFile {
-                file: file.clone(),
-                kind,
-            },
-            problem @ (InputError::TooLarge { line, column }
-            | InputError::InvalidUtf8 { line, column }) => CellFileError::Text {
-                file: file.clone(),
-                line,
-                column,
-                problem,
-            },
-        })?;
+        let text =
+            ictus_os::fs::read_text(path, InputKind::Table.max_bytes()).map_err(|e| match e {
+                InputError::Io { source, .. } => CellFileError::Read {
+                    file: file.clone(),
+                    source,
+                },
+                InputError::NotRegular { kind, .. } => CellFileError::NotAFile {
+                    file: file.clone(),
+                    kind,
+                },
+                problem => {
+                    let at = problem
+                        .place()
+                        .unwrap_or(ictus_os::json::Place { line: 1, column: 1 });
+                    CellFileError::Text {
+                        file: file.clone(),
+                        line: at.line,
+                        column: at.column,
+                        problem,
+                    }
+                }
+            })?;
         CellTable::from_toml_str(&text, &file)
     }
 
@@ -132,13 +121,7 @@ impl CellTable {
         file: &str,
     ) -> Result<CellTable, CellFileError> {
         let at = |span: Range<usize>, error: CellError| {
-            let (line, column) = line_col(text, span.start);
-            CellFileError::Invalid {
-                file: file.to_owned(),
-                line,
-                column,
-                error,
-            }
+            CellFileError::Invalid(Located::at(file, text, span.start, error))
         };
         let mut layout = Layout::default();
         for spec in specs {
@@ -221,13 +204,12 @@ impl CellTable {
 
 /// Converts a toml parse error into a located one.
 fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> CellFileError {
-    let (line, column) = line_col(text, e.span().map_or(0, |s| s.start));
-    CellFileError::Syntax {
-        file: file.to_owned(),
-        line,
-        column,
-        message: e.message().trim().to_owned(),
-    }
+    CellFileError::Syntax(Located::at(
+        file,
+        text,
+        e.span().map_or(0, |s| s.start),
+        e.message().trim().to_owned(),
+    ))
 }
 
 /// One `[[cell]]` table of a TOML file, with the places of its values (for
@@ -328,15 +310,6 @@ elements = [
         assert!(err.starts_with("cells.toml:2:"), "{err}");
         let top = "[[cells]]\nname = \"a\"\n";
         assert!(toml_err(top).starts_with("cells.toml:1:"));
-    }
-
-    #[test]
-    fn line_and_column_count_characters() {
-        let text = "ab\ncé\nxyz";
-        assert_eq!(line_col(text, 0), (1, 1));
-        assert_eq!(line_col(text, 3), (2, 1));
-        assert_eq!(line_col(text, 6), (2, 3), "é is one character of two bytes");
-        assert_eq!(line_col(text, 99), (3, 4));
     }
 
     proptest! {

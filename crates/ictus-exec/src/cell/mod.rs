@@ -96,16 +96,19 @@ mod error;
 mod file;
 mod storage;
 mod table;
+mod values;
 
 pub use builder::CellTableBuilder;
 pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
 pub use error::CellError;
-pub use file::{CellFileError, CellSpec, ElementSpec, line_col};
+pub(crate) use file::content_problem;
+pub use file::{CellFileError, CellSpec, ElementSpec};
 pub use storage::{Cells, ElementRef};
 pub use table::{
     CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,
     MAX_ELEMENTS, MAX_ELEMENTS_PER_CELL, MAX_TABLE_BYTES,
 };
+pub use values::CellValues;
 
 /// Tables the unit tests of the submodules share.
 #[cfg(test)]

@@ -2,6 +2,11 @@
 //! process memory or in POSIX shared memory, with the publication notice;
 //! and [`ElementRef`], a typed handle on one element of it.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "words of a shared-memory mapping between processes, which loom cannot model; the protocols on them are ictus_core::sync's (seqlock, hub), model-checked there, or this file's, tested across processes"
+)]
+
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,19 +17,9 @@ use ictus_core::sync::AtomicU64;
 use ictus_core::sync::seqlock::{SeqlockView, region_words};
 use ictus_os::shm::Segment;
 
-use super::table::TableRepr;
+use super::table::{REGION_ALIGN_WORDS, TableRepr};
 use super::{CellError, CellTable, Element, ElementLocation, ElementSlot};
 use crate::shared::{read_described, write_described};
-
-/// The bytes cell `payload` bytes take in storage: its seqlock region rounded
-/// up to the region alignment.
-pub(super) fn storage_bytes(payload: usize) -> usize {
-    region_words(payload).next_multiple_of(REGION_ALIGN_WORDS) * 8
-}
-
-/// Words from one cell region to the next are a multiple of this (128 bytes),
-/// so two cells never share a cache line pair.
-const REGION_ALIGN_WORDS: usize = 16;
 
 /// "ictusCEL": the first word of the cells' area of a shared segment.
 const CELLS_MAGIC: u64 = u64::from_le_bytes(*b"ictusCEL");

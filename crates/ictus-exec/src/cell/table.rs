@@ -9,10 +9,10 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
 
+use ictus_core::sync::seqlock::region_words;
 use serde::{Deserialize, Serialize};
 
-use super::storage::storage_bytes;
-use super::{CellError, CellTableBuilder, ElemShape, Element, ElementSlot};
+use super::{CellError, ElemShape, Element, ElementSlot};
 
 /// Checks a cell or element name.
 pub(super) fn check_name(name: &str) -> Result<(), CellError> {
@@ -42,6 +42,17 @@ pub(super) fn split_path(path: &str) -> Result<(&str, &str), CellError> {
             path: path.to_owned(),
         })
 }
+
+/// The bytes cell `payload` bytes take in storage: its seqlock region rounded
+/// up to the region alignment. The limits count storage this way; [`super::Cells`]
+/// lays it out.
+pub(super) fn storage_bytes(payload: usize) -> usize {
+    region_words(payload).next_multiple_of(REGION_ALIGN_WORDS) * 8
+}
+
+/// Words from one cell region to the next are a multiple of this (128 bytes),
+/// so two cells never share a cache line pair.
+pub(super) const REGION_ALIGN_WORDS: usize = 16;
 
 /// The largest payload of one cell: 16 MiB.
 pub const MAX_CELL_BYTES: usize = 16 << 20;
@@ -300,28 +311,23 @@ impl fmt::Debug for CellTable {
 /// The declaration form of a table: what TOML, JSON and the builder hold.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct TableRepr {
-    cells: Vec<CellRepr>,
+    pub(super) cells: Vec<CellRepr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct CellRepr {
-    name: String,
-    elements: Vec<ElementRepr>,
+    pub(super) name: String,
+    pub(super) elements: Vec<ElementRepr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ElementRepr {
-    name: String,
+    pub(super) name: String,
     #[serde(flatten)]
-    shape: ElemShape,
+    pub(super) shape: ElemShape,
 }
 
 impl CellTable {
-    /// A builder for a table made in code.
-    pub fn builder() -> CellTableBuilder {
-        CellTableBuilder::default()
-    }
-
     /// The cells, in declaration order (their indices are positions here).
     pub fn cells(&self) -> &[CellDecl] {
         &self.cells
@@ -401,17 +407,6 @@ impl CellTable {
                 })
                 .collect(),
         }
-    }
-
-    pub(super) fn from_repr(repr: &TableRepr) -> Result<CellTable, CellError> {
-        let mut builder = CellTable::builder();
-        for c in &repr.cells {
-            builder.cell(&c.name);
-            for e in &c.elements {
-                builder.element(&e.name, e.shape.ty, e.shape.len);
-            }
-        }
-        builder.build()
     }
 
     /// Describes how cell `name` differs between `self` (here) and `shared`.

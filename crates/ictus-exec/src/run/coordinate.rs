@@ -3,8 +3,7 @@
 //! puts the state changes in force, checks the acknowledgements, calls the status
 //! hook and stops the run. Each concern is one method, called in that order.
 
-use super::WarningId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -13,61 +12,21 @@ use ictus_core::Nanos;
 use ictus_os::clock::monotonic_now;
 
 use super::children::{ChildProc, describe_exit, kill_all};
+use super::clock::Clock;
+use super::journal::Journal;
+use super::options::RunOptions;
 use super::prepare::Staged;
 use super::snapshot::{live_now, running};
 use super::start::{Handle, Startup};
-use super::{RunOptions, RunWarning};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
 use crate::ctl::Command;
 use crate::executive;
 use crate::link::{Link, LinkEvent, RemoteSlot};
 use crate::live::{LiveMiss, LiveStatus};
+use crate::report::{RunWarning, WarningId};
 use crate::schedule::Schedule;
 use crate::state::{self, Pending, StateId, StateLog, States};
-
-/// What happened during the run, in order, and the shortfalls met.
-#[derive(Default)]
-pub(super) struct Journal {
-    pub(super) events: Vec<String>,
-    pub(super) warnings: Vec<RunWarning>,
-}
-
-impl Journal {
-    /// `message` as an event of frame `frame`, and as a warning with its advice.
-    fn warn(&mut self, frame: u64, id: WarningId, message: String, advice: String) {
-        self.events.push(format!("frame {frame}: {message}"));
-        self.warnings.push(RunWarning {
-            id,
-            message,
-            advice: Some(advice),
-        });
-    }
-}
-
-/// The run's time base, once the epoch is set.
-#[derive(Clone, Copy)]
-pub(super) struct Clock {
-    /// The deadline of frame 0.
-    pub(super) epoch: Nanos,
-    pub(super) tick: Nanos,
-    /// Minor frames per major frame.
-    pub(super) major: u64,
-    /// How far ahead a change is announced.
-    pub(super) lead: Nanos,
-}
-
-impl Clock {
-    /// The frame `now` falls in.
-    fn frame(&self, now: Nanos) -> u64 {
-        now.saturating_sub(self.epoch).as_u64() / self.tick.as_u64()
-    }
-
-    /// The first major frame a change decided at `now` can still be announced for.
-    fn announce(&self, now: Nanos) -> u64 {
-        executive::announce_frame(self.epoch, self.tick, self.major, now, self.lead)
-    }
-}
 
 /// A state command waiting for the one before it to be in force.
 type Queued = (StateId, String, mpsc::Sender<String>);
@@ -104,7 +63,7 @@ pub(super) struct Coordinator<'a, 'scope> {
     /// Subsystems of other hosts whose failure was reported.
     remote_failed: Vec<bool>,
     /// What the threads handed back: each subsystem, and its first error.
-    pub(super) made: super::Made,
+    pub(super) made: Made,
 }
 
 impl<'a, 'scope> Coordinator<'a, 'scope> {
@@ -145,7 +104,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             killed: false,
             torn_seen: vec![0; n],
             remote_failed: vec![false; n],
-            made: super::Made::default(),
+            made: Made::default(),
         }
     }
 
@@ -787,4 +746,15 @@ fn torn_message(
          storm); it holds the cell until it runs again or its process ends"
             .to_string(),
     )
+}
+
+/// What a run hands back beside its report, for [`crate::program::Outcome`].
+#[derive(Default)]
+pub(crate) struct Made {
+    /// Each in-process subsystem that ended its loop, by name.
+    pub(crate) subsystems: BTreeMap<String, Box<dyn std::any::Any + Send>>,
+    /// The first error each one's `run` returned, by name.
+    pub(crate) errors: BTreeMap<String, crate::executive::Fault>,
+    /// The cells as the run left them.
+    pub(crate) cells: Option<crate::cell::CellValues>,
 }

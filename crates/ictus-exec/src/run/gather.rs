@@ -1,22 +1,22 @@
 //! A run's end: the outcomes gathered (threads, programs, other hosts) and the
 //! report made of them.
 
-use super::WarningId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ictus_core::Nanos;
 
 use super::coordinate::Coordinator;
-use super::{RunError, RunReport, RunWarning, SubsystemReport, ThreadOutcome};
-use crate::link::HostReport;
+use super::coordinate::Made;
+use super::error::RunError;
+use crate::report::{HostReport, RunReport, RunWarning, SubsystemReport, ThreadOutcome, WarningId};
 use crate::schedule::{Process, SubsystemSpec};
 use crate::state::StateId;
 
 impl Coordinator<'_, '_> {
     /// The report of the run: every subsystem's figures (its own outcome, or what its
     /// slot shows), the frames lost and why, the stress check, the states.
-    pub(super) fn gather(mut self) -> Result<(RunReport, super::Made), RunError> {
+    pub(super) fn gather(mut self) -> Result<(RunReport, Made), RunError> {
         let mut outcomes = self.outcomes();
         let hosts = self.other_hosts_outcomes(&mut outcomes);
         let staged = self.staged;
@@ -51,7 +51,7 @@ impl Coordinator<'_, '_> {
                 state_frames.insert(name.clone(), frames);
             }
         }
-        self.made.cells = Some(crate::program::CellValues::read(&staged.cells));
+        self.made.cells = Some(crate::cell::CellValues::read(&staged.cells));
         let report = RunReport {
             name: schedule.name.clone(),
             schedule: schedule.path.clone(),

@@ -7,18 +7,15 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 
 use ictus_core::CpuSet;
-use ictus_os::facts;
 use ictus_os::sched;
-use ictus_shield::class::Class;
 
-use super::{
-    Factory, RunError, RunOptions, cells_segment, control_segment, hubs_segment, is_executable,
-    resolve_program,
-};
+use super::error::RunError;
+use super::names::{cells_segment, control_segment, hubs_segment, is_executable, resolve_program};
+use super::options::{Factory, RunOptions};
 use crate::cell::{CellTable, Cells};
 use crate::control::Control;
 use crate::ctl::{self, Command, Server};
-use crate::executive::Group;
+use crate::group::Group;
 use crate::hub::Hubs;
 use crate::link::Link;
 use crate::schedule::{Process, Schedule, SubsystemSpec};
@@ -211,7 +208,7 @@ impl<'a> Staged<'a> {
         // Across hosts, a node's setup requests go to the main coordinator's store.
         let store = link.map_or_else(SetupStore::new, |l| l.setup_store());
         let (cmd_tx, commands) = mpsc::channel::<Command>();
-        let nrt = non_real_time_cpus(schedule, here);
+        let nrt = crate::role::Role::of_host(here).cpus_off_rt(schedule);
         let server = if serve {
             Some(Server::start(
                 &options.run_dir,
@@ -301,25 +298,6 @@ fn storage_of(
     }
     .map_err(RunError::Hubs)?;
     Ok((cells, control, hubs))
-}
-
-/// The online CPUs no real-time subsystem of this host is pinned to.
-fn non_real_time_cpus(schedule: &Schedule, here: usize) -> CpuSet {
-    let rt_cpus: CpuSet = CpuSet::from_cpus(
-        schedule
-            .subsystems
-            .iter()
-            .filter(|s| s.host == here && !matches!(s.class, Class::Normal))
-            .filter_map(|s| s.cpu),
-    );
-    let online = facts::online_cpus();
-    CpuSet::from_cpus(
-        online
-            .cpus()
-            .iter()
-            .copied()
-            .filter(|c| !rt_cpus.contains(*c)),
-    )
 }
 
 /// The synchronous groups, each with its number of members.

@@ -5,11 +5,10 @@ use std::collections::BTreeSet;
 
 use ictus_core::Nanos;
 
-use super::LiveStatus;
 use crate::cell::Cells;
 use crate::control::Control;
 use crate::link::Link;
-use crate::live::Extras;
+use crate::live::{Extras, LiveStatus};
 use crate::schedule::Schedule;
 use crate::state::{StateLog, States};
 

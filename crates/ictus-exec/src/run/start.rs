@@ -1,6 +1,11 @@
 //! A run's start: its threads and programs started, every subsystem (and, across
 //! hosts, every host) waited for until ready, then the epoch.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::process::Command as ProcessCommand;
@@ -13,15 +18,18 @@ use ictus_os::clock::monotonic_now;
 use ictus_os::explain::MissReporter;
 
 use super::children::{ChildProc, kill_all, wait_children};
-use super::coordinate::{Clock, Coordinator, Journal};
+use super::clock::Clock;
+use super::error::{RunError, StartError};
+use super::journal::Journal;
+use super::options::{RunOptions, env};
 use super::prepare::{Launch, Staged};
 use super::snapshot::{live_now, starting};
+use super::thread::{Finish, Prepared};
 use super::watch::threshold;
-use super::{Finish, Prepared, RunError, RunOptions, StartError, env};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
 use crate::ctl::Command;
-use crate::executive::Group;
+use crate::group::Group;
 use crate::link::{Link, Start};
 use crate::live::LiveStatus;
 use crate::schedule::{Schedule, SubsystemSpec};
@@ -382,14 +390,11 @@ impl<'a, 'scope> Startup<'a, 'scope> {
         }
     }
 
-    /// Publishes the epoch and hands the run to its coordinator. A node takes the
-    /// main coordinator's `start` (its epoch, stop frame and state); the main
-    /// coordinator, or a run on one host, sets its own a little ahead and sends it
-    /// to the other hosts.
-    pub(super) fn epoch(
-        mut self,
-        start: Option<Start>,
-    ) -> Result<Coordinator<'a, 'scope>, RunError> {
+    /// Publishes the epoch, and returns the run's clock and stop frame, for its
+    /// coordinator to take the run over. A node takes the main coordinator's `start`
+    /// (its epoch, stop frame and state); the main coordinator, or a run on one host,
+    /// sets its own a little ahead and sends it to the other hosts.
+    pub(super) fn epoch(&mut self, start: Option<Start>) -> Result<(Clock, u64), RunError> {
         let control = &self.staged.control;
         let tick = self.staged.schedule.tick;
         // Across hosts, changes are announced further ahead (they travel with the
@@ -451,7 +456,7 @@ impl<'a, 'scope> Startup<'a, 'scope> {
             major,
             lead,
         };
-        Ok(Coordinator::new(self, clock, stop_frame))
+        Ok((clock, stop_frame))
     }
 }
 

@@ -2,17 +2,17 @@
 //! its frames, its outcome. The same for a thread of the coordinator ([`super::run`])
 //! and for a launched program ([`crate::child::run`]).
 
-use super::WarningId;
+use ictus_class::{self as class, Class, ClassError, Options};
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::explain::MissReporter;
 use ictus_os::sched;
-use ictus_shield::class::{self, Class, ClassError, Options};
 
-use super::{Distribution, RunWarning, ThreadOutcome};
 use crate::cell::Cells;
 use crate::control::{Control, Status};
-use crate::executive::{self, Ending, Fault, Group, LoopEnd, OsBeat, Runner, Stats};
+use crate::executive::{self, Ending, Fault, LoopEnd, OsBeat, Runner, Stats};
+use crate::group::Group;
 use crate::hub::Hubs;
+use crate::report::{Distribution, RunWarning, ThreadOutcome, WarningId};
 use crate::schedule::{Schedule, SubsystemSpec};
 use crate::state::States;
 use crate::subsystem::{BoxError, Maker, Registry, SetupClient};

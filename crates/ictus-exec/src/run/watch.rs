@@ -6,13 +6,14 @@
 
 use std::collections::BTreeMap;
 
+use ictus_class::Class;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{ExplainConfig, Explainer, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
-use ictus_shield::class::Class;
 
-use super::{RunOptions, RunReport, RunWarning};
+use super::options::RunOptions;
+use crate::report::{RunReport, RunWarning};
 use crate::schedule::Schedule;
 
 /// The QoS held and the sampler running, from before the subsystems start to the
@@ -111,7 +112,10 @@ pub(crate) fn explain_program(
     schedule: &Schedule,
     slot: usize,
 ) -> Option<(Explainer, MissReporter)> {
-    let ns: u64 = std::env::var(super::env::EXPLAIN).ok()?.parse().ok()?;
+    let ns: u64 = std::env::var(super::options::env::EXPLAIN)
+        .ok()?
+        .parse()
+        .ok()?;
     let config = ExplainConfig::new(watched_cpus(schedule, &[slot]), Nanos::new(ns));
     let name = schedule.subsystems[slot].name.clone();
     let (explainer, mut reporters) = Explainer::start(config, &[name], monotonic_now()).ok()?;

@@ -11,7 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use ictus_core::warning::Warning;
-use ictus_exec::run::{RunOptions, RunReport, SubsystemReport, WarningId};
+use ictus_exec::report::{RunReport, SubsystemReport, WarningId};
+use ictus_exec::run::RunOptions;
 use ictus_exec::schedule::Schedule;
 
 /// Writes `text` as `file` in `dir` and reads it back as a schedule, on this

@@ -6,11 +6,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use ictus_exec::program::Executive;
-use ictus_exec::run::{RunOptions, RunReport};
+use ictus_exec::report::RunReport;
+use ictus_exec::role::Role;
+use ictus_exec::run::RunOptions;
 use ictus_exec::schedule::Schedule;
 use ictus_exec::subsystem::Maker;
+use ictus_net::join::join;
 use ictus_net::keys::{self, KeysRequest};
-use ictus_net::link::ZenohLink;
 use ictus_net::security::{Credentials, Security};
 use ictus_os::testing::free_port;
 
@@ -52,11 +54,9 @@ pub(crate) fn run_both(
             let run_dir = dir.join(format!("run{host}"));
             let made = makers(host);
             std::thread::spawn(move || -> RunReport {
-                let run_name = schedule.name.clone();
-                let link = ZenohLink::open(&schedule, host, &run_name, &security).unwrap();
-                if host != 0 {
-                    schedule.name = format!("{run_name}.h2");
-                }
+                let link = join(&mut schedule, Role::of_host(host), Some(&security))
+                    .unwrap()
+                    .expect("the schedule spans both hosts");
                 let options = RunOptions {
                     duration,
                     run_dir,

@@ -2,6 +2,11 @@
 //! counters on a short period, scans every thread now and then (to name the one that
 //! ran), and explains each reported miss once a reading after its window exists.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -260,6 +260,25 @@ impl ResumeLatency {
                 .map(|us| ResumeLatency::Limit(Nanos::from_micros(us))),
         }
     }
+
+    /// `n/a`: no resume latency accepted at all; only idle states without an exit
+    /// latency (polling). What the shield writes to hold a CPU out of idle.
+    pub const NONE_ACCEPTED: ResumeLatency = ResumeLatency::Limit(Nanos::ZERO);
+}
+
+/// What the limit means, in words: `no constraint`, `no idle state with an exit
+/// latency` (`n/a`) or `idle states that exit within 20 us`.
+impl std::fmt::Display for ResumeLatency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ResumeLatency::NoConstraint => f.write_str("no constraint"),
+            ResumeLatency::Limit(Nanos::ZERO) => f.write_str("no idle state with an exit latency"),
+            ResumeLatency::Limit(l) => {
+                let within = l.show(ictus_core::time::DurationStyle::Micros);
+                write!(f, "idle states that exit within {within}")
+            }
+        }
+    }
 }
 
 /// One CPU's idle states and its resume-latency limit.
@@ -660,6 +679,19 @@ mod tests {
             Some(ResumeLatency::Limit(Nanos::from_micros(20)))
         );
         assert_eq!(sut("soon"), None);
+    }
+
+    #[test]
+    fn resume_latency_says_what_the_kernel_means_in_words() {
+        let words = |t: &str| ResumeLatency::parse(t).unwrap().to_string();
+        assert_eq!(words("0"), "no constraint");
+        assert_eq!(words("n/a"), "no idle state with an exit latency");
+        assert_eq!(words("20\n"), "idle states that exit within 20 us");
+        assert_eq!(
+            ResumeLatency::parse("n/a"),
+            Some(ResumeLatency::NONE_ACCEPTED)
+        );
+        assert_eq!(ResumeLatency::parse("-1"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use ictus_core::CpuSet;
 
-use super::{Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::{LoadStartError, Plan, Tally, Worker, largest_cache_bytes, touched_buffer};
 
 /// Accesses between two looks at the stop flag (under a millisecond even at 200 ns
 /// per miss).
@@ -37,7 +37,7 @@ fn xorshift(mut x: u64) -> u64 {
     x
 }
 
-fn miss(worker: &Worker<'_>, bytes: u64, seed: u64) -> Result<Tally, SetupError> {
+fn miss(worker: &Worker<'_>, bytes: u64, seed: u64) -> Result<Tally, LoadStartError> {
     let words = (bytes / 8) as usize;
     // Touched now, on this CPU (first touch places the pages on its NUMA node).
     let mut buffer = touched_buffer(words, 1u64)?;

@@ -6,6 +6,11 @@
 //! may share the vCPUs' CPU quota (on the reference machine, sync-heavy I/O together
 //! with busy CPUs stalls the guest for 10 ms and more).
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a process-wide counter that names temporary files: one fetch_add, no protocol"
+)]
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ictus_core::CpuSet;
 
-use super::{LoadError, Plan, SetupError, Tally, Worker};
+use super::{LoadError, LoadStartError, Plan, Tally, Worker};
 
 /// Bytes written (then read) per step.
 const BLOCK: usize = 256 << 10;
@@ -31,8 +36,8 @@ pub(super) fn plan(cpus: &CpuSet) -> Result<Plan, LoadError> {
     Ok(plan)
 }
 
-fn churn(worker: &Worker<'_>, path: &Path) -> Result<Tally, SetupError> {
-    let io_error = |what: &str, source| SetupError::Io {
+fn churn(worker: &Worker<'_>, path: &Path) -> Result<Tally, LoadStartError> {
+    let io_error = |what: &str, source| LoadStartError::Io {
         what: format!("{what} {}", path.display()),
         source,
     };

@@ -3,7 +3,7 @@
 
 use ictus_core::CpuSet;
 
-use super::{Plan, SetupError, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::{LoadStartError, Plan, Tally, Worker, largest_cache_bytes, touched_buffer};
 
 /// Bytes copied between two looks at the stop flag (well under a millisecond).
 const CHUNK: usize = 1 << 20;
@@ -20,7 +20,7 @@ pub(super) fn plan(cpus: &CpuSet) -> Plan {
     Plan::per_cpu("membw", cpus, |_| move |w| copy(w, bytes as usize))
 }
 
-fn copy(worker: &Worker<'_>, bytes: usize) -> Result<Tally, SetupError> {
+fn copy(worker: &Worker<'_>, bytes: usize) -> Result<Tally, LoadStartError> {
     let mut a = touched_buffer(bytes, 0x5Au8)?;
     let mut b = touched_buffer(bytes, 0xA5u8)?;
     worker.ready();

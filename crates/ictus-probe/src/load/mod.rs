@@ -39,12 +39,20 @@
 //! assert!(reports[0].metrics["ops_per_s"] > 0.0);
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 mod cachemiss;
 mod cpu;
 mod disk;
 mod membw;
 mod net;
 mod syscall;
+mod under;
+
+pub use under::{UnderLoadsError, hold, under_loads};
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -242,13 +250,13 @@ pub enum LoadError {
         cpu: usize,
         /// What failed.
         #[source]
-        source: SetupError,
+        source: LoadStartError,
     },
 }
 
-/// Why a worker could not prepare.
+/// Why a load worker could not prepare, so the load could not start.
 #[derive(Debug, Error)]
-pub enum SetupError {
+pub enum LoadStartError {
     /// Pinning to its CPU was refused.
     #[error(transparent)]
     Pin(SchedError),
@@ -541,7 +549,7 @@ impl Plan {
     /// CPU; no directory to remove.
     fn per_cpu<W>(kind: &str, cpus: &CpuSet, work: impl Fn(usize) -> W) -> Plan
     where
-        W: FnOnce(&Worker<'_>) -> Result<Tally, SetupError> + Send + 'static,
+        W: FnOnce(&Worker<'_>) -> Result<Tally, LoadStartError> + Send + 'static,
     {
         Plan {
             jobs: cpus
@@ -555,7 +563,7 @@ impl Plan {
 }
 
 /// The work of one worker, run on its own thread after it is pinned.
-type Work = Box<dyn FnOnce(&Worker<'_>) -> Result<Tally, SetupError> + Send>;
+type Work = Box<dyn FnOnce(&Worker<'_>) -> Result<Tally, LoadStartError> + Send>;
 
 /// One worker to start.
 struct Job {
@@ -569,7 +577,7 @@ impl Job {
     fn new(
         kind: &str,
         cpu: usize,
-        work: impl FnOnce(&Worker<'_>) -> Result<Tally, SetupError> + Send + 'static,
+        work: impl FnOnce(&Worker<'_>) -> Result<Tally, LoadStartError> + Send + 'static,
     ) -> Job {
         Job {
             cpu,
@@ -648,7 +656,7 @@ struct ReadySignal {
 }
 
 impl ReadySignal {
-    fn send(&self, result: Result<(), SetupError>) {
+    fn send(&self, result: Result<(), LoadStartError>) {
         if self.sent.replace(true) {
             return;
         }
@@ -664,7 +672,7 @@ impl ReadySignal {
 
 impl Drop for ReadySignal {
     fn drop(&mut self) {
-        self.send(Err(SetupError::Panicked));
+        self.send(Err(LoadStartError::Panicked));
     }
 }
 
@@ -711,10 +719,10 @@ fn spawn(
 
 /// Pins the calling worker to `cpu` and makes sure it is not real-time (a thread
 /// inherits its creator's policy).
-fn prepare_thread(cpu: usize) -> Result<(), SetupError> {
-    sched::set_affinity(&CpuSet::from_cpus([cpu])).map_err(SetupError::Pin)?;
+fn prepare_thread(cpu: usize) -> Result<(), LoadStartError> {
+    sched::set_affinity(&CpuSet::from_cpus([cpu])).map_err(LoadStartError::Pin)?;
     if sched::current_policy().is_ok_and(|p| p.is_realtime()) {
-        sched::set_policy(Policy::Other { nice: 0 }).map_err(SetupError::Policy)?;
+        sched::set_policy(Policy::Other { nice: 0 }).map_err(LoadStartError::Policy)?;
     }
     Ok(())
 }
@@ -730,11 +738,11 @@ fn largest_cache_bytes() -> u64 {
 
 /// A zeroed-then-touched buffer of `len` elements, every page faulted in now rather
 /// than in the hot loop.
-fn touched_buffer<T: Copy>(len: usize, fill: T) -> Result<Vec<T>, SetupError> {
+fn touched_buffer<T: Copy>(len: usize, fill: T) -> Result<Vec<T>, LoadStartError> {
     let mut buffer = Vec::new();
     buffer
         .try_reserve_exact(len)
-        .map_err(|_| SetupError::Memory {
+        .map_err(|_| LoadStartError::Memory {
             bytes: (len * std::mem::size_of::<T>()) as u64,
         })?;
     buffer.resize(len, fill);
@@ -976,7 +984,7 @@ mod tests {
         let bad = spawn(
             LoadKind::Disk,
             Job::new("bad", first, |_| {
-                Err(SetupError::Io {
+                Err(LoadStartError::Io {
                     what: "opening nothing".into(),
                     source: io::Error::from(io::ErrorKind::NotFound),
                 })
@@ -991,7 +999,7 @@ mod tests {
             m,
             Err(LoadError::Setup {
                 kind: LoadKind::Disk,
-                source: SetupError::Io { .. },
+                source: LoadStartError::Io { .. },
                 ..
             })
         )));

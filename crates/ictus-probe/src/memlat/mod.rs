@@ -58,6 +58,11 @@
 //! }
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 pub mod view;
 
 use crate::record::WarningId;
@@ -334,7 +339,7 @@ pub enum MemlatError {
     ZeroPointTime,
     /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Setup(#[from] crate::setup::SetupError),
+    Setup(#[from] crate::setup::PlacementError),
     /// A point's buffer could not be made (usually: not enough memory).
     #[error("buffer for the {size}-byte working set: {source}")]
     Buffer {
@@ -622,7 +627,7 @@ fn sweep(
                 Err(source) => {
                     // Release the threads already started before they reach a barrier.
                     gate.set(false);
-                    return Err(MemlatError::Setup(setup::SetupError::Spawn {
+                    return Err(MemlatError::Setup(setup::PlacementError::Spawn {
                         thread: index,
                         source,
                     }));
@@ -1309,7 +1314,7 @@ pub(crate) use self::run as run_probe;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setup::SetupError;
+    use crate::setup::PlacementError;
     use crate::view::tests::reads_back;
 
     fn cycle_of(lines: usize, seed: u64) -> Vec<u64> {
@@ -1571,7 +1576,7 @@ mod tests {
         ));
         assert!(matches!(
             bad(|p| p.sched.cpus = CpuSet::from_cpus([999])),
-            MemlatError::Setup(SetupError::CpuOffline { cpu: 999, .. })
+            MemlatError::Setup(PlacementError::CpuOffline { cpu: 999, .. })
         ));
         validate(&tiny()).unwrap();
     }

@@ -353,7 +353,7 @@ pub enum ThroughputError {
     },
     /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Setup(#[from] crate::setup::SetupError),
+    Setup(#[from] crate::setup::PlacementError),
     /// A payload larger than [`MAX_PAYLOAD_BYTES`].
     #[error("a payload of {bytes} bytes is larger than the {MAX_PAYLOAD_BYTES}-byte limit")]
     PayloadTooLarge {

@@ -166,7 +166,7 @@ pub enum TimerError {
     },
     /// A CPU not online, or a policy the kernel can never accept.
     #[error(transparent)]
-    Setup(#[from] crate::setup::SetupError),
+    Setup(#[from] crate::setup::PlacementError),
 }
 
 /// Checks the parameters before anything is changed on the machine.
@@ -243,7 +243,7 @@ pub fn run(
                 Err(source) => {
                     // Release the threads already waiting at the gate, then report.
                     gate.abort();
-                    return Err(TimerError::Setup(setup::SetupError::Spawn {
+                    return Err(TimerError::Setup(setup::PlacementError::Spawn {
                         thread: index,
                         source,
                     }));
@@ -579,7 +579,7 @@ pub(crate) use self::run as run_probe;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setup::SetupError;
+    use crate::setup::PlacementError;
 
     fn quick() -> TimerParams {
         TimerParams {
@@ -625,13 +625,16 @@ mod tests {
         offline.sched.cpus = CpuSet::from_cpus([999]);
         assert!(matches!(
             validate(&offline),
-            Err(TimerError::Setup(SetupError::CpuOffline { cpu: 999, .. }))
+            Err(TimerError::Setup(PlacementError::CpuOffline {
+                cpu: 999,
+                ..
+            }))
         ));
         let mut prio = quick();
         prio.sched.policy = Policy::Fifo { priority: 200 };
         assert!(matches!(
             validate(&prio),
-            Err(TimerError::Setup(SetupError::Policy(_)))
+            Err(TimerError::Setup(PlacementError::Policy(_)))
         ));
         let short = TimerParams {
             length: Length::Duration(Nanos::from_micros(100)),

@@ -116,9 +116,9 @@
 //! use ictus_core::CpuSet;
 //! use ictus_shield::balancer::{Balancer, Config, Role};
 //! use ictus_shield::migrate::{Migrator, Return};
-//! use ictus_shield::partition::Partition;
+//! use ictus_shield::partition;
 //! let online: CpuSet = "0-3".parse().unwrap();
-//! let partition = Partition::new("2-3".parse().unwrap(), &online).unwrap();
+//! let partition = partition::logical("2-3".parse().unwrap(), &online).unwrap();
 //! let mut balancer = Balancer::new(partition.clone(), Config::default());
 //! let tid = ictus_os::sched::thread_id() as i32;
 //! let ring = balancer.register(tid, Role::Rt1, online.clone());

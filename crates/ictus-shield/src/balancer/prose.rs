@@ -2,20 +2,10 @@
 
 use crate::migrate::MigrationStats;
 
-/// A duration in words: `150 us`, `4.2 ms`, `41 ms`, `2.5 s`.
+/// A duration in words: `150 us`, `4.2 ms`, `41 ms`, `2.5 s`
+/// ([`DurationStyle::Rounded`](ictus_core::time::DurationStyle)).
 pub(super) fn words(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns >= 10e9 {
-        format!("{:.0} s", ns / 1e9)
-    } else if ns >= 1e9 {
-        format!("{:.1} s", ns / 1e9)
-    } else if ns >= 10e6 {
-        format!("{:.0} ms", ns / 1e6)
-    } else if ns >= 1e6 {
-        format!("{:.1} ms", ns / 1e6)
-    } else {
-        format!("{:.0} us", ns / 1e3)
-    }
+    ictus_core::time::format_ns(ns as f64, ictus_core::time::DurationStyle::Rounded).to_string()
 }
 
 /// Why the anti ping-pong rule lets `stats` go back to an RT CPU at `now_ns`.

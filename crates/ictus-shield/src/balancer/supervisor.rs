@@ -1,6 +1,11 @@
 //! The live balancer: the supervisor thread, which samples the registered tasks,
 //! runs the passes and carries out their moves.
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -641,7 +646,7 @@ mod tests {
         if online.len() < 2 {
             return;
         }
-        let partition = Partition::new(CpuSet::from_cpus([last]), &online).unwrap();
+        let partition = crate::partition::logical(CpuSet::from_cpus([last]), &online).unwrap();
         let sut = Balancer::new(partition, Config::default()).start().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let report = sut.stop();

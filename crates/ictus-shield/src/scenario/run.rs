@@ -23,6 +23,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "a scenario's start time, end count and per-task flags: each one writer, read by the watcher; no protocol for loom to explore"
+)]
+
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -48,7 +53,7 @@ use crate::ShieldError;
 use crate::balancer::{self, Balancer, Role};
 use crate::class::{self, Class, ClassError, Options};
 use crate::migrate::{Attempt, Migrator, Return};
-use crate::partition::Partition;
+use crate::partition::{self, Partition};
 
 /// The `schema` field of every scenario result.
 pub const RESULT_SCHEMA: &str = "ictus.scenario-result";
@@ -558,9 +563,9 @@ pub fn run(
     let mut provenance = Provenance::capture(opts.argv.clone());
     let online = facts::online_cpus();
     let in_play = spec::machine_cpus();
-    let partition = Partition::new(scenario.rt_cpus.clone(), &in_play)?;
+    let partition = partition::logical(scenario.rt_cpus.clone(), &in_play)?;
     let mut warnings = Vec::new();
-    if let Ok(Some(applied)) = Partition::applied(std::path::Path::new(crate::DEFAULT_JOURNAL)) {
+    if let Ok(Some(applied)) = partition::applied(std::path::Path::new(crate::DEFAULT_JOURNAL)) {
         warnings.push(format!(
             "a shield is applied (RT CPUs {}); the scenario uses its own logical partition (RT CPUs {})",
             applied.rt, partition.rt
@@ -1817,7 +1822,7 @@ mod tests {
             timeline_bucket: Duration::from_millis(10),
             groups: vec![
                 Group {
-                    name: "compute".into(),
+                    name: "crunch".into(),
                     count: 2,
                     cpus: machine.clone(),
                     class: GroupClass::Normal,

@@ -32,11 +32,11 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ictus_core::CpuSet;
-use ictus_os::json::{Place, place_of_offset};
+use ictus_os::fs::Located;
 use ictus_os::{facts, sched};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -54,8 +54,6 @@ pub const DEFAULT_TIMELINE_BUCKET: Duration = Duration::from_millis(20);
 /// The most tasks a scenario may start, all groups together: each is a thread with
 /// its own stat file read every sample.
 pub const MAX_TASKS: u32 = 4096;
-/// The largest scenario file read: 1 MiB.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// A scenario, checked: groups of fake tasks that start together (seed 002 §5.3.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,17 +215,8 @@ pub enum SpecError {
     #[error(transparent)]
     Read(#[from] ictus_os::fs::InputError),
     /// The file is not a valid scenario.
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What was expected, and what was found.
-        message: String,
-    },
+    #[error(transparent)]
+    Invalid(ictus_os::fs::Located<String>),
 }
 
 /// The CPUs a run may use: online, and allowed to this process (a `taskset` or a
@@ -251,7 +240,7 @@ pub fn machine_cpus() -> CpuSet {
 
 /// Reads and checks the scenario file at `path` against the CPUs this run may use.
 pub fn load(path: &Path) -> Result<Scenario, SpecError> {
-    let text = ictus_os::fs::read_input(path, MAX_FILE_BYTES)?;
+    let text = ictus_os::fs::read_input(path, ictus_os::fs::InputKind::Scenario.max_bytes())?;
     parse(&text, path, &machine_cpus())
 }
 
@@ -259,13 +248,12 @@ pub fn load(path: &Path) -> Result<Scenario, SpecError> {
 /// the CPUs a run may use.
 pub fn parse(text: &str, path: &Path, machine: &CpuSet) -> Result<Scenario, SpecError> {
     let invalid = |span: Option<Range<usize>>, message: String| {
-        let Place { line, column } = place_of_offset(text, span.map_or(0, |s| s.start));
-        SpecError::Invalid {
-            path: path.to_path_buf(),
-            line,
-            column,
+        SpecError::Invalid(Located::at(
+            path.display().to_string(),
+            text,
+            span.map_or(0, |s| s.start),
             message,
-        }
+        ))
     };
     let file: ScenarioFile =
         toml::from_str(text).map_err(|e| invalid(e.span(), plain(e.message())))?;
@@ -910,6 +898,7 @@ mod opt_ns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ictus_os::json::Place;
     use proptest::prelude::*;
 
     fn machine() -> CpuSet {
@@ -940,12 +929,11 @@ sleep = "1ms"
 
     fn refused(text: &str) -> (usize, usize, String) {
         match parse(text, Path::new("s.toml"), &machine()) {
-            Err(SpecError::Invalid {
-                line,
-                column,
-                message,
+            Err(SpecError::Invalid(Located {
+                place: Place { line, column },
+                what,
                 ..
-            }) => (line, column, message),
+            })) => (line, column, what),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -1143,7 +1131,7 @@ sleep = "1ms"
         #[test]
         fn arbitrary_text_never_panics_and_every_refusal_has_a_place(text in "(?s).{0,300}") {
             match parse(&text, Path::new("f.toml"), &machine()) {
-                Err(SpecError::Invalid { line, column, .. }) => {
+                Err(SpecError::Invalid(Located { place: Place { line, column }, .. })) => {
                     prop_assert!(line >= 1 && column >= 1);
                     let lines = text.split('\n').count();
                     prop_assert!(line <= lines, "line {} of {}", line, lines);

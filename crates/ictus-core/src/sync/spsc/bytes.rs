@@ -490,8 +490,6 @@ impl fmt::Debug for ByteConsumer {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-    use std::collections::VecDeque;
 
     #[test]
     fn slots_start_on_a_line_and_leave_room_for_the_header() {
@@ -646,42 +644,5 @@ mod tests {
             }
         }
         producer.join().unwrap();
-    }
-
-    proptest! {
-        #![proptest_config(crate::sync::test_support::proptest_config())]
-
-        #[test]
-        fn messages_round_trip_like_a_bounded_vecdeque(
-            slot_bytes in 0usize..200,
-            slots in 1usize..6,
-            ops in proptest::collection::vec(
-                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
-                0..100,
-            ),
-        ) {
-            let (mut tx, mut sut) = channel(slot_bytes, slots);
-            let mut model: VecDeque<Vec<u8>> = VecDeque::new();
-            for op in ops {
-                match op {
-                    Some(mut msg) => {
-                        msg.truncate(slot_bytes);
-                        let wrote = tx.try_write(|buf| {
-                            buf[..msg.len()].copy_from_slice(&msg);
-                            msg.len()
-                        });
-                        prop_assert_eq!(wrote, model.len() < slots);
-                        if wrote {
-                            model.push_back(msg);
-                        }
-                    }
-                    None => prop_assert_eq!(sut.try_read(|m| m.to_vec()), model.pop_front()),
-                }
-                prop_assert_eq!(sut.len(), model.len());
-                prop_assert_eq!(tx.len(), model.len());
-                prop_assert_eq!(sut.is_empty(), model.is_empty());
-                prop_assert_eq!(tx.is_empty(), model.is_empty());
-            }
-        }
     }
 }

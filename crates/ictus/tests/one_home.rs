@@ -1,0 +1,323 @@
+//! One home per concept: no two public types of the same name in the workspace's
+//! libraries, unless they are different concepts and [`DIFFERENT`] says why.
+//!
+//! The test reads `crates/*/src` as text and collects every `pub struct`, `pub enum`,
+//! `pub type` and `pub trait` outside `#[cfg(test)]` code. A name declared in two
+//! places fails the test unless it is listed below. An entry whose name is no longer
+//! declared twice fails it too, so the list only shrinks with the debt it records.
+
+#![allow(clippy::print_stdout)] // it lists what it finds, for `--nocapture`
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Names declared more than once on purpose: the places are different concepts that
+/// happen to share a word. Each entry says what each one is.
+const DIFFERENT: &[(&str, &str)] = &[
+    (
+        "Attempt",
+        "os facts: the outcome of a trial system call; shield migrate: a section's start report to the balancer",
+    ),
+    (
+        "Bucket",
+        "core histogram: a bucket of latency samples; shield scenario: a bucket of the run's timeline",
+    ),
+    (
+        "Class",
+        "shield: a task class (RT0, RT1, NRT); probe survey: how a survey configuration scheduled its threads",
+    ),
+    (
+        "Config",
+        "report: a cell of the survey matrix; shield watchdog and balancer: each one's own tuning",
+    ),
+    (
+        "CpuIdle",
+        "os facts: the cpuidle setup (driver, governor, states); shield scenario: a CPU's measured idle time",
+    ),
+    (
+        "ElementDecl",
+        "exec program: an element declared in code (name, shape); exec cell table: an element laid out (with its offset)",
+    ),
+    (
+        "Event",
+        "core hub: the lock-free word layout of an event (loom-checked); exec hub: the named shared-memory event built on it",
+    ),
+    (
+        "Flow",
+        "exec: what a frame tells the executive; shield scenario: what the scenario's watcher wants",
+    ),
+    (
+        "Group",
+        "exec: a synchronous group of subsystems; shield scenario: a group of identical fake tasks",
+    ),
+    (
+        "Kind",
+        "probe memlat: what a point measures; probe view: the trait of a record view's kind",
+    ),
+    (
+        "Mode",
+        "probe memlat: which measurements run; probe throughput: whether the sender waits",
+    ),
+    (
+        "ParamsRecord",
+        "each probe's own parameters as recorded: one per probe, each of its own shape",
+    ),
+    (
+        "Pending",
+        "exec state: a subsystem that has not acknowledged a state; shield watchdog: a watchdog process not yet started",
+    ),
+    (
+        "Placement",
+        "probe pingpong: where the two threads run (an option); shield watchdog: where its thread runs, as obtained",
+    ),
+    (
+        "Plan",
+        "probe throughput: a sender's warm-up and length; shield plan: the shield's changes in order",
+    ),
+    (
+        "Point",
+        "probe memlat: one point of a sweep; probe view: a typed view of a record's point",
+    ),
+    (
+        "Port",
+        "core hub: the lock-free word layout of a port (loom-checked); exec hub: the named shared-memory port built on it",
+    ),
+    (
+        "Progress",
+        "probe: a probe's lock-free progress counters; shield scenario: where a scenario run stands",
+    ),
+    (
+        "Refusal",
+        "net guard: why something from another host was refused; probe record: a field a record's validation refused",
+    ),
+    (
+        "Role",
+        "exec: a run's role (the main host, or the node of host H); shield balancer: what a registered task is to the balancer (rt0, rt1 or normal: a class without its priority)",
+    ),
+    (
+        "RunError",
+        "exec: why an executive run failed; shield scenario: why a scenario could not run",
+    ),
+    (
+        "RunOptions",
+        "exec: how to run the executive; shield scenario: how to run a scenario",
+    ),
+    (
+        "ScheduleError",
+        "core: a periodic schedule's arithmetic (zero period); exec: a schedule file refused",
+    ),
+    (
+        "Segment",
+        "os json: one step of a JSON path; os shm: a mapped shared memory segment",
+    ),
+    (
+        "Semaphore",
+        "core hub: the lock-free word layout of a semaphore (loom-checked); exec hub: the named shared-memory semaphore built on it",
+    ),
+    (
+        "Status",
+        "exec control: where a subsystem is in its life; probe doctor: how a feature stands; shield: the shield's state",
+    ),
+    (
+        "Step",
+        "probe survey: one step of a survey; shield plan: one change of the shield",
+    ),
+    (
+        "Verdict",
+        "probe survey: the survey's verdict against the target loop; probe doctor: the audit's conclusion",
+    ),
+];
+
+/// Names declared more than once for the same concept whose second home issue 22's
+/// other work removes. Unlike [`DIFFERENT`], an entry that no longer matches is
+/// only reported: delete it then.
+const BEING_UNIFIED: &[(&str, &str)] = &[(
+    "Length",
+    "one Length for every probe: issue 22's probe work (a probe is one folder)",
+)];
+
+/// A public type's declaration: where it is.
+#[derive(Debug)]
+struct Place {
+    file: PathBuf,
+    line: usize,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether an attribute line compiles what follows only for tests
+/// (`#[cfg(test)]`, `#[cfg(all(test, not(loom)))]`), not `#[cfg(not(test))]`.
+fn is_test_only(attribute: &str) -> bool {
+    let a: String = attribute.chars().filter(|c| !c.is_whitespace()).collect();
+    a.starts_with("#[cfg(")
+        && (a.contains("(test)") || a.contains("(test,") || a.contains(",test"))
+        && !a.contains("not(test")
+}
+
+/// The public type declared on this line, if any: `pub struct Name`, `pub enum
+/// Name`, `pub type Name` or `pub trait Name`. Uninhabited enums (`pub enum Name {}`)
+/// are type-level markers, not types of values, and are left out.
+fn declared(line: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("pub ")?;
+    let (keyword, rest) = rest.split_once(' ')?;
+    if !matches!(keyword, "struct" | "enum" | "type" | "trait") {
+        return None;
+    }
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if name.is_empty() {
+        return None;
+    }
+    if keyword == "enum" && rest[name.len()..].trim() == "{}" {
+        return None;
+    }
+    Some(name)
+}
+
+/// Every public type in `crates/*/src`, outside test-only items.
+fn public_types() -> BTreeMap<String, Vec<Place>> {
+    let crates = root().join("crates");
+    let mut files = Vec::new();
+    let mut dirs: Vec<_> = fs::read_dir(&crates)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        rust_files(&dir, &mut files);
+    }
+    let mut found: BTreeMap<String, Vec<Place>> = BTreeMap::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        // Inside a test-only item: the brace depth at which it ends.
+        let mut skip_until: Option<i64> = None;
+        let mut test_attribute = false;
+        let mut depth: i64 = 0;
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if skip_until.is_none() {
+                if is_test_only(code.trim()) {
+                    test_attribute = true;
+                } else if test_attribute
+                    && !code.trim().starts_with("#[")
+                    && !code.trim().is_empty()
+                {
+                    test_attribute = false;
+                    if code.contains('{') {
+                        skip_until = Some(depth);
+                    }
+                } else if let Some(name) = declared(code) {
+                    found.entry(name).or_default().push(Place {
+                        file: file.strip_prefix(root()).unwrap_or(&file).to_path_buf(),
+                        line: i + 1,
+                    });
+                }
+            }
+            for c in code.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if skip_until.is_some_and(|d| depth <= d) {
+                skip_until = None;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_two_public_types_share_a_name_unless_they_are_different_concepts() {
+    let found = public_types();
+    let twice: BTreeMap<&str, &Vec<Place>> = found
+        .iter()
+        .filter(|(_, p)| p.len() > 1)
+        .map(|(n, p)| (n.as_str(), p))
+        .collect();
+    let listed = |list: &[(&str, &str)], name: &str| list.iter().any(|(n, _)| *n == name);
+
+    println!("public type names declared more than once:");
+    for (name, places) in &twice {
+        let verdict = if listed(DIFFERENT, name) {
+            "different concepts"
+        } else if listed(BEING_UNIFIED, name) {
+            "being unified"
+        } else {
+            "ONE CONCEPT, TWO HOMES"
+        };
+        println!("  {name} ({verdict})");
+        for p in places.iter() {
+            println!("    {}:{}", p.file.display(), p.line);
+        }
+    }
+
+    let mut failures = Vec::new();
+    for (name, places) in &twice {
+        if !listed(DIFFERENT, name) && !listed(BEING_UNIFIED, name) {
+            let at: Vec<_> = places
+                .iter()
+                .map(|p| format!("{}:{}", p.file.display(), p.line))
+                .collect();
+            failures.push(format!(
+                "`{name}` is declared {} times ({}): give the concept one home, or \
+                 rename one, or add it to DIFFERENT saying why they differ",
+                places.len(),
+                at.join(", ")
+            ));
+        }
+    }
+    for (name, _) in DIFFERENT {
+        if !twice.contains_key(*name) {
+            failures.push(format!(
+                "`{name}` is no longer declared twice: remove it from DIFFERENT"
+            ));
+        }
+    }
+    for (name, _) in BEING_UNIFIED {
+        if !twice.contains_key(*name) {
+            println!("`{name}` now has one home: remove it from BEING_UNIFIED");
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn the_scan_sees_declarations_and_skips_test_code() {
+    assert_eq!(declared("pub struct Nanos(u64);").as_deref(), Some("Nanos"));
+    assert_eq!(declared("    pub enum Flow {").as_deref(), Some("Flow"));
+    assert_eq!(declared("pub trait Kind {").as_deref(), Some("Kind"));
+    assert_eq!(
+        declared("pub type Result<T> = ...;").as_deref(),
+        Some("Result")
+    );
+    assert_eq!(declared("pub enum Knee {}"), None);
+    assert_eq!(declared("pub(crate) struct Hidden;"), None);
+    assert_eq!(declared("pub fn structure() {}"), None);
+    assert!(is_test_only("#[cfg(test)]"));
+    assert!(is_test_only("#[cfg(all(test, not(loom)))]"));
+    assert!(!is_test_only("#[cfg(not(test))]"));
+    assert!(!is_test_only("#[cfg(loom)]"));
+}
