@@ -281,7 +281,13 @@ fn an_empty_directory_or_a_missing_path_is_an_error_not_an_empty_report() {
 /// Whether `m`, a measurement of a `probe` record, reads through one of the typed
 /// views of that probe.
 fn reads_through_its_view(probe: &str, m: &Measurement) -> bool {
-    use ictus_probe::view::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput};
+    use ictus_probe::compute::view as compute;
+    use ictus_probe::jitter::view as jitter;
+    use ictus_probe::r#loop::view as r#loop;
+    use ictus_probe::memlat::view as memlat;
+    use ictus_probe::pingpong::view as pingpong;
+    use ictus_probe::rendezvous::view as rendezvous;
+    use ictus_probe::throughput::view as throughput;
     match probe {
         "memlat" => {
             memlat::Access::read(m).is_some()

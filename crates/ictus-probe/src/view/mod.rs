@@ -5,6 +5,10 @@
 //! key is spelled once, and a key spelled differently on the two sides no longer
 //! compiles into an empty table cell.
 //!
+//! This module holds the machinery ([`Kind`], [`Point`]) and the view of the
+//! executive's record ([`run`]); each probe's views live in its folder
+//! (`ictus_probe::<probe>::view`, e.g. [`crate::rendezvous::view`]).
+//!
 //! The record format is the one in `docs/result-schema.md`: labels are JSON values,
 //! metrics are numbers. A metric that is `None` or not finite is left out, as
 //! [`Measurement::metric`] leaves it out; an `Option` label is left out when `None`
@@ -32,17 +36,6 @@
 //! ```
 
 pub mod run;
-
-// Each probe's view lives in its folder (`crate::<probe>::view`); these names keep
-// `ictus_probe::view::<probe>` working for the readers of records.
-pub use crate::compute::view as compute;
-pub use crate::irq::view as irq;
-pub use crate::jitter::view as jitter;
-pub use crate::r#loop::view as r#loop;
-pub use crate::memlat::view as memlat;
-pub use crate::pingpong::view as pingpong;
-pub use crate::rendezvous::view as rendezvous;
-pub use crate::throughput::view as throughput;
 
 use std::fmt;
 

@@ -8,7 +8,7 @@ use ictus_core::Nanos;
 use ictus_probe::record::{RunRecord, WarningId};
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
-use ictus_probe::view::compute::{MODEL_SIZE, SPLIT, Step};
+use ictus_probe::compute::view::{MODEL_SIZE, SPLIT, Step};
 
 use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;

@@ -10,7 +10,7 @@ use ictus_probe::jitter::{JitterParams, Routine};
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{Class, LoadCase};
-use ictus_probe::view::jitter::{Runs, SlowRun};
+use ictus_probe::jitter::view::{Runs, SlowRun};
 
 use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;

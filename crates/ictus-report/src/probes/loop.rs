@@ -9,7 +9,7 @@ use ictus_probe::r#loop::LoopParams;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
-use ictus_probe::view::r#loop::Trial;
+use ictus_probe::r#loop::view::Trial;
 
 use crate::plots::{self, Plot, merged};
 use crate::probes::ProbeReport;

@@ -9,7 +9,7 @@ use ictus_core::Nanos;
 use ictus_probe::memlat;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
-use ictus_probe::view::memlat::{
+use ictus_probe::memlat::view::{
     Access, CHASE, Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
 };
 use ictus_probe::view::{AllOr, Point};

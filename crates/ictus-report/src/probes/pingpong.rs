@@ -11,7 +11,7 @@ use ictus_probe::pingpong;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{Class, LoadCase};
-use ictus_probe::view::pingpong::Handoff;
+use ictus_probe::pingpong::view::Handoff;
 
 use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;

@@ -7,7 +7,7 @@ use comfy_table::Cell;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
-use ictus_probe::view::rendezvous::{CachelineRoundTrip, Rendezvous};
+use ictus_probe::rendezvous::view::{CachelineRoundTrip, Rendezvous};
 
 use crate::probes::ProbeReport;
 use crate::results::Results;

@@ -9,8 +9,8 @@ use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::registry::ProbeId;
 use ictus_probe::throughput::{Mode, Placement, Transport};
 use ictus_probe::view::Point;
-use ictus_probe::view::rendezvous::CachelineRoundTrip;
-use ictus_probe::view::throughput::{Memcpy, Targets, Transfer};
+use ictus_probe::rendezvous::view::CachelineRoundTrip;
+use ictus_probe::throughput::view::{Memcpy, Targets, Transfer};
 
 use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;
