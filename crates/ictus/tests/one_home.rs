@@ -129,14 +129,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     ),
 ];
 
-/// Names declared more than once for the same concept whose second home issue 22's
-/// other work removes. Unlike [`DIFFERENT`], an entry that no longer matches is
-/// only reported: delete it then.
-const BEING_UNIFIED: &[(&str, &str)] = &[(
-    "Length",
-    "one Length for every probe: issue 22's probe work (a probe is one folder)",
-)];
-
 /// A public type's declaration: where it is.
 #[derive(Debug)]
 struct Place {
@@ -263,8 +255,6 @@ fn no_two_public_types_share_a_name_unless_they_are_different_concepts() {
     for (name, places) in &twice {
         let verdict = if listed(DIFFERENT, name) {
             "different concepts"
-        } else if listed(BEING_UNIFIED, name) {
-            "being unified"
         } else {
             "ONE CONCEPT, TWO HOMES"
         };
@@ -276,7 +266,7 @@ fn no_two_public_types_share_a_name_unless_they_are_different_concepts() {
 
     let mut failures = Vec::new();
     for (name, places) in &twice {
-        if !listed(DIFFERENT, name) && !listed(BEING_UNIFIED, name) {
+        if !listed(DIFFERENT, name) {
             let at: Vec<_> = places
                 .iter()
                 .map(|p| format!("{}:{}", p.file.display(), p.line))
@@ -294,11 +284,6 @@ fn no_two_public_types_share_a_name_unless_they_are_different_concepts() {
             failures.push(format!(
                 "`{name}` is no longer declared twice: remove it from DIFFERENT"
             ));
-        }
-    }
-    for (name, _) in BEING_UNIFIED {
-        if !twice.contains_key(*name) {
-            println!("`{name}` now has one home: remove it from BEING_UNIFIED");
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
