@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 
 use comfy_table::Cell;
 use ictus_core::Nanos;
+use ictus_probe::compute::view::{MODEL_SIZE, SPLIT, Step};
 use ictus_probe::record::{RunRecord, WarningId};
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
-use ictus_probe::compute::view::{MODEL_SIZE, SPLIT, Step};
 
 use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use comfy_table::Cell;
+use ictus_probe::irq::view::Timerlat;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
-use ictus_probe::irq::view::Timerlat;
 
 use crate::probes::ProbeReport;
 use crate::terminal;

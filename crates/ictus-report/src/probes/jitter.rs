@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 
 use comfy_table::Cell;
 use ictus_core::Nanos;
+use ictus_probe::jitter::view::{Runs, SlowRun};
 use ictus_probe::jitter::{JitterParams, Routine};
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{Class, LoadCase};
-use ictus_probe::jitter::view::{Runs, SlowRun};
 
 use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;

@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::r#loop::LoopParams;
+use ictus_probe::r#loop::view::Trial;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::view::Point;
-use ictus_probe::r#loop::view::Trial;
 
 use crate::plots::{self, Plot, merged};
 use crate::probes::ProbeReport;

@@ -7,11 +7,11 @@ use std::fmt::Write as _;
 use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::memlat;
-use ictus_probe::record::RunRecord;
-use ictus_probe::registry::ProbeId;
 use ictus_probe::memlat::view::{
     Access, CHASE, Cache, CacheLabels, Chase, Knee, STRIDED_READ, STRIDED_WRITE, Strided,
 };
+use ictus_probe::record::RunRecord;
+use ictus_probe::registry::ProbeId;
 use ictus_probe::view::{AllOr, Point};
 
 use crate::plots::{self, Axes, Plot};

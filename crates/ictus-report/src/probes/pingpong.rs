@@ -8,10 +8,10 @@ use comfy_table::Cell;
 use ictus_core::Nanos;
 use ictus_probe::load::LoadKind;
 use ictus_probe::pingpong;
+use ictus_probe::pingpong::view::Handoff;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 use ictus_probe::survey::{Class, LoadCase};
-use ictus_probe::pingpong::view::Handoff;
 
 use crate::plots::{self, Plot};
 use crate::probes::ProbeReport;

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use comfy_table::Cell;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
-use ictus_probe::view::Point;
 use ictus_probe::rendezvous::view::{CachelineRoundTrip, Rendezvous};
+use ictus_probe::view::Point;
 
 use crate::probes::ProbeReport;
 use crate::results::Results;

@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use comfy_table::Cell;
 use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::registry::ProbeId;
-use ictus_probe::throughput::{Mode, Placement, Transport};
-use ictus_probe::view::Point;
 use ictus_probe::rendezvous::view::CachelineRoundTrip;
 use ictus_probe::throughput::view::{Memcpy, Targets, Transfer};
+use ictus_probe::throughput::{Mode, Placement, Transport};
+use ictus_probe::view::Point;
 
 use crate::plots::{self, Axes, Plot};
 use crate::probes::ProbeReport;
