@@ -398,6 +398,15 @@ mod tests {
 
     #[test]
     fn rt_classes_apply_policy_and_affinity_or_name_the_privilege() {
+        let privileged =
+            facts::capabilities().is_some_and(|c| c.has(facts::Capabilities::SYS_NICE));
+        if let Some(why) = ictus_os::testing::realtime_refused().filter(|_| privileged) {
+            ictus_os::testing::skipped(
+                "rt_classes_apply_policy_and_affinity_or_name_the_privilege",
+                &format!("SCHED_FIFO is refused here even with CAP_SYS_NICE: {why}"),
+            );
+            return;
+        }
         let online = facts::online_cpus();
         let cpu = *online.cpus().last().unwrap();
         let got = in_thread(move || {

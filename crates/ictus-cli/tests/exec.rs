@@ -62,6 +62,13 @@ fn last_cpu() -> usize {
 #[test]
 fn each_class_runs_the_command_as_the_kernel_reports_it() {
     let _one = one_at_a_time();
+    if let Some(why) = ictus_os::testing::realtime_refused().filter(|_| is_root()) {
+        ictus_os::testing::skipped(
+            "each_class_runs_the_command_as_the_kernel_reports_it",
+            &format!("SCHED_FIFO is refused here even to root: {why}"),
+        );
+        return;
+    }
     let journal = std::env::temp_dir().join("ictus-exec-test-no-shield");
     let journal = journal.to_str().unwrap();
     let cpu = last_cpu().to_string();
@@ -157,6 +164,13 @@ fn under_a_shield_rt0_joins_the_rt_cpuset() {
         ictus_os::testing::skipped(
             "under_a_shield_rt0_joins_the_rt_cpuset",
             "needs root, 2 CPUs, cpusets",
+        );
+        return;
+    }
+    if let Some(why) = ictus_os::testing::realtime_refused() {
+        ictus_os::testing::skipped(
+            "under_a_shield_rt0_joins_the_rt_cpuset",
+            &format!("SCHED_FIFO is refused here even to root: {why}"),
         );
         return;
     }

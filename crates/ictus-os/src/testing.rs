@@ -33,6 +33,20 @@ pub fn skipped(test: &str, why: &str) {
     }
 }
 
+/// Why this machine refuses `SCHED_FIFO` to this process, if it does: tried on a
+/// scratch thread (priority 1), so the caller's own policy is untouched. Some
+/// machines refuse real-time policies even to root with `CAP_SYS_NICE` (a container
+/// runtime or security module); a test that needs them says so and skips.
+pub fn realtime_refused() -> Option<String> {
+    std::thread::spawn(|| {
+        crate::sched::set_policy(crate::sched::Policy::Fifo { priority: 1 })
+            .err()
+            .map(|e| e.to_string())
+    })
+    .join()
+    .unwrap_or_else(|_| Some("the trial thread panicked".into()))
+}
+
 /// A TCP port on loopback that was free a moment ago (the kernel picked it), for
 /// tests that open peers side by side.
 pub fn free_port() -> u16 {
