@@ -11,8 +11,8 @@ use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs, positive_duration};
 
 /// Options of `ictus probe compute`.
 #[derive(Debug, Args)]
@@ -22,14 +22,14 @@ pub(crate) struct ComputeArgs {
         long,
         value_delimiter = ',',
         default_value = "11,101,1001,10001,100001,1000001",
-        value_parser = crate::args::count_in(3, compute::MAX_MODULES, "modules")
+        value_parser = ictus_probe::cli::count_in(3, compute::MAX_MODULES, "modules")
     )]
     pub(crate) sizes: Vec<usize>,
     /// Model size (modules) split across threads.
-    #[arg(long, default_value_t = 100_001, value_parser = crate::args::count_in(3, compute::MAX_MODULES, "modules"))]
+    #[arg(long, default_value_t = 100_001, value_parser = ictus_probe::cli::count_in(3, compute::MAX_MODULES, "modules"))]
     pub(crate) split_modules: usize,
     /// Thread counts of the split (default: 1 to the number of CPUs).
-    #[arg(short = 't', long, value_delimiter = ',', value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
+    #[arg(short = 't', long, value_delimiter = ',', value_parser = ictus_probe::cli::count_in(1, ictus_probe::cli::MAX_THREADS, "threads"))]
     pub(crate) threads: Option<Vec<usize>>,
     /// Time spent on each point.
     #[arg(long, default_value = "200ms", value_parser = positive_duration)]

@@ -9,8 +9,8 @@ use ictus_probe::irq::{self, IrqParams};
 use ictus_probe::progress::Progress;
 
 use crate::Failure;
-use crate::args::{OutputArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, positive_duration};
 
 /// Options of `ictus probe irq`.
 #[derive(Debug, Args)]
@@ -19,13 +19,13 @@ pub(crate) struct IrqArgs {
     #[arg(short = 'a', long, default_value = "all")]
     pub(crate) cpus: String,
     /// Period of the tracer's timer.
-    #[arg(short, long, default_value = "1ms", value_parser = crate::args::interval)]
+    #[arg(short, long, default_value = "1ms", value_parser = ictus_probe::cli::interval)]
     pub(crate) interval: Duration,
     /// How long to trace.
     #[arg(short = 'D', long, default_value = "10s", value_parser = positive_duration)]
     pub(crate) duration: Duration,
     /// The CPU latency QoS held for the run: a bound in us (0, the default) or off.
-    #[arg(long, value_name = "US|off", default_value = "0", value_parser = crate::args::pm_qos)]
+    #[arg(long, value_name = "US|off", default_value = "0", value_parser = ictus_probe::cli::pm_qos)]
     pub(crate) pm_qos: ictus_os::pm_qos::PmQos,
     #[command(flatten)]
     pub(crate) out: OutputArgs,

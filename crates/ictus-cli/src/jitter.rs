@@ -10,17 +10,17 @@ use ictus_probe::jitter::{self, JitterParams, Routine};
 use ictus_probe::progress::Progress;
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs};
 
 /// Options of `ictus probe jitter`.
 #[derive(Debug, Args)]
 pub(crate) struct JitterArgs {
     /// Integer divisions per run (seed 002: one million).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) work: u64,
     /// Timed runs per thread.
-    #[arg(short = 'n', long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(short = 'n', long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) runs: u64,
     /// Run the synchronised kernel instead (seed 000 Figure 3): this many threads on the
     /// first CPUs of --cpus compute y = a x + y on their own data and meet at a spin
@@ -28,10 +28,10 @@ pub(crate) struct JitterArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     pub(crate) threads: Option<u64>,
     /// Elements (f64) per thread for the synchronised kernel.
-    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) elements: u64,
     /// Untimed runs first.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) warmup_runs: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,

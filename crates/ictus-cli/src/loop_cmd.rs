@@ -9,8 +9,8 @@ use ictus_probe::r#loop::{self, FindMax, LoopParams};
 use ictus_probe::progress::Progress;
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs, positive_duration};
 
 /// Options of `ictus probe loop`.
 #[derive(Debug, Args)]
@@ -19,16 +19,16 @@ pub(crate) struct LoopArgs {
     #[arg(short = 'f', long, default_value = "10kHz", value_parser = parse_frequency)]
     pub(crate) frequency: f64,
     /// Threads in the loop, one per CPU (default: 2, or 1 on a one-CPU machine).
-    #[arg(short = 'k', long, value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
+    #[arg(short = 'k', long, value_parser = ictus_probe::cli::count_in(1, ictus_probe::cli::MAX_THREADS, "threads"))]
     pub(crate) threads: Option<usize>,
     /// Size of the mass-interaction model, in modules.
-    #[arg(long, default_value_t = 1_001, value_parser = crate::args::count_in(3, ictus_probe::compute::MAX_MODULES, "modules"))]
+    #[arg(long, default_value_t = 1_001, value_parser = ictus_probe::cli::count_in(3, ictus_probe::compute::MAX_MODULES, "modules"))]
     pub(crate) modules: usize,
     /// Bytes each thread sends at each of the two rendezvous per step.
-    #[arg(long, default_value_t = 512, value_parser = crate::args::bytes_in(0, r#loop::MAX_EXCHANGE_BYTES))]
+    #[arg(long, default_value_t = 512, value_parser = ictus_probe::cli::bytes_in(0, r#loop::MAX_EXCHANGE_BYTES))]
     pub(crate) exchange: usize,
     /// Steps to run (per trial with --find-max).
-    #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(short = 'n', long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) steps: u64,
     /// Hybrid wait margin (default: calibrated from the measured wake-up latency).
     #[arg(long, value_parser = positive_duration)]

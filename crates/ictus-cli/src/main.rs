@@ -17,6 +17,7 @@ mod load;
 mod loop_cmd;
 mod memlat;
 mod pingpong;
+mod probe_cmd;
 mod refusal;
 mod rendezvous;
 mod report;
@@ -26,7 +27,6 @@ mod scenario;
 mod shield;
 mod survey;
 mod throughput;
-mod timer;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -167,7 +167,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Probe(probe) => {
             let progress = stoppable_progress()?;
             match probe.command {
-                ProbeCommand::Timer(args) => timer::run(&args, &progress),
+                ProbeCommand::Timer(args) => probe_cmd::run(&args, &progress),
                 ProbeCommand::Jitter(args) => jitter::run(&args, &progress),
                 ProbeCommand::Compute(args) => compute::run(&args, &progress),
                 ProbeCommand::Loop(args) => loop_cmd::run(&args, &progress),

@@ -12,8 +12,8 @@ use ictus_probe::memlat::{self, MemlatParams, Mode, PageSize};
 use ictus_probe::progress::Progress;
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs, positive_duration};
 
 /// Memory access latency by working set: a random pointer chase and strided 64-bit
 /// reads and writes, each point in a fresh buffer, with the cache stages found.
@@ -24,14 +24,14 @@ pub(crate) struct MemlatArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = working_set)]
     pub(crate) sizes: Option<Vec<usize>>,
     /// Strides of the strided accesses, in bytes (1 to 1M) [default: 4,44,64,4096].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::args::bytes_in(1, memlat::MAX_STRIDE))]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ictus_probe::cli::bytes_in(1, memlat::MAX_STRIDE))]
     pub(crate) strides: Option<Vec<usize>>,
     /// Which measurements run.
     #[arg(long, value_enum, default_value = "all")]
     pub(crate) mode: Mode,
     /// Also measure with up to this many threads at once (2, 4, ... up to N), one per
     /// CPU of --cpus, each on its own buffer.
-    #[arg(long, default_value_t = 1, value_parser = crate::args::count_in(1, crate::args::MAX_THREADS, "threads"))]
+    #[arg(long, default_value_t = 1, value_parser = ictus_probe::cli::count_in(1, ictus_probe::cli::MAX_THREADS, "threads"))]
     pub(crate) threads: usize,
     /// Pages backing the buffers: 4k (MADV_NOHUGEPAGE) or thp (MADV_HUGEPAGE).
     #[arg(long, value_enum, default_value = "4k")]
@@ -59,7 +59,7 @@ const DEFAULT_STRIDES: &str = "4,44,64,4096";
 /// `--sizes`: one working set, from [`memlat::MIN_SIZE`] to [`memlat::MAX_SIZE`]
 /// bytes, in whole cache lines.
 fn working_set(s: &str) -> Result<usize, String> {
-    let n = crate::args::bytes_in(memlat::MIN_SIZE, memlat::MAX_SIZE)(s)?;
+    let n = ictus_probe::cli::bytes_in(memlat::MIN_SIZE, memlat::MAX_SIZE)(s)?;
     if n % memlat::LINE_BYTES != 0 {
         return Err(format!(
             "{n} bytes is not a whole number of {}-byte cache lines",

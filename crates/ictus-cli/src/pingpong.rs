@@ -10,8 +10,8 @@ use ictus_probe::progress::Progress;
 use ictus_probe::setup::{Choice, Length};
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs, positive_duration};
 
 /// Context switch and hand-off latency: two threads wake each other in turn.
 #[derive(clap::Args, Debug)]
@@ -26,10 +26,10 @@ pub(crate) struct PingpongArgs {
     #[arg(short = 'D', long, default_value = "2s", value_parser = positive_duration, conflicts_with = "loops")]
     pub(crate) duration: Duration,
     /// Measure this many round trips per primitive and placement instead of a duration.
-    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(..=crate::args::MAX_COUNT))]
+    #[arg(short = 'l', long, value_parser = clap::value_parser!(u64).range(..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) loops: Option<u64>,
     /// Warm-up before each primitive and placement, discarded.
-    #[arg(long, default_value = "100ms", value_parser = crate::args::any_duration)]
+    #[arg(long, default_value = "100ms", value_parser = ictus_probe::cli::any_duration)]
     pub(crate) warmup: Duration,
     /// Spin a SCHED_OTHER thread on each measured CPU (seed 001's "CPU load").
     #[arg(long)]

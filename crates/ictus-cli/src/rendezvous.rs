@@ -9,30 +9,30 @@ use ictus_probe::progress::Progress;
 use ictus_probe::rendezvous::{self, RendezvousParams, Spacing};
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs};
 
 /// Options of `ictus probe rendezvous`.
 #[derive(Debug, Args)]
 pub(crate) struct RendezvousArgs {
     /// Thread counts to measure, each from 2 to the number of CPUs (e.g. 2,3,4).
-    #[arg(short = 't', long, value_delimiter = ',', default_value = "2", value_parser = crate::args::count_in(2, crate::args::MAX_THREADS, "threads"))]
+    #[arg(short = 't', long, value_delimiter = ',', default_value = "2", value_parser = ictus_probe::cli::count_in(2, ictus_probe::cli::MAX_THREADS, "threads"))]
     pub(crate) threads: Vec<usize>,
     /// Where the spin flags sit: same-line, adjacent, or a distance in bytes (e.g.
     /// same-line,adjacent,5000).
     #[arg(long, value_delimiter = ',', default_value = "same-line,adjacent,5000", value_parser = parse_spacing)]
     pub(crate) spacing: Vec<Spacing>,
     /// Bytes each thread sends to the others per rendezvous (e.g. 0,512).
-    #[arg(long, value_delimiter = ',', default_value = "0,512", value_parser = crate::args::bytes_in(0, rendezvous::MAX_PAYLOAD_BYTES))]
+    #[arg(long, value_delimiter = ',', default_value = "0,512", value_parser = ictus_probe::cli::bytes_in(0, rendezvous::MAX_PAYLOAD_BYTES))]
     pub(crate) payload: Vec<usize>,
     /// Untimed rendezvous per point (for the rate).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) steps: u64,
     /// Individually timed rendezvous per point (for the distribution).
-    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) timed_steps: u64,
     /// Round trips of the bare cache-line measurement.
-    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) round_trips: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -45,7 +45,7 @@ fn parse_spacing(s: &str) -> Result<Spacing, String> {
         "same-line" => Ok(Spacing::SameLine),
         "adjacent" => Ok(Spacing::Adjacent),
         n if n.trim() == "0" => Err("a spacing of 0 bytes puts every flag in the same byte".into()),
-        n => crate::args::bytes_in(1, rendezvous::MAX_SPACING_BYTES)(n)
+        n => ictus_probe::cli::bytes_in(1, rendezvous::MAX_SPACING_BYTES)(n)
             .map(Spacing::Bytes)
             .map_err(|e| format!("{e}; or same-line, adjacent")),
     }

@@ -43,7 +43,7 @@ pub(crate) struct SurveyArgs {
     pub(crate) rt_throttle: crate::shield::Throttle,
     /// With `--rt-throttle off`: the watchdog's limit, how long a real-time thread may
     /// hold its CPU without sleeping before it is demoted.
-    #[arg(long, value_name = "LIMIT", default_value = "2s", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "LIMIT", default_value = "2s", value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) watchdog: std::time::Duration,
 }
 
@@ -87,7 +87,7 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
         .map_err(Failure::usage)?;
     common::check_output(&dir.join(survey::MANIFEST_FILE))?;
     let expected = steps.iter().map(|s| s.estimate()).sum();
-    let out = crate::args::OutputArgs {
+    let out = ictus_probe::cli::OutputArgs {
         json: false,
         output: None,
     };

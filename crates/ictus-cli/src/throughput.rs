@@ -14,8 +14,8 @@ use ictus_probe::throughput::{
 };
 
 use crate::Failure;
-use crate::args::{OutputArgs, SchedArgs, positive_duration};
 use crate::common::{self, Bar};
+use ictus_probe::cli::{OutputArgs, SchedArgs, positive_duration};
 
 /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
 /// Unix socket pair and buffer handover (seed 004 Figures 6 and 7).
@@ -46,13 +46,13 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, default_value = "100ms", value_parser = positive_duration, conflicts_with = "messages")]
     pub(crate) point_time: Duration,
     /// Measure this many messages per point instead of a duration.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) messages: Option<u64>,
     /// Warm-up before each point, discarded.
-    #[arg(long, default_value = "10ms", value_parser = crate::args::any_duration)]
+    #[arg(long, default_value = "10ms", value_parser = ictus_probe::cli::any_duration)]
     pub(crate) warmup: Duration,
     /// Round trips of the bare cache-line reference between the first two CPUs.
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=crate::args::MAX_COUNT))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=ictus_probe::cli::MAX_COUNT))]
     pub(crate) round_trips: u64,
     #[command(flatten)]
     pub(crate) sched: SchedArgs,
@@ -70,9 +70,9 @@ fn parse_transport(s: &str) -> Result<Choice<Transport>, String> {
         .ok_or_else(|| format!("'{s}' is not spsc, pipe, unix, handover or all"))
 }
 
-/// A payload size (see [`crate::args::bytes_in`]) up to [`MAX_PAYLOAD_BYTES`].
+/// A payload size (see [`ictus_probe::cli::bytes_in`]) up to [`MAX_PAYLOAD_BYTES`].
 fn parse_bytes(s: &str) -> Result<usize, String> {
-    crate::args::bytes_in(0, MAX_PAYLOAD_BYTES)(s)
+    ictus_probe::cli::bytes_in(0, MAX_PAYLOAD_BYTES)(s)
 }
 
 /// Turns the command line into probe parameters, refusing what can never run.

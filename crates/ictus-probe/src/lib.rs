@@ -5,6 +5,8 @@
 //! [`progress::Progress`], which the caller may watch from another thread.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod compute;
 pub mod doctor;
 pub mod import;
