@@ -110,24 +110,14 @@ pub(crate) struct ProbeArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ProbeCommand {
     Timer(ictus_probe::timer::cli::Args),
-    /// Context switch and hand-off latency between two threads (seed 001 Table 3, seed 004 Table 2).
-    Pingpong(crate::pingpong::PingpongArgs),
-    /// Execution-time variation of a fixed routine (seed 002 Table 2, seed 000 Fig. 3).
-    Jitter(crate::jitter::JitterArgs),
-    /// Can this machine hold a fully synchronous K-core loop? (seed 000 §3.1, Table 1)
-    Loop(crate::loop_cmd::LoopArgs),
-    /// Memory access latency by working set: a random pointer chase and strided reads
-    /// and writes, with the cache stages found (seed 000 Table 5).
-    Memlat(crate::memlat::MemlatArgs),
-    /// Interrupt latency apart from thread latency, where the kernel has timerlat.
-    Irq(crate::irq::IrqArgs),
-    /// Computing power on a mass-interaction model, by size and split (seed 000 Table 7).
-    Compute(crate::compute::ComputeArgs),
-    /// Spin rendezvous between cores, against the bare cache-line round trip (seed 000 Table 6).
-    Rendezvous(crate::rendezvous::RendezvousArgs),
-    /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
-    /// Unix socket and buffer handover (seed 004 Figures 6 and 7).
-    Throughput(crate::throughput::ThroughputArgs),
+    Pingpong(ictus_probe::pingpong::cli::Args),
+    Jitter(ictus_probe::jitter::cli::Args),
+    Loop(ictus_probe::r#loop::cli::Args),
+    Memlat(ictus_probe::memlat::cli::Args),
+    Irq(ictus_probe::irq::cli::Args),
+    Compute(ictus_probe::compute::cli::Args),
+    Rendezvous(ictus_probe::rendezvous::cli::Args),
+    Throughput(ictus_probe::throughput::cli::Args),
 }
 
 #[cfg(test)]

@@ -1,38 +1,23 @@
-//! What every probe's command shares: scheduling options to a [`SchedSpec`], the
+//! What every probe's command shares (its arguments are `ictus_probe::cli`'s): the
 //! progress bar, the measurement with its loads, and writing the record or printing
 //! its human view (the views and their footer live in `ictus_report`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ictus_core::{CpuSet, Nanos};
+use ictus_core::CpuSet;
 use ictus_os::facts;
+use ictus_probe::cli::{OutputArgs, SchedArgs};
 use ictus_probe::load::UnderLoadsError;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
-use ictus_probe::setup::SchedSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Failure;
-use ictus_probe::cli::{OutputArgs, SchedArgs};
 
 /// Parses a CPU list option (see [`ictus_probe::cli::cpus`]): bad input, exit 2.
 pub(crate) fn cpus(flag: &str, text: &str) -> Result<CpuSet, Failure> {
     ictus_probe::cli::cpus(flag, text).map_err(Failure::usage)
-}
-
-/// [`ictus_probe::cli::sched_spec`], refusing as bad input (exit 2).
-pub(crate) fn sched_spec(args: &SchedArgs, period: Nanos) -> Result<SchedSpec, Failure> {
-    ictus_probe::cli::sched_spec(args, period).map_err(Failure::usage)
-}
-
-/// [`ictus_probe::cli::sched_spec_or`], refusing as bad input (exit 2).
-pub(crate) fn sched_spec_or(
-    args: &SchedArgs,
-    period: Nanos,
-    default_cpus: impl FnOnce() -> CpuSet,
-) -> Result<SchedSpec, Failure> {
-    ictus_probe::cli::sched_spec_or(args, period, default_cpus).map_err(Failure::usage)
 }
 
 /// Runs `probe` under the loads `--load` names (none: just runs it), then stops them
@@ -143,18 +128,6 @@ pub(crate) fn check_outputs(out: &OutputArgs) -> Result<(), Failure> {
 pub(crate) fn write_output(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> Result<(), Failure> {
     Ok(ictus_os::fs::write_atomic(path, bytes)?)
 }
-
-/// [`ictus_probe::cli::check_span`], refusing as bad input (exit 2).
-pub(crate) fn check_span(
-    count_flag: &str,
-    count: u64,
-    period_flag: &str,
-    period: Duration,
-) -> Result<(), Failure> {
-    ictus_probe::cli::check_span(count_flag, count, period_flag, period).map_err(Failure::usage)
-}
-
-pub(crate) use ictus_probe::cli::times;
 
 /// Writes the record where `out` says, or its human view on stdout.
 pub(crate) fn emit(

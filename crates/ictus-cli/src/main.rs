@@ -6,27 +6,19 @@
 
 mod args;
 mod common;
-mod compute;
 mod doctor;
 mod exec;
 mod import;
-mod irq;
-mod jitter;
 mod keys;
 mod load;
-mod loop_cmd;
-mod memlat;
-mod pingpong;
 mod probe_cmd;
 mod refusal;
-mod rendezvous;
 mod report;
 mod run;
 mod run_view;
 mod scenario;
 mod shield;
 mod survey;
-mod throughput;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -168,14 +160,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let progress = stoppable_progress()?;
             match probe.command {
                 ProbeCommand::Timer(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Jitter(args) => jitter::run(&args, &progress),
-                ProbeCommand::Compute(args) => compute::run(&args, &progress),
-                ProbeCommand::Loop(args) => loop_cmd::run(&args, &progress),
-                ProbeCommand::Irq(args) => irq::run(&args, &progress),
-                ProbeCommand::Memlat(args) => memlat::run(&args, &progress),
-                ProbeCommand::Pingpong(args) => pingpong::run(&args, &progress),
-                ProbeCommand::Rendezvous(args) => rendezvous::run(&args, &progress),
-                ProbeCommand::Throughput(args) => throughput::run(&args, &progress),
+                ProbeCommand::Jitter(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Compute(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Loop(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Irq(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Memlat(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Pingpong(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Rendezvous(args) => probe_cmd::run(&args, &progress),
+                ProbeCommand::Throughput(args) => probe_cmd::run(&args, &progress),
             }
         }
     }

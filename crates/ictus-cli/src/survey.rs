@@ -23,7 +23,7 @@ pub(crate) struct SurveyArgs {
     #[arg(long, value_enum, default_value = "quick")]
     pub(crate) profile: Profile,
     /// The loop the verdict is about: its frequency (seed 000's gesture loop: 10kHz).
-    #[arg(long, default_value = "10kHz", value_parser = crate::loop_cmd::parse_frequency)]
+    #[arg(long, default_value = "10kHz", value_parser = ictus_probe::r#loop::cli::parse_frequency)]
     pub(crate) target: f64,
     /// The loop's cores.
     #[arg(long, default_value_t = 2)]

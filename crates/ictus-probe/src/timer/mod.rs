@@ -23,7 +23,6 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
-
 use std::sync::{Condvar, Mutex};
 use std::thread;
 
