@@ -107,18 +107,23 @@ pub(crate) struct ProbeArgs {
     pub(crate) command: ProbeCommand,
 }
 
-#[derive(Debug, Subcommand)]
-pub(crate) enum ProbeCommand {
-    Timer(ictus_probe::timer::cli::Args),
-    Pingpong(ictus_probe::pingpong::cli::Args),
-    Jitter(ictus_probe::jitter::cli::Args),
-    Loop(ictus_probe::r#loop::cli::Args),
-    Memlat(ictus_probe::memlat::cli::Args),
-    Irq(ictus_probe::irq::cli::Args),
-    Compute(ictus_probe::compute::cli::Args),
-    Rendezvous(ictus_probe::rendezvous::cli::Args),
-    Throughput(ictus_probe::throughput::cli::Args),
+/// One subcommand per probe, generated from the registry
+/// ([`ictus_probe::for_each_probe!`]): each is its folder's `cli::Args`, named as
+/// the registry names it, its help its `Args`' doc comment. A new probe adds no line
+/// here.
+macro_rules! probe_commands {
+    ($(($variant:ident, $module:ident, $name:literal)),* $(,)?) => {
+        #[derive(Debug, Subcommand)]
+        pub(crate) enum ProbeCommand {
+            $(
+                #[command(name = $name)]
+                $variant(ictus_probe::$module::cli::Args),
+            )*
+        }
+    };
 }
+
+ictus_probe::for_each_probe!(probe_commands);
 
 #[cfg(test)]
 mod tests {

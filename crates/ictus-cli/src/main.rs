@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use ictus_probe::progress::Progress;
 
-use crate::args::{Cli, Command, ProbeCommand};
+use crate::args::{Cli, Command};
 
 /// Exit code for bad input (as clap uses for usage errors).
 const EXIT_USAGE: u8 = 2;
@@ -158,17 +158,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Probe(probe) => {
             let progress = stoppable_progress()?;
-            match probe.command {
-                ProbeCommand::Timer(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Jitter(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Compute(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Loop(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Irq(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Memlat(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Pingpong(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Rendezvous(args) => probe_cmd::run(&args, &progress),
-                ProbeCommand::Throughput(args) => probe_cmd::run(&args, &progress),
-            }
+            probe_cmd::dispatch(&probe.command, &progress)
         }
     }
 }

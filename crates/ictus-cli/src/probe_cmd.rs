@@ -9,6 +9,7 @@ use ictus_probe::cli::{ArgsError, ProbeCommand};
 use ictus_probe::progress::Progress;
 
 use crate::Failure;
+use crate::args::ProbeCommand as Command;
 use crate::common::{self, Bar};
 use crate::refusal::{Refusal, refused};
 
@@ -44,3 +45,18 @@ where
         }
     }
 }
+
+/// The dispatch over [`Command`], generated from the registry like the enum: each
+/// probe runs through [`run`].
+macro_rules! dispatch {
+    ($(($variant:ident, $module:ident, $name:literal)),* $(,)?) => {
+        /// Runs the probe `command` names and prints its record.
+        pub(crate) fn dispatch(command: &Command, progress: &Arc<Progress>) -> Result<(), Failure> {
+            match command {
+                $(Command::$variant(args) => run(args, progress),)*
+            }
+        }
+    };
+}
+
+ictus_probe::for_each_probe!(dispatch);
