@@ -11,18 +11,17 @@ use ictus_probe::progress::Progress;
 use crate::Failure;
 use crate::args::ProbeCommand as Command;
 use crate::common::{self, Bar};
-use crate::refusal::{Refusal, refused};
+use crate::refusal::refused;
 
 /// Runs the probe `args` names and prints its record.
-pub(crate) fn run<A>(args: &A, progress: &Arc<Progress>) -> Result<(), Failure>
-where
-    A: ProbeCommand,
-    A::Error: Refusal,
-{
+pub(crate) fn run<A: ProbeCommand>(args: &A, progress: &Arc<Progress>) -> Result<(), Failure> {
     common::check_outputs(args.out())?;
     let params = args.params().map_err(|e| match e {
         ArgsError::Usage(e) => Failure::usage(e),
-        ArgsError::Refused(e) => refused(e),
+        ArgsError::Refused(e) => {
+            let flag = A::refused_flag(&e);
+            refused(e, flag)
+        }
     })?;
     let (expected, unit) = A::work(&params);
     let probe = || A::run(&params, std::env::args().collect(), progress);

@@ -30,6 +30,10 @@ pub trait ProbeCommand: clap::Args {
     /// The arguments as parameters, refusing what can never run.
     fn params(&self) -> Result<Self::Params, ArgsError<Self::Error>>;
 
+    /// The option a refusal of the parameters concerns, when one option is to blame,
+    /// so the refusal names the flag a person typed (as clap's own refusals do).
+    fn refused_flag(error: &Self::Error) -> Option<&'static str>;
+
     /// How long the run is expected to take, and the unit the progress bar counts.
     fn work(params: &Self::Params) -> (Duration, &'static str);
 

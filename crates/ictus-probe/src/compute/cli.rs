@@ -73,6 +73,14 @@ impl ProbeCommand for Args {
         Ok((params, reference))
     }
 
+    fn refused_flag(error: &ComputeError) -> Option<&'static str> {
+        match error {
+            ComputeError::Threads { .. } => Some("--threads"),
+            ComputeError::Reference { .. } => Some("--reference"),
+            _ => None,
+        }
+    }
+
     fn work((params, _): &Self::Params) -> (Duration, &'static str) {
         let points = (params.sizes.len() + params.threads.len()) as u32;
         (

@@ -64,6 +64,13 @@ impl ProbeCommand for Args {
         Ok(params)
     }
 
+    fn refused_flag(error: &IrqError) -> Option<&'static str> {
+        match error {
+            IrqError::NoCpu => Some("--cpus"),
+            _ => None,
+        }
+    }
+
     fn work(params: &IrqParams) -> (Duration, &'static str) {
         let expected = if super::unavailable_reason().is_some() {
             Duration::ZERO

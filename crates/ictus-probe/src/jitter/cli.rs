@@ -83,6 +83,15 @@ impl ProbeCommand for Args {
         Ok(params)
     }
 
+    fn refused_flag(error: &JitterError) -> Option<&'static str> {
+        match error {
+            JitterError::TooLarge { .. } => Some("--elements"),
+            JitterError::NoCpu => Some("--cpus"),
+            JitterError::TooFewThreads(_) => Some("--threads"),
+            _ => None,
+        }
+    }
+
     fn work(params: &JitterParams) -> (Duration, &'static str) {
         // About 2.5 ns per division here; the bar appears for runs expected over 2 s.
         let expected = match params.routine {

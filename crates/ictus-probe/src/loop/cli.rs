@@ -103,6 +103,17 @@ impl ProbeCommand for Args {
         Ok(params)
     }
 
+    fn refused_flag(error: &LoopError) -> Option<&'static str> {
+        match error {
+            LoopError::Threads { .. } => Some("--threads"),
+            LoopError::Frequency(_) => Some("--frequency"),
+            LoopError::Model { .. } => Some("--modules"),
+            LoopError::NoSteps => Some("--steps"),
+            LoopError::Unpinned => Some("--no-pin"),
+            _ => None,
+        }
+    }
+
     fn work(params: &LoopParams) -> (Duration, &'static str) {
         if params.find_max.is_some() {
             (Duration::from_secs(30), "trials")

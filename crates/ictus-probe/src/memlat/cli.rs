@@ -12,6 +12,7 @@ use crate::cli::{
 };
 use crate::progress::Progress;
 use crate::record::RunRecord;
+use crate::setup::PlacementError;
 
 /// Memory access latency by working set: a random pointer chase and strided reads
 /// and writes, with the cache stages found (seed 000 Table 5).
@@ -104,6 +105,18 @@ impl ProbeCommand for Args {
         };
         super::validate(&params).map_err(ArgsError::Refused)?;
         Ok(params)
+    }
+
+    fn refused_flag(error: &MemlatError) -> Option<&'static str> {
+        match error {
+            MemlatError::NoSize | MemlatError::BadSize { .. } => Some("--sizes"),
+            MemlatError::NoStride | MemlatError::ZeroStride => Some("--strides"),
+            MemlatError::Threads { .. } => Some("--threads"),
+            MemlatError::ZeroRepeat => Some("--repeat"),
+            MemlatError::ZeroPointTime => Some("--point-time"),
+            MemlatError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
+            _ => None,
+        }
     }
 
     fn work(params: &MemlatParams) -> (Duration, &'static str) {

@@ -12,6 +12,7 @@ use crate::cli::{
 };
 use crate::progress::Progress;
 use crate::record::RunRecord;
+use crate::setup::PlacementError;
 use crate::setup::{Choice, Length};
 
 /// Context switch and hand-off latency between two threads (seed 001 Table 3, seed 004 Table 2).
@@ -68,6 +69,17 @@ impl ProbeCommand for Args {
         };
         super::validate(&params).map_err(ArgsError::Refused)?;
         Ok(params)
+    }
+
+    fn refused_flag(error: &PingpongError) -> Option<&'static str> {
+        match error {
+            PingpongError::NoCpu
+            | PingpongError::TooFewCpus { .. }
+            | PingpongError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
+            PingpongError::ZeroLoops => Some("--loops"),
+            PingpongError::ZeroDuration => Some("--duration"),
+            _ => None,
+        }
     }
 
     fn work(params: &PingpongParams) -> (Duration, &'static str) {

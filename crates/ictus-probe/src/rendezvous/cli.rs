@@ -70,6 +70,15 @@ impl ProbeCommand for Args {
         Ok(params)
     }
 
+    fn refused_flag(error: &RendezvousError) -> Option<&'static str> {
+        match error {
+            RendezvousError::Threads { .. } => Some("--threads"),
+            RendezvousError::ZeroSpacing => Some("--spacing"),
+            RendezvousError::Unpinned => Some("--no-pin"),
+            _ => None,
+        }
+    }
+
     fn work(params: &RendezvousParams) -> (Duration, &'static str) {
         let points = (params.threads.len() * params.spacings.len() * params.payloads.len()) as u64;
         // About 150 ns per rendezvous here.

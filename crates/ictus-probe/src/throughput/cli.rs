@@ -17,6 +17,7 @@ use crate::cli::{
 };
 use crate::progress::Progress;
 use crate::record::RunRecord;
+use crate::setup::PlacementError;
 use crate::setup::{Choice, Length};
 
 /// Data transfer between two threads by payload size, over an SPSC ring, a pipe, a
@@ -110,6 +111,17 @@ impl ProbeCommand for Args {
         };
         super::validate(&params).map_err(ArgsError::Refused)?;
         Ok(params)
+    }
+
+    fn refused_flag(error: &ThroughputError) -> Option<&'static str> {
+        match error {
+            ThroughputError::NoCpu
+            | ThroughputError::TooFewCpus { .. }
+            | ThroughputError::Setup(PlacementError::CpuOffline { .. }) => Some("--cpus"),
+            ThroughputError::Unpinned => Some("--no-pin"),
+            ThroughputError::ZeroRoundTrips => Some("--round-trips"),
+            _ => None,
+        }
     }
 
     fn work(params: &ThroughputParams) -> (Duration, &'static str) {

@@ -13,6 +13,7 @@ use crate::cli::{
 use crate::progress::Progress;
 use crate::record::RunRecord;
 use crate::setup::Length;
+use crate::setup::PlacementError;
 
 /// Timer wake-up latency (what cyclictest measures), counting missed periods.
 #[derive(Debug, clap::Args)]
@@ -74,6 +75,18 @@ impl ProbeCommand for Args {
             check_span("--loops", n, "--interval", self.interval)?;
         }
         Ok(params)
+    }
+
+    fn refused_flag(error: &TimerError) -> Option<&'static str> {
+        match error {
+            TimerError::ZeroInterval => Some("--interval"),
+            TimerError::NoCpu | TimerError::Setup(PlacementError::CpuOffline { .. }) => {
+                Some("--cpus")
+            }
+            TimerError::TooShort { .. } => Some("--duration"),
+            TimerError::Margin { .. } => Some("--margin"),
+            _ => None,
+        }
     }
 
     fn work(params: &TimerParams) -> (Duration, &'static str) {
