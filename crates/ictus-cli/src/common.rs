@@ -1,98 +1,23 @@
-//! What every probe's command shares: scheduling options to a [`SchedSpec`], the
+//! What every probe's command shares (its arguments are `ictus_probe::cli`'s): the
 //! progress bar, the measurement with its loads, and writing the record or printing
 //! its human view (the views and their footer live in `ictus_report`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ictus_core::{CpuSet, Nanos};
+use ictus_core::CpuSet;
 use ictus_os::facts;
-use ictus_os::sched::{Policy, PolicyKind};
+use ictus_probe::cli::{OutputArgs, SchedArgs};
 use ictus_probe::load::UnderLoadsError;
 use ictus_probe::progress::Progress;
 use ictus_probe::record::RunRecord;
-use ictus_probe::setup::SchedSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Failure;
-use crate::args::{MAX_DURATION, OutputArgs, SchedArgs};
 
-/// Parses a CPU list option (`flag` is `--cpus`, `--load-cpus`...): `all`, or a list
-/// of online CPUs, at least one. Every refusal names the flag and its value: bad
-/// input, exit 2.
+/// Parses a CPU list option (see [`ictus_probe::cli::cpus`]): bad input, exit 2.
 pub(crate) fn cpus(flag: &str, text: &str) -> Result<CpuSet, Failure> {
-    let refuse = |why: String| Failure::usage(anyhow::anyhow!("{flag} '{text}': {why}"));
-    let online = facts::online_cpus();
-    if text.trim() == "all" {
-        return Ok(online);
-    }
-    let set = text.parse::<CpuSet>().map_err(|e| refuse(e.to_string()))?;
-    if set.is_empty() {
-        return Err(refuse(
-            "no CPU given (expected a list like 0-3,6, or all)".into(),
-        ));
-    }
-    if let Some(cpu) = set.cpus().iter().find(|&&c| !online.contains(c)) {
-        return Err(refuse(format!(
-            "CPU {cpu} is not online (online CPUs: {online})"
-        )));
-    }
-    Ok(set)
-}
-
-/// The scheduling options as a [`SchedSpec`], every online CPU when `--cpus` is not
-/// given. `period` sizes a deadline reservation (deadline and period equal it; runtime
-/// `--dl-runtime`, by default a tenth).
-pub(crate) fn sched_spec(args: &SchedArgs, period: Nanos) -> Result<SchedSpec, Failure> {
-    sched_spec_or(args, period, facts::online_cpus)
-}
-
-/// [`sched_spec`] with the probe's own default CPUs when `--cpus` is not given.
-pub(crate) fn sched_spec_or(
-    args: &SchedArgs,
-    period: Nanos,
-    default_cpus: impl FnOnce() -> CpuSet,
-) -> Result<SchedSpec, Failure> {
-    let policy = match args.policy {
-        PolicyKind::Other => Policy::Other { nice: args.nice },
-        PolicyKind::Batch => Policy::Batch { nice: args.nice },
-        PolicyKind::Idle => Policy::Idle,
-        PolicyKind::Fifo => Policy::Fifo {
-            priority: args.priority,
-        },
-        PolicyKind::Rr => Policy::Rr {
-            priority: args.priority,
-        },
-        PolicyKind::Deadline => {
-            let runtime = args
-                .dl_runtime
-                .map(Nanos::from)
-                .unwrap_or(Nanos::new(period.as_u64() / 10));
-            if runtime > period {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--dl-runtime {runtime} is longer than the period {period}"
-                )));
-            }
-            Policy::Deadline {
-                runtime_ns: runtime.as_u64(),
-                deadline_ns: period.as_u64(),
-                period_ns: period.as_u64(),
-            }
-        }
-    };
-    let cpus = match &args.cpus {
-        Some(text) => cpus("--cpus", text)?,
-        None => default_cpus(),
-    };
-    Ok(SchedSpec {
-        cpus,
-        pin: !args.no_pin,
-        policy,
-        mlock: args.mlock,
-        pm_qos: args.pm_qos,
-        explain: args.explain.on(),
-        explain_threshold: args.explain_threshold.map(Nanos::from),
-    })
+    ictus_probe::cli::cpus(flag, text).map_err(Failure::usage)
 }
 
 /// Runs `probe` under the loads `--load` names (none: just runs it), then stops them
@@ -202,34 +127,6 @@ pub(crate) fn check_outputs(out: &OutputArgs) -> Result<(), Failure> {
 /// Writes `bytes` to `path` whole or not at all.
 pub(crate) fn write_output(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> Result<(), Failure> {
     Ok(ictus_os::fs::write_atomic(path, bytes)?)
-}
-
-/// Refuses `count` periods of `period` lasting over [`MAX_DURATION`]: deadlines that far
-/// out would overflow the clock arithmetic. Bad input: exit 2.
-pub(crate) fn check_span(
-    count_flag: &str,
-    count: u64,
-    period_flag: &str,
-    period: Duration,
-) -> Result<(), Failure> {
-    if period.as_nanos() * u128::from(count) > MAX_DURATION.as_nanos() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "{count_flag} {count} times {period_flag} of {} is longer than the {} limit of a run",
-            humantime::format_duration(period),
-            humantime::format_duration(MAX_DURATION)
-        )));
-    }
-    Ok(())
-}
-
-/// `d` times `n`, saturating: for estimates of how long a run takes (the progress
-/// bar), which must never overflow whatever the counts.
-pub(crate) fn times(d: Duration, n: u64) -> Duration {
-    Duration::from_nanos(
-        u64::try_from(d.as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_mul(n),
-    )
 }
 
 /// Writes the record where `out` says, or its human view on stdout.

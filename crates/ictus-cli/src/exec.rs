@@ -57,7 +57,7 @@ pub(crate) struct ExecArgs {
 /// the class is entered.
 fn cpu_number(s: &str) -> Result<usize, String> {
     let max = ictus_core::cpulist::MAX_CPU;
-    crate::args::count_in(0, max, "")(s).map_err(|e| {
+    ictus_probe::cli::count_in(0, max, "")(s).map_err(|e| {
         if e.starts_with("over the limit") {
             format!(
                 "CPU {} is not online (the largest CPU number is {max})",
@@ -71,7 +71,7 @@ fn cpu_number(s: &str) -> Result<usize, String> {
 
 /// `--priority`: an RT1+ priority, 1 to 98 (99 is RT0's).
 fn rt1_priority(s: &str) -> Result<u8, String> {
-    crate::args::count_in(1, 98, "")(s)
+    ictus_probe::cli::count_in(1, 98, "")(s)
         .map(|p| p as u8)
         .map_err(|_| "an RT1+ priority is 1 to 98 (99 is RT0's)".to_string())
 }

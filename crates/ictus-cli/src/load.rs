@@ -10,18 +10,11 @@ use ictus_core::CpuSet;
 use ictus_probe::load::{self, LoadKind, LoadReport, LoadSpec};
 use ictus_probe::progress::Progress;
 
-use crate::Failure;
-use crate::args::positive_duration;
-use crate::common;
+use ictus_probe::cli::{KindArg, parse_kind};
 
-/// A load named on the command line: one kind, or all of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KindArg {
-    /// Every kind.
-    All,
-    /// One kind.
-    One(LoadKind),
-}
+use crate::Failure;
+use crate::common;
+use ictus_probe::cli::positive_duration;
 
 /// `ictus load KIND... [--cpus LIST] [--duration DUR] [--json]`.
 #[derive(Debug, clap::Args)]
@@ -39,16 +32,6 @@ pub(crate) struct LoadCommandArgs {
     /// Print the reports as a JSON array on stdout.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-/// A kind's name, or `all`.
-pub(crate) fn parse_kind(s: &str) -> Result<KindArg, String> {
-    if s.trim().eq_ignore_ascii_case("all") {
-        return Ok(KindArg::All);
-    }
-    s.parse::<LoadKind>()
-        .map(KindArg::One)
-        .map_err(|e| format!("{e}, or all"))
 }
 
 /// The loads the command line asks for, each kind once, on the CPUs asked for.

@@ -6,27 +6,19 @@
 
 mod args;
 mod common;
-mod compute;
 mod doctor;
 mod exec;
 mod import;
-mod irq;
-mod jitter;
 mod keys;
 mod load;
-mod loop_cmd;
-mod memlat;
-mod pingpong;
+mod probe_cmd;
 mod refusal;
-mod rendezvous;
 mod report;
 mod run;
 mod run_view;
 mod scenario;
 mod shield;
 mod survey;
-mod throughput;
-mod timer;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -34,7 +26,7 @@ use std::sync::Arc;
 
 use ictus_probe::progress::Progress;
 
-use crate::args::{Cli, Command, ProbeCommand};
+use crate::args::{Cli, Command};
 
 /// Exit code for bad input (as clap uses for usage errors).
 const EXIT_USAGE: u8 = 2;
@@ -166,17 +158,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Probe(probe) => {
             let progress = stoppable_progress()?;
-            match probe.command {
-                ProbeCommand::Timer(args) => timer::run(&args, &progress),
-                ProbeCommand::Jitter(args) => jitter::run(&args, &progress),
-                ProbeCommand::Compute(args) => compute::run(&args, &progress),
-                ProbeCommand::Loop(args) => loop_cmd::run(&args, &progress),
-                ProbeCommand::Irq(args) => irq::run(&args, &progress),
-                ProbeCommand::Memlat(args) => memlat::run(&args, &progress),
-                ProbeCommand::Pingpong(args) => pingpong::run(&args, &progress),
-                ProbeCommand::Rendezvous(args) => rendezvous::run(&args, &progress),
-                ProbeCommand::Throughput(args) => throughput::run(&args, &progress),
-            }
+            probe_cmd::dispatch(&probe.command, &progress)
         }
     }
 }

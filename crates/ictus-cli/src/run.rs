@@ -24,23 +24,23 @@ use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 
 use crate::Failure;
-use crate::args::OutputArgs;
 use crate::common;
 use crate::run_view::{ended, render, status_line};
+use ictus_probe::cli::OutputArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The schedule (TOML: tick, major frame, subsystems; see examples/stress/).
     pub(crate) schedule: PathBuf,
     /// Stop after this long (e.g. 10s, 2m); default: until Ctrl-C or `ictus ctl stop`.
-    #[arg(short = 'D', long, value_parser = crate::args::positive_duration)]
+    #[arg(short = 'D', long, value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) duration: Option<Duration>,
     /// Override the schedule's tick (e.g. 250us): the same schedule, faster or slower.
-    #[arg(long, value_parser = crate::args::positive_duration)]
+    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) tick: Option<Duration>,
     /// How long subsystems may take to start (their `init`, a program joining the
     /// run) before the run is given up (exit code 1, nothing left behind).
-    #[arg(long, default_value = "10s", value_parser = crate::args::positive_duration)]
+    #[arg(long, default_value = "10s", value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) ready_timeout: Duration,
     /// No live status line.
     #[arg(long)]
@@ -82,16 +82,16 @@ pub(crate) struct WatchArgs {
     /// The CPU latency QoS held for the whole run (/dev/cpu_dma_latency): a bound in
     /// us, or off (the machine as it idles). Given, it wins over the schedule's
     /// `pm_qos`; else the schedule's, else 0 (as cyclictest).
-    #[arg(long, value_name = "US|off", value_parser = crate::args::pm_qos)]
+    #[arg(long, value_name = "US|off", value_parser = ictus_probe::cli::pm_qos)]
     pub(crate) pm_qos: Option<ictus_os::pm_qos::PmQos>,
     /// Explain every miss of this host's subsystems (a sampler on the other CPUs
     /// reads what moved in each miss's window); off measures without it.
     #[arg(long, value_enum, default_value = "on")]
-    pub(crate) explain: crate::args::Switch,
+    pub(crate) explain: ictus_probe::cli::Switch,
     /// A release this late (or later) is a miss to explain (e.g. 200us). Given, it
     /// wins over the schedule's `explain_threshold`; else the schedule's, else the
     /// tick.
-    #[arg(long, value_parser = crate::args::positive_duration)]
+    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) explain_threshold: Option<Duration>,
 }
 
@@ -121,11 +121,11 @@ pub(crate) struct NodeArgs {
     #[arg(long)]
     pub(crate) host: String,
     /// Override the schedule's tick, as the main host does (the two must agree).
-    #[arg(long, value_parser = crate::args::positive_duration)]
+    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) tick: Option<Duration>,
     /// How long this host waits for its subsystems and then for the main host's start
     /// (hosts start in any order) before it gives up (exit code 1, nothing left behind).
-    #[arg(long, default_value = "60s", value_parser = crate::args::positive_duration)]
+    #[arg(long, default_value = "60s", value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) ready_timeout: Duration,
     /// No live status line.
     #[arg(long)]

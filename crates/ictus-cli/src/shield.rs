@@ -12,8 +12,8 @@ use ictus_shield::snapshot::RESUME_QOS_HELD;
 use ictus_shield::watchdog::{self, LogEvent, ThrottleGuard, Watchdog};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch};
 
-use crate::args::positive_duration;
 use crate::{Failure, say};
+use ictus_probe::cli::positive_duration;
 
 #[derive(Debug, Args)]
 pub(crate) struct ShieldArgs {

@@ -23,7 +23,7 @@ pub(crate) struct SurveyArgs {
     #[arg(long, value_enum, default_value = "quick")]
     pub(crate) profile: Profile,
     /// The loop the verdict is about: its frequency (seed 000's gesture loop: 10kHz).
-    #[arg(long, default_value = "10kHz", value_parser = crate::loop_cmd::parse_frequency)]
+    #[arg(long, default_value = "10kHz", value_parser = ictus_probe::r#loop::cli::parse_frequency)]
     pub(crate) target: f64,
     /// The loop's cores.
     #[arg(long, default_value_t = 2)]
@@ -43,7 +43,7 @@ pub(crate) struct SurveyArgs {
     pub(crate) rt_throttle: crate::shield::Throttle,
     /// With `--rt-throttle off`: the watchdog's limit, how long a real-time thread may
     /// hold its CPU without sleeping before it is demoted.
-    #[arg(long, value_name = "LIMIT", default_value = "2s", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "LIMIT", default_value = "2s", value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) watchdog: std::time::Duration,
 }
 
@@ -87,7 +87,7 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
         .map_err(Failure::usage)?;
     common::check_output(&dir.join(survey::MANIFEST_FILE))?;
     let expected = steps.iter().map(|s| s.estimate()).sum();
-    let out = crate::args::OutputArgs {
+    let out = ictus_probe::cli::OutputArgs {
         json: false,
         output: None,
     };

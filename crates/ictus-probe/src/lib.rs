@@ -15,6 +15,8 @@ macro_rules! probe_modules {
 }
 crate::for_each_probe!(probe_modules);
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod doctor;
 pub mod import;
 pub mod load;

@@ -17,7 +17,8 @@
 /// probe adds its line here, and every `match` generated from it follows.
 ///
 /// `module` is the probe's folder in `ictus_probe` (and, by the same name, its
-/// report file in `ictus_report::probes`).
+/// report file in `ictus_report::probes`); with the `cli` feature its `cli::Args` is
+/// the subcommand `ictus probe <name>`.
 #[macro_export]
 macro_rules! for_each_probe {
     ($callback:ident) => {

@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 /// happen to share a word. Each entry says what each one is.
 const DIFFERENT: &[(&str, &str)] = &[
     (
+        "Args",
+        "each probe's command-line arguments (its folder's cli::Args, behind the cli feature): one per probe, each of its own shape, named alike so the registry generates the probe subcommands",
+    ),
+    (
         "Attempt",
         "os facts: the outcome of a trial system call; shield migrate: a section's start report to the balancer",
     ),

@@ -13,6 +13,8 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::record::WarningId;

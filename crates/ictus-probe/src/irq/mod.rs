@@ -15,6 +15,8 @@
 //! println!("{}", record.headline.unwrap());
 //! ```
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::record::WarningId;

@@ -26,6 +26,8 @@
     reason = "words a measured loop publishes to its partner thread: the probe measures exactly these raw stores and loads"
 )]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::view::Point;

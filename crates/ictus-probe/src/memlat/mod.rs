@@ -63,6 +63,8 @@
     reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
 )]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::record::WarningId;

@@ -52,6 +52,8 @@
     reason = "the clock reading a sender passes along with its hand-off (one word, ordered by the kernel primitive measured) and the load threads' stop flag; no protocol for loom to explore"
 )]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::record::WarningId;

@@ -24,6 +24,8 @@
     reason = "the probe measures exactly these raw flag and payload words between threads (cache-line traffic is what it times)"
 )]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use std::sync::Barrier;

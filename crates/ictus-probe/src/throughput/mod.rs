@@ -86,6 +86,8 @@
 //! }
 //! ```
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod view;
 
 use crate::record::WarningId;

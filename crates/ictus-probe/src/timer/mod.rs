@@ -21,6 +21,8 @@
 //! println!("{:?}", record.merged.map(|m| m.summary.max_ns));
 //! ```
 
+#[cfg(feature = "cli")]
+pub mod cli;
 use std::sync::{Condvar, Mutex};
 use std::thread;
 
