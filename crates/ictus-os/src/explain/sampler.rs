@@ -708,7 +708,9 @@ impl Sampler {
             w.major_faults = a.majflt.saturating_sub(b.majflt);
         }
         if let Some(cpu) = cpu {
-            w.top_other = self.top_other(cpu, thread, e);
+            let (top, lower) = self.top_other(cpu, thread, e);
+            w.top_other = top;
+            w.top_is_lower_class = lower;
             // Throttling starts when the budget is used up: measured over the RT
             // period before the window opened (the throttled gap itself lies after).
             w.rt_budget = self.rt_used(cpu, e.start);
@@ -731,10 +733,16 @@ impl Sampler {
     }
 
     /// The thread (not watched, not the sampler) that held `cpu` off the watched
-    /// thread between the scans around the event.
-    fn top_other(&self, cpu: usize, thread: usize, e: &MissEvent) -> Option<TaskRan> {
-        let before = self.scans.iter().rev().find(|s| s.t <= e.start)?;
-        let after = self.scans.iter().find(|s| s.t >= e.end)?;
+    /// thread between the scans around the event; and whether the watched thread is
+    /// real-time and that thread of a class that cannot preempt it (it ran because
+    /// the real-time threads could not: throttled).
+    fn top_other(&self, cpu: usize, thread: usize, e: &MissEvent) -> (Option<TaskRan>, bool) {
+        let (Some(before), Some(after)) = (
+            self.scans.iter().rev().find(|s| s.t <= e.start),
+            self.scans.iter().find(|s| s.t >= e.end),
+        ) else {
+            return (None, false);
+        };
         let mut skip: Vec<i64> = self.watched_tids().collect();
         skip.push(self.own_tid);
         let own = self
@@ -743,7 +751,15 @@ impl Sampler {
             .and_then(|f| f.as_ref())
             .and_then(|f| after.tasks.get(&f.tid))
             .map_or(0, |s| class_rank(s.policy, s.rt_priority));
-        preemptor(before, after, cpu, &skip, own)
+        let top = preemptor(before, after, cpu, &skip, own);
+        let lower = own > 0
+            && top.as_ref().is_some_and(|t| {
+                after
+                    .tasks
+                    .get(&t.tid)
+                    .is_some_and(|s| class_rank(s.policy, s.rt_priority) < own)
+            });
+        (top, lower)
     }
 
     /// Real-time threads' run time on `cpu` over the RT period before `end`, scaled
