@@ -323,6 +323,7 @@ fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::
         control,
         token,
         cpus: Some(Role::of_host(how.here).cpus_off_rt(schedule)).filter(|c| !c.is_empty()),
+        page: true,
     })
     .map_err(|e| match e {
         e @ (ictus_ui::UiError::NoToken { .. } | ictus_ui::UiError::BadToken) => Failure::usage(e),
