@@ -498,4 +498,26 @@ mod tests {
             r#"ictus_frames_total{run="stress",subsystem="ctrl"} 25"#,
         );
     }
+
+    #[test]
+    fn the_grafana_dashboard_asks_only_for_families_that_exist() {
+        let m = Metrics::new("stress");
+        m.update(&status(10, 3));
+        let text = m.encode();
+        let dashboard = include_str!("../../../docs/grafana-ictus.json");
+        let json: serde_json::Value = serde_json::from_str(dashboard).unwrap();
+        let mut asked = 0;
+        for word in dashboard.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("ictus_") {
+                asked += 1;
+                assert!(
+                    text.lines().any(|l| l.starts_with(&format!("{word}{{"))
+                        || l == format!("# TYPE {word} histogram")),
+                    "the dashboard asks for {word}, which /metrics does not serve"
+                );
+            }
+        }
+        assert!(asked > 10, "{asked}");
+        assert!(json["panels"].as_array().is_some_and(|p| p.len() >= 8));
+    }
 }
