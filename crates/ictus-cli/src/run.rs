@@ -54,6 +54,17 @@ pub(crate) struct RunArgs {
     /// made at start when the page is reachable beyond loopback.
     #[arg(long, value_name = "TOKEN", requires = "ui", value_parser = ui_token)]
     pub(crate) ui_token: Option<String>,
+    /// Serve `/metrics` (OpenMetrics, for Prometheus; docs/grafana-ictus.json is a
+    /// dashboard) at this address without the page: `IP:PORT` or `PORT` (on
+    /// 127.0.0.1); port 0 picks a free one. The URL is printed at start; beyond
+    /// loopback it carries a token that every scrape needs (`?token=` or
+    /// `Authorization: Bearer`). The live page (`--ui`) serves `/metrics` too.
+    #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
+    /// The token of `--metrics` (at least 16 letters, digits, `-` or `_`); default:
+    /// one made at start when `/metrics` is reachable beyond loopback.
+    #[arg(long, value_name = "TOKEN", requires = "metrics", value_parser = ui_token)]
+    pub(crate) metrics_token: Option<String>,
     #[command(flatten)]
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
@@ -95,7 +106,7 @@ pub(crate) struct WatchArgs {
     pub(crate) explain_threshold: Option<Duration>,
 }
 
-/// `--ui`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
+/// `--ui`, `--metrics`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
 fn ui_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
@@ -173,6 +184,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         watch: &args.watch,
         out: &args.out,
         ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
+        metrics: args.metrics.map(|addr| (addr, args.metrics_token.clone())),
     };
     execute(schedule, &how, progress)
 }
@@ -217,6 +229,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         watch: &args.watch,
         out: &args.out,
         ui: None,
+        metrics: None,
     };
     execute(schedule, &how, progress)
 }
@@ -302,11 +315,19 @@ struct How<'a> {
     out: &'a OutputArgs,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
+    /// `/metrics` alone: its address and token.
+    metrics: Option<(std::net::SocketAddr, Option<String>)>,
 }
 
-/// Starts the live page of `schedule`'s run, when asked, and says where it is.
-fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::Ui>>, Failure> {
-    let Some((addr, token)) = &how.ui else {
+/// Starts the live page of `schedule`'s run (`page`, from `--ui`) or its `/metrics`
+/// alone (from `--metrics`), when asked, and says where it is.
+fn live_page(
+    schedule: &Schedule,
+    how: &How<'_>,
+    page: bool,
+) -> Result<Option<Arc<ictus_ui::Ui>>, Failure> {
+    let asked = if page { &how.ui } else { &how.metrics };
+    let Some((addr, token)) = asked else {
         return Ok(None);
     };
     let token = match token {
@@ -323,12 +344,17 @@ fn live_page(schedule: &Schedule, how: &How<'_>) -> Result<Option<Arc<ictus_ui::
         control,
         token,
         cpus: Some(Role::of_host(how.here).cpus_off_rt(schedule)).filter(|c| !c.is_empty()),
+        page,
     })
     .map_err(|e| match e {
         e @ (ictus_ui::UiError::NoToken { .. } | ictus_ui::UiError::BadToken) => Failure::usage(e),
         e => anyhow::Error::new(e).into(),
     })?;
-    let mut note = format!("live page: {}", ui.url());
+    let mut note = if page {
+        format!("live page: {}", ui.url())
+    } else {
+        format!("metrics: {}", ui.metrics_url())
+    };
     if addr.ip().is_unspecified() {
         let _ = write!(
             note,
@@ -361,11 +387,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         eprintln!("warning: {}", w.message);
         session.warn(w);
     }
-    let ui = live_page(&schedule, how)?;
+    let ui = live_page(&schedule, how, true)?;
+    let metrics = live_page(&schedule, how, false)?;
     let stop = Arc::new(AtomicBool::new(false));
     let show = !how.quiet && !how.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
-    let page = ui.clone();
+    let servers: Vec<Arc<ictus_ui::Ui>> = ui.iter().chain(&metrics).cloned().collect();
     let mut last_line = std::time::Instant::now();
     let options = RunOptions {
         duration: how.duration,
@@ -375,8 +402,8 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 // Relaxed: a stop request, polled by the coordinator.
                 flag.store(true, Ordering::Relaxed);
             }
-            if let Some(p) = &page {
-                p.publish(s);
+            for server in &servers {
+                server.publish(s);
             }
             if show && last_line.elapsed() >= Duration::from_millis(100) {
                 last_line = std::time::Instant::now();
@@ -384,9 +411,14 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                     std::io::stderr().write_all(format!("\r\x1b[2K{}", status_line(s)).as_bytes());
             }
         })),
-        // The live page plots one point per jitter window (about 100 ms): it is
-        // sampled twice as often, so no window is skipped.
-        status_every: Duration::from_millis(if ui.is_some() { 50 } else { 100 }),
+        // The live page plots one point per jitter window (about 100 ms) and
+        // /metrics observes each window's lateness once: sampled twice as often, so
+        // no window is skipped.
+        status_every: Duration::from_millis(if ui.is_some() || metrics.is_some() {
+            50
+        } else {
+            100
+        }),
         ready_timeout: how.ready_timeout,
         // `process = "own"`: ictus hosts the builtin in a child of itself.
         host: std::env::current_exe()

@@ -28,6 +28,17 @@ fn start(
     schedule: &Path,
     args: &[&str],
 ) -> (Child, String, mpsc::Receiver<String>) {
+    start_with(run_dir, schedule, args, "live page: ")
+}
+
+/// `ictus run SCHEDULE ARGS` in `run_dir`, and the URL of its first stderr line
+/// that starts with `prefix`.
+fn start_with(
+    run_dir: &Path,
+    schedule: &Path,
+    args: &[&str],
+    prefix: &str,
+) -> (Child, String, mpsc::Receiver<String>) {
     let mut child = spawn(
         run_dir,
         &[&["run", schedule.to_str().unwrap()], args].concat(),
@@ -44,7 +55,7 @@ fn start(
     let mut seen = Vec::new();
     while Instant::now() < by {
         if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            if let Some(url) = line.strip_prefix("live page: ") {
+            if let Some(url) = line.strip_prefix(prefix) {
                 let url = url.split_whitespace().next().unwrap().to_string();
                 return (child, url, rx);
             }
@@ -53,7 +64,7 @@ fn start(
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("no `live page:` line within 20 s; stderr: {seen:?}");
+    panic!("no `{prefix}` line within 20 s; stderr: {seen:?}");
 }
 
 /// The stress schedule (tick 5 ms) under a run name of its own, run for `duration`
@@ -274,6 +285,196 @@ fn a_malformed_page_address_or_token_is_refused_before_anything_starts() {
         (vec!["--ui", "127.0.0.1:99999"], "--ui"),
         (vec!["--ui", "0", "--ui-token", "short"], "at least 16"),
         (vec!["--ui-token", "0123456789abcdef0123"], "--ui"),
+    ] {
+        let stderr = refused(ictus_in(dir.path()).arg("run").arg(&schedule).args(&args));
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
+}
+
+/// One request over a plain socket: the status code, the headers (lower-case
+/// names) and the body.
+fn fetch(addr: &str, path: &str) -> (u16, Vec<(String, String)>, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let mut lines = head.lines();
+    let code = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (code, headers, body.to_string())
+}
+
+/// The sum of the samples of `family` in an exposition.
+fn total(text: &str, family: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Scrapes until the run has reported and every subsystem ran (20 s at most).
+fn scrape_running(addr: &str, path: &str) -> (Vec<(String, String)>, String) {
+    let by = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, headers, body) = fetch(addr, path);
+        if code == 200 && total(&body, "ictus_frames_total") > 0.0 {
+            return (headers, body);
+        }
+        assert!(code == 200 || code == 503, "{path}: {code} {body}");
+        assert!(
+            Instant::now() < by,
+            "no frames on {path} within 20 s: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-metrics-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let args = [
+        "--tick",
+        "5ms",
+        "--duration",
+        "4s",
+        "--metrics",
+        "127.0.0.1:0",
+        "--quiet",
+        "--json",
+    ];
+    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("not a /metrics URL without a token: {url}"))
+        .to_string();
+    let (headers, first) = scrape_running(&addr, "/metrics");
+    assert!(
+        headers.iter().any(|(k, v)| k == "content-type"
+            && v == "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{headers:?}"
+    );
+    assert!(first.ends_with("# EOF\n"), "{first}");
+    for (family, kind) in [
+        ("ictus_frames", "counter"),
+        ("ictus_overruns", "counter"),
+        ("ictus_lost_frames", "counter"),
+        ("ictus_errors", "counter"),
+        ("ictus_release_lateness_seconds", "histogram"),
+        ("ictus_execution_time_seconds", "histogram"),
+        ("ictus_cell_age_seconds", "gauge"),
+        ("ictus_host_up", "gauge"),
+    ] {
+        assert!(
+            first.contains(&format!("\n# TYPE {family} {kind}\n")),
+            "{family} {kind}: {first}"
+        );
+    }
+    // On one host there are no ticks to be late and no link: those families
+    // (ictus_host_tick_lateness_seconds, ictus_link_cell_latency_seconds) have no
+    // sample and are left out. Every subsystem of the schedule is there, labelled
+    // with the run.
+    let subsystems = first
+        .lines()
+        .filter(|l| l.starts_with(&format!("ictus_frames_total{{run=\"{name}\",subsystem=")))
+        .count();
+    assert!(subsystems >= 2, "{first}");
+    assert!(total(&first, "ictus_host_up") >= 1.0, "{first}");
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, second) = scrape_running(&addr, "/metrics");
+    assert!(
+        total(&second, "ictus_frames_total") > total(&first, "ictus_frames_total"),
+        "frames did not grow between two scrapes:\n{first}\n{second}"
+    );
+    assert!(
+        total(&second, "ictus_execution_time_seconds_count") > 0.0,
+        "{second}"
+    );
+    // The page is not served by --metrics.
+    assert_eq!(fetch(&addr, "/").0, 404);
+    assert_eq!(fetch(&addr, "/status").0, 404);
+    let out = finish(run, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn beyond_loopback_metrics_need_the_token_as_the_page_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-metrics-token-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let args = [
+        "--tick",
+        "5ms",
+        "--duration",
+        "3s",
+        "--metrics",
+        "0.0.0.0:0",
+        "--quiet",
+        "--json",
+    ];
+    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+    let (base, token) = url
+        .split_once("/metrics?token=")
+        .expect("a token in the URL");
+    assert!(token.len() >= 32, "{url}");
+    let port = base.rsplit(':').next().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    assert_eq!(get(&addr, "/metrics"), 401);
+    assert_eq!(
+        get(&addr, "/metrics?token=0123456789abcdef0123456789abcdef"),
+        401
+    );
+    let (_, body) = scrape_running(&addr, &format!("/metrics?token={token}"));
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let out = finish(run, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The page's server answers /metrics under the same rule.
+    let (_dir, _name, run, url) = stress_with_page("cli-ui-metrics", "3s", "0.0.0.0:0");
+    let (base, token) = url.split_once("/?token=").expect("a token in the URL");
+    let addr = format!("127.0.0.1:{}", base.rsplit(':').next().unwrap());
+    assert_eq!(get(&addr, "/metrics"), 401);
+    scrape_running(&addr, &format!("/metrics?token={token}"));
+    let out = finish(run, Duration::from_secs(30));
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_malformed_metrics_address_or_token_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = stress_copy(
+        dir.path(),
+        &format!("cli-metrics-bad-{}", std::process::id()),
+    );
+    for (args, expect) in [
+        (vec!["--metrics", "localhost"], "--metrics"),
+        (
+            vec!["--metrics", "0", "--metrics-token", "short"],
+            "at least 16",
+        ),
+        (vec!["--metrics-token", "0123456789abcdef0123"], "--metrics"),
     ] {
         let stderr = refused(ictus_in(dir.path()).arg("run").arg(&schedule).args(&args));
         assert!(stderr.contains(expect), "{args:?}: {stderr}");

@@ -189,6 +189,16 @@ pub struct LiveHost {
     pub tick_late_max_ns: Option<u64>,
     /// The largest over the node's last status period (100 ms).
     pub tick_late_recent_ns: Option<u64>,
+    /// Cells that came over the link to this host (this host's entry only): arrival
+    /// minus the writer's frame start, median so far.
+    #[serde(default)]
+    pub cell_latency_p50_ns: Option<u64>,
+    /// Its 99th percentile so far.
+    #[serde(default)]
+    pub cell_latency_p99_ns: Option<u64>,
+    /// Its largest so far.
+    #[serde(default)]
+    pub cell_latency_max_ns: Option<u64>,
 }
 
 /// One cell in a [`LiveStatus`].

@@ -1355,6 +1355,7 @@ impl Link for ZenohLink {
                     tick_late_p50_ns: tick.and_then(|t| t.p50_ns),
                     tick_late_max_ns: tick.and_then(|t| t.max_ns),
                     tick_late_recent_ns: tick.and_then(|t| t.recent_ns),
+                    ..self.cell_latency_figures(h)
                 }
             })
             .collect()
@@ -1426,6 +1427,21 @@ impl ZenohLink {
 
     /// Health events since the last call: joins and leaves of known hosts.
     /// A node's tick lateness so far.
+    /// The latency of the cells that came over the link, on this host's entry of
+    /// the live view (another host's is its own to measure).
+    fn cell_latency_figures(&self, h: usize) -> ictus_exec::live::LiveHost {
+        if h != self.host {
+            return ictus_exec::live::LiveHost::default();
+        }
+        let l = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        ictus_exec::live::LiveHost {
+            cell_latency_p50_ns: l.percentile(ictus_core::Percentile::P50).map(Nanos::as_u64),
+            cell_latency_p99_ns: l.percentile(ictus_core::Percentile::P99).map(Nanos::as_u64),
+            cell_latency_max_ns: l.max().map(Nanos::as_u64),
+            ..ictus_exec::live::LiveHost::default()
+        }
+    }
+
     fn tick_figures(&self) -> TickFigures {
         let h = &self.tick_lateness;
         TickFigures {

@@ -29,6 +29,10 @@
 //! | `GET /status` | the last snapshot, JSON |
 //! | `GET /live` (websocket) | `{"type":"history",...}` once, then `{"type":"status","status":{...}}` per snapshot, `{"type":"end","reason":...}` |
 //! | `POST /command/NAME` | the control socket's reply to `state NAME` or `stop` |
+//! | `GET /metrics` | the run in the OpenMetrics text format ([`metrics`]) |
+//!
+//! With [`UiOptions::page`] false (`ictus run --metrics ADDR`) the same server, with
+//! the same access rules, answers `/metrics` only.
 //!
 //! ```no_run
 //! use ictus_ui::{Ui, UiOptions};
@@ -37,6 +41,7 @@
 //!     control: ictus_exec::ctl::socket_path("stress"),
 //!     token: None,
 //!     cpus: None,
+//!     page: true,
 //! })
 //! .unwrap();
 //! eprintln!("live page: {}", ui.url());
@@ -48,12 +53,14 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod metrics;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use ictus_core::CpuSet;
@@ -79,8 +86,10 @@ pub const MIN_TOKEN: usize = 16;
 #[derive(Debug, Error)]
 pub enum UiError {
     /// The address could not be bound.
-    #[error("--ui {addr}: cannot listen there: {message}")]
+    #[error("{flag} {addr}: cannot listen there: {message}")]
     Bind {
+        /// The option that asked for it (`--ui`, `--metrics`).
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
         /// What the system said.
@@ -88,10 +97,12 @@ pub enum UiError {
     },
     /// Bound beyond loopback without a token.
     #[error(
-        "--ui {addr}: a page reachable beyond this machine needs a token (one is made at \
+        "{flag} {addr}: a server reachable beyond this machine needs a token (one is made at \
          start when none is given)"
     )]
     NoToken {
+        /// The option that asked for it (`--ui`, `--metrics`).
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
     },
@@ -114,6 +125,16 @@ pub struct UiOptions {
     pub token: Option<String>,
     /// Where this server's threads run (outside the real-time CPUs).
     pub cpus: Option<CpuSet>,
+    /// Whether the page is served (`--ui`); false serves `/metrics` only
+    /// (`--metrics`).
+    pub page: bool,
+}
+
+impl UiOptions {
+    /// The option of `ictus run` that asks for this server.
+    fn flag(&self) -> &'static str {
+        if self.page { "--ui" } else { "--metrics" }
+    }
 }
 
 /// A token of 128 random bits, in hex.
@@ -184,6 +205,10 @@ struct Shared {
     /// Loopback binds check the `Host` header against these.
     hosts: Vec<String>,
     control: PathBuf,
+    /// Whether the page is served, or `/metrics` only.
+    page: bool,
+    /// Made from the first snapshot (the run's name labels every series).
+    metrics: OnceLock<metrics::Metrics>,
 }
 
 impl Shared {
@@ -204,10 +229,11 @@ impl Ui {
     /// Listens at `options.addr` and serves the page from threads of its own.
     pub fn start(options: UiOptions) -> Result<Ui, UiError> {
         let addr = options.addr;
+        let flag = options.flag();
         if let Some(t) = &options.token {
             check_token(t)?;
         } else if !addr.ip().is_loopback() {
-            return Err(UiError::NoToken { addr });
+            return Err(UiError::NoToken { flag, addr });
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let cpus = options.cpus.clone();
@@ -221,6 +247,7 @@ impl Ui {
                 let _ = tx.send(tiny_http::Server::http(addr).map_err(|e| e.to_string()));
             })
             .map_err(|e| UiError::Bind {
+                flag,
                 addr,
                 message: e.to_string(),
             })?;
@@ -228,7 +255,11 @@ impl Ui {
             .recv()
             .map_err(|e| e.to_string())
             .and_then(|r| r)
-            .map_err(|message| UiError::Bind { addr, message })?;
+            .map_err(|message| UiError::Bind {
+                flag,
+                addr,
+                message,
+            })?;
         let _ = bind.join();
         let bound = server.server_addr().to_ip().unwrap_or(addr);
         let port = bound.port();
@@ -250,6 +281,8 @@ impl Ui {
             token: options.token,
             hosts,
             control: options.control,
+            page: options.page,
+            metrics: OnceLock::new(),
         });
         let server = Arc::new(server);
         let (s, srv) = (Arc::clone(&shared), Arc::clone(&server));
@@ -262,6 +295,7 @@ impl Ui {
                 serve(&srv, &s);
             })
             .map_err(|e| UiError::Bind {
+                flag,
                 addr,
                 message: e.to_string(),
             })?;
@@ -280,15 +314,32 @@ impl Ui {
 
     /// The page's URL, with its token when one is needed.
     pub fn url(&self) -> String {
+        self.url_of("/")
+    }
+
+    /// The URL of `/metrics`, with its token when one is needed (a scraper can send
+    /// it as `Authorization: Bearer` instead).
+    pub fn metrics_url(&self) -> String {
+        self.url_of("/metrics")
+    }
+
+    fn url_of(&self, path: &str) -> String {
         match &self.shared.token {
-            Some(t) => format!("http://{}/?token={t}", self.addr),
-            None => format!("http://{}/", self.addr),
+            Some(t) => format!("http://{}{path}?token={t}", self.addr),
+            None => format!("http://{}{path}", self.addr),
         }
     }
 
     /// Hands a snapshot to the page: serialized once here, sent by the connections'
     /// threads. Called from the coordinator's status hook.
     pub fn publish(&self, status: &LiveStatus) {
+        self.shared
+            .metrics
+            .get_or_init(|| metrics::Metrics::new(&status.name))
+            .update(status);
+        if !self.shared.page {
+            return;
+        }
         let json: Arc<str> = match serde_json::to_string(status) {
             Ok(j) => j.into(),
             Err(_) => return,
@@ -453,6 +504,25 @@ fn handle(request: Request, shared: &Arc<Shared>) {
     let (path, _) = split_url(request.url());
     let path = path.to_string();
     match (request.method(), path.as_str()) {
+        (Method::Get, "/metrics") => {
+            let _ = match shared.metrics.get() {
+                Some(m) => request.respond(
+                    Response::from_string(m.encode())
+                        .with_header(header("Content-Type", metrics::CONTENT_TYPE))
+                        .with_header(header("Cache-Control", "no-store")),
+                ),
+                None => request.respond(text(503, "the run has not reported yet")),
+            };
+        }
+        (_, "/metrics") => {
+            let _ = request.respond(text(405, "method not allowed"));
+        }
+        _ if !shared.page => {
+            let _ = request.respond(text(
+                404,
+                "not found: this server (--metrics) answers /metrics only",
+            ));
+        }
         (Method::Get, "/") | (Method::Get, "/index.html") => {
             let _ = request.respond(
                 Response::from_string(PAGE)
@@ -489,7 +559,10 @@ fn handle(request: Request, shared: &Arc<Shared>) {
             let _ = request.respond(text(405, "a command is a POST"));
         }
         _ => {
-            let _ = request.respond(text(404, "not found (/, /status, /live, /command/NAME)"));
+            let _ = request.respond(text(
+                404,
+                "not found (/, /status, /live, /command/NAME, /metrics)",
+            ));
         }
     }
 }
@@ -627,6 +700,7 @@ mod tests {
             control: PathBuf::from("/nonexistent.sock"),
             token: None,
             cpus: None,
+            page: true,
         })
         .unwrap_err();
         assert!(matches!(err, UiError::NoToken { .. }), "{err}");

@@ -89,6 +89,7 @@ fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
         control: dir.path().join("none.sock"),
         token: Some("0123456789abcdef0123".into()),
         cpus: None,
+        page: true,
     })
     .unwrap();
     let addr = SocketAddr::from(([127, 0, 0, 1], ui.addr().port()));
@@ -152,6 +153,7 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
         control: ctl.path().to_path_buf(),
         token: None,
         cpus: None,
+        page: true,
     })
     .unwrap();
     let addr = ui.addr();
@@ -206,6 +208,7 @@ fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
         control: dir.path().join("none.sock"),
         token: None,
         cpus: None,
+        page: true,
     })
     .unwrap();
     // Two windows before the page connects: they come as its history.
