@@ -68,8 +68,8 @@ pub(super) struct Coordinator<'a, 'scope> {
     overrun_acted: Vec<bool>,
     /// Per subsystem, the frames its watchdog named, and the last one.
     watchdog_named: Vec<(u64, Option<u64>)>,
-    /// A subsystem's `on_overrun = "stop-run"` asked the run to stop.
-    overrun_stop: bool,
+    /// The subsystem whose `on_overrun = "stop-run"` asked the run to stop.
+    pub(super) overrun_stop: Option<usize>,
 }
 
 /// The stuck frames a subsystem's watchdog names (as a warning and an event) before
@@ -117,7 +117,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             made: Made::default(),
             overrun_acted: vec![false; n],
             watchdog_named: vec![(0, None); n],
-            overrun_stop: false,
+            overrun_stop: None,
         }
     }
 
@@ -494,7 +494,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 )
             }
             OverrunAction::StopRun => {
-                self.overrun_stop = true;
+                self.overrun_stop.get_or_insert(k);
                 (
                     "on_overrun = stop-run: the run stops (incomplete)".to_string(),
                     "its frames take longer than its period: see the misses explained, its \
@@ -533,7 +533,10 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
         let asked_by = self.stop_asked();
         // Relaxed: a stop request, polled.
-        if asked_by.is_none() && !self.overrun_stop && !self.options.stop.load(Ordering::Relaxed) {
+        if asked_by.is_none()
+            && self.overrun_stop.is_none()
+            && !self.options.stop.load(Ordering::Relaxed)
+        {
             return;
         }
         self.stop_requested = true;
@@ -551,7 +554,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             check_announcement(&mut self.journal.warnings, epoch, tick, at, "stop");
             // Stopped by a person before the duration's end: the figures cover
             // part of the run. A subsystem that stops the run ends it as planned.
-            if self.overrun_stop {
+            if self.overrun_stop.is_some() {
                 // Stopped for a fault, before its duration's end or a stop asked.
                 self.complete = false;
             } else if asked_by.is_none() {
