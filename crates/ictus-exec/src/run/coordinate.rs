@@ -471,7 +471,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
 
     /// Subsystem `k`'s `on_overrun` action, for `cause`: a warning and an event
     /// naming it and what was done; `mode` queues the state change as `ictus ctl
-    /// state` would, `stop-run` stops the run (incomplete).
+    /// MODE` would, `stop-run` stops the run (incomplete).
     fn act(&mut self, k: usize, f: u64, cause: String) {
         let staged = self.staged;
         let spec = &staged.schedule.subsystems[k];
@@ -490,7 +490,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 }
                 (
                     format!("on_overrun = mode: the run moves to state {m}"),
-                    "the run continues in that state; `ictus ctl state NAME` moves it on",
+                    "the run continues in that state; `ictus ctl NAME` moves it on",
                 )
             }
             OverrunAction::StopRun => {
