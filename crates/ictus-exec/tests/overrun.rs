@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::subsystem;
 use ictus_core::{CpuSet, Nanos};
 use ictus_exec::builder::{ElementDecl, SubsystemDecl};
+use ictus_exec::live::LiveStatus;
 use ictus_exec::program::{Executive, Outcome};
 use ictus_exec::report::{RunReport, WarningId};
 use ictus_exec::schedule::{OverrunAction, Schedule};
@@ -131,6 +132,34 @@ fn warn_warns_once_and_counts_the_rest() {
     assert!(subsystem(&r, "slow").overruns >= 6, "{r:#?}");
     assert!(r.transitions.iter().all(|(_, s)| s != "safe"), "{r:#?}");
     assert!(r.complete, "{r:#?}");
+}
+
+#[test]
+fn the_status_carries_the_warning_as_an_event() {
+    let s = schedule("ov-status", &OVERRUNS, |d| {
+        d.on_overrun(&OverrunAction::Warn, 1)
+    });
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let keep = seen.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = common::options_without_socket(dir.path(), Duration::from_millis(400));
+    options.status_every = Duration::from_millis(20);
+    options.on_status = Some(Box::new(move |st: &LiveStatus| {
+        let mut k = keep.lock().unwrap();
+        k.extend(st.events.iter().map(|e| e.text.clone()));
+    }));
+    let r = Executive::new(s)
+        .subsystem::<Sleeper>("slow")
+        .options(options)
+        .run()
+        .unwrap()
+        .report;
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.iter()
+            .any(|e| e.contains("slow: ") && e.contains("on_overrun = warn")),
+        "{seen:?} {r:#?}"
+    );
 }
 
 #[test]
