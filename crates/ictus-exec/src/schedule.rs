@@ -18,6 +18,8 @@
 //! initial_state = "run"  # the state the run starts in (default: off)
 //! pm_qos = 0             # the CPU latency QoS held for the run: a bound in us
 //!                        # (default 0, as cyclictest) or "off"; `--pm-qos` wins
+//! watchdog = "100ms"    # every subsystem's watchdog unless it sets its own
+//!                        # (default: none)
 //! explain_threshold = "1ms" # a release this late is a miss to explain (default:
 //!                        # the tick); `--explain-threshold` wins
 //!
@@ -567,7 +569,12 @@ impl Schedule {
         }
         let hosts =
             hosts(&raw.hosts, &|span| r.loc(span)).map_err(|(span, rule)| r.fail(span, rule))?;
-        let subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        let mut subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        if let Some(w) = r.watchdog(raw.watchdog.as_ref())? {
+            for s in subsystems.iter_mut().filter(|s| s.watchdog.is_none()) {
+                s.watchdog = Some(w);
+            }
+        }
         let stress = r.stress(&raw, &mut places)?;
         let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
         let pm_qos = r.pm_qos(&raw)?;
@@ -1390,7 +1397,7 @@ impl Reader<'_> {
             config,
             on_error: self.on_error(s)?,
             on_overrun: self.on_overrun(s)?,
-            watchdog: self.watchdog(s)?,
+            watchdog: self.watchdog(s.watchdog.as_ref())?,
             host,
             location: self.loc(s.name.span()),
         })
@@ -1453,9 +1460,10 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// A subsystem's `watchdog`: a duration longer than zero, or none.
-    fn watchdog(&self, s: &RawSubsystem) -> Result<Option<Nanos>, ScheduleError> {
-        let Some(w) = &s.watchdog else {
+    /// A `watchdog` (a subsystem's, or the run's for every subsystem without its
+    /// own): a duration longer than zero, or none.
+    fn watchdog(&self, w: Option<&Spanned<String>>) -> Result<Option<Nanos>, ScheduleError> {
+        let Some(w) = w else {
             return Ok(None);
         };
         let d = duration(w).map_err(|rule| self.fail(w.span(), rule))?;
@@ -1816,6 +1824,7 @@ struct RawSchedule {
     initial_state: Option<Spanned<String>>,
     pm_qos: Option<Spanned<toml::Value>>,
     explain_threshold: Option<Spanned<String>>,
+    watchdog: Option<Spanned<String>>,
     stress: Option<RawStress>,
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
@@ -2127,6 +2136,14 @@ args = ["--fast"]
             assert_eq!(s.subsystems[0].on_overrun.action, action, "{text}");
             assert_eq!(s.subsystems[0].on_overrun.after, 1, "{text}");
         }
+        // The run's watchdog is every subsystem's, unless it sets its own.
+        let run =
+            format!("watchdog = \"1s\"\n{base}\n[[subsystem]]\nname = \"b\"\nwatchdog = \"5ms\"\n");
+        let s = parse(&run).unwrap();
+        assert_eq!(s.subsystems[0].watchdog, Some(Nanos::from_secs(1)));
+        assert_eq!(s.subsystems[1].watchdog, Some(Nanos::from_millis(5)));
+        let (rule, at) = rule_at(&format!("watchdog = \"0s\"\n{base}"));
+        assert_eq!((rule, at.line, at.column), (Rule::ZeroWatchdog, 1, 12));
         let text = format!("{base}on_overrun = \"warn\"\noverrun_after = 3\nwatchdog = \"50ms\"\n");
         let a = &parse(&text).unwrap().subsystems[0];
         assert_eq!(a.on_overrun.after, 3);
