@@ -463,6 +463,14 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             ),
         });
     }
+    if let Some(by) = &report.stopped_by {
+        return Err(Failure {
+            code: EXIT_FRAMES_LOST,
+            error: anyhow::anyhow!(
+                "{by} overran and its on_overrun = \"stop-run\" stopped the run (see the warnings above); the record is written and marked incomplete"
+            ),
+        });
+    }
     let refused: u64 = report
         .hosts
         .iter()
@@ -492,7 +500,8 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
 
 /// `ictus run`'s exit code when the run ended but frames were lost (a subsystem
 /// crashed, left the run, or was never released for part of it) or, across hosts,
-/// something another host sent was refused. (0: every frame
+/// something another host sent was refused, or a subsystem's `on_overrun =
+/// "stop-run"` stopped it. (0: every frame
 /// accounted for, run or overrun; 1: the run failed; 2: bad input, nothing ran.)
 pub(crate) const EXIT_FRAMES_LOST: u8 = 3;
 

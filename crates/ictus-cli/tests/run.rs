@@ -715,3 +715,58 @@ fn ctl_status_lists_the_last_misses_explained() {
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["explanation"]["breakdown"]["events"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn on_overrun_stop_run_in_a_schedule_file_ends_the_run_early_naming_the_subsystem() {
+    // With nanosleep at a 10 us tick every wake-up passes several releases: the
+    // subsystem overruns two in a row at once, and its on_overrun stops the run
+    // long before the 60 s asked for.
+    let (dir, name) = scratch_run("on-overrun");
+    let text = one_subsystem(
+        &name,
+        "builtin = \"idle\"\non_overrun = \"stop-run\"\noverrun_after = 2\n",
+    )
+    .replace(
+        "tick = \"1ms\"\n",
+        "tick = \"10us\"\nwait = \"nanosleep\"\n",
+    );
+    let path = write_file(dir.path(), "overrun.toml", &text);
+    let run = spawn_run(
+        dir.path(),
+        &["--json", "--duration", "60s", path.to_str().unwrap()],
+    );
+    let out = finish(run, Duration::from_secs(30));
+    exits(&out, 3);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("s overran"), "{stderr}");
+    assert!(stderr.contains("stop-run"), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], false);
+    assert!(warns(&r, "overrun"), "{r}");
+    let w = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == "overrun")
+        .unwrap();
+    let message = w["message"].as_str().unwrap();
+    assert!(message.starts_with("s: "), "{message}");
+    assert!(message.contains("the run stops"), "{message}");
+    let events = r["parameters"]["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("the run stops")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn an_unknown_on_overrun_mode_is_refused_at_its_value_with_exit_2() {
+    let (dir, name) = scratch_run("on-overrun-bad");
+    let text = one_subsystem(
+        &name,
+        "builtin = \"idle\"\non_overrun = \"mode\"\noverrun_mode = \"hover\"\n",
+    );
+    refused_schedule(dir.path(), &name, &text, "8:16", "unknown state 'hover'");
+}

@@ -68,6 +68,10 @@ pub enum WarningId {
     PmQosRefused,
     /// Misses could not be explained (the sampler could not start).
     ExplainUnavailable,
+    /// A subsystem overran and its `on_overrun` acts on it (warn, mode, stop-run).
+    Overrun,
+    /// A subsystem's frame ran longer than its `watchdog` limit.
+    Watchdog,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -103,6 +107,8 @@ impl WarningId {
             WarningId::SubsystemError => "subsystem-error",
             WarningId::PmQosRefused => "pm-qos-refused",
             WarningId::ExplainUnavailable => "explain-unavailable",
+            WarningId::Overrun => "overrun",
+            WarningId::Watchdog => "watchdog",
             WarningId::Other => "other",
         }
     }
@@ -151,6 +157,8 @@ mod tests {
             WarningId::LinkRefused,
             WarningId::InsecureLinks,
             WarningId::SubsystemError,
+            WarningId::Overrun,
+            WarningId::Watchdog,
         ] {
             let json = serde_json::to_string(&id).unwrap();
             assert_eq!(json, format!("\"{}\"", id.name()));

@@ -135,6 +135,26 @@ impl SubsystemDecl {
         self.with("on_error", on_error.name())
     }
 
+    /// What the coordinator does when it overruns `after` times in a row (or its
+    /// watchdog fires): `on_overrun`, `overrun_mode` and `overrun_after`.
+    pub fn on_overrun(
+        mut self,
+        action: &crate::schedule::OverrunAction,
+        after: u64,
+    ) -> SubsystemDecl {
+        self.set("on_overrun", action.name());
+        if let crate::schedule::OverrunAction::Mode(m) = action {
+            self.set("overrun_mode", m.as_str());
+        }
+        self.set("overrun_after", count(after));
+        self
+    }
+
+    /// The longest one of its frames may run before the coordinator names it.
+    pub fn watchdog(self, limit: Nanos) -> SubsystemDecl {
+        self.with("watchdog", format!("{}ns", limit.as_u64()))
+    }
+
     /// Its settings: any value that serializes to a table (read back in `init`
     /// with [`crate::subsystem::Registry::settings`]).
     pub fn config(mut self, settings: &impl Serialize) -> SubsystemDecl {

@@ -707,6 +707,8 @@ mod tests {
                 group: None,
                 config: toml::Table::new(),
                 on_error: OnError::Stop,
+                on_overrun: Default::default(),
+                watchdog: None,
                 host: 0,
                 location: Default::default(),
             };

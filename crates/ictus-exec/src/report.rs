@@ -178,6 +178,10 @@ pub struct RunReport {
     /// False when stopped by a signal rather than by the duration, or when a
     /// subsystem lost frames (it crashed, left, or never ran them).
     pub complete: bool,
+    /// The subsystem whose `on_overrun = "stop-run"` stopped the run (its overruns
+    /// or its watchdog), if one did; the run is then incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     /// Each host's link figures, when the run spans hosts (this host's first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostReport>,

@@ -18,6 +18,8 @@
 //! initial_state = "run"  # the state the run starts in (default: off)
 //! pm_qos = 0             # the CPU latency QoS held for the run: a bound in us
 //!                        # (default 0, as cyclictest) or "off"; `--pm-qos` wins
+//! watchdog = "100ms"    # every subsystem's watchdog unless it sets its own
+//!                        # (default: none)
 //! explain_threshold = "1ms" # a release this late is a miss to explain (default:
 //!                        # the tick); `--explain-threshold` wins
 //!
@@ -34,6 +36,11 @@
 //! config = { from = "A", to = "B" }
 //! on_error = "stop"      # when its run returns an error: stop (it stops, its frames
 //!                        # are lost), continue (counted, released again) or stop-run
+//! on_overrun = "mode"    # when it overruns: count (default), warn, mode or stop-run
+//! overrun_mode = "setup" # on_overrun = "mode" only: the state the run moves to
+//! overrun_after = 3      # act after this many consecutive overruns (default 1)
+//! watchdog = "50ms"      # a frame running this long is named, and on_overrun acts
+//!                        # (default: no watchdog)
 //!
 //! [[hub]]                # hubs (seed 004) the run owns, shared by name
 //! name = "forces"
@@ -347,11 +354,64 @@ pub struct SubsystemSpec {
     pub config: toml::Table,
     /// What the executive does when its `run` returns an error (`on_error`).
     pub on_error: crate::subsystem::OnError,
+    /// What the coordinator does when it overruns or its watchdog fires
+    /// (`on_overrun`, `overrun_mode`, `overrun_after`).
+    pub on_overrun: OnOverrun,
+    /// The longest a frame of it may run before the coordinator names it
+    /// (`watchdog`; `None`: never checked).
+    pub watchdog: Option<Nanos>,
     /// The host it runs on: an index into [`Schedule::hosts`] (0, the coordinator's
     /// host, when the schedule names none).
     pub host: usize,
     /// Where the subsystem's name stands in the schedule file.
     pub location: Location,
+}
+
+/// What the coordinator does about a subsystem's overruns (`on_overrun`); the
+/// real-time thread only counts them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum OverrunAction {
+    /// Count them (the default): the report and the status carry the counts.
+    #[default]
+    Count,
+    /// Also warn, once: a warning and an event in the run's record and status.
+    Warn,
+    /// Move the run to this state (a declared mode, or off, pause or run), once.
+    Mode(String),
+    /// Stop the run at the next major frame it can announce (the run is then
+    /// incomplete), naming the subsystem.
+    StopRun,
+}
+
+impl OverrunAction {
+    /// Its name in a schedule: `count`, `warn`, `mode`, `stop-run`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OverrunAction::Count => "count",
+            OverrunAction::Warn => "warn",
+            OverrunAction::Mode(_) => "mode",
+            OverrunAction::StopRun => "stop-run",
+        }
+    }
+}
+
+/// A subsystem's `on_overrun`: the action and after how many consecutive overruns
+/// (releases skipped in a row, the overrun counter's streak) it is taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnOverrun {
+    /// What is done.
+    pub action: OverrunAction,
+    /// Consecutive overruns before it is done (at least 1).
+    pub after: u64,
+}
+
+impl Default for OnOverrun {
+    fn default() -> Self {
+        OnOverrun {
+            action: OverrunAction::Count,
+            after: 1,
+        }
+    }
 }
 
 /// The most hosts a schedule names.
@@ -500,6 +560,7 @@ impl Schedule {
         };
         let cells = r.cells(&raw, &mut places)?;
         let (modes, initial_state) = r.states(&raw)?;
+        r.overrun_modes(&raw, &modes)?;
         let name = r.name(&raw)?;
         // Counted before anything is checked per subsystem, so that checking stays
         // bounded whatever the file holds.
@@ -508,7 +569,12 @@ impl Schedule {
         }
         let hosts =
             hosts(&raw.hosts, &|span| r.loc(span)).map_err(|(span, rule)| r.fail(span, rule))?;
-        let subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        let mut subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        if let Some(w) = r.watchdog(raw.watchdog.as_ref())? {
+            for s in subsystems.iter_mut().filter(|s| s.watchdog.is_none()) {
+                s.watchdog = Some(w);
+            }
+        }
         let stress = r.stress(&raw, &mut places)?;
         let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
         let pm_qos = r.pm_qos(&raw)?;
@@ -757,6 +823,21 @@ pub enum Rule {
     /// An unknown wait mode.
     #[error("unknown wait mode '{0}' (expected hybrid, spin or nanosleep)")]
     UnknownWait(String),
+    /// An unknown `on_overrun`.
+    #[error("unknown on_overrun '{0}' (expected count, warn, mode or stop-run)")]
+    UnknownOnOverrun(String),
+    /// `on_overrun = "mode"` without `overrun_mode`.
+    #[error("on_overrun = \"mode\" needs overrun_mode, the state to move the run to")]
+    OverrunModeMissing,
+    /// `overrun_mode` with another action.
+    #[error("overrun_mode applies only to on_overrun = \"mode\"")]
+    OverrunModeWithoutMode,
+    /// `overrun_after = 0`.
+    #[error("overrun_after must be at least 1 (consecutive overruns before acting)")]
+    ZeroOverrunAfter,
+    /// `watchdog = "0s"`.
+    #[error("watchdog must be longer than zero")]
+    ZeroWatchdog,
     /// An unknown `on_error`.
     #[error("unknown on_error '{0}' (expected stop, continue or stop-run)")]
     UnknownOnError(String),
@@ -1315,6 +1396,8 @@ impl Reader<'_> {
             group: s.group.as_ref().map(|g| g.get_ref().clone()),
             config,
             on_error: self.on_error(s)?,
+            on_overrun: self.on_overrun(s)?,
+            watchdog: self.watchdog(s.watchdog.as_ref())?,
             host,
             location: self.loc(s.name.span()),
         })
@@ -1330,6 +1413,64 @@ impl Reader<'_> {
             .into_iter()
             .find(|o| o.name() == v.get_ref())
             .ok_or_else(|| self.fail(v.span(), Rule::UnknownOnError(v.get_ref().clone())))
+    }
+
+    /// A subsystem's `on_overrun` (`count` by default), `overrun_mode` (with `mode`
+    /// only; the state is checked against the modes by [`Reader::overrun_modes`])
+    /// and `overrun_after` (at least 1, default 1).
+    fn on_overrun(&self, s: &RawSubsystem) -> Result<OnOverrun, ScheduleError> {
+        let after = match &s.overrun_after {
+            Some(a) if *a.get_ref() == 0 => return Err(self.fail(a.span(), Rule::ZeroOverrunAfter)),
+            Some(a) => *a.get_ref(),
+            None => 1,
+        };
+        let action = match (&s.on_overrun, &s.overrun_mode) {
+            (None, Some(m)) => return Err(self.fail(m.span(), Rule::OverrunModeWithoutMode)),
+            (None, None) => OverrunAction::Count,
+            (Some(v), mode) => match (v.get_ref().as_str(), mode) {
+                ("mode", Some(m)) => OverrunAction::Mode(m.get_ref().to_ascii_lowercase()),
+                ("mode", None) => return Err(self.fail(v.span(), Rule::OverrunModeMissing)),
+                ("count" | "warn" | "stop-run", Some(m)) => {
+                    return Err(self.fail(m.span(), Rule::OverrunModeWithoutMode));
+                }
+                ("count", None) => OverrunAction::Count,
+                ("warn", None) => OverrunAction::Warn,
+                ("stop-run", None) => OverrunAction::StopRun,
+                (other, _) => {
+                    return Err(self.fail(v.span(), Rule::UnknownOnOverrun(other.to_string())));
+                }
+            },
+        };
+        Ok(OnOverrun { action, after })
+    }
+
+    /// Every `overrun_mode` names a state of the schedule (off, pause, run or a
+    /// declared mode).
+    fn overrun_modes(&self, raw: &RawSchedule, modes: &[String]) -> Result<(), ScheduleError> {
+        for t in &raw.subsystems {
+            if let Some(m) = &t.get_ref().overrun_mode {
+                let name = m.get_ref().to_ascii_lowercase();
+                let known = ["off", "pause", "run"].contains(&name.as_str())
+                    || modes.iter().any(|x| x.to_ascii_lowercase() == name);
+                if !known {
+                    return Err(self.fail(m.span(), Rule::UnknownState(m.get_ref().clone())));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A `watchdog` (a subsystem's, or the run's for every subsystem without its
+    /// own): a duration longer than zero, or none.
+    fn watchdog(&self, w: Option<&Spanned<String>>) -> Result<Option<Nanos>, ScheduleError> {
+        let Some(w) = w else {
+            return Ok(None);
+        };
+        let d = duration(w).map_err(|rule| self.fail(w.span(), rule))?;
+        if d == Nanos::ZERO {
+            return Err(self.fail(w.span(), Rule::ZeroWatchdog));
+        }
+        Ok(Some(d))
     }
 
     /// A subsystem's start and period: the period divides the major frame, the
@@ -1683,6 +1824,7 @@ struct RawSchedule {
     initial_state: Option<Spanned<String>>,
     pm_qos: Option<Spanned<toml::Value>>,
     explain_threshold: Option<Spanned<String>>,
+    watchdog: Option<Spanned<String>>,
     stress: Option<RawStress>,
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
@@ -1728,6 +1870,10 @@ struct RawSubsystem {
     group: Option<Spanned<String>>,
     host: Option<Spanned<String>>,
     on_error: Option<Spanned<String>>,
+    on_overrun: Option<Spanned<String>>,
+    overrun_mode: Option<Spanned<String>>,
+    overrun_after: Option<Spanned<u64>>,
+    watchdog: Option<Spanned<String>>,
     config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
@@ -1963,6 +2109,89 @@ args = ["--fast"]
         let (rule, at) = rule_at(&format!("{base}on_error = \"retry\"\n"));
         assert_eq!(rule, Rule::UnknownOnError("retry".into()));
         assert_eq!((at.line, at.column), (5, 12));
+    }
+
+    #[test]
+    fn on_overrun_and_watchdog_are_read() {
+        let base =
+            "tick = \"1ms\"\nmajor_frame = 1\nmodes = [\"safe\"]\n[[subsystem]]\nname = \"a\"\n";
+        let a = &parse(base).unwrap().subsystems[0];
+        assert_eq!(a.on_overrun, OnOverrun::default());
+        assert_eq!(a.on_overrun.action, OverrunAction::Count);
+        assert_eq!(a.watchdog, None);
+        for (text, action) in [
+            ("on_overrun = \"count\"\n", OverrunAction::Count),
+            ("on_overrun = \"warn\"\n", OverrunAction::Warn),
+            ("on_overrun = \"stop-run\"\n", OverrunAction::StopRun),
+            (
+                "on_overrun = \"mode\"\noverrun_mode = \"Safe\"\n",
+                OverrunAction::Mode("safe".into()),
+            ),
+            (
+                "on_overrun = \"mode\"\noverrun_mode = \"pause\"\n",
+                OverrunAction::Mode("pause".into()),
+            ),
+        ] {
+            let s = parse(&format!("{base}{text}")).unwrap();
+            assert_eq!(s.subsystems[0].on_overrun.action, action, "{text}");
+            assert_eq!(s.subsystems[0].on_overrun.after, 1, "{text}");
+        }
+        // The run's watchdog is every subsystem's, unless it sets its own.
+        let run =
+            format!("watchdog = \"1s\"\n{base}\n[[subsystem]]\nname = \"b\"\nwatchdog = \"5ms\"\n");
+        let s = parse(&run).unwrap();
+        assert_eq!(s.subsystems[0].watchdog, Some(Nanos::from_secs(1)));
+        assert_eq!(s.subsystems[1].watchdog, Some(Nanos::from_millis(5)));
+        let (rule, at) = rule_at(&format!("watchdog = \"0s\"\n{base}"));
+        assert_eq!((rule, at.line, at.column), (Rule::ZeroWatchdog, 1, 12));
+        let text = format!("{base}on_overrun = \"warn\"\noverrun_after = 3\nwatchdog = \"50ms\"\n");
+        let a = &parse(&text).unwrap().subsystems[0];
+        assert_eq!(a.on_overrun.after, 3);
+        assert_eq!(a.watchdog, Some(Nanos::from_millis(50)));
+    }
+
+    #[test]
+    fn a_bad_on_overrun_or_watchdog_is_refused_at_its_value() {
+        let base =
+            "tick = \"1ms\"\nmajor_frame = 1\nmodes = [\"safe\"]\n[[subsystem]]\nname = \"a\"\n";
+        // (the keys added, the rule expected, its line and column)
+        let cases: [(&str, Rule, (usize, usize)); 7] = [
+            (
+                "on_overrun = \"panic\"\n",
+                Rule::UnknownOnOverrun("panic".into()),
+                (6, 14),
+            ),
+            (
+                "on_overrun = \"mode\"\noverrun_mode = \"hover\"\n",
+                Rule::UnknownState("hover".into()),
+                (7, 16),
+            ),
+            ("on_overrun = \"mode\"\n", Rule::OverrunModeMissing, (6, 14)),
+            (
+                "on_overrun = \"warn\"\noverrun_mode = \"safe\"\n",
+                Rule::OverrunModeWithoutMode,
+                (7, 16),
+            ),
+            (
+                "overrun_mode = \"safe\"\n",
+                Rule::OverrunModeWithoutMode,
+                (6, 16),
+            ),
+            (
+                "on_overrun = \"warn\"\noverrun_after = 0\n",
+                Rule::ZeroOverrunAfter,
+                (7, 17),
+            ),
+            ("watchdog = \"0ms\"\n", Rule::ZeroWatchdog, (6, 12)),
+        ];
+        for (keys, expected, (line, column)) in cases {
+            let (rule, at) = rule_at(&format!("{base}{keys}"));
+            assert_eq!(rule, expected, "{keys}");
+            assert_eq!((at.line, at.column), (line, column), "{keys}");
+        }
+        let (rule, at) = rule_at(&format!("{base}watchdog = \"soon\"\n"));
+        assert_eq!(rule, Rule::BadDuration("soon".into()));
+        assert_eq!((at.line, at.column), (6, 12));
     }
 
     #[test]

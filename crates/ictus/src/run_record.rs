@@ -367,6 +367,7 @@ mod tests {
             warnings: Vec::new(),
             events: vec!["pause at frame 10".into()],
             complete: true,
+            stopped_by: None,
             hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
             pm_qos: None,
             explanation: None,

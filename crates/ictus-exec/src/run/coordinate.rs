@@ -25,7 +25,7 @@ use crate::executive;
 use crate::link::{Link, LinkEvent, RemoteSlot};
 use crate::live::{LiveMiss, LiveStatus};
 use crate::report::{RunWarning, WarningId};
-use crate::schedule::Schedule;
+use crate::schedule::{OverrunAction, Schedule};
 use crate::state::{self, Pending, StateId, StateLog, States};
 
 /// A state command waiting for the one before it to be in force.
@@ -64,7 +64,17 @@ pub(super) struct Coordinator<'a, 'scope> {
     remote_failed: Vec<bool>,
     /// What the threads handed back: each subsystem, and its first error.
     pub(super) made: Made,
+    /// Subsystems whose `on_overrun` acted (it acts once per run).
+    overrun_acted: Vec<bool>,
+    /// Per subsystem, the frames its watchdog named, and the last one.
+    watchdog_named: Vec<(u64, Option<u64>)>,
+    /// The subsystem whose `on_overrun = "stop-run"` asked the run to stop.
+    pub(super) overrun_stop: Option<usize>,
 }
+
+/// The stuck frames a subsystem's watchdog names (as a warning and an event) before
+/// it names no more: a subsystem stuck again and again would fill the record.
+const WATCHDOG_NAMED: u64 = 8;
 
 impl<'a, 'scope> Coordinator<'a, 'scope> {
     /// The coordinator of the run `startup` started, from its epoch on.
@@ -105,6 +115,9 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             torn_seen: vec![0; n],
             remote_failed: vec![false; n],
             made: Made::default(),
+            overrun_acted: vec![false; n],
+            watchdog_named: vec![(0, None); n],
+            overrun_stop: None,
         }
     }
 
@@ -122,6 +135,8 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             self.commands(f);
             self.transition(f, now);
             self.acknowledgements(f);
+            self.overruns(f);
+            self.watchdogs(f, now);
             self.status(f, now);
             self.stop_on_request(now);
             if self.stopped(f, now) {
@@ -363,6 +378,138 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
     }
 
+    /// Overruns: a subsystem whose longest run of consecutive overruns (releases
+    /// skipped in a row) reached its `overrun_after` gets its `on_overrun` action,
+    /// once. Only the main coordinator acts (its control block mirrors the other
+    /// hosts' subsystems); the threads only count.
+    fn overruns(&mut self, f: u64) {
+        let staged = self.staged;
+        if staged.here != 0 {
+            return;
+        }
+        for (k, spec) in staged.schedule.subsystems.iter().enumerate() {
+            let on = &spec.on_overrun;
+            if self.overrun_acted[k] || on.action == OverrunAction::Count {
+                continue;
+            }
+            let view = staged.control.slot(k).view();
+            if view.longest_streak < on.after {
+                continue;
+            }
+            self.overrun_acted[k] = true;
+            let cause = format!(
+                "{}: {} consecutive overrun(s) (releases skipped in a row; {} in all by \
+                 frame {})",
+                staged.names[k],
+                view.longest_streak,
+                view.overruns,
+                view.last_frame.map_or("-".to_string(), |v| v.to_string()),
+            );
+            self.act(k, f, cause);
+        }
+    }
+
+    /// The watchdogs: a subsystem still in a frame longer than its `watchdog` after
+    /// that frame's release is named with the frame and how long it has run (a
+    /// warning and an event, for the first [`WATCHDOG_NAMED`] such frames), and its
+    /// `on_overrun` acts (once per run, as for overruns; `count` only names it).
+    fn watchdogs(&mut self, f: u64, now: Nanos) {
+        let staged = self.staged;
+        let Some(epoch) = staged.control.epoch() else {
+            return;
+        };
+        let tick = staged.control.tick();
+        for (k, spec) in staged.schedule.subsystems.iter().enumerate() {
+            let Some(limit) = spec.watchdog else {
+                continue;
+            };
+            if staged.here != 0 && spec.host != staged.here {
+                continue;
+            }
+            let view = staged.control.slot(k).view();
+            if view.status != Status::Running {
+                continue;
+            }
+            let frame = frame_in_progress(epoch, tick, spec, &view);
+            let released = epoch + tick * frame;
+            let ran = now.saturating_sub(released);
+            if frame >= self.stop_frame || ran <= limit {
+                continue;
+            }
+            let (named, last) = &mut self.watchdog_named[k];
+            if *last == Some(frame) || *named >= WATCHDOG_NAMED {
+                continue;
+            }
+            *named += 1;
+            *last = Some(frame);
+            let more = if *named == WATCHDOG_NAMED {
+                " (the last frame its watchdog names)"
+            } else {
+                ""
+            };
+            let cause = format!(
+                "{}: frame {frame} has run {ran} since its release and has not ended \
+                 (watchdog {limit}){more}",
+                staged.names[k],
+            );
+            self.journal.warn(
+                f,
+                WarningId::Watchdog,
+                cause.clone(),
+                "a subsystem stuck in its frame (a blocking call, a lock, a loop): its \
+                 releases meanwhile count as overruns"
+                    .into(),
+            );
+            if !self.overrun_acted[k] && staged.here == 0 {
+                self.overrun_acted[k] = true;
+                if spec.on_overrun.action != OverrunAction::Warn {
+                    self.act(k, f, cause);
+                }
+            }
+        }
+    }
+
+    /// Subsystem `k`'s `on_overrun` action, for `cause`: a warning and an event
+    /// naming it and what was done; `mode` queues the state change as `ictus ctl
+    /// MODE` would, `stop-run` stops the run (incomplete).
+    fn act(&mut self, k: usize, f: u64, cause: String) {
+        let staged = self.staged;
+        let spec = &staged.schedule.subsystems[k];
+        let (done, advice) = match &spec.on_overrun.action {
+            OverrunAction::Count => return,
+            OverrunAction::Warn => (
+                "on_overrun = warn: further overruns are counted".to_string(),
+                "its frames take longer than its period: see the misses explained, its \
+                 execution time, or give it a longer period",
+            ),
+            OverrunAction::Mode(m) => {
+                if let Some(id) = staged.states.id(m) {
+                    // Nobody waits for the answer: the event says what happened.
+                    let (reply, _) = mpsc::channel();
+                    self.queue.push((id, m.clone(), reply));
+                }
+                (
+                    format!("on_overrun = mode: the run moves to state {m}"),
+                    "the run continues in that state; `ictus ctl NAME` moves it on",
+                )
+            }
+            OverrunAction::StopRun => {
+                self.overrun_stop.get_or_insert(k);
+                (
+                    "on_overrun = stop-run: the run stops (incomplete)".to_string(),
+                    "its frames take longer than its period: see the misses explained, its \
+                     execution time, or give it a longer period",
+                )
+            }
+        };
+        self.journal.warn(
+            f,
+            WarningId::Overrun,
+            format!("{cause}; {done}"),
+            advice.into(),
+        );
+    }
+
     /// The status hook, every `status_every`.
     fn status(&mut self, f: u64, now: Nanos) {
         if self.options.on_status.is_none()
@@ -386,7 +533,10 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
         let asked_by = self.stop_asked();
         // Relaxed: a stop request, polled.
-        if asked_by.is_none() && !self.options.stop.load(Ordering::Relaxed) {
+        if asked_by.is_none()
+            && self.overrun_stop.is_none()
+            && !self.options.stop.load(Ordering::Relaxed)
+        {
             return;
         }
         self.stop_requested = true;
@@ -404,7 +554,10 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             check_announcement(&mut self.journal.warnings, epoch, tick, at, "stop");
             // Stopped by a person before the duration's end: the figures cover
             // part of the run. A subsystem that stops the run ends it as planned.
-            if asked_by.is_none() {
+            if self.overrun_stop.is_some() {
+                // Stopped for a fault, before its duration's end or a stop asked.
+                self.complete = false;
+            } else if asked_by.is_none() {
                 self.complete &= self.options.duration.is_none();
             }
         }
@@ -448,6 +601,25 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         }
         false
     }
+}
+
+/// The frame subsystem `spec` runs (or is released for) as its slot reads: the
+/// first of its releases after its last frame ended. That end is taken as the last
+/// frame's release plus its execution (a lower bound: its wake-up was later), so
+/// an overrun before it is seen as it was.
+fn frame_in_progress(
+    epoch: Nanos,
+    tick: Nanos,
+    spec: &crate::schedule::SubsystemSpec,
+    view: &crate::control::SlotView,
+) -> u64 {
+    let Some(last) = view.last_frame else {
+        return spec.start;
+    };
+    let mut c = executive::Cadence::new(epoch, tick, spec.start, spec.period);
+    c.skip_to(last, u64::MAX);
+    c.complete(epoch + tick * last + view.last_exec, u64::MAX);
+    c.frame()
 }
 
 /// What the coordinator's loop makes of a [`LinkEvent`].

@@ -71,6 +71,7 @@ impl Coordinator<'_, '_> {
             warnings: dedup(self.journal.warnings),
             events: self.journal.events,
             complete: self.complete,
+            stopped_by: self.overrun_stop.map(|k| staged.names[k].clone()),
             hosts,
             pm_qos: None,
             explanation: None,
