@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # What serving and scraping /metrics costs the executive's real-time threads (issue 24):
-# seed 003's stress schedule (examples/stress) run in alternation
+# seed 003's stress schedule (examples/stress: A, B, C, FIFO 80 on CPU 1, B in a process
+# of its own) with wait = "nanosleep" (the kernel's timer wakes each release, as
+# cyclictest's: with the schedule's own spinning wait the jitter is 0 and only the
+# host's stalls show) run in alternation
 #   plain    no metrics
 #   scraped  --metrics 127.0.0.1:PORT, scraped every second by curl for the whole run
 # Reports each subsystem's release jitter (p50, p99, max, with the sample count) and
@@ -11,7 +14,7 @@
 #   SECONDS_PER=20 ROUNDS=3 TICK=1ms bench/metrics-cost.sh
 #
 # Environment: ICTUS (a built ictus; default: cargo build --release), SECONDS_PER
-# (default 10), ROUNDS (default 3), TICK (default 1ms), OUT_DIR (default
+# (default 10), ROUNDS (default 3), TICK (default 1ms), WAIT (default nanosleep), OUT_DIR (default
 # target/metrics-cost-DATE). Needs root for SCHED_FIFO (without, the records say what
 # was refused) and curl. Every process it starts is ended by its PID. Timings are
 # reported, never judged.
@@ -22,6 +25,7 @@ need curl "curl scrapes /metrics."
 SECONDS_PER=${SECONDS_PER:-10}
 ROUNDS=${ROUNDS:-3}
 TICK=${TICK:-1ms}
+WAIT=${WAIT:-nanosleep}
 OUT_DIR=${OUT_DIR:-$root/target/metrics-cost-$(date +%Y%m%dT%H%M%S)}
 ictus_binary
 mkdir -p "$OUT_DIR"
@@ -40,7 +44,8 @@ run_one() {
   dir=$OUT_DIR/$label
   mkdir -p "$dir"
   cp "$root/examples/stress/cells.toml" "$dir/"
-  sed -e 's/^name = "stress"/name = "metrics-cost"/' "$root/examples/stress/schedule.toml" >"$dir/schedule.toml"
+  sed -e "s/^wait = .*/wait = \"$WAIT\"/" -e 's/^name = "stress"/name = "metrics-cost"/' \
+    "$root/examples/stress/schedule.toml" >"$dir/schedule.toml"
   local args=(run "$dir/schedule.toml" --duration "${SECONDS_PER}s" --tick "$TICK" --quiet -o "$dir/record.json")
   if [ "$mode" = scraped ]; then
     port=$(free_port)
@@ -73,14 +78,14 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT_DIR" "$TICK" "$SECONDS_PER" <<'PY' | tee "$OUT_DIR/summary.md"
+python3 - "$OUT_DIR" "$TICK" "$SECONDS_PER" "$WAIT" <<'PY' | tee "$OUT_DIR/summary.md"
 import json, os, sys
-out, tick, secs = sys.argv[1:4]
+out, tick, secs, wait = sys.argv[1:5]
 labels = sorted((d for d in os.listdir(out) if os.path.isfile(os.path.join(out, d, "record.json"))),
                 key=lambda l: (int(l.split("-")[0]), l))
 def us(v):
     return "-" if v is None else f"{v/1000:.1f}"
-print(f"# /metrics scraped every second against no metrics: the stress schedule at {tick}, {secs} s per run, alternated\n")
+print(f"# /metrics scraped every second against no metrics: the stress schedule at {tick}, wait = {wait}, {secs} s per run, alternated\n")
 print("| run | scrapes ok | subsystem | samples | jitter p50 us | p99 us | max us | exec p99 us | overruns | missed frames |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 worst = {}
