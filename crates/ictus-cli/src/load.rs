@@ -10,7 +10,8 @@ use ictus_core::CpuSet;
 use ictus_probe::load::{self, LoadKind, LoadReport, LoadSpec};
 use ictus_probe::progress::Progress;
 
-use ictus_probe::cli::{KindArg, parse_kind};
+use ictus_probe::cli::parse_kind;
+use ictus_probe::setup::Choice;
 
 use crate::Failure;
 use crate::common;
@@ -21,7 +22,7 @@ use ictus_probe::cli::positive_duration;
 pub(crate) struct LoadCommandArgs {
     /// Loads to run together: cpu, disk, net, syscall, cachemiss, membw, or all.
     #[arg(required = true, value_name = "KIND", value_parser = parse_kind)]
-    pub(crate) kinds: Vec<KindArg>,
+    pub(crate) kinds: Vec<Choice<LoadKind>>,
     /// CPUs to load, one worker each (net: a sender and a receiver per two CPUs): a
     /// list like 0-3,6, or "all".
     #[arg(short = 'a', long, default_value = "all")]
@@ -40,15 +41,15 @@ pub(crate) fn specs(args: &LoadCommandArgs) -> Result<Vec<LoadSpec>, Failure> {
 }
 
 /// Each kind named once (all of them for `all`), on `cpus`.
-pub(crate) fn kinds_on(kinds: &[KindArg], cpus: CpuSet) -> Result<Vec<LoadSpec>, Failure> {
-    let named: BTreeSet<LoadKind> = if kinds.contains(&KindArg::All) {
+pub(crate) fn kinds_on(kinds: &[Choice<LoadKind>], cpus: CpuSet) -> Result<Vec<LoadSpec>, Failure> {
+    let named: BTreeSet<LoadKind> = if kinds.contains(&Choice::All) {
         LoadKind::ALL.into_iter().collect()
     } else {
         kinds
             .iter()
             .filter_map(|k| match k {
-                KindArg::One(kind) => Some(*kind),
-                KindArg::All => None,
+                Choice::One(kind) => Some(*kind),
+                Choice::All => None,
             })
             .collect()
     };
@@ -182,8 +183,8 @@ mod tests {
 
     #[test]
     fn kinds_parse_with_all_and_unknown_names_are_refused() {
-        assert_eq!(parse_kind("all").unwrap(), KindArg::All);
-        assert_eq!(parse_kind("cpu").unwrap(), KindArg::One(LoadKind::Cpu));
+        assert_eq!(parse_kind("all").unwrap(), Choice::All);
+        assert_eq!(parse_kind("cpu").unwrap(), Choice::One(LoadKind::Cpu));
         let err = parse_kind("bogus").unwrap_err();
         assert!(err.contains("'bogus'") && err.contains("or all"), "{err}");
     }
@@ -198,7 +199,7 @@ mod tests {
         );
     }
 
-    fn args(kinds: &[KindArg], cpus: &str) -> LoadCommandArgs {
+    fn args(kinds: &[Choice<LoadKind>], cpus: &str) -> LoadCommandArgs {
         LoadCommandArgs {
             kinds: kinds.to_vec(),
             cpus: cpus.into(),
@@ -216,11 +217,11 @@ mod tests {
 
     #[test]
     fn all_means_every_kind_once_and_repeats_collapse() {
-        let sut = accepted(&args(&[KindArg::One(LoadKind::Cpu), KindArg::All], "all"));
+        let sut = accepted(&args(&[Choice::One(LoadKind::Cpu), Choice::All], "all"));
         let kinds: Vec<LoadKind> = sut.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, LoadKind::ALL);
         let sut = accepted(&args(
-            &[KindArg::One(LoadKind::Net), KindArg::One(LoadKind::Net)],
+            &[Choice::One(LoadKind::Net), Choice::One(LoadKind::Net)],
             "all",
         ));
         assert_eq!(sut.len(), 1);
@@ -229,7 +230,7 @@ mod tests {
 
     #[test]
     fn an_offline_cpu_is_a_usage_error() {
-        let Err(f) = specs(&args(&[KindArg::One(LoadKind::Cpu)], "1000")) else {
+        let Err(f) = specs(&args(&[Choice::One(LoadKind::Cpu)], "1000")) else {
             panic!("CPU 1000 accepted");
         };
         assert_eq!(f.code, crate::EXIT_USAGE);

@@ -17,7 +17,7 @@ use ictus_os::sched::{Policy, PolicyKind};
 use crate::load::LoadKind;
 use crate::progress::Progress;
 use crate::record::RunRecord;
-use crate::setup::SchedSpec;
+use crate::setup::{Choice, SchedSpec};
 
 /// A probe's command line: its clap arguments, turned into the probe's parameters,
 /// an estimate of the work for a progress bar, and the run.
@@ -119,7 +119,7 @@ pub struct SchedArgs {
     /// Measure under a background load: cpu, disk, net, syscall, cachemiss, membw, or
     /// all (repeatable). What each load achieved goes into the record.
     #[arg(long = "load", value_name = "KIND", value_parser = parse_kind)]
-    pub loads: Vec<KindArg>,
+    pub loads: Vec<Choice<LoadKind>>,
     /// CPUs the loads run on (default: every online CPU).
     #[arg(long, value_name = "LIST")]
     pub load_cpus: Option<String>,
@@ -159,22 +159,13 @@ pub fn pm_qos(s: &str) -> Result<ictus_os::pm_qos::PmQos, String> {
         .map_err(|e: ictus_os::pm_qos::ParsePmQosError| e.to_string())
 }
 
-/// A load named on the command line: one kind, or all of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KindArg {
-    /// Every kind.
-    All,
-    /// One kind.
-    One(LoadKind),
-}
-
-/// A load kind's name, or `all`.
-pub fn parse_kind(s: &str) -> Result<KindArg, String> {
+/// A load kind's name, or `all`: the one "a value, or all" type ([`Choice`]).
+pub fn parse_kind(s: &str) -> Result<Choice<LoadKind>, String> {
     if s.trim().eq_ignore_ascii_case("all") {
-        return Ok(KindArg::All);
+        return Ok(Choice::All);
     }
     s.parse::<LoadKind>()
-        .map(KindArg::One)
+        .map(Choice::One)
         .map_err(|e| format!("{e}, or all"))
 }
 
