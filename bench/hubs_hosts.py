@@ -1,0 +1,150 @@
+"""The tables of bench/hubs-hosts.sh, from the records it wrote in OUT_DIR.
+
+    python3 bench/hubs_hosts.py OUT_DIR
+
+Reads the JSON lines of zhub (crates/ictus-net/examples/zhub), udp_pingpong and
+net_throughput (bench/c/); a row whose record is missing or failed says so.
+Prints Markdown; never judges.
+"""
+
+import json
+import os
+import sys
+
+out = sys.argv[1]
+env = os.environ
+
+
+def load(name):
+    """The record `name` in OUT_DIR, or None."""
+    try:
+        with open(os.path.join(out, name)) as f:
+            line = f.read().strip()
+        return json.loads(line) if line else None
+    except (OSError, ValueError):
+        return None
+
+
+def why(name):
+    """Why `name` has no record: this build's hubs stay in one host, or its exit status."""
+    try:
+        rc = open(os.path.join(out, name + ".rc")).read().strip()
+    except OSError:
+        return "not run"
+    if rc == "4":
+        return "needs hubs across hosts (not in this build)"
+    return f"failed (exit {rc}, see {name}.err)"
+
+
+def us(ns):
+    return "-" if ns is None else f"{ns / 1000:.1f}"
+
+
+def lat(r):
+    """A zhub record's latency summary, or the C tools' flat or nested one."""
+    if r is None:
+        return None
+    return r.get("latency", r)
+
+
+rounds = int(env.get("ROUNDS", "2"))
+sizes = [int(s) for s in env.get("SIZES", "1 64 1024 4096 32768").split()]
+
+print("### Table 2: the semaphore loop (one round trip per iteration, us)")
+print()
+print("| placement | round trips | p50 | p99 | max | loops/s | p50 / UDP p50 | max / UDP max | wire bytes per round trip |")
+print("|---|---|---|---|---|---|---|---|---|")
+
+
+def sem_row(label, r, udp=None, wire=None):
+    if r is None:
+        print(f"| {label} | - | - | - | - | - | - | - | - |")
+        return
+    s = lat(r)
+    ratio50 = ratiomax = "-"
+    if udp is not None:
+        ratio50 = f"{s['p50_ns'] / udp['p50_ns']:.2f}x"
+        ratiomax = f"{s['max_ns'] / udp['max_ns']:.2f}x"
+    w = f"{wire / s['count']:.0f}" if wire is not None else "-"
+    rate = f"{r['loops_per_s']:.0f}" if "loops_per_s" in r else f"{1e9 / r['mean_ns']:.0f}"
+    print(f"| {label} | {s['count']} | {us(s['p50_ns'])} | {us(s['p99_ns'])} | {us(s['max_ns'])} | {rate} | {ratio50} | {ratiomax} | {w} |")
+
+
+cpu_a, cpu_b = env.get("CPU_A", "0"), env.get("CPU_B", "1")
+sem_row(f"one core (CPU {cpu_a})", load("sem-core.json"))
+sem_row(f"across cores (CPU {cpu_a}, {cpu_b})", load("sem-cores.json"))
+sem_row(f"across processes (CPU {cpu_a}, {cpu_b})", load("sem-processes.json"))
+for r in range(1, rounds + 1):
+    udp = load(f"udp-{r}.json")
+    size = udp["size"] if udp else env.get("SEM_UDP_SIZE", "64")
+    if udp is None:
+        print(f"| bare UDP round trip, {size} B, host 1 -> 2 (round {r}) | failed | | | | | | | |")
+    else:
+        sem_row(f"bare UDP round trip, {size} B, host 1 -> 2 (round {r})", udp)
+    hosts = load(f"sem-hosts-{r}.json")
+    if hosts is None:
+        print(f"| across hosts, Zenoh TCP (round {r}) | {why(f'sem-hosts-{r}.json')} | | | | | | | |")
+    else:
+        try:
+            wire = int(open(os.path.join(out, f"sem-hosts-{r}.wire")).read())
+        except (OSError, ValueError):
+            wire = None
+        sem_row(f"across hosts, Zenoh TCP (round {r})", hosts, udp, wire)
+print()
+print("Loops/s is the seed's 'maximum task interactions per second' (recorded round trips over")
+print("their span). The ratios divide the across-host loop by the bare UDP round trip measured")
+print("just before it; wire bytes: both hosts' eth0 tx bytes (Zenoh, TCP, IP, Ethernet) over the")
+print("whole across-host run, warm-up and joining included, per recorded round trip.")
+print()
+
+print("### Figures 6-7: port throughput by payload (MB/s, 10^6 bytes of payload per second)")
+print()
+cols = [
+    ("port, one core", "port-core-{}.json"),
+    ("port, across cores", "port-cores-{}.json"),
+    ("port, across processes", "port-processes-{}.json"),
+    ("port, across hosts", "port-hosts-{}.json"),
+    ("TCP stream", "tcp-stream-{}.json"),
+    ("TCP + reply", "tcp-sync-{}.json"),
+    ("UDP + reply", "udp-sync-{}.json"),
+    ("UDP blast (lost)", "udp-blast-{}.json"),
+]
+print("| bytes | " + " | ".join(c for c, _ in cols) + " | port across hosts / UDP + reply |")
+print("|---" * (len(cols) + 2) + "|")
+for size in sizes:
+    row = [str(size)]
+    for label, pattern in cols:
+        r = load(pattern.format(size))
+        if r is None:
+            row.append("needs hubs across hosts" if "hosts" in pattern and why(pattern.format(size)).startswith("needs") else "-")
+            continue
+        cell = f"{r['bytes_per_s'] / 1e6:.2f}"
+        if "blast" in pattern:
+            cell += f" ({r['lost']} of {r['count']})"
+        row.append(cell)
+    ph, us_ = load(f"port-hosts-{size}.json"), load(f"udp-sync-{size}.json")
+    row.append(f"{ph['bytes_per_s'] / us_['bytes_per_s']:.2f}x" if ph and us_ else "-")
+    print("| " + " | ".join(row) + " |")
+print()
+print("### Across hosts, per message (us): port receive to receive; TCP and UDP send to reply")
+print()
+print("| bytes | port p50 | port p99 | port max | TCP + reply p50 | p99 | max | UDP + reply p50 | p99 | max | messages |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for size in sizes:
+    row = [str(size)]
+    n = "-"
+    for name in (f"port-hosts-{size}.json", f"tcp-sync-{size}.json", f"udp-sync-{size}.json"):
+        s = lat(load(name))
+        if s is None or "p50_ns" not in s:
+            row += ["-", "-", "-"]
+        else:
+            row += [us(s["p50_ns"]), us(s["p99_ns"]), us(s["max_ns"])]
+            n = str(s["count"])
+    row.append(n)
+    print("| " + " | ".join(row) + " |")
+print()
+print("A port's send returns once the receiver has copied the message, so each message is one")
+print("hand-over: TCP and UDP + reply are its bare analogues (one message, one one-byte reply);")
+print("TCP stream and UDP blast are the links' asynchronous bounds (UDP blast: the receiver's")
+print("rate, first datagram to last; lost datagrams are not retried). In one host the port's")
+print("threads are on CPU_A and CPU_B as in Table 2.")
