@@ -34,7 +34,10 @@ impl HostArgs {
         }
         let hosts = hosts.ok_or("--hosts H1,H2: missing")?;
         if hosts.len() != 2 || hosts.iter().any(String::is_empty) || hosts[0] == hosts[1] {
-            return Err(format!("--hosts {}: expected two different names", hosts.join(",")));
+            return Err(format!(
+                "--hosts {}: expected two different names",
+                hosts.join(",")
+            ));
         }
         let here = here.ok_or("--here H: missing")?;
         let here = hosts
@@ -81,11 +84,25 @@ pub(crate) fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
 }
 
 /// The semaphore loop across hosts.
+#[cfg(feature = "hubs-across-hosts")]
+pub(crate) fn sem(h: &HostArgs, count: u64) -> Result<Option<String>, Error> {
+    crate::link::sem(h, count)
+}
+
+/// Port throughput across hosts.
+#[cfg(feature = "hubs-across-hosts")]
+pub(crate) fn port(h: &HostArgs, size: usize, count: u64) -> Result<Option<String>, Error> {
+    crate::link::port(h, size, count)
+}
+
+/// The semaphore loop across hosts: not in this build.
+#[cfg(not(feature = "hubs-across-hosts"))]
 pub(crate) fn sem(_h: &HostArgs, _count: u64) -> Result<Option<String>, Error> {
     Err(Box::new(NeedsHubsAcrossHosts))
 }
 
-/// Port throughput across hosts.
+/// Port throughput across hosts: not in this build.
+#[cfg(not(feature = "hubs-across-hosts"))]
 pub(crate) fn port(_h: &HostArgs, _size: usize, _count: u64) -> Result<Option<String>, Error> {
     Err(Box::new(NeedsHubsAcrossHosts))
 }

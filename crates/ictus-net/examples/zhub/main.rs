@@ -95,8 +95,17 @@ enum Cmd {
 /// The child's half of a `processes` run: B of the loop, or the port's sender.
 #[derive(Debug, PartialEq, Eq)]
 enum Peer {
-    Sem { shm: String, cpu: usize, count: u64 },
-    Port { shm: String, size: usize, count: u64, cpu: usize },
+    Sem {
+        shm: String,
+        cpu: usize,
+        count: u64,
+    },
+    Port {
+        shm: String,
+        size: usize,
+        count: u64,
+        cpu: usize,
+    },
 }
 
 const USAGE: &str = "usage: zhub sem threads|processes CPU_A CPU_B COUNT\n\
@@ -293,7 +302,10 @@ pub(crate) fn sem_b(x: &Semaphore, y: &Semaphore, count: u64) -> Result<(), Erro
 
 /// The port's receiver: a first message (the synchronisation), WARMUP more,
 /// then `count` timed ones.
-pub(crate) fn port_receive<const N: usize>(p: &mut Port<[u8; N]>, count: u64) -> Result<Timed, Error> {
+pub(crate) fn port_receive<const N: usize>(
+    p: &mut Port<[u8; N]>,
+    count: u64,
+) -> Result<Timed, Error> {
     let mut hist = LatencyHistogram::new();
     let mut start = Instant::now();
     let mut last = start;
@@ -317,11 +329,12 @@ pub(crate) fn port_receive<const N: usize>(p: &mut Port<[u8; N]>, count: u64) ->
 }
 
 /// The port's sender: 1 + WARMUP + `count` messages.
-pub(crate) fn port_send<const N: usize>(p: &mut Port<[u8; N]>, count: u64) {
+pub(crate) fn port_send<const N: usize>(p: &mut Port<[u8; N]>, count: u64) -> Result<(), Error> {
     let message = [0x5a_u8; N];
     for _ in 0..1 + WARMUP + count {
         p.send(&message);
     }
+    Ok(())
 }
 
 /// The line of a semaphore loop.
@@ -341,7 +354,12 @@ pub(crate) fn sem_line(placement: &str, extra: serde_json::Value, t: &Timed) -> 
 }
 
 /// The line of a port run of `size`-byte messages.
-pub(crate) fn port_line(placement: &str, size: usize, extra: serde_json::Value, t: &Timed) -> String {
+pub(crate) fn port_line(
+    placement: &str,
+    size: usize,
+    extra: serde_json::Value,
+    t: &Timed,
+) -> String {
     let secs = t.elapsed.as_secs_f64();
     let n = t.hist.count() as f64;
     let mut v = serde_json::json!({
@@ -421,12 +439,7 @@ fn sem(placement: Local, cpu_a: usize, cpu_b: usize, count: u64) -> Result<Strin
             let name = shm_name();
             let hubs = Hubs::create_shared(&sem_decls(), &name)?;
             pin(cpu_a)?;
-            let child = spawn_peer(&[
-                "sem".into(),
-                name,
-                cpu_b.to_string(),
-                count.to_string(),
-            ])?;
+            let child = spawn_peer(&["sem".into(), name, cpu_b.to_string(), count.to_string()])?;
             let a = (|| sem_a(&hubs.semaphore("x")?, &hubs.semaphore("y")?, count))();
             let t = finish(child, a)?;
             Ok(sem_line(label, extra, &t))
@@ -452,11 +465,22 @@ macro_rules! by_size {
     };
 }
 
-fn port(placement: Local, size: usize, count: u64, cpu_s: usize, cpu_r: usize) -> Result<String, Error> {
+fn port(
+    placement: Local,
+    size: usize,
+    count: u64,
+    cpu_s: usize,
+    cpu_r: usize,
+) -> Result<String, Error> {
     by_size!(size, port_sized(placement, count, cpu_s, cpu_r))
 }
 
-fn port_sized<const N: usize>(placement: Local, count: u64, cpu_s: usize, cpu_r: usize) -> Result<String, Error> {
+fn port_sized<const N: usize>(
+    placement: Local,
+    count: u64,
+    cpu_s: usize,
+    cpu_r: usize,
+) -> Result<String, Error> {
     let extra = serde_json::json!({ "cpu_s": cpu_s, "cpu_r": cpu_r });
     let t = match placement {
         Local::Threads => {
@@ -465,8 +489,7 @@ fn port_sized<const N: usize>(placement: Local, count: u64, cpu_s: usize, cpu_r:
                 let hubs = hubs.clone();
                 thread::spawn(move || -> Result<(), Error> {
                     pin(cpu_s)?;
-                    port_send(&mut hubs.port::<[u8; N]>("p")?, count);
-                    Ok(())
+                    port_send(&mut hubs.port::<[u8; N]>("p")?, count)
                 })
             };
             pin(cpu_r)?;
@@ -518,9 +541,12 @@ fn peer(p: Peer) -> Result<(), Error> {
 fn peer_port<const N: usize>(shm: &str, count: u64, cpu: usize) -> Result<(), Error> {
     let hubs = Hubs::open_shared_matching(shm, &port_decls::<N>())?;
     pin(cpu)?;
-    port_send(&mut hubs.port::<[u8; N]>("p")?, count);
-    Ok(())
+    port_send(&mut hubs.port::<[u8; N]>("p")?, count)
 }
+
+// After `by_size`, which it uses.
+#[cfg(feature = "hubs-across-hosts")]
+mod link;
 
 #[cfg(test)]
 mod tests {
@@ -557,12 +583,35 @@ mod tests {
     #[test]
     fn host_runs_need_their_options_and_count() {
         let ok = parse(&[
-            "sem", "hosts", "--hosts", "h1,h2", "--here", "h2", "--listen", "tcp/10.77.0.2:7447",
-            "--connect", "tcp/10.77.0.1:7447", "500",
+            "sem",
+            "hosts",
+            "--hosts",
+            "h1,h2",
+            "--here",
+            "h2",
+            "--listen",
+            "tcp/10.77.0.2:7447",
+            "--connect",
+            "tcp/10.77.0.1:7447",
+            "500",
         ]);
         assert!(matches!(ok, Ok(Cmd::SemHosts(_, 500))), "{ok:?}");
         assert!(parse(&["sem", "hosts", "--hosts", "h1,h2", "500"]).is_err());
-        assert!(parse(&["port", "hosts", "--hosts", "h1,h2", "--here", "h3", "--listen", "tcp/10.77.0.2:7447", "64", "10"]).is_err());
+        assert!(
+            parse(&[
+                "port",
+                "hosts",
+                "--hosts",
+                "h1,h2",
+                "--here",
+                "h3",
+                "--listen",
+                "tcp/10.77.0.2:7447",
+                "64",
+                "10"
+            ])
+            .is_err()
+        );
     }
 
     #[test]
@@ -582,6 +631,27 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["size"], 64);
         assert_eq!(v["latency"]["count"], 20);
+    }
+
+    #[cfg(not(feature = "hubs-across-hosts"))]
+    #[test]
+    fn a_run_across_hosts_says_it_needs_hubs_across_hosts() {
+        let Ok(Cmd::SemHosts(h, n)) = parse(&[
+            "sem",
+            "hosts",
+            "--hosts",
+            "h1,h2",
+            "--here",
+            "h1",
+            "--listen",
+            "tcp/127.0.0.1:7447",
+            "10",
+        ]) else {
+            panic!("parsed");
+        };
+        let e = hosts::sem(&h, n).unwrap_err();
+        assert!(e.to_string().contains("needs hubs across hosts"), "{e}");
+        assert_eq!(hosts::exit_code(&*e), 4);
     }
 
     #[test]
