@@ -9,7 +9,7 @@
 # iteration is one round trip, timed by A (crates/ictus-net/examples/zhub). Rows: one
 # core (both threads on CPU_A), across cores (CPU_A, CPU_B), across processes
 # (shared-memory hubs, B in a child process), across hosts (two network namespaces of
-# bench/netns.sh joined by Zenoh over plain TCP; X's home is host 1 where A runs,
+# bench/netns.sh joined by Zenoh, over plain TCP and over QUIC with keys; X's home is host 1 where A runs,
 # Y's host 2 where B runs, as the seed's C0_S1 and C1_S2), and the bare UDP round
 # trip host 1 -> host 2 of a SEM_UDP_SIZE-byte datagram (bench/c/udp_pingpong.c), with
 # the ratio (the issue's goal: the loop across hosts within 2x of it). The across-host
@@ -26,7 +26,9 @@
 # Environment: COUNT (semaphore round trips per row, default 20000), MESSAGES (port
 # messages per size, default 5000), SIZES (port payloads in bytes, default "1 64 1024
 # 4096 32768"; each one of 1 16 64 256 1024 4096 8192 16384 32768), SEM_UDP_SIZE
-# (default 64), ROUNDS (default 2), CPU_A and CPU_B (default 0 and 1), OUT_DIR
+# (default 64), ROUNDS (default 2), PREFIX (the namespaces' prefix, default zhub), LINKS (the across-host rows' Zenoh links, "plain"
+# for TCP and/or "secure" for QUIC with the run's keys, mutual TLS 1.3; default
+# "plain secure", alternated), CPU_A and CPU_B (default 0 and 1), OUT_DIR
 # (default target/hubs-hosts-DATE), ZHUB (a built zhub to use; default: cargo build
 # --release). Threads run in the normal class (no real-time priority): the figures
 # are those of a program as a user starts it.
@@ -64,20 +66,28 @@ reap() {
 }
 
 # Runs `zhub ... hosts` on both hosts: the reporting end in the foreground writes
-# OUT, the other in the background. $1: sem or port; $2: the reporting host (1 or 2);
-# the rest: what follows the host options.
+# OUT, the other in the background. $1: plain or secure (Zenoh TCP, or QUIC with
+# the run's keys: mutual TLS 1.3); $2: sem or port; $3: the reporting host (1 or 2);
+# $4: OUT; the rest: what follows the host options. Each run listens on ports of
+# its own (zport), so none waits for the last one's sockets.
+zport=7447
 zhub_hosts() {
-  local bench=$1 reporter=$2 out=$3
-  shift 3
-  local other=$((3 - reporter)) rc=0 peer
+  local links=$1 bench=$2 reporter=$3 out=$4
+  shift 4
+  local other=$((3 - reporter)) rc=0 peer proto=tcp
   local opts=(--hosts h1,h2)
+  if [ "$links" = secure ]; then
+    proto=quic
+    opts+=(--keys "$OUT_DIR/keys")
+  fi
+  zport=$((zport + 1))
   ns "$other" "$ZHUB" "$bench" hosts "${opts[@]}" --here "h$other" \
-    --listen "tcp/10.77.0.$other:7447" --connect "tcp/10.77.0.$reporter:7447" "$@" \
+    --listen "$proto/10.77.0.$other:$zport" --connect "$proto/10.77.0.$reporter:$zport" "$@" \
     >"$out.peer" 2>"$out.peer.err" &
   peer=$!
   started+=("$peer")
   ns "$reporter" "$ZHUB" "$bench" hosts "${opts[@]}" --here "h$reporter" \
-    --listen "tcp/10.77.0.$reporter:7447" --connect "tcp/10.77.0.$other:7447" "$@" \
+    --listen "$proto/10.77.0.$reporter:$zport" --connect "$proto/10.77.0.$other:$zport" "$@" \
     >"$out" 2>"$out.err" || rc=$?
   reap "$peer" "zhub on host $other"
   echo "$rc" >"$out.rc"
@@ -95,6 +105,7 @@ tx_bytes() {
 if [ "${1:-}" = "--inside" ]; then
   # Run by netns.sh `with` (2 hosts): the namespaces exist.
   trap end_started EXIT
+  trap 'exit 130' INT TERM
   port=7800
   for round in $(seq "$ROUNDS"); do
     ns 2 "$UDP" server 10.77.0.2 "$port" 30 &
@@ -104,9 +115,11 @@ if [ "${1:-}" = "--inside" ]; then
     ns 1 "$UDP" client 10.77.0.2 "$port" "$COUNT" "$SEM_UDP_SIZE" >"$OUT_DIR/udp-$round.json" || true
     reap "$srv" "udp_pingpong server"
     port=$((port + 1))
-    before=$(tx_bytes)
-    zhub_hosts sem 1 "$OUT_DIR/sem-hosts-$round.json" "$COUNT"
-    echo $(($(tx_bytes) - before)) >"$OUT_DIR/sem-hosts-$round.wire"
+    for links in $LINKS; do
+      before=$(tx_bytes)
+      zhub_hosts "$links" sem 1 "$OUT_DIR/sem-hosts-$links-$round.json" "$COUNT"
+      echo $(($(tx_bytes) - before)) >"$OUT_DIR/sem-hosts-$links-$round.wire"
+    done
   done
   ns 2 "$NET" server 10.77.0.2 7900 60 &
   srv=$!
@@ -117,7 +130,9 @@ if [ "${1:-}" = "--inside" ]; then
       ns 1 "$NET" client 10.77.0.2 7900 "$mode" "$size" "$MESSAGES" >"$OUT_DIR/$mode-$size.json" \
         2>"$OUT_DIR/$mode-$size.err" || true
     done
-    zhub_hosts port 2 "$OUT_DIR/port-hosts-$size.json" "$size" "$MESSAGES"
+    for links in $LINKS; do
+      zhub_hosts "$links" port 2 "$OUT_DIR/port-hosts-$links-$size.json" "$size" "$MESSAGES"
+    done
   done
   ns 1 "$NET" client 10.77.0.2 7900 stop || true
   reap "$srv" "net_throughput server"
@@ -132,6 +147,10 @@ need cc "hubs-hosts.sh: a C compiler (cc) is needed for the UDP and TCP referenc
 need python3 "hubs-hosts.sh: python3 is needed to read the figures"
 export COUNT=${COUNT:-20000} MESSAGES=${MESSAGES:-5000} SIZES=${SIZES:-"1 64 1024 4096 32768"}
 export SEM_UDP_SIZE=${SEM_UDP_SIZE:-64} ROUNDS=${ROUNDS:-2} CPU_A=${CPU_A:-0} CPU_B=${CPU_B:-1}
+export LINKS=${LINKS:-"plain secure"}
+# Namespaces of their own name (zhub-h1, zhub-h2, zhub-sw), so a run of another
+# bench script beside this one (default prefix ictus) is left alone.
+export PREFIX=${PREFIX:-zhub}
 export OUT_DIR=${OUT_DIR:-$root/target/hubs-hosts-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 export UDP="$OUT_DIR/udp_pingpong" NET="$OUT_DIR/net_throughput"
@@ -142,9 +161,11 @@ if [ -z "${ZHUB:-}" ]; then
   ZHUB="$root/target/release/examples/zhub"
 fi
 export ZHUB
+# The run's keys, for the secure links (one directory for both hosts: one machine).
+"$ZHUB" keys "$OUT_DIR/keys" h1,h2
 
 echo "Seed 004's Table 2 and Figures 6-7 with ictus hubs, one core to two hosts (network"
-echo "namespaces of one machine, Zenoh peers over plain TCP); kernel $(uname -r), $(nproc) CPUs,"
+echo "namespaces of one machine, Zenoh peers: $LINKS links); kernel $(uname -r), $(nproc) CPUs,"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg); records: $OUT_DIR"
 echo
 

@@ -48,6 +48,8 @@ def lat(r):
 
 
 rounds = int(env.get("ROUNDS", "2"))
+links = env.get("LINKS", "plain secure").split()
+LINK_NAME = {"plain": "Zenoh TCP", "secure": "Zenoh QUIC, mutual TLS"}
 sizes = [int(s) for s in env.get("SIZES", "1 64 1024 4096 32768").split()]
 
 print("### Table 2: the semaphore loop (one round trip per iteration, us)")
@@ -81,15 +83,18 @@ for r in range(1, rounds + 1):
         print(f"| bare UDP round trip, {size} B, host 1 -> 2 (round {r}) | failed | | | | | | | |")
     else:
         sem_row(f"bare UDP round trip, {size} B, host 1 -> 2 (round {r})", udp)
-    hosts = load(f"sem-hosts-{r}.json")
-    if hosts is None:
-        print(f"| across hosts, Zenoh TCP (round {r}) | {why(f'sem-hosts-{r}.json')} | | | | | | | |")
-    else:
+    for link in links:
+        name = f"sem-hosts-{link}-{r}.json"
+        label = f"across hosts, {LINK_NAME.get(link, link)} (round {r})"
+        hosts = load(name)
+        if hosts is None:
+            print(f"| {label} | {why(name)} | | | | | | | |")
+            continue
         try:
-            wire = int(open(os.path.join(out, f"sem-hosts-{r}.wire")).read())
+            wire = int(open(os.path.join(out, f"sem-hosts-{link}-{r}.wire")).read())
         except (OSError, ValueError):
             wire = None
-        sem_row(f"across hosts, Zenoh TCP (round {r})", hosts, udp, wire)
+        sem_row(label, hosts, udp, wire)
 print()
 print("Loops/s is the seed's 'maximum task interactions per second' (recorded round trips over")
 print("their span). The ratios divide the across-host loop by the bare UDP round trip measured")
@@ -103,13 +108,13 @@ cols = [
     ("port, one core", "port-core-{}.json"),
     ("port, across cores", "port-cores-{}.json"),
     ("port, across processes", "port-processes-{}.json"),
-    ("port, across hosts", "port-hosts-{}.json"),
+] + [(f"port, across hosts ({LINK_NAME.get(l, l)})", f"port-hosts-{l}-{{}}.json") for l in links] + [
     ("TCP stream", "tcp-stream-{}.json"),
     ("TCP + reply", "tcp-sync-{}.json"),
     ("UDP + reply", "udp-sync-{}.json"),
     ("UDP blast (lost)", "udp-blast-{}.json"),
 ]
-print("| bytes | " + " | ".join(c for c, _ in cols) + " | port across hosts / UDP + reply |")
+print("| bytes | " + " | ".join(c for c, _ in cols) + f" | port across hosts ({LINK_NAME.get(links[0], links[0]) if links else '-'}) / UDP + reply |")
 print("|---" * (len(cols) + 2) + "|")
 for size in sizes:
     row = [str(size)]
@@ -122,18 +127,21 @@ for size in sizes:
         if "blast" in pattern:
             cell += f" ({r['lost']} of {r['count']})"
         row.append(cell)
-    ph, us_ = load(f"port-hosts-{size}.json"), load(f"udp-sync-{size}.json")
+    ph = load(f"port-hosts-{links[0]}-{size}.json") if links else None
+    us_ = load(f"udp-sync-{size}.json")
     row.append(f"{ph['bytes_per_s'] / us_['bytes_per_s']:.2f}x" if ph and us_ else "-")
     print("| " + " | ".join(row) + " |")
 print()
 print("### Across hosts, per message (us): port receive to receive; TCP and UDP send to reply")
 print()
-print("| bytes | port p50 | port p99 | port max | TCP + reply p50 | p99 | max | UDP + reply p50 | p99 | max | messages |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+heads = [f"port ({LINK_NAME.get(l, l)})" for l in links] + ["TCP + reply", "UDP + reply"]
+print("| bytes | " + " | ".join(f"{h} p50 | p99 | max" for h in heads) + " | messages |")
+print("|---" * (3 * len(heads) + 2) + "|")
 for size in sizes:
     row = [str(size)]
     n = "-"
-    for name in (f"port-hosts-{size}.json", f"tcp-sync-{size}.json", f"udp-sync-{size}.json"):
+    names = [f"port-hosts-{l}-{size}.json" for l in links] + [f"tcp-sync-{size}.json", f"udp-sync-{size}.json"]
+    for name in names:
         s = lat(load(name))
         if s is None or "p50_ns" not in s:
             row += ["-", "-", "-"]

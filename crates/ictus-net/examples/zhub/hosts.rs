@@ -1,6 +1,7 @@
 //! The `hosts` placement of zhub: the hubs' home hosts joined by Zenoh.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use ictus_net::Endpoints;
 
@@ -15,19 +16,24 @@ pub(crate) struct HostArgs {
     pub(crate) here: usize,
     pub(crate) listen: Vec<String>,
     pub(crate) connect: Vec<String>,
+    /// The run's keys (`zhub keys`): the session's links are then Zenoh's QUIC
+    /// or TLS with mutual authentication, else plain.
+    pub(crate) keys: Option<PathBuf>,
 }
 
 impl HostArgs {
-    /// Reads `--hosts H1,H2 --here H --listen EP [--connect EP]...` from the
-    /// front of `args`; returns the rest.
+    /// Reads `--hosts H1,H2 --here H --listen EP [--connect EP]... [--keys DIR]`
+    /// from the front of `args`; returns the rest.
     pub(crate) fn parse<'a>(mut args: &'a [&'a str]) -> Result<(HostArgs, &'a [&'a str]), String> {
         let (mut hosts, mut here, mut listen, mut connect) = (None, None, vec![], vec![]);
+        let mut keys = None;
         while let [flag, value, rest @ ..] = args {
             match *flag {
                 "--hosts" => hosts = Some(value.split(',').map(str::to_owned).collect::<Vec<_>>()),
                 "--here" => here = Some(value.to_string()),
                 "--listen" => listen.push(value.to_string()),
                 "--connect" => connect.push(value.to_string()),
+                "--keys" => keys = Some(PathBuf::from(value)),
                 _ => break,
             }
             args = rest;
@@ -56,10 +62,22 @@ impl HostArgs {
                 here,
                 listen,
                 connect,
+                keys,
             },
             args,
         ))
     }
+}
+
+/// Makes the run's keys in `dir` for `hosts` (comma-separated): a CA and each
+/// host's certificate, as `ictus keys new` does.
+pub(crate) fn keys(dir: &str, hosts: &str) -> Result<(), Error> {
+    ictus_net::keys::new(&ictus_net::keys::KeysRequest {
+        dir: PathBuf::from(dir),
+        hosts: hosts.split(',').map(str::to_owned).collect(),
+        readers: vec![],
+    })?;
+    Ok(())
 }
 
 /// This build's hubs do not cross hosts yet.

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use ictus_exec::hub::{HubDecl, Hubs, Semaphore};
 use ictus_net::hubs::HubLink;
-use ictus_net::{Endpoints, open};
+use ictus_net::security::Credentials;
+use ictus_net::{Endpoints, open, open_secure};
 use zenoh::Wait;
 
 use crate::hosts::HostArgs;
@@ -32,11 +33,20 @@ const RUN: &str = "zhub";
 /// one: the first host keeps its link this long after `done` was taken.
 const GRACE: Duration = Duration::from_millis(200);
 
-/// This host's Zenoh session, listening and connecting as asked.
+/// This host's Zenoh session, listening and connecting as asked; with keys,
+/// its links authenticated by this host's certificate.
 fn session(h: &HostArgs) -> Result<zenoh::Session, Error> {
     let ls: Vec<&str> = h.listen.iter().map(String::as_str).collect();
     let cs: Vec<&str> = h.connect.iter().map(String::as_str).collect();
-    Ok(open(&Endpoints::parse(&ls, &cs)?)?)
+    let endpoints = Endpoints::parse(&ls, &cs)?;
+    Ok(match &h.keys {
+        Some(dir) => open_secure(
+            &endpoints,
+            &Credentials::of_host(dir, &h.hosts[h.here])?,
+            None,
+        )?,
+        None => open(&endpoints)?,
+    })
 }
 
 /// The hand-shake that ends a run (see the module's head).
@@ -81,7 +91,12 @@ fn linked<T>(
 }
 
 fn extra(h: &HostArgs) -> serde_json::Value {
-    serde_json::json!({ "hosts": h.hosts, "here": h.hosts[h.here], "link": "zenoh-tcp" })
+    let link = if h.keys.is_some() {
+        "zenoh-secure"
+    } else {
+        "zenoh-plain"
+    };
+    serde_json::json!({ "hosts": h.hosts, "here": h.hosts[h.here], "link": link, "listen": h.listen })
 }
 
 /// The semaphore loop across hosts: A on the first host prints.

@@ -9,6 +9,7 @@
 //! zhub port threads|processes SIZE COUNT CPU_S CPU_R
 //! zhub sem hosts HOST_ARGS COUNT
 //! zhub port hosts HOST_ARGS SIZE COUNT
+//! zhub keys DIR H1,H2
 //! ```
 //!
 //! **The semaphore loop** (the seed's appendix 1): thread A gives semaphore X and
@@ -24,7 +25,9 @@
 //! per second and the time between receives.
 //!
 //! **Across hosts** (`hosts`; see `hosts.rs`): HOST_ARGS are `--hosts h1,h2 --here
-//! h1 --listen ENDPOINT [--connect ENDPOINT]...`; the two processes run the same
+//! h1 --listen ENDPOINT [--connect ENDPOINT]... [--keys DIR]` (with the keys that
+//! `zhub keys` makes, the links are Zenoh's QUIC or TLS with mutual
+//! authentication; without, plain); the two processes run the same
 //! command, one per host. Semaphore X's home is h1 and Y's is h2 (as the seed's
 //! C0_S1 and C1_S2): A runs on h1, B on h2, each gives a local hub and takes a
 //! remote one. The port's home is h2, where the receiver runs; the sender runs on
@@ -88,6 +91,8 @@ enum Cmd {
     },
     /// The child's half of `processes`.
     Peer(Peer),
+    /// Makes the run's keys for `--keys` (directory, hosts).
+    Keys(String, String),
     SemHosts(hosts::HostArgs, u64),
     PortHosts(hosts::HostArgs, usize, u64),
 }
@@ -110,8 +115,9 @@ enum Peer {
 
 const USAGE: &str = "usage: zhub sem threads|processes CPU_A CPU_B COUNT\n\
     \x20      zhub port threads|processes SIZE COUNT CPU_S CPU_R\n\
-    \x20      zhub sem hosts --hosts H1,H2 --here H --listen EP [--connect EP]... COUNT\n\
-    \x20      zhub port hosts --hosts H1,H2 --here H --listen EP [--connect EP]... SIZE COUNT\n\
+    \x20      zhub sem hosts --hosts H1,H2 --here H --listen EP [--connect EP]... [--keys DIR] COUNT\n\
+    \x20      zhub port hosts --hosts H1,H2 --here H --listen EP [--connect EP]... [--keys DIR] SIZE COUNT\n\
+    \x20      zhub keys DIR H1,H2\n\
     SIZE: 1, 16, 64, 256, 1024, 4096, 8192, 16384 or 32768; COUNT: 1 to 100000000";
 
 fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
@@ -165,6 +171,7 @@ fn parse(args: &[&str]) -> Result<Cmd, String> {
                 _ => Err("port hosts: expected SIZE COUNT after the host options".into()),
             }
         }
+        ["keys", dir, hosts] => Ok(Cmd::Keys(dir.to_string(), hosts.to_string())),
         ["sem", p, a, b, c] => Ok(Cmd::Sem {
             placement: placement(p)?,
             cpu_a: cpu(a)?,
@@ -218,6 +225,7 @@ fn main() -> ExitCode {
             cpu_r,
         } => port(placement, size, count, cpu_s, cpu_r).map(Some),
         Cmd::Peer(p) => peer(p).map(|()| None),
+        Cmd::Keys(dir, hosts) => hosts::keys(&dir, &hosts).map(|()| None),
         Cmd::SemHosts(h, count) => hosts::sem(&h, count),
         Cmd::PortHosts(h, size, count) => hosts::port(&h, size, count),
     };
