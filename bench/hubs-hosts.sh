@@ -24,7 +24,8 @@
 # (the synchronous analogue of a port), and a UDP blast (no reply; loss counted).
 #
 # Environment: COUNT (semaphore round trips per row, default 20000), MESSAGES (port
-# messages per size, default 5000), SIZES (port payloads in bytes, default "1 64 1024
+# messages per size in one host and for the kernel's references, default 5000),
+# HOST_MESSAGES (the port's across hosts, default 1000 as in the seed), SIZES (port payloads in bytes, default "1 64 1024
 # 4096 32768"; each one of 1 16 64 256 1024 4096 8192 16384 32768), SEM_UDP_SIZE
 # (default 64), ROUNDS (default 2), PREFIX (the namespaces' prefix, default zhub), LINKS (the across-host rows' Zenoh links, "plain"
 # for TCP and/or "secure" for QUIC with the run's keys, mutual TLS 1.3; default
@@ -36,8 +37,7 @@
 # Root only (namespaces): without it, says why and exits 3, having changed nothing.
 # The namespaces are removed after, also on failure or Ctrl-C; every process it starts
 # is ended by its PID. Installs nothing; needs cargo, a C compiler and python3.
-# Timings are reported, never judged. Where this build's hubs do not cross hosts
-# yet, the across-host rows say so and the rest is measured.
+# Timings are reported, never judged.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -55,6 +55,7 @@ end_started() {
 }
 
 # Waits for a background process at most 20 s; ends it (by PID) and says so after.
+# Only called in the shell that started it (`wait` needs its own child).
 reap() {
   local p=$1 what=$2
   for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -63,6 +64,10 @@ reap() {
     kill "$p" 2>/dev/null || true
   fi
   wait "$p" 2>/dev/null || true
+  # Reaped: off the list, so a later process given the same PID is never ended.
+  local rest=() q
+  for q in "${started[@]}"; do [ "$q" = "$p" ] || rest+=("$q"); done
+  started=("${rest[@]}")
 }
 
 # Runs `zhub ... hosts` on both hosts: the reporting end in the foreground writes
@@ -121,21 +126,24 @@ if [ "${1:-}" = "--inside" ]; then
       echo $(($(tx_bytes) - before)) >"$OUT_DIR/sem-hosts-$links-$round.wire"
     done
   done
-  ns 2 "$NET" server 10.77.0.2 7900 60 &
-  srv=$!
-  started+=("$srv")
-  sleep 0.2
+  nport=7900
   for size in $SIZES; do
+    # The kernel's references at this size, then the port across hosts.
+    ns 2 "$NET" server 10.77.0.2 "$nport" 30 &
+    srv=$!
+    started+=("$srv")
+    sleep 0.2
     for mode in tcp-stream tcp-sync udp-sync udp-blast; do
-      ns 1 "$NET" client 10.77.0.2 7900 "$mode" "$size" "$MESSAGES" >"$OUT_DIR/$mode-$size.json" \
+      ns 1 "$NET" client 10.77.0.2 "$nport" "$mode" "$size" "$MESSAGES" >"$OUT_DIR/$mode-$size.json" \
         2>"$OUT_DIR/$mode-$size.err" || true
     done
+    ns 1 "$NET" client 10.77.0.2 "$nport" stop || true
+    reap "$srv" "net_throughput server"
+    nport=$((nport + 1))
     for links in $LINKS; do
-      zhub_hosts "$links" port 2 "$OUT_DIR/port-hosts-$links-$size.json" "$size" "$MESSAGES"
+      zhub_hosts "$links" port 2 "$OUT_DIR/port-hosts-$links-$size.json" "$size" "$HOST_MESSAGES"
     done
   done
-  ns 1 "$NET" client 10.77.0.2 7900 stop || true
-  reap "$srv" "net_throughput server"
   exit 0
 fi
 
@@ -145,7 +153,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 need cc "hubs-hosts.sh: a C compiler (cc) is needed for the UDP and TCP references: apt-get install gcc"
 need python3 "hubs-hosts.sh: python3 is needed to read the figures"
-export COUNT=${COUNT:-20000} MESSAGES=${MESSAGES:-5000} SIZES=${SIZES:-"1 64 1024 4096 32768"}
+export COUNT=${COUNT:-20000} MESSAGES=${MESSAGES:-5000} HOST_MESSAGES=${HOST_MESSAGES:-1000} SIZES=${SIZES:-"1 64 1024 4096 32768"}
 export SEM_UDP_SIZE=${SEM_UDP_SIZE:-64} ROUNDS=${ROUNDS:-2} CPU_A=${CPU_A:-0} CPU_B=${CPU_B:-1}
 export LINKS=${LINKS:-"plain secure"}
 # Namespaces of their own name (zhub-h1, zhub-h2, zhub-sw), so a run of another
