@@ -174,6 +174,14 @@ pub trait Link: Send {
     /// This host's figures so far.
     fn report(&self) -> HostReport;
 
+    /// The run's hubs as this host holds them (hubs homed elsewhere are proxies):
+    /// the link connects them to their homes from now until it ends. Called
+    /// once, before any subsystem's `init`. Does nothing by default.
+    fn hubs(&mut self, hubs: &crate::hub::Hubs) -> Result<(), String> {
+        let _ = hubs;
+        Ok(())
+    }
+
     /// The hosts as this link sees them, for the live view: every host of the
     /// table, its presence and, for a node, the lateness of the ticks that reached it
     /// (the main host learns a node's from the node's status). Empty by default.

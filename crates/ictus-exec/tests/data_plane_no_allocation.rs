@@ -83,7 +83,7 @@ fn hub_operations_allocate_nothing() {
         let hubs = hubs.clone();
         std::thread::spawn(move || {
             let mut port = hubs.port::<u64>("port").unwrap();
-            (0..100).map(|_| port.receive()).sum::<u64>()
+            (0..100).map(|_| port.receive().unwrap()).sum::<u64>()
         })
     };
     let n = alloc_count::allocations_of(|| {
@@ -95,7 +95,7 @@ fn hub_operations_allocate_nothing() {
             tx.try_send([i; 4]).unwrap();
             assert_eq!(rx.try_recv(), Some([i; 4]));
             drop(res.lock().unwrap());
-            port.send(&u64::from(i));
+            port.send(&u64::from(i)).unwrap();
         }
     });
     assert_eq!(n, 0);
