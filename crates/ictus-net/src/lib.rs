@@ -28,6 +28,7 @@ use thiserror::Error;
 
 pub mod guard;
 pub mod health;
+pub mod hubs;
 pub mod join;
 pub mod keys;
 pub mod link;

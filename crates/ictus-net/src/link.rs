@@ -225,6 +225,8 @@ pub struct ZenohLink {
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
     forward_delay: Arc<Mutex<LatencyHistogram>>,
+    /// This host's hubs connected to the other hosts' ([`Link::hubs`]).
+    hub_link: Option<crate::hubs::HubLink>,
 }
 
 impl ZenohLink {
@@ -312,6 +314,7 @@ impl ZenohLink {
             counts: Arc::new(CellCounts::default()),
             latency: Arc::new(Mutex::new(LatencyHistogram::new())),
             forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
+            hub_link: None,
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -1092,6 +1095,12 @@ pub fn layout_json(
 impl Link for ZenohLink {
     fn host(&self) -> usize {
         self.host
+    }
+
+    fn hubs(&mut self, hubs: &ictus_exec::hub::Hubs) -> Result<(), String> {
+        let link = crate::hubs::HubLink::start(&self.session, &self.run, &self.hosts, self.host, hubs);
+        self.hub_link = Some(link.map_err(|e| e.to_string())?);
+        Ok(())
     }
 
     fn setup_store(&self) -> SetupStore {

@@ -101,6 +101,18 @@ pub trait HubWire: Send + Sync + 'static {
     fn send(&self, to: usize, msg: HubMsg);
 }
 
+/// Whether the other hosts are there from the start, or announce themselves
+/// ([`HubNode::host_joined`]). Messages for a host not there yet are held,
+/// in order, and sent when it joins: a transport that drops what nobody
+/// listens to yet (Zenoh's publications) then loses nothing at start-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Joining {
+    /// Every host listens from the start (an in-process wire).
+    AllPresent,
+    /// Each host is held until the transport says it joined.
+    Announced,
+}
+
 /// Something the hubs did because a host left.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HubReport {
@@ -150,13 +162,15 @@ struct Shared {
     /// Per hub homed here: its server's commands.
     servers: Vec<Option<Mutex<Sender<Cmd>>>>,
     reports: Mutex<Vec<HubReport>>,
+    /// Per host: `None` once it joined (send at once), else what waits for it.
+    held: Mutex<Vec<Option<Vec<HubMsg>>>>,
 }
 
 /// The hub threads of one host: its relay and its home servers. Stops (and
 /// joins them) on [`stop`](Self::stop) or drop.
 pub struct HubNode {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl HubNode {
@@ -170,6 +184,7 @@ impl HubNode {
         hosts: &[String],
         here: usize,
         wire: Arc<dyn HubWire>,
+        joining: Joining,
     ) -> Result<HubNode, HubError> {
         let decls = hubs.decls();
         let homes = homes(decls, hosts)?;
@@ -196,6 +211,11 @@ impl HubNode {
             lost: Mutex::new(Vec::new()),
             servers,
             reports: Mutex::new(Vec::new()),
+            held: Mutex::new(
+                (0..hosts.len())
+                    .map(|_| (joining == Joining::Announced).then(Vec::new))
+                    .collect(),
+            ),
         });
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -216,7 +236,10 @@ impl HubNode {
             let s = Arc::clone(&shared);
             threads.push(spawn("ictus-hub-home", Box::new(move || serve(&s, i, &rx)))?);
         }
-        Ok(HubNode { shared, threads })
+        Ok(HubNode {
+            shared,
+            threads: Mutex::new(threads),
+        })
     }
 
     /// A message from host `from`, from the transport (any thread but a
@@ -275,9 +298,25 @@ impl HubNode {
             return;
         }
         lock(&s.lost).push(host);
+        // Nothing more is held for it: what is sent now is lost with it.
+        lock(&s.held)[host] = None;
         s.hubs.ring_bell();
         for tx in s.servers.iter().flatten() {
             let _ = lock(tx).send(Cmd::Left(host));
+        }
+    }
+
+    /// Host `host` is there (its transport listens): what was held for it is
+    /// sent, in order, and later messages go at once.
+    pub fn host_joined(&self, host: usize) {
+        let s = &self.shared;
+        let mut held = lock(&s.held);
+        if let Some(slot) = held.get_mut(host)
+            && let Some(waiting) = slot.take()
+        {
+            for msg in waiting {
+                s.wire.send(host, msg);
+            }
         }
     }
 
@@ -287,16 +326,19 @@ impl HubNode {
     }
 
     /// Stops the threads and waits for them.
-    pub fn stop(mut self) {
+    pub fn stop(self) {
         self.halt();
     }
 
-    fn halt(&mut self) {
+    /// Stops the threads and waits for them, for a node shared with the
+    /// transport's callbacks (which may still deliver: nothing is done then).
+    pub fn halt(&self) {
         // Relaxed: the threads look at it every few milliseconds; nothing is
         // published with it.
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.hubs.ring_bell();
-        for t in self.threads.drain(..) {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
             let _ = t.join();
         }
     }
@@ -312,7 +354,7 @@ impl std::fmt::Debug for HubNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HubNode")
             .field("here", &self.shared.here)
-            .field("threads", &self.threads.len())
+            .field("threads", &lock(&self.threads).len())
             .finish()
     }
 }
@@ -330,10 +372,17 @@ impl Shared {
     }
 
     fn send(&self, to: usize, hub: usize, op: HubOp) {
-        self.wire.send(to, HubMsg {
+        let msg = HubMsg {
             hub: hub as u32,
             op,
-        });
+        };
+        // Sent under the lock, so that nothing overtakes what `host_joined`
+        // flushes.
+        let mut held = lock(&self.held);
+        match held.get_mut(to) {
+            Some(Some(waiting)) => waiting.push(msg),
+            _ => self.wire.send(to, msg),
+        }
     }
 
     fn report(&self, r: HubReport) {
@@ -943,7 +992,7 @@ mod tests {
                 to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
             };
             nodes.push(Arc::new(
-                HubNode::start(&table, &hosts, here, Arc::new(wire)).unwrap(),
+                HubNode::start(&table, &hosts, here, Arc::new(wire), Joining::AllPresent).unwrap(),
             ));
             hubs.push(table);
         }
