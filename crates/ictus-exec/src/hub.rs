@@ -34,6 +34,64 @@
 //! refused while the first is alive, in any process, and the end is freed
 //! when its handle is dropped or its process dies.
 //!
+//! **Across hosts** (seed 004's placement without source change). A hub may
+//! name its home host (`host = "h2"`, [`HubDecl::at`]); without one it lives
+//! on the main host (the run's first `[[host]]`), so a name is one hub in a
+//! run. Each host's table ([`Hubs::in_process_at`], [`Hubs::create_shared_at`])
+//! holds the hubs homed there and a *proxy* of every other one, in the same
+//! memory (so the child processes of that host use it too), reached by the
+//! same handles. On a proxy a real-time thread only changes words and rings
+//! the table's doorbell (a futex word); the relay thread of
+//! [`remote::HubNode`] carries the operation to the home and the answer back,
+//! and a wait is the same bounded wait (spin, then sleep) on the proxy's
+//! words, which the relay fills:
+//!
+//! - semaphore, event: `give`/`raise` counts a request sent home; `take`/`wait`
+//!   takes a token already granted to this host, else asks the home for one
+//!   and waits. The home's server takes one token from the real hub per
+//!   demand, in arrival order across hosts, and grants it. A token granted
+//!   after its waiter gave up (a timeout) stays with this host for its next
+//!   take; `try_take` takes only granted tokens and asks nothing.
+//! - FIFO: the home's ring is the FIFO and its order is exact. A remote
+//!   sender's messages wait in its host's proxy ring (of the same capacity),
+//!   from which the relay moves them home in order, at most `capacity` in
+//!   flight; a remote receiver's host is sent messages from the home ring as
+//!   room frees in its proxy ring. So `capacity` bounds each ring, and up to
+//!   about three times it can be on the way between a remote sender and a
+//!   remote receiver (its ring, the wire, the home ring). One sender and one
+//!   receiver across hosts: the home claims the end for the first host that
+//!   attaches; another host's end is refused
+//!   ([`HubError::EndRefused`] on its operations, `Full` from `try_send`).
+//!   A host's own two ends of a FIFO homed elsewhere, attached before the
+//!   relay looks, make a local FIFO there.
+//! - port: exact synchronous hand-over. A remote send offers the message in
+//!   this host's outbound port; the relay claims it (copy), the home offers
+//!   it on the real port, and only when the real receiver, on any host, has
+//!   copied it is it marked taken here: `send` returns then. A remote receive
+//!   asks the home, which claims a message on the real port (claim and copy,
+//!   [`ictus_core::sync::hub::Port::claim`]), sends it into this host's
+//!   inbound port, and marks it taken only when this host's receiver copied
+//!   it (or offers it again if this host left). A message delivered after its
+//!   receiver gave up waits here for its next receive, and holds the port.
+//! - resource: the home holds the real PI lock. A remote owner is
+//!   represented there by a server thread that locks on its behalf and holds
+//!   the lock until the owner's release arrives; the threads of the owner's
+//!   host first contend on the proxy's own PI lock. Priority inheritance acts
+//!   within each host, not across: a home waiter of higher priority boosts the
+//!   server thread, a remote waiter boosts its own host's holder only.
+//!   `try_lock` on a proxy does nothing (`Ok(None)`): the home cannot be asked
+//!   without waiting.
+//!
+//! **Failure.** When a hub's home host leaves the run, its proxies fail: their
+//! waiters return [`HubError::HomeLost`] (within [`FAIL_POLL`] of the link
+//! learning it, which a Zenoh link does from the host's liveliness, within its
+//! 2 s lease), later waiting operations return it too, and the non-waiting
+//! ones do nothing (`give` returns `false`, `try_send` gives the message
+//! back). At the home, what the host that left asked for is dropped, its
+//! FIFO ends freed, a port message it had claimed offered again, and a
+//! resource it held released and reported ([`remote::HubReport`]). A token
+//! granted to a host as it leaves is lost with it.
+//!
 //! ```
 //! use ictus_exec::hub::{HubDecl, Hubs};
 //!
@@ -651,7 +709,9 @@ pub enum HubError {
     },
     /// The hub's home refused this host's end of a FIFO: another host (or the
     /// home) holds it.
-    #[error("the {end} of FIFO `{name}` is attached on another host; its home `{home}` refused this one")]
+    #[error(
+        "the {end} of FIFO `{name}` is attached on another host; its home `{home}` refused this one"
+    )]
     EndRefused {
         /// The FIFO.
         name: String,
@@ -752,7 +812,7 @@ const P_GRANTED: usize = 5;
 const P_HOME: usize = 7;
 /// How often a waiter on a proxy looks at `P_FAILED` (its wait is cut in
 /// slices this long; the failure is seen within one).
-const FAIL_POLL: Duration = Duration::from_millis(20);
+pub const FAIL_POLL: Duration = Duration::from_millis(20);
 
 /// Where the hub words live.
 enum Memory {
@@ -1494,7 +1554,9 @@ impl<T: Element> FifoSender<T> {
         message.encode(&mut self.scratch);
         let ring = Ring::new(&self.h.words()[FIFO_RING..], self.capacity, T::SIZE);
         let (cursor, scratch, park) = (&mut self.cursor, &self.scratch, self.h.park());
-        let sent = self.h.wait(deadline, |d| ring.push(cursor, scratch, park, d))?;
+        let sent = self
+            .h
+            .wait(deadline, |d| ring.push(cursor, scratch, park, d))?;
         if sent && self.h.is_proxy() {
             self.h.hubs.ring_bell();
         }
@@ -1592,7 +1654,9 @@ impl<T: Element> FifoReceiver<T> {
         }
         let ring = Ring::new(&self.h.words()[FIFO_RING..], self.capacity, T::SIZE);
         let (cursor, scratch, park) = (&mut self.cursor, &mut self.scratch, self.h.park());
-        let got = self.h.wait(deadline, |d| ring.pop(cursor, scratch, park, d))?;
+        let got = self
+            .h
+            .wait(deadline, |d| ring.pop(cursor, scratch, park, d))?;
         if got && self.h.is_proxy() {
             self.h.hubs.ring_bell();
         }
@@ -1670,10 +1734,7 @@ impl Resource {
         if self.h.is_proxy() {
             self.h.tell_relay(P_DEMAND);
             let granted = self.granted();
-            if let Err(e) = self
-                .h
-                .proxy_wait(None, |d| granted.wait(self.h.park(), d))
-            {
+            if let Err(e) = self.h.proxy_wait(None, |d| granted.wait(self.h.park(), d)) {
                 // Cannot fail: this thread holds the local lock.
                 let _ = self.lock_word().unlock();
                 return Err(e);
@@ -1903,7 +1964,10 @@ mod tests {
             let mut rx = other.fifo_receiver::<[u16; 3]>("f").unwrap();
             for i in 0..20_000u32 {
                 let v = i as u16;
-                assert_eq!(rx.recv().unwrap(), [v, v.wrapping_add(1), v.wrapping_add(2)]);
+                assert_eq!(
+                    rx.recv().unwrap(),
+                    [v, v.wrapping_add(1), v.wrapping_add(2)]
+                );
             }
             assert_eq!(rx.recv_timeout(Duration::from_millis(1)).unwrap(), None);
         });
@@ -1976,7 +2040,10 @@ mod tests {
         }
         receiver.join().unwrap();
         assert_eq!(port.try_receive(), None);
-        assert_eq!(port.receive_timeout(Duration::from_millis(1)).unwrap(), None);
+        assert_eq!(
+            port.receive_timeout(Duration::from_millis(1)).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -2051,8 +2118,13 @@ mod tests {
         owner
             .fifo_sender::<[u16; 3]>("fifo")
             .unwrap()
-            .send([1, 2, 3]).unwrap();
-        owner.port::<[f64; 2]>("port").unwrap().send(&[0.5, 1.5]).unwrap();
+            .send([1, 2, 3])
+            .unwrap();
+        owner
+            .port::<[f64; 2]>("port")
+            .unwrap()
+            .send(&[0.5, 1.5])
+            .unwrap();
         owner.event("ev").unwrap().wait().unwrap();
         peer.join().unwrap();
         let path = owner.segment().unwrap().path();
@@ -2207,7 +2279,8 @@ kind = "event"
         let answer = hubs
             .port::<u64>("answer")
             .unwrap()
-            .receive_timeout(Duration::from_secs(10)).unwrap();
+            .receive_timeout(Duration::from_secs(10))
+            .unwrap();
         assert_eq!(answer, Some((0..1_000).sum()));
         assert!(child.wait().unwrap().success());
         // The child exited holding the resource: its thread is gone.

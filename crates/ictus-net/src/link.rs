@@ -1098,7 +1098,11 @@ impl Link for ZenohLink {
     }
 
     fn hubs(&mut self, hubs: &ictus_exec::hub::Hubs) -> Result<(), String> {
-        let link = crate::hubs::HubLink::start(&self.session, &self.run, &self.hosts, self.host, hubs);
+        if hubs.decls().is_empty() {
+            return Ok(());
+        }
+        let link =
+            crate::hubs::HubLink::start(&self.session, &self.run, &self.hosts, self.host, hubs);
         self.hub_link = Some(link.map_err(|e| e.to_string())?);
         Ok(())
     }

@@ -5,6 +5,11 @@
 //! only: no timing is asserted (the bounds are there only so that a broken
 //! link fails instead of hanging).
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the test's own counters, ordered by the hubs under test: no protocol of their own to model"
+)]
+
 mod common;
 
 use std::sync::Arc;
@@ -145,7 +150,10 @@ fn a_fifo_keeps_its_order_both_ways_and_one_sender_across_hosts() {
 
 #[test]
 fn a_port_send_returns_only_after_the_remote_receive() {
-    let hosts = two(&run_name("port"), &[HubDecl::port::<[u32; 4]>("p").at("h2")]);
+    let hosts = two(
+        &run_name("port"),
+        &[HubDecl::port::<[u32; 4]>("p").at("h2")],
+    );
     let (remote, home) = (&hosts[0].hubs, &hosts[1].hubs);
     let received = Arc::new(AtomicU64::new(0));
     let receiver = {
@@ -229,7 +237,10 @@ fn a_home_host_that_leaves_mid_wait_fails_the_waiter() {
     let remote = &hosts[0].hubs;
     assert!(!remote.semaphore("s").unwrap().give());
     let mut rx = remote.fifo_receiver::<u8>("f").unwrap();
-    assert!(matches!(rx.recv_timeout(LONG), Err(HubError::HomeLost { .. })));
+    assert!(matches!(
+        rx.recv_timeout(LONG),
+        Err(HubError::HomeLost { .. })
+    ));
     let reports = hosts[0].link.as_ref().unwrap().reports();
     assert!(!reports.is_empty(), "the loss is reported");
 }
@@ -307,7 +318,11 @@ fn a_run_s_subsystems_on_two_hosts_share_a_fifo_homed_on_the_second() {
         ]
     });
     // Relaxed: after the run.
-    assert!(RECEIVED.load(Ordering::Relaxed) >= 50, "{:?}", reports[0].events);
+    assert!(
+        RECEIVED.load(Ordering::Relaxed) >= 50,
+        "{:?}",
+        reports[0].events
+    );
     assert!(
         reports[0]
             .events

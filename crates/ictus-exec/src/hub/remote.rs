@@ -31,7 +31,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -234,7 +234,10 @@ impl HubNode {
         }
         for (i, rx) in receivers {
             let s = Arc::clone(&shared);
-            threads.push(spawn("ictus-hub-home", Box::new(move || serve(&s, i, &rx)))?);
+            threads.push(spawn(
+                "ictus-hub-home",
+                Box::new(move || serve(&s, i, &rx)),
+            )?);
         }
         Ok(HubNode {
             shared,
@@ -529,11 +532,9 @@ fn proxy_answer(s: &Shared, i: usize, st: &mut ProxyState, op: HubOp) {
                 inb.pending.push_back(m);
             }
         }
-        (HubKind::Port { message }, HubOp::Ack(_)) => {
-            if st.port_out {
-                st.port_out = false;
-                words::Port::new(h.words(), message_bytes(message)).taken(park);
-            }
+        (HubKind::Port { message }, HubOp::Ack(_)) if st.port_out => {
+            st.port_out = false;
+            words::Port::new(h.words(), message_bytes(message)).taken(park);
         }
         (HubKind::Port { message }, HubOp::Deliver(m)) => {
             let bytes = message_bytes(message);
@@ -647,10 +648,8 @@ fn next_cmd(s: &Shared, rx: &Receiver<Cmd>, idle: bool) -> Option<Cmd> {
         return None;
     }
     if idle {
-        match rx.recv_timeout(SERVER_IDLE) {
-            Ok(c) => Some(c),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        // A timeout, or the node gone: nothing.
+        rx.recv_timeout(SERVER_IDLE).ok()
     } else {
         rx.try_recv().ok()
     }
@@ -831,8 +830,8 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
     while !s.stopped() {
         // While a message is claimed for a host, the port is ours until its
         // `Taken`: nothing to wait for but commands.
-        let block = claimed.is_some()
-            || (outbound.is_empty() && offered.is_none() && demands.is_empty());
+        let block =
+            claimed.is_some() || (outbound.is_empty() && offered.is_none() && demands.is_empty());
         while let Some(cmd) = next_cmd(s, rx, block) {
             match cmd {
                 Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
@@ -883,11 +882,11 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
                 claimed = Some(to);
                 s.send(to, i, HubOp::Deliver(buf.clone()));
             }
-        } else if let Some((from, m)) = outbound.front() {
-            if port.offer(m, park, slice()) {
-                offered = Some(*from);
-                outbound.pop_front();
-            }
+        } else if let Some((from, m)) = outbound.front()
+            && port.offer(m, park, slice())
+        {
+            offered = Some(*from);
+            outbound.pop_front();
         }
     }
     // A message still claimed for a host goes back to the port.
@@ -1024,12 +1023,18 @@ mod tests {
         let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
         let ping = remote.semaphore("ping").unwrap();
         assert_eq!(ping.count(), 0, "the tokens are the home's");
-        assert!(ping.take_timeout(LONG).unwrap(), "the initial token crosses");
+        assert!(
+            ping.take_timeout(LONG).unwrap(),
+            "the initial token crosses"
+        );
         assert_eq!(home.semaphore("ping").unwrap().count(), 0);
         let peer = {
             let home = home.clone();
             std::thread::spawn(move || {
-                let (ping, pong) = (home.semaphore("ping").unwrap(), home.semaphore("pong").unwrap());
+                let (ping, pong) = (
+                    home.semaphore("ping").unwrap(),
+                    home.semaphore("pong").unwrap(),
+                );
                 for _ in 0..200 {
                     assert!(ping.take_timeout(LONG).unwrap());
                     assert!(pong.give());
@@ -1118,7 +1123,10 @@ mod tests {
                 Ok(_) => assert!(Instant::now() < deadline, "never refused"),
             }
         };
-        assert!(matches!(err, HubError::EndRefused { end: "sender", .. }), "{err}");
+        assert!(
+            matches!(err, HubError::EndRefused { end: "sender", .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("its home `h1` refused"), "{err}");
     }
 
@@ -1144,7 +1152,10 @@ mod tests {
         for i in 0..50 {
             port.send(&i).unwrap();
             // Acquire: pairs with the receiver's Release store.
-            assert!(received.load(Ordering::Acquire) > i, "returned before the copy");
+            assert!(
+                received.load(Ordering::Acquire) > i,
+                "returned before the copy"
+            );
         }
         assert_eq!(port.receive_timeout(LONG).unwrap(), Some(99));
         receiver.join().unwrap();
