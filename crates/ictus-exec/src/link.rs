@@ -124,6 +124,9 @@ pub enum LinkEvent {
         /// What was refused, in words.
         what: String,
     },
+    /// What this host's hubs did because a host left (a proxy failed, a
+    /// resource released), in words ([`crate::hub::remote::HubReport`]).
+    Hub(String),
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own

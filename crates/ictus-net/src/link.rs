@@ -1249,6 +1249,9 @@ impl Link for ZenohLink {
                 .into_iter()
                 .map(|(from, what)| LinkEvent::Refused { from, what }),
         );
+        if let Some(hubs) = &self.hub_link {
+            events.extend(hubs.reports().iter().map(|r| LinkEvent::Hub(r.to_string())));
+        }
         if self.host == 0 {
             if let Some(ring) = self.status_ring.as_mut() {
                 while let Some((h, status)) = ring.pop() {

@@ -132,6 +132,20 @@ pub enum HubReport {
     },
 }
 
+impl std::fmt::Display for HubReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HubReport::HomeLost { hub, home } => {
+                write!(f, "hub `{hub}` failed here: its home host `{home}` left")
+            }
+            HubReport::Released { hub, host } => write!(
+                f,
+                "resource `{hub}` was held by host `{host}`, which left: released"
+            ),
+        }
+    }
+}
+
 /// How long the relay sleeps on its doorbell before looking anyway.
 const RELAY_POLL: Duration = Duration::from_millis(5);
 /// How long a server waits on a real hub before looking at its commands.
