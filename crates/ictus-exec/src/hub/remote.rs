@@ -993,13 +993,19 @@ mod tests {
     }
 
     fn two(decls: &[HubDecl]) -> Two {
+        two_with(decls, |decls, hosts, here| {
+            Hubs::in_process_at(decls, hosts, here).unwrap()
+        })
+    }
+
+    fn two_with(decls: &[HubDecl], make: impl Fn(&[HubDecl], &[String], usize) -> Hubs) -> Two {
         let hosts = vec!["h1".to_owned(), "h2".to_owned()];
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| mpsc::channel()).unzip();
         let cut = Arc::new(AtomicBool::new(false));
         let mut hubs = Vec::new();
         let mut nodes = Vec::new();
         for here in 0..2 {
-            let table = Hubs::in_process_at(decls, &hosts, here).unwrap();
+            let table = make(decls, &hosts, here);
             let wire = ChanWire {
                 from: here,
                 to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
@@ -1255,5 +1261,28 @@ mod tests {
                 host: "h2".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_proxy_in_shared_memory_serves_another_mapping_as_a_child_process_would() {
+        let segment = format!("test-hubs-proxy-{}", std::process::id());
+        let sut = two_with(
+            &[HubDecl::fifo::<u32>("f", 2).at("h2")],
+            |decls, hosts, here| {
+                if here == 0 {
+                    Hubs::create_shared_at(decls, &segment, hosts, here).unwrap()
+                } else {
+                    Hubs::in_process_at(decls, hosts, here).unwrap()
+                }
+            },
+        );
+        // What a child of h1 maps: the proxy, by the words alone.
+        let child = Hubs::open_shared(&segment).unwrap();
+        let mut tx = child.fifo_sender::<u32>("f").unwrap();
+        let mut rx = sut.hubs[1].fifo_receiver::<u32>("f").unwrap();
+        for i in 0..20 {
+            assert!(tx.send_timeout(i, LONG).unwrap());
+            assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(i));
+        }
     }
 }
