@@ -680,7 +680,9 @@ fn serve_tokens(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
     let is_event = matches!(s.hubs.decls()[i].kind(), HubKind::Event);
     let mut queue: VecDeque<usize> = VecDeque::new();
     while !s.stopped() {
-        while let Some(cmd) = next_cmd(s, rx, queue.is_empty()) {
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = queue.is_empty();
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
             match cmd {
                 Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
                 Cmd::Left(host) => queue.retain(|&q| q != host),
@@ -723,7 +725,9 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
     };
     while !s.stopped() {
         let idle = pending.is_empty() && receiver.is_none();
-        while let Some(cmd) = next_cmd(s, rx, idle) {
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = idle;
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
             match cmd {
                 Cmd::Op(from, HubOp::Attach(end)) => {
                     // Acquire: pairs with the Release store of a dropped end.
@@ -846,7 +850,9 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
         // `Taken`: nothing to wait for but commands.
         let block =
             claimed.is_some() || (outbound.is_empty() && offered.is_none() && demands.is_empty());
-        while let Some(cmd) = next_cmd(s, rx, block) {
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = block;
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
             match cmd {
                 Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
                 Cmd::Op(from, HubOp::Demand(n)) => demands.extend((0..n).map(|_| from)),
@@ -921,8 +927,10 @@ fn serve_resource(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
         let _ = pi.unlock();
     };
     while !s.stopped() {
-        let idle = queue.is_empty() || holder.is_some();
-        while let Some(cmd) = next_cmd(s, rx, idle && queue.is_empty()) {
+        // Only the first wait blocks (nothing to lock for): then what is there
+        // is taken.
+        let mut wait = queue.is_empty() || holder.is_some();
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
             match cmd {
                 Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
                 // One release per grant: a host holds the resource once at a
