@@ -62,8 +62,10 @@
 //!   receiver across hosts: the home claims the end for the first host that
 //!   attaches; another host's end is refused
 //!   ([`HubError::EndRefused`] on its operations, `Full` from `try_send`).
-//!   A host's own two ends of a FIFO homed elsewhere, attached before the
-//!   relay looks, make a local FIFO there.
+//!   On a host other than the home, the relay takes the other end of the
+//!   proxy ring as soon as one end attaches, so a second end there is refused
+//!   ([`HubError::EndElsewhere`]): a FIFO whose two ends are on one host
+//!   belongs on that host.
 //! - port: exact synchronous hand-over. A remote send offers the message in
 //!   this host's outbound port; the relay claims it (copy), the home offers
 //!   it on the real port, and only when the real receiver, on any host, has
@@ -427,6 +429,9 @@ fn message_bytes(message: ElemShape) -> usize {
 const FIFO_SENDER: usize = 0;
 /// Word holding the pid of the receiver's process.
 const FIFO_RECEIVER: usize = 1;
+/// What a FIFO end's word holds while the link holds that end for another
+/// host (never a pid: those are below 2^22).
+const LINK_END: u32 = u32::MAX - 1;
 /// Where the ring starts in a FIFO region (128 bytes on).
 const FIFO_RING: usize = 32;
 /// Hub regions start on multiples of this many words (128 bytes).
@@ -690,6 +695,17 @@ pub enum HubError {
     /// Creating, finding or mapping the shared memory failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
+    /// The FIFO end is held by the link, for another host.
+    #[error(
+        "the {end} of FIFO `{name}` is held for another host (one sender and one receiver \
+         across hosts; a FIFO whose two ends are on one host other than its home: home it there)"
+    )]
+    EndElsewhere {
+        /// The FIFO.
+        name: String,
+        /// `sender` or `receiver`.
+        end: &'static str,
+    },
     /// A hub is homed on a host the run does not have.
     #[error("hub `{name}` is homed on host `{host}`, which the run does not have")]
     UnknownHost {
@@ -1124,6 +1140,12 @@ impl Hubs {
             // dropped, so its last ring operations happen before ours.
             match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
+                Err(LINK_END) => {
+                    return Err(HubError::EndElsewhere {
+                        name: name.to_owned(),
+                        end,
+                    });
+                }
                 Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
                     return Err(HubError::EndTaken {
                         name: name.to_owned(),

@@ -141,10 +141,10 @@ fn a_fifo_keeps_its_order_both_ways_and_one_sender_across_hosts() {
     }
     echo.join().unwrap();
     let _up = sender.join().unwrap();
-    // h1 holds the sender of `up`: the home refuses its own.
+    // h1 holds the sender of `up`: the home refuses its own, saying why.
     assert!(matches!(
         home.fifo_sender::<u64>("up"),
-        Err(HubError::EndTaken { .. })
+        Err(HubError::EndElsewhere { .. })
     ));
 }
 

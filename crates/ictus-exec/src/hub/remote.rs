@@ -40,8 +40,8 @@ use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
 use ictus_os::handoff::PiLock;
 
 use super::{
-    FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubError, HubKind, Hubs, P_DEMAND, P_FAILED, P_GRANTED,
-    P_OUT, P_REFUSED, PROXY_WORDS, homes, message_bytes,
+    FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubError, HubKind, Hubs, LINK_END, P_DEMAND, P_FAILED,
+    P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes, message_bytes,
 };
 
 /// A FIFO's end.
@@ -436,16 +436,21 @@ struct Inbound {
 fn relay(s: &Shared) {
     let decls = s.hubs.decls();
     let mut state: Vec<ProxyState> = decls.iter().map(|_| ProxyState::default()).collect();
+    // Made once: the loop allocates nothing but the messages it sends.
+    let handles: Vec<super::Handle> = decls
+        .iter()
+        .enumerate()
+        .map(|(i, d)| s.hubs.handle(i, d.name()))
+        .collect();
     let bell = s.hubs.bell();
     let park = &s.hubs.inner.park;
     let mut buf = Vec::new();
-    let me = std::process::id();
     while !s.stopped() {
         for home in std::mem::take(&mut *lock(&s.lost)) {
             for (i, st) in state.iter_mut().enumerate() {
                 if s.homes[i] == home && home != s.here && !st.dead {
                     st.dead = true;
-                    let h = s.hubs.handle(i, decls[i].name());
+                    let h = &handles[i];
                     // Release: pairs with the Acquire load in `Handle::failed`.
                     h.header()[P_FAILED].store(1, Ordering::Release);
                     s.report(HubReport::HomeLost {
@@ -467,7 +472,7 @@ fn relay(s: &Shared) {
             if home == s.here || state[i].dead {
                 continue;
             }
-            let h = s.hubs.handle(i, d.name());
+            let h = &handles[i];
             // Acquire (both): pairs with the Release add in `tell_relay`.
             let out = h.header()[P_OUT].swap(0, Ordering::Acquire);
             if out > 0 {
@@ -485,7 +490,7 @@ fn relay(s: &Shared) {
                 HubKind::Fifo { message, capacity } => {
                     let bytes = message_bytes(message);
                     buf.resize(bytes, 0);
-                    relay_fifo(s, i, &h, &mut state[i], capacity, &mut buf, me);
+                    relay_fifo(s, i, h, &mut state[i], capacity, &mut buf);
                 }
                 HubKind::Port { message } => {
                     let bytes = message_bytes(message);
@@ -576,7 +581,6 @@ fn relay_fifo(
     st: &mut ProxyState,
     capacity: u32,
     buf: &mut [u8],
-    me: u32,
 ) {
     let home = s.homes[i];
     let park = &s.hubs.inner.park;
@@ -585,7 +589,7 @@ fn relay_fifo(
     // Acquire (loads and claims): pairs with the Release stores of the ends'
     // claims and drops (see `Hubs::fifo_end`).
     let claim = |w: &AtomicU32| {
-        w.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        w.compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     };
     // Acquire: as above.
@@ -714,7 +718,6 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
     let ring = Ring::new(&h.words()[FIFO_RING..], capacity, bytes);
     let park = h.park();
-    let me = std::process::id();
     let mut sender: Option<(usize, RingProducer)> = None;
     let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
     let mut receiver: Option<(usize, RingConsumer, u32)> = None;
@@ -732,7 +735,7 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
                 Cmd::Op(from, HubOp::Attach(end)) => {
                     // Acquire: pairs with the Release store of a dropped end.
                     let free = end_word(end)
-                        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                        .compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok();
                     let taken_remotely = match end {
                         End::Sender => sender.is_some(),
@@ -1134,7 +1137,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert!(matches!(
             home.fifo_sender::<u32>("up"),
-            Err(HubError::EndTaken { .. })
+            Err(HubError::EndElsewhere { .. })
         ));
     }
 
