@@ -363,7 +363,10 @@ mod port_state {
 
 /// A port (seed 004's port hub): a synchronous hand-over with copy. A sender
 /// copies its message in and waits until a receiver has copied it out; any
-/// number of senders and receivers, one message at a time. Region:
+/// number of senders and receivers, one message at a time. Each side also
+/// comes in two halves (`offer` then `collect`; `claim` then `taken` or
+/// `unclaim`), so that a relay can carry the hand-over to another host and
+/// the sender still returns only once the real receiver has its copy. Region:
 /// `[state, sleepers, message words...]` ([`Port::words_for`]).
 #[derive(Clone, Copy)]
 pub struct Port<'a> {
