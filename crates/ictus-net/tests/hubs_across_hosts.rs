@@ -332,3 +332,76 @@ fn a_run_s_subsystems_on_two_hosts_share_a_fifo_homed_on_the_second() {
         reports[0].events
     );
 }
+
+/// The environment variable that makes [`killed_home_child`] act: the address
+/// to connect to.
+const CHILD_ENV: &str = "ICTUS_HUB_KILLED_HOME";
+
+/// The home host h2 of [`a_home_host_killed_mid_wait_fails_the_waiter`], in a
+/// process of its own (a copy of this test binary): serves its hubs until
+/// killed. Does nothing when run on its own.
+#[test]
+#[ignore = "run by a_home_host_killed_mid_wait_fails_the_waiter in a child process"]
+fn killed_home_child() {
+    let Ok(at) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let hosts = vec!["h1".to_owned(), "h2".to_owned()];
+    let mut connect = Endpoints::parse(&[], &[&at]).unwrap();
+    connect.multicast = false;
+    let session = ictus_net::open(&connect).unwrap();
+    let hubs = Hubs::in_process_at(&killed_decls(), &hosts, 1).unwrap();
+    let _link = HubLink::start(&session, "hubs-killed", &hosts, 1, &hubs).unwrap();
+    // One token for the parent to see the link up, then nothing more.
+    hubs.semaphore("s").unwrap().give();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn killed_decls() -> Vec<HubDecl> {
+    vec![HubDecl::semaphore("s", 0).at("h2")]
+}
+
+#[test]
+fn a_home_host_killed_mid_wait_fails_the_waiter() {
+    let hosts = vec!["h1".to_owned(), "h2".to_owned()];
+    let at = format!("tcp/127.0.0.1:{}", ictus_os::testing::free_port());
+    let mut listen = Endpoints::parse(&[&at], &[]).unwrap();
+    listen.multicast = false;
+    let session = ictus_net::open(&listen).unwrap();
+    let hubs = Hubs::in_process_at(&killed_decls(), &hosts, 0).unwrap();
+    let link = HubLink::start(&session, "hubs-killed", &hosts, 0, &hubs).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["killed_home_child", "--exact", "--ignored", "--quiet"])
+        .env(CHILD_ENV, &at)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = hubs.semaphore("s").unwrap();
+    let up = s.take_timeout(LONG);
+    if !matches!(up, Ok(true)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the child's token never crossed: {up:?}");
+    }
+    let waiter = {
+        let hubs = hubs.clone();
+        std::thread::spawn(move || hubs.semaphore("s").unwrap().take_timeout(LONG))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    // SIGKILL: no goodbye, the link and the lease say it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let err = waiter.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, HubError::HomeLost { name, home } if name == "s" && home == "h2"),
+        "{err}"
+    );
+    assert!(
+        link.reports()
+            .iter()
+            .any(|r| r.to_string().contains("`h2` left")),
+        "the loss is reported"
+    );
+}
