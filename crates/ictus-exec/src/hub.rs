@@ -80,7 +80,10 @@
 //!   the lock until the owner's release arrives; the threads of the owner's
 //!   host first contend on the proxy's own PI lock. Priority inheritance acts
 //!   within each host, not across: a home waiter of higher priority boosts the
-//!   server thread, a remote waiter boosts its own host's holder only.
+//!   server thread, a remote waiter boosts its own host's holder only. While
+//!   the real lock is held at home, the server tries it again every
+//!   millisecond (`PiLock` has no timed lock yet, and the server must stay
+//!   free to hear the holder's host leave).
 //!   `try_lock` on a proxy does nothing (`Ok(None)`): the home cannot be asked
 //!   without waiting.
 //!

@@ -1193,6 +1193,23 @@ mod tests {
     }
 
     #[test]
+    fn a_port_hands_over_between_two_threads_of_a_host_that_is_not_its_home() {
+        let sut = two(&[HubDecl::port::<u32>("p").at("h2")]);
+        let remote = sut.hubs[0].clone();
+        let receiver = std::thread::spawn(move || {
+            let mut port = remote.port::<u32>("p").unwrap();
+            (0..20)
+                .map(|_| port.receive_timeout(LONG).unwrap().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let mut port = sut.hubs[0].port::<u32>("p").unwrap();
+        for i in 0..20 {
+            port.send(&i).unwrap();
+        }
+        assert_eq!(receiver.join().unwrap(), (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn a_resource_excludes_across_hosts() {
         let sut = two(&[HubDecl::resource("r").at("h2")]);
         let counter = Arc::new(AtomicU64::new(0));
