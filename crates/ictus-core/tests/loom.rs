@@ -427,3 +427,38 @@ fn fifo_ring_messages_cross_in_order() {
         assert!(sut.is_empty());
     });
 }
+
+/// The split hand-over that serves a receiver on another host: a relay claims
+/// the message (copy), gives it back once (its receiver went away), claims it
+/// again and only then marks it taken; the sender's `collect` returns only
+/// after `taken`, and the message arrives whole both times.
+#[test]
+fn port_claim_unclaim_taken_keeps_the_sender_waiting_until_taken() {
+    bounded(3, || {
+        let words = words32(Port::words_for(8));
+        // 1 once the relay has marked the message taken.
+        let marked = Arc::new(AtomicUsize::new(0));
+        let relay = {
+            let (words, marked) = (words.clone(), marked.clone());
+            thread::spawn(move || {
+                let sut = Port::new(&words, 8);
+                let mut out = [0; 8];
+                assert!(sut.claim(&mut out, &SpinPark, None));
+                assert_eq!(out, [7; 8]);
+                sut.unclaim(&SpinPark);
+                assert!(sut.claim(&mut out, &SpinPark, None));
+                assert_eq!(out, [7; 8]);
+                // Relaxed: published to the sender by the Release of `taken`.
+                marked.store(1, Ordering::Relaxed);
+                sut.taken(&SpinPark);
+            })
+        };
+        let sut = Port::new(&words, 8);
+        assert!(sut.offer(&[7; 8], &SpinPark, None));
+        assert!(sut.collect(&SpinPark, None));
+        // Relaxed: `collect` acquired the relay's TAKEN, which came after.
+        assert_eq!(marked.load(Ordering::Relaxed), 1);
+        relay.join().unwrap();
+        assert!(!sut.is_full());
+    });
+}

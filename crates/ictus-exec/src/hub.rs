@@ -34,6 +34,69 @@
 //! refused while the first is alive, in any process, and the end is freed
 //! when its handle is dropped or its process dies.
 //!
+//! **Across hosts** (seed 004's placement without source change). A hub may
+//! name its home host (`host = "h2"`, [`HubDecl::at`]); without one it lives
+//! on the main host (the run's first `[[host]]`), so a name is one hub in a
+//! run. Each host's table ([`Hubs::in_process_at`], [`Hubs::create_shared_at`])
+//! holds the hubs homed there and a *proxy* of every other one, in the same
+//! memory (so the child processes of that host use it too), reached by the
+//! same handles. On a proxy a real-time thread only changes words and rings
+//! the table's doorbell (a futex word); the relay thread of
+//! [`remote::HubNode`] carries the operation to the home and the answer back,
+//! and a wait is the same bounded wait (spin, then sleep) on the proxy's
+//! words, which the relay fills:
+//!
+//! - semaphore, event: `give`/`raise` counts a request sent home; `take`/`wait`
+//!   takes a token already granted to this host, else asks the home for one
+//!   and waits. The home's server takes one token from the real hub per
+//!   demand, in arrival order across hosts, and grants it. A token granted
+//!   after its waiter gave up (a timeout) stays with this host for its next
+//!   take; `try_take` takes only granted tokens and asks nothing.
+//! - FIFO: the home's ring is the FIFO and its order is exact. A remote
+//!   sender's messages wait in its host's proxy ring (of the same capacity),
+//!   from which the relay moves them home in order, at most `capacity` in
+//!   flight; a remote receiver's host is sent messages from the home ring as
+//!   room frees in its proxy ring. So `capacity` bounds each ring, and up to
+//!   about three times it can be on the way between a remote sender and a
+//!   remote receiver (its ring, the wire, the home ring). One sender and one
+//!   receiver across hosts: the home claims the end for the first host that
+//!   attaches; another host's end is refused
+//!   ([`HubError::EndRefused`] on its operations, `Full` from `try_send`).
+//!   On a host other than the home, the relay takes the other end of the
+//!   proxy ring as soon as one end attaches, so a second end there is refused
+//!   ([`HubError::EndElsewhere`]): a FIFO whose two ends are on one host
+//!   belongs on that host.
+//! - port: exact synchronous hand-over. A remote send offers the message in
+//!   this host's outbound port; the relay claims it (copy), the home offers
+//!   it on the real port, and only when the real receiver, on any host, has
+//!   copied it is it marked taken here: `send` returns then. A remote receive
+//!   asks the home, which claims a message on the real port (claim and copy,
+//!   [`ictus_core::sync::hub::Port::claim`]), sends it into this host's
+//!   inbound port, and marks it taken only when this host's receiver copied
+//!   it (or offers it again if this host left). A message delivered after its
+//!   receiver gave up waits here for its next receive, and holds the port.
+//! - resource: the home holds the real PI lock. A remote owner is
+//!   represented there by a server thread that locks on its behalf and holds
+//!   the lock until the owner's release arrives; the threads of the owner's
+//!   host first contend on the proxy's own PI lock. Priority inheritance acts
+//!   within each host, not across: a home waiter of higher priority boosts the
+//!   server thread, a remote waiter boosts its own host's holder only. While
+//!   the real lock is held at home, the server tries it again every
+//!   millisecond (`PiLock` has no timed lock yet, and the server must stay
+//!   free to hear the holder's host leave).
+//!   `try_lock` on a proxy does nothing (`Ok(None)`): the home cannot be asked
+//!   without waiting.
+//!
+//! **Failure.** When a hub's home host leaves the run, its proxies fail: their
+//! waiters return [`HubError::HomeLost`] (within [`FAIL_POLL`] of the link
+//! learning it, which a Zenoh link does from the host's liveliness, within its
+//! 2 s lease), later waiting operations return it too, and the non-waiting
+//! ones do nothing (`give` returns `false`, `try_send` gives the message
+//! back). At the home, what the host that left asked for is dropped, its
+//! FIFO ends freed, a port message it had claimed offered again, and a
+//! resource it held released and reported ([`remote::HubReport`]). A token
+//! granted to a host as it leaves is lost with it.
+//!
 //! ```
 //! use ictus_exec::hub::{HubDecl, Hubs};
 //!
@@ -47,7 +110,7 @@
 //!
 //! let ready = hubs.semaphore("ready").unwrap();
 //! ready.give();
-//! ready.take();
+//! ready.take().unwrap();
 //!
 //! let mut tx = hubs.fifo_sender::<[f32; 3]>("forces").unwrap();
 //! let mut rx = hubs.fifo_receiver::<[f32; 3]>("forces").unwrap();
@@ -87,6 +150,8 @@ use thiserror::Error;
 use toml::Spanned;
 
 use crate::cell::{ElemShape, ElemType, Element};
+
+pub mod remote;
 use crate::shared::{read_described, write_described};
 
 /// What a hub is, with its parameters.
@@ -143,6 +208,7 @@ impl HubKind {
 pub struct HubDecl {
     name: String,
     kind: HubKind,
+    host: Option<String>,
 }
 
 impl HubDecl {
@@ -151,7 +217,23 @@ impl HubDecl {
         HubDecl {
             name: name.to_owned(),
             kind,
+            host: None,
         }
+    }
+
+    /// The same hub, homed on host `host` (a `[[host]]` of the run): its state
+    /// lives there, and the other hosts reach it through proxies. Without a
+    /// host a hub lives on the main host (the first `[[host]]`).
+    pub fn at(self, host: &str) -> HubDecl {
+        HubDecl {
+            host: Some(host.to_owned()),
+            ..self
+        }
+    }
+
+    /// The host it is homed on, if named (`None`: the main host).
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     /// A counting semaphore with `initial` tokens.
@@ -244,12 +326,20 @@ impl HubDecl {
         self.words().next_multiple_of(REGION_ALIGN_WORDS) * 4
     }
 
-    /// 32-bit words of the hub's region.
+    /// 32-bit words of the hub's region: the proxy header, then the kind's.
     fn words(&self) -> usize {
+        PROXY_WORDS + self.kind_words()
+    }
+
+    /// 32-bit words of the kind's own state.
+    fn kind_words(&self) -> usize {
         match self.kind {
             HubKind::Semaphore { .. } => words::Semaphore::WORDS,
             HubKind::Event => words::Event::WORDS,
-            HubKind::Port { message } => words::Port::words_for(message_bytes(message)),
+            // Two ports: the hub's own (on a proxy: the outbound one, what this
+            // host's senders offer), and a proxy's inbound one (what the home
+            // hands this host's receivers).
+            HubKind::Port { message } => 2 * words::Port::words_for(message_bytes(message)),
             HubKind::Fifo { message, capacity } => {
                 FIFO_RING + Ring::words_for(capacity, message_bytes(message))
             }
@@ -321,6 +411,19 @@ fn check_message(message: ElemShape) -> Result<(), String> {
     }
 }
 
+/// Per hub, the name of its home for messages: its `host`, else the main
+/// host's name when `hosts` are known.
+fn home_names(decls: &[HubDecl], hosts: &[String]) -> Vec<String> {
+    decls
+        .iter()
+        .map(|d| match (d.host(), hosts.first()) {
+            (Some(h), _) => h.to_owned(),
+            (None, Some(main)) => main.clone(),
+            (None, None) => "the main host".to_owned(),
+        })
+        .collect()
+}
+
 fn message_bytes(message: ElemShape) -> usize {
     message.bytes().unwrap_or(0)
 }
@@ -329,6 +432,9 @@ fn message_bytes(message: ElemShape) -> usize {
 const FIFO_SENDER: usize = 0;
 /// Word holding the pid of the receiver's process.
 const FIFO_RECEIVER: usize = 1;
+/// What a FIFO end's word holds while the link holds that end for another
+/// host (never a pid: those are below 2^22).
+const LINK_END: u32 = u32::MAX - 1;
 /// Where the ring starts in a FIFO region (128 bytes on).
 const FIFO_RING: usize = 32;
 /// Hub regions start on multiples of this many words (128 bytes).
@@ -348,6 +454,8 @@ struct HubRepr {
     len: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
 }
 
 impl TryFrom<HubRepr> for HubDecl {
@@ -410,7 +518,11 @@ impl TryFrom<HubRepr> for HubDecl {
                 ));
             }
         };
-        let decl = HubDecl { name: r.name, kind };
+        let decl = HubDecl {
+            name: r.name,
+            kind,
+            host: r.host,
+        };
         decl.check().map_err(|e| e.to_string())?;
         Ok(decl)
     }
@@ -425,6 +537,7 @@ impl From<HubDecl> for HubRepr {
             ty: None,
             len: None,
             capacity: None,
+            host: d.host,
         };
         match d.kind {
             HubKind::Semaphore { initial } => r.initial = Some(initial),
@@ -585,20 +698,62 @@ pub enum HubError {
     /// Creating, finding or mapping the shared memory failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
+    /// The FIFO end is held by the link, for another host.
+    #[error(
+        "the {end} of FIFO `{name}` is held for another host (one sender and one receiver \
+         across hosts; a FIFO whose two ends are on one host other than its home: home it there)"
+    )]
+    EndElsewhere {
+        /// The FIFO.
+        name: String,
+        /// `sender` or `receiver`.
+        end: &'static str,
+    },
+    /// A hub is homed on a host the run does not have.
+    #[error("hub `{name}` is homed on host `{host}`, which the run does not have")]
+    UnknownHost {
+        /// The hub.
+        name: String,
+        /// The host it names.
+        host: String,
+    },
+    /// The hub's home host left the run: this host's proxy of it is dead,
+    /// its waiters and every later operation fail.
+    #[error("hub `{name}`: its home host `{home}` left the run")]
+    HomeLost {
+        /// The hub.
+        name: String,
+        /// Its home host.
+        home: String,
+    },
+    /// The hub's home refused this host's end of a FIFO: another host (or the
+    /// home) holds it.
+    #[error(
+        "the {end} of FIFO `{name}` is attached on another host; its home `{home}` refused this one"
+    )]
+    EndRefused {
+        /// The FIFO.
+        name: String,
+        /// `sender` or `receiver`.
+        end: &'static str,
+        /// Its home host.
+        home: String,
+    },
 }
 
 /// "ictusHUB": the first word of a hubs segment's 64-bit area.
 const HUBS_MAGIC: u64 = u64::from_le_bytes(*b"ictusHUB");
 /// The version of the hubs layout.
-const HUBS_VERSION: u64 = 1;
+const HUBS_VERSION: u64 = 2;
 /// 64-bit words before the table JSON: magic, version, JSON length.
 const HUBS_HEADER_WORDS: usize = 3;
 
-/// Checks the declarations and lays them out: each hub's word range, and the
-/// words in all.
+/// Checks the declarations and lays them out: each hub's word range (its
+/// proxy header first), and the words in all; the table's own words
+/// ([`TABLE_WORDS`]) come first.
 fn layout(decls: &[HubDecl]) -> Result<(Vec<Range<usize>>, usize), HubError> {
     check_decls(decls).map_err(|(_, e)| e)?;
-    let mut at = 0usize;
+    let mut at = TABLE_WORDS;
     let mut out = Vec::with_capacity(decls.len());
     for d in decls {
         let n = d.words();
@@ -608,14 +763,75 @@ fn layout(decls: &[HubDecl]) -> Result<(Vec<Range<usize>>, usize), HubError> {
     Ok((out, at))
 }
 
-/// Sets the starting state of every hub (zeros are the rest).
-fn init(decls: &[HubDecl], regions: &[Range<usize>], w: &[AtomicU32]) {
-    for (d, r) in decls.iter().zip(regions) {
-        if let HubKind::Semaphore { initial } = d.kind {
-            words::Semaphore::new(&w[r.clone()]).init(initial);
+/// Sets the starting state of every hub (zeros are the rest): a proxy (`homes[i]`
+/// not `here`) is marked so in its header and holds no token (the tokens are
+/// its home's).
+fn init(
+    decls: &[HubDecl],
+    regions: &[Range<usize>],
+    w: &[AtomicU32],
+    homes: &[usize],
+    here: usize,
+) {
+    for (i, (d, r)) in decls.iter().zip(regions).enumerate() {
+        let proxy = homes.get(i).is_some_and(|&h| h != here);
+        let (header, own) = w[r.clone()].split_at(PROXY_WORDS);
+        // Relaxed (both): set up before the table is shared.
+        header[P_MODE].store(u32::from(proxy), Ordering::Relaxed);
+        header[P_HOME].store(homes.get(i).map_or(0, |&h| h as u32), Ordering::Relaxed);
+        if let HubKind::Semaphore { initial } = d.kind
+            && !proxy
+        {
+            words::Semaphore::new(own).init(initial);
         }
     }
 }
+
+/// Each hub's home: its index in `hosts` (no host named: 0, the main host).
+/// With no hosts (a run on one host) every hub is home (0) and a named host
+/// is not checked.
+pub fn homes(decls: &[HubDecl], hosts: &[String]) -> Result<Vec<usize>, HubError> {
+    decls
+        .iter()
+        .map(|d| match (d.host(), hosts.is_empty()) {
+            (None, _) | (Some(_), true) => Ok(0),
+            (Some(h), false) => {
+                hosts
+                    .iter()
+                    .position(|n| n == h)
+                    .ok_or_else(|| HubError::UnknownHost {
+                        name: d.name.clone(),
+                        host: h.to_owned(),
+                    })
+            }
+        })
+        .collect()
+}
+
+/// Words at the start of a table: the relay's doorbell (an event: raised when
+/// a proxy has something to send home).
+const TABLE_WORDS: usize = 32;
+/// Words of a hub's proxy header, before the kind's own words (128 bytes, so
+/// that a FIFO ring's indices keep their alignment).
+const PROXY_WORDS: usize = 32;
+/// Header word: 1 when this table's hub is a proxy of a hub homed elsewhere.
+const P_MODE: usize = 0;
+/// Header word: 1 once the home host left (set by the relay).
+const P_FAILED: usize = 1;
+/// Header word: 1 once the home refused this host's FIFO end.
+const P_REFUSED: usize = 2;
+/// Header word: gives, raises or resource releases for the relay to send home.
+const P_OUT: usize = 3;
+/// Header word: takes, waits, port receives or resource locks to ask home for.
+const P_DEMAND: usize = 4;
+/// Header words 5 and 6: an event the relay raises when the home granted a
+/// resource to this host.
+const P_GRANTED: usize = 5;
+/// Header word: the home host's index in the run's hosts.
+const P_HOME: usize = 7;
+/// How often a waiter on a proxy looks at `P_FAILED` (its wait is cut in
+/// slices this long; the failure is seen within one).
+pub const FAIL_POLL: Duration = Duration::from_millis(20);
 
 /// Where the hub words live.
 enum Memory {
@@ -628,6 +844,8 @@ struct Inner {
     regions: Vec<Range<usize>>,
     memory: Memory,
     park: FutexPark,
+    /// Per hub, its home's name (for [`HubError::HomeLost`]).
+    home_names: Vec<String>,
 }
 
 impl Inner {
@@ -647,12 +865,30 @@ pub struct Hubs {
 }
 
 impl Hubs {
-    /// The hubs `decls` in this process's memory.
+    /// The hubs `decls` in this process's memory (a run on one host: every
+    /// hub is here).
     pub fn in_process(decls: &[HubDecl]) -> Result<Hubs, HubError> {
+        Hubs::in_process_at(decls, &[], 0)
+    }
+
+    /// The hubs as host `here` (an index in `hosts`) sees them: hubs homed
+    /// elsewhere are proxies, which a relay ([`remote::HubNode`]) connects to
+    /// their homes. With no `hosts`, [`in_process`](Self::in_process).
+    pub fn in_process_at(
+        decls: &[HubDecl],
+        hosts: &[String],
+        here: usize,
+    ) -> Result<Hubs, HubError> {
         let (regions, n) = layout(decls)?;
+        let homes = homes(decls, hosts)?;
         let w: Box<[AtomicU32]> = (0..n).map(|_| AtomicU32::new(0)).collect();
-        init(decls, &regions, &w);
-        Ok(Hubs::new(decls.to_vec(), regions, Memory::Owned(w)))
+        init(decls, &regions, &w, &homes, here);
+        Ok(Hubs::new(
+            decls.to_vec(),
+            regions,
+            Memory::Owned(w),
+            home_names(decls, hosts),
+        ))
     }
 
     /// Creates the shared memory `name` holding the hubs `decls` (stale
@@ -660,14 +896,32 @@ impl Hubs {
     /// [`ictus_os::shm::Segment::create`]). Removed when the last clone of the
     /// returned `Hubs` is dropped.
     pub fn create_shared(decls: &[HubDecl], name: &str) -> Result<Hubs, HubError> {
+        Hubs::create_shared_at(decls, name, &[], 0)
+    }
+
+    /// [`create_shared`](Self::create_shared) as host `here` of `hosts` sees
+    /// the hubs (see [`in_process_at`](Self::in_process_at)); the processes
+    /// that open it see the same proxies.
+    pub fn create_shared_at(
+        decls: &[HubDecl],
+        name: &str,
+        hosts: &[String],
+        here: usize,
+    ) -> Result<Hubs, HubError> {
         let (regions, n) = layout(decls)?;
+        let homes = homes(decls, hosts)?;
         let json = serde_json::to_vec(decls).expect("hub declarations always serialize");
         let json_words = json.len().div_ceil(8);
         let segment = Segment::create(name, HUBS_HEADER_WORDS + json_words, n, |w64, w32| {
             write_described(w64, HUBS_MAGIC, HUBS_VERSION, HUBS_HEADER_WORDS, &json);
-            init(decls, &regions, w32);
+            init(decls, &regions, w32, &homes, here);
         })?;
-        Ok(Hubs::new(decls.to_vec(), regions, Memory::Shared(segment)))
+        Ok(Hubs::new(
+            decls.to_vec(),
+            regions,
+            Memory::Shared(segment),
+            home_names(decls, hosts),
+        ))
     }
 
     /// Maps the shared hubs `name` of their live owner, with the declarations
@@ -695,7 +949,8 @@ impl Hubs {
                 segment.words32().len()
             )));
         }
-        Ok(Hubs::new(decls, regions, Memory::Shared(segment)))
+        let names = home_names(&decls, &[]);
+        Ok(Hubs::new(decls, regions, Memory::Shared(segment), names))
     }
 
     /// [`open_shared`](Self::open_shared), then checks that every hub of
@@ -722,13 +977,19 @@ impl Hubs {
         Ok(hubs)
     }
 
-    fn new(decls: Vec<HubDecl>, regions: Vec<Range<usize>>, memory: Memory) -> Hubs {
+    fn new(
+        decls: Vec<HubDecl>,
+        regions: Vec<Range<usize>>,
+        memory: Memory,
+        home_names: Vec<String>,
+    ) -> Hubs {
         Hubs {
             inner: Arc::new(Inner {
                 decls,
                 regions,
                 memory,
                 park: FutexPark::default(),
+                home_names,
             }),
         }
     }
@@ -791,6 +1052,7 @@ impl Hubs {
             hubs: self.clone(),
             region: self.inner.regions[index].clone(),
             name: name.to_owned(),
+            index,
         }
     }
 
@@ -881,6 +1143,12 @@ impl Hubs {
             // dropped, so its last ring operations happen before ours.
             match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
+                Err(LINK_END) => {
+                    return Err(HubError::EndElsewhere {
+                        name: name.to_owned(),
+                        end,
+                    });
+                }
                 Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
                     return Err(HubError::EndTaken {
                         name: name.to_owned(),
@@ -917,11 +1185,19 @@ struct Handle {
     hubs: Hubs,
     region: Range<usize>,
     name: String,
+    /// The hub's index in the table.
+    index: usize,
 }
 
 impl Handle {
+    /// The kind's own words (after the proxy header).
     fn words(&self) -> &[AtomicU32] {
-        &self.hubs.inner.words()[self.region.clone()]
+        &self.hubs.inner.words()[self.region.start + PROXY_WORDS..self.region.end]
+    }
+
+    /// The proxy header.
+    fn header(&self) -> &[AtomicU32] {
+        &self.hubs.inner.words()[self.region.start..self.region.start + PROXY_WORDS]
     }
 
     fn park(&self) -> &FutexPark {
@@ -931,6 +1207,88 @@ impl Handle {
     fn ring<T: Element>(&self, capacity: u32) -> Ring<'_> {
         Ring::new(&self.words()[FIFO_RING..], capacity, T::SIZE)
     }
+
+    /// Whether this is a proxy of a hub homed on another host.
+    fn is_proxy(&self) -> bool {
+        // Relaxed: set before the table was shared, never changed.
+        self.header()[P_MODE].load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether the home host left (a proxy only).
+    fn failed(&self) -> bool {
+        // Acquire: pairs with the relay's Release store in `fail_home`.
+        self.header()[P_FAILED].load(Ordering::Acquire) != 0
+    }
+
+    fn home_lost(&self) -> HubError {
+        HubError::HomeLost {
+            name: self.name.clone(),
+            home: self.hubs.inner.home_names[self.index].clone(),
+        }
+    }
+
+    /// Counts one more of `what` (`P_OUT` or `P_DEMAND`) for the relay and
+    /// rings its doorbell: all a real-time thread does for a remote hub.
+    fn tell_relay(&self, what: usize) {
+        // Release: pairs with the relay's Acquire swap, so what this thread did
+        // before (a message written, a lock released) is seen with the count.
+        self.header()[what].fetch_add(1, Ordering::Release);
+        self.hubs.ring_bell();
+    }
+
+    /// A wait on a proxy: `attempt(deadline)` (the word protocol's bounded
+    /// wait) in slices of [`FAIL_POLL`], looking at `P_FAILED` between them;
+    /// `Ok(false)` once `deadline` passed, `HomeLost` once the home left.
+    fn proxy_wait(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(Option<Instant>) -> bool,
+    ) -> Result<bool, HubError> {
+        loop {
+            if self.failed() {
+                return Err(self.home_lost());
+            }
+            let slice = Instant::now() + FAIL_POLL;
+            let until = deadline.map_or(slice, |d| d.min(slice));
+            if attempt(Some(until)) {
+                return Ok(true);
+            }
+            if expired(deadline) {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// A wait on this hub: directly on the word protocol when the hub is here,
+    /// as [`proxy_wait`](Self::proxy_wait) on a proxy.
+    fn wait(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(Option<Instant>) -> bool,
+    ) -> Result<bool, HubError> {
+        if self.is_proxy() {
+            self.proxy_wait(deadline, attempt)
+        } else {
+            Ok(attempt(deadline))
+        }
+    }
+}
+
+impl Hubs {
+    /// Rings the relay's doorbell (a raise of the table's event).
+    fn ring_bell(&self) {
+        self.bell().raise(&self.inner.park);
+    }
+
+    /// The relay's doorbell.
+    fn bell(&self) -> words::Event<'_> {
+        words::Event::new(&self.inner.words()[..TABLE_WORDS])
+    }
+}
+
+/// Whether `deadline` has passed.
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 impl fmt::Debug for Handle {
@@ -945,6 +1303,11 @@ fn deadline(timeout: Duration) -> Option<Instant> {
 }
 
 /// A counting semaphore hub.
+///
+/// On a proxy (the semaphore is homed on another host), `give` counts a
+/// request the relay sends home, and `take` takes a token already granted to
+/// this host, else asks the home for one and waits for it; a token granted
+/// after its waiter gave up stays with this host for its next take.
 #[derive(Debug)]
 pub struct Semaphore {
     h: Handle,
@@ -955,34 +1318,57 @@ impl Semaphore {
         words::Semaphore::new(self.h.words())
     }
 
-    /// Adds a token, waking a waiter; `false` when the count is at its
-    /// maximum (`u32::MAX`) and nothing was added.
+    /// Adds a token, waking a waiter; `false` when nothing was added: the
+    /// count is at its maximum (`u32::MAX`), or (a proxy) its home left.
     pub fn give(&self) -> bool {
-        self.words().give(self.h.park())
+        if !self.h.is_proxy() {
+            return self.words().give(self.h.park());
+        }
+        if self.h.failed() {
+            return false;
+        }
+        self.h.tell_relay(P_OUT);
+        true
     }
 
-    /// Takes a token if there is one.
+    /// Takes a token if there is one (on a proxy: one already granted to this
+    /// host).
     pub fn try_take(&self) -> bool {
         self.words().try_take()
     }
 
     /// Waits for a token and takes it.
-    pub fn take(&self) {
-        self.words().take(self.h.park(), None);
+    pub fn take(&self) -> Result<(), HubError> {
+        self.take_until(None).map(|_| ())
     }
 
     /// Waits at most `timeout` for a token; whether one was taken.
-    pub fn take_timeout(&self, timeout: Duration) -> bool {
-        self.words().take(self.h.park(), deadline(timeout))
+    pub fn take_timeout(&self, timeout: Duration) -> Result<bool, HubError> {
+        self.take_until(deadline(timeout))
     }
 
-    /// Tokens now.
+    fn take_until(&self, deadline: Option<Instant>) -> Result<bool, HubError> {
+        if self.h.is_proxy() {
+            if self.words().try_take() {
+                return Ok(true);
+            }
+            if self.h.failed() {
+                return Err(self.h.home_lost());
+            }
+            self.h.tell_relay(P_DEMAND);
+        }
+        let sem = self.words();
+        self.h.wait(deadline, |d| sem.take(self.h.park(), d))
+    }
+
+    /// Tokens now (on a proxy: granted to this host and not taken yet).
     pub fn count(&self) -> u32 {
         self.words().count()
     }
 }
 
-/// A binary event hub.
+/// A binary event hub. On a proxy, as [`Semaphore`]: `raise` is sent home,
+/// `wait` asks the home for a raise and waits for it.
 #[derive(Debug)]
 pub struct Event {
     h: Handle,
@@ -993,25 +1379,45 @@ impl Event {
         words::Event::new(self.h.words())
     }
 
-    /// Raises the event, waking a waiter.
+    /// Raises the event, waking a waiter (on a proxy whose home left:
+    /// nothing done).
     pub fn raise(&self) {
-        self.words().raise(self.h.park());
+        if !self.h.is_proxy() {
+            self.words().raise(self.h.park());
+        } else if !self.h.failed() {
+            self.h.tell_relay(P_OUT);
+        }
     }
 
-    /// Clears the event if raised; whether it was.
+    /// Clears the event if raised; whether it was (on a proxy: a raise
+    /// already granted to this host).
     pub fn try_wait(&self) -> bool {
         self.words().try_wait()
     }
 
     /// Waits until the event is raised, and clears it.
-    pub fn wait(&self) {
-        self.words().wait(self.h.park(), None);
+    pub fn wait(&self) -> Result<(), HubError> {
+        self.wait_until(None).map(|_| ())
     }
 
     /// Waits at most `timeout`; whether the event was raised (and is now
     /// cleared).
-    pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        self.words().wait(self.h.park(), deadline(timeout))
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<bool, HubError> {
+        self.wait_until(deadline(timeout))
+    }
+
+    fn wait_until(&self, deadline: Option<Instant>) -> Result<bool, HubError> {
+        if self.h.is_proxy() {
+            if self.words().try_wait() {
+                return Ok(true);
+            }
+            if self.h.failed() {
+                return Err(self.h.home_lost());
+            }
+            self.h.tell_relay(P_DEMAND);
+        }
+        let ev = self.words();
+        self.h.wait(deadline, |d| ev.wait(self.h.park(), d))
     }
 
     /// Whether the event is raised now.
@@ -1021,6 +1427,13 @@ impl Event {
 }
 
 /// A port hub for messages of type `T`: synchronous hand-over with copy.
+///
+/// On a proxy, a send offers the message in this host's outbound port; the
+/// relay claims it, sends it home, where it is sent on the real port, and
+/// marks it taken only when the real receiver (on any host) has copied it:
+/// `send` returns then, as on one host. A receive asks the home for a message;
+/// the home claims one on the real port, sends it here into the inbound port,
+/// and tells its sender only once this host's receiver copied it.
 pub struct Port<T> {
     h: Handle,
     scratch: Box<[u8]>,
@@ -1028,41 +1441,78 @@ pub struct Port<T> {
 }
 
 impl<T: Element> Port<T> {
-    fn words(&self) -> words::Port<'_> {
-        words::Port::new(self.h.words(), T::SIZE)
+    /// The port this host's receivers use (on a proxy: the inbound one).
+    fn inbound(&self) -> words::Port<'_> {
+        port_inbound(&self.h, T::SIZE)
     }
 
     /// Sends `message` and waits until a receiver has copied it.
-    pub fn send(&mut self, message: &T) {
+    pub fn send(&mut self, message: &T) -> Result<(), HubError> {
         message.encode(&mut self.scratch);
         let port = words::Port::new(self.h.words(), T::SIZE);
-        port.send(&self.scratch, self.h.park());
+        if !self.h.is_proxy() {
+            port.send(&self.scratch, self.h.park());
+            return Ok(());
+        }
+        let park = self.h.park();
+        self.h
+            .proxy_wait(None, |d| port.offer(&self.scratch, park, d))?;
+        self.h.hubs.ring_bell();
+        self.h.proxy_wait(None, |d| port.collect(park, d))?;
+        Ok(())
     }
 
     /// Waits for a message.
-    pub fn receive(&mut self) -> T {
-        let port = words::Port::new(self.h.words(), T::SIZE);
-        port.receive(&mut self.scratch, self.h.park(), None);
-        T::decode(&self.scratch)
+    pub fn receive(&mut self) -> Result<T, HubError> {
+        self.receive_until(None)
+            .map(|m| m.expect("a wait without deadline ends with a message"))
     }
 
     /// Waits at most `timeout` for a message.
-    pub fn receive_timeout(&mut self, timeout: Duration) -> Option<T> {
-        let port = words::Port::new(self.h.words(), T::SIZE);
-        port.receive(&mut self.scratch, self.h.park(), deadline(timeout))
-            .then(|| T::decode(&self.scratch))
+    pub fn receive_timeout(&mut self, timeout: Duration) -> Result<Option<T>, HubError> {
+        self.receive_until(deadline(timeout))
     }
 
-    /// A message if one waits now.
+    fn receive_until(&mut self, deadline: Option<Instant>) -> Result<Option<T>, HubError> {
+        if let Some(m) = self.try_receive() {
+            return Ok(Some(m));
+        }
+        if self.h.is_proxy() {
+            if self.h.failed() {
+                return Err(self.h.home_lost());
+            }
+            self.h.tell_relay(P_DEMAND);
+        }
+        let port = port_inbound(&self.h, T::SIZE);
+        let park = self.h.park();
+        let scratch = &mut self.scratch;
+        let got = self.h.wait(deadline, |d| port.receive(scratch, park, d))?;
+        Ok(got.then(|| T::decode(&self.scratch)))
+    }
+
+    /// A message if one waits now (on a proxy: one the home already sent
+    /// here).
     pub fn try_receive(&mut self) -> Option<T> {
-        let port = words::Port::new(self.h.words(), T::SIZE);
+        let port = port_inbound(&self.h, T::SIZE);
         port.try_receive(&mut self.scratch, self.h.park())
             .then(|| T::decode(&self.scratch))
     }
 
-    /// Whether a message waits for a receiver now.
+    /// Whether a message waits for a receiver now (on a proxy: in the
+    /// inbound port).
     pub fn is_full(&self) -> bool {
-        self.words().is_full()
+        self.inbound().is_full()
+    }
+}
+
+/// The port a hub's receivers use: on a proxy the inbound one (after the
+/// outbound one), else the hub's own.
+fn port_inbound(h: &Handle, bytes: usize) -> words::Port<'_> {
+    let words = h.words();
+    if h.is_proxy() {
+        words::Port::new(&words[words::Port::words_for(bytes)..], bytes)
+    } else {
+        words::Port::new(words, bytes)
     }
 }
 
@@ -1073,6 +1523,9 @@ impl<T> fmt::Debug for Port<T> {
 }
 
 /// The sending end of a FIFO hub.
+///
+/// On a proxy the messages wait in this host's ring (of the FIFO's capacity),
+/// from which the relay moves them home in order.
 pub struct FifoSender<T> {
     h: Handle,
     capacity: u32,
@@ -1082,12 +1535,24 @@ pub struct FifoSender<T> {
 }
 
 impl<T: Element> FifoSender<T> {
-    /// Appends `message`, or gives it back when the FIFO is full. Never
-    /// blocks or allocates.
+    /// Whether the end is dead: its home left, or refused it.
+    fn dead(&self) -> Option<HubError> {
+        fifo_dead(&self.h, "sender")
+    }
+
+    /// Appends `message`, or gives it back when the FIFO is full (or, on a
+    /// proxy, when its home left or refused this end). Never blocks or
+    /// allocates.
     pub fn try_send(&mut self, message: T) -> Result<(), Full<T>> {
+        if self.h.is_proxy() && self.dead().is_some() {
+            return Err(Full(message));
+        }
         message.encode(&mut self.scratch);
         let ring = self.h.ring::<T>(self.capacity);
         if ring.try_push(&mut self.cursor, &self.scratch, self.h.park()) {
+            if self.h.is_proxy() {
+                self.h.hubs.ring_bell();
+            }
             Ok(())
         } else {
             Err(Full(message))
@@ -1095,29 +1560,35 @@ impl<T: Element> FifoSender<T> {
     }
 
     /// Appends `message`, waiting while the FIFO is full.
-    pub fn send(&mut self, message: T) {
-        message.encode(&mut self.scratch);
-        let ring = self.h.ring::<T>(self.capacity);
-        ring.push(&mut self.cursor, &self.scratch, self.h.park(), None);
+    pub fn send(&mut self, message: T) -> Result<(), HubError> {
+        self.send_until(message, None).map(|_| ())
     }
 
-    /// Appends `message`, waiting at most `timeout` while the FIFO is full.
-    pub fn send_timeout(&mut self, message: T, timeout: Duration) -> Result<(), Full<T>> {
-        message.encode(&mut self.scratch);
-        let ring = self.h.ring::<T>(self.capacity);
-        if ring.push(
-            &mut self.cursor,
-            &self.scratch,
-            self.h.park(),
-            deadline(timeout),
-        ) {
-            Ok(())
-        } else {
-            Err(Full(message))
+    /// Appends `message`, waiting at most `timeout` while the FIFO is full;
+    /// whether it was appended.
+    pub fn send_timeout(&mut self, message: T, timeout: Duration) -> Result<bool, HubError> {
+        self.send_until(message, deadline(timeout))
+    }
+
+    fn send_until(&mut self, message: T, deadline: Option<Instant>) -> Result<bool, HubError> {
+        if self.h.is_proxy()
+            && let Some(e) = self.dead()
+        {
+            return Err(e);
         }
+        message.encode(&mut self.scratch);
+        let ring = Ring::new(&self.h.words()[FIFO_RING..], self.capacity, T::SIZE);
+        let (cursor, scratch, park) = (&mut self.cursor, &self.scratch, self.h.park());
+        let sent = self
+            .h
+            .wait(deadline, |d| ring.push(cursor, scratch, park, d))?;
+        if sent && self.h.is_proxy() {
+            self.h.hubs.ring_bell();
+        }
+        Ok(sent)
     }
 
-    /// Messages in the FIFO now.
+    /// Messages in the FIFO now (on a proxy: waiting in this host's ring).
     pub fn len(&self) -> u32 {
         self.h.ring::<T>(self.capacity).len()
     }
@@ -1133,10 +1604,26 @@ impl<T: Element> FifoSender<T> {
     }
 }
 
+/// The error that ends a proxy's FIFO end, if any.
+fn fifo_dead(h: &Handle, end: &'static str) -> Option<HubError> {
+    if h.failed() {
+        return Some(h.home_lost());
+    }
+    // Acquire: pairs with the relay's Release store of the refusal.
+    (h.header()[P_REFUSED].load(Ordering::Acquire) != 0).then(|| HubError::EndRefused {
+        name: h.name.clone(),
+        end,
+        home: h.hubs.inner.home_names[h.index].clone(),
+    })
+}
+
 impl<T> Drop for FifoSender<T> {
     fn drop(&mut self) {
         // Release: pairs with the Acquire claim of the next sender.
         self.h.words()[FIFO_SENDER].store(0, Ordering::Release);
+        if self.h.is_proxy() {
+            self.h.hubs.ring_bell();
+        }
     }
 }
 
@@ -1147,6 +1634,9 @@ impl<T> fmt::Debug for FifoSender<T> {
 }
 
 /// The receiving end of a FIFO hub.
+///
+/// On a proxy the home moves messages into this host's ring (of the FIFO's
+/// capacity) as room frees there, in order.
 pub struct FifoReceiver<T> {
     h: Handle,
     capacity: u32,
@@ -1159,30 +1649,46 @@ impl<T: Element> FifoReceiver<T> {
     /// The oldest message, if any. Never blocks or allocates.
     pub fn try_recv(&mut self) -> Option<T> {
         let ring = self.h.ring::<T>(self.capacity);
-        ring.try_pop(&mut self.cursor, &mut self.scratch, self.h.park())
-            .then(|| T::decode(&self.scratch))
+        let got = ring.try_pop(&mut self.cursor, &mut self.scratch, self.h.park());
+        if got && self.h.is_proxy() {
+            // The relay returns the room to the home.
+            self.h.hubs.ring_bell();
+        }
+        got.then(|| T::decode(&self.scratch))
     }
 
     /// The oldest message, waiting while the FIFO is empty.
-    pub fn recv(&mut self) -> T {
-        let ring = self.h.ring::<T>(self.capacity);
-        ring.pop(&mut self.cursor, &mut self.scratch, self.h.park(), None);
-        T::decode(&self.scratch)
+    pub fn recv(&mut self) -> Result<T, HubError> {
+        self.recv_until(None)
+            .map(|m| m.expect("a wait without deadline ends with a message"))
     }
 
     /// The oldest message, waiting at most `timeout` while the FIFO is empty.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<T> {
-        let ring = self.h.ring::<T>(self.capacity);
-        ring.pop(
-            &mut self.cursor,
-            &mut self.scratch,
-            self.h.park(),
-            deadline(timeout),
-        )
-        .then(|| T::decode(&self.scratch))
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<T>, HubError> {
+        self.recv_until(deadline(timeout))
     }
 
-    /// Messages in the FIFO now.
+    fn recv_until(&mut self, deadline: Option<Instant>) -> Result<Option<T>, HubError> {
+        if let Some(m) = self.try_recv() {
+            return Ok(Some(m));
+        }
+        if self.h.is_proxy()
+            && let Some(e) = fifo_dead(&self.h, "receiver")
+        {
+            return Err(e);
+        }
+        let ring = Ring::new(&self.h.words()[FIFO_RING..], self.capacity, T::SIZE);
+        let (cursor, scratch, park) = (&mut self.cursor, &mut self.scratch, self.h.park());
+        let got = self
+            .h
+            .wait(deadline, |d| ring.pop(cursor, scratch, park, d))?;
+        if got && self.h.is_proxy() {
+            self.h.hubs.ring_bell();
+        }
+        Ok(got.then(|| T::decode(&self.scratch)))
+    }
+
+    /// Messages in the FIFO now (on a proxy: arrived in this host's ring).
     pub fn len(&self) -> u32 {
         self.h.ring::<T>(self.capacity).len()
     }
@@ -1197,6 +1703,9 @@ impl<T> Drop for FifoReceiver<T> {
     fn drop(&mut self) {
         // Release: pairs with the Acquire claim of the next receiver.
         self.h.words()[FIFO_RECEIVER].store(0, Ordering::Release);
+        if self.h.is_proxy() {
+            self.h.hubs.ring_bell();
+        }
     }
 }
 
@@ -1210,6 +1719,13 @@ impl<T> fmt::Debug for FifoReceiver<T> {
 
 /// A resource hub: a mutex with priority inheritance. The owner is a thread:
 /// a [`ResourceGuard`] unlocks when dropped, on the thread that locked.
+///
+/// On a proxy, a locker first takes this host's own PI lock (the threads of
+/// this host contend there, with priority inheritance among them), then asks
+/// the home, where a link worker thread locks the real PI lock on this host's
+/// behalf and holds it until the release arrives. Priority inheritance acts
+/// within each host, not across: a waiter on the home lends its priority to
+/// the worker, not to the remote owner's thread.
 #[derive(Debug)]
 pub struct Resource {
     h: Handle,
@@ -1228,18 +1744,39 @@ impl Resource {
         }
     }
 
+    /// The event the relay raises when the home granted the lock here.
+    fn granted(&self) -> words::Event<'_> {
+        words::Event::new(&self.h.header()[P_GRANTED..])
+    }
+
     /// Locks, sleeping while another thread holds it; a waiting thread of
-    /// higher priority lends its priority to the holder.
+    /// higher priority lends its priority to the holder (on its own host).
     pub fn lock(&self) -> Result<ResourceGuard<'_>, HubError> {
+        if self.h.is_proxy() && self.h.failed() {
+            return Err(self.h.home_lost());
+        }
         self.lock_word().lock().map_err(|e| self.error(e))?;
+        if self.h.is_proxy() {
+            self.h.tell_relay(P_DEMAND);
+            let granted = self.granted();
+            if let Err(e) = self.h.proxy_wait(None, |d| granted.wait(self.h.park(), d)) {
+                // Cannot fail: this thread holds the local lock.
+                let _ = self.lock_word().unlock();
+                return Err(e);
+            }
+        }
         Ok(ResourceGuard {
             resource: self,
             _not_send: PhantomData,
         })
     }
 
-    /// Locks if free now.
+    /// Locks if free now. On a proxy nothing is done (`Ok(None)`): the home
+    /// cannot be asked without waiting.
     pub fn try_lock(&self) -> Result<Option<ResourceGuard<'_>>, HubError> {
+        if self.h.is_proxy() {
+            return Ok(None);
+        }
         let locked = self.lock_word().try_lock().map_err(|e| self.error(e))?;
         Ok(locked.then_some(ResourceGuard {
             resource: self,
@@ -1247,7 +1784,8 @@ impl Resource {
         }))
     }
 
-    /// The thread id of the holder, if held.
+    /// The thread id of the holder, if held (on a proxy: the holder of this
+    /// host's lock).
     pub fn holder(&self) -> Option<u32> {
         self.lock_word().owner()
     }
@@ -1268,6 +1806,11 @@ pub struct ResourceGuard<'a> {
 
 impl Drop for ResourceGuard<'_> {
     fn drop(&mut self) {
+        let h = &self.resource.h;
+        if h.is_proxy() && !h.failed() {
+            // The release goes home before another thread here can lock.
+            h.tell_relay(P_OUT);
+        }
         // Cannot fail: this thread holds the lock (the guard is not Send).
         let _ = self.resource.lock_word().unlock();
     }
@@ -1403,7 +1946,7 @@ mod tests {
                 other.semaphore("pong").unwrap(),
             );
             for _ in 0..10_000 {
-                ping.take();
+                ping.take().unwrap();
                 pong.give();
             }
         });
@@ -1413,10 +1956,10 @@ mod tests {
         );
         for _ in 0..10_000 {
             ping.give();
-            pong.take();
+            pong.take().unwrap();
         }
         peer.join().unwrap();
-        assert!(!pong.take_timeout(Duration::from_millis(1)));
+        assert!(!pong.take_timeout(Duration::from_millis(1)).unwrap());
     }
 
     #[test]
@@ -1425,14 +1968,14 @@ mod tests {
         let other = sut.clone();
         let waiter = std::thread::spawn(move || {
             let ev = other.event("go").unwrap();
-            ev.wait();
+            ev.wait().unwrap();
             ev.is_raised()
         });
         std::thread::sleep(Duration::from_millis(20));
         sut.event("go").unwrap().raise();
         assert!(!waiter.join().unwrap(), "the wait cleared it");
         let ev = sut.event("go").unwrap();
-        assert!(!ev.wait_timeout(Duration::from_millis(1)));
+        assert!(!ev.wait_timeout(Duration::from_millis(1)).unwrap());
         ev.raise();
         assert!(ev.try_wait());
     }
@@ -1446,13 +1989,16 @@ mod tests {
             let mut rx = other.fifo_receiver::<[u16; 3]>("f").unwrap();
             for i in 0..20_000u32 {
                 let v = i as u16;
-                assert_eq!(rx.recv(), [v, v.wrapping_add(1), v.wrapping_add(2)]);
+                assert_eq!(
+                    rx.recv().unwrap(),
+                    [v, v.wrapping_add(1), v.wrapping_add(2)]
+                );
             }
-            assert_eq!(rx.recv_timeout(Duration::from_millis(1)), None);
+            assert_eq!(rx.recv_timeout(Duration::from_millis(1)).unwrap(), None);
         });
         for i in 0..20_000u32 {
             let v = i as u16;
-            tx.send([v, v.wrapping_add(1), v.wrapping_add(2)]);
+            tx.send([v, v.wrapping_add(1), v.wrapping_add(2)]).unwrap();
         }
         consumer.join().unwrap();
         assert_eq!(tx.capacity(), 4);
@@ -1461,7 +2007,7 @@ mod tests {
         }
         assert_eq!(tx.try_send([9; 3]).unwrap_err().into_inner(), [9; 3]);
         assert!(
-            tx.send_timeout([9; 3], Duration::from_millis(1)).is_err(),
+            !tx.send_timeout([9; 3], Duration::from_millis(1)).unwrap(),
             "full, nobody reads"
         );
     }
@@ -1502,7 +2048,7 @@ mod tests {
         let receiver = std::thread::spawn(move || {
             let mut port = other.port::<[f64; 2]>("p").unwrap();
             for i in 0..1_000 {
-                let m = port.receive();
+                let m = port.receive().unwrap();
                 assert_eq!(m, [f64::from(i), -f64::from(i)]);
                 // Release: the sender reads it after its next send returns.
                 seen.store(u64::from(i as u32) + 1, Ordering::Release);
@@ -1510,7 +2056,7 @@ mod tests {
         });
         let mut port = sut.port::<[f64; 2]>("p").unwrap();
         for i in 0..1_000 {
-            port.send(&[f64::from(i), -f64::from(i)]);
+            port.send(&[f64::from(i), -f64::from(i)]).unwrap();
             if i > 0 {
                 // Acquire: pairs with the receiver's Release store; message i - 1
                 // was received before message i could be taken.
@@ -1519,7 +2065,10 @@ mod tests {
         }
         receiver.join().unwrap();
         assert_eq!(port.try_receive(), None);
-        assert_eq!(port.receive_timeout(Duration::from_millis(1)), None);
+        assert_eq!(
+            port.receive_timeout(Duration::from_millis(1)).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -1583,10 +2132,10 @@ mod tests {
             let mut rx = other.fifo_receiver::<[u16; 3]>("fifo").unwrap();
             let mut port = other.port::<[f64; 2]>("port").unwrap();
             // The initial token, and the one the owner gives.
-            sem.take();
-            sem.take();
-            assert_eq!(rx.recv(), [1, 2, 3]);
-            assert_eq!(port.receive(), [0.5, 1.5]);
+            sem.take().unwrap();
+            sem.take().unwrap();
+            assert_eq!(rx.recv().unwrap(), [1, 2, 3]);
+            assert_eq!(port.receive().unwrap(), [0.5, 1.5]);
             other.event("ev").unwrap().raise();
         });
         let sem = owner.semaphore("sem").unwrap();
@@ -1594,9 +2143,14 @@ mod tests {
         owner
             .fifo_sender::<[u16; 3]>("fifo")
             .unwrap()
-            .send([1, 2, 3]);
-        owner.port::<[f64; 2]>("port").unwrap().send(&[0.5, 1.5]);
-        owner.event("ev").unwrap().wait();
+            .send([1, 2, 3])
+            .unwrap();
+        owner
+            .port::<[f64; 2]>("port")
+            .unwrap()
+            .send(&[0.5, 1.5])
+            .unwrap();
+        owner.event("ev").unwrap().wait().unwrap();
         peer.join().unwrap();
         let path = owner.segment().unwrap().path();
         // Handles keep the hubs (and so the segment) alive.
@@ -1692,13 +2246,13 @@ kind = "event"
             hubs.semaphore("pong").unwrap(),
         );
         for _ in 0..1_000 {
-            ping.take();
+            ping.take().unwrap();
             pong.give();
         }
         let mut rx = hubs.fifo_receiver::<u64>("numbers").unwrap();
-        let sum: u64 = (0..1_000).map(|_| rx.recv()).sum();
+        let sum: u64 = (0..1_000).map(|_| rx.recv().unwrap()).sum();
         let mut port = hubs.port::<u64>("answer").unwrap();
-        port.send(&sum);
+        port.send(&sum).unwrap();
         // Die holding the resource.
         std::mem::forget(hubs.resource("lock").unwrap().lock().unwrap());
     }
@@ -1736,19 +2290,22 @@ kind = "event"
         for _ in 0..1_000 {
             ping.give();
             assert!(
-                pong.take_timeout(Duration::from_secs(10)),
+                pong.take_timeout(Duration::from_secs(10)).unwrap(),
                 "the child stopped answering"
             );
         }
         let mut tx = hubs.fifo_sender::<u64>("numbers").unwrap();
         for i in 0..1_000 {
-            tx.send_timeout(i, Duration::from_secs(10))
-                .expect("the child stopped receiving");
+            assert!(
+                tx.send_timeout(i, Duration::from_secs(10)).unwrap(),
+                "the child stopped receiving"
+            );
         }
         let answer = hubs
             .port::<u64>("answer")
             .unwrap()
-            .receive_timeout(Duration::from_secs(10));
+            .receive_timeout(Duration::from_secs(10))
+            .unwrap();
         assert_eq!(answer, Some((0..1_000).sum()));
         assert!(child.wait().unwrap().success());
         // The child exited holding the resource: its thread is gone.

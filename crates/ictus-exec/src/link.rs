@@ -124,6 +124,9 @@ pub enum LinkEvent {
         /// What was refused, in words.
         what: String,
     },
+    /// What this host's hubs did because a host left (a proxy failed, a
+    /// resource released), in words ([`crate::hub::remote::HubReport`]).
+    Hub(String),
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own
@@ -173,6 +176,14 @@ pub trait Link: Send {
 
     /// This host's figures so far.
     fn report(&self) -> HostReport;
+
+    /// The run's hubs as this host holds them (hubs homed elsewhere are proxies):
+    /// the link connects them to their homes from now until it ends. Called
+    /// once, before any subsystem's `init`. Does nothing by default.
+    fn hubs(&mut self, hubs: &crate::hub::Hubs) -> Result<(), String> {
+        let _ = hubs;
+        Ok(())
+    }
 
     /// The hosts as this link sees them, for the live view: every host of the
     /// table, its presence and, for a node, the lateness of the ticks that reached it

@@ -576,7 +576,7 @@ impl Schedule {
             }
         }
         let stress = r.stress(&raw, &mut places)?;
-        let hubs = hubs(&raw, text).map_err(|(span, rule)| r.fail(span, rule))?;
+        let hubs = hubs(&raw, text, &hosts).map_err(|(span, rule)| r.fail(span, rule))?;
         let pm_qos = r.pm_qos(&raw)?;
         let explain_threshold = r.explain_threshold(&raw)?;
         let security = r.security(&raw, path)?;
@@ -1696,8 +1696,13 @@ fn valid_name(s: &str) -> bool {
 }
 
 /// The `[[hub]]` declarations (each already checked by [`HubDecl`]'s own parsing),
-/// with unique names; a duplicate is reported at its `name`.
-fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Rule)> {
+/// with unique names; a duplicate is reported at its `name`, a `host` that names
+/// no `[[host]]` at the `host`.
+fn hubs(
+    raw: &RawSchedule,
+    text: &str,
+    hosts: &[HostSpec],
+) -> Result<Vec<HubDecl>, (Range<usize>, Rule)> {
     let Some(decls) = &raw.hub else {
         return Ok(Vec::new());
     };
@@ -1705,6 +1710,8 @@ fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Ru
     #[derive(Deserialize)]
     struct Named {
         name: Spanned<String>,
+        #[serde(default)]
+        host: Option<Spanned<String>>,
     }
     #[derive(Deserialize)]
     struct Names {
@@ -1730,6 +1737,24 @@ fn hubs(raw: &RawSchedule, text: &str) -> Result<Vec<HubDecl>, (Range<usize>, Ru
             },
         )?;
         let span = name_span.unwrap_or_else(|| table.span());
+        if let Some(host) = decl.host() {
+            let at = names
+                .get(k)
+                .and_then(|n| n.host.as_ref())
+                .map_or_else(|| span.clone(), Spanned::span);
+            if hosts.is_empty() {
+                return Err((at, Rule::HostWithoutHosts));
+            }
+            if !hosts.iter().any(|h| h.name == host) {
+                return Err((
+                    at,
+                    Rule::UnknownHost {
+                        name: host.to_string(),
+                        known: hosts.iter().map(|x| x.name.clone()).collect(),
+                    },
+                ));
+            }
+        }
         if let Some(first) = seen.get(decl.name()) {
             return Err((
                 span,
@@ -2071,6 +2096,28 @@ args = ["--fast"]
             "tick = \"1ms\"\nmajor_frame = 2\n[[subsystem]]\nname = \"a\"\nprocess = \"x\"\ngroup = \"g\"\n",
         );
         assert_eq!(rule, Rule::GroupAcrossProcesses);
+    }
+
+    #[test]
+    fn a_hub_homed_on_an_unknown_host_is_refused_at_its_host() {
+        let lines = HOSTS.lines().count();
+        let hub = "[[hub]]\nname = \"s\"\nkind = \"semaphore\"\nhost = \"h2\"\n";
+        let ok = parse(&format!("{HOSTS}{hub}")).unwrap();
+        assert_eq!(ok.hubs[0].host(), Some("h2"));
+        let (rule, place) = rule_at(&format!("{HOSTS}{}", hub.replace("h2", "h9")));
+        assert!(
+            matches!(&rule, Rule::UnknownHost { name, known } if name == "h9" && known.join(",") == "main,h2"),
+            "{rule:?}"
+        );
+        assert_eq!(
+            place,
+            Location {
+                line: lines + 4,
+                column: 8
+            }
+        );
+        let (rule, _) = rule_at(&format!("{FIG2}\n{hub}"));
+        assert_eq!(rule, Rule::HostWithoutHosts);
     }
 
     const HOSTS: &str = "tick = \"1ms\"\nmajor_frame = 3\n\

@@ -83,7 +83,7 @@ fn hub_operations_allocate_nothing() {
         let hubs = hubs.clone();
         std::thread::spawn(move || {
             let mut port = hubs.port::<u64>("port").unwrap();
-            (0..100).map(|_| port.receive()).sum::<u64>()
+            (0..100).map(|_| port.receive().unwrap()).sum::<u64>()
         })
     };
     let n = alloc_count::allocations_of(|| {
@@ -95,9 +95,39 @@ fn hub_operations_allocate_nothing() {
             tx.try_send([i; 4]).unwrap();
             assert_eq!(rx.try_recv(), Some([i; 4]));
             drop(res.lock().unwrap());
-            port.send(&u64::from(i));
+            port.send(&u64::from(i)).unwrap();
         }
     });
     assert_eq!(n, 0);
     assert_eq!(peer.join().unwrap(), (0..100u64).sum::<u64>());
+}
+
+/// On a proxy (a hub homed on another host) the real-time side only changes
+/// words and rings the relay's doorbell: nothing allocates either.
+#[test]
+fn proxy_hub_operations_allocate_nothing() {
+    let _turn = alloc_count::one_at_a_time();
+    let hosts = ["h1".to_owned(), "h2".to_owned()];
+    let hubs = Hubs::in_process_at(
+        &[
+            HubDecl::semaphore("sem", 0).at("h2"),
+            HubDecl::event("ev").at("h2"),
+            HubDecl::fifo::<u64>("fifo", 128).at("h2"),
+        ],
+        &hosts,
+        0,
+    )
+    .unwrap();
+    let sem = hubs.semaphore("sem").unwrap();
+    let ev = hubs.event("ev").unwrap();
+    let mut tx = hubs.fifo_sender::<u64>("fifo").unwrap();
+    let n = alloc_count::allocations_of(|| {
+        for i in 0..100u64 {
+            assert!(sem.give());
+            assert!(!sem.try_take(), "no token granted here");
+            ev.raise();
+            tx.try_send(i).unwrap();
+        }
+    });
+    assert_eq!(n, 0);
 }

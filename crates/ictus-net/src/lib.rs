@@ -9,8 +9,8 @@
 //! off through the lock-free rings of `ictus-core`.
 //!
 //! This crate holds what every host shares: how a session is opened
-//! ([`Endpoints`], [`open`]), the tick as a publication ([`tick`]) and who is alive
-//! ([`health`]). So far it
+//! ([`Endpoints`], [`open`]), the tick as a publication ([`tick`]), who is alive
+//! ([`health`]) and the hubs across hosts ([`hubs`]). So far it
 //! serves the measurement of the Zenoh path against a bare UDP round trip over the
 //! same links (`examples/zping.rs`) and of tick arrivals per host
 //! (`examples/ztick.rs`), both run by `bench/validate-netns.sh`.
@@ -28,6 +28,7 @@ use thiserror::Error;
 
 pub mod guard;
 pub mod health;
+pub mod hubs;
 pub mod join;
 pub mod keys;
 pub mod link;

@@ -225,6 +225,8 @@ pub struct ZenohLink {
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
     forward_delay: Arc<Mutex<LatencyHistogram>>,
+    /// This host's hubs connected to the other hosts' ([`Link::hubs`]).
+    hub_link: Option<crate::hubs::HubLink>,
 }
 
 impl ZenohLink {
@@ -312,6 +314,7 @@ impl ZenohLink {
             counts: Arc::new(CellCounts::default()),
             latency: Arc::new(Mutex::new(LatencyHistogram::new())),
             forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
+            hub_link: None,
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -1094,6 +1097,16 @@ impl Link for ZenohLink {
         self.host
     }
 
+    fn hubs(&mut self, hubs: &ictus_exec::hub::Hubs) -> Result<(), String> {
+        if hubs.decls().is_empty() {
+            return Ok(());
+        }
+        let link =
+            crate::hubs::HubLink::start(&self.session, &self.run, &self.hosts, self.host, hubs);
+        self.hub_link = Some(link.map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
     fn setup_store(&self) -> SetupStore {
         if self.host == 0 {
             self.store.clone()
@@ -1236,6 +1249,9 @@ impl Link for ZenohLink {
                 .into_iter()
                 .map(|(from, what)| LinkEvent::Refused { from, what }),
         );
+        if let Some(hubs) = &self.hub_link {
+            events.extend(hubs.reports().iter().map(|r| LinkEvent::Hub(r.to_string())));
+        }
         if self.host == 0 {
             if let Some(ring) = self.status_ring.as_mut() {
                 while let Some((h, status)) = ring.pop() {

@@ -20,12 +20,14 @@
 //!
 //! | from | may publish | may serve (queryable, reply) | may ask |
 //! |---|---|---|---|
-//! | the main host | `tick`, its cells `cell/*/MAIN` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
-//! | node H | its cells `cell/*/H`, its status `status/H` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
+//! | the main host | `tick`, its cells `cell/*/MAIN`, its hub operations `hub/MAIN/*` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
+//! | node H | its cells `cell/*/H`, its status `status/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
 //! | reader R (CN `reader:R`) | nothing | nothing | `layout`, `claims/*` |
 //!
 //! (keys under `ictus/RUN/`; every host and reader may subscribe to the run's keys
-//! and watch who is alive, and each host holds its own liveliness token only.) A
+//! and watch who is alive, and each host holds its own liveliness tokens only, `host/H`
+//! and `hubs/H`.) A hub operation's key `hub/FROM/TO` names its sender, so no host
+//! can forge another's requests or grants ([`crate::hubs`]). A
 //! reader asks for the layout to decode cells and for the claims to know which hosts
 //! write a cell, and so when it has heard all of it (docs/wire.md). A host
 //! name is a DNS label, so it is one key chunk, and `cell/C/H` can name only host H's
@@ -211,7 +213,8 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         let id = format!("host-{h}");
         subjects.push(json!({"id": id, "cert_common_names": [name]}));
         let main = h == 0;
-        let mut publish = vec![k(&format!("cell/*/{name}"))];
+        // Its cells, and its hub operations (to any host, from itself only).
+        let mut publish = vec![k(&format!("cell/*/{name}")), k(&format!("hub/{name}/*"))];
         let (serve, ask) = if main {
             publish.push(k("tick"));
             (
@@ -246,7 +249,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
             format!("{id}-alive"),
             &["liveliness_token", "reply"],
             &["ingress"],
-            vec![k(&format!("host/{name}"))],
+            vec![k(&format!("host/{name}")), k(&format!("hubs/{name}"))],
         ));
         policies.push(json!({
             "id": format!("{id}-policy"),
@@ -285,6 +288,8 @@ mod tests {
         assert_eq!(rules["default_permission"], "deny");
         let text = rules.to_string();
         assert!(text.contains("\"ictus/r/cell/*/h2\""), "{text}");
+        assert!(text.contains("\"ictus/r/hub/h2/*\""), "{text}");
+        assert!(text.contains("\"ictus/r/hubs/h2\""), "{text}");
         assert!(text.contains("\"ictus/r/status/h2\""), "{text}");
         assert!(text.contains("\"reader:py\""), "{text}");
         // Only the main host's policy publishes the tick.

@@ -195,3 +195,14 @@ fn a_peer_without_a_certificate_of_the_runs_ca_never_connects() {
     }
     assert!(bare.info().peers_zid().wait().next().is_none());
 }
+
+#[test]
+fn a_host_sends_hub_operations_under_its_own_name_only() {
+    let r = run();
+    // h2 to h1, as h2: its own requests and answers.
+    assert!(arrives(&r.h1, &r.h2, "ictus/r/hub/h2/h1"), "its own");
+    // h2 pretending to be h1 (to h1 or to anyone): refused on the way in.
+    assert!(!arrives(&r.h1, &r.h2, "ictus/r/hub/h1/h1"), "as h1");
+    assert!(!arrives(&r.h2, &r.h1, "ictus/r/hub/h2/h2"), "h1 as h2");
+    assert!(arrives(&r.h2, &r.h1, "ictus/r/hub/h1/h2"), "h1's own");
+}

@@ -363,7 +363,10 @@ mod port_state {
 
 /// A port (seed 004's port hub): a synchronous hand-over with copy. A sender
 /// copies its message in and waits until a receiver has copied it out; any
-/// number of senders and receivers, one message at a time. Region:
+/// number of senders and receivers, one message at a time. Each side also
+/// comes in two halves (`offer` then `collect`; `claim` then `taken` or
+/// `unclaim`), so that a relay can carry the hand-over to another host and
+/// the sender still returns only once the real receiver has its copy. Region:
 /// `[state, sleepers, message words...]` ([`Port::words_for`]).
 #[derive(Clone, Copy)]
 pub struct Port<'a> {
@@ -415,15 +418,34 @@ impl<'a> Port<'a> {
     }
 
     /// Sends `message`: waits until the port is free, copies it in, and waits
-    /// until a receiver has copied it out.
+    /// until a receiver has copied it out ([`offer`](Self::offer), then
+    /// [`collect`](Self::collect), with no deadline).
     ///
     /// # Panics
     ///
     /// If `message` is not exactly [`message_bytes`](Self::message_bytes)
     /// long (checked before anything is touched).
     pub fn send<P: Park + ?Sized>(&self, message: &[u8], park: &P) {
+        self.offer(message, park, None);
+        self.collect(park, None);
+    }
+
+    /// The first half of a send: waits until the port is free, copies
+    /// `message` in and hands it to the receivers; `false` (nothing done) if
+    /// `deadline` passed first. After `true` the port is this sender's until
+    /// [`collect`](Self::collect) has seen the message taken.
+    ///
+    /// # Panics
+    ///
+    /// If `message` is not exactly [`message_bytes`](Self::message_bytes) long.
+    pub fn offer<P: Park + ?Sized>(
+        &self,
+        message: &[u8],
+        park: &P,
+        deadline: Option<Instant>,
+    ) -> bool {
         assert_eq!(message.len(), self.bytes, "a port message has a fixed size");
-        wait_for(self.state, self.sleepers, park, None, |s| {
+        let free = wait_for(self.state, self.sleepers, park, deadline, |s| {
             // SeqCst: see `wait_for`. Acquire: pairs with the previous sender's
             // Release store of EMPTY, which came after its receiver's copy.
             s == port_state::EMPTY
@@ -432,24 +454,74 @@ impl<'a> Port<'a> {
                     .compare_exchange(s, port_state::WRITING, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
         });
-        store_bytes(self.message, message);
-        // Release (in SeqCst): pairs with the receiver's Acquire claim of FULL.
-        self.set(port_state::FULL, park);
+        if free {
+            store_bytes(self.message, message);
+            // Release (in SeqCst): pairs with the receiver's Acquire claim of FULL.
+            self.set(port_state::FULL, park);
+        }
+        free
+    }
+
+    /// The second half of a send: waits until a receiver has taken the
+    /// offered message, then frees the port; `false` if `deadline` passed
+    /// first (the message is still offered: call again).
+    pub fn collect<P: Park + ?Sized>(&self, park: &P, deadline: Option<Instant>) -> bool {
         // Acquire (in the load of wait_for): pairs with the receiver's Release
         // store of TAKEN, so its copy is done before we free the port.
-        wait_for(self.state, self.sleepers, park, None, |s| {
+        let taken = wait_for(self.state, self.sleepers, park, deadline, |s| {
             s == port_state::TAKEN
         });
-        self.set(port_state::EMPTY, park);
+        if taken {
+            self.set(port_state::EMPTY, park);
+        }
+        taken
     }
 
     /// Receives a message into `out`, waiting for a sender; `false` if
-    /// `deadline` passed first.
+    /// `deadline` passed first ([`claim`](Self::claim), then
+    /// [`taken`](Self::taken)).
     ///
     /// # Panics
     ///
     /// If `out` is not exactly [`message_bytes`](Self::message_bytes) long.
     pub fn receive<P: Park + ?Sized>(
+        &self,
+        out: &mut [u8],
+        park: &P,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let claimed = self.claim(out, park, deadline);
+        if claimed {
+            self.taken(park);
+        }
+        claimed
+    }
+
+    /// Receives a message into `out` if one waits now.
+    ///
+    /// # Panics
+    ///
+    /// If `out` is not exactly [`message_bytes`](Self::message_bytes) long.
+    pub fn try_receive<P: Park + ?Sized>(&self, out: &mut [u8], park: &P) -> bool {
+        let claimed = self.try_claim(out);
+        if claimed {
+            self.taken(park);
+        }
+        claimed
+    }
+
+    /// The first half of a receive: waits for a message, claims it and copies
+    /// it into `out`, without telling its sender yet; `false` if `deadline`
+    /// passed first. A `true` must be followed by [`taken`](Self::taken) (the
+    /// sender's send returns) or [`unclaim`](Self::unclaim) (the message is
+    /// offered again): the port stays busy until then. This is how a receiver
+    /// on another host is served: its copy travels first, `taken` comes when
+    /// it has it.
+    ///
+    /// # Panics
+    ///
+    /// If `out` is not exactly [`message_bytes`](Self::message_bytes) long.
+    pub fn claim<P: Park + ?Sized>(
         &self,
         out: &mut [u8],
         park: &P,
@@ -466,17 +538,17 @@ impl<'a> Port<'a> {
                     .is_ok()
         });
         if claimed {
-            self.finish_receive(out, park);
+            load_bytes(self.message, out);
         }
         claimed
     }
 
-    /// Receives a message into `out` if one waits now.
+    /// [`claim`](Self::claim) if a message waits now.
     ///
     /// # Panics
     ///
     /// If `out` is not exactly [`message_bytes`](Self::message_bytes) long.
-    pub fn try_receive<P: Park + ?Sized>(&self, out: &mut [u8], park: &P) -> bool {
+    pub fn try_claim(&self, out: &mut [u8]) -> bool {
         assert_eq!(out.len(), self.bytes, "a port message has a fixed size");
         // Acquire: pairs with the sender's Release store of FULL.
         let claimed = self
@@ -489,17 +561,32 @@ impl<'a> Port<'a> {
             )
             .is_ok();
         if claimed {
-            self.finish_receive(out, park);
+            load_bytes(self.message, out);
         }
         claimed
     }
 
-    /// Copies the claimed message out and tells its sender.
-    fn finish_receive<P: Park + ?Sized>(&self, out: &mut [u8], park: &P) {
-        load_bytes(self.message, out);
+    /// Ends a [`claim`](Self::claim): the message is taken, its sender's
+    /// [`collect`](Self::collect) returns. Only after a successful claim.
+    pub fn taken<P: Park + ?Sized>(&self, park: &P) {
         // Release (in SeqCst): pairs with the sender's Acquire load of TAKEN,
         // so our copy is done before it frees the port for the next message.
         self.set(port_state::TAKEN, park);
+    }
+
+    /// Gives a claimed message back (its receiver went away before it had
+    /// it): it waits for another receiver. Only after a successful claim.
+    pub fn unclaim<P: Park + ?Sized>(&self, park: &P) {
+        // Release (in SeqCst): the message words are unchanged; pairs with the
+        // next claimer's Acquire as the sender's store of FULL did.
+        self.set(port_state::FULL, park);
+    }
+
+    /// Whether an offered message was taken and waits for its sender's
+    /// [`collect`](Self::collect) (a snapshot).
+    pub fn is_taken(&self) -> bool {
+        // Relaxed: a snapshot to look at; `collect` does the Acquire.
+        self.state.load(Ordering::Relaxed) == port_state::TAKEN
     }
 }
 

@@ -667,6 +667,7 @@ impl LinkTurn<'_> {
                 Turn::Nothing
             }
             LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
+            LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
             LinkEvent::Refused { from, what } => {
                 let msg = format!("refused from host {from}: {what}");
                 Turn::Warning(

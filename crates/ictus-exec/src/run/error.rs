@@ -128,6 +128,9 @@ pub enum RunError {
     /// The hubs could not be made.
     #[error("hubs: {0}")]
     Hubs(#[source] crate::hub::HubError),
+    /// The link could not connect the hubs to the other hosts.
+    #[error("hubs across hosts: {0}")]
+    HubLink(String),
 }
 
 /// Why a subsystem did not start.

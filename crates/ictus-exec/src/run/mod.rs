@@ -125,6 +125,11 @@ pub(crate) fn run_made(
     let here = link.as_ref().map_or(0, |l| l.host());
     let local = Local::resolve(schedule, factory, &options, link.is_some(), here)?;
     let mut staged = Staged::make(schedule, &table, &options, local, link.as_deref(), here)?;
+    // Across hosts, the link connects this host's hub proxies to their homes
+    // before any subsystem's `init` can use them.
+    if let Some(l) = link.as_mut() {
+        l.hubs(&staged.hubs).map_err(RunError::HubLink)?;
+    }
     let in_process = std::mem::take(&mut staged.in_process);
 
     // 2. Groups; the CPU latency QoS and the sampler that explains misses, from the

@@ -200,7 +200,7 @@ impl<'a> Staged<'a> {
         } else {
             Storage::Shared
         };
-        let (cells, control, hubs) = storage_of(schedule, table, storage)?;
+        let (cells, control, hubs) = storage_of(schedule, table, storage, link.is_some(), here)?;
         let states = States::new(&schedule.modes);
         let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
         let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
@@ -253,6 +253,8 @@ fn storage_of(
     schedule: &Schedule,
     table: &CellTable,
     storage: Storage,
+    across_hosts: bool,
+    here: usize,
 ) -> Result<(Cells, Control, Hubs), RunError> {
     let n = schedule.subsystems.len();
     let tick = schedule.tick;
@@ -290,11 +292,17 @@ fn storage_of(
     // The schedule's hubs, beside the cells: in this process when every subsystem
     // is a thread, else in the run's shared memory (removed when `hubs` drops, at
     // the end of the run; a stale one of a crashed run is reclaimed on create).
+    // Across hosts, the hubs homed on other hosts are proxies here.
+    let hosts: Vec<String> = if across_hosts {
+        schedule.hosts.iter().map(|h| h.name.clone()).collect()
+    } else {
+        Vec::new()
+    };
     let hubs = match storage {
         Storage::Shared if !schedule.hubs.is_empty() => {
-            Hubs::create_shared(&schedule.hubs, &hubs_segment(&schedule.name))
+            Hubs::create_shared_at(&schedule.hubs, &hubs_segment(&schedule.name), &hosts, here)
         }
-        _ => Hubs::in_process(&schedule.hubs),
+        _ => Hubs::in_process_at(&schedule.hubs, &hosts, here),
     }
     .map_err(RunError::Hubs)?;
     Ok((cells, control, hubs))

@@ -1,0 +1,1316 @@
+//! Hubs across hosts: the relay that connects this host's proxies to their
+//! homes, and the home's servers that act on the real hubs for other hosts,
+//! over a transport given as a [`HubWire`] (`ictus-net` carries it on the
+//! run's Zenoh session; the tests here on channels).
+//!
+//! A real-time thread never calls the wire: on a proxy it only changes words
+//! of the proxy and rings the table's doorbell (see [`super`]). The relay
+//! thread (`ictus-hub-relay`) wakes on the doorbell (or every few
+//! milliseconds), sends what the proxies counted, moves FIFO messages and
+//! port hand-overs, and applies what the homes answer. Each hub homed here
+//! that other hosts use gets a server thread (`ictus-hub-home`) that waits on
+//! the real hub on their behalf:
+//!
+//! | kind | proxy → home | home → proxy |
+//! |---|---|---|
+//! | semaphore, event | `Give(n)` (gives, raises), `Demand(n)` (takes, waits) | `Grant(n)`: one taken from the real hub per demand, in arrival order across hosts |
+//! | FIFO | `Attach`/`Detach` of an end, `Push` (a message), `Credit(n)` (room freed here) | `Refused` (the end is held elsewhere), `Ack(n)` (pushed into the real ring), `Deliver` (a message for this host's receiver) |
+//! | port | `Push` (a message offered here), `Demand`, `Taken` (this host's receiver copied) | `Ack` (the real receiver copied), `Deliver` (a message claimed for a receiver here) |
+//! | resource | `Demand` (lock), `Release` | `Grant` (the home's worker holds the real lock for this host) |
+//!
+//! A host that leaves (the transport calls [`HubNode::host_left`]) fails every
+//! proxy homed there ([`HubError::HomeLost`] for its waiters and later
+//! operations), and at home its demands are dropped, its FIFO ends freed, a
+//! port message it claimed is offered again, and a resource it held is
+//! released and reported ([`HubReport`]).
+
+#![allow(
+    clippy::disallowed_types,
+    reason = "the hub words are std atomics (see the parent module); the stop flag is one more, read by the relay and server threads only"
+)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
+use ictus_os::handoff::PiLock;
+
+use super::{
+    FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubError, HubKind, Hubs, LINK_END, P_DEMAND, P_FAILED,
+    P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes, message_bytes,
+};
+
+/// A FIFO's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The sending end.
+    Sender,
+    /// The receiving end.
+    Receiver,
+}
+
+/// One hub operation between hosts (see the module's table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HubOp {
+    /// Gives (semaphore) or raises (event), to the home.
+    Give(u32),
+    /// Takes, waits, port receives or resource locks, to the home.
+    Demand(u32),
+    /// Tokens, raises or a resource lock granted, to a proxy.
+    Grant(u32),
+    /// Resource releases, to the home.
+    Release(u32),
+    /// A FIFO end attached on the sending host, to the home.
+    Attach(End),
+    /// A FIFO end detached on the sending host, to the home.
+    Detach(End),
+    /// The home refused an end: another host holds it. To a proxy.
+    Refused(End),
+    /// A FIFO message or a port message offered on the proxy, to the home.
+    Push(Vec<u8>),
+    /// FIFO messages now in the real ring, or (port) the real receiver
+    /// copied the message. To a proxy.
+    Ack(u32),
+    /// A message for the proxy's receiver (FIFO or port). To a proxy.
+    Deliver(Vec<u8>),
+    /// FIFO messages the proxy's receiver took (room freed there), to the home.
+    Credit(u32),
+    /// The proxy's receiver copied the delivered port message, to the home.
+    Taken,
+}
+
+/// A [`HubOp`] on hub `hub` (its index in the run's hub table, the same on
+/// every host).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HubMsg {
+    /// The hub's index in the table.
+    pub hub: u32,
+    /// The operation.
+    pub op: HubOp,
+}
+
+/// How hub messages travel between hosts. Called from the relay and server
+/// threads only, never from a real-time thread; messages from one host to
+/// another must arrive in the order sent.
+pub trait HubWire: Send + Sync + 'static {
+    /// Sends `msg` to host `to` (an index in the run's hosts).
+    fn send(&self, to: usize, msg: HubMsg);
+}
+
+/// Whether the other hosts are there from the start, or announce themselves
+/// ([`HubNode::host_joined`]). Messages for a host not there yet are held,
+/// in order, and sent when it joins: a transport that drops what nobody
+/// listens to yet (Zenoh's publications) then loses nothing at start-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Joining {
+    /// Every host listens from the start (an in-process wire).
+    AllPresent,
+    /// Each host is held until the transport says it joined.
+    Announced,
+}
+
+/// Something the hubs did because a host left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HubReport {
+    /// The proxies of hubs homed on `home` failed: its hubs are gone here.
+    HomeLost {
+        /// The hub.
+        hub: String,
+        /// Its home.
+        home: String,
+    },
+    /// A resource homed here was held by host `host`, which left: released.
+    Released {
+        /// The resource.
+        hub: String,
+        /// The host that held it.
+        host: String,
+    },
+}
+
+impl std::fmt::Display for HubReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HubReport::HomeLost { hub, home } => {
+                write!(f, "hub `{hub}` failed here: its home host `{home}` left")
+            }
+            HubReport::Released { hub, host } => write!(
+                f,
+                "resource `{hub}` was held by host `{host}`, which left: released"
+            ),
+        }
+    }
+}
+
+/// How long the relay sleeps on its doorbell before looking anyway.
+const RELAY_POLL: Duration = Duration::from_millis(5);
+/// How long a server waits on a real hub before looking at its commands.
+const SERVER_SLICE: Duration = Duration::from_millis(1);
+/// How long an idle server waits for a command.
+const SERVER_IDLE: Duration = Duration::from_millis(50);
+
+/// What a server thread is told.
+enum Cmd {
+    /// An operation from host `from`.
+    Op(usize, HubOp),
+    /// Host `host` left the run.
+    Left(usize),
+}
+
+/// What the relay and the servers share with the transport's callbacks.
+struct Shared {
+    hubs: Hubs,
+    hosts: Vec<String>,
+    here: usize,
+    homes: Vec<usize>,
+    wire: Arc<dyn HubWire>,
+    stop: AtomicBool,
+    /// Messages for the relay (to proxies), from the transport.
+    inbox: Mutex<VecDeque<HubMsg>>,
+    /// Homes that left, for the relay to fail their proxies.
+    lost: Mutex<Vec<usize>>,
+    /// Per hub homed here: its server's commands.
+    servers: Vec<Option<Mutex<Sender<Cmd>>>>,
+    reports: Mutex<Vec<HubReport>>,
+    /// Per host: `None` once it joined (send at once), else what waits for it.
+    held: Mutex<Vec<Option<Vec<HubMsg>>>>,
+}
+
+/// The hub threads of one host: its relay and its home servers. Stops (and
+/// joins them) on [`stop`](Self::stop) or drop.
+pub struct HubNode {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl HubNode {
+    /// Starts the relay and the servers of host `here` (an index in `hosts`)
+    /// for `hubs` (made with [`Hubs::in_process_at`] or
+    /// [`Hubs::create_shared_at`] for the same `hosts` and `here`), sending
+    /// through `wire`. The threads inherit the caller's CPU affinity: call it
+    /// from a thread off the real-time CPUs.
+    pub fn start(
+        hubs: &Hubs,
+        hosts: &[String],
+        here: usize,
+        wire: Arc<dyn HubWire>,
+        joining: Joining,
+    ) -> Result<HubNode, HubError> {
+        let decls = hubs.decls();
+        let homes = homes(decls, hosts)?;
+        let mut receivers = Vec::new();
+        let servers = homes
+            .iter()
+            .enumerate()
+            .map(|(i, &home)| {
+                (home == here && hosts.len() > 1).then(|| {
+                    let (tx, rx) = mpsc::channel();
+                    receivers.push((i, rx));
+                    Mutex::new(tx)
+                })
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            hubs: hubs.clone(),
+            hosts: hosts.to_vec(),
+            here,
+            homes,
+            wire,
+            stop: AtomicBool::new(false),
+            inbox: Mutex::new(VecDeque::new()),
+            lost: Mutex::new(Vec::new()),
+            servers,
+            reports: Mutex::new(Vec::new()),
+            held: Mutex::new(
+                (0..hosts.len())
+                    .map(|_| (joining == Joining::Announced).then(Vec::new))
+                    .collect(),
+            ),
+        });
+        let mut threads = Vec::new();
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| HubError::Lock {
+                    name: name.to_owned(),
+                    what: "starting its thread",
+                    source: e,
+                })
+        };
+        if shared.homes.iter().any(|&h| h != here) {
+            let s = Arc::clone(&shared);
+            threads.push(spawn("ictus-hub-relay", Box::new(move || relay(&s)))?);
+        }
+        for (i, rx) in receivers {
+            let s = Arc::clone(&shared);
+            threads.push(spawn(
+                "ictus-hub-home",
+                Box::new(move || serve(&s, i, &rx)),
+            )?);
+        }
+        Ok(HubNode {
+            shared,
+            threads: Mutex::new(threads),
+        })
+    }
+
+    /// A message from host `from`, from the transport (any thread but a
+    /// real-time one). Messages for hubs that are not there, or not what
+    /// that side takes, are dropped.
+    pub fn deliver(&self, from: usize, msg: HubMsg) {
+        let s = &self.shared;
+        let i = msg.hub as usize;
+        let (Some(&home), true) = (s.homes.get(i), from < s.hosts.len() && from != s.here) else {
+            return;
+        };
+        if home == s.here {
+            let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+            match (s.hubs.decls()[i].kind(), &msg.op) {
+                // Applied at once: a give needs no waiting.
+                (HubKind::Semaphore { .. }, HubOp::Give(n)) => {
+                    let sem = words::Semaphore::new(h.words());
+                    for _ in 0..*n {
+                        sem.give(h.park());
+                    }
+                }
+                (HubKind::Event, HubOp::Give(_)) => words::Event::new(h.words()).raise(h.park()),
+                _ => {
+                    if let Some(Some(tx)) = s.servers.get(i) {
+                        let _ = lock(tx).send(Cmd::Op(from, msg.op));
+                    }
+                }
+            }
+        } else if home == from {
+            let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+            match (s.hubs.decls()[i].kind(), &msg.op) {
+                // Applied at once: the waiter wakes without the relay.
+                (HubKind::Semaphore { .. }, HubOp::Grant(n)) => {
+                    let sem = words::Semaphore::new(h.words());
+                    for _ in 0..*n {
+                        sem.give(h.park());
+                    }
+                }
+                (HubKind::Event, HubOp::Grant(_)) => words::Event::new(h.words()).raise(h.park()),
+                (HubKind::Resource, HubOp::Grant(_)) => {
+                    words::Event::new(&h.header()[P_GRANTED..]).raise(h.park());
+                }
+                _ => {
+                    lock(&s.inbox).push_back(msg);
+                    s.hubs.ring_bell();
+                }
+            }
+        }
+    }
+
+    /// Host `host` left the run: its proxies here fail, its demands and
+    /// holds on hubs homed here end.
+    pub fn host_left(&self, host: usize) {
+        let s = &self.shared;
+        if host == s.here || host >= s.hosts.len() {
+            return;
+        }
+        lock(&s.lost).push(host);
+        // Nothing more is held for it: what is sent now is lost with it.
+        lock(&s.held)[host] = None;
+        s.hubs.ring_bell();
+        for tx in s.servers.iter().flatten() {
+            let _ = lock(tx).send(Cmd::Left(host));
+        }
+    }
+
+    /// Host `host` is there (its transport listens): what was held for it is
+    /// sent, in order, and later messages go at once.
+    pub fn host_joined(&self, host: usize) {
+        let s = &self.shared;
+        let mut held = lock(&s.held);
+        if let Some(slot) = held.get_mut(host)
+            && let Some(waiting) = slot.take()
+        {
+            for msg in waiting {
+                s.wire.send(host, msg);
+            }
+        }
+    }
+
+    /// What the hubs did because hosts left, since the last call.
+    pub fn reports(&self) -> Vec<HubReport> {
+        std::mem::take(&mut *lock(&self.shared.reports))
+    }
+
+    /// Stops the threads and waits for them.
+    pub fn stop(self) {
+        self.halt();
+    }
+
+    /// Stops the threads and waits for them, for a node shared with the
+    /// transport's callbacks (which may still deliver: nothing is done then).
+    pub fn halt(&self) {
+        // Relaxed: the threads look at it every few milliseconds; nothing is
+        // published with it.
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.hubs.ring_bell();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HubNode {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+impl std::fmt::Debug for HubNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubNode")
+            .field("here", &self.shared.here)
+            .field("threads", &lock(&self.threads).len())
+            .finish()
+    }
+}
+
+/// Locks a mutex, taking over one poisoned by a panicking thread (the state
+/// it guards stays usable: queues and flags).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn stopped(&self) -> bool {
+        // Relaxed: see `HubNode::halt`.
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, to: usize, hub: usize, op: HubOp) {
+        let msg = HubMsg {
+            hub: hub as u32,
+            op,
+        };
+        // Sent under the lock, so that nothing overtakes what `host_joined`
+        // flushes.
+        let mut held = lock(&self.held);
+        match held.get_mut(to) {
+            Some(Some(waiting)) => waiting.push(msg),
+            _ => self.wire.send(to, msg),
+        }
+    }
+
+    fn report(&self, r: HubReport) {
+        lock(&self.reports).push(r);
+    }
+}
+
+/// The relay's state of one proxy.
+#[derive(Default)]
+struct ProxyState {
+    /// Its home left: nothing more is done for it.
+    dead: bool,
+    /// FIFO, sender here: the relay is the proxy ring's consumer.
+    out: Option<(RingConsumer, u32)>,
+    /// FIFO, receiver here: the relay is the proxy ring's producer; messages
+    /// delivered so far, credits returned so far, and arrivals without room.
+    inb: Option<Inbound>,
+    /// Port: an outbound message claimed and sent home, waiting for its ack.
+    port_out: bool,
+    /// Port: a message offered in the inbound port, waiting for its copy;
+    /// and those that arrived while one was.
+    port_in: bool,
+    port_pending: VecDeque<Vec<u8>>,
+}
+
+struct Inbound {
+    producer: RingProducer,
+    delivered: u32,
+    credited: u32,
+    pending: VecDeque<Vec<u8>>,
+}
+
+/// The relay thread: sends what the proxies counted and moves their messages.
+fn relay(s: &Shared) {
+    let decls = s.hubs.decls();
+    let mut state: Vec<ProxyState> = decls.iter().map(|_| ProxyState::default()).collect();
+    // Made once: the loop allocates nothing but the messages it sends.
+    let handles: Vec<super::Handle> = decls
+        .iter()
+        .enumerate()
+        .map(|(i, d)| s.hubs.handle(i, d.name()))
+        .collect();
+    let bell = s.hubs.bell();
+    let park = &s.hubs.inner.park;
+    let mut buf = Vec::new();
+    while !s.stopped() {
+        for home in std::mem::take(&mut *lock(&s.lost)) {
+            for (i, st) in state.iter_mut().enumerate() {
+                if s.homes[i] == home && home != s.here && !st.dead {
+                    st.dead = true;
+                    let h = &handles[i];
+                    // Release: pairs with the Acquire load in `Handle::failed`.
+                    h.header()[P_FAILED].store(1, Ordering::Release);
+                    s.report(HubReport::HomeLost {
+                        hub: decls[i].name().to_owned(),
+                        home: s.hosts[home].clone(),
+                    });
+                }
+            }
+        }
+        let inbox = std::mem::take(&mut *lock(&s.inbox));
+        for msg in inbox {
+            let i = msg.hub as usize;
+            if !state[i].dead {
+                proxy_answer(s, i, &mut state[i], msg.op);
+            }
+        }
+        for (i, d) in decls.iter().enumerate() {
+            let home = s.homes[i];
+            if home == s.here || state[i].dead {
+                continue;
+            }
+            let h = &handles[i];
+            // Acquire (both): pairs with the Release add in `tell_relay`.
+            let out = h.header()[P_OUT].swap(0, Ordering::Acquire);
+            if out > 0 {
+                let op = match d.kind() {
+                    HubKind::Resource => HubOp::Release(out),
+                    _ => HubOp::Give(out),
+                };
+                s.send(home, i, op);
+            }
+            let demand = h.header()[P_DEMAND].swap(0, Ordering::Acquire);
+            if demand > 0 {
+                s.send(home, i, HubOp::Demand(demand));
+            }
+            match d.kind() {
+                HubKind::Fifo { message, capacity } => {
+                    let bytes = message_bytes(message);
+                    buf.resize(bytes, 0);
+                    relay_fifo(s, i, h, &mut state[i], capacity, &mut buf);
+                }
+                HubKind::Port { message } => {
+                    let bytes = message_bytes(message);
+                    buf.resize(bytes, 0);
+                    let st = &mut state[i];
+                    let outbound = words::Port::new(h.words(), bytes);
+                    if !st.port_out && outbound.try_claim(&mut buf) {
+                        st.port_out = true;
+                        s.send(home, i, HubOp::Push(buf.clone()));
+                    }
+                    let inbound =
+                        words::Port::new(&h.words()[words::Port::words_for(bytes)..], bytes);
+                    if st.port_in && inbound.collect(park, Some(Instant::now())) {
+                        st.port_in = false;
+                        s.send(home, i, HubOp::Taken);
+                    }
+                    if !st.port_in
+                        && let Some(m) = st.port_pending.pop_front()
+                    {
+                        // The inbound port is this relay's alone to offer on:
+                        // free once the last offer was collected.
+                        st.port_in = inbound.offer(&m, park, Some(Instant::now()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        bell.wait(park, Instant::now().checked_add(RELAY_POLL));
+    }
+}
+
+/// Applies a home's answer to proxy `i`.
+fn proxy_answer(s: &Shared, i: usize, st: &mut ProxyState, op: HubOp) {
+    let d = &s.hubs.decls()[i];
+    let h = s.hubs.handle(i, d.name());
+    let park = &s.hubs.inner.park;
+    match (d.kind(), op) {
+        (HubKind::Fifo { .. }, HubOp::Refused(end)) => {
+            // Release: pairs with the Acquire load in `fifo_dead`.
+            h.header()[P_REFUSED].store(1, Ordering::Release);
+            // The relay's claim of the other end here goes.
+            let word = match end {
+                End::Sender => FIFO_RECEIVER,
+                End::Receiver => FIFO_SENDER,
+            };
+            // Release: pairs with the Acquire claim of a next end.
+            h.words()[word].store(0, Ordering::Release);
+            st.out = None;
+            st.inb = None;
+        }
+        (HubKind::Fifo { .. }, HubOp::Ack(n)) => {
+            if let Some((_, in_flight)) = &mut st.out {
+                *in_flight = in_flight.saturating_sub(n);
+            }
+        }
+        (HubKind::Fifo { .. }, HubOp::Deliver(m)) => {
+            if let Some(inb) = &mut st.inb {
+                inb.pending.push_back(m);
+            }
+        }
+        (HubKind::Port { message }, HubOp::Ack(_)) if st.port_out => {
+            st.port_out = false;
+            words::Port::new(h.words(), message_bytes(message)).taken(park);
+        }
+        (HubKind::Port { message }, HubOp::Deliver(m)) => {
+            let bytes = message_bytes(message);
+            let inbound = words::Port::new(&h.words()[words::Port::words_for(bytes)..], bytes);
+            if !st.port_in && st.port_pending.is_empty() {
+                st.port_in = inbound.offer(&m, park, Some(Instant::now()));
+                if !st.port_in {
+                    st.port_pending.push_back(m);
+                }
+            } else {
+                st.port_pending.push_back(m);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The relay's work for a proxied FIFO: attach and detach the ends used
+/// here, move this host's sender's messages home, put delivered messages in
+/// this host's ring and return the room its receiver freed.
+fn relay_fifo(
+    s: &Shared,
+    i: usize,
+    h: &super::Handle,
+    st: &mut ProxyState,
+    capacity: u32,
+    buf: &mut [u8],
+) {
+    let home = s.homes[i];
+    let park = &s.hubs.inner.park;
+    let ring = Ring::new(&h.words()[FIFO_RING..], capacity, buf.len());
+    let (sender, receiver) = (&h.words()[FIFO_SENDER], &h.words()[FIFO_RECEIVER]);
+    // Acquire (loads and claims): pairs with the Release stores of the ends'
+    // claims and drops (see `Hubs::fifo_end`).
+    let claim = |w: &AtomicU32| {
+        w.compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    };
+    // Acquire: as above.
+    if h.header()[P_REFUSED].load(Ordering::Acquire) != 0 {
+        return;
+    }
+    if st.out.is_none() && st.inb.is_none() {
+        if sender.load(Ordering::Acquire) != 0 && claim(receiver) {
+            st.out = Some((ring.consumer(), 0));
+            s.send(home, i, HubOp::Attach(End::Sender));
+        } else if receiver.load(Ordering::Acquire) != 0 && claim(sender) {
+            st.inb = Some(Inbound {
+                producer: ring.producer(),
+                delivered: 0,
+                credited: 0,
+                pending: VecDeque::new(),
+            });
+            s.send(home, i, HubOp::Attach(End::Receiver));
+        }
+    }
+    if let Some((consumer, in_flight)) = &mut st.out {
+        while *in_flight < capacity && ring.try_pop(consumer, buf, park) {
+            *in_flight += 1;
+            s.send(home, i, HubOp::Push(buf.to_vec()));
+        }
+        // Acquire: as above.
+        if sender.load(Ordering::Acquire) == 0 && ring.is_empty() {
+            // Release: pairs with the Acquire claim of a next receiver here.
+            receiver.store(0, Ordering::Release);
+            st.out = None;
+            s.send(home, i, HubOp::Detach(End::Sender));
+        }
+    }
+    if let Some(inb) = &mut st.inb {
+        while let Some(m) = inb.pending.front() {
+            if !ring.try_push(&mut inb.producer, m, park) {
+                break;
+            }
+            inb.pending.pop_front();
+            inb.delivered = inb.delivered.wrapping_add(1);
+        }
+        let taken = inb.delivered.wrapping_sub(ring.len());
+        let new = taken.wrapping_sub(inb.credited);
+        if new > 0 {
+            inb.credited = taken;
+            s.send(home, i, HubOp::Credit(new));
+        }
+        // Acquire: as above.
+        if receiver.load(Ordering::Acquire) == 0 {
+            // Release: pairs with the Acquire claim of a next sender here.
+            sender.store(0, Ordering::Release);
+            st.inb = None;
+            s.send(home, i, HubOp::Detach(End::Receiver));
+        }
+    }
+}
+
+/// A home server: acts on hub `i`'s real words for the other hosts.
+fn serve(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+    match s.hubs.decls()[i].kind() {
+        HubKind::Semaphore { .. } | HubKind::Event => serve_tokens(s, i, rx),
+        HubKind::Fifo { message, capacity } => {
+            serve_fifo(s, i, rx, message_bytes(message), capacity);
+        }
+        HubKind::Port { message } => serve_port(s, i, rx, message_bytes(message)),
+        HubKind::Resource => serve_resource(s, i, rx),
+    }
+}
+
+/// The next command: waits up to `wait` when `idle`, else only takes one
+/// that is there. `None` also when the node stops or the sender is gone.
+fn next_cmd(s: &Shared, rx: &Receiver<Cmd>, idle: bool) -> Option<Cmd> {
+    if s.stopped() {
+        return None;
+    }
+    if idle {
+        // A timeout, or the node gone: nothing.
+        rx.recv_timeout(SERVER_IDLE).ok()
+    } else {
+        rx.try_recv().ok()
+    }
+}
+
+fn slice() -> Option<Instant> {
+    Instant::now().checked_add(SERVER_SLICE)
+}
+
+/// Semaphore and event: one token (or raise) taken from the real hub per
+/// demand, granted in the order the demands arrived.
+fn serve_tokens(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+    let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+    let is_event = matches!(s.hubs.decls()[i].kind(), HubKind::Event);
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    while !s.stopped() {
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = queue.is_empty();
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+            match cmd {
+                Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
+                Cmd::Left(host) => queue.retain(|&q| q != host),
+                Cmd::Op(..) => {}
+            }
+            if queue.is_empty() {
+                break;
+            }
+        }
+        let Some(&to) = queue.front() else {
+            continue;
+        };
+        let got = if is_event {
+            words::Event::new(h.words()).wait(h.park(), slice())
+        } else {
+            words::Semaphore::new(h.words()).take(h.park(), slice())
+        };
+        if got {
+            queue.pop_front();
+            s.send(to, i, HubOp::Grant(1));
+        }
+    }
+}
+
+/// FIFO: the home end of a remote sender (its messages pushed into the real
+/// ring, in order, acknowledged) and of a remote receiver (messages popped
+/// from the real ring while its host has room).
+fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: u32) {
+    let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+    let ring = Ring::new(&h.words()[FIFO_RING..], capacity, bytes);
+    let park = h.park();
+    let mut sender: Option<(usize, RingProducer)> = None;
+    let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut receiver: Option<(usize, RingConsumer, u32)> = None;
+    let mut buf = vec![0; bytes];
+    let end_word = |end: End| match end {
+        End::Sender => &h.words()[FIFO_SENDER],
+        End::Receiver => &h.words()[FIFO_RECEIVER],
+    };
+    while !s.stopped() {
+        let idle = pending.is_empty() && receiver.is_none();
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = idle;
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+            match cmd {
+                Cmd::Op(from, HubOp::Attach(end)) => {
+                    // Acquire: pairs with the Release store of a dropped end.
+                    let free = end_word(end)
+                        .compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok();
+                    let taken_remotely = match end {
+                        End::Sender => sender.is_some(),
+                        End::Receiver => receiver.is_some(),
+                    };
+                    if !free || taken_remotely {
+                        s.send(from, i, HubOp::Refused(end));
+                    } else if end == End::Sender {
+                        sender = Some((from, ring.producer()));
+                    } else {
+                        receiver = Some((from, ring.consumer(), capacity));
+                    }
+                }
+                Cmd::Op(from, HubOp::Detach(end)) => {
+                    let ours = match end {
+                        End::Sender => sender.as_ref().is_some_and(|x| x.0 == from),
+                        End::Receiver => receiver.as_ref().is_some_and(|x| x.0 == from),
+                    };
+                    if ours && (end == End::Receiver || pending.is_empty()) {
+                        // Release: pairs with the Acquire claim of a next end.
+                        end_word(end).store(0, Ordering::Release);
+                        match end {
+                            End::Sender => sender = None,
+                            End::Receiver => receiver = None,
+                        }
+                    }
+                }
+                Cmd::Op(from, HubOp::Push(m)) => {
+                    if sender.as_ref().is_some_and(|x| x.0 == from) && m.len() == bytes {
+                        pending.push_back(m);
+                    }
+                }
+                Cmd::Op(from, HubOp::Credit(n)) => {
+                    if let Some((host, _, credits)) = &mut receiver
+                        && *host == from
+                    {
+                        *credits = credits.saturating_add(n).min(capacity);
+                    }
+                }
+                Cmd::Left(host) => {
+                    if receiver.as_ref().is_some_and(|x| x.0 == host) {
+                        // Release: as above.
+                        end_word(End::Receiver).store(0, Ordering::Release);
+                        receiver = None;
+                    }
+                    if sender.as_ref().is_some_and(|x| x.0 == host) && pending.is_empty() {
+                        // Release: as above.
+                        end_word(End::Sender).store(0, Ordering::Release);
+                        sender = None;
+                    }
+                }
+                Cmd::Op(..) => {}
+            }
+        }
+        let mut progress = false;
+        if let Some((host, producer)) = &mut sender {
+            let mut acked = 0;
+            while let Some(m) = pending.front() {
+                if !ring.try_push(producer, m, park) {
+                    break;
+                }
+                pending.pop_front();
+                acked += 1;
+            }
+            if acked > 0 {
+                progress = true;
+                s.send(*host, i, HubOp::Ack(acked));
+            }
+        }
+        if let Some((host, consumer, credits)) = &mut receiver {
+            while *credits > 0 && ring.try_pop(consumer, &mut buf, park) {
+                *credits -= 1;
+                progress = true;
+                s.send(*host, i, HubOp::Deliver(buf.clone()));
+            }
+            if !progress && *credits > 0 && pending.is_empty() {
+                // Wait on the real ring a slice (a local sender's push wakes it).
+                if ring.pop(consumer, &mut buf, park, slice()) {
+                    *credits -= 1;
+                    s.send(*host, i, HubOp::Deliver(buf.clone()));
+                }
+                continue;
+            }
+        }
+        if !progress && !pending.is_empty() {
+            // Full: wait a slice for the receiver to make room.
+            if let Some((host, producer)) = &mut sender
+                && let Some(m) = pending.front()
+                && ring.push(producer, m, park, slice())
+            {
+                pending.pop_front();
+                s.send(*host, i, HubOp::Ack(1));
+            }
+        } else if !progress && receiver.is_some() {
+            std::thread::sleep(SERVER_SLICE);
+        }
+    }
+}
+
+/// Port: remote senders' messages are offered on the real port one at a time
+/// and acknowledged once the real receiver took them; remote receivers'
+/// demands claim messages on the real port, delivered to them, and marked
+/// taken once their receiver has copied (or offered again if it left).
+fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
+    let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+    let port = words::Port::new(h.words(), bytes);
+    let park = h.park();
+    let mut outbound: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
+    let mut offered: Option<usize> = None;
+    let mut demands: VecDeque<usize> = VecDeque::new();
+    let mut claimed: Option<usize> = None;
+    let mut buf = vec![0; bytes];
+    while !s.stopped() {
+        // While a message is claimed for a host, the port is ours until its
+        // `Taken`: nothing to wait for but commands.
+        let block =
+            claimed.is_some() || (outbound.is_empty() && offered.is_none() && demands.is_empty());
+        // Only the first wait blocks: then what is there is taken.
+        let mut wait = block;
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+            match cmd {
+                Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
+                Cmd::Op(from, HubOp::Demand(n)) => demands.extend((0..n).map(|_| from)),
+                Cmd::Op(from, HubOp::Taken) if claimed == Some(from) => {
+                    port.taken(park);
+                    claimed = None;
+                }
+                Cmd::Left(host) => {
+                    outbound.retain(|(f, _)| *f != host);
+                    demands.retain(|&d| d != host);
+                    if claimed == Some(host) {
+                        port.unclaim(park);
+                        claimed = None;
+                    }
+                }
+                Cmd::Op(..) => {}
+            }
+        }
+        let now = Some(Instant::now());
+        if offered.is_none()
+            && let Some((from, m)) = outbound.front()
+            && port.offer(m, park, now)
+        {
+            offered = Some(*from);
+            outbound.pop_front();
+        }
+        if claimed.is_none()
+            && let Some(&to) = demands.front()
+            && port.try_claim(&mut buf)
+        {
+            demands.pop_front();
+            claimed = Some(to);
+            s.send(to, i, HubOp::Deliver(buf.clone()));
+        }
+        if claimed.is_some() {
+            continue;
+        }
+        if let Some(from) = offered {
+            if port.collect(park, slice()) {
+                offered = None;
+                s.send(from, i, HubOp::Ack(1));
+            }
+        } else if !demands.is_empty() {
+            if port.claim(&mut buf, park, slice())
+                && let Some(to) = demands.pop_front()
+            {
+                claimed = Some(to);
+                s.send(to, i, HubOp::Deliver(buf.clone()));
+            }
+        } else if let Some((from, m)) = outbound.front()
+            && port.offer(m, park, slice())
+        {
+            offered = Some(*from);
+            outbound.pop_front();
+        }
+    }
+    // A message still claimed for a host goes back to the port.
+    if claimed.is_some() {
+        port.unclaim(park);
+    }
+}
+
+/// Resource: this thread locks the real PI lock for a remote host, in the
+/// order the demands arrived, and holds it until that host's release.
+fn serve_resource(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+    let h = s.hubs.handle(i, s.hubs.decls()[i].name());
+    let pi = PiLock::new(&h.words()[0]);
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    let mut holder: Option<usize> = None;
+    let release = |pi: &PiLock<'_>| {
+        // Cannot fail: this thread holds it.
+        let _ = pi.unlock();
+    };
+    while !s.stopped() {
+        // Only the first wait blocks (nothing to lock for): then what is there
+        // is taken.
+        let mut wait = queue.is_empty() || holder.is_some();
+        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+            match cmd {
+                Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
+                // One release per grant: a host holds the resource once at a
+                // time (its own lock orders its threads).
+                Cmd::Op(from, HubOp::Release(_)) if holder == Some(from) => {
+                    release(&pi);
+                    holder = None;
+                }
+                Cmd::Left(host) => {
+                    queue.retain(|&q| q != host);
+                    if holder == Some(host) {
+                        release(&pi);
+                        holder = None;
+                        s.report(HubReport::Released {
+                            hub: s.hubs.decls()[i].name().to_owned(),
+                            host: s.hosts[host].clone(),
+                        });
+                    }
+                }
+                Cmd::Op(..) => {}
+            }
+        }
+        if holder.is_none()
+            && let Some(&to) = queue.front()
+        {
+            if pi.try_lock().unwrap_or(false) {
+                queue.pop_front();
+                holder = Some(to);
+                s.send(to, i, HubOp::Grant(1));
+            } else {
+                std::thread::sleep(SERVER_SLICE);
+            }
+        }
+    }
+    if holder.is_some() {
+        release(&pi);
+    }
+}
+
+// The header words used here fit the proxy header.
+const _: () = assert!(P_GRANTED + 2 <= PROXY_WORDS);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::HubDecl;
+    use std::sync::atomic::AtomicU64;
+
+    /// A wire between in-process nodes: one channel per host, pumped into
+    /// that host's node by a thread.
+    struct ChanWire {
+        from: usize,
+        to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
+    }
+
+    impl HubWire for ChanWire {
+        fn send(&self, to: usize, msg: HubMsg) {
+            let _ = lock(&self.to[to]).send((self.from, msg));
+        }
+    }
+
+    /// Two hosts, `h1` (main) and `h2`, each with its table and node.
+    struct Two {
+        hubs: Vec<Hubs>,
+        nodes: Vec<Arc<HubNode>>,
+        /// Cut: the pumps drop everything (a host gone).
+        cut: Arc<AtomicBool>,
+    }
+
+    fn two(decls: &[HubDecl]) -> Two {
+        two_with(decls, |decls, hosts, here| {
+            Hubs::in_process_at(decls, hosts, here).unwrap()
+        })
+    }
+
+    fn two_with(decls: &[HubDecl], make: impl Fn(&[HubDecl], &[String], usize) -> Hubs) -> Two {
+        let hosts = vec!["h1".to_owned(), "h2".to_owned()];
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| mpsc::channel()).unzip();
+        let cut = Arc::new(AtomicBool::new(false));
+        let mut hubs = Vec::new();
+        let mut nodes = Vec::new();
+        for here in 0..2 {
+            let table = make(decls, &hosts, here);
+            let wire = ChanWire {
+                from: here,
+                to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
+            };
+            nodes.push(Arc::new(
+                HubNode::start(&table, &hosts, here, Arc::new(wire), Joining::AllPresent).unwrap(),
+            ));
+            hubs.push(table);
+        }
+        for (here, rx) in rxs.into_iter().enumerate() {
+            let node = Arc::downgrade(&nodes[here]);
+            let cut = Arc::clone(&cut);
+            std::thread::spawn(move || {
+                while let Ok((from, msg)) = rx.recv() {
+                    // Relaxed: a test switch.
+                    if cut.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let Some(node) = node.upgrade() else { return };
+                    node.deliver(from, msg);
+                }
+            });
+        }
+        Two { hubs, nodes, cut }
+    }
+
+    const LONG: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn a_semaphore_homed_on_one_host_counts_tokens_from_both() {
+        let sut = two(&[
+            HubDecl::semaphore("ping", 1).at("h2"),
+            HubDecl::semaphore("pong", 0).at("h2"),
+        ]);
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        let ping = remote.semaphore("ping").unwrap();
+        assert_eq!(ping.count(), 0, "the tokens are the home's");
+        assert!(
+            ping.take_timeout(LONG).unwrap(),
+            "the initial token crosses"
+        );
+        assert_eq!(home.semaphore("ping").unwrap().count(), 0);
+        let peer = {
+            let home = home.clone();
+            std::thread::spawn(move || {
+                let (ping, pong) = (
+                    home.semaphore("ping").unwrap(),
+                    home.semaphore("pong").unwrap(),
+                );
+                for _ in 0..200 {
+                    assert!(ping.take_timeout(LONG).unwrap());
+                    assert!(pong.give());
+                }
+            })
+        };
+        let pong = remote.semaphore("pong").unwrap();
+        for _ in 0..200 {
+            assert!(ping.give());
+            assert!(pong.take_timeout(LONG).unwrap());
+        }
+        peer.join().unwrap();
+        // A give from here, taken at home; nothing left on either side.
+        assert!(ping.give());
+        assert!(home.semaphore("ping").unwrap().take_timeout(LONG).unwrap());
+        assert!(!pong.take_timeout(Duration::from_millis(30)).unwrap());
+        assert_eq!(home.semaphore("pong").unwrap().count(), 0);
+        drop(sut.nodes);
+    }
+
+    #[test]
+    fn an_event_homed_on_one_host_releases_a_waiter_on_the_other() {
+        let sut = two(&[HubDecl::event("go")]);
+        let (home, remote) = (&sut.hubs[0], &sut.hubs[1]);
+        let waiter = {
+            let remote = remote.clone();
+            std::thread::spawn(move || remote.event("go").unwrap().wait_timeout(LONG).unwrap())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        home.event("go").unwrap().raise();
+        assert!(waiter.join().unwrap());
+        remote.event("go").unwrap().raise();
+        assert!(home.event("go").unwrap().wait_timeout(LONG).unwrap());
+    }
+
+    #[test]
+    fn a_fifo_keeps_its_order_from_a_remote_sender_and_to_a_remote_receiver() {
+        let sut = two(&[
+            HubDecl::fifo::<u32>("up", 4).at("h2"),
+            HubDecl::fifo::<u32>("down", 4).at("h2"),
+        ]);
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        let mut up_tx = remote.fifo_sender::<u32>("up").unwrap();
+        let mut down_rx = remote.fifo_receiver::<u32>("down").unwrap();
+        let echo = {
+            let home = home.clone();
+            std::thread::spawn(move || {
+                let mut rx = home.fifo_receiver::<u32>("up").unwrap();
+                let mut tx = home.fifo_sender::<u32>("down").unwrap();
+                for i in 0..500 {
+                    let v = rx.recv_timeout(LONG).unwrap().unwrap();
+                    assert_eq!(v, i);
+                    assert!(tx.send_timeout(v * 2, LONG).unwrap());
+                }
+            })
+        };
+        let sender = std::thread::spawn(move || {
+            for i in 0..500 {
+                assert!(up_tx.send_timeout(i, LONG).unwrap());
+            }
+            up_tx
+        });
+        for i in 0..500 {
+            assert_eq!(down_rx.recv_timeout(LONG).unwrap(), Some(i * 2));
+        }
+        echo.join().unwrap();
+        let _up_tx = sender.join().unwrap();
+        // One sender across hosts: the home's end is the remote host's.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(
+            home.fifo_sender::<u32>("up"),
+            Err(HubError::EndElsewhere { .. })
+        ));
+    }
+
+    #[test]
+    fn a_second_end_on_another_host_is_refused_by_the_home() {
+        let sut = two(&[HubDecl::fifo::<u8>("f", 2).at("h1")]);
+        let (home, remote) = (&sut.hubs[0], &sut.hubs[1]);
+        let _tx = home.fifo_sender::<u8>("f").unwrap();
+        let mut tx = remote.fifo_sender::<u8>("f").unwrap();
+        let deadline = Instant::now() + LONG;
+        let err = loop {
+            match tx.send_timeout(1, Duration::from_millis(10)) {
+                Err(e) => break e,
+                Ok(_) => assert!(Instant::now() < deadline, "never refused"),
+            }
+        };
+        assert!(
+            matches!(err, HubError::EndRefused { end: "sender", .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("its home `h1` refused"), "{err}");
+    }
+
+    #[test]
+    fn a_port_send_across_hosts_returns_only_once_the_receiver_copied() {
+        let sut = two(&[HubDecl::port::<u64>("p").at("h2")]);
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        let received = Arc::new(AtomicU64::new(0));
+        let receiver = {
+            let (home, received) = (home.clone(), Arc::clone(&received));
+            std::thread::spawn(move || {
+                let mut port = home.port::<u64>("p").unwrap();
+                for i in 0..50 {
+                    assert_eq!(port.receive_timeout(LONG).unwrap(), Some(i));
+                    // Release: read by the sender after its next send returns.
+                    received.store(i + 1, Ordering::Release);
+                }
+                // And one the other way: a remote receiver.
+                port.send(&99).unwrap();
+            })
+        };
+        let mut port = remote.port::<u64>("p").unwrap();
+        for i in 0..50 {
+            port.send(&i).unwrap();
+            // Acquire: pairs with the receiver's Release store.
+            assert!(
+                received.load(Ordering::Acquire) > i,
+                "returned before the copy"
+            );
+        }
+        assert_eq!(port.receive_timeout(LONG).unwrap(), Some(99));
+        receiver.join().unwrap();
+    }
+
+    #[test]
+    fn a_port_hands_over_between_two_threads_of_a_host_that_is_not_its_home() {
+        let sut = two(&[HubDecl::port::<u32>("p").at("h2")]);
+        let remote = sut.hubs[0].clone();
+        let receiver = std::thread::spawn(move || {
+            let mut port = remote.port::<u32>("p").unwrap();
+            (0..20)
+                .map(|_| port.receive_timeout(LONG).unwrap().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let mut port = sut.hubs[0].port::<u32>("p").unwrap();
+        for i in 0..20 {
+            port.send(&i).unwrap();
+        }
+        assert_eq!(receiver.join().unwrap(), (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_resource_excludes_across_hosts() {
+        let sut = two(&[HubDecl::resource("r").at("h2")]);
+        let counter = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let (hubs, counter) = (sut.hubs[w % 2].clone(), Arc::clone(&counter));
+                std::thread::spawn(move || {
+                    let r = hubs.resource("r").unwrap();
+                    for _ in 0..50 {
+                        let _g = r.lock().unwrap();
+                        // Relaxed: ordered by the resource.
+                        let v = counter.load(Ordering::Relaxed);
+                        std::thread::yield_now();
+                        counter.store(v + 1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        // Relaxed: after join.
+        assert_eq!(counter.load(Ordering::Relaxed), 200);
+    }
+
+    #[test]
+    fn a_home_that_leaves_fails_the_remote_waiter_and_later_operations() {
+        let sut = two(&[
+            HubDecl::semaphore("s", 0).at("h2"),
+            HubDecl::resource("r").at("h2"),
+        ]);
+        let remote = sut.hubs[0].clone();
+        let waiter = std::thread::spawn(move || remote.semaphore("s").unwrap().take());
+        std::thread::sleep(Duration::from_millis(50));
+        // Relaxed: a test switch.
+        sut.cut.store(true, Ordering::Relaxed);
+        sut.nodes[0].host_left(1);
+        let err = waiter.join().unwrap().unwrap_err();
+        assert_eq!(err.to_string(), "hub `s`: its home host `h2` left the run");
+        let remote = &sut.hubs[0];
+        assert!(!remote.semaphore("s").unwrap().give(), "nothing done");
+        assert!(matches!(
+            remote.resource("r").unwrap().lock(),
+            Err(HubError::HomeLost { .. })
+        ));
+        let reports = sut.nodes[0].reports();
+        assert!(reports.contains(&HubReport::HomeLost {
+            hub: "s".into(),
+            home: "h2".into()
+        }));
+    }
+
+    #[test]
+    fn a_resource_held_by_a_host_that_leaves_is_released_and_reported() {
+        let sut = two(&[HubDecl::resource("r").at("h1")]);
+        let remote = sut.hubs[1].clone();
+        let (held_tx, held_rx) = mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let r = remote.resource("r").unwrap();
+            let g = r.lock().unwrap();
+            held_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            drop(g);
+        });
+        held_rx.recv().unwrap();
+        let home = sut.hubs[0].resource("r").unwrap();
+        assert!(home.try_lock().unwrap().is_none(), "held for h2");
+        // Relaxed: a test switch.
+        sut.cut.store(true, Ordering::Relaxed);
+        sut.nodes[0].host_left(1);
+        drop(home.lock().unwrap());
+        holder.join().unwrap();
+        assert_eq!(
+            sut.nodes[0].reports(),
+            vec![HubReport::Released {
+                hub: "r".into(),
+                host: "h2".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_proxy_in_shared_memory_serves_another_mapping_as_a_child_process_would() {
+        let segment = format!("test-hubs-proxy-{}", std::process::id());
+        let sut = two_with(
+            &[HubDecl::fifo::<u32>("f", 2).at("h2")],
+            |decls, hosts, here| {
+                if here == 0 {
+                    Hubs::create_shared_at(decls, &segment, hosts, here).unwrap()
+                } else {
+                    Hubs::in_process_at(decls, hosts, here).unwrap()
+                }
+            },
+        );
+        // What a child of h1 maps: the proxy, by the words alone.
+        let child = Hubs::open_shared(&segment).unwrap();
+        let mut tx = child.fifo_sender::<u32>("f").unwrap();
+        let mut rx = sut.hubs[1].fifo_receiver::<u32>("f").unwrap();
+        for i in 0..20 {
+            assert!(tx.send_timeout(i, LONG).unwrap());
+            assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(i));
+        }
+    }
+}
