@@ -26,13 +26,11 @@ def load(name):
 
 
 def why(name):
-    """Why `name` has no record: this build's hubs stay in one host, or its exit status."""
+    """Why `name` has no record: its exit status."""
     try:
         rc = open(os.path.join(out, name + ".rc")).read().strip()
     except OSError:
         return "not run"
-    if rc == "4":
-        return "needs hubs across hosts (not in this build)"
     return f"failed (exit {rc}, see {name}.err)"
 
 
@@ -121,7 +119,7 @@ for size in sizes:
     for label, pattern in cols:
         r = load(pattern.format(size))
         if r is None:
-            row.append("needs hubs across hosts" if "hosts" in pattern and why(pattern.format(size)).startswith("needs") else "-")
+            row.append("-")
             continue
         cell = f"{r['bytes_per_s'] / 1e6:.2f}"
         if "blast" in pattern:

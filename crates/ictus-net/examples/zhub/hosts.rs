@@ -1,6 +1,5 @@
 //! The `hosts` placement of zhub: the hubs' home hosts joined by Zenoh.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use ictus_net::Endpoints;
@@ -80,47 +79,12 @@ pub(crate) fn keys(dir: &str, hosts: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// This build's hubs do not cross hosts yet.
-#[derive(Debug)]
-struct NeedsHubsAcrossHosts;
-
-impl fmt::Display for NeedsHubsAcrossHosts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "needs hubs across hosts (ictus_net::hubs::HubLink and Hubs::in_process_at, \
-             issue 23 item 1), which this build does not have",
-        )
-    }
-}
-
-impl std::error::Error for NeedsHubsAcrossHosts {}
-
-/// The exit status for `e`: 4 when this build cannot run across hosts (the
-/// bench script says so and goes on), else 1.
-pub(crate) fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
-    if e.is::<NeedsHubsAcrossHosts>() { 4 } else { 1 }
-}
-
 /// The semaphore loop across hosts.
-#[cfg(feature = "hubs-across-hosts")]
 pub(crate) fn sem(h: &HostArgs, count: u64) -> Result<Option<String>, Error> {
     crate::link::sem(h, count)
 }
 
 /// Port throughput across hosts.
-#[cfg(feature = "hubs-across-hosts")]
 pub(crate) fn port(h: &HostArgs, size: usize, count: u64) -> Result<Option<String>, Error> {
     crate::link::port(h, size, count)
-}
-
-/// The semaphore loop across hosts: not in this build.
-#[cfg(not(feature = "hubs-across-hosts"))]
-pub(crate) fn sem(_h: &HostArgs, _count: u64) -> Result<Option<String>, Error> {
-    Err(Box::new(NeedsHubsAcrossHosts))
-}
-
-/// Port throughput across hosts: not in this build.
-#[cfg(not(feature = "hubs-across-hosts"))]
-pub(crate) fn port(_h: &HostArgs, _size: usize, _count: u64) -> Result<Option<String>, Error> {
-    Err(Box::new(NeedsHubsAcrossHosts))
 }
