@@ -34,6 +34,11 @@ def why(name):
     return f"failed (exit {rc}, see {name}.err)"
 
 
+def fig(v):
+    """Three significant figures, without an exponent above 1."""
+    return f"{v:.0f}" if v >= 1000 else f"{v:.3g}"
+
+
 def us(ns):
     return "-" if ns is None else f"{ns / 1000:.1f}"
 
@@ -121,23 +126,23 @@ for size in sizes:
         if r is None:
             row.append("-")
             continue
-        cell = f"{r['bytes_per_s'] / 1e6:.2f}"
+        cell = fig(r['bytes_per_s'] / 1e6)
         if "blast" in pattern:
             cell += f" ({r['lost']} of {r['count']})"
         row.append(cell)
     ph = load(f"port-hosts-{links[0]}-{size}.json") if links else None
     us_ = load(f"udp-sync-{size}.json")
-    row.append(f"{ph['bytes_per_s'] / us_['bytes_per_s']:.2f}x" if ph and us_ else "-")
+    row.append(f"{fig(ph['bytes_per_s'] / us_['bytes_per_s'])}x" if ph and us_ else "-")
     print("| " + " | ".join(row) + " |")
 print()
 print("### Across hosts, per message (us): port receive to receive; TCP and UDP send to reply")
 print()
 heads = [f"port ({LINK_NAME.get(l, l)})" for l in links] + ["TCP + reply", "UDP + reply"]
-print("| bytes | " + " | ".join(f"{h} p50 | p99 | max" for h in heads) + " | messages |")
+print("| bytes | " + " | ".join(f"{h} p50 | p99 | max" for h in heads) + " | messages (port / references) |")
 print("|---" * (3 * len(heads) + 2) + "|")
 for size in sizes:
     row = [str(size)]
-    n = "-"
+    counts = []
     names = [f"port-hosts-{l}-{size}.json" for l in links] + [f"tcp-sync-{size}.json", f"udp-sync-{size}.json"]
     for name in names:
         s = lat(load(name))
@@ -145,8 +150,9 @@ for size in sizes:
             row += ["-", "-", "-"]
         else:
             row += [us(s["p50_ns"]), us(s["p99_ns"]), us(s["max_ns"])]
-            n = str(s["count"])
-    row.append(n)
+            if str(s["count"]) not in counts:
+                counts.append(str(s["count"]))
+    row.append(" / ".join(counts) or "-")
     print("| " + " | ".join(row) + " |")
 print()
 print("A port's send returns once the receiver has copied the message, so each message is one")
