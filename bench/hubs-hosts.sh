@@ -9,27 +9,30 @@
 # iteration is one round trip, timed by A (crates/ictus-net/examples/zhub). Rows: one
 # core (both threads on CPU_A), across cores (CPU_A, CPU_B), across processes
 # (shared-memory hubs, B in a child process), across hosts (two network namespaces of
-# bench/netns.sh joined by Zenoh, over plain TCP and over QUIC with keys; X's home is host 1 where A runs,
-# Y's host 2 where B runs, as the seed's C0_S1 and C1_S2), and the bare UDP round
-# trip host 1 -> host 2 of a SEM_UDP_SIZE-byte datagram (bench/c/udp_pingpong.c), with
-# the ratio (the issue's goal: the loop across hosts within 2x of it). The across-host
-# rows alternate with the UDP ones, ROUNDS times.
+# bench/netns.sh whose hubs are joined by a HubLink over Zenoh, on plain TCP and on
+# QUIC with the run's keys; X's home is host 1 where A runs, Y's host 2 where B runs,
+# as the seed's C0_S1 and C1_S2; A and B on CPU_A and CPU_B, the link's threads
+# unpinned), and the bare UDP round trip host 1 -> host 2 of a SEM_UDP_SIZE-byte
+# datagram (bench/c/udp_pingpong.c), with the ratio (the issue's goal: the loop across
+# hosts within 2x of it). The across-host rows alternate with the UDP ones, ROUNDS
+# times.
 #
 # Figures 6-7: a sender hands messages of each size to a port hub, each send
-# returning once the receiver has copied it; the receiver times COUNT of them after
-# a first one. In one host (threads on CPU_A and CPU_B; processes), and across hosts
-# (the port's home and the receiver on host 2, the sender on host 1), beside the
-# kernel's own between the same hosts (bench/c/net_throughput.c): TCP as a stream
-# (the link's asynchronous bound), TCP and UDP with a one-byte reply per message
-# (the synchronous analogue of a port), and a UDP blast (no reply; loss counted).
+# returning once the receiver has copied it; the receiver times them after a first
+# one. In one host (threads on CPU_A and CPU_B; processes), and across hosts (the
+# port's home and the receiver on host 2, the sender on host 1), beside the kernel's
+# own between the same hosts (bench/c/net_throughput.c): TCP as a stream (the link's
+# asynchronous bound), TCP and UDP with a one-byte reply per message (the synchronous
+# analogue of a port), and a UDP blast (no reply; loss counted).
 #
 # Environment: COUNT (semaphore round trips per row, default 20000), MESSAGES (port
 # messages per size in one host and for the kernel's references, default 5000),
-# HOST_MESSAGES (the port's across hosts, default 1000 as in the seed), SIZES (port payloads in bytes, default "1 64 1024
-# 4096 32768"; each one of 1 16 64 256 1024 4096 8192 16384 32768), SEM_UDP_SIZE
-# (default 64), ROUNDS (default 2), PREFIX (the namespaces' prefix, default zhub), LINKS (the across-host rows' Zenoh links, "plain"
-# for TCP and/or "secure" for QUIC with the run's keys, mutual TLS 1.3; default
-# "plain secure", alternated), CPU_A and CPU_B (default 0 and 1), OUT_DIR
+# HOST_MESSAGES (the port's across hosts, default 1000 as in the seed), SIZES (port
+# payloads in bytes, default "1 64 1024 4096 32768"; each one of 1 16 64 256 1024 4096
+# 8192 16384 32768), SEM_UDP_SIZE (default 64), ROUNDS (default 2), LINKS (the
+# across-host rows' Zenoh links: "plain" for TCP and/or "secure" for QUIC with the
+# run's keys, mutual TLS 1.3; default "plain secure", alternated), PREFIX (the
+# namespaces' prefix, default zhub), CPU_A and CPU_B (default 0 and 1), OUT_DIR
 # (default target/hubs-hosts-DATE), ZHUB (a built zhub to use; default: cargo build
 # --release). Threads run in the normal class (no real-time priority): the figures
 # are those of a program as a user starts it.
