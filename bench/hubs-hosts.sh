@@ -14,8 +14,9 @@
 # as the seed's C0_S1 and C1_S2; A and B on CPU_A and CPU_B, the link's threads
 # unpinned), and the bare UDP round trip host 1 -> host 2 of a SEM_UDP_SIZE-byte
 # datagram (bench/c/udp_pingpong.c), with the ratio (the issue's goal: the loop across
-# hosts within 2x of it). The across-host rows alternate with the UDP ones, ROUNDS
-# times.
+# hosts within 2x of it), and Zenoh's own round trip of the same size on the same link
+# (crates/ictus-net/examples/zping.rs: what Zenoh costs, and so what the hubs add). The
+# across-host rows alternate with these references, ROUNDS times.
 #
 # Figures 6-7: a sender hands messages of each size to a port hub, each send
 # returning once the receiver has copied it; the receiver times them after a first
@@ -34,7 +35,7 @@
 # run's keys, mutual TLS 1.3; default "plain secure", alternated), PREFIX (the
 # namespaces' prefix, default zhub), CPU_A and CPU_B (default 0 and 1), OUT_DIR
 # (default target/hubs-hosts-DATE), ZHUB (a built zhub to use; default: cargo build
-# --release). Threads run in the normal class (no real-time priority): the figures
+# --release; ZPING, default zping beside it). Threads run in the normal class (no real-time priority): the figures
 # are those of a program as a user starts it.
 #
 # Root only (namespaces): without it, says why and exits 3, having changed nothing.
@@ -123,6 +124,13 @@ if [ "${1:-}" = "--inside" ]; then
     ns 1 "$UDP" client 10.77.0.2 "$port" "$COUNT" "$SEM_UDP_SIZE" >"$OUT_DIR/udp-$round.json" || true
     reap "$srv" "udp_pingpong server"
     port=$((port + 1))
+    # Zenoh's own round trip on the same link (TCP, no hubs): what the hubs add.
+    ns 2 "$ZPING" pong "tcp/10.77.0.2:$port" 30 &
+    srv=$!
+    started+=("$srv")
+    ns 1 "$ZPING" ping "tcp/10.77.0.2:$port" "$COUNT" "$SEM_UDP_SIZE" >"$OUT_DIR/zping-$round.json" || true
+    reap "$srv" "zping pong"
+    port=$((port + 1))
     for links in $LINKS; do
       before=$(tx_bytes)
       zhub_hosts "$links" sem 1 "$OUT_DIR/sem-hosts-$links-$round.json" "$COUNT"
@@ -168,10 +176,11 @@ export UDP="$OUT_DIR/udp_pingpong" NET="$OUT_DIR/net_throughput"
 cc -O2 -Wall -Wextra -o "$UDP" "$here/c/udp_pingpong.c"
 cc -O2 -Wall -Wextra -o "$NET" "$here/c/net_throughput.c"
 if [ -z "${ZHUB:-}" ]; then
-  (cd "$root" && cargo build --release --quiet -p ictus-net --example zhub)
+  (cd "$root" && cargo build --release --quiet -p ictus-net --example zhub --example zping)
   ZHUB="$root/target/release/examples/zhub"
 fi
-export ZHUB
+ZPING=${ZPING:-$(dirname "$ZHUB")/zping}
+export ZHUB ZPING
 # The run's keys, for the secure links (one directory for both hosts: one machine).
 "$ZHUB" keys "$OUT_DIR/keys" h1,h2
 

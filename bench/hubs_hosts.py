@@ -57,22 +57,24 @@ sizes = [int(s) for s in env.get("SIZES", "1 64 1024 4096 32768").split()]
 
 print("### Table 2: the semaphore loop (one round trip per iteration, us)")
 print()
-print("| placement | round trips | p50 | p99 | max | loops/s | p50 / UDP p50 | max / UDP max | wire bytes per round trip |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| placement | round trips | p50 | p99 | max | loops/s | p50 / UDP p50 | max / UDP max | p50 / Zenoh p50 | wire bytes per round trip |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 
 
-def sem_row(label, r, udp=None, wire=None):
+def sem_row(label, r, udp=None, wire=None, zping=None):
     if r is None:
-        print(f"| {label} | - | - | - | - | - | - | - | - |")
+        print(f"| {label} | - | - | - | - | - | - | - | - | - |")
         return
     s = lat(r)
-    ratio50 = ratiomax = "-"
+    ratio50 = ratiomax = ratioz = "-"
     if udp is not None:
         ratio50 = f"{s['p50_ns'] / udp['p50_ns']:.2f}x"
         ratiomax = f"{s['max_ns'] / udp['max_ns']:.2f}x"
+    if zping is not None:
+        ratioz = f"{s['p50_ns'] / zping['p50_ns']:.2f}x"
     w = f"{wire / s['count']:.0f}" if wire is not None else "-"
     rate = f"{r['loops_per_s']:.0f}" if "loops_per_s" in r else f"{1e9 / r['mean_ns']:.0f}"
-    print(f"| {label} | {s['count']} | {us(s['p50_ns'])} | {us(s['p99_ns'])} | {us(s['max_ns'])} | {rate} | {ratio50} | {ratiomax} | {w} |")
+    print(f"| {label} | {s['count']} | {us(s['p50_ns'])} | {us(s['p99_ns'])} | {us(s['max_ns'])} | {rate} | {ratio50} | {ratiomax} | {ratioz} | {w} |")
 
 
 cpu_a, cpu_b = env.get("CPU_A", "0"), env.get("CPU_B", "1")
@@ -83,25 +85,30 @@ for r in range(1, rounds + 1):
     udp = load(f"udp-{r}.json")
     size = udp["size"] if udp else env.get("SEM_UDP_SIZE", "64")
     if udp is None:
-        print(f"| bare UDP round trip, {size} B, host 1 -> 2 (round {r}) | failed | | | | | | | |")
+        print(f"| bare UDP round trip, {size} B, host 1 -> 2 (round {r}) | failed | | | | | | | | |")
     else:
         sem_row(f"bare UDP round trip, {size} B, host 1 -> 2 (round {r})", udp)
+    zping = load(f"zping-{r}.json")
+    if zping is None:
+        print(f"| Zenoh round trip (zping, TCP), {size} B (round {r}) | failed | | | | | | | | |")
+    else:
+        sem_row(f"Zenoh round trip (zping, TCP), {size} B (round {r})", zping, udp)
     for link in links:
         name = f"sem-hosts-{link}-{r}.json"
         label = f"across hosts, {LINK_NAME.get(link, link)} (round {r})"
         hosts = load(name)
         if hosts is None:
-            print(f"| {label} | {why(name)} | | | | | | | |")
+            print(f"| {label} | {why(name)} | | | | | | | | |")
             continue
         try:
             wire = int(open(os.path.join(out, f"sem-hosts-{link}-{r}.wire")).read())
         except (OSError, ValueError):
             wire = None
-        sem_row(label, hosts, udp, wire)
+        sem_row(label, hosts, udp, wire, zping)
 print()
 print("Loops/s is the seed's 'maximum task interactions per second' (recorded round trips over")
-print("their span). The ratios divide the across-host loop by the bare UDP round trip measured")
-print("just before it; wire bytes: both hosts' eth0 tx bytes (Zenoh, TCP, IP, Ethernet) over the")
+print("their span). The ratios divide the across-host loop by the bare UDP round trip and by")
+print("Zenoh's own round trip (64 B, plain TCP, no hubs) measured just before it; wire bytes: both hosts' eth0 tx bytes (Zenoh, TCP, IP, Ethernet) over the")
 print("whole across-host run, warm-up and joining included, per recorded round trip.")
 print()
 
