@@ -108,8 +108,9 @@ for r in range(1, rounds + 1):
 print()
 print("Loops/s is the seed's 'maximum task interactions per second' (recorded round trips over")
 print("their span). The ratios divide the across-host loop by the bare UDP round trip and by")
-print("Zenoh's own round trip (64 B, plain TCP, no hubs) measured just before it; wire bytes: both hosts' eth0 tx bytes (Zenoh, TCP, IP, Ethernet) over the")
-print("whole across-host run, warm-up and joining included, per recorded round trip.")
+print("Zenoh's own round trip (64 B, plain TCP, no hubs) measured just before it; wire bytes:")
+print("both hosts' eth0 tx bytes (Zenoh, TCP or QUIC, IP, Ethernet) over the whole across-host")
+print("run, warm-up and joining included, per recorded round trip.")
 print()
 
 print("### Figures 6-7: port throughput by payload (MB/s, 10^6 bytes of payload per second)")
