@@ -1,4 +1,5 @@
-//! The `hosts` placement of zhub: the hubs' home hosts joined by Zenoh.
+//! The `hosts` placement's options (where this process is, its Zenoh
+//! endpoints, the run's keys); the runs themselves are in `link.rs`.
 
 use std::path::PathBuf;
 
@@ -77,14 +78,4 @@ pub(crate) fn keys(dir: &str, hosts: &str) -> Result<(), Error> {
         readers: vec![],
     })?;
     Ok(())
-}
-
-/// The semaphore loop across hosts.
-pub(crate) fn sem(h: &HostArgs, count: u64) -> Result<Option<String>, Error> {
-    crate::link::sem(h, count)
-}
-
-/// Port throughput across hosts.
-pub(crate) fn port(h: &HostArgs, size: usize, count: u64) -> Result<Option<String>, Error> {
-    crate::link::port(h, size, count)
 }

@@ -24,7 +24,7 @@
 //! synchronisation), then times the COUNT receives that follow, and reports bytes
 //! per second and the time between receives.
 //!
-//! **Across hosts** (`hosts`; see `hosts.rs`): HOST_ARGS are `--hosts h1,h2 --here
+//! **Across hosts** (`hosts`; see `link.rs`): HOST_ARGS are `--hosts h1,h2 --here
 //! h1 --listen ENDPOINT [--connect ENDPOINT]... [--keys DIR]` (with the keys that
 //! `zhub keys` makes, the links are Zenoh's QUIC or TLS with mutual
 //! authentication; without, plain); the two processes run the same
@@ -171,7 +171,7 @@ fn parse(args: &[&str]) -> Result<Cmd, String> {
                 _ => Err("port hosts: expected SIZE COUNT after the host options".into()),
             }
         }
-        ["keys", dir, hosts] => Ok(Cmd::Keys(dir.to_string(), hosts.to_string())),
+        ["keys", dir, names] => Ok(Cmd::Keys(dir.to_string(), names.to_string())),
         ["sem", p, a, b, c] => Ok(Cmd::Sem {
             placement: placement(p)?,
             cpu_a: cpu(a)?,
@@ -225,9 +225,9 @@ fn main() -> ExitCode {
             cpu_r,
         } => port(placement, size, count, cpu_s, cpu_r).map(Some),
         Cmd::Peer(p) => peer(p).map(|()| None),
-        Cmd::Keys(dir, hosts) => hosts::keys(&dir, &hosts).map(|()| None),
-        Cmd::SemHosts(h, count) => hosts::sem(&h, count),
-        Cmd::PortHosts(h, size, count) => hosts::port(&h, size, count),
+        Cmd::Keys(dir, names) => hosts::keys(&dir, &names).map(|()| None),
+        Cmd::SemHosts(h, count) => link::sem(&h, count),
+        Cmd::PortHosts(h, size, count) => link::port(&h, size, count),
     };
     match out {
         Ok(line) => {
