@@ -81,11 +81,15 @@
 //!   host first contend on the proxy's own PI lock. Priority inheritance acts
 //!   within each host, not across: a home waiter of higher priority boosts the
 //!   server thread, a remote waiter boosts its own host's holder only. While
-//!   the real lock is held at home, the server tries it again every
-//!   millisecond (`PiLock` has no timed lock yet, and the server must stay
-//!   free to hear the holder's host leave).
+//!   the real lock is held at home, the server waits for it in the kernel
+//!   ([`PiLock::lock_until`]), so the home's unlock hands it over at once.
 //!   `try_lock` on a proxy does nothing (`Ok(None)`): the home cannot be asked
 //!   without waiting.
+//!
+//! No home server polls: one waiting on the real hub for another host sleeps
+//! on the hub's word and its command doorbell at once (`futex_waitv`), so a
+//! command that arrives meanwhile is served at once (before Linux 5.16 it
+//! looks every millisecond); see [`remote`].
 //!
 //! **Failure.** When a hub's home host leaves the run, its proxies fail: their
 //! waiters return [`HubError::HomeLost`] (within [`FAIL_POLL`] of the link
@@ -1487,6 +1491,10 @@ impl<T: Element> Port<T> {
         let park = self.h.park();
         let scratch = &mut self.scratch;
         let got = self.h.wait(deadline, |d| port.receive(scratch, park, d))?;
+        if got && self.h.is_proxy() {
+            // As in `try_receive`.
+            self.h.hubs.ring_bell();
+        }
         Ok(got.then(|| T::decode(&self.scratch)))
     }
 
@@ -1494,8 +1502,13 @@ impl<T: Element> Port<T> {
     /// here).
     pub fn try_receive(&mut self) -> Option<T> {
         let port = port_inbound(&self.h, T::SIZE);
-        port.try_receive(&mut self.scratch, self.h.park())
-            .then(|| T::decode(&self.scratch))
+        let got = port.try_receive(&mut self.scratch, self.h.park());
+        if got && self.h.is_proxy() {
+            // The relay tells the home this host copied it (the sender's
+            // send returns then).
+            self.h.hubs.ring_bell();
+        }
+        got.then(|| T::decode(&self.scratch))
     }
 
     /// Whether a message waits for a receiver now (on a proxy: in the
