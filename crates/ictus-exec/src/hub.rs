@@ -101,6 +101,13 @@
 //! resource it held released and reported ([`remote::HubReport`]). A token
 //! granted to a host as it leaves is lost with it.
 //!
+//! **Same table.** Messages name hubs by index: each host's first message to
+//! another is its table's digests ([`remote::table_digests`]); a host whose
+//! table differs is refused (nothing it sends is applied), reported
+//! ([`remote::HubReport::TableDiffers`], naming it and the first hub that
+//! differs), and the proxies of hubs homed there fail with
+//! [`HubError::HomeDiffers`].
+//!
 //! ```
 //! use ictus_exec::hub::{HubDecl, Hubs};
 //!
@@ -730,6 +737,18 @@ pub enum HubError {
         /// Its home host.
         home: String,
     },
+    /// The hub's home host declares another hub table than this host: nothing
+    /// is exchanged with it (see [`remote::HubReport::TableDiffers`]).
+    #[error(
+        "hub `{name}`: its home host `{home}` declares other hubs than this host; refused \
+         (give every host the same [[hub]] tables)"
+    )]
+    HomeDiffers {
+        /// The hub.
+        name: String,
+        /// Its home host.
+        home: String,
+    },
     /// The hub's home refused this host's end of a FIFO: another host (or the
     /// home) holds it.
     #[error(
@@ -820,8 +839,13 @@ const TABLE_WORDS: usize = 32;
 const PROXY_WORDS: usize = 32;
 /// Header word: 1 when this table's hub is a proxy of a hub homed elsewhere.
 const P_MODE: usize = 0;
-/// Header word: 1 once the home host left (set by the relay).
+/// Header word: why the proxy failed, set by the relay: 0 (it did not),
+/// [`FAILED_LEFT`] or [`FAILED_DIFFERS`].
 const P_FAILED: usize = 1;
+/// `P_FAILED`: the home host left the run.
+const FAILED_LEFT: u32 = 1;
+/// `P_FAILED`: the home host's hub table differs from this host's.
+const FAILED_DIFFERS: u32 = 2;
 /// Header word: 1 once the home refused this host's FIFO end.
 const P_REFUSED: usize = 2;
 /// Header word: gives, raises or resource releases for the relay to send home.
@@ -1225,9 +1249,14 @@ impl Handle {
     }
 
     fn home_lost(&self) -> HubError {
-        HubError::HomeLost {
-            name: self.name.clone(),
-            home: self.hubs.inner.home_names[self.index].clone(),
+        let (name, home) = (
+            self.name.clone(),
+            self.hubs.inner.home_names[self.index].clone(),
+        );
+        // Acquire: as in `failed`.
+        match self.header()[P_FAILED].load(Ordering::Acquire) {
+            FAILED_DIFFERS => HubError::HomeDiffers { name, home },
+            _ => HubError::HomeLost { name, home },
         }
     }
 

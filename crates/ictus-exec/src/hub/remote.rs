@@ -40,8 +40,9 @@ use ictus_core::sync::hub::{self as words, Park, Ring, RingConsumer, RingProduce
 use ictus_os::handoff::{PiLock, futex_wait_either_shared, futex_wait_shared, futex_wake_shared};
 
 use super::{
-    FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubError, HubKind, Hubs, LINK_END, P_DEMAND, P_FAILED,
-    P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes, message_bytes,
+    FAILED_DIFFERS, FAILED_LEFT, FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubDecl, HubError, HubKind,
+    Hubs, LINK_END, P_DEMAND, P_FAILED, P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes,
+    message_bytes,
 };
 
 /// A FIFO's end.
@@ -81,6 +82,11 @@ pub enum HubOp {
     Credit(u32),
     /// The proxy's receiver copied the delivered port message, to the home.
     Taken,
+    /// The sender's hub table, one digest per hub in order
+    /// ([`table_digests`]): the first message to every host, whose answer is
+    /// to refuse the sender if it differs from its own (the message's `hub`
+    /// is not used).
+    Table(Vec<u64>),
 }
 
 /// A [`HubOp`] on hub `hub` (its index in the run's hub table, the same on
@@ -123,6 +129,21 @@ pub enum HubReport {
         /// Its home.
         home: String,
     },
+    /// Host `host` declares another hub table than this host (its digests
+    /// differ from hub `hub` on, or it has `there` hubs against `here`):
+    /// refused, nothing is exchanged with it, and the proxies of hubs homed
+    /// there fail ([`HubError::HomeDiffers`]).
+    TableDiffers {
+        /// The host.
+        host: String,
+        /// This host's first hub that differs there (`None`: this host's
+        /// table is the first part of that host's).
+        hub: Option<String>,
+        /// Hubs this host declares.
+        here: usize,
+        /// Hubs that host declares.
+        there: usize,
+    },
     /// A resource homed here was held by host `host`, which left: released.
     Released {
         /// The resource.
@@ -137,6 +158,23 @@ impl std::fmt::Display for HubReport {
         match self {
             HubReport::HomeLost { hub, home } => {
                 write!(f, "hub `{hub}` failed here: its home host `{home}` left")
+            }
+            HubReport::TableDiffers {
+                host,
+                hub,
+                here,
+                there,
+            } => {
+                write!(f, "host `{host}` declares other hubs than this host (")?;
+                match hub {
+                    Some(hub) => write!(f, "from hub `{hub}` on")?,
+                    None => write!(f, "{there} hubs there, {here} here")?,
+                }
+                write!(
+                    f,
+                    "): refused, no hub operation is exchanged with it; give every host the \
+                     same [[hub]] tables"
+                )
             }
             HubReport::Released { hub, host } => write!(
                 f,
@@ -156,6 +194,41 @@ const SERVER_SLICE: Duration = Duration::from_millis(1);
 /// doorbell; nothing else waits on this: see `serve_resource`).
 const SERVER_LOCK_SLICE: Duration = Duration::from_millis(50);
 
+/// One digest per hub of a table as host list `hosts` places it: of its
+/// name, kind, parameters and home host's name (FNV-1a, 64 bits), so that
+/// two hosts can tell whether they index the same hubs alike. Messages name
+/// hubs by index: a host whose digests differ is refused
+/// ([`HubReport::TableDiffers`]).
+pub fn table_digests(decls: &[HubDecl], hosts: &[String]) -> Vec<u64> {
+    let names = super::home_names(decls, hosts);
+    decls
+        .iter()
+        .zip(names)
+        .map(|(d, home)| {
+            let json = serde_json::to_vec(d).expect("hub declarations always serialize");
+            fnv1a(json.iter().chain(&[0]).chain(home.as_bytes()))
+        })
+        .collect()
+}
+
+/// FNV-1a, 64 bits: small, stable across builds and platforms.
+fn fnv1a<'a>(bytes: impl IntoIterator<Item = &'a u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What this host knows of another's hub table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    /// Its table has not arrived: what it sends is dropped.
+    Unknown,
+    /// Its table is this host's.
+    Same,
+    /// Its table differs: refused.
+    Differs,
+}
+
 /// What a server thread is told.
 enum Cmd {
     /// An operation from host `from`.
@@ -174,8 +247,13 @@ struct Shared {
     stop: AtomicBool,
     /// Messages for the relay (to proxies), from the transport.
     inbox: Mutex<VecDeque<HubMsg>>,
-    /// Homes that left, for the relay to fail their proxies.
-    lost: Mutex<Vec<usize>>,
+    /// Homes that left or were refused, for the relay to fail their proxies,
+    /// with the `P_FAILED` code.
+    lost: Mutex<Vec<(usize, u32)>>,
+    /// This host's [`table_digests`].
+    digests: Vec<u64>,
+    /// Per host: what its table is.
+    peers: Mutex<Vec<Peer>>,
     /// Per hub homed here that other hosts use: its server.
     servers: Vec<Option<Server>>,
     reports: Mutex<Vec<HubReport>>,
@@ -309,6 +387,12 @@ impl HubNode {
             stop: AtomicBool::new(false),
             inbox: Mutex::new(VecDeque::new()),
             lost: Mutex::new(Vec::new()),
+            digests: table_digests(decls, hosts),
+            peers: Mutex::new(
+                (0..hosts.len())
+                    .map(|h| if h == here { Peer::Same } else { Peer::Unknown })
+                    .collect(),
+            ),
             servers,
             reports: Mutex::new(Vec::new()),
             held: Mutex::new(
@@ -317,6 +401,10 @@ impl HubNode {
                     .collect(),
             ),
         });
+        // The first message to every host: before the threads send anything.
+        for to in (0..hosts.len()).filter(|&h| h != here) {
+            shared.send(to, 0, HubOp::Table(shared.digests.clone()));
+        }
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -350,6 +438,16 @@ impl HubNode {
     /// that side takes, are dropped.
     pub fn deliver(&self, from: usize, msg: HubMsg) {
         let s = &self.shared;
+        if from == s.here || from >= s.hosts.len() {
+            return;
+        }
+        if let HubOp::Table(digests) = &msg.op {
+            self.check_table(from, digests);
+            return;
+        }
+        if lock(&s.peers)[from] != Peer::Same {
+            return;
+        }
         let i = msg.hub as usize;
         let (Some(&home), true) = (s.homes.get(i), from < s.hosts.len() && from != s.here) else {
             return;
@@ -393,6 +491,35 @@ impl HubNode {
         }
     }
 
+    /// Host `from`'s table arrived: the same, or `from` is refused (reported,
+    /// its proxies here failed, nothing more taken from it).
+    fn check_table(&self, from: usize, digests: &[u64]) {
+        let s = &self.shared;
+        let same = digests == s.digests.as_slice();
+        {
+            let mut peers = lock(&s.peers);
+            if peers[from] != Peer::Unknown {
+                return;
+            }
+            peers[from] = if same { Peer::Same } else { Peer::Differs };
+        }
+        if same {
+            return;
+        }
+        let first = s.digests.iter().zip(digests).position(|(a, b)| a != b);
+        let hub = first
+            .or((s.digests.len() > digests.len()).then_some(digests.len()))
+            .map(|i| s.hubs.decls()[i].name().to_owned());
+        s.report(HubReport::TableDiffers {
+            host: s.hosts[from].clone(),
+            hub,
+            here: s.digests.len(),
+            there: digests.len(),
+        });
+        lock(&s.lost).push((from, FAILED_DIFFERS));
+        s.hubs.ring_bell();
+    }
+
     /// Host `host` left the run: its proxies here fail, its demands and
     /// holds on hubs homed here end.
     pub fn host_left(&self, host: usize) {
@@ -400,7 +527,7 @@ impl HubNode {
         if host == s.here || host >= s.hosts.len() {
             return;
         }
-        lock(&s.lost).push(host);
+        lock(&s.lost).push((host, FAILED_LEFT));
         // Nothing more is held for it: what is sent now is lost with it.
         lock(&s.held)[host] = None;
         s.hubs.ring_bell();
@@ -547,17 +674,20 @@ fn relay(s: &Shared) {
     let park = &s.hubs.inner.park;
     let mut buf = Vec::new();
     while !s.stopped() {
-        for home in std::mem::take(&mut *lock(&s.lost)) {
+        for (home, why) in std::mem::take(&mut *lock(&s.lost)) {
             for (i, st) in state.iter_mut().enumerate() {
                 if s.homes[i] == home && home != s.here && !st.dead {
                     st.dead = true;
                     let h = &handles[i];
                     // Release: pairs with the Acquire load in `Handle::failed`.
-                    h.header()[P_FAILED].store(1, Ordering::Release);
-                    s.report(HubReport::HomeLost {
-                        hub: decls[i].name().to_owned(),
-                        home: s.hosts[home].clone(),
-                    });
+                    h.header()[P_FAILED].store(why, Ordering::Release);
+                    // A refused home was reported once, as the table's.
+                    if why == FAILED_LEFT {
+                        s.report(HubReport::HomeLost {
+                            hub: decls[i].name().to_owned(),
+                            home: s.hosts[home].clone(),
+                        });
+                    }
                 }
             }
         }
@@ -1194,6 +1324,76 @@ mod tests {
         let before = wakes();
         std::thread::sleep(Duration::from_millis(200));
         wakes() - before
+    }
+
+    #[test]
+    fn a_host_whose_hub_table_differs_is_refused_and_reported_never_mixed_up() {
+        // The same names, but h2 declares the FIFO with another capacity.
+        let table = |capacity| {
+            vec![
+                HubDecl::semaphore("s", 1).at("h2"),
+                HubDecl::fifo::<u32>("f", capacity).at("h2"),
+            ]
+        };
+        let sut = hosts_with(2, &[], |_, hosts, here| {
+            Hubs::in_process_at(&table(if here == 0 { 4 } else { 8 }), hosts, here).unwrap()
+        });
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        let err = remote
+            .semaphore("s")
+            .unwrap()
+            .take_timeout(LONG)
+            .unwrap_err();
+        assert!(matches!(err, HubError::HomeDiffers { .. }), "{err}");
+        assert!(
+            err.to_string().contains("`h2` declares other hubs"),
+            "{err}"
+        );
+        assert!(!remote.semaphore("s").unwrap().give(), "nothing done");
+        assert_eq!(home.semaphore("s").unwrap().count(), 1, "no token crossed");
+        let wanted = |host: &str| HubReport::TableDiffers {
+            host: host.into(),
+            hub: Some("f".into()),
+            here: 2,
+            there: 2,
+        };
+        assert_eq!(sut.nodes[0].reports(), vec![wanted("h2")]);
+        let deadline = Instant::now() + LONG;
+        while Instant::now() < deadline {
+            let reports = sut.nodes[1].reports();
+            if !reports.is_empty() {
+                assert_eq!(reports, vec![wanted("h1")]);
+                assert!(
+                    reports[0].to_string().contains("from hub `f` on"),
+                    "{}",
+                    reports[0]
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("h2 never reported h1's table");
+    }
+
+    #[test]
+    fn a_table_with_a_hub_more_names_the_count() {
+        let digests = table_digests(&[HubDecl::event("a")], &["h1".to_owned(), "h2".to_owned()]);
+        assert_eq!(digests.len(), 1);
+        let other = table_digests(
+            &[HubDecl::event("a").at("h2")],
+            &["h1".to_owned(), "h2".to_owned()],
+        );
+        assert_ne!(digests, other, "the home is part of a hub's identity");
+        let report = HubReport::TableDiffers {
+            host: "h2".into(),
+            hub: None,
+            here: 1,
+            there: 2,
+        };
+        assert!(
+            report.to_string().contains("2 hubs there, 1 here"),
+            "{report}"
+        );
     }
 
     #[test]
