@@ -62,10 +62,12 @@
 //!   receiver across hosts: the home claims the end for the first host that
 //!   attaches; another host's end is refused
 //!   ([`HubError::EndRefused`] on its operations, `Full` from `try_send`).
-//!   On a host other than the home, the relay takes the other end of the
-//!   proxy ring as soon as one end attaches, so a second end there is refused
-//!   ([`HubError::EndElsewhere`]): a FIFO whose two ends are on one host
-//!   belongs on that host.
+//!   On a host other than the home, one end at most: an end claimed there
+//!   while the other is held there is refused ([`HubError::EndElsewhere`]),
+//!   whether or not the relay has looked yet (of two claimed at once, at
+//!   least one is refused), and the relay takes the other end of the proxy
+//!   ring for the link: a FIFO whose two ends are on one host belongs on
+//!   that host.
 //! - port: exact synchronous hand-over. A remote send offers the message in
 //!   this host's outbound port; the relay claims it (copy), the home offers
 //!   it on the real port, and only when the real receiver, on any host, has
@@ -1164,38 +1166,67 @@ impl Hubs {
         };
         Hubs::check_message::<T>(name, message)?;
         let h = self.handle(index, name);
-        let me = std::process::id();
-        let claim = &h.words()[end_word];
-        loop {
-            // Acquire: pairs with the Release store of 0 when the previous end was
-            // dropped, so its last ring operations happen before ours.
-            match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(LINK_END) => {
-                    return Err(HubError::EndElsewhere {
-                        name: name.to_owned(),
-                        end,
-                    });
-                }
-                Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
-                    return Err(HubError::EndTaken {
-                        name: name.to_owned(),
-                        end,
-                        pid: holder,
-                    });
-                }
-                // The holder's process is gone: take the end over.
-                Err(holder) => {
-                    if claim
-                        .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        break;
-                    }
+        claim_end(&h.words()[end_word], name, end)?;
+        if h.is_proxy() {
+            // Both ends here would make a FIFO of this host alone, apart from its
+            // home: whichever of two ends looks second sees the first and gives
+            // up (SeqCst, the claim in `claim_end` and this load: of two
+            // claims at once, at least one sees the other's), so at most one
+            // end is here and the relay takes the other for the link.
+            let other = if end_word == FIFO_SENDER {
+                FIFO_RECEIVER
+            } else {
+                FIFO_SENDER
+            };
+            let holder = h.words()[other].load(Ordering::SeqCst);
+            if holder != 0 && holder != LINK_END {
+                // Release: pairs with the Acquire claim of a next end.
+                h.words()[end_word].store(0, Ordering::Release);
+                return Err(HubError::EndElsewhere {
+                    name: name.to_owned(),
+                    end,
+                });
+            }
+            // The relay attaches it now.
+            self.ring_bell();
+        }
+        Ok((h, capacity))
+    }
+}
+
+/// Claims the FIFO end held in `word` for this process.
+fn claim_end(claim: &AtomicU32, name: &str, end: &'static str) -> Result<(), HubError> {
+    let me = std::process::id();
+    loop {
+        // Acquire (in SeqCst): pairs with the Release store of 0 when the
+        // previous end was dropped, so its last ring operations happen before
+        // ours; SeqCst: see `fifo_end`, on a proxy.
+        match claim.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(LINK_END) => {
+                return Err(HubError::EndElsewhere {
+                    name: name.to_owned(),
+                    end,
+                });
+            }
+            Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
+                return Err(HubError::EndTaken {
+                    name: name.to_owned(),
+                    end,
+                    pid: holder,
+                });
+            }
+            // The holder's process is gone: take the end over.
+            Err(holder) => {
+                // SeqCst: as above.
+                if claim
+                    .compare_exchange(holder, me, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
                 }
             }
         }
-        Ok((h, capacity))
     }
 }
 
@@ -2070,6 +2101,53 @@ mod tests {
         drop(tx);
         let mut tx = sut.fifo_sender::<u8>("f").unwrap();
         tx.try_send(1).unwrap();
+    }
+
+    #[test]
+    fn both_ends_of_a_proxied_fifo_on_one_host_are_never_both_attached() {
+        let decls = [HubDecl::fifo::<u32>("f", 4).at("h2")];
+        let hosts = ["h1".to_owned(), "h2".to_owned()];
+        // No relay: the ends race only each other, as before the relay looks.
+        let sut = Hubs::in_process_at(&decls, &hosts, 0).unwrap();
+        {
+            let _tx = sut.fifo_sender::<u32>("f").unwrap();
+            assert!(matches!(
+                sut.fifo_receiver::<u32>("f"),
+                Err(HubError::EndElsewhere {
+                    end: "receiver",
+                    ..
+                })
+            ));
+        }
+        {
+            let _rx = sut.fifo_receiver::<u32>("f").unwrap();
+            assert!(matches!(
+                sut.fifo_sender::<u32>("f"),
+                Err(HubError::EndElsewhere { end: "sender", .. })
+            ));
+        }
+        // Two ends claimed at once: at most one is had.
+        for _ in 0..200 {
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let rx = {
+                let (sut, barrier) = (sut.clone(), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    sut.fifo_receiver::<u32>("f").ok()
+                })
+            };
+            barrier.wait();
+            let tx = sut.fifo_sender::<u32>("f");
+            let rx = rx.join().unwrap();
+            assert!(
+                !(tx.is_ok() && rx.is_some()),
+                "a FIFO of this host alone formed"
+            );
+        }
+        // At home both ends are local, as on one host.
+        let home = Hubs::in_process_at(&decls, &hosts, 1).unwrap();
+        let _tx = home.fifo_sender::<u32>("f").unwrap();
+        let _rx = home.fifo_receiver::<u32>("f").unwrap();
     }
 
     #[test]
