@@ -1421,6 +1421,26 @@ mod tests {
     }
 
     #[test]
+    fn a_token_server_waits_on_the_real_semaphore_without_slices() {
+        let sut = three(&[HubDecl::semaphore("s", 0).at("h2")]);
+        let takers: Vec<_> = [0, 2]
+            .into_iter()
+            .map(|h| {
+                let hubs = sut.hubs[h].clone();
+                std::thread::spawn(move || hubs.semaphore("s").unwrap().take_timeout(LONG))
+            })
+            .collect();
+        // Both demands wait at home on the empty semaphore.
+        assert_eq!(wakes_while_idle(&sut), 0, "never in slices");
+        let home = sut.hubs[1].semaphore("s").unwrap();
+        assert!(home.give() && home.give());
+        for t in takers {
+            assert!(t.join().unwrap().unwrap(), "each demand had a token");
+        }
+        assert_eq!(home.count(), 0);
+    }
+
+    #[test]
     fn a_demand_arriving_while_the_port_server_waits_for_a_collect_is_served_at_once() {
         // h1 sends, h3 receives, the port lives on h2: h1's message is
         // offered on the real port and the server waits for its collection
