@@ -8,55 +8,19 @@
 //! `cargo run --release -p ictus-exec --example hub_hops [SAMPLES]`
 
 use std::io::Write;
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ictus_exec::hub::remote::{HubMsg, HubNode, HubWire, Joining};
+use ictus_exec::hub::remote::InProcessHosts;
 use ictus_exec::hub::{HubDecl, Hubs};
 
-/// One channel per host, pumped into that host's node by a thread.
-struct ChanWire {
-    from: usize,
-    to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
-}
-
-impl HubWire for ChanWire {
-    fn send(&self, to: usize, msg: HubMsg) {
-        let _ = self.to[to]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send((self.from, msg));
-    }
-}
-
-/// Three hosts' tables, their nodes kept alive with them.
-fn three(decls: &[HubDecl]) -> (Vec<Hubs>, Vec<Arc<HubNode>>) {
+/// Three hosts' tables, connected in this process.
+fn three(decls: &[HubDecl]) -> InProcessHosts {
     let hosts: Vec<String> = (1..=3).map(|i| format!("h{i}")).collect();
-    let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| mpsc::channel()).unzip();
-    let mut hubs = Vec::new();
-    let mut nodes = Vec::new();
-    for here in 0..3 {
-        let table = Hubs::in_process_at(decls, &hosts, here).expect("a valid table");
-        let wire = ChanWire {
-            from: here,
-            to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
-        };
-        let node = HubNode::start(&table, &hosts, here, Arc::new(wire), Joining::AllPresent)
-            .expect("the hub threads start");
-        nodes.push(Arc::new(node));
-        hubs.push(table);
-    }
-    for (here, rx) in rxs.into_iter().enumerate() {
-        let node = Arc::downgrade(&nodes[here]);
-        std::thread::spawn(move || {
-            while let Ok((from, msg)) = rx.recv() {
-                let Some(node) = node.upgrade() else { return };
-                node.deliver(from, msg);
-            }
-        });
-    }
-    (hubs, nodes)
+    let tables = (0..3)
+        .map(|here| Hubs::in_process_at(decls, &hosts, here).expect("a valid table"))
+        .collect();
+    InProcessHosts::start(&hosts, tables).expect("the hub threads start")
 }
 
 fn print(what: &str, mut samples: Vec<Duration>) {
@@ -82,11 +46,12 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2000);
-    let (hubs, _nodes) = three(&[
+    let sut = three(&[
         HubDecl::fifo::<u64>("f", 4).at("h2"),
         HubDecl::port::<u64>("p").at("h2"),
         HubDecl::resource("r").at("h2"),
     ]);
+    let hubs = &sut.hubs;
 
     let mut tx = hubs[0].fifo_sender::<u64>("f").expect("the sender");
     let mut rx = hubs[2].fifo_receiver::<u64>("f").expect("the receiver");

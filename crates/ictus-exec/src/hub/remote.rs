@@ -18,6 +18,13 @@
 //! | port | `Push` (a message offered here), `Demand`, `Taken` (this host's receiver copied) | `Ack` (the real receiver copied), `Deliver` (a message claimed for a receiver here) |
 //! | resource | `Demand` (lock), `Release` | `Grant` (the home's worker holds the real lock for this host) |
 //!
+//! Before any of these, each host sends every other its table (`Table`: one
+//! digest per hub, [`table_digests`]); nothing from a host is applied until
+//! its table arrived the same as this host's, and a host whose table differs
+//! is refused for good ([`HubReport::TableDiffers`]). A server sleeps until
+//! the real hub or a command wakes it, never in slices ([`HubNode::server_wakes`]
+//! counts its wake-ups).
+//!
 //! A host that leaves (the transport calls [`HubNode::host_left`]) fails every
 //! proxy homed there ([`HubError::HomeLost`] for its waiters and later
 //! operations), and at home its demands are dropped, its FIFO ends freed, a
@@ -1229,6 +1236,105 @@ fn serve_resource(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
     }
 }
 
+/// Hosts of a run in one process, their hub messages carried by channels (a
+/// thread per host hands what arrives to its node): hubs across hosts without
+/// a network, for tests, examples and measurements (the `hub_hops` example).
+///
+/// ```
+/// use ictus_exec::hub::remote::InProcessHosts;
+/// use ictus_exec::hub::{HubDecl, Hubs};
+///
+/// let hosts = ["h1".to_owned(), "h2".to_owned()];
+/// let decls = [HubDecl::semaphore("s", 1).at("h2")];
+/// let tables = (0..2)
+///     .map(|here| Hubs::in_process_at(&decls, &hosts, here).unwrap())
+///     .collect();
+/// let sut = InProcessHosts::start(&hosts, tables).unwrap();
+/// assert!(sut.hubs[0].semaphore("s").unwrap().take().is_ok(), "h2's token, taken on h1");
+/// ```
+pub struct InProcessHosts {
+    /// Each host's table, in the order of the hosts.
+    pub hubs: Vec<Hubs>,
+    /// Each host's node.
+    pub nodes: Vec<Arc<HubNode>>,
+    /// Set: the pumps drop every message (the network gone).
+    cut: Arc<AtomicBool>,
+}
+
+impl InProcessHosts {
+    /// Starts the node of each of `tables` (host `i`'s made for `hosts` and
+    /// `i`, with [`Hubs::in_process_at`] or [`Hubs::create_shared_at`]) and
+    /// the threads that carry their messages.
+    pub fn start(hosts: &[String], tables: Vec<Hubs>) -> Result<InProcessHosts, HubError> {
+        let (txs, rxs): (Vec<_>, Vec<_>) = tables.iter().map(|_| mpsc::channel()).unzip();
+        let cut = Arc::new(AtomicBool::new(false));
+        let mut nodes = Vec::new();
+        for (here, table) in tables.iter().enumerate() {
+            let wire = ChanWire {
+                from: here,
+                to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
+            };
+            let node = HubNode::start(table, hosts, here, Arc::new(wire), Joining::AllPresent)?;
+            nodes.push(Arc::new(node));
+        }
+        for (here, rx) in rxs.into_iter().enumerate() {
+            let node = Arc::downgrade(&nodes[here]);
+            let cut = Arc::clone(&cut);
+            let pump = move || {
+                while let Ok((from, msg)) = rx.recv() {
+                    // Relaxed: a switch, ordered with nothing else.
+                    if cut.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let Some(node) = node.upgrade() else { return };
+                    node.deliver(from, msg);
+                }
+            };
+            std::thread::Builder::new()
+                .name("ictus-hub-pump".into())
+                .spawn(pump)
+                .map_err(|e| HubError::Lock {
+                    name: hosts.get(here).cloned().unwrap_or_default(),
+                    what: "starting its thread",
+                    source: e,
+                })?;
+        }
+        Ok(InProcessHosts {
+            hubs: tables,
+            nodes,
+            cut,
+        })
+    }
+
+    /// From now on every message is dropped, as if the network were gone
+    /// (the nodes learn that a host left only from
+    /// [`HubNode::host_left`]).
+    pub fn cut(&self) {
+        // Relaxed: see the pumps.
+        self.cut.store(true, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for InProcessHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcessHosts")
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}
+
+/// The wire of [`InProcessHosts`]: one channel per host.
+struct ChanWire {
+    from: usize,
+    to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
+}
+
+impl HubWire for ChanWire {
+    fn send(&self, to: usize, msg: HubMsg) {
+        let _ = lock(&self.to[to]).send((self.from, msg));
+    }
+}
+
 // The header words used here fit the proxy header.
 const _: () = assert!(P_GRANTED + 2 <= PROXY_WORDS);
 
@@ -1238,26 +1344,8 @@ mod tests {
     use crate::hub::HubDecl;
     use std::sync::atomic::AtomicU64;
 
-    /// A wire between in-process nodes: one channel per host, pumped into
-    /// that host's node by a thread.
-    struct ChanWire {
-        from: usize,
-        to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
-    }
-
-    impl HubWire for ChanWire {
-        fn send(&self, to: usize, msg: HubMsg) {
-            let _ = lock(&self.to[to]).send((self.from, msg));
-        }
-    }
-
-    /// Two hosts, `h1` (main) and `h2`, each with its table and node.
-    struct Two {
-        hubs: Vec<Hubs>,
-        nodes: Vec<Arc<HubNode>>,
-        /// Cut: the pumps drop everything (a host gone).
-        cut: Arc<AtomicBool>,
-    }
+    /// Hosts `h1` (main) to `hn` in this process.
+    type Two = InProcessHosts;
 
     fn two(decls: &[HubDecl]) -> Two {
         two_with(decls, |decls, hosts, here| {
@@ -1276,36 +1364,8 @@ mod tests {
         make: impl Fn(&[HubDecl], &[String], usize) -> Hubs,
     ) -> Two {
         let hosts: Vec<String> = (1..=n).map(|i| format!("h{i}")).collect();
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel()).unzip();
-        let cut = Arc::new(AtomicBool::new(false));
-        let mut hubs = Vec::new();
-        let mut nodes = Vec::new();
-        for here in 0..n {
-            let table = make(decls, &hosts, here);
-            let wire = ChanWire {
-                from: here,
-                to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
-            };
-            nodes.push(Arc::new(
-                HubNode::start(&table, &hosts, here, Arc::new(wire), Joining::AllPresent).unwrap(),
-            ));
-            hubs.push(table);
-        }
-        for (here, rx) in rxs.into_iter().enumerate() {
-            let node = Arc::downgrade(&nodes[here]);
-            let cut = Arc::clone(&cut);
-            std::thread::spawn(move || {
-                while let Ok((from, msg)) = rx.recv() {
-                    // Relaxed: a test switch.
-                    if cut.load(Ordering::Relaxed) {
-                        continue;
-                    }
-                    let Some(node) = node.upgrade() else { return };
-                    node.deliver(from, msg);
-                }
-            });
-        }
-        Two { hubs, nodes, cut }
+        let tables = (0..n).map(|here| make(decls, &hosts, here)).collect();
+        InProcessHosts::start(&hosts, tables).unwrap()
     }
 
     const LONG: Duration = Duration::from_secs(20);
@@ -1663,8 +1723,7 @@ mod tests {
         let remote = sut.hubs[0].clone();
         let waiter = std::thread::spawn(move || remote.semaphore("s").unwrap().take());
         std::thread::sleep(Duration::from_millis(50));
-        // Relaxed: a test switch.
-        sut.cut.store(true, Ordering::Relaxed);
+        sut.cut();
         sut.nodes[0].host_left(1);
         let err = waiter.join().unwrap().unwrap_err();
         assert_eq!(err.to_string(), "hub `s`: its home host `h2` left the run");
@@ -1696,8 +1755,7 @@ mod tests {
         held_rx.recv().unwrap();
         let home = sut.hubs[0].resource("r").unwrap();
         assert!(home.try_lock().unwrap().is_none(), "held for h2");
-        // Relaxed: a test switch.
-        sut.cut.store(true, Ordering::Relaxed);
+        sut.cut();
         sut.nodes[0].host_left(1);
         drop(home.lock().unwrap());
         holder.join().unwrap();
