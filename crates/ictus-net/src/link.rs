@@ -1627,4 +1627,33 @@ mod tests {
         out.push(0);
         assert!(Publication::decode(&out).is_none());
     }
+
+    #[test]
+    fn a_stage_figure_per_stage_measured_in_the_order_a_publication_passes_them() {
+        let mut sut = Stages::new();
+        sut.record(LinkStage::Copy, Nanos::new(5));
+        sut.record(LinkStage::Wake, Nanos::new(7));
+        let mut sending = Stages::new();
+        sending.record(LinkStage::Put, Nanos::new(3));
+        sending.record(LinkStage::Put, Nanos::new(4));
+        sending.record(LinkStage::Transit, Nanos::new(9));
+        sut.merge_sending(sending);
+        let got: Vec<(LinkStage, u64)> = sut
+            .figures()
+            .iter()
+            .map(|f| (f.stage, f.delay.summary.count))
+            .collect();
+        // The forwarder's sending stages replace the shared ones; its receiving
+        // ones are not its to give.
+        assert_eq!(got, [(LinkStage::Put, 2), (LinkStage::Copy, 1)]);
+    }
+
+    #[test]
+    fn the_handed_stamp_reads_back_and_another_attachment_is_none() {
+        assert_eq!(
+            handed_stamp(&987_654_321u64.to_le_bytes()),
+            Some(987_654_321)
+        );
+        assert_eq!(handed_stamp(&[1, 2, 3]), None);
+    }
 }
