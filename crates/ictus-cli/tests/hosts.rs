@@ -196,6 +196,39 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         assert!(c["cells_received"].as_f64().unwrap() > 0.0, "{h}");
     }
     assert!(of_host(&r, "cell-latency", "h1")["metrics"]["cells_received"].as_f64() > Some(0.0));
+    // Where the time went: each host's stages, in the order a publication passes
+    // them; the nodes forward (wake, encode, put, one count for the three) and
+    // receive (copy one per cell latency, transit as many or fewer), the main host only receives.
+    let count = |m: &Value| m["latency"]["summary"]["count"].as_u64().unwrap_or(0);
+    for (h, expected) in [
+        ("h1", &["transit", "copy"][..]),
+        ("h2", &["wake", "encode", "put", "transit", "copy"][..]),
+        ("h3", &["wake", "encode", "put", "transit", "copy"][..]),
+    ] {
+        let stages: Vec<&Value> = measurements(&r, "link-stage")
+            .filter(|m| m["labels"]["host"] == h)
+            .collect();
+        let names: Vec<&str> = stages
+            .iter()
+            .map(|m| m["labels"]["stage"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(names, expected, "{h}");
+        let received = count(of_host(&r, "cell-latency", h));
+        for m in &stages {
+            let n = count(m);
+            assert_eq!(m["metrics"]["publications"].as_f64(), Some(n as f64), "{h}");
+            if m["labels"]["stage"] == "copy" {
+                assert_eq!(n, received, "{h}: {m}");
+            } else if m["labels"]["stage"] == "transit" {
+                // Not those held until their sender's claims came (their
+                // attachment is not kept).
+                assert!(n > 0 && n <= received, "{h}: {m}");
+            } else {
+                assert_eq!(n, count(stages[0]), "{h}: {m}");
+                assert!(n > 0, "{h}: {m}");
+            }
+        }
+    }
     // A node reports its own subsystems only.
     let r2: Value = serde_json::from_slice(&o2.stdout).unwrap();
     let names: Vec<&str> = measurements(&r2, "release-jitter")
