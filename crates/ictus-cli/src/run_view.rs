@@ -12,7 +12,9 @@ use ictus_exec::report::RunReport;
 use ictus_exec::run::LiveStatus;
 use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::view::Point;
-use ictus_probe::view::run::{CellLatency, EXECUTION_TIME, RELEASE_JITTER, Subsystem, TickArrival};
+use ictus_probe::view::run::{
+    CellLatency, EXECUTION_TIME, LinkStageDelay, RELEASE_JITTER, Subsystem, TickArrival,
+};
 
 use crate::common;
 
@@ -145,6 +147,9 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(hosts) = hosts_table(record) {
         let _ = writeln!(out, "{hosts}");
     }
+    if let Some(stages) = stages_table(record) {
+        let _ = writeln!(out, "{stages}");
+    }
     for e in p.iter().flat_map(|p| &p.events) {
         let _ = writeln!(out, "event: {e}");
     }
@@ -160,6 +165,45 @@ fn percentile(m: Option<&Measurement>, p: Option<Percentile>) -> String {
         Some(p) => l.summary.percentile(p),
         None => l.summary.max_ns,
     }))
+}
+
+/// Where the cells' time went between hosts: one row per host and stage, in the
+/// record's order (a publication's).
+fn stages_table(record: &RunRecord) -> Option<Table> {
+    let stages: Vec<(&Measurement, Point<LinkStageDelay>)> = record
+        .measurements
+        .iter()
+        .filter_map(|m| Some((m, m.read::<LinkStageDelay>()?)))
+        .collect();
+    if stages.is_empty() {
+        return None;
+    }
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "host",
+        "stage",
+        "publications",
+        "p50 us",
+        "p99 us",
+        "max us",
+    ]);
+    for (m, s) in &stages {
+        table.add_row(vec![
+            Cell::new(&s.labels.host),
+            Cell::new(&s.labels.stage),
+            Cell::new(format!("{:.0}", s.metrics.publications)),
+            Cell::new(percentile(Some(m), Some(Percentile::P50))),
+            Cell::new(percentile(Some(m), Some(Percentile::P99))),
+            Cell::new(percentile(Some(m), None)),
+        ]);
+    }
+    for col in 2..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    Some(table)
 }
 
 /// The link figures of a run across hosts: one row per host.
@@ -242,7 +286,9 @@ fn hosts_table(record: &RunRecord) -> Option<Table> {
 mod tests {
     use super::*;
     use ictus::run_record::{SubsystemParams, fill};
-    use ictus_exec::report::{HostReport, StressReport, SubsystemReport};
+    use ictus_exec::report::{
+        Distribution, HostReport, LinkStage, StageFigure, StressReport, SubsystemReport,
+    };
     use ictus_exec::schedule::{Process, WaitSpec};
     use ictus_probe::provenance::Provenance;
     use ictus_probe::record::Obtained;
@@ -295,7 +341,20 @@ mod tests {
             events: vec!["pause at frame 10".into()],
             complete: true,
             stopped_by: None,
-            hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
+            hosts: vec![host("a", "main", 0, 400), {
+                // A node that received: the receiving stages, in order.
+                let mut b = host("b", "node", 399, 1);
+                let mut h = ictus_core::LatencyHistogram::new();
+                h.record(Nanos::new(42_000));
+                b.stages = [LinkStage::Transit, LinkStage::Copy]
+                    .into_iter()
+                    .map(|stage| StageFigure {
+                        stage,
+                        delay: Distribution::of(&h),
+                    })
+                    .collect();
+                b
+            }],
             pm_qos: None,
             explanation: None,
         }
@@ -370,6 +429,13 @@ mod tests {
         assert_eq!(row("b ")[3..6], ["-", "-", "-"]);
         assert_eq!(row("b ")[6..8], ["10", "9"]);
         assert!(text.contains("\nevent: pause at frame 10\n"), "{text}");
+        // The stages, in the order a publication passes them, each with its count.
+        let stages: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>())
+            .filter(|w| w.len() == 3 && ["transit", "copy"].contains(&w[1]))
+            .collect();
+        assert_eq!(stages, [["b", "transit", "1"], ["b", "copy", "1"]]);
     }
 
     #[test]

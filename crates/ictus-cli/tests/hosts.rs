@@ -1,7 +1,8 @@
 //! End-to-end: a schedule across three hosts on loopback (`ictus run` as the main
 //! coordinator, `ictus node` for the two others), as bench/stress-hosts.sh runs it
 //! across network namespaces. Structure only: every frame accounted for, cells and
-//! ticks crossing, a killed host reported; never a timing.
+//! ticks crossing, a killed host reported; and subsystems of two hosts sharing hubs
+//! homed on one of them, whose loss is reported; never a timing.
 
 mod common;
 
@@ -195,6 +196,39 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         assert!(c["cells_received"].as_f64().unwrap() > 0.0, "{h}");
     }
     assert!(of_host(&r, "cell-latency", "h1")["metrics"]["cells_received"].as_f64() > Some(0.0));
+    // Where the time went: each host's stages, in the order a publication passes
+    // them; the nodes forward (wake, encode, put, one count for the three) and
+    // receive (copy one per cell latency, transit as many or fewer), the main host only receives.
+    let count = |m: &Value| m["latency"]["summary"]["count"].as_u64().unwrap_or(0);
+    for (h, expected) in [
+        ("h1", &["transit", "copy"][..]),
+        ("h2", &["wake", "encode", "put", "transit", "copy"][..]),
+        ("h3", &["wake", "encode", "put", "transit", "copy"][..]),
+    ] {
+        let stages: Vec<&Value> = measurements(&r, "link-stage")
+            .filter(|m| m["labels"]["host"] == h)
+            .collect();
+        let names: Vec<&str> = stages
+            .iter()
+            .map(|m| m["labels"]["stage"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(names, expected, "{h}");
+        let received = count(of_host(&r, "cell-latency", h));
+        for m in &stages {
+            let n = count(m);
+            assert_eq!(m["metrics"]["publications"].as_f64(), Some(n as f64), "{h}");
+            if m["labels"]["stage"] == "copy" {
+                assert_eq!(n, received, "{h}: {m}");
+            } else if m["labels"]["stage"] == "transit" {
+                // Not those held until their sender's claims came (their
+                // attachment is not kept).
+                assert!(n > 0 && n <= received, "{h}: {m}");
+            } else {
+                assert_eq!(n, count(stages[0]), "{h}: {m}");
+                assert!(n > 0, "{h}: {m}");
+            }
+        }
+    }
     // A node reports its own subsystems only.
     let r2: Value = serde_json::from_slice(&o2.stdout).unwrap();
     let names: Vec<&str> = measurements(&r2, "release-jitter")
@@ -583,4 +617,129 @@ fn a_host_writing_elements_it_does_not_own_is_refused_counted_and_reported() {
     // h2 copies cells too: it refused them as well.
     exits(&o2, 3);
     assert!(String::from_utf8_lossy(&o2.stderr).contains("refused"));
+}
+
+/// Two hosts on loopback (`--insecure`), h1 the main one and h2 a node: `source`
+/// (the `hub_source` example program) on h1 feeds `echo` (the `hub_echo` one) on
+/// h2 through FIFO hubs homed on h2, and counts the right echoes in `S.n`, the
+/// run's `[stress]` counter. The programs are built with the workspace's examples
+/// (`cargo build --examples`, as `cargo test --workspace` does).
+fn hub_hosts(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let mut text = format!(
+        "name = \"{name}\"\ntick = \"4ms\"\nmajor_frame = 2\ninitial_state = \"run\"\n\
+         [stress]\ncounters = [\"S.n\"]\n\
+         [[cell]]\nname = \"S\"\nelements = [ {{ name = \"n\", type = \"i32\" }} ]\n"
+    );
+    for h in 1..=2 {
+        text += &format!(
+            "[[host]]\nname = \"h{h}\"\naddress = \"127.0.0.1:{}\"\n",
+            ictus_os::testing::free_port()
+        );
+    }
+    text += "[[subsystem]]\nname = \"source\"\nhost = \"h1\"\nstart = 0\nperiod = 2\n\
+             process = \"hub_source\"\n\
+             [[subsystem]]\nname = \"echo\"\nhost = \"h2\"\nstart = 1\nperiod = 2\n\
+             process = \"hub_echo\"\n";
+    for (hub, kind) in [
+        ("to_echo", "kind = \"fifo\"\ntype = \"u64\"\ncapacity = 64"),
+        (
+            "from_echo",
+            "kind = \"fifo\"\ntype = \"u64\"\ncapacity = 64",
+        ),
+        ("echoed", "kind = \"semaphore\""),
+    ] {
+        text += &format!("[[hub]]\nname = \"{hub}\"\n{kind}\nhost = \"h2\"\n");
+    }
+    write_file(dir, "hubs.toml", &text)
+}
+
+/// The run's events (what the link reported, by frame).
+fn events(r: &Value) -> Vec<String> {
+    r["parameters"]["events"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// [`hub_hosts`] running: the node h2, then the main host h1 for `duration`.
+fn start_hub_hosts(tag: &str, duration: &str) -> (tempfile::TempDir, String, Child, Child) {
+    let (dir, name) = scratch_run(tag);
+    let path = hub_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    let h2 = spawn(
+        dir.path(),
+        &[
+            "node",
+            file,
+            "--host",
+            "h2",
+            "--insecure",
+            "--json",
+            "--quiet",
+        ],
+    );
+    let main = spawn(
+        dir.path(),
+        &[
+            "run",
+            file,
+            "--duration",
+            duration,
+            "--insecure",
+            "--json",
+            "--quiet",
+        ],
+    );
+    (dir, name, h2, main)
+}
+
+#[test]
+fn subsystems_on_two_hosts_share_fifo_hubs_homed_on_the_second() {
+    let _turn = common::one_at_a_time();
+    let (_dir, name, h2, main) = start_hub_hosts("hubs", "3s");
+    let out = finish(main, Duration::from_secs(60));
+    let o2 = finish(h2, Duration::from_secs(30));
+    exits(&out, 0);
+    exits(&o2, 0);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], true);
+    // The echoes came back across the hosts, each right and in order.
+    let stress = &measurements(&r, "stress").next().unwrap()["metrics"];
+    assert!(
+        stress["final_value"].as_f64().unwrap() > 3.0,
+        "{stress} {:?}",
+        events(&r)
+    );
+    for n in ["source", "echo"] {
+        assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");
+    }
+    assert!(shm_left(&name).is_empty(), "{:?}", shm_left(&name));
+}
+
+#[test]
+fn a_hub_home_killed_mid_run_is_reported_as_lost_on_the_main_host() {
+    let _turn = common::one_at_a_time();
+    let (dir, name, h2, main) = start_hub_hosts("hubkill", "6s");
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(Duration::from_millis(2000));
+    kill("KILL", h2.id());
+    let out = finish(main, Duration::from_secs(60));
+    let _ = finish(h2, Duration::from_secs(10));
+    exits(&out, 3);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], false);
+    let events = events(&r);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("hub `to_echo` failed here: its home host `h2` left")),
+        "{events:?}"
+    );
+    // What came back before was right.
+    let stress = &measurements(&r, "stress").next().unwrap()["metrics"];
+    assert!(stress["final_value"].as_f64().unwrap() > 0.0, "{stress}");
 }

@@ -62,10 +62,12 @@
 //!   receiver across hosts: the home claims the end for the first host that
 //!   attaches; another host's end is refused
 //!   ([`HubError::EndRefused`] on its operations, `Full` from `try_send`).
-//!   On a host other than the home, the relay takes the other end of the
-//!   proxy ring as soon as one end attaches, so a second end there is refused
-//!   ([`HubError::EndElsewhere`]): a FIFO whose two ends are on one host
-//!   belongs on that host.
+//!   On a host other than the home, one end at most: an end claimed there
+//!   while the other is held there is refused ([`HubError::EndElsewhere`]),
+//!   whether or not the relay has looked yet (of two claimed at once, at
+//!   least one is refused), and the relay takes the other end of the proxy
+//!   ring for the link: a FIFO whose two ends are on one host belongs on
+//!   that host.
 //! - port: exact synchronous hand-over. A remote send offers the message in
 //!   this host's outbound port; the relay claims it (copy), the home offers
 //!   it on the real port, and only when the real receiver, on any host, has
@@ -81,11 +83,15 @@
 //!   host first contend on the proxy's own PI lock. Priority inheritance acts
 //!   within each host, not across: a home waiter of higher priority boosts the
 //!   server thread, a remote waiter boosts its own host's holder only. While
-//!   the real lock is held at home, the server tries it again every
-//!   millisecond (`PiLock` has no timed lock yet, and the server must stay
-//!   free to hear the holder's host leave).
+//!   the real lock is held at home, the server waits for it in the kernel
+//!   ([`PiLock::lock_until`]), so the home's unlock hands it over at once.
 //!   `try_lock` on a proxy does nothing (`Ok(None)`): the home cannot be asked
 //!   without waiting.
+//!
+//! No home server polls: one waiting on the real hub for another host sleeps
+//! on the hub's word and its command doorbell at once (`futex_waitv`), so a
+//! command that arrives meanwhile is served at once (before Linux 5.16 it
+//! looks every millisecond); see [`remote`].
 //!
 //! **Failure.** When a hub's home host leaves the run, its proxies fail: their
 //! waiters return [`HubError::HomeLost`] (within [`FAIL_POLL`] of the link
@@ -96,6 +102,13 @@
 //! FIFO ends freed, a port message it had claimed offered again, and a
 //! resource it held released and reported ([`remote::HubReport`]). A token
 //! granted to a host as it leaves is lost with it.
+//!
+//! **Same table.** Messages name hubs by index: each host's first message to
+//! another is its table's digests ([`remote::table_digests`]); a host whose
+//! table differs is refused (nothing it sends is applied), reported
+//! ([`remote::HubReport::TableDiffers`], naming it and the first hub that
+//! differs), and the proxies of hubs homed there fail with
+//! [`HubError::HomeDiffers`].
 //!
 //! ```
 //! use ictus_exec::hub::{HubDecl, Hubs};
@@ -726,6 +739,18 @@ pub enum HubError {
         /// Its home host.
         home: String,
     },
+    /// The hub's home host declares another hub table than this host: nothing
+    /// is exchanged with it (see [`remote::HubReport::TableDiffers`]).
+    #[error(
+        "hub `{name}`: its home host `{home}` declares other hubs than this host; refused \
+         (give every host the same [[hub]] tables)"
+    )]
+    HomeDiffers {
+        /// The hub.
+        name: String,
+        /// Its home host.
+        home: String,
+    },
     /// The hub's home refused this host's end of a FIFO: another host (or the
     /// home) holds it.
     #[error(
@@ -816,8 +841,13 @@ const TABLE_WORDS: usize = 32;
 const PROXY_WORDS: usize = 32;
 /// Header word: 1 when this table's hub is a proxy of a hub homed elsewhere.
 const P_MODE: usize = 0;
-/// Header word: 1 once the home host left (set by the relay).
+/// Header word: why the proxy failed, set by the relay: 0 (it did not),
+/// [`FAILED_LEFT`] or [`FAILED_DIFFERS`].
 const P_FAILED: usize = 1;
+/// `P_FAILED`: the home host left the run.
+const FAILED_LEFT: u32 = 1;
+/// `P_FAILED`: the home host's hub table differs from this host's.
+const FAILED_DIFFERS: u32 = 2;
 /// Header word: 1 once the home refused this host's FIFO end.
 const P_REFUSED: usize = 2;
 /// Header word: gives, raises or resource releases for the relay to send home.
@@ -1136,38 +1166,67 @@ impl Hubs {
         };
         Hubs::check_message::<T>(name, message)?;
         let h = self.handle(index, name);
-        let me = std::process::id();
-        let claim = &h.words()[end_word];
-        loop {
-            // Acquire: pairs with the Release store of 0 when the previous end was
-            // dropped, so its last ring operations happen before ours.
-            match claim.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(LINK_END) => {
-                    return Err(HubError::EndElsewhere {
-                        name: name.to_owned(),
-                        end,
-                    });
-                }
-                Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
-                    return Err(HubError::EndTaken {
-                        name: name.to_owned(),
-                        end,
-                        pid: holder,
-                    });
-                }
-                // The holder's process is gone: take the end over.
-                Err(holder) => {
-                    if claim
-                        .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        break;
-                    }
+        claim_end(&h.words()[end_word], name, end)?;
+        if h.is_proxy() {
+            // Both ends here would make a FIFO of this host alone, apart from its
+            // home: whichever of two ends looks second sees the first and gives
+            // up (SeqCst, the claim in `claim_end` and this load: of two
+            // claims at once, at least one sees the other's), so at most one
+            // end is here and the relay takes the other for the link.
+            let other = if end_word == FIFO_SENDER {
+                FIFO_RECEIVER
+            } else {
+                FIFO_SENDER
+            };
+            let holder = h.words()[other].load(Ordering::SeqCst);
+            if holder != 0 && holder != LINK_END {
+                // Release: pairs with the Acquire claim of a next end.
+                h.words()[end_word].store(0, Ordering::Release);
+                return Err(HubError::EndElsewhere {
+                    name: name.to_owned(),
+                    end,
+                });
+            }
+            // The relay attaches it now.
+            self.ring_bell();
+        }
+        Ok((h, capacity))
+    }
+}
+
+/// Claims the FIFO end held in `word` for this process.
+fn claim_end(claim: &AtomicU32, name: &str, end: &'static str) -> Result<(), HubError> {
+    let me = std::process::id();
+    loop {
+        // Acquire (in SeqCst): pairs with the Release store of 0 when the
+        // previous end was dropped, so its last ring operations happen before
+        // ours; SeqCst: see `fifo_end`, on a proxy.
+        match claim.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(LINK_END) => {
+                return Err(HubError::EndElsewhere {
+                    name: name.to_owned(),
+                    end,
+                });
+            }
+            Err(holder) if holder == me || ProcessId::of(holder).is_some() => {
+                return Err(HubError::EndTaken {
+                    name: name.to_owned(),
+                    end,
+                    pid: holder,
+                });
+            }
+            // The holder's process is gone: take the end over.
+            Err(holder) => {
+                // SeqCst: as above.
+                if claim
+                    .compare_exchange(holder, me, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
                 }
             }
         }
-        Ok((h, capacity))
     }
 }
 
@@ -1221,9 +1280,14 @@ impl Handle {
     }
 
     fn home_lost(&self) -> HubError {
-        HubError::HomeLost {
-            name: self.name.clone(),
-            home: self.hubs.inner.home_names[self.index].clone(),
+        let (name, home) = (
+            self.name.clone(),
+            self.hubs.inner.home_names[self.index].clone(),
+        );
+        // Acquire: as in `failed`.
+        match self.header()[P_FAILED].load(Ordering::Acquire) {
+            FAILED_DIFFERS => HubError::HomeDiffers { name, home },
+            _ => HubError::HomeLost { name, home },
         }
     }
 
@@ -1487,6 +1551,10 @@ impl<T: Element> Port<T> {
         let park = self.h.park();
         let scratch = &mut self.scratch;
         let got = self.h.wait(deadline, |d| port.receive(scratch, park, d))?;
+        if got && self.h.is_proxy() {
+            // As in `try_receive`.
+            self.h.hubs.ring_bell();
+        }
         Ok(got.then(|| T::decode(&self.scratch)))
     }
 
@@ -1494,8 +1562,13 @@ impl<T: Element> Port<T> {
     /// here).
     pub fn try_receive(&mut self) -> Option<T> {
         let port = port_inbound(&self.h, T::SIZE);
-        port.try_receive(&mut self.scratch, self.h.park())
-            .then(|| T::decode(&self.scratch))
+        let got = port.try_receive(&mut self.scratch, self.h.park());
+        if got && self.h.is_proxy() {
+            // The relay tells the home this host copied it (the sender's
+            // send returns then).
+            self.h.hubs.ring_bell();
+        }
+        got.then(|| T::decode(&self.scratch))
     }
 
     /// Whether a message waits for a receiver now (on a proxy: in the
@@ -2028,6 +2101,53 @@ mod tests {
         drop(tx);
         let mut tx = sut.fifo_sender::<u8>("f").unwrap();
         tx.try_send(1).unwrap();
+    }
+
+    #[test]
+    fn both_ends_of_a_proxied_fifo_on_one_host_are_never_both_attached() {
+        let decls = [HubDecl::fifo::<u32>("f", 4).at("h2")];
+        let hosts = ["h1".to_owned(), "h2".to_owned()];
+        // No relay: the ends race only each other, as before the relay looks.
+        let sut = Hubs::in_process_at(&decls, &hosts, 0).unwrap();
+        {
+            let _tx = sut.fifo_sender::<u32>("f").unwrap();
+            assert!(matches!(
+                sut.fifo_receiver::<u32>("f"),
+                Err(HubError::EndElsewhere {
+                    end: "receiver",
+                    ..
+                })
+            ));
+        }
+        {
+            let _rx = sut.fifo_receiver::<u32>("f").unwrap();
+            assert!(matches!(
+                sut.fifo_sender::<u32>("f"),
+                Err(HubError::EndElsewhere { end: "sender", .. })
+            ));
+        }
+        // Two ends claimed at once: at most one is had.
+        for _ in 0..200 {
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let rx = {
+                let (sut, barrier) = (sut.clone(), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    sut.fifo_receiver::<u32>("f").ok()
+                })
+            };
+            barrier.wait();
+            let tx = sut.fifo_sender::<u32>("f");
+            let rx = rx.join().unwrap();
+            assert!(
+                !(tx.is_ok() && rx.is_some()),
+                "a FIFO of this host alone formed"
+            );
+        }
+        // At home both ends are local, as on one host.
+        let home = Hubs::in_process_at(&decls, &hosts, 1).unwrap();
+        let _tx = home.fifo_sender::<u32>("f").unwrap();
+        let _rx = home.fifo_receiver::<u32>("f").unwrap();
     }
 
     #[test]

@@ -242,4 +242,68 @@ pub struct HostReport {
     /// What this host refused of what the others sent, by sender and kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedFigure>,
+    /// Where the cells' time went, stage by stage, in [`LinkStage::ALL`]'s order: the
+    /// sending stages as this host forwarded, the receiving ones as it received.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageFigure>,
+}
+
+/// One stage of a cell's way from a subsystem's publication on one host to its copy
+/// in another host's table, each bounded by two stamps the link takes. Measured per
+/// stage because the whole (cell latency) only says how long, not where: the stages
+/// are what a change to the forwarder, Zenoh's configuration or the copy moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkStage {
+    /// Sending host: the notice's stamp (a frame's end or an early flush) to the
+    /// forwarder awake and scanning.
+    Wake,
+    /// Sending host: the forwarder awake to the publication encoded (the cell's
+    /// seqlock read and the encoding).
+    Encode,
+    /// Sending host: encoded to Zenoh's `put` returned.
+    Put,
+    /// Receiving host: encoded on the sender (its stamp, converted with the two
+    /// clocks' measured offsets) to Zenoh's callback entered here: `put` and
+    /// Zenoh's path both ways, the transport between.
+    Transit,
+    /// Receiving host: the callback entered to the ranges copied into this host's
+    /// cells (the claims' check included).
+    Copy,
+}
+
+impl LinkStage {
+    /// Every stage, in the order a publication passes them.
+    pub const ALL: [LinkStage; 5] = [
+        LinkStage::Wake,
+        LinkStage::Encode,
+        LinkStage::Put,
+        LinkStage::Transit,
+        LinkStage::Copy,
+    ];
+
+    /// Its name in records and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkStage::Wake => "wake",
+            LinkStage::Encode => "encode",
+            LinkStage::Put => "put",
+            LinkStage::Transit => "transit",
+            LinkStage::Copy => "copy",
+        }
+    }
+
+    /// Whether the sending host measures it (else the receiving one does).
+    pub fn on_sender(self) -> bool {
+        matches!(self, LinkStage::Wake | LinkStage::Encode | LinkStage::Put)
+    }
+}
+
+/// One stage's delays on one host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageFigure {
+    /// Which stage.
+    pub stage: LinkStage,
+    /// Its delays, one per publication.
+    pub delay: Distribution,
 }

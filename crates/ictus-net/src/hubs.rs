@@ -21,8 +21,11 @@
 //! [`crate::link::ZenohLink::open`] keeps Zenoh's).
 //!
 //! A message is binary: the operation (1 byte), the hub's index in the table
-//! (4 bytes, little-endian), then the count (4 bytes), the FIFO end (1 byte)
-//! or the message bytes.
+//! (4 bytes, little-endian), then the count (4 bytes), the FIFO end (1 byte),
+//! the message bytes, or (the table, the first message to each host) one
+//! 8-byte digest per hub. A host whose table differs is refused: the link
+//! reports it (a `LinkEvent::Hub` naming the host and the first hub that
+//! differs) and exchanges no hub operation with it.
 
 use std::sync::{Arc, Mutex};
 
@@ -201,6 +204,7 @@ mod code {
     pub(super) const DELIVER: u8 = 10;
     pub(super) const CREDIT: u8 = 11;
     pub(super) const TAKEN: u8 = 12;
+    pub(super) const TABLE: u8 = 13;
 }
 
 /// A message's bytes on the wire.
@@ -219,6 +223,7 @@ pub fn encode(msg: &HubMsg) -> Vec<u8> {
         HubOp::Deliver(m) => (code::DELIVER, Tail::Bytes(m)),
         HubOp::Credit(n) => (code::CREDIT, Tail::Count(*n)),
         HubOp::Taken => (code::TAKEN, Tail::Bytes(&[])),
+        HubOp::Table(d) => (code::TABLE, Tail::Digests(d)),
     };
     out.push(op);
     out.extend_from_slice(&msg.hub.to_le_bytes());
@@ -226,6 +231,9 @@ pub fn encode(msg: &HubMsg) -> Vec<u8> {
         Tail::Count(n) => out.extend_from_slice(&n.to_le_bytes()),
         Tail::End(e) => out.push(u8::from(e == End::Receiver)),
         Tail::Bytes(b) => out.extend_from_slice(b),
+        Tail::Digests(d) => d
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
     }
     out
 }
@@ -234,6 +242,7 @@ enum Tail<'a> {
     Count(u32),
     End(End),
     Bytes(&'a [u8]),
+    Digests(&'a [u64]),
 }
 
 /// A message from its bytes; `None` for bytes that are not one.
@@ -260,6 +269,11 @@ pub fn decode(bytes: &[u8]) -> Option<HubMsg> {
         code::DELIVER => HubOp::Deliver(tail.to_vec()),
         code::CREDIT => HubOp::Credit(count()?),
         code::TAKEN if tail.is_empty() => HubOp::Taken,
+        code::TABLE if tail.len() % 8 == 0 => HubOp::Table(
+            tail.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
+                .collect(),
+        ),
         _ => return None,
     };
     Some(HubMsg { hub, op })
@@ -284,6 +298,8 @@ mod tests {
             HubOp::Deliver(vec![]),
             HubOp::Credit(9),
             HubOp::Taken,
+            HubOp::Table(vec![]),
+            HubOp::Table(vec![1, u64::MAX]),
         ];
         for op in ops {
             let msg = HubMsg { hub: 7, op };
@@ -293,5 +309,6 @@ mod tests {
         assert_eq!(decode(&[code::GIVE, 0, 0, 0, 0, 1]), None);
         assert_eq!(decode(&[99, 0, 0, 0, 0]), None);
         assert_eq!(decode(&[code::ATTACH, 0, 0, 0, 0, 2]), None);
+        assert_eq!(decode(&[code::TABLE, 0, 0, 0, 0, 1, 2, 3]), None);
     }
 }

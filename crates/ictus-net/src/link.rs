@@ -49,7 +49,7 @@ use ictus_core::{LatencyHistogram, Nanos};
 use ictus_exec::cell::Cells;
 use ictus_exec::control::Control;
 use ictus_exec::link::{Link, LinkEvent, RemoteSlot, Start};
-use ictus_exec::report::{Distribution, HostReport, ThreadOutcome};
+use ictus_exec::report::{Distribution, HostReport, LinkStage, StageFigure, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
 use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
@@ -227,6 +227,9 @@ pub struct ZenohLink {
     forward_delay: Arc<Mutex<LatencyHistogram>>,
     /// This host's hubs connected to the other hosts' ([`Link::hubs`]).
     hub_link: Option<crate::hubs::HubLink>,
+    /// The stages' delays: the sending ones (the forwarder's, once it ended) and the
+    /// receiving ones (the cell subscriber's).
+    stages: Arc<Mutex<Stages>>,
 }
 
 impl ZenohLink {
@@ -315,6 +318,7 @@ impl ZenohLink {
             latency: Arc::new(Mutex::new(LatencyHistogram::new())),
             forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
             hub_link: None,
+            stages: Arc::new(Mutex::new(Stages::new())),
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -475,6 +479,7 @@ impl ZenohLink {
             guard: Arc::clone(&self.guard),
             counts: Arc::clone(&self.counts),
             latency: Arc::clone(&self.latency),
+            stages: Arc::clone(&self.stages),
             offset: Arc::clone(&self.offset_ns),
             arrivals: Arc::clone(&self.arrivals),
         });
@@ -491,7 +496,10 @@ impl ZenohLink {
                     .strip_prefix(&prefix)
                     .unwrap_or_default();
                 let (name, host) = rest.split_once('/').unwrap_or((rest, ""));
-                intake.arrive(name, host, &sample.payload().to_bytes(), now);
+                let handed = sample
+                    .attachment()
+                    .and_then(|a| handed_stamp(&a.to_bytes()));
+                intake.arrive(name, host, &sample.payload().to_bytes(), now, handed);
             })
             .wait()
             .map_err(zerr)?;
@@ -597,7 +605,7 @@ impl ZenohLink {
                             .set_claims(*h, claims);
                         let now = monotonic_now();
                         for (cell, bytes) in held {
-                            intake.take(cell, *h, &bytes, now);
+                            intake.take(cell, *h, &bytes, now, None);
                         }
                         false
                     });
@@ -636,12 +644,14 @@ impl ZenohLink {
         let host = self.host as u16;
         let offset = Arc::clone(&self.offset_ns);
         let delays = Arc::clone(&self.forward_delay);
+        let stages = Arc::clone(&self.stages);
         cells.listen();
         let handle = std::thread::Builder::new()
             .name("ictus-forward".into())
             .spawn(move || {
                 first_among_normal_threads();
                 let mut delay = LatencyHistogram::new();
+                let mut sending = Stages::new();
                 let mut last = vec![u64::MAX; writes.len()];
                 let mut bufs: Vec<Vec<u8>> =
                     writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect();
@@ -650,6 +660,7 @@ impl ZenohLink {
                     // Relaxed: a stop request, polled; one more scan follows it.
                     let ending = stop.load(Ordering::Relaxed);
                     let (seen, stamp) = cells.notice();
+                    let awake = monotonic_now();
                     for (i, (cell, ranges)) in writes.iter().enumerate() {
                         if cells.sequence(*cell) == last[i] {
                             continue;
@@ -670,13 +681,22 @@ impl ZenohLink {
                         };
                         out.clear();
                         p.encode(&mut out);
-                        if stamp.as_u64() != 0 {
-                            delay.record(monotonic_now().saturating_sub(stamp));
-                        }
-                        if publishers[i].put(out.clone()).wait().is_ok() {
+                        let encoded = monotonic_now();
+                        let put = publishers[i]
+                            .put(out.clone())
+                            .attachment(encoded.as_u64().to_le_bytes().to_vec())
+                            .wait();
+                        let returned = monotonic_now();
+                        if put.is_ok() {
                             // Relaxed: counters.
                             counts.sent.fetch_add(1, Ordering::Relaxed);
                             counts.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                        }
+                        if stamp.as_u64() != 0 {
+                            delay.record(encoded.saturating_sub(stamp));
+                            sending.record(LinkStage::Wake, awake.saturating_sub(stamp));
+                            sending.record(LinkStage::Encode, encoded.saturating_sub(awake));
+                            sending.record(LinkStage::Put, returned.saturating_sub(encoded));
                         }
                     }
                     if ending {
@@ -685,6 +705,10 @@ impl ZenohLink {
                     cells.wait_notice(seen, FORWARD_NAP);
                 }
                 *delays.lock().unwrap_or_else(|e| e.into_inner()) = delay;
+                stages
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .merge_sending(sending);
             })
             .map_err(zerr)?;
         self.forwarder = Some((handle, quit));
@@ -878,6 +902,55 @@ impl SetupUpstream for ZenohSetup {
     }
 }
 
+/// The delays of each [`LinkStage`] on one host, in the stages' order.
+struct Stages([LatencyHistogram; LinkStage::ALL.len()]);
+
+impl Stages {
+    fn new() -> Stages {
+        Stages(std::array::from_fn(|_| LatencyHistogram::new()))
+    }
+
+    fn at(stage: LinkStage) -> usize {
+        LinkStage::ALL
+            .iter()
+            .position(|s| *s == stage)
+            .unwrap_or_default()
+    }
+
+    fn record(&mut self, stage: LinkStage, delay: Nanos) {
+        self.0[Self::at(stage)].record(delay);
+    }
+
+    /// Takes the forwarder's sending stages (it keeps its own while it runs, off
+    /// the lock the cell subscriber takes).
+    fn merge_sending(&mut self, sending: Stages) {
+        for (stage, h) in LinkStage::ALL.into_iter().zip(sending.0) {
+            if stage.on_sender() {
+                self.0[Self::at(stage)] = h;
+            }
+        }
+    }
+
+    /// The stages with delays, in order.
+    fn figures(&self) -> Vec<StageFigure> {
+        LinkStage::ALL
+            .into_iter()
+            .zip(&self.0)
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(stage, h)| StageFigure {
+                stage,
+                delay: Distribution::of(h),
+            })
+            .collect()
+    }
+}
+
+/// The stamp a publication's attachment carries (docs/wire.md): when its sender
+/// handed it to Zenoh, on the sender's clock. `None` for any other attachment.
+fn handed_stamp(attachment: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(attachment.try_into().ok()?))
+}
+
 /// One host's elements of one cell, as published: the writer's host, its clock
 /// offset to the main host, the stamp of the publication on its clock, and each
 /// range with its offset in the cell.
@@ -956,13 +1029,16 @@ struct Intake {
     guard: Arc<Mutex<Guard>>,
     counts: Arc<CellCounts>,
     latency: Arc<Mutex<LatencyHistogram>>,
+    /// The receiving stages' delays.
+    stages: Arc<Mutex<Stages>>,
     offset: Arc<AtomicU64>,
     arrivals: Arc<Mutex<Arrivals>>,
 }
 
 impl Intake {
     /// A publication of cell `name` under host name `host`'s key.
-    fn arrive(&self, name: &str, host: &str, bytes: &[u8], now: Nanos) {
+    /// `handed`: when the sender handed it to Zenoh, on its clock (the attachment).
+    fn arrive(&self, name: &str, host: &str, bytes: &[u8], now: Nanos, handed: Option<u64>) {
         let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
         let Some(h) = guard.host(host) else {
             guard.refuse(None, Refusal::UnknownHost);
@@ -985,11 +1061,12 @@ impl Intake {
             return;
         }
         drop(guard);
-        self.take(cell, h, bytes, now);
+        self.take(cell, h, bytes, now, handed);
     }
 
-    /// Checks and copies host `h`'s publication of `cell`, once its claims are known.
-    fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos) {
+    /// Checks and copies host `h`'s publication of `cell`, once its claims are known;
+    /// `now` is its arrival, `handed` when the sender gave it to Zenoh (its clock).
+    fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos, handed: Option<u64>) {
         let refused = |why| {
             self.guard
                 .lock()
@@ -1033,6 +1110,7 @@ impl Intake {
                 self.cells.write_cell_range(cell, *at, data);
             }
         }
+        let copied = monotonic_now();
         // Relaxed: counters.
         self.counts.received.fetch_add(1, Ordering::Relaxed);
         // A copy made before any publication (the initial values) has no stamp, so
@@ -1040,15 +1118,20 @@ impl Intake {
         if p.stamp == 0 {
             return;
         }
-        // The writer's stamp on the main clock, then on this host's.
+        // The writer's stamps on the main clock, then on this host's.
         // Relaxed: a measured figure, set once before cells flow.
         let mine = self.offset.load(Ordering::Relaxed) as i64;
-        let stamp = p.stamp as i128 - i128::from(p.offset) + i128::from(mine);
-        let delay = (i128::from(now.as_u64()) - stamp).max(0) as u64;
+        let here = |t: u64| t as i128 - i128::from(p.offset) + i128::from(mine);
+        let since = |t: i128| Nanos::new((i128::from(now.as_u64()) - t).max(0) as u64);
         self.latency
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(Nanos::new(delay));
+            .record(since(here(p.stamp)));
+        let mut stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(handed) = handed {
+            stages.record(LinkStage::Transit, since(here(handed)));
+        }
+        stages.record(LinkStage::Copy, copied.saturating_sub(now));
     }
 }
 
@@ -1417,6 +1500,11 @@ impl Link for ZenohLink {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .figures(),
+            stages: self
+                .stages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .figures(),
         }
     }
 }
@@ -1554,5 +1642,34 @@ mod tests {
         }
         out.push(0);
         assert!(Publication::decode(&out).is_none());
+    }
+
+    #[test]
+    fn a_stage_figure_per_stage_measured_in_the_order_a_publication_passes_them() {
+        let mut sut = Stages::new();
+        sut.record(LinkStage::Copy, Nanos::new(5));
+        sut.record(LinkStage::Wake, Nanos::new(7));
+        let mut sending = Stages::new();
+        sending.record(LinkStage::Put, Nanos::new(3));
+        sending.record(LinkStage::Put, Nanos::new(4));
+        sending.record(LinkStage::Transit, Nanos::new(9));
+        sut.merge_sending(sending);
+        let got: Vec<(LinkStage, u64)> = sut
+            .figures()
+            .iter()
+            .map(|f| (f.stage, f.delay.summary.count))
+            .collect();
+        // The forwarder's sending stages replace the shared ones; its receiving
+        // ones are not its to give.
+        assert_eq!(got, [(LinkStage::Put, 2), (LinkStage::Copy, 1)]);
+    }
+
+    #[test]
+    fn the_handed_stamp_reads_back_and_another_attachment_is_none() {
+        assert_eq!(
+            handed_stamp(&987_654_321u64.to_le_bytes()),
+            Some(987_654_321)
+        );
+        assert_eq!(handed_stamp(&[1, 2, 3]), None);
     }
 }

@@ -34,6 +34,11 @@ struct Host {
 
 /// Hosts h1 and h2 (h2 listens, h1 connects), each with `decls` as it sees them.
 fn two(run: &str, decls: &[HubDecl]) -> Vec<Host> {
+    two_tables(run, [decls, decls])
+}
+
+/// [`two`], with a table of its own for each host.
+fn two_tables(run: &str, tables: [&[HubDecl]; 2]) -> Vec<Host> {
     let hosts = vec!["h1".to_owned(), "h2".to_owned()];
     let at = format!("tcp/127.0.0.1:{}", ictus_os::testing::free_port());
     let mut listen = Endpoints::parse(&[&at], &[]).unwrap();
@@ -48,7 +53,7 @@ fn two(run: &str, decls: &[HubDecl]) -> Vec<Host> {
         .into_iter()
         .enumerate()
         .map(|(here, session)| {
-            let hubs = Hubs::in_process_at(decls, &hosts, here).unwrap();
+            let hubs = Hubs::in_process_at(tables[here], &hosts, here).unwrap();
             let link = HubLink::start(&session, run, &hosts, here, &hubs).unwrap();
             Host {
                 session,
@@ -61,6 +66,27 @@ fn two(run: &str, decls: &[HubDecl]) -> Vec<Host> {
 
 fn run_name(tag: &str) -> String {
     format!("hubs-{tag}-{}", std::process::id())
+}
+
+#[test]
+fn a_host_whose_hub_table_differs_is_refused_and_reported() {
+    let table = |capacity| {
+        vec![
+            HubDecl::semaphore("s", 1).at("h2"),
+            HubDecl::fifo::<u64>("f", capacity).at("h2"),
+        ]
+    };
+    let hosts = two_tables(&run_name("differs"), [&table(4), &table(8)]);
+    let err = hosts[0].hubs.semaphore("s").unwrap().take_timeout(LONG);
+    assert!(matches!(err, Err(HubError::HomeDiffers { .. })), "{err:?}");
+    assert_eq!(hosts[1].hubs.semaphore("s").unwrap().count(), 1);
+    let reports = hosts[0].link.as_ref().unwrap().reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let text = reports[0].to_string();
+    assert!(
+        text.contains("host `h2` declares other hubs than this host (from hub `f` on)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -207,6 +207,72 @@ pub fn futex_wake_shared(word: &AtomicU32, n: u32) -> u32 {
     futex_wake_at(word.as_ptr().cast_const(), n)
 }
 
+/// One word of a `futex_waitv(2)` call: the kernel's `struct futex_waitv`.
+#[repr(C)]
+struct WaitvEntry {
+    val: u64,
+    uaddr: u64,
+    flags: u32,
+    reserved: u32,
+}
+
+/// The absolute `CLOCK_MONOTONIC` time of `deadline` (an [`Instant`], which
+/// is that clock on Linux, but opaque: converted through the time left).
+fn monotonic_timespec(deadline: Instant) -> libc::timespec {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let at = crate::clock::monotonic_now()
+        .as_u64()
+        .saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX));
+    libc::timespec {
+        tv_sec: (at / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: (at % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// Sleeps while `a` holds `a_expected` and `b` holds `b_expected`, until a
+/// wake-up on either (`futex_waitv(2)`, shared operations: the words may be
+/// in memory shared between processes) or until `deadline`; returns at once
+/// when either differs. The caller re-checks both, as with any futex.
+///
+/// Returns `false` without waiting on a kernel that lacks `futex_waitv`
+/// (before Linux 5.16): the caller falls back to waiting on one word.
+pub fn futex_wait_either_shared(
+    a: &AtomicU32,
+    a_expected: u32,
+    b: &AtomicU32,
+    b_expected: u32,
+    deadline: Option<Instant>,
+) -> bool {
+    let entry = |word: &AtomicU32, val: u32| WaitvEntry {
+        val: u64::from(val),
+        uaddr: word.as_ptr() as u64,
+        flags: libc::FUTEX2_SIZE_U32 as u32,
+        reserved: 0,
+    };
+    let waiters = [entry(a, a_expected), entry(b, b_expected)];
+    let ts = deadline.map(monotonic_timespec);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `waiters` is an array of two kernel `struct futex_waitv` (same
+    // layout, reserved zero) that outlives the call, each naming a live, aligned
+    // AtomicU32 borrowed for the whole call, which the kernel only reads;
+    // `ts_ptr` is null (no timeout) or points to `ts`, an absolute
+    // CLOCK_MONOTONIC time that outlives the call. Every failure but ENOSYS
+    // (EAGAIN: a word differs, EINTR, ETIMEDOUT) means "re-check".
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_futex_waitv,
+            waiters.as_ptr(),
+            waiters.len() as libc::c_uint,
+            0 as libc::c_uint,
+            ts_ptr,
+            libc::CLOCK_MONOTONIC,
+        )
+    };
+    !(rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+}
+
 /// The address of the 32 bits of `word` that hold its low half: the futex word of a
 /// 64-bit counter (the kernel compares and sleeps on 32 bits).
 fn low_half(word: &AtomicU64) -> *const u32 {
@@ -329,6 +395,25 @@ impl Latch {
     }
 }
 
+/// The absolute `CLOCK_REALTIME` time of `deadline` (for `FUTEX_LOCK_PI`).
+fn realtime_timespec(deadline: Instant) -> libc::timespec {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let at = (now.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec.max(0) as u64)
+        .saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX));
+    libc::timespec {
+        tv_sec: (at / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: (at % 1_000_000_000) as libc::c_long,
+    }
+}
+
 /// The kernel's id of the calling thread (`gettid(2)`), what a [`PiLock`] word holds.
 pub fn gettid() -> u32 {
     // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
@@ -400,6 +485,42 @@ impl<'a> PiLock<'a> {
         }
     }
 
+    /// [`lock`](Self::lock), giving up at `deadline`: `Ok(false)` then.
+    /// (`FUTEX_LOCK_PI2`, whose deadline is on `CLOCK_MONOTONIC`; before
+    /// Linux 5.14 `FUTEX_LOCK_PI`, whose deadline is on `CLOCK_REALTIME`, so
+    /// that a step of the wall clock then shortens or lengthens the wait.)
+    pub fn lock_until(&self, deadline: Instant) -> io::Result<bool> {
+        if self.try_fast() {
+            return Ok(true);
+        }
+        loop {
+            let ts = monotonic_timespec(deadline);
+            match self.pi_op_until(libc::FUTEX_LOCK_PI2, &ts) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    let ts = realtime_timespec(deadline);
+                    match self.pi_op_until(libc::FUTEX_LOCK_PI, &ts) {
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
+                        other => return Self::timed(other),
+                    }
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {}
+                other => return Self::timed(other),
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// A timed lock's result: `ETIMEDOUT` is `Ok(false)`.
+    fn timed(r: io::Result<()>) -> io::Result<bool> {
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Locks if free now; `Ok(false)` when another thread (or this one) holds it.
     pub fn try_lock(&self) -> io::Result<bool> {
         if self.try_fast() {
@@ -464,6 +585,26 @@ impl<'a> PiLock<'a> {
         self.word
             .compare_exchange(0, gettid(), Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
+    }
+
+    /// A PI futex lock operation on the word with an absolute timeout.
+    fn pi_op_until(&self, op: libc::c_int, at: &libc::timespec) -> io::Result<()> {
+        // SAFETY: as in `pi_op`; `at` is a timespec borrowed for the call, the
+        // absolute time the lock operations take.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                op,
+                0,
+                at as *const libc::timespec,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// One PI futex operation on the word (not private: may be shared memory).
@@ -921,6 +1062,62 @@ mod tests {
         .unwrap();
         assert_eq!(foreign, (false, Some(libc::EPERM)));
         sut.unlock().unwrap();
+    }
+
+    #[test]
+    fn a_timed_pi_lock_gives_up_while_held_and_takes_it_once_freed() {
+        let word = Arc::new(AtomicU32::new(0));
+        let sut = PiLock::new(&word);
+        sut.lock().unwrap();
+        let other = Arc::clone(&word);
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let sut = PiLock::new(&other);
+            let first = sut
+                .lock_until(Instant::now() + Duration::from_millis(20))
+                .unwrap();
+            locked_tx.send(()).unwrap();
+            let second = sut
+                .lock_until(Instant::now() + Duration::from_secs(20))
+                .unwrap();
+            sut.unlock().unwrap();
+            (first, second)
+        });
+        locked_rx.recv().unwrap();
+        sut.unlock().unwrap();
+        assert_eq!(waiter.join().unwrap(), (false, true));
+        assert_eq!(sut.owner(), None);
+    }
+
+    #[test]
+    fn a_wait_on_two_words_ends_when_either_changes() {
+        let (a, b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        if !futex_wait_either_shared(&a, 1, &b, 0, None) {
+            return; // A kernel before 5.16: the callers fall back.
+        }
+        for which in 0..2 {
+            let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+            let waiter = std::thread::spawn(move || {
+                let (va, vb) = (a2.load(Ordering::SeqCst), b2.load(Ordering::SeqCst));
+                while a2.load(Ordering::SeqCst) == va && b2.load(Ordering::SeqCst) == vb {
+                    futex_wait_either_shared(&a2, va, &b2, vb, None);
+                }
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            let word = if which == 0 { &a } else { &b };
+            word.fetch_add(1, Ordering::SeqCst);
+            futex_wake_shared(word, 1);
+            waiter.join().unwrap();
+        }
+        // A deadline ends it too.
+        let (va, vb) = (a.load(Ordering::SeqCst), b.load(Ordering::SeqCst));
+        futex_wait_either_shared(
+            &a,
+            va,
+            &b,
+            vb,
+            Some(Instant::now() + Duration::from_millis(5)),
+        );
     }
 
     #[test]

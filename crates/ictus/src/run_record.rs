@@ -32,8 +32,9 @@ use ictus_probe::registry::RUN_RECORD;
 use ictus_probe::session::Session;
 use ictus_probe::view::run::{
     CellLatency, CellMetrics, EXECUTION_TIME, ForwardDelay, ForwardMetrics, Frames, FramesLabels,
-    FramesMetrics, HostClock, HostLabels, RELEASE_JITTER, Stress, StressMetrics, Subsystem,
-    SubsystemLabels, SubsystemMetrics, TickArrival, TickMetrics,
+    FramesMetrics, HostClock, HostLabels, LinkStageDelay, RELEASE_JITTER, StageLabels,
+    StageMetrics, Stress, StressMetrics, Subsystem, SubsystemLabels, SubsystemMetrics, TickArrival,
+    TickMetrics,
 };
 use ictus_probe::view::{Empty, Point};
 use ictus_shield::class::Class;
@@ -274,6 +275,20 @@ fn host_measurements(h: &HostReport) -> Vec<Measurement> {
         cell = cell.with_latency(latency(d, 0, 0));
     }
     let mut out = vec![tick, cell];
+    out.extend(h.stages.iter().map(|s| {
+        Point::<LinkStageDelay>::new(
+            StageLabels {
+                host: h.name.clone(),
+                role: h.role.clone(),
+                stage: s.stage.name().to_string(),
+            },
+            StageMetrics {
+                publications: s.delay.summary.count as f64,
+            },
+        )
+        .measurement()
+        .with_latency(latency(&s.delay, 0, 0))
+    }));
     if let Some(d) = &h.forward_delay {
         let forwarded = ForwardMetrics {
             clock,

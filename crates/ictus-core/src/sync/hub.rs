@@ -58,6 +58,14 @@ pub trait Park {
 
     /// Wakes up to `count` threads sleeping on `word`.
     fn unpark(&self, word: &AtomicU32, count: u32);
+
+    /// Whether the waiter should give up now, as if its deadline had passed:
+    /// looked at before each sleep. For a thread that waits on a hub and must
+    /// also hear something else (the home servers of hubs across hosts, whose
+    /// `park` also wakes when a command arrives); `false` for everyone else.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Park`] that never sleeps: `park` spins once and returns. For tests and
@@ -113,7 +121,7 @@ fn wait_for<P: Park + ?Sized>(
         if attempt(seen) {
             break true;
         }
-        if expired(deadline) {
+        if expired(deadline) || park.interrupted() {
             break false;
         }
         park.park(word, seen, deadline);

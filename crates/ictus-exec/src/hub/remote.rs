@@ -18,6 +18,13 @@
 //! | port | `Push` (a message offered here), `Demand`, `Taken` (this host's receiver copied) | `Ack` (the real receiver copied), `Deliver` (a message claimed for a receiver here) |
 //! | resource | `Demand` (lock), `Release` | `Grant` (the home's worker holds the real lock for this host) |
 //!
+//! Before any of these, each host sends every other its table (`Table`: one
+//! digest per hub, [`table_digests`]); nothing from a host is applied until
+//! its table arrived the same as this host's, and a host whose table differs
+//! is refused for good ([`HubReport::TableDiffers`]). A server sleeps until
+//! the real hub or a command wakes it, never in slices ([`HubNode::server_wakes`]
+//! counts its wake-ups).
+//!
 //! A host that leaves (the transport calls [`HubNode::host_left`]) fails every
 //! proxy homed there ([`HubError::HomeLost`] for its waiters and later
 //! operations), and at home its demands are dropped, its FIFO ends freed, a
@@ -30,18 +37,19 @@
 )]
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ictus_core::sync::hub::{self as words, Ring, RingConsumer, RingProducer};
-use ictus_os::handoff::PiLock;
+use ictus_core::sync::hub::{self as words, Park, Ring, RingConsumer, RingProducer};
+use ictus_os::handoff::{PiLock, futex_wait_either_shared, futex_wait_shared, futex_wake_shared};
 
 use super::{
-    FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubError, HubKind, Hubs, LINK_END, P_DEMAND, P_FAILED,
-    P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes, message_bytes,
+    FAILED_DIFFERS, FAILED_LEFT, FIFO_RECEIVER, FIFO_RING, FIFO_SENDER, HubDecl, HubError, HubKind,
+    Hubs, LINK_END, P_DEMAND, P_FAILED, P_GRANTED, P_OUT, P_REFUSED, PROXY_WORDS, homes,
+    message_bytes,
 };
 
 /// A FIFO's end.
@@ -81,6 +89,11 @@ pub enum HubOp {
     Credit(u32),
     /// The proxy's receiver copied the delivered port message, to the home.
     Taken,
+    /// The sender's hub table, one digest per hub in order
+    /// ([`table_digests`]): the first message to every host, whose answer is
+    /// to refuse the sender if it differs from its own (the message's `hub`
+    /// is not used).
+    Table(Vec<u64>),
 }
 
 /// A [`HubOp`] on hub `hub` (its index in the run's hub table, the same on
@@ -123,6 +136,21 @@ pub enum HubReport {
         /// Its home.
         home: String,
     },
+    /// Host `host` declares another hub table than this host (its digests
+    /// differ from hub `hub` on, or it has `there` hubs against `here`):
+    /// refused, nothing is exchanged with it, and the proxies of hubs homed
+    /// there fail ([`HubError::HomeDiffers`]).
+    TableDiffers {
+        /// The host.
+        host: String,
+        /// This host's first hub that differs there (`None`: this host's
+        /// table is the first part of that host's).
+        hub: Option<String>,
+        /// Hubs this host declares.
+        here: usize,
+        /// Hubs that host declares.
+        there: usize,
+    },
     /// A resource homed here was held by host `host`, which left: released.
     Released {
         /// The resource.
@@ -138,6 +166,23 @@ impl std::fmt::Display for HubReport {
             HubReport::HomeLost { hub, home } => {
                 write!(f, "hub `{hub}` failed here: its home host `{home}` left")
             }
+            HubReport::TableDiffers {
+                host,
+                hub,
+                here,
+                there,
+            } => {
+                write!(f, "host `{host}` declares other hubs than this host (")?;
+                match hub {
+                    Some(hub) => write!(f, "from hub `{hub}` on")?,
+                    None => write!(f, "{there} hubs there, {here} here")?,
+                }
+                write!(
+                    f,
+                    "): refused, no hub operation is exchanged with it; give every host the \
+                     same [[hub]] tables"
+                )
+            }
             HubReport::Released { hub, host } => write!(
                 f,
                 "resource `{hub}` was held by host `{host}`, which left: released"
@@ -148,10 +193,48 @@ impl std::fmt::Display for HubReport {
 
 /// How long the relay sleeps on its doorbell before looking anyway.
 const RELAY_POLL: Duration = Duration::from_millis(5);
-/// How long a server waits on a real hub before looking at its commands.
+/// On a kernel without `futex_waitv` (before Linux 5.16) only: how long a
+/// server waits on a real hub before looking at its commands.
 const SERVER_SLICE: Duration = Duration::from_millis(1);
-/// How long an idle server waits for a command.
-const SERVER_IDLE: Duration = Duration::from_millis(50);
+/// How long a resource's server waits for the real lock before it looks
+/// whether the node stops (a PI lock cannot also wait on the server's
+/// doorbell; nothing else waits on this: see `serve_resource`).
+const SERVER_LOCK_SLICE: Duration = Duration::from_millis(50);
+
+/// One digest per hub of a table as host list `hosts` places it: of its
+/// name, kind, parameters and home host's name (FNV-1a, 64 bits), so that
+/// two hosts can tell whether they index the same hubs alike. Messages name
+/// hubs by index: a host whose digests differ is refused
+/// ([`HubReport::TableDiffers`]).
+pub fn table_digests(decls: &[HubDecl], hosts: &[String]) -> Vec<u64> {
+    let names = super::home_names(decls, hosts);
+    decls
+        .iter()
+        .zip(names)
+        .map(|(d, home)| {
+            let json = serde_json::to_vec(d).expect("hub declarations always serialize");
+            fnv1a(json.iter().chain(&[0]).chain(home.as_bytes()))
+        })
+        .collect()
+}
+
+/// FNV-1a, 64 bits: small, stable across builds and platforms.
+fn fnv1a<'a>(bytes: impl IntoIterator<Item = &'a u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What this host knows of another's hub table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    /// Its table has not arrived: what it sends is dropped.
+    Unknown,
+    /// Its table is this host's.
+    Same,
+    /// Its table differs: refused.
+    Differs,
+}
 
 /// What a server thread is told.
 enum Cmd {
@@ -171,13 +254,97 @@ struct Shared {
     stop: AtomicBool,
     /// Messages for the relay (to proxies), from the transport.
     inbox: Mutex<VecDeque<HubMsg>>,
-    /// Homes that left, for the relay to fail their proxies.
-    lost: Mutex<Vec<usize>>,
-    /// Per hub homed here: its server's commands.
-    servers: Vec<Option<Mutex<Sender<Cmd>>>>,
+    /// Homes that left or were refused, for the relay to fail their proxies,
+    /// with the `P_FAILED` code.
+    lost: Mutex<Vec<(usize, u32)>>,
+    /// This host's [`table_digests`].
+    digests: Vec<u64>,
+    /// Per host: what its table is.
+    peers: Mutex<Vec<Peer>>,
+    /// Per hub homed here that other hosts use: its server.
+    servers: Vec<Option<Server>>,
     reports: Mutex<Vec<HubReport>>,
     /// Per host: `None` once it joined (send at once), else what waits for it.
     held: Mutex<Vec<Option<Vec<HubMsg>>>>,
+}
+
+/// What the transport's callbacks share with one home server.
+struct Server {
+    /// Its commands.
+    tx: Mutex<Sender<Cmd>>,
+    /// Its doorbell: bumped and woken after every command (and at stop). The
+    /// server sleeps on it and, while it waits on the real hub, on it and on
+    /// the hub's word at once (`futex_waitv`), so a command is heard at once.
+    bell: AtomicU32,
+    /// Its wake-ups (returns from a sleep), for [`HubNode::server_wakes`].
+    wakes: AtomicU64,
+}
+
+impl Server {
+    /// Hands the server a command and wakes it.
+    fn send(&self, cmd: Cmd) {
+        let _ = lock(&self.tx).send(cmd);
+        self.ring();
+    }
+
+    /// Wakes the server: it looks at its commands and the node's stop.
+    fn ring(&self) {
+        // Release: pairs with the Acquire load in `Server::seen`, so a server
+        // that sees the new value finds the command sent before it.
+        self.bell.fetch_add(1, Ordering::Release);
+        futex_wake_shared(&self.bell, 1);
+    }
+
+    /// The doorbell now: read before the server looks at its commands, so
+    /// that any command sent after the look changes it.
+    fn seen(&self) -> u32 {
+        // Acquire: pairs with the Release add in `ring`.
+        self.bell.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until the doorbell differs from `seen` (a command, or stop).
+    fn idle(&self, seen: u32) {
+        futex_wait_shared(&self.bell, seen, None);
+        self.woke();
+    }
+
+    fn woke(&self) {
+        // Relaxed: a counter read for a report.
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The park a server waits on the real hub with: it also wakes, and the
+    /// wait gives up, when the doorbell moves past `seen`.
+    fn park(&self, seen: u32) -> ServerPark<'_> {
+        ServerPark { server: self, seen }
+    }
+}
+
+/// A wait on a real hub that also ends on a command (see [`Server::bell`]).
+struct ServerPark<'a> {
+    server: &'a Server,
+    seen: u32,
+}
+
+impl Park for ServerPark<'_> {
+    fn park(&self, word: &AtomicU32, expected: u32, deadline: Option<Instant>) {
+        let bell = &self.server.bell;
+        if !futex_wait_either_shared(word, expected, bell, self.seen, deadline) {
+            // No futex_waitv: the hub's word alone, a slice at a time.
+            let slice = Instant::now() + SERVER_SLICE;
+            let until = deadline.map_or(slice, |d| d.min(slice));
+            futex_wait_shared(word, expected, Some(until - Instant::now().min(until)));
+        }
+        self.server.woke();
+    }
+
+    fn unpark(&self, word: &AtomicU32, count: u32) {
+        futex_wake_shared(word, count);
+    }
+
+    fn interrupted(&self) -> bool {
+        self.server.seen() != self.seen
+    }
 }
 
 /// The hub threads of one host: its relay and its home servers. Stops (and
@@ -210,7 +377,11 @@ impl HubNode {
                 (home == here && hosts.len() > 1).then(|| {
                     let (tx, rx) = mpsc::channel();
                     receivers.push((i, rx));
-                    Mutex::new(tx)
+                    Server {
+                        tx: Mutex::new(tx),
+                        bell: AtomicU32::new(0),
+                        wakes: AtomicU64::new(0),
+                    }
                 })
             })
             .collect();
@@ -223,6 +394,12 @@ impl HubNode {
             stop: AtomicBool::new(false),
             inbox: Mutex::new(VecDeque::new()),
             lost: Mutex::new(Vec::new()),
+            digests: table_digests(decls, hosts),
+            peers: Mutex::new(
+                (0..hosts.len())
+                    .map(|h| if h == here { Peer::Same } else { Peer::Unknown })
+                    .collect(),
+            ),
             servers,
             reports: Mutex::new(Vec::new()),
             held: Mutex::new(
@@ -231,6 +408,10 @@ impl HubNode {
                     .collect(),
             ),
         });
+        // The first message to every host: before the threads send anything.
+        for to in (0..hosts.len()).filter(|&h| h != here) {
+            shared.send(to, 0, HubOp::Table(shared.digests.clone()));
+        }
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -264,6 +445,16 @@ impl HubNode {
     /// that side takes, are dropped.
     pub fn deliver(&self, from: usize, msg: HubMsg) {
         let s = &self.shared;
+        if from == s.here || from >= s.hosts.len() {
+            return;
+        }
+        if let HubOp::Table(digests) = &msg.op {
+            self.check_table(from, digests);
+            return;
+        }
+        if lock(&s.peers)[from] != Peer::Same {
+            return;
+        }
         let i = msg.hub as usize;
         let (Some(&home), true) = (s.homes.get(i), from < s.hosts.len() && from != s.here) else {
             return;
@@ -280,8 +471,8 @@ impl HubNode {
                 }
                 (HubKind::Event, HubOp::Give(_)) => words::Event::new(h.words()).raise(h.park()),
                 _ => {
-                    if let Some(Some(tx)) = s.servers.get(i) {
-                        let _ = lock(tx).send(Cmd::Op(from, msg.op));
+                    if let Some(Some(server)) = s.servers.get(i) {
+                        server.send(Cmd::Op(from, msg.op));
                     }
                 }
             }
@@ -307,6 +498,35 @@ impl HubNode {
         }
     }
 
+    /// Host `from`'s table arrived: the same, or `from` is refused (reported,
+    /// its proxies here failed, nothing more taken from it).
+    fn check_table(&self, from: usize, digests: &[u64]) {
+        let s = &self.shared;
+        let same = digests == s.digests.as_slice();
+        {
+            let mut peers = lock(&s.peers);
+            if peers[from] != Peer::Unknown {
+                return;
+            }
+            peers[from] = if same { Peer::Same } else { Peer::Differs };
+        }
+        if same {
+            return;
+        }
+        let first = s.digests.iter().zip(digests).position(|(a, b)| a != b);
+        let hub = first
+            .or((s.digests.len() > digests.len()).then_some(digests.len()))
+            .map(|i| s.hubs.decls()[i].name().to_owned());
+        s.report(HubReport::TableDiffers {
+            host: s.hosts[from].clone(),
+            hub,
+            here: s.digests.len(),
+            there: digests.len(),
+        });
+        lock(&s.lost).push((from, FAILED_DIFFERS));
+        s.hubs.ring_bell();
+    }
+
     /// Host `host` left the run: its proxies here fail, its demands and
     /// holds on hubs homed here end.
     pub fn host_left(&self, host: usize) {
@@ -314,12 +534,12 @@ impl HubNode {
         if host == s.here || host >= s.hosts.len() {
             return;
         }
-        lock(&s.lost).push(host);
+        lock(&s.lost).push((host, FAILED_LEFT));
         // Nothing more is held for it: what is sent now is lost with it.
         lock(&s.held)[host] = None;
         s.hubs.ring_bell();
-        for tx in s.servers.iter().flatten() {
-            let _ = lock(tx).send(Cmd::Left(host));
+        for server in s.servers.iter().flatten() {
+            server.send(Cmd::Left(host));
         }
     }
 
@@ -342,6 +562,18 @@ impl HubNode {
         std::mem::take(&mut *lock(&self.shared.reports))
     }
 
+    /// How many times the home server of hub `hub` (its index in the table)
+    /// woke from a sleep so far; `None` for a hub without one (homed
+    /// elsewhere, or a run on one host). A server sleeps until a command or
+    /// the real hub wakes it, never in slices (but on a kernel without
+    /// `futex_waitv`, before Linux 5.16, where it looks at its commands every
+    /// millisecond while it waits on the hub): for diagnostics and tests.
+    pub fn server_wakes(&self, hub: usize) -> Option<u64> {
+        let server = self.shared.servers.get(hub)?.as_ref()?;
+        // Relaxed: a counter read for a report.
+        Some(server.wakes.load(Ordering::Relaxed))
+    }
+
     /// Stops the threads and waits for them.
     pub fn stop(self) {
         self.halt();
@@ -354,6 +586,9 @@ impl HubNode {
         // published with it.
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.hubs.ring_bell();
+        for server in self.shared.servers.iter().flatten() {
+            server.ring();
+        }
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {
             let _ = t.join();
@@ -446,17 +681,20 @@ fn relay(s: &Shared) {
     let park = &s.hubs.inner.park;
     let mut buf = Vec::new();
     while !s.stopped() {
-        for home in std::mem::take(&mut *lock(&s.lost)) {
+        for (home, why) in std::mem::take(&mut *lock(&s.lost)) {
             for (i, st) in state.iter_mut().enumerate() {
                 if s.homes[i] == home && home != s.here && !st.dead {
                     st.dead = true;
                     let h = &handles[i];
                     // Release: pairs with the Acquire load in `Handle::failed`.
-                    h.header()[P_FAILED].store(1, Ordering::Release);
-                    s.report(HubReport::HomeLost {
-                        hub: decls[i].name().to_owned(),
-                        home: s.hosts[home].clone(),
-                    });
+                    h.header()[P_FAILED].store(why, Ordering::Release);
+                    // A refused home was reported once, as the table's.
+                    if why == FAILED_LEFT {
+                        s.report(HubReport::HomeLost {
+                            hub: decls[i].name().to_owned(),
+                            home: s.hosts[home].clone(),
+                        });
+                    }
                 }
             }
         }
@@ -648,73 +886,76 @@ fn relay_fifo(
 }
 
 /// A home server: acts on hub `i`'s real words for the other hosts.
+///
+/// Each server has the same round: read its doorbell ([`Server::seen`]),
+/// take every command there, do what can be done without waiting, then
+/// sleep, on the real hub with a [`ServerPark`] of that doorbell value (so a
+/// command arriving meanwhile ends the wait at once) or on the doorbell alone.
 fn serve(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+    let Some(Some(server)) = s.servers.get(i) else {
+        return;
+    };
     match s.hubs.decls()[i].kind() {
-        HubKind::Semaphore { .. } | HubKind::Event => serve_tokens(s, i, rx),
+        HubKind::Semaphore { .. } | HubKind::Event => serve_tokens(s, server, i, rx),
         HubKind::Fifo { message, capacity } => {
-            serve_fifo(s, i, rx, message_bytes(message), capacity);
+            serve_fifo(s, server, i, rx, message_bytes(message), capacity);
         }
-        HubKind::Port { message } => serve_port(s, i, rx, message_bytes(message)),
-        HubKind::Resource => serve_resource(s, i, rx),
+        HubKind::Port { message } => serve_port(s, server, i, rx, message_bytes(message)),
+        HubKind::Resource => serve_resource(s, server, i, rx),
     }
-}
-
-/// The next command: waits up to `wait` when `idle`, else only takes one
-/// that is there. `None` also when the node stops or the sender is gone.
-fn next_cmd(s: &Shared, rx: &Receiver<Cmd>, idle: bool) -> Option<Cmd> {
-    if s.stopped() {
-        return None;
-    }
-    if idle {
-        // A timeout, or the node gone: nothing.
-        rx.recv_timeout(SERVER_IDLE).ok()
-    } else {
-        rx.try_recv().ok()
-    }
-}
-
-fn slice() -> Option<Instant> {
-    Instant::now().checked_add(SERVER_SLICE)
 }
 
 /// Semaphore and event: one token (or raise) taken from the real hub per
-/// demand, granted in the order the demands arrived.
-fn serve_tokens(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+/// demand, granted in the order the demands arrived. A token taken for a
+/// host that left meanwhile, with no other demand, goes back to the hub.
+fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
     let is_event = matches!(s.hubs.decls()[i].kind(), HubKind::Event);
     let mut queue: VecDeque<usize> = VecDeque::new();
+    // A token (or raise) taken from the real hub, not yet granted.
+    let mut token = false;
     while !s.stopped() {
-        // Only the first wait blocks: then what is there is taken.
-        let mut wait = queue.is_empty();
-        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+        let seen = server.seen();
+        for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
                 Cmd::Left(host) => queue.retain(|&q| q != host),
                 Cmd::Op(..) => {}
             }
-            if queue.is_empty() {
-                break;
+        }
+        if std::mem::take(&mut token) {
+            if let Some(to) = queue.pop_front() {
+                s.send(to, i, HubOp::Grant(1));
+            } else if is_event {
+                words::Event::new(h.words()).raise(h.park());
+            } else {
+                words::Semaphore::new(h.words()).give(h.park());
             }
         }
-        let Some(&to) = queue.front() else {
+        if queue.is_empty() {
+            server.idle(seen);
             continue;
-        };
-        let got = if is_event {
-            words::Event::new(h.words()).wait(h.park(), slice())
-        } else {
-            words::Semaphore::new(h.words()).take(h.park(), slice())
-        };
-        if got {
-            queue.pop_front();
-            s.send(to, i, HubOp::Grant(1));
         }
+        let park = server.park(seen);
+        token = if is_event {
+            words::Event::new(h.words()).wait(&park, None)
+        } else {
+            words::Semaphore::new(h.words()).take(&park, None)
+        };
     }
 }
 
 /// FIFO: the home end of a remote sender (its messages pushed into the real
 /// ring, in order, acknowledged) and of a remote receiver (messages popped
 /// from the real ring while its host has room).
-fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: u32) {
+fn serve_fifo(
+    s: &Shared,
+    server: &Server,
+    i: usize,
+    rx: &Receiver<Cmd>,
+    bytes: usize,
+    capacity: u32,
+) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
     let ring = Ring::new(&h.words()[FIFO_RING..], capacity, bytes);
     let park = h.park();
@@ -727,10 +968,8 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
         End::Receiver => &h.words()[FIFO_RECEIVER],
     };
     while !s.stopped() {
-        let idle = pending.is_empty() && receiver.is_none();
-        // Only the first wait blocks: then what is there is taken.
-        let mut wait = idle;
-        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+        let seen = server.seen();
+        for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Op(from, HubOp::Attach(end)) => {
                     // Acquire: pairs with the Release store of a dropped end.
@@ -811,26 +1050,30 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
                 progress = true;
                 s.send(*host, i, HubOp::Deliver(buf.clone()));
             }
-            if !progress && *credits > 0 && pending.is_empty() {
-                // Wait on the real ring a slice (a local sender's push wakes it).
-                if ring.pop(consumer, &mut buf, park, slice()) {
+        }
+        if progress {
+            continue;
+        }
+        let wait = server.park(seen);
+        match (&mut sender, &mut receiver) {
+            // Empty (nothing popped, nothing pending): wait for a local
+            // sender's push, or a command (a remote sender's push among them).
+            (_, Some((host, consumer, credits))) if *credits > 0 && pending.is_empty() => {
+                if ring.pop(consumer, &mut buf, &wait, None) {
                     *credits -= 1;
                     s.send(*host, i, HubOp::Deliver(buf.clone()));
                 }
-                continue;
             }
-        }
-        if !progress && !pending.is_empty() {
-            // Full: wait a slice for the receiver to make room.
-            if let Some((host, producer)) = &mut sender
-                && let Some(m) = pending.front()
-                && ring.push(producer, m, park, slice())
-            {
-                pending.pop_front();
-                s.send(*host, i, HubOp::Ack(1));
+            // Full: wait for the receiver to make room, or a command.
+            (Some((host, producer)), _) if !pending.is_empty() => {
+                if let Some(m) = pending.front()
+                    && ring.push(producer, m, &wait, None)
+                {
+                    pending.pop_front();
+                    s.send(*host, i, HubOp::Ack(1));
+                }
             }
-        } else if !progress && receiver.is_some() {
-            std::thread::sleep(SERVER_SLICE);
+            _ => server.idle(seen),
         }
     }
 }
@@ -839,7 +1082,7 @@ fn serve_fifo(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize, capacity: 
 /// and acknowledged once the real receiver took them; remote receivers'
 /// demands claim messages on the real port, delivered to them, and marked
 /// taken once their receiver has copied (or offered again if it left).
-fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
+fn serve_port(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
     let port = words::Port::new(h.words(), bytes);
     let park = h.park();
@@ -849,13 +1092,8 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
     let mut claimed: Option<usize> = None;
     let mut buf = vec![0; bytes];
     while !s.stopped() {
-        // While a message is claimed for a host, the port is ours until its
-        // `Taken`: nothing to wait for but commands.
-        let block =
-            claimed.is_some() || (outbound.is_empty() && offered.is_none() && demands.is_empty());
-        // Only the first wait blocks: then what is there is taken.
-        let mut wait = block;
-        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+        let seen = server.seen();
+        for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
                 Cmd::Op(from, HubOp::Demand(n)) => demands.extend((0..n).map(|_| from)),
@@ -891,25 +1129,31 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
             s.send(to, i, HubOp::Deliver(buf.clone()));
         }
         if claimed.is_some() {
+            // The port is ours until that host's `Taken`: nothing to wait for
+            // but commands.
+            server.idle(seen);
             continue;
         }
+        let wait = server.park(seen);
         if let Some(from) = offered {
-            if port.collect(park, slice()) {
+            if port.collect(&wait, None) {
                 offered = None;
                 s.send(from, i, HubOp::Ack(1));
             }
         } else if !demands.is_empty() {
-            if port.claim(&mut buf, park, slice())
+            if port.claim(&mut buf, &wait, None)
                 && let Some(to) = demands.pop_front()
             {
                 claimed = Some(to);
                 s.send(to, i, HubOp::Deliver(buf.clone()));
             }
-        } else if let Some((from, m)) = outbound.front()
-            && port.offer(m, park, slice())
-        {
-            offered = Some(*from);
-            outbound.pop_front();
+        } else if let Some((from, m)) = outbound.front() {
+            if port.offer(m, &wait, None) {
+                offered = Some(*from);
+                outbound.pop_front();
+            }
+        } else {
+            server.idle(seen);
         }
     }
     // A message still claimed for a host goes back to the port.
@@ -920,33 +1164,41 @@ fn serve_port(s: &Shared, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
 
 /// Resource: this thread locks the real PI lock for a remote host, in the
 /// order the demands arrived, and holds it until that host's release.
-fn serve_resource(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
+///
+/// The lock is waited for in the kernel (`FUTEX_LOCK_PI2`), so the home's
+/// unlock hands it over at once; the wait is cut every
+/// [`SERVER_LOCK_SLICE`] only to look whether the node stops. Commands that
+/// arrive meanwhile need nothing until the lock is had: more demands queue,
+/// and a release can only come from a holder, which there is not while this
+/// thread waits. A lock had for a host that left meanwhile goes to the next
+/// demand, or back.
+fn serve_resource(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
     let pi = PiLock::new(&h.words()[0]);
     let mut queue: VecDeque<usize> = VecDeque::new();
+    // This thread holds the real lock; for `holder` once granted.
+    let mut locked = false;
     let mut holder: Option<usize> = None;
     let release = |pi: &PiLock<'_>| {
         // Cannot fail: this thread holds it.
         let _ = pi.unlock();
     };
     while !s.stopped() {
-        // Only the first wait blocks (nothing to lock for): then what is there
-        // is taken.
-        let mut wait = queue.is_empty() || holder.is_some();
-        while let Some(cmd) = next_cmd(s, rx, std::mem::replace(&mut wait, false)) {
+        let seen = server.seen();
+        for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
                 // One release per grant: a host holds the resource once at a
                 // time (its own lock orders its threads).
                 Cmd::Op(from, HubOp::Release(_)) if holder == Some(from) => {
                     release(&pi);
-                    holder = None;
+                    (locked, holder) = (false, None);
                 }
                 Cmd::Left(host) => {
                     queue.retain(|&q| q != host);
                     if holder == Some(host) {
                         release(&pi);
-                        holder = None;
+                        (locked, holder) = (false, None);
                         s.report(HubReport::Released {
                             hub: s.hubs.decls()[i].name().to_owned(),
                             host: s.hosts[host].clone(),
@@ -956,20 +1208,130 @@ fn serve_resource(s: &Shared, i: usize, rx: &Receiver<Cmd>) {
                 Cmd::Op(..) => {}
             }
         }
-        if holder.is_none()
-            && let Some(&to) = queue.front()
-        {
-            if pi.try_lock().unwrap_or(false) {
-                queue.pop_front();
+        if locked && holder.is_none() {
+            if let Some(to) = queue.pop_front() {
                 holder = Some(to);
                 s.send(to, i, HubOp::Grant(1));
             } else {
-                std::thread::sleep(SERVER_SLICE);
+                release(&pi);
+                locked = false;
+            }
+        }
+        if locked || queue.is_empty() {
+            server.idle(seen);
+            continue;
+        }
+        match pi.lock_until(Instant::now() + SERVER_LOCK_SLICE) {
+            Ok(got) => locked = got,
+            // A home thread died holding it (the home's own users see the same
+            // error): look again after a slice, hearing commands meanwhile.
+            Err(_) => {
+                futex_wait_shared(&server.bell, seen, Some(SERVER_LOCK_SLICE));
+                server.woke();
             }
         }
     }
-    if holder.is_some() {
+    if locked {
         release(&pi);
+    }
+}
+
+/// Hosts of a run in one process, their hub messages carried by channels (a
+/// thread per host hands what arrives to its node): hubs across hosts without
+/// a network, for tests, examples and measurements (the `hub_hops` example).
+///
+/// ```
+/// use ictus_exec::hub::remote::InProcessHosts;
+/// use ictus_exec::hub::{HubDecl, Hubs};
+///
+/// let hosts = ["h1".to_owned(), "h2".to_owned()];
+/// let decls = [HubDecl::semaphore("s", 1).at("h2")];
+/// let tables = (0..2)
+///     .map(|here| Hubs::in_process_at(&decls, &hosts, here).unwrap())
+///     .collect();
+/// let sut = InProcessHosts::start(&hosts, tables).unwrap();
+/// assert!(sut.hubs[0].semaphore("s").unwrap().take().is_ok(), "h2's token, taken on h1");
+/// ```
+pub struct InProcessHosts {
+    /// Each host's table, in the order of the hosts.
+    pub hubs: Vec<Hubs>,
+    /// Each host's node.
+    pub nodes: Vec<Arc<HubNode>>,
+    /// Set: the pumps drop every message (the network gone).
+    cut: Arc<AtomicBool>,
+}
+
+impl InProcessHosts {
+    /// Starts the node of each of `tables` (host `i`'s made for `hosts` and
+    /// `i`, with [`Hubs::in_process_at`] or [`Hubs::create_shared_at`]) and
+    /// the threads that carry their messages.
+    pub fn start(hosts: &[String], tables: Vec<Hubs>) -> Result<InProcessHosts, HubError> {
+        let (txs, rxs): (Vec<_>, Vec<_>) = tables.iter().map(|_| mpsc::channel()).unzip();
+        let cut = Arc::new(AtomicBool::new(false));
+        let mut nodes = Vec::new();
+        for (here, table) in tables.iter().enumerate() {
+            let wire = ChanWire {
+                from: here,
+                to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
+            };
+            let node = HubNode::start(table, hosts, here, Arc::new(wire), Joining::AllPresent)?;
+            nodes.push(Arc::new(node));
+        }
+        for (here, rx) in rxs.into_iter().enumerate() {
+            let node = Arc::downgrade(&nodes[here]);
+            let cut = Arc::clone(&cut);
+            let pump = move || {
+                while let Ok((from, msg)) = rx.recv() {
+                    // Relaxed: a switch, ordered with nothing else.
+                    if cut.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let Some(node) = node.upgrade() else { return };
+                    node.deliver(from, msg);
+                }
+            };
+            std::thread::Builder::new()
+                .name("ictus-hub-pump".into())
+                .spawn(pump)
+                .map_err(|e| HubError::Lock {
+                    name: hosts.get(here).cloned().unwrap_or_default(),
+                    what: "starting its thread",
+                    source: e,
+                })?;
+        }
+        Ok(InProcessHosts {
+            hubs: tables,
+            nodes,
+            cut,
+        })
+    }
+
+    /// From now on every message is dropped, as if the network were gone
+    /// (the nodes learn that a host left only from
+    /// [`HubNode::host_left`]).
+    pub fn cut(&self) {
+        // Relaxed: see the pumps.
+        self.cut.store(true, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for InProcessHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcessHosts")
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}
+
+/// The wire of [`InProcessHosts`]: one channel per host.
+struct ChanWire {
+    from: usize,
+    to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
+}
+
+impl HubWire for ChanWire {
+    fn send(&self, to: usize, msg: HubMsg) {
+        let _ = lock(&self.to[to]).send((self.from, msg));
     }
 }
 
@@ -982,26 +1344,8 @@ mod tests {
     use crate::hub::HubDecl;
     use std::sync::atomic::AtomicU64;
 
-    /// A wire between in-process nodes: one channel per host, pumped into
-    /// that host's node by a thread.
-    struct ChanWire {
-        from: usize,
-        to: Vec<Mutex<Sender<(usize, HubMsg)>>>,
-    }
-
-    impl HubWire for ChanWire {
-        fn send(&self, to: usize, msg: HubMsg) {
-            let _ = lock(&self.to[to]).send((self.from, msg));
-        }
-    }
-
-    /// Two hosts, `h1` (main) and `h2`, each with its table and node.
-    struct Two {
-        hubs: Vec<Hubs>,
-        nodes: Vec<Arc<HubNode>>,
-        /// Cut: the pumps drop everything (a host gone).
-        cut: Arc<AtomicBool>,
-    }
+    /// Hosts `h1` (main) to `hn` in this process.
+    type Two = InProcessHosts;
 
     fn two(decls: &[HubDecl]) -> Two {
         two_with(decls, |decls, hosts, here| {
@@ -1010,40 +1354,175 @@ mod tests {
     }
 
     fn two_with(decls: &[HubDecl], make: impl Fn(&[HubDecl], &[String], usize) -> Hubs) -> Two {
-        let hosts = vec!["h1".to_owned(), "h2".to_owned()];
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| mpsc::channel()).unzip();
-        let cut = Arc::new(AtomicBool::new(false));
-        let mut hubs = Vec::new();
-        let mut nodes = Vec::new();
-        for here in 0..2 {
-            let table = make(decls, &hosts, here);
-            let wire = ChanWire {
-                from: here,
-                to: txs.iter().map(|t| Mutex::new(t.clone())).collect(),
-            };
-            nodes.push(Arc::new(
-                HubNode::start(&table, &hosts, here, Arc::new(wire), Joining::AllPresent).unwrap(),
-            ));
-            hubs.push(table);
-        }
-        for (here, rx) in rxs.into_iter().enumerate() {
-            let node = Arc::downgrade(&nodes[here]);
-            let cut = Arc::clone(&cut);
-            std::thread::spawn(move || {
-                while let Ok((from, msg)) = rx.recv() {
-                    // Relaxed: a test switch.
-                    if cut.load(Ordering::Relaxed) {
-                        continue;
-                    }
-                    let Some(node) = node.upgrade() else { return };
-                    node.deliver(from, msg);
-                }
-            });
-        }
-        Two { hubs, nodes, cut }
+        hosts_with(2, decls, make)
+    }
+
+    /// `n` hosts, `h1` (main) to `hn`.
+    fn hosts_with(
+        n: usize,
+        decls: &[HubDecl],
+        make: impl Fn(&[HubDecl], &[String], usize) -> Hubs,
+    ) -> Two {
+        let hosts: Vec<String> = (1..=n).map(|i| format!("h{i}")).collect();
+        let tables = (0..n).map(|here| make(decls, &hosts, here)).collect();
+        InProcessHosts::start(&hosts, tables).unwrap()
     }
 
     const LONG: Duration = Duration::from_secs(20);
+
+    fn three(decls: &[HubDecl]) -> Two {
+        hosts_with(3, decls, |decls, hosts, here| {
+            Hubs::in_process_at(decls, hosts, here).unwrap()
+        })
+    }
+
+    /// The wake-ups of hub 0's server on h2 while nothing happens for a
+    /// while: none, where a server in slices would wake every slice.
+    fn wakes_while_idle(sut: &Two) -> u64 {
+        let wakes = || sut.nodes[1].server_wakes(0).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let before = wakes();
+        std::thread::sleep(Duration::from_millis(200));
+        wakes() - before
+    }
+
+    #[test]
+    fn a_host_whose_hub_table_differs_is_refused_and_reported_never_mixed_up() {
+        // The same names, but h2 declares the FIFO with another capacity.
+        let table = |capacity| {
+            vec![
+                HubDecl::semaphore("s", 1).at("h2"),
+                HubDecl::fifo::<u32>("f", capacity).at("h2"),
+            ]
+        };
+        let sut = hosts_with(2, &[], |_, hosts, here| {
+            Hubs::in_process_at(&table(if here == 0 { 4 } else { 8 }), hosts, here).unwrap()
+        });
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        let err = remote
+            .semaphore("s")
+            .unwrap()
+            .take_timeout(LONG)
+            .unwrap_err();
+        assert!(matches!(err, HubError::HomeDiffers { .. }), "{err}");
+        assert!(
+            err.to_string().contains("`h2` declares other hubs"),
+            "{err}"
+        );
+        assert!(!remote.semaphore("s").unwrap().give(), "nothing done");
+        assert_eq!(home.semaphore("s").unwrap().count(), 1, "no token crossed");
+        let wanted = |host: &str| HubReport::TableDiffers {
+            host: host.into(),
+            hub: Some("f".into()),
+            here: 2,
+            there: 2,
+        };
+        assert_eq!(sut.nodes[0].reports(), vec![wanted("h2")]);
+        let deadline = Instant::now() + LONG;
+        while Instant::now() < deadline {
+            let reports = sut.nodes[1].reports();
+            if !reports.is_empty() {
+                assert_eq!(reports, vec![wanted("h1")]);
+                assert!(
+                    reports[0].to_string().contains("from hub `f` on"),
+                    "{}",
+                    reports[0]
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("h2 never reported h1's table");
+    }
+
+    #[test]
+    fn a_table_with_a_hub_more_names_the_count() {
+        let digests = table_digests(&[HubDecl::event("a")], &["h1".to_owned(), "h2".to_owned()]);
+        assert_eq!(digests.len(), 1);
+        let other = table_digests(
+            &[HubDecl::event("a").at("h2")],
+            &["h1".to_owned(), "h2".to_owned()],
+        );
+        assert_ne!(digests, other, "the home is part of a hub's identity");
+        let report = HubReport::TableDiffers {
+            host: "h2".into(),
+            hub: None,
+            here: 1,
+            there: 2,
+        };
+        assert!(
+            report.to_string().contains("2 hubs there, 1 here"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_push_arriving_while_the_fifo_server_waits_on_the_empty_ring_is_served_at_once() {
+        // h1 sends, h3 receives, the FIFO lives on h2: its server waits on the
+        // empty real ring for h3 when h1's message arrives as a command.
+        let sut = three(&[HubDecl::fifo::<u32>("f", 4).at("h2")]);
+        let mut tx = sut.hubs[0].fifo_sender::<u32>("f").unwrap();
+        let mut rx = sut.hubs[2].fifo_receiver::<u32>("f").unwrap();
+        for i in 0..3 {
+            assert!(tx.send_timeout(i, LONG).unwrap());
+            assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(i));
+            assert_eq!(
+                wakes_while_idle(&sut),
+                0,
+                "the server sleeps until woken, never in slices"
+            );
+        }
+        // And the message that ends each wait arrives while it waits: were
+        // the command not heard, nothing would ever end the wait.
+        let wakes = sut.nodes[1].server_wakes(0).unwrap();
+        assert!(tx.send_timeout(7, LONG).unwrap());
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(7));
+        assert!(sut.nodes[1].server_wakes(0).unwrap() > wakes, "woken by it");
+    }
+
+    #[test]
+    fn a_token_server_waits_on_the_real_semaphore_without_slices() {
+        let sut = three(&[HubDecl::semaphore("s", 0).at("h2")]);
+        let takers: Vec<_> = [0, 2]
+            .into_iter()
+            .map(|h| {
+                let hubs = sut.hubs[h].clone();
+                std::thread::spawn(move || hubs.semaphore("s").unwrap().take_timeout(LONG))
+            })
+            .collect();
+        // Both demands wait at home on the empty semaphore.
+        assert_eq!(wakes_while_idle(&sut), 0, "never in slices");
+        let home = sut.hubs[1].semaphore("s").unwrap();
+        assert!(home.give() && home.give());
+        for t in takers {
+            assert!(t.join().unwrap().unwrap(), "each demand had a token");
+        }
+        assert_eq!(home.count(), 0);
+    }
+
+    #[test]
+    fn a_demand_arriving_while_the_port_server_waits_for_a_collect_is_served_at_once() {
+        // h1 sends, h3 receives, the port lives on h2: h1's message is
+        // offered on the real port and the server waits for its collection
+        // when h3's demand arrives.
+        let sut = three(&[HubDecl::port::<u32>("p").at("h2")]);
+        let sender = {
+            let hubs = sut.hubs[0].clone();
+            std::thread::spawn(move || {
+                let mut port = hubs.port::<u32>("p").unwrap();
+                for i in 0..3 {
+                    port.send(&i).unwrap();
+                }
+            })
+        };
+        let mut port = sut.hubs[2].port::<u32>("p").unwrap();
+        for i in 0..3 {
+            // The offer is at home, nobody takes it: the server waits.
+            assert_eq!(wakes_while_idle(&sut), 0, "never in slices");
+            assert_eq!(port.receive_timeout(LONG).unwrap(), Some(i));
+        }
+        sender.join().unwrap();
+    }
 
     #[test]
     fn a_semaphore_homed_on_one_host_counts_tokens_from_both() {
@@ -1244,8 +1723,7 @@ mod tests {
         let remote = sut.hubs[0].clone();
         let waiter = std::thread::spawn(move || remote.semaphore("s").unwrap().take());
         std::thread::sleep(Duration::from_millis(50));
-        // Relaxed: a test switch.
-        sut.cut.store(true, Ordering::Relaxed);
+        sut.cut();
         sut.nodes[0].host_left(1);
         let err = waiter.join().unwrap().unwrap_err();
         assert_eq!(err.to_string(), "hub `s`: its home host `h2` left the run");
@@ -1277,8 +1755,7 @@ mod tests {
         held_rx.recv().unwrap();
         let home = sut.hubs[0].resource("r").unwrap();
         assert!(home.try_lock().unwrap().is_none(), "held for h2");
-        // Relaxed: a test switch.
-        sut.cut.store(true, Ordering::Relaxed);
+        sut.cut();
         sut.nodes[0].host_left(1);
         drop(home.lock().unwrap());
         holder.join().unwrap();

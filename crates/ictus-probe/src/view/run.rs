@@ -147,6 +147,36 @@ impl Kind for ForwardDelay {
     type Metrics = ForwardMetrics;
 }
 
+/// One stage of the cells' way between hosts (`link-stage`): its latency is the
+/// stage's delay, on the host that measured it (the sender for `wake`, `encode` and
+/// `put`, the receiver for `transit` and `copy`); a record lists them in the order a
+/// publication passes them.
+pub enum LinkStageDelay {}
+
+impl Kind for LinkStageDelay {
+    const NAMES: &'static [&'static str] = &["link-stage"];
+    type Labels = StageLabels;
+    type Metrics = StageMetrics;
+}
+
+/// The host and stage a stage's figure is about.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageLabels {
+    /// Its name in the schedule.
+    pub host: String,
+    /// `main` or another role.
+    pub role: String,
+    /// The stage (`wake`, `encode`, `put`, `transit`, `copy`).
+    pub stage: String,
+}
+
+/// A stage's figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageMetrics {
+    /// Publications measured.
+    pub publications: f64,
+}
+
 /// The host a link figure is about.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostLabels {
@@ -348,5 +378,18 @@ mod tests {
             },
         );
         round_trip(&forward, "forward-delay");
+        let stage = Point::<LinkStageDelay>::new(
+            StageLabels {
+                host: "h2".into(),
+                role: "node".into(),
+                stage: "transit".into(),
+            },
+            StageMetrics { publications: 9.0 },
+        );
+        let m = round_trip(&stage, "link-stage");
+        assert_eq!(
+            keys(&m),
+            (vec!["host", "role", "stage"], vec!["publications"])
+        );
     }
 }
