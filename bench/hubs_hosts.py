@@ -35,8 +35,8 @@ def why(name):
 
 
 def fig(v):
-    """Three significant figures, without an exponent above 1."""
-    return f"{v:.0f}" if v >= 1000 else f"{v:.3g}"
+    """Three significant figures (whole numbers from 100), without an exponent above 1."""
+    return f"{v:.0f}" if v >= 99.5 else f"{v:.3g}"
 
 
 def us(ns):
