@@ -21,7 +21,8 @@
 # "1 2"), TEST2_TICKS and TEST2_SECONDS (test 2 unshaped; default TICKS, SECONDS_PER), RATES ("none" and/or a tc rate such as 10mbit,
 # seed 003's Ethernet; default "none 10mbit"), SHAPED_TICKS (ticks run on a shaped link,
 # default the seed's six), SHAPED_SECONDS (default SECONDS_PER), COUNT (UDP round trips,
-# default 5000), OUT_DIR (default target/stress-hosts-DATE), ICTUS (a built ictus
+# default 5000), ICTUS_ARGS (options added to every ictus run and ictus node, e.g.
+# "--explain off"), OUT_DIR (default target/stress-hosts-DATE), ICTUS (a built ictus
 # binary to use; default: cargo build --release), RUN_NAME (the runs' names before the
 # test's number, default "stress": namespaces of one machine share /dev/shm and /run, so
 # two of these at once need two names and two netns.sh PREFIXes). Subsystems run FIFO 80 on
@@ -88,6 +89,9 @@ one() {
   local tag="t$test-$tick-$rate-$links" sched="$OUT_DIR/stress$test.toml"
   local trust=(--keys "$OUT_DIR/keys")
   [ "$links" = insecure ] && trust=(--insecure)
+  local extra=()
+  # shellcheck disable=SC2206 # words on purpose: extra options for ictus run and node
+  [ -n "${ICTUS_ARGS:-}" ] && extra=($ICTUS_ARGS)
   schedule "$test" "$sched"
   # The bare reference at this tick: one UDP round trip of a cell's size per tick,
   # host 2 to host 3, for 10 s (200 to COUNT of them), both ends asleep in between.
@@ -104,7 +108,7 @@ one() {
   wait "$srv" 2>/dev/null || true
   local pids=()
   for h in 2 3; do
-    ns "$h" "$ictus" node "$sched" --host "h$h" --tick "$tick" "${trust[@]}" --quiet --json \
+    ns "$h" "$ictus" node "$sched" --host "h$h" --tick "$tick" "${trust[@]}" "${extra[@]}" --quiet --json \
       -o "$OUT_DIR/$tag-h$h.json" >"$OUT_DIR/$tag-h$h.log" 2>&1 &
     pids+=($!)
   done
@@ -113,7 +117,7 @@ one() {
   for h in 1 2 3; do
     ns "$h" cat /sys/class/net/eth0/statistics/tx_bytes >"$OUT_DIR/$tag-tx0-h$h"
   done
-  ns 1 "$ictus" run "$sched" --tick "$tick" "${trust[@]}" --duration "${secs}s" --quiet --json \
+  ns 1 "$ictus" run "$sched" --tick "$tick" "${trust[@]}" "${extra[@]}" --duration "${secs}s" --quiet --json \
     --ready-timeout 30s -o "$OUT_DIR/$tag-h1.json" >"$OUT_DIR/$tag-h1.log" 2>&1 || rc=$?
   for p in "${pids[@]}"; do
     # A node ends by itself once the main host has its outcome; one that does not

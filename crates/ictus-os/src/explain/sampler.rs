@@ -344,6 +344,16 @@ impl Sampler {
     fn run(mut self, stop: &AtomicBool) -> Explanation {
         self.own_tid = crate::sched::thread_id();
         self.place();
+        // SCHED_IDLE: the sampler shares the other CPUs with what the run needs there
+        // (across hosts: the forwarder and Zenoh's threads), and its wake-up every
+        // period preempted them. Seed 003's stress test across three hosts at 1 ms,
+        // 30 s runs alternated with `--explain off` (135 to 270 missed frames of
+        // 30,000): 1,017 and 1,182 with the sampler at nice 0, 572 and 606 at nice 19,
+        // 186 and 291 in SCHED_IDLE (docs/executive.md, "Where a cell's time goes").
+        // It still samples every period on an idle CPU and waits its turn on a busy
+        // one (a reading then comes late and its window is wider). Entering SCHED_IDLE
+        // needs no privilege; should it fail, the sampler runs as before.
+        let _ = crate::sched::set_policy(crate::sched::Policy::Idle);
         self.describe_sources();
         let period = self.config.period.max(Nanos::from_micros(100));
         let mut next = monotonic_now();
