@@ -185,7 +185,7 @@ export ZHUB ZPING
 "$ZHUB" keys "$OUT_DIR/keys" h1,h2
 
 echo "Seed 004's Table 2 and Figures 6-7 with ictus hubs, one core to two hosts (network"
-echo "namespaces of one machine, Zenoh peers: $LINKS links); kernel $(uname -r), $(nproc) CPUs,"
+echo "namespaces of one machine, Zenoh peers, links: $LINKS (plain: TCP; secure: QUIC with the run's keys)); kernel $(uname -r), $(nproc) CPUs,"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg); records: $OUT_DIR"
 echo
 
