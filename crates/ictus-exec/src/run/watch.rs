@@ -52,7 +52,8 @@ impl Watch {
             .iter()
             .map(|&k| schedule.subsystems[k].name.clone())
             .collect();
-        let config = ExplainConfig::new(watched_cpus(schedule, slots), threshold);
+        let mut config = ExplainConfig::new(watched_cpus(schedule, slots), threshold);
+        config.yield_cpu = spans_hosts(schedule);
         match Explainer::start(config, &names, monotonic_now()) {
             Ok((explainer, r)) => {
                 watch.explainer = Some(explainer);
@@ -116,10 +117,17 @@ pub(crate) fn explain_program(
         .ok()?
         .parse()
         .ok()?;
-    let config = ExplainConfig::new(watched_cpus(schedule, &[slot]), Nanos::new(ns));
+    let mut config = ExplainConfig::new(watched_cpus(schedule, &[slot]), Nanos::new(ns));
+    config.yield_cpu = spans_hosts(schedule);
     let name = schedule.subsystems[slot].name.clone();
     let (explainer, mut reporters) = Explainer::start(config, &[name], monotonic_now()).ok()?;
     Some((explainer, reporters.pop()?))
+}
+
+/// Whether the run spans hosts: then its sampler yields the CPU to every normal
+/// thread ([`ExplainConfig::yield_cpu`]), the link's among them.
+fn spans_hosts(schedule: &Schedule) -> bool {
+    schedule.hosts.len() > 1
 }
 
 /// The CPUs the sampler reads and keeps off: those the watched subsystems are pinned

@@ -45,6 +45,12 @@ pub struct ExplainConfig {
     /// `/proc/interrupts` is read every this many readings (it costs about 60 us on
     /// a 2-CPU VM, the other files together about 20).
     pub irq_every: u32,
+    /// Run the sampler in `SCHED_IDLE`, below every normal thread, instead of at
+    /// nice 0: for a run whose own normal threads share the sampler's CPUs and must
+    /// not wait for it (a run across hosts: the forwarder and Zenoh's threads). Its
+    /// readings then wait for an idle moment, so under a load on those CPUs they come
+    /// late and its windows widen; off by default, where loads are what it explains.
+    pub yield_cpu: bool,
 }
 
 impl ExplainConfig {
@@ -61,6 +67,7 @@ impl ExplainConfig {
             scan_every: Nanos::from_millis(100),
             history: Nanos::from_secs(2),
             irq_every: 4,
+            yield_cpu: false,
         }
     }
 }
@@ -344,16 +351,19 @@ impl Sampler {
     fn run(mut self, stop: &AtomicBool) -> Explanation {
         self.own_tid = crate::sched::thread_id();
         self.place();
-        // SCHED_IDLE: the sampler shares the other CPUs with what the run needs there
-        // (across hosts: the forwarder and Zenoh's threads), and its wake-up every
+        // SCHED_IDLE when asked (`yield_cpu`): across hosts the sampler shares the
+        // other CPUs with the forwarder and Zenoh's threads, and its wake-up every
         // period preempted them. Seed 003's stress test across three hosts at 1 ms,
         // 30 s runs alternated with `--explain off` (135 to 270 missed frames of
         // 30,000): 1,017 and 1,182 with the sampler at nice 0, 572 and 606 at nice 19,
         // 186 and 291 in SCHED_IDLE (docs/executive.md, "Where a cell's time goes").
-        // It still samples every period on an idle CPU and waits its turn on a busy
-        // one (a reading then comes late and its window is wider). Entering SCHED_IDLE
-        // needs no privilege; should it fail, the sampler runs as before.
-        let _ = crate::sched::set_policy(crate::sched::Policy::Idle);
+        // Not by default: under a CPU load on those CPUs (a survey's loads) an idle
+        // sampler starves, its readings come hundreds of milliseconds late and its
+        // stop waits as long. Entering SCHED_IDLE needs no privilege; should it fail,
+        // the sampler runs as before.
+        if self.config.yield_cpu {
+            let _ = crate::sched::set_policy(crate::sched::Policy::Idle);
+        }
         self.describe_sources();
         let period = self.config.period.max(Nanos::from_micros(100));
         let mut next = monotonic_now();
