@@ -42,6 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define PROG "net_throughput"
+#include "net_common.h"
+
 #define WARMUP 10
 #define MAX_SIZE 65000
 #define MAGIC 0x4e545054u /* "NTPT" */
@@ -59,45 +62,11 @@ struct control {
     uint32_t got_hi, got_lo, bytes_hi, bytes_lo, span_hi, span_lo;
 };
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static void usage(void) {
     fprintf(stderr,
             "usage: net_throughput server ADDR PORT [SECONDS] | client ADDR PORT "
             "tcp-stream|tcp-sync|udp-sync|udp-blast SIZE COUNT | client ADDR PORT stop\n");
     exit(2);
-}
-
-static long number(const char *s, long lo, long hi, const char *what) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        fprintf(stderr, "net_throughput: %s '%s': expected %ld to %ld\n", what, s, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
-static struct sockaddr_in address(const char *addr, const char *port) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)number(port, 1, 65535, "port"));
-    if (inet_pton(AF_INET, addr, &a.sin_addr) != 1) {
-        fprintf(stderr, "net_throughput: address '%s': expected an IPv4 address\n", addr);
-        exit(2);
-    }
-    return a;
 }
 
 static void die(const char *what) {

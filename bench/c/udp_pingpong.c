@@ -28,49 +28,17 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
-#include <time.h>
 #include <unistd.h>
+
+#define PROG "udp_pingpong"
+#include "net_common.h"
 
 #define WARMUP 100
 #define MAX_SIZE 65000
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static void usage(void) {
     fprintf(stderr, "usage: udp_pingpong server ADDR PORT [SECONDS] | client ADDR PORT COUNT SIZE [INTERVAL_US]\n");
     exit(2);
-}
-
-static long number(const char *s, long lo, long hi, const char *what) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        fprintf(stderr, "udp_pingpong: %s '%s': expected %ld to %ld\n", what, s, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
-static struct sockaddr_in address(const char *addr, const char *port) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)number(port, 1, 65535, "port"));
-    if (inet_pton(AF_INET, addr, &a.sin_addr) != 1) {
-        fprintf(stderr, "udp_pingpong: address '%s': expected an IPv4 address\n", addr);
-        exit(2);
-    }
-    return a;
 }
 
 static void timeout(int fd, long seconds) {
