@@ -30,3 +30,4 @@ mod shared;
 pub mod state;
 pub mod stress;
 pub mod subsystem;
+pub mod tap;

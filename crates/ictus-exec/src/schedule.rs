@@ -506,8 +506,29 @@ pub struct Schedule {
     pub explain_threshold: Option<Nanos>,
     /// The schedule's own text (an inline cell table is parsed from it).
     pub text: String,
+    /// `[record]`: what `--record` records (default: every cell, every frame).
+    pub record: RecordSpec,
     /// Where the values checked after parsing stand.
     places: Places,
+}
+
+/// A schedule's `[record]` table: which cells a recording keeps, and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordSpec {
+    /// The cells recorded, by name (`None`: every cell).
+    pub cells: Option<Vec<String>>,
+    /// Each writer's publications are recorded every this many of its frames
+    /// (1: all; replay needs 1).
+    pub every: u64,
+}
+
+impl Default for RecordSpec {
+    fn default() -> Self {
+        RecordSpec {
+            cells: None,
+            every: 1,
+        }
+    }
 }
 
 impl Schedule {
@@ -597,6 +618,7 @@ impl Schedule {
             explain_threshold,
             security,
             text: text.to_string(),
+            record: RecordSpec::default(),
             places,
         };
         let empty = CellTable::default();

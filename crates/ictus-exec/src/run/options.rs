@@ -56,6 +56,10 @@ pub struct RunOptions {
     /// The lateness from which a release is a miss to explain, over the
     /// schedule's `explain_threshold` (`None`: the schedule's, else the tick).
     pub explain_threshold: Option<ictus_core::Nanos>,
+    /// Where this host's tapped frames, cells and events go (`--record`,
+    /// `--trace`; see [`crate::tap`]): empty, nothing is tapped and the
+    /// subsystems push nothing.
+    pub sinks: Vec<Box<dyn crate::tap::Sink>>,
 }
 
 impl Default for RunOptions {
@@ -75,6 +79,7 @@ impl Default for RunOptions {
             pm_qos: None,
             explain: true,
             explain_threshold: None,
+            sinks: Vec::new(),
         }
     }
 }
