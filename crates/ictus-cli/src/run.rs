@@ -20,13 +20,14 @@ use ictus_exec::link::Link;
 use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
+use ictus_exec::trace::{TraceOutcome, TraceSink};
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
 use crate::run_view::{ended, render, status_line};
-use ictus_probe::cli::OutputArgs;
+use ictus_probe::cli::{OutputArgs, TraceArgs};
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -69,6 +70,8 @@ pub(crate) struct RunArgs {
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
     pub(crate) trust: TrustArgs,
+    #[command(flatten)]
+    pub(crate) trace: TraceArgs,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
@@ -146,6 +149,8 @@ pub(crate) struct NodeArgs {
     #[command(flatten)]
     pub(crate) trust: TrustArgs,
     #[command(flatten)]
+    pub(crate) trace: TraceArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
 
@@ -183,6 +188,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         quiet: args.quiet,
         watch: &args.watch,
         out: &args.out,
+        trace: &args.trace,
         ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
         metrics: args.metrics.map(|addr| (addr, args.metrics_token.clone())),
     };
@@ -228,6 +234,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         quiet: args.quiet,
         watch: &args.watch,
         out: &args.out,
+        trace: &args.trace,
         ui: None,
         metrics: None,
     };
@@ -313,6 +320,8 @@ struct How<'a> {
     quiet: bool,
     watch: &'a WatchArgs,
     out: &'a OutputArgs,
+    /// `--trace`.
+    trace: &'a TraceArgs,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
     /// `/metrics` alone: its address and token.
@@ -366,6 +375,8 @@ fn live_page(
 }
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let mut sinks = Vec::new();
+    let trace = trace_sink(how.trace, &mut sinks)?;
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
@@ -428,6 +439,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         pm_qos: how.watch.pm_qos,
         explain: how.watch.explain.on(),
         explain_threshold: how.watch.explain_threshold.map(Nanos::from),
+        sinks,
         ..RunOptions::default()
     };
     let result = exec_run::run(&schedule, &mut exec_run::builtin, options);
@@ -452,6 +464,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
+    if let Some(trace) = trace {
+        trace_said(&trace, &mut session);
+    }
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
     common::emit(&record, how.out, render)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
@@ -496,6 +511,44 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         });
     }
     Ok(())
+}
+
+/// `--trace`: the timeline sink pushed into `sinks`, its path refused before the
+/// run starts when it cannot be written; what to ask after the run.
+fn trace_sink(
+    args: &TraceArgs,
+    sinks: &mut Vec<Box<dyn ictus_exec::tap::Sink>>,
+) -> Result<Option<(PathBuf, TraceOutcome)>, Failure> {
+    let Some(spec) = args.spec().map_err(Failure::usage)? else {
+        return Ok(None);
+    };
+    let (sink, outcome) = TraceSink::new(&spec.path, spec.cap_bytes).map_err(Failure::usage)?;
+    sinks.push(Box::new(sink));
+    Ok(Some((spec.path, outcome)))
+}
+
+/// Says where the trace is and what it holds; a capped one is warned and
+/// recorded.
+fn trace_said((path, outcome): &(PathBuf, TraceOutcome), session: &mut Session) {
+    let note = match outcome.summary() {
+        Some(summary) => {
+            if let Some(w) = summary.warning(path) {
+                eprintln!("warning: {}", w.message);
+                session.warn(w);
+            }
+            format!(
+                "trace: {} ({} events, {} bytes)",
+                path.display(),
+                summary.events,
+                summary.bytes
+            )
+        }
+        None => format!(
+            "trace: {} was not written (the run's tap never ended it)",
+            path.display()
+        ),
+    };
+    eprintln!("{note}");
 }
 
 /// `ictus run`'s exit code when the run ended but frames were lost (a subsystem

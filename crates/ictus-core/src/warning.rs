@@ -72,6 +72,8 @@ pub enum WarningId {
     Overrun,
     /// A subsystem's frame ran longer than its `watchdog` limit.
     Watchdog,
+    /// A trace file (`--trace`) reached its byte cap: later events were left out.
+    TraceCapped,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -109,6 +111,7 @@ impl WarningId {
             WarningId::ExplainUnavailable => "explain-unavailable",
             WarningId::Overrun => "overrun",
             WarningId::Watchdog => "watchdog",
+            WarningId::TraceCapped => "trace-capped",
             WarningId::Other => "other",
         }
     }
@@ -159,6 +162,7 @@ mod tests {
             WarningId::SubsystemError,
             WarningId::Overrun,
             WarningId::Watchdog,
+            WarningId::TraceCapped,
         ] {
             let json = serde_json::to_string(&id).unwrap();
             assert_eq!(json, format!("\"{}\"", id.name()));

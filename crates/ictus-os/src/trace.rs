@@ -48,7 +48,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use ictus_core::Nanos;
-use serde::Serialize;
+use ictus_core::warning::{Warning, WarningId};
+use serde::{Deserialize, Serialize};
 
 use crate::fs::OutputError;
 
@@ -59,6 +60,34 @@ pub const DEFAULT_CAP_BYTES: u64 = 256 << 20;
 /// The smallest cap a trace may be given: 64 KiB (room for the tracks' names and
 /// the closing note).
 pub const MIN_CAP_BYTES: u64 = 64 << 10;
+
+/// Where a trace goes and how large it may grow (`--trace FILE --trace-cap BYTES`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceSpec {
+    /// The file.
+    pub path: PathBuf,
+    /// Its cap in bytes.
+    pub cap_bytes: u64,
+}
+
+impl TraceSummary {
+    /// The warning a capped trace leaves in its run's record (`None`: not capped).
+    pub fn warning(&self, path: &Path) -> Option<Warning> {
+        self.capped().then(|| {
+            Warning::new(
+                WarningId::TraceCapped,
+                format!(
+                    "the trace {} reached its cap of {} bytes: {} events left out (the \
+                     file ends with a note saying so)",
+                    path.display(),
+                    self.cap_bytes,
+                    self.left_out
+                ),
+                Some("raise --trace-cap, or trace a shorter run"),
+            )
+        })
+    }
+}
 
 /// Bytes kept free below the cap for the closing note and the metadata counts
 /// (the caller's own metadata is added to it).
