@@ -242,6 +242,21 @@ impl TraceWriter {
         self.left_out > 0
     }
 
+    /// Bytes left for events under the cap (0 once it is reached): a caller that
+    /// stamps into a buffer first sizes the buffer by it.
+    pub fn room(&self) -> u64 {
+        if self.capped() {
+            return 0;
+        }
+        self.cap.saturating_sub(self.bytes + self.tail())
+    }
+
+    /// Counts `events` left out that were never offered (a caller's buffer, sized
+    /// by [`room`](Self::room), was full): the closing note counts them too.
+    pub fn leave_out(&mut self, events: u64) {
+        self.left_out += events;
+    }
+
     /// Names process `pid` (a group of tracks).
     pub fn process_name(&mut self, pid: u32, name: &str) -> std::io::Result<()> {
         self.metadata(Track { pid, tid: 0 }, "process_name", &Named { name })
