@@ -72,6 +72,10 @@ pub enum WarningId {
     Overrun,
     /// A subsystem's frame ran longer than its `watchdog` limit.
     Watchdog,
+    /// The tap (`--record`, `--trace`) dropped records: a ring was full.
+    TapDropped,
+    /// A sink of the tap (`--record`, `--trace`) failed and was stopped.
+    TapSink,
     /// A trace file (`--trace`) reached its byte cap: later events were left out.
     TraceCapped,
     /// An id this version does not know (a record written by a later one).
@@ -111,6 +115,8 @@ impl WarningId {
             WarningId::ExplainUnavailable => "explain-unavailable",
             WarningId::Overrun => "overrun",
             WarningId::Watchdog => "watchdog",
+            WarningId::TapDropped => "tap-dropped",
+            WarningId::TapSink => "tap-sink",
             WarningId::TraceCapped => "trace-capped",
             WarningId::Other => "other",
         }
