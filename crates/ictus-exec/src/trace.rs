@@ -36,6 +36,9 @@ const HOST_PID: u32 = 1;
 /// The CPUs' group of tracks.
 const CPUS_PID: u32 = 2;
 
+/// A synchronous group's wait for its members (its name on the timeline).
+const RENDEZVOUS: &str = "rendezvous";
+
 /// What a trace came to, once its run ended: read by the caller after the run.
 #[derive(Clone, Debug, Default)]
 pub struct TraceOutcome(Arc<Mutex<Option<TraceSummary>>>);
@@ -247,7 +250,7 @@ impl Sink for TraceSink {
         if let Some(agreed) = r.agreed {
             let wait_ns = agreed.saturating_sub(r.woke).as_u64();
             let args = Rendezvous { frame, wait_ns };
-            w.complete(track, "rendezvous", "rendezvous", r.woke, agreed, &args)?;
+            w.complete(track, RENDEZVOUS, RENDEZVOUS, r.woke, agreed, &args)?;
         }
         w.complete(track, name, "exec", r.woke, r.end, &exec)?;
         if r.overrun() {
@@ -478,7 +481,7 @@ cpu = 1
         let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
         let tids: Vec<u64> = events(&json)
             .iter()
-            .filter(|e| e["name"] == "rendezvous")
+            .filter(|e| e["name"] == RENDEZVOUS)
             .map(|e| {
                 assert_eq!(e["ph"], "X");
                 assert_eq!(e["dur"], 5.0);

@@ -9,7 +9,7 @@
 //! ```text
 //! {"displayTimeUnit":"ns","traceEvents":[
 //! {"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"host"}},
-//! {"name":"step","cat":"loop","ph":"X","ts":12.345,"dur":0.500,"pid":1,"tid":0,"args":{...}},
+//! {"name":"step","cat":"steps","ph":"X","ts":12.345,"dur":0.500,"pid":1,"tid":0,"args":{...}},
 //! ...
 //! ],"metadata":{"events":N,"left_out":0,"cap_bytes":C,"capped":false,"bytes":B,"run":{...}}}
 //! ```
@@ -33,10 +33,10 @@
 //! let epoch = Nanos::from_secs(100);
 //! let mut sut = TraceWriter::create(&path, 1 << 20, epoch, &NoArgs {}).unwrap();
 //! let track = Track { pid: 1, tid: 0 };
-//! sut.process_name(1, "loop").unwrap();
+//! sut.process_name(1, "demo").unwrap();
 //! sut.thread_name(track, "cpu 0").unwrap();
-//! sut.complete(track, "step", "loop", epoch, epoch + Nanos::new(1_500), &NoArgs {}).unwrap();
-//! sut.instant(track, "miss", "loop", epoch, Scope::Thread, &NoArgs {}).unwrap();
+//! sut.complete(track, "step", "steps", epoch, epoch + Nanos::new(1_500), &NoArgs {}).unwrap();
+//! sut.instant(track, "miss", "steps", epoch, Scope::Thread, &NoArgs {}).unwrap();
 //! let summary = sut.finish().unwrap();
 //! assert_eq!(summary.events, 4);
 //! let text = std::fs::read_to_string(&path).unwrap();
@@ -621,7 +621,7 @@ mod tests {
             sut.complete(
                 track,
                 "step",
-                "loop",
+                "steps",
                 at,
                 at + Nanos::new(700),
                 &Frame { frame: i },
