@@ -46,13 +46,14 @@ fn a_stress_run_traces_each_subsystem_on_its_own_named_track() {
     assert_eq!(trace["displayTimeUnit"], "ns");
     assert_eq!(trace["metadata"]["left_out"], 0);
     for (slot, sub) in ["A", "B", "C"].into_iter().enumerate() {
-        let slot = slot as u64;
+        // Tids are unique in the file: 1 + the slot, 1000 + the CPU.
+        let tid = 1 + slot as u64;
         assert_eq!(
-            track_name(&trace, 1, slot),
+            track_name(&trace, 1, tid),
             Some(sub),
             "subsystem {sub}'s track"
         );
-        let runs = complete(&trace, 1, slot, sub);
+        let runs = complete(&trace, 1, tid, sub);
         assert!(!runs.is_empty(), "{sub} ran");
         let mut frames: Vec<u64> = runs
             .iter()
@@ -62,7 +63,9 @@ fn a_stress_run_traces_each_subsystem_on_its_own_named_track() {
         frames.dedup();
         assert_eq!(frames.len(), n, "{sub}: one execution per frame");
         // The same executions on the CPUs' tracks.
-        let on_cpus: usize = (0..64).map(|cpu| complete(&trace, 2, cpu, sub).len()).sum();
+        let on_cpus: usize = (0..64)
+            .map(|cpu| complete(&trace, 2, 1000 + cpu, sub).len())
+            .sum();
         assert_eq!(on_cpus, n, "{sub}'s executions on its CPUs");
     }
 }
@@ -115,16 +118,18 @@ fn the_loop_probe_traces_the_phases_of_every_step_of_every_thread() {
             .map(|e| e["args"]["name"].clone()),
         Some(Value::from("loop at 1 kHz"))
     );
-    for tid in 0..threads {
-        let name = track_name(&trace, 1, tid).unwrap_or_else(|| panic!("thread {tid} named"));
+    for me in 0..threads {
+        // Trial 1's tracks: tid 10,001 for the leader, then one per thread.
+        let tid = 10_001 + me;
+        let name = track_name(&trace, 1, tid).unwrap_or_else(|| panic!("thread {me} named"));
         assert!(name.contains("CPU"), "{name}");
         let steps = complete(&trace, 1, tid, "step");
-        assert!(!steps.is_empty(), "thread {tid} stepped");
+        assert!(!steps.is_empty(), "thread {me} stepped");
         for phase in ["rendezvous 1", "forces", "rendezvous 2", "integrate"] {
             assert_eq!(
                 complete(&trace, 1, tid, phase).len(),
                 steps.len(),
-                "thread {tid}: {phase} in every step"
+                "thread {me}: {phase} in every step"
             );
         }
     }

@@ -4,14 +4,18 @@
 //!
 //! Two groups of tracks ("processes" in the format):
 //!
-//! - the host (pid 1, named after it): one track per subsystem (tid = its slot,
-//!   named after it), with per frame a complete event from wake-up to end (args:
+//! - the host (pid 1, named after it): one track per subsystem (tid = 1 + its
+//!   slot, named after it), with per frame a complete event from wake-up to end (args:
 //!   frame, state, lateness, execution time, budget), the release as an instant at
 //!   the deadline, for a subsystem of a synchronous group a `rendezvous` complete
 //!   event from wake-up to the group's agreement, and instants for an overrun
 //!   (execution past the budget) and a miss (releases skipped), with their figures;
-//! - `CPUs` (pid 2): one track per CPU (tid = the CPU), the same executions placed
-//!   on the CPU each ended on.
+//! - `CPUs` (pid 2): one track per CPU (tid = 1000 + the CPU, named `CPU n`), the
+//!   same executions placed on the CPU each ended on.
+//!
+//! Every track's tid is unique in the file, and none is 0: Perfetto's importer
+//! knows a thread by its tid alone (a tid seen under two pids would be split
+//! into many threads), and tid 0 is its idle thread.
 //!
 //! The run's events (state changes, crashes, warnings) are global instants.
 //! Timestamps are relative to the run's epoch (frame 0's release, the trace's 0).
@@ -35,6 +39,18 @@ use crate::tap::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
 const HOST_PID: u32 = 1;
 /// The CPUs' group of tracks.
 const CPUS_PID: u32 = 2;
+
+/// The tid of CPU 0's track (a CPU's is this plus its number; subsystems' are
+/// 1 to [`crate::control::MAX_SUBSYSTEMS`]).
+const CPU_TID_BASE: u32 = 1000;
+
+/// The track of the subsystem in `slot`.
+fn subsystem_track(slot: usize) -> Track {
+    Track {
+        pid: HOST_PID,
+        tid: 1 + slot as u32,
+    }
+}
 
 /// A synchronous group's wait for its members (its name on the timeline).
 const RENDEZVOUS: &str = "rendezvous";
@@ -161,7 +177,7 @@ impl Open {
     fn cpu_track(&mut self, cpu: u32) -> std::io::Result<Track> {
         let track = Track {
             pid: CPUS_PID,
-            tid: cpu,
+            tid: CPU_TID_BASE + cpu,
         };
         let i = cpu as usize;
         if self.cpus.len() <= i {
@@ -204,10 +220,7 @@ impl Sink for TraceSink {
         w.process_name(HOST_PID, run.host)?;
         w.process_name(CPUS_PID, "CPUs")?;
         for &slot in run.slots {
-            let track = Track {
-                pid: HOST_PID,
-                tid: slot as u32,
-            };
+            let track = subsystem_track(slot);
             let name = open.names.get(slot).map_or("?", String::as_str);
             w.thread_name(track, name)?;
             w.thread_sort_index(track, slot as i64)?;
@@ -224,10 +237,7 @@ impl Sink for TraceSink {
             states,
             ..
         } = open;
-        let track = Track {
-            pid: HOST_PID,
-            tid: r.slot as u32,
-        };
+        let track = subsystem_track(r.slot);
         let name = names.get(r.slot).map_or("?", String::as_str);
         let exec = Exec {
             frame: r.frame,
@@ -288,17 +298,10 @@ impl Sink for TraceSink {
             frame: e.frame,
             subsystem: subsystem.as_deref(),
         };
-        open.writer.instant(
-            Track {
-                pid: HOST_PID,
-                tid: 0,
-            },
-            &e.message,
-            e.kind,
-            e.time,
-            Scope::Global,
-            &args,
-        )
+        // Global: on every track; named after its subsystem's (else the first).
+        let track = subsystem_track(e.slot.unwrap_or(0));
+        open.writer
+            .instant(track, &e.message, e.kind, e.time, Scope::Global, &args)
     }
 
     fn end(&mut self, _end: &TapEnd) -> std::io::Result<()> {
@@ -431,10 +434,10 @@ cpu = 1
     #[test]
     fn every_subsystem_and_cpu_has_a_named_track() {
         let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
-        assert_eq!(named(&json, 1, 0), Some("A"));
-        assert_eq!(named(&json, 1, 1), Some("B"));
-        assert_eq!(named(&json, 2, 0), Some("CPU 0"));
-        assert_eq!(named(&json, 2, 1), Some("CPU 1"));
+        assert_eq!(named(&json, 1, 1), Some("A"));
+        assert_eq!(named(&json, 1, 2), Some("B"));
+        assert_eq!(named(&json, 2, 1000), Some("CPU 0"));
+        assert_eq!(named(&json, 2, 1001), Some("CPU 1"));
         let processes: Vec<&str> = events(&json)
             .iter()
             .filter(|e| e["name"] == "process_name")
@@ -447,8 +450,8 @@ cpu = 1
     #[test]
     fn each_frame_is_one_execution_on_its_subsystem_and_its_cpu() {
         let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
-        for (tid, name) in [(0u64, "A"), (1, "B")] {
-            for pid in [1u64, 2] {
+        for (slot, name) in [(0u64, "A"), (1, "B")] {
+            for (pid, tid) in [(1u64, 1 + slot), (2, 1000 + slot)] {
                 let frames: Vec<u64> = events(&json)
                     .iter()
                     .filter(|e| e["ph"] == "X" && e["cat"] == "exec")
@@ -488,7 +491,7 @@ cpu = 1
                 e["tid"].as_u64().unwrap()
             })
             .collect();
-        assert_eq!(tids, [1; 5]);
+        assert_eq!(tids, [2; 5], "B's track");
     }
 
     #[test]
@@ -504,7 +507,7 @@ cpu = 1
         assert_eq!(overrun["args"]["frame"], 3);
         assert_eq!(overrun["args"]["exec_ns"], 1_500_000);
         assert_eq!(overrun["args"]["over_ns"], 500_000);
-        assert_eq!(overrun["tid"], 0);
+        assert_eq!(overrun["tid"], 1, "A's track");
         let miss = find("miss");
         assert_eq!(miss["args"]["skipped"], 1);
         let state = find("state run");

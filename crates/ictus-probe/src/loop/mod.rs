@@ -953,22 +953,22 @@ mod tests {
         let sut = run(&p, vec![], &Progress::new()).unwrap();
         let serviced = sut.merged.as_ref().unwrap().summary.count;
         let events = events(&dir);
-        let named = |tid: u64| {
+        let named = |me: usize| {
             events
                 .iter()
-                .find(|e| e["name"] == "thread_name" && e["tid"] == tid)
+                .find(|e| e["name"] == "thread_name" && e["tid"] == trace::tid(1, me))
                 .and_then(|e| e["args"]["name"].as_str())
-                .unwrap_or_else(|| panic!("track {tid} named"))
+                .unwrap_or_else(|| panic!("thread {me} named"))
                 .to_string()
         };
         assert!(named(0).starts_with("leader 0, CPU "));
-        let count = |tid: u64, name: &str| {
+        let count = |me: usize, name: &str| {
             events
                 .iter()
-                .filter(|e| e["ph"] == "X" && e["tid"] == tid && e["name"] == name)
+                .filter(|e| e["ph"] == "X" && e["tid"] == trace::tid(1, me) && e["name"] == name)
                 .count() as u64
         };
-        for tid in 0..k as u64 {
+        for tid in 0..k {
             assert_eq!(count(tid, "step"), serviced, "thread {tid}: one step per step run");
             for phase in ["rendezvous 1", "forces", "rendezvous 2", "integrate"] {
                 assert_eq!(count(tid, phase), serviced, "thread {tid}: {phase}");

@@ -12,7 +12,9 @@
 //! `input`, `rendezvous 1`, `forces`, `rendezvous 2`, `integrate`, `output`
 //! (a follower has no release, input or output). A missed step (completed after
 //! its period, or releases skipped) is an instant event on the leader's track.
-//! With `--find-max` each trial is a group of tracks of its own.
+//! With `--find-max` each trial is a group of tracks of its own (pid = the
+//! trial, from 1; a thread's tid is 10,000 times the trial plus 1 plus the
+//! thread: unique in the file, as Perfetto's importer needs).
 //!
 //! The stamps are four more clock reads per step and thread (a few tens of
 //! nanoseconds on a vDSO clock): the loop is measured with them.
@@ -108,6 +110,13 @@ pub(super) fn hot_loop(on: bool) {
     let _ = on;
 }
 
+/// The tid of thread `me`'s track in trial `pid`: unique in the file and never 0
+/// (Perfetto's importer knows a thread by its tid alone, and tid 0 is its idle
+/// thread).
+pub(super) fn tid(pid: u32, me: usize) -> u32 {
+    pid * 10_000 + 1 + me as u32
+}
+
 /// The file's `metadata.run`.
 #[derive(Serialize)]
 struct RunMeta {
@@ -192,7 +201,7 @@ impl Timeline {
         let period = period_of(t.frequency_hz);
         let track = |me: usize| Track {
             pid,
-            tid: me as u32,
+            tid: tid(pid, me),
         };
         for me in 0..marks.len() {
             let cpu = cpus.get(me).copied().unwrap_or(me);
