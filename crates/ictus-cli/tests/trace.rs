@@ -4,7 +4,19 @@
 mod common;
 
 use common::{ictus, ictus_in, read_json, refused, scratch_run, stress_copy, succeeds};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
 use serde_json::Value;
+
+/// A folder with the stress schedule under run name `cli-TAG-PID`: the folder,
+/// the schedule and the trace file to write there.
+fn stress(tag: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, name) = scratch_run(tag);
+    let schedule = stress_copy(dir.path(), &name);
+    let file = dir.path().join("trace.json");
+    (dir, schedule, file)
+}
 
 /// The events of a trace file.
 fn events(trace: &Value) -> &Vec<Value> {
@@ -31,9 +43,7 @@ fn complete<'a>(trace: &'a Value, pid: u64, tid: u64, name: &'a str) -> Vec<&'a 
 
 #[test]
 fn a_stress_run_traces_each_subsystem_on_its_own_named_track() {
-    let (dir, name) = scratch_run("trace");
-    let schedule = stress_copy(dir.path(), &name);
-    let file = dir.path().join("trace.json");
+    let (dir, schedule, file) = stress("trace");
     let out = succeeds(
         ictus_in(dir.path())
             .args(["run", "--duration", "300ms", "--quiet", "--trace"])
@@ -72,8 +82,7 @@ fn a_stress_run_traces_each_subsystem_on_its_own_named_track() {
 
 #[test]
 fn an_unwritable_trace_is_refused_before_the_run_starts() {
-    let (dir, name) = scratch_run("trace-out");
-    let schedule = stress_copy(dir.path(), &name);
+    let (dir, schedule, _) = stress("trace-out");
     let file = dir.path().join("no/such/dir/trace.json");
     let err = refused(
         ictus_in(dir.path())
@@ -87,28 +96,50 @@ fn an_unwritable_trace_is_refused_before_the_run_starts() {
     );
 }
 
-#[test]
-fn the_loop_probe_traces_the_phases_of_every_step_of_every_thread() {
+/// `ictus probe loop` at 1 kHz for `steps` steps (a small model, the normal
+/// class) with `args`, traced to a file in a new folder: the folder, the file
+/// and what the probe printed.
+fn traced_loop(steps: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf, Output) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("loop.json");
-    let record = dir.path().join("record.json");
-    succeeds(
+    let out = succeeds(
         ictus()
             .args([
                 "probe",
                 "loop",
                 "-f",
                 "1kHz",
-                "-n",
-                "300",
                 "--modules",
                 "101",
+                "-n",
+                steps,
             ])
-            .args(["--policy", "other", "--trace"])
-            .arg(&file)
-            .arg("-o")
-            .arg(&record),
+            .args(["--policy", "other"])
+            .args(args)
+            .arg("--trace")
+            .arg(&file),
     );
+    (dir, file, out)
+}
+
+/// Checks that the trace `file` kept under a 64 KiB cap and ends with the note.
+fn capped(file: &Path) {
+    assert!(std::fs::metadata(file).unwrap().len() <= 64 << 10);
+    let trace = read_json(file);
+    let left_out = trace["metadata"]["left_out"].as_u64().unwrap();
+    assert!(left_out > 0);
+    let note = events(&trace).last().unwrap();
+    assert_eq!(
+        note["name"],
+        format!("trace cap reached: {left_out} events left out")
+    );
+}
+
+#[test]
+fn the_loop_probe_traces_the_phases_of_every_step_of_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record.json");
+    let (_trace_dir, file, _) = traced_loop("300", &["-o", record.to_str().unwrap()]);
     let threads = read_json(&record)["threads"].as_array().unwrap().len() as u64;
     let trace = read_json(&file);
     assert_eq!(
@@ -137,32 +168,8 @@ fn the_loop_probe_traces_the_phases_of_every_step_of_every_thread() {
 
 #[test]
 fn a_capped_loop_trace_ends_with_a_note_and_warns() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("loop.json");
-    let out = succeeds(
-        ictus()
-            .args([
-                "probe",
-                "loop",
-                "-f",
-                "1kHz",
-                "-n",
-                "2000",
-                "--modules",
-                "101",
-            ])
-            .args(["--policy", "other", "--trace-cap", "64KiB", "--trace"])
-            .arg(&file),
-    );
-    assert!(std::fs::metadata(&file).unwrap().len() <= 64 << 10);
-    let trace = read_json(&file);
-    let note = events(&trace).last().unwrap();
-    let left_out = trace["metadata"]["left_out"].as_u64().unwrap();
-    assert!(left_out > 0);
-    assert_eq!(
-        note["name"],
-        format!("trace cap reached: {left_out} events left out")
-    );
+    let (_dir, file, out) = traced_loop("2000", &["--trace-cap", "64KiB"]);
+    capped(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -173,9 +180,7 @@ fn a_capped_loop_trace_ends_with_a_note_and_warns() {
 
 #[test]
 fn a_capped_run_trace_is_warned_and_recorded() {
-    let (dir, name) = scratch_run("trace-cap");
-    let schedule = stress_copy(dir.path(), &name);
-    let file = dir.path().join("trace.json");
+    let (dir, schedule, file) = stress("trace-cap");
     let record = dir.path().join("record.json");
     let out = succeeds(
         ictus_in(dir.path())
@@ -193,15 +198,7 @@ fn a_capped_run_trace_is_warned_and_recorded() {
             .arg(&record)
             .arg(&schedule),
     );
-    assert!(std::fs::metadata(&file).unwrap().len() <= 64 << 10);
-    let trace = read_json(&file);
-    let left_out = trace["metadata"]["left_out"].as_u64().unwrap();
-    assert!(left_out > 0);
-    let note = events(&trace).last().unwrap();
-    assert_eq!(
-        note["name"],
-        format!("trace cap reached: {left_out} events left out")
-    );
+    capped(&file);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("reached its cap"), "{stderr}");
     let r = read_json(&record);
