@@ -22,6 +22,7 @@ pub mod hub;
 pub mod link;
 pub mod live;
 pub mod program;
+pub mod record;
 pub mod report;
 pub mod role;
 pub mod run;
