@@ -23,6 +23,7 @@ pub mod link;
 pub mod live;
 pub mod program;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod role;
 pub mod run;
