@@ -72,6 +72,10 @@ pub enum WarningId {
     Overrun,
     /// A subsystem's frame ran longer than its `watchdog` limit.
     Watchdog,
+    /// The tap (`--record`, `--trace`) dropped records: a ring was full.
+    TapDropped,
+    /// A sink of the tap (`--record`, `--trace`) failed and was stopped.
+    TapSink,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -109,6 +113,8 @@ impl WarningId {
             WarningId::ExplainUnavailable => "explain-unavailable",
             WarningId::Overrun => "overrun",
             WarningId::Watchdog => "watchdog",
+            WarningId::TapDropped => "tap-dropped",
+            WarningId::TapSink => "tap-sink",
             WarningId::Other => "other",
         }
     }

@@ -41,6 +41,8 @@ use crate::run::{cells_segment, control_segment, env, hubs_segment};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::state::States;
 use crate::subsystem::{BoxError, Maker, SetupClient, Subsystem};
+use crate::tap::recorder::TapSetup;
+use crate::tap::ring::TapRings;
 
 /// How long the coordinator's heartbeat may be silent before a child leaves.
 pub const HEARTBEAT_TIMEOUT: Nanos = Nanos::from_secs(2);
@@ -104,6 +106,9 @@ pub enum JoinError {
     /// The control block.
     #[error("control block: {0}")]
     Control(#[source] crate::control::ControlError),
+    /// The tap's rings of a recorded or traced run.
+    #[error("the rings of the recording: {0}")]
+    Tap(#[source] ictus_os::shm::ShmError),
 }
 
 fn var(name: &'static str) -> Result<String, ChildError> {
@@ -245,6 +250,15 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
     let control = Control::open_shared_named(&control_segment(&run_name))
         .map_err(|e| join(JoinError::Control(e)))?;
     let coordinator = control.coordinator();
+    // A recorded or traced run: this program pushes its frames and cells into
+    // its slot's ring of the run's tap.
+    let tap = match std::env::var(env::TAP) {
+        Ok(segment) if !segment.is_empty() => {
+            let rings = TapRings::open_shared(&segment).map_err(|e| join(JoinError::Tap(e)))?;
+            Some(TapSetup::new(&schedule, cells.table(), rings))
+        }
+        _ => None,
+    };
     let states = States::new(&schedule.modes);
     let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
     let setup = match std::env::var_os(env::SOCKET) {
@@ -263,6 +277,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         hubs,
         group: None,
         heartbeat_timeout: Some(HEARTBEAT_TIMEOUT),
+        tap,
     };
     let mut give_up = || {
         // Before the epoch: leave when the coordinator is gone (not when it is

@@ -25,6 +25,8 @@
 
 use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
 use ictus_os::explain::{MissEvent, MissKind, MissReporter};
+
+use crate::tap::ring::FrameRecord;
 use ictus_os::wait::{self, WaitMode};
 
 use crate::control::{Control, Counters, Status, pack_window};
@@ -351,8 +353,12 @@ impl Runner<'_> {
             let mut frame = cadence.frame();
             // Releases skipped to follow the group: missed before this frame ran.
             let mut group_skipped = 0;
+            let mut agreed_at = None;
             if let Some(g) = self.group {
                 let agreed = g.agree(frame);
+                if ports.is_tapped() {
+                    agreed_at = Some(beat.now());
+                }
                 if g.is_broken() {
                     return if frame >= self.control.stop_frame() {
                         LoopEnd::Stopped
@@ -371,6 +377,7 @@ impl Runner<'_> {
                 return LoopEnd::Stopped;
             }
             let state = self.control.state().at(frame);
+            ports.begin_frame(frame);
             ports.pull();
             let mut ack = None;
             let flow = {
@@ -386,6 +393,7 @@ impl Runner<'_> {
                 subsystem.run_frame(&mut f)
             };
             ports.push();
+            let failed = flow.is_err();
             let ends = self.follow(flow, frame, stats, first_error);
             let ack = match ack {
                 Some(a) => Some(a),
@@ -403,6 +411,21 @@ impl Runner<'_> {
             stats.exec.record(exec);
             let skipped = cadence.complete(end, self.control.stop_frame());
             note_overruns(stats, skipped);
+            if ports.is_tapped() {
+                ports.tap_frame(&FrameRecord {
+                    slot: self.slot,
+                    frame,
+                    state: state.0,
+                    deadline,
+                    woke,
+                    agreed: agreed_at,
+                    end,
+                    budget: period,
+                    skipped: group_skipped + skipped,
+                    cpu: ictus_os::sched::current_cpu().map(|c| c as u32),
+                    error: failed,
+                });
+            }
             if let Some(r) = reporter.as_deref_mut() {
                 let release = Release {
                     frame,

@@ -104,6 +104,7 @@ use crate::hub::{
     Event, FifoReceiver, FifoSender, HubError, Hubs, Port as HubPort, Resource, Semaphore,
 };
 use crate::state::{SetupStore, StateId, States};
+use crate::tap::ring::{Direction, FrameRecord, TapWriter};
 
 /// Any error a subsystem returns, as the executive keeps it: boxed, its chain of
 /// sources intact, downcastable to the subsystem's own type
@@ -435,6 +436,26 @@ pub struct Ports {
     outputs: Vec<Port>,
     patience: Nanos,
     torn: Torn,
+    tap: Option<PortsTap>,
+}
+
+/// What a tapped subsystem pushes of its cells (see [`crate::tap`]).
+#[derive(Debug)]
+struct PortsTap {
+    writer: TapWriter,
+    /// Per cell of the table: whether it is recorded.
+    recorded: Vec<bool>,
+    /// Cells are recorded every this many frames of the subsystem.
+    every: u64,
+    /// Frames begun.
+    count: u64,
+    /// The frame being run.
+    frame: u64,
+    /// Whether this frame's cells are recorded.
+    now: bool,
+    /// Per input: the sequence of the publication last recorded (`u64::MAX`:
+    /// none yet).
+    seen: Vec<u64>,
 }
 
 impl fmt::Debug for Ports {
@@ -455,6 +476,53 @@ impl Ports {
             outputs: Vec::new(),
             patience: DEFAULT_PATIENCE,
             torn: Torn::default(),
+            tap: None,
+        }
+    }
+
+    /// Taps this subsystem's cells into `writer` (see [`crate::tap`]): from the
+    /// next [`begin_frame`](Self::begin_frame) on, each input that changed since
+    /// the last recorded frame and each output are pushed, for the cells
+    /// `recorded` marks (by index in the table), every `every` frames. Allocates
+    /// (here, once); the pushes do not.
+    pub fn set_tap(&mut self, writer: TapWriter, recorded: Vec<bool>, every: u64) {
+        self.tap = Some(PortsTap {
+            writer,
+            recorded,
+            every: every.max(1),
+            count: 0,
+            frame: 0,
+            now: false,
+            seen: vec![u64::MAX; self.inputs.len()],
+        });
+    }
+
+    /// Whether the cells are tapped.
+    pub fn is_tapped(&self) -> bool {
+        self.tap.is_some()
+    }
+
+    /// Records the tap dropped because its ring was full (0 untapped).
+    pub fn tap_drops(&self) -> u64 {
+        self.tap.as_ref().map_or(0, |t| t.writer.drops())
+    }
+
+    /// Says which frame the next [`pull`](Self::pull) and [`push`](Self::push)
+    /// belong to (for the tap; nothing otherwise).
+    #[inline]
+    pub fn begin_frame(&mut self, frame: u64) {
+        if let Some(t) = &mut self.tap {
+            t.now = t.count.is_multiple_of(t.every);
+            t.count += 1;
+            t.frame = frame;
+        }
+    }
+
+    /// Pushes a frame's timing into the tap, if tapped; no allocation.
+    #[inline]
+    pub fn tap_frame(&mut self, record: &FrameRecord) {
+        if let Some(t) = &mut self.tap {
+            t.writer.frame(record);
         }
     }
 
@@ -489,13 +557,25 @@ impl Ports {
     /// [`torn`](Self::torn)). No allocation.
     #[inline]
     pub fn pull(&mut self) {
-        for p in &mut self.inputs {
+        for (i, p) in self.inputs.iter_mut().enumerate() {
             let cells = &self.cells;
             let spare = &mut p.spare;
+            let mut seq = 0;
             if persist(self.patience, || {
-                cells.try_read_cell(p.cell, spare).is_some()
+                cells
+                    .try_read_cell(p.cell, spare)
+                    .map(|s| seq = s)
+                    .is_some()
             }) {
                 std::mem::swap(&mut p.buf, &mut p.spare);
+                if let Some(t) = &mut self.tap
+                    && t.now
+                    && t.recorded[p.cell]
+                    && t.seen[i] != seq
+                {
+                    t.seen[i] = seq;
+                    t.writer.cell(Direction::Input, t.frame, p.cell, &p.buf);
+                }
             } else {
                 self.torn.count += 1;
                 self.torn.last_cell = Some(p.cell);
@@ -513,6 +593,15 @@ impl Ports {
         }
         if !self.outputs.is_empty() {
             self.cells.notify_published();
+        }
+        if let Some(t) = &mut self.tap
+            && t.now
+        {
+            for p in &self.outputs {
+                if t.recorded[p.cell] {
+                    t.writer.cell(Direction::Output, t.frame, p.cell, &p.buf);
+                }
+            }
         }
     }
 

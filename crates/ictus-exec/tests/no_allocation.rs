@@ -218,3 +218,72 @@ fn the_frame_loop_allocates_nothing_while_it_reports_its_misses() {
             .all(|e| e.kind == MissKind::Overrun)
     );
 }
+
+#[test]
+#[allow(
+    clippy::disallowed_types,
+    reason = "the test's stop flag for its drain thread: one store, polled"
+)]
+fn the_frame_loop_allocates_nothing_while_it_is_tapped() {
+    // Recording and tracing (issue 24): each frame pushes its input (when it
+    // changed), its outputs and its timing into the tap's ring, drained by a
+    // recorder thread (which allocates; the loop does not). A second run fills
+    // a ring no one drains: the pushes are dropped and counted, still without
+    // an allocation, and the loop never waits.
+    use ictus_exec::tap::recorder::TapSetup;
+    use ictus_exec::tap::ring::TapRings;
+    let _turn = alloc_count::one_at_a_time();
+    let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
+    let table = table();
+    let cells = Cells::in_process(&table);
+    let control = Control::in_process_with_claims(1, 100_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(5_000);
+    control.set_epoch(Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    w.clock = Some(clock);
+    let rings = TapRings::in_process(1, TapSetup::max_cell(&table));
+    let recorded = vec![true; table.cells().len()];
+    ports.set_tap(rings.writer(0), recorded.clone(), 1);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drain = {
+        let (rings, done) = (rings.clone(), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut r = rings.reader(0);
+            let mut taken = 0u64;
+            loop {
+                let last = done.load(std::sync::atomic::Ordering::Acquire);
+                while r.take().is_some() {
+                    taken += 1;
+                }
+                if last {
+                    return taken;
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    let (n, stats) = run_watched(&MockBeat(clock), &control, &mut w, &mut ports);
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let taken = drain.join().unwrap();
+    assert_eq!(stats.counters.frames_run, 5_000);
+    assert_eq!(n, 0, "allocations in 5,000 tapped frames");
+    // A frame, two outputs (B and audio) and, on the first frame only, the
+    // input A (it never changes after the warm-up), less what was dropped.
+    assert_eq!(taken + ports.tap_drops(), 3 * 5_000 + 1);
+
+    // Nobody drains: the ring fills, the rest is dropped and counted.
+    let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
+    let control = Control::in_process_with_claims(1, 100_000, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(10_000);
+    control.set_epoch(Nanos::from_millis(1));
+    let (mut w, mut ports, _) = prepared(&control, &cells);
+    w.clock = Some(clock);
+    let full = TapRings::in_process(1, TapSetup::max_cell(&table));
+    ports.set_tap(full.writer(0), recorded, 1);
+    let (n, stats) = run_watched(&MockBeat(clock), &control, &mut w, &mut ports);
+    assert_eq!(stats.counters.frames_run, 10_000);
+    assert_eq!(n, 0, "allocations with a full ring");
+    assert!(ports.tap_drops() > 0 && full.dropped(0) == ports.tap_drops());
+}

@@ -744,6 +744,48 @@ impl<'a> Ring<'a> {
         true
     }
 
+    /// Appends a message of `head` then `body` (together at most
+    /// [`message_bytes`](Self::message_bytes); `head` a whole number of words)
+    /// unless the ring is full, storing only those bytes: the rest of the slot
+    /// keeps what it held, so a short message in a ring of large slots costs
+    /// its own length. The message's length is the caller's to carry (in
+    /// `head`). Wakes a sleeping consumer.
+    ///
+    /// # Panics
+    ///
+    /// If the parts are longer than a message, or `head` is not a whole
+    /// number of words.
+    #[inline]
+    pub fn try_push_parts<P: Park + ?Sized>(
+        &self,
+        cursor: &mut RingProducer,
+        head: &[u8],
+        body: &[u8],
+        park: &P,
+    ) -> bool {
+        assert!(
+            head.len() + body.len() <= self.bytes && head.len().is_multiple_of(WORD_BYTES),
+            "a ring message has at most {} bytes, with a head of whole words",
+            self.bytes
+        );
+        if cursor.tail.wrapping_sub(cursor.cached_head) >= self.capacity {
+            // Acquire: as in `try_push`.
+            cursor.cached_head = self.region[HEAD].load(Ordering::Acquire);
+            if cursor.tail.wrapping_sub(cursor.cached_head) >= self.capacity {
+                return false;
+            }
+        }
+        let slot = self.slot(cursor.tail);
+        let head_words = head.len() / WORD_BYTES;
+        store_bytes(&slot[..head_words], head);
+        store_bytes(&slot[head_words..], body);
+        cursor.tail = cursor.tail.wrapping_add(1);
+        // SeqCst: as in `try_push`.
+        self.region[TAIL].store(cursor.tail, Ordering::SeqCst);
+        notify(&self.region[TAIL], &self.region[CONSUMER_SLEEPERS], park, 1);
+        true
+    }
+
     /// Appends `message`, waiting while the ring is full; `false` if
     /// `deadline` passed first.
     pub fn push<P: Park + ?Sized>(
@@ -1012,5 +1054,26 @@ mod tests {
         assert_eq!(out, [2]);
         let soon = Instant::now() + Duration::from_millis(1);
         assert!(!sut.pop(&mut c2, &mut out, &SpinPark, Some(soon)));
+    }
+
+    #[test]
+    fn a_message_in_parts_stores_only_its_bytes_and_refuses_when_full() {
+        let words = region(Ring::words_for(2, 16));
+        let sut = Ring::new(&words, 2, 16);
+        let mut p = sut.producer();
+        // A full-length message first, so the slot holds bytes to keep.
+        assert!(sut.try_push(&mut p, &[9; 16], &SpinPark));
+        let mut c = sut.consumer();
+        let mut out = [0; 16];
+        assert!(sut.try_pop(&mut c, &mut out, &SpinPark));
+        // Slot 1, then slot 0 again: a 4-byte head and a 3-byte body.
+        assert!(sut.try_push_parts(&mut p, &[1, 2, 3, 4], &[5, 6, 7], &SpinPark));
+        assert!(sut.try_push_parts(&mut p, &[1, 2, 3, 4], &[5, 6, 7], &SpinPark));
+        assert!(!sut.try_push_parts(&mut p, &[1, 2, 3, 4], &[], &SpinPark));
+        assert!(sut.try_pop(&mut c, &mut out, &SpinPark));
+        assert_eq!(&out[..7], &[1, 2, 3, 4, 5, 6, 7]);
+        assert!(sut.try_pop(&mut c, &mut out, &SpinPark));
+        // The bytes past the message are what slot 0 held before.
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 0, 9, 9, 9, 9, 9, 9, 9, 9]);
     }
 }

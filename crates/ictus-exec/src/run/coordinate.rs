@@ -27,6 +27,7 @@ use crate::live::{LiveMiss, LiveStatus};
 use crate::report::{RunWarning, WarningId};
 use crate::schedule::{OverrunAction, Schedule};
 use crate::state::{self, Pending, StateId, StateLog, States};
+use crate::tap::EventRecord;
 
 /// A state command waiting for the one before it to be in force.
 type Queued = (StateId, String, mpsc::Sender<String>);
@@ -70,6 +71,84 @@ pub(super) struct Coordinator<'a, 'scope> {
     watchdog_named: Vec<(u64, Option<u64>)>,
     /// The subsystem whose `on_overrun = "stop-run"` asked the run to stop.
     pub(super) overrun_stop: Option<usize>,
+    /// The events sent on to the tap's recorder, when the run is recorded or
+    /// traced.
+    pub(super) tap: Option<TapEvents>,
+}
+
+/// The run's events on their way to the tap's recorder: what the journal and
+/// the state log hold, sent as they come (each once).
+pub(crate) struct TapEvents {
+    to: mpsc::Sender<EventRecord>,
+    epoch: Nanos,
+    events: usize,
+    warnings: usize,
+    states: usize,
+}
+
+impl TapEvents {
+    /// Events for the recorder of a run whose epoch is `epoch`.
+    pub(crate) fn new(to: mpsc::Sender<EventRecord>, epoch: Nanos) -> TapEvents {
+        TapEvents {
+            to,
+            epoch,
+            events: 0,
+            warnings: 0,
+            states: 0,
+        }
+    }
+
+    /// Sends what `journal` and `log` gained since the last call. A warning's
+    /// event (the journal keeps both) goes once, as the warning: `crash` for a
+    /// crash, else `warning`.
+    pub(super) fn forward(
+        &mut self,
+        journal: &Journal,
+        log: &StateLog,
+        states: &States,
+        tick: Nanos,
+    ) {
+        let now = monotonic_now();
+        let send = |frame: Option<u64>, kind: &'static str, message: String| {
+            let time = frame.map_or(now, |f| self.epoch + tick * f);
+            let _ = self.to.send(EventRecord {
+                time,
+                frame,
+                slot: None,
+                kind,
+                message,
+            });
+        };
+        for &(frame, state) in log.changes().iter().skip(self.states) {
+            send(
+                Some(frame),
+                "state",
+                format!("state {}", states.name(state)),
+            );
+        }
+        self.states = log.changes().len();
+        let fresh_warnings = &journal.warnings[self.warnings.min(journal.warnings.len())..];
+        for w in fresh_warnings {
+            let kind = if w.id == WarningId::Crash {
+                "crash"
+            } else {
+                "warning"
+            };
+            send(None, kind, w.message.clone());
+        }
+        for e in journal.events.iter().skip(self.events) {
+            if fresh_warnings.iter().any(|w| e.ends_with(&w.message)) {
+                continue;
+            }
+            let frame = e
+                .strip_prefix("frame ")
+                .and_then(|r| r.split(':').next())
+                .and_then(|n| n.parse().ok());
+            send(frame, "event", e.clone());
+        }
+        self.warnings = journal.warnings.len();
+        self.events = journal.events.len();
+    }
 }
 
 /// The stuck frames a subsystem's watchdog names (as a warning and an event) before
@@ -118,6 +197,20 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             overrun_acted: vec![false; n],
             watchdog_named: vec![(0, None); n],
             overrun_stop: None,
+            tap: None,
+        }
+    }
+
+    /// Sends the tap's recorder the events and state changes since the last
+    /// call, when the run is recorded or traced.
+    pub(super) fn forward_to_tap(&mut self) {
+        if let Some(t) = &mut self.tap {
+            t.forward(
+                &self.journal,
+                &self.log,
+                &self.staged.states,
+                self.clock.tick,
+            );
         }
     }
 
@@ -139,6 +232,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             self.watchdogs(f, now);
             self.status(f, now);
             self.stop_on_request(now);
+            self.forward_to_tap();
             if self.stopped(f, now) {
                 break;
             }

@@ -19,6 +19,9 @@ pub enum RunError {
     /// The cell storage could not be made.
     #[error("cells: {0}")]
     Storage(#[source] crate::cell::CellError),
+    /// The tap's rings (`--record`, `--trace`) could not be made.
+    #[error("the rings of the recording: {0}")]
+    Tap(#[source] ictus_os::shm::ShmError),
     /// An in-process subsystem has no implementation here.
     #[error("{}:{}: subsystem '{name}': {message}", path.display(), location)]
     NoSubsystem {

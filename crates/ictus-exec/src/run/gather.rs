@@ -52,6 +52,7 @@ impl Coordinator<'_, '_> {
             }
         }
         self.made.cells = Some(crate::cell::CellValues::read(&staged.cells));
+        self.forward_to_tap();
         let report = RunReport {
             name: schedule.name.clone(),
             schedule: schedule.path.clone(),

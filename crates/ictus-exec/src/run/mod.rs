@@ -30,6 +30,9 @@ use ictus_os::sched;
 use crate::report::RunReport;
 use crate::schedule::{Schedule, SubsystemSpec};
 use crate::subsystem::{Flow, Frame, Maker, Registry, RegistryError, Subsystem};
+use crate::tap::recorder::{self, Recorded, TapSetup};
+use crate::tap::{EventRecord, TapRun};
+use coordinate::TapEvents;
 
 // The phases of `run`, a file each: prepare (what can refuse a run, made before
 // anything starts; the groups), start (threads, programs, the wait until ready,
@@ -64,11 +67,97 @@ use watch::Watch;
 pub use crate::live::{LiveStatus, LiveSubsystem};
 pub(crate) use coordinate::Made;
 pub use error::{RunError, StartError};
-pub use names::{cells_segment, control_segment, hubs_segment, resolve_program};
+pub use names::{cells_segment, control_segment, hubs_segment, resolve_program, tap_segment};
 pub(crate) use options::env;
 pub use options::{Factory, RunOptions, StatusHook};
 pub(crate) use thread::Prepared;
 pub(crate) use watch::explain_program;
+
+/// What the tap's sinks are told of the run before its first record.
+fn tap_run<'s>(
+    staged: &'s Staged<'s>,
+    table: &'s crate::cell::CellTable,
+    setup: &TapSetup,
+    epoch: ictus_core::Nanos,
+) -> TapRun<'s> {
+    let schedule = staged.schedule;
+    let now_mono = monotonic_now();
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let epoch_unix =
+        ictus_core::Nanos::new(now_unix.saturating_sub(now_mono.saturating_sub(epoch).as_u64()));
+    // Every `init` has run: the writers' claims are all made.
+    let writers = table
+        .cells()
+        .iter()
+        .enumerate()
+        .map(|(c, cell)| {
+            (0..cell.elements().len())
+                .map(|e| {
+                    let index = crate::subsystem::first_element_index(table, c) + e;
+                    staged.control.writer_of(index)
+                })
+                .collect()
+        })
+        .collect();
+    let host = schedule
+        .hosts
+        .get(staged.here)
+        .map_or("here", |h| h.name.as_str());
+    TapRun {
+        schedule,
+        schedule_text: Some(&schedule.text),
+        table,
+        host,
+        slots: &staged.local,
+        epoch,
+        epoch_unix,
+        tick: schedule.tick,
+        writers,
+        states: staged.states.names().to_vec(),
+        cells: setup.recorded.clone(),
+        every: setup.every,
+    }
+}
+
+/// What the recorder found, into the report: records its rings dropped, and a
+/// sink that failed.
+fn tap_findings(
+    report: &mut RunReport,
+    staged: &Staged<'_>,
+    recorded: std::thread::Result<Recorded>,
+) {
+    use crate::report::{RunWarning, WarningId};
+    match recorded {
+        Ok(r) => {
+            for (k, dropped) in r.end.dropped {
+                if dropped > 0 {
+                    report.warnings.push(RunWarning {
+                        id: WarningId::TapDropped,
+                        message: format!(
+                            "{}: {dropped} record(s) of its frames and cells were dropped: its ring was full (the recorder, off the real-time CPUs, fell behind)",
+                            staged.names[k]
+                        ),
+                        advice: Some("record fewer cells or every Nth frame (the schedule's [record] table), or leave a CPU free for the recorder".into()),
+                    });
+                }
+            }
+            for (i, e) in r.errors {
+                report.warnings.push(RunWarning {
+                    id: WarningId::TapSink,
+                    message: format!("output {} of the recording stopped: {e}", i + 1),
+                    advice: Some("check the file's disk and path; the run itself went on".into()),
+                });
+            }
+        }
+        Err(_) => report.warnings.push(RunWarning {
+            id: WarningId::TapSink,
+            message: "the recorder thread panicked: the recording is incomplete".into(),
+            advice: None,
+        }),
+    }
+}
 
 /// The built-in subsystems `ictus run` hosts in-process: `increment` (the stress
 /// test's ring: copies cell `from` to cell `to`, adding one to every element) and
@@ -139,6 +228,13 @@ pub(crate) fn run_made(
     let (watch, reporters) = Watch::begin(schedule, &options, &slots);
     staged.recent_misses = watch.recent();
 
+    // The tap's recorder (when the run has sinks): its thread starts once the
+    // epoch is set, and stops once every loop has ended and the report is
+    // gathered, so it takes in every frame and every event.
+    let sinks = std::mem::take(&mut options.sinks);
+    let tap_stop = AtomicBool::new(false);
+    let (tap_tx, tap_rx) = std::sync::mpsc::channel::<EventRecord>();
+
     // 3. Start.
     staged.control.beat(monotonic_now());
     let mut children: Vec<ChildProc> = Vec::new();
@@ -158,11 +254,36 @@ pub(crate) fn run_made(
         let start = startup.wait_ready()?;
         // 5. The epoch.
         let (clock, stop_frame) = startup.epoch(start)?;
+        let recorder = match &staged.tap {
+            Some(setup) if !sinks.is_empty() => {
+                let run = tap_run(&staged, &table, setup, clock.epoch);
+                let stop = &tap_stop;
+                let spawned = std::thread::Builder::new()
+                    .name("ictus-recorder".into())
+                    .spawn_scoped(scope, move || {
+                        recorder::record(&run, &setup.rings, sinks, &tap_rx, stop)
+                    });
+                spawned.ok()
+            }
+            _ => None,
+        };
         let mut coordinator = Coordinator::new(startup, clock, stop_frame);
+        coordinator.tap = recorder
+            .is_some()
+            .then(|| TapEvents::new(tap_tx, clock.epoch));
         // 6. Coordinate.
         coordinator.coordinate();
         // 7. Gather.
-        coordinator.gather()
+        let gathered = coordinator.gather();
+        // The recorder's last drain, then what it found into the report.
+        tap_stop.store(true, std::sync::atomic::Ordering::Release);
+        let recorded = recorder.map(|h| h.join());
+        gathered.map(|(mut report, made)| {
+            if let Some(r) = recorded {
+                tap_findings(&mut report, &staged, r);
+            }
+            (report, made)
+        })
     });
     kill_all(&mut children);
     drop(staged.server.take());

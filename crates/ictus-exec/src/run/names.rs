@@ -13,6 +13,12 @@ pub fn cells_segment(name: &str) -> String {
     format!("{name}.cells")
 }
 
+/// Name of the tap's segment of run `name` (its rings, when programs take part
+/// in a recorded or traced run).
+pub fn tap_segment(name: &str) -> String {
+    format!("{name}.tap")
+}
+
 /// Name of the hubs' segment of run `name`.
 pub fn hubs_segment(name: &str) -> String {
     format!("{name}.hubs")

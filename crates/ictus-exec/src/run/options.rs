@@ -111,4 +111,6 @@ pub(crate) mod env {
     pub(crate) const EXPLAIN: &str = "ICTUS_EXPLAIN";
     /// The control socket (setup channel).
     pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
+    /// The tap's segment, when the run is recorded or traced (absent: not).
+    pub(crate) const TAP: &str = "ICTUS_TAP";
 }

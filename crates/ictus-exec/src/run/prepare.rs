@@ -10,7 +10,9 @@ use ictus_core::CpuSet;
 use ictus_os::sched;
 
 use super::error::RunError;
-use super::names::{cells_segment, control_segment, hubs_segment, is_executable, resolve_program};
+use super::names::{
+    cells_segment, control_segment, hubs_segment, is_executable, resolve_program, tap_segment,
+};
 use super::options::{Factory, RunOptions};
 use crate::cell::{CellTable, Cells};
 use crate::control::Control;
@@ -21,6 +23,8 @@ use crate::link::Link;
 use crate::schedule::{Process, Schedule, SubsystemSpec};
 use crate::state::{SetupStore, StateId, StateWord, States};
 use crate::subsystem::{Maker, element_count};
+use crate::tap::recorder::TapSetup;
+use crate::tap::ring::TapRings;
 
 /// A program to launch for a subsystem of this host.
 pub(super) struct Launch {
@@ -174,6 +178,8 @@ pub(super) struct Staged<'a> {
     pub(super) affinity_before: Option<CpuSet>,
     /// The last misses explained, for the live view (none when not explaining).
     pub(super) recent_misses: Option<ictus_os::explain::RecentMisses>,
+    /// The tap's rings and choices, when the run has sinks (`--record`, `--trace`).
+    pub(super) tap: Option<TapSetup>,
 }
 
 impl<'a> Staged<'a> {
@@ -201,6 +207,20 @@ impl<'a> Staged<'a> {
             Storage::Shared
         };
         let (cells, control, hubs) = storage_of(schedule, table, storage, link.is_some(), here)?;
+        let tap = if options.sinks.is_empty() {
+            None
+        } else {
+            let n = schedule.subsystems.len();
+            let max_cell = TapSetup::max_cell(table);
+            let rings = match storage {
+                Storage::Local => TapRings::in_process(n, max_cell),
+                Storage::Shared => {
+                    TapRings::create_shared(&tap_segment(&schedule.name), n, max_cell)
+                        .map_err(RunError::Tap)?
+                }
+            };
+            Some(TapSetup::new(schedule, table, rings))
+        };
         let states = States::new(&schedule.modes);
         let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
         let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
@@ -243,6 +263,7 @@ impl<'a> Staged<'a> {
             server,
             affinity_before,
             recent_misses: None,
+            tap,
         })
     }
 }
@@ -267,6 +288,7 @@ fn storage_of(
             cells_segment(&schedule.name),
             control_segment(&schedule.name),
             hubs_segment(&schedule.name),
+            tap_segment(&schedule.name),
         ] {
             let _ = ictus_os::shm::reclaim_stale(Some(&segment));
         }

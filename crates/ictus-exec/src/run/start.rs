@@ -21,6 +21,7 @@ use super::children::{ChildProc, kill_all, wait_children};
 use super::clock::Clock;
 use super::error::{RunError, StartError};
 use super::journal::Journal;
+use super::names::tap_segment;
 use super::options::{RunOptions, env};
 use super::prepare::{Launch, Staged};
 use super::snapshot::{live_now, starting};
@@ -65,6 +66,7 @@ pub(super) fn spawn<'scope, 'a: 'scope>(
             hubs: staged.hubs.clone(),
             group: spec.group.as_ref().and_then(|g| groups.get(g)),
             heartbeat_timeout: None,
+            tap: staged.tap.clone(),
         };
         let reporter = reporters.remove(&k);
         let h = std::thread::Builder::new()
@@ -154,6 +156,9 @@ impl<'a, 'scope> Startup<'a, 'scope> {
                 );
             if let Some(s) = &socket {
                 cmd.env(env::SOCKET, s);
+            }
+            if staged.tap.is_some() {
+                cmd.env(env::TAP, tap_segment(&schedule.name));
             }
             // A process group of its own: a terminal's Ctrl-C (sent to the whole
             // foreground group) reaches the coordinator, which stops every

@@ -16,6 +16,7 @@ use crate::report::{Distribution, RunWarning, ThreadOutcome, WarningId};
 use crate::schedule::{Schedule, SubsystemSpec};
 use crate::state::States;
 use crate::subsystem::{BoxError, Maker, Registry, SetupClient};
+use crate::tap::recorder::TapSetup;
 
 /// The outcome of entering a class on the calling thread.
 pub(crate) struct Placement {
@@ -118,6 +119,8 @@ pub(crate) struct Prepared<'a> {
     pub(crate) hubs: Hubs,
     pub(crate) group: Option<&'a Group>,
     pub(crate) heartbeat_timeout: Option<Nanos>,
+    /// The run's tap, when recorded or traced: its frames and cells are pushed.
+    pub(crate) tap: Option<TapSetup>,
 }
 
 /// What a subsystem's thread (or program) hands back when its loop has ended.
@@ -188,6 +191,10 @@ impl Prepared<'_> {
         ports.set_patience(patience(self.control.tick()));
         let mut stats = Stats::default();
         ports.warm_up();
+        // Tapped from the first frame on (the warm-up is not a frame).
+        if let Some(t) = &self.tap {
+            ports.set_tap(t.rings.writer(self.slot), t.recorded.clone(), t.every);
+        }
         ictus_os::memory::prefault_stack();
         slot.set_status(Status::Ready);
         let Ending { end, first_error } = if executive::wait_for_epoch(self.control, give_up) {

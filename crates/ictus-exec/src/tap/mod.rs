@@ -16,65 +16,15 @@
 //! Across hosts each host taps its own subsystems: `ictus run --record` records
 //! the main host's, `ictus node --record` a node's.
 
+pub mod recorder;
+pub mod ring;
+
+pub use ring::{Direction, FrameRecord};
+
 use ictus_core::Nanos;
 
 use crate::cell::CellTable;
 use crate::schedule::Schedule;
-
-/// Whether a cell record is what a subsystem read or what it published.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// What the subsystem pulled at the start of its frame (recorded when it
-    /// changed since its last frame: a new publication).
-    Input,
-    /// What it published at the end of its frame (or in an early flush).
-    Output,
-}
-
-/// One frame of one subsystem, as its thread timed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameRecord {
-    /// The subsystem's slot (its index in the schedule).
-    pub slot: usize,
-    /// The frame number.
-    pub frame: u64,
-    /// The state it ran in.
-    pub state: u8,
-    /// Its release (monotonic clock).
-    pub deadline: Nanos,
-    /// When the thread woke for it.
-    pub woke: Nanos,
-    /// When its rendezvous with its synchronous group ended (`None`: no group).
-    pub agreed: Option<Nanos>,
-    /// When its outputs were published and the frame ended.
-    pub end: Nanos,
-    /// Its execution budget: its period.
-    pub budget: Nanos,
-    /// Releases skipped before it ran (following its group) and after it
-    /// ended (an overrun or a late wake-up): the misses.
-    pub skipped: u64,
-    /// The CPU it ended on (`None`: unknown).
-    pub cpu: Option<u32>,
-    /// Whether its `run` returned an error.
-    pub error: bool,
-}
-
-impl FrameRecord {
-    /// Release lateness: wake-up minus deadline.
-    pub fn lateness(&self) -> Nanos {
-        self.woke.saturating_sub(self.deadline)
-    }
-
-    /// Execution time: wake-up to the end.
-    pub fn exec(&self) -> Nanos {
-        self.end.saturating_sub(self.woke)
-    }
-
-    /// Whether its execution ran past its budget.
-    pub fn overrun(&self) -> bool {
-        self.exec() > self.budget
-    }
-}
 
 /// One cell as a subsystem read or published it in one frame.
 #[derive(Clone, Copy, Debug)]
