@@ -205,9 +205,6 @@ struct Begun {
     tick: u64,
     names: Vec<String>,
     states: Vec<String>,
-    /// Per slot: its start frame and period.
-    cadence: Vec<(u64, u64)>,
-    every: u64,
     /// Per cell (by index): its recording, `None` when left out.
     cells: Vec<Option<Recorded>>,
     /// Cell names, by index.
@@ -223,15 +220,6 @@ impl Begun {
     fn unix(&self, frame: u64) -> u64 {
         self.epoch_unix
             .saturating_add(frame.saturating_mul(self.tick))
-    }
-
-    /// Whether a record of `slot` at `frame` is kept under `every`.
-    fn kept(&self, slot: usize, frame: u64) -> bool {
-        if self.every <= 1 {
-            return true;
-        }
-        let (start, period) = self.cadence.get(slot).copied().unwrap_or((0, 1));
-        (frame.saturating_sub(start) / period.max(1)) % self.every == 0
     }
 }
 
@@ -417,13 +405,6 @@ impl Sink for McapSink {
                 .map(|s| s.name.clone())
                 .collect(),
             states: run.states.clone(),
-            cadence: run
-                .schedule
-                .subsystems
-                .iter()
-                .map(|s| (s.start, s.period))
-                .collect(),
-            every: run.every.max(1),
             cells,
             cell_names: run
                 .table
@@ -483,9 +464,8 @@ impl Sink for McapSink {
         let mut cdr = std::mem::take(&mut self.cdr);
         let result = (|| {
             let (writer, b) = self.parts()?;
-            if !b.kept(record.slot, record.frame) {
-                return Ok(());
-            }
+            // The tap sends only the recorded cells, every `every` frames of
+            // each subsystem; a cell left out is passed over all the same.
             let Some(Some(cell)) = b.cells.get_mut(record.cell) else {
                 return Ok(());
             };
