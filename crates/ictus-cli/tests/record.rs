@@ -163,7 +163,16 @@ fn a_recorded_ring_replays_bit_for_bit_in_process_and_in_a_program() {
 /// `ictus run SCHEDULE --record FILE` for a second at 1 ms; the run's record.
 fn record_run(dir: &Path, schedule: &Path, file: &Path) {
     let out = ictus_in(dir)
-        .args(["run", "--tick", "1ms", "--duration", "1s", "--quiet", "--json", "--record"])
+        .args([
+            "run",
+            "--tick",
+            "1ms",
+            "--duration",
+            "1s",
+            "--quiet",
+            "--json",
+            "--record",
+        ])
         .arg(file)
         .arg(schedule)
         .output()
@@ -196,7 +205,11 @@ fn a_recorded_run_replays_bit_for_bit_built_ins_and_a_program() {
     let file = dir.path().join("program.mcap");
     record_run(dir.path(), &schedule, &file);
     assert!(
-        replayed(&replay(&file, "B", &["--program", program.to_str().unwrap()])) > 0
+        replayed(&replay(
+            &file,
+            "B",
+            &["--program", program.to_str().unwrap()]
+        )) > 0
     );
     assert!(replayed(&replay(&file, "A", &[])) > 0);
 }

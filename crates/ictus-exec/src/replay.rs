@@ -437,7 +437,8 @@ impl Recording {
         let data = self.messages(slot, name)?;
         if data.frames.is_empty() {
             return Err(refused(
-                "the recording holds no frame of it (it never ran, or its frames were not tapped)".into(),
+                "the recording holds no frame of it (it never ran, or its frames were not tapped)"
+                    .into(),
             ));
         }
         let mut verdict = Verdict {
