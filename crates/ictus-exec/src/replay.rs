@@ -727,6 +727,17 @@ mod tests {
     /// Records `frames` frames of subsystem `a` (A to B, plus one), with
     /// `tamper` changing a publication's bytes before it is recorded.
     fn record(path: &Path, text: &str, frames: u64, tamper: impl Fn(u64, &mut [u8])) {
+        record_dropping(path, text, frames, tamper, 0);
+    }
+
+    /// [`record`], its end counting `dropped` records of slot 0.
+    fn record_dropping(
+        path: &Path,
+        text: &str,
+        frames: u64,
+        tamper: impl Fn(u64, &mut [u8]),
+        dropped: u64,
+    ) {
         let schedule = Schedule::parse(text, "ring.toml", &CpuSet::from_cpus([0, 1])).unwrap();
         let table = schedule.cell_table().unwrap();
         let recorded: Vec<bool> = table
@@ -810,7 +821,7 @@ mod tests {
         })
         .unwrap();
         sink.end(&TapEnd {
-            dropped: vec![(0, 0)],
+            dropped: vec![(0, dropped)],
             records: frames * 3,
         })
         .unwrap();
@@ -892,6 +903,12 @@ mod tests {
         );
         let err = replay(&path, "a").unwrap_err();
         assert!(err.to_string().contains("every = 2"), "{err}");
+        record_dropping(&path, SCHEDULE, 3, |_, _| {}, 5);
+        let err = replay(&path, "a").unwrap_err();
+        assert!(
+            err.to_string().contains("dropped 5 of its records"),
+            "{err}"
+        );
         record(&path, SCHEDULE, 3, |_, _| {});
         let bytes = std::fs::read(&path).unwrap();
         let cut = dir.path().join("cut.mcap");
