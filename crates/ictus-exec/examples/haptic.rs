@@ -88,8 +88,15 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut path = "examples/haptic/schedule.toml".to_string();
     let mut duration = Duration::from_secs(5);
+    let mut report_path: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--report" => {
+                let Some(p) = args.next() else {
+                    return fail("--report needs a file (the run's report, JSON)");
+                };
+                report_path = Some(p);
+            }
             "--duration" => {
                 let Some(d) = args.next().and_then(|d| humantime::parse_duration(&d).ok()) else {
                     return fail("--duration needs a duration (e.g. 5s)");
@@ -135,6 +142,14 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.report,
         Err(e) => return fail(&e.to_string()),
     };
+    if let Some(p) = &report_path {
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|j| std::fs::write(p, j));
+        if let Err(e) = written {
+            return fail(&format!("writing the report to {p}: {e}"));
+        }
+    }
     let mut out = String::new();
     out += &format!(
         "haptic: {} masses, {} steps at {} us over {} CPUs\n",
