@@ -65,7 +65,13 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<(), Failure> {
             )));
         }
         _ => {
-            let maker = ictus_exec::run::builtin(&spec).map_err(|e| anyhow::anyhow!(e))?;
+            let maker = ictus_exec::run::builtin(&spec).map_err(|e| {
+                Failure::usage(anyhow::anyhow!(
+                    "cannot replay '{}' here: {e}; a subsystem of a program of one's own is \
+                     replayed by that program (ictus_exec::replay::Recording::replay)",
+                    args.subsystem
+                ))
+            })?;
             recording
                 .replay(&args.subsystem, maker, args.beat)
                 .map_err(Failure::usage)?
