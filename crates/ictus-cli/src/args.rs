@@ -85,6 +85,9 @@ pub(crate) enum Command {
     Node(crate::run::NodeArgs),
     /// Command a running schedule: run, pause, off or a mode; status; stop.
     Ctl(crate::run::CtlArgs),
+    /// Run one subsystem of a recording (`ictus run --record`) again against its
+    /// recorded inputs and compare its outputs with the recorded ones, bit for bit.
+    Replay(crate::replay::ReplayArgs),
     /// Make the keys of a run across hosts: its CA, and a certificate and key per host
     /// and per reader, for TLS with mutual authentication.
     Keys(crate::keys::KeysArgs),

@@ -13,6 +13,7 @@ mod keys;
 mod load;
 mod probe_cmd;
 mod refusal;
+mod replay;
 mod report;
 mod run;
 mod run_view;
@@ -150,6 +151,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             run::node(&args, &progress)
         }
         Command::Ctl(args) => run::ctl(&args),
+        Command::Replay(args) => replay::run(&args),
         Command::Keys(args) => keys::run(&args),
         Command::Subsystem => run::host(),
         Command::Load(args) => {

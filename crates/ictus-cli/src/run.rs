@@ -17,9 +17,11 @@ use std::time::Duration;
 use clap::Args;
 use ictus_core::Nanos;
 use ictus_exec::link::Link;
+use ictus_exec::record::McapSink;
 use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
+use ictus_exec::tap::Sink;
 use ictus_exec::trace::{TraceOutcome, TraceSink};
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
@@ -107,6 +109,11 @@ pub(crate) struct WatchArgs {
     /// tick.
     #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
     pub(crate) explain_threshold: Option<Duration>,
+    /// Record this host's subsystems to an MCAP file (cells, inputs, frame timing,
+    /// events; the schedule's `[record]` table says which cells): Foxglove opens
+    /// it, `ictus replay` replays it (docs/recording.md).
+    #[arg(long, value_name = "FILE.mcap", value_hint = clap::builder::ValueHint::FilePath)]
+    pub(crate) record: Option<PathBuf>,
 }
 
 /// `--ui`, `--metrics`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
@@ -374,9 +381,23 @@ fn live_page(
     Ok(Some(Arc::new(ui)))
 }
 
+/// The sinks of `--record` (none without it): the file is created here, before
+/// the run starts, so a path that cannot be written starts nothing.
+fn record_sink(path: Option<&std::path::Path>) -> Result<Vec<Box<dyn Sink>>, Failure> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let sink = McapSink::create(path)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--record {}: {e}", path.display())))?;
+    Ok(vec![Box::new(sink)])
+}
+
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
+    // The trace's path is only checked (nothing is created) before the
+    // recording's file is.
     let mut sinks = Vec::new();
     let trace = trace_sink(how.trace, &mut sinks)?;
+    sinks.extend(record_sink(how.watch.record.as_deref())?);
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
@@ -517,7 +538,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
 /// run starts when it cannot be written; what to ask after the run.
 fn trace_sink(
     args: &TraceArgs,
-    sinks: &mut Vec<Box<dyn ictus_exec::tap::Sink>>,
+    sinks: &mut Vec<Box<dyn Sink>>,
 ) -> Result<Option<(PathBuf, TraceOutcome)>, Failure> {
     let Some(spec) = args.spec().map_err(Failure::usage)? else {
         return Ok(None);

@@ -2,7 +2,7 @@
 //! meet at a spin rendezvous inside every step. See `examples/haptic/schedule.toml`.
 //!
 //! ```text
-//! cargo run --release -p ictus-exec --example haptic -- examples/haptic/schedule.toml --duration 5s
+//! cargo run --release -p ictus-exec --example haptic -- examples/haptic/schedule.toml --duration 5s [--record run.mcap] [--report report.json]
 //! ```
 
 use std::io::Write;
@@ -89,6 +89,7 @@ fn main() -> ExitCode {
     let mut path = "examples/haptic/schedule.toml".to_string();
     let mut duration = Duration::from_secs(5);
     let mut report_path: Option<String> = None;
+    let mut record: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--report" => {
@@ -96,6 +97,12 @@ fn main() -> ExitCode {
                     return fail("--report needs a file (the run's report, JSON)");
                 };
                 report_path = Some(p);
+            }
+            "--record" => {
+                let Some(p) = args.next() else {
+                    return fail("--record needs a file (the recording, MCAP)");
+                };
+                record = Some(p);
             }
             "--duration" => {
                 let Some(d) = args.next().and_then(|d| humantime::parse_duration(&d).ok()) else {
@@ -133,9 +140,17 @@ fn main() -> ExitCode {
         executive =
             executive.subsystem_with(name, move |reg| HapticPart::init_with(reg, model, part));
     }
+    let mut sinks: Vec<Box<dyn ictus_exec::tap::Sink>> = Vec::new();
+    if let Some(p) = &record {
+        match ictus_exec::record::McapSink::create(p.as_ref()) {
+            Ok(sink) => sinks.push(Box::new(sink)),
+            Err(e) => return fail(&format!("--record {p}: {e}")),
+        }
+    }
     let options = RunOptions {
         duration: Some(duration),
         control_socket: false,
+        sinks,
         ..RunOptions::default()
     };
     let report = match executive.options(options).run() {

@@ -89,6 +89,9 @@ pub enum ChildError {
     /// The figures could not be written.
     #[error("writing its figures: {0}")]
     Outcome(#[source] ictus_os::fs::OutputError),
+    /// A replay (`ICTUS_REPLAY`) that was refused, failed or differed.
+    #[error("replay: {0}")]
+    Replay(String),
 }
 
 /// What a child could not open of its run.
@@ -116,9 +119,66 @@ fn var(name: &'static str) -> Result<String, ChildError> {
 }
 
 /// Runs the subsystem `maker` makes, named `name` in the schedule, as a child of
-/// `ictus run`.
+/// `ictus run`; or, when `ictus replay` launched the program (`ICTUS_REPLAY`
+/// names a recording), replays it against the recording in this process
+/// ([`crate::replay::replay_program`]): the verdict goes to `ICTUS_OUTCOME`, a
+/// difference is an error, and the outcome returned carries only the frames
+/// replayed (`end` is `replayed`).
 pub fn run(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
-    run_made(name, maker)
+    match replay_file() {
+        Some(file) => replayed(name, maker, &file),
+        None => run_made(name, maker),
+    }
+}
+
+/// The recording to replay, when `ictus replay` launched this program.
+fn replay_file() -> Option<PathBuf> {
+    std::env::var_os(crate::replay::REPLAY_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Replays subsystem `name` (see [`run`]).
+fn replayed(name: &str, maker: Maker, file: &std::path::Path) -> Result<ThreadOutcome, ChildError> {
+    let asked = var(env::SUBSYSTEM)?;
+    if asked != name {
+        return Err(ChildError::WrongSubsystem {
+            ours: name.to_string(),
+            asked,
+        });
+    }
+    let verdict = crate::replay::replay_program(file, name, maker).map_err(ChildError::Replay)?;
+    if let Some(d) = &verdict.difference {
+        return Err(ChildError::Replay(format!("differs at {d}")));
+    }
+    if let Some((frame, e)) = &verdict.error {
+        return Err(ChildError::Replay(format!("frame {frame}: {e}")));
+    }
+    let none = ictus_core::LatencyHistogram::new();
+    Ok(ThreadOutcome {
+        subsystem: name.to_string(),
+        pid: std::process::id(),
+        tid: 0,
+        class_requested: "replay".into(),
+        class_obtained: "replay".into(),
+        policy: String::new(),
+        affinity: String::new(),
+        memory_locked: false,
+        hybrid_margin_ns: None,
+        frames_run: verdict.frames,
+        overruns: 0,
+        longest_overrun_streak: 0,
+        jitter: crate::report::Distribution::of(&none),
+        exec: crate::report::Distribution::of(&none),
+        end: "replayed".into(),
+        torn: 0,
+        warnings: Vec::new(),
+        last_frame: None,
+        errors: 0,
+        first_error: None,
+        shutdown_error: None,
+        explanation: None,
+    })
 }
 
 /// Hosts a built-in subsystem in a process of its own (`process = "own"`): reads
@@ -135,7 +195,10 @@ pub fn run_builtin(factory: &mut crate::run::Factory<'_>) -> Result<ThreadOutcom
             name: asked.clone(),
         })?;
     let maker = factory(spec).map_err(|m| ChildError::Init(m.into()))?;
-    run_made(&asked, maker)
+    match replay_file() {
+        Some(file) => replayed(&asked, maker, &file),
+        None => run_made(&asked, maker),
+    }
 }
 
 /// [`run_builtin`] for a program's `main`: an error is one line on stderr and exit

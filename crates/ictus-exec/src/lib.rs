@@ -22,6 +22,8 @@ pub mod hub;
 pub mod link;
 pub mod live;
 pub mod program;
+pub mod record;
+pub mod replay;
 pub mod report;
 pub mod role;
 pub mod run;

@@ -42,6 +42,11 @@
 //! watchdog = "50ms"      # a frame running this long is named, and on_overrun acts
 //!                        # (default: no watchdog)
 //!
+//! [record]               # what `--record` writes (issue 24; default: every cell,
+//! cells = ["A", "B"]     # every frame): the cells recorded, by name
+//! every = 1              # each writer's publications every this many of its frames
+//!                        # (at least 1; replay needs 1)
+//!
 //! [[hub]]                # hubs (seed 004) the run owns, shared by name
 //! name = "forces"
 //! kind = "fifo"          # semaphore | event | fifo | port | resource
@@ -162,6 +167,8 @@ struct Places {
     builtins: Vec<BuiltinPlaces>,
     /// Each stress counter, in order.
     counters: Vec<Location>,
+    /// Each cell named by `[record]`, in order.
+    recorded: Vec<Location>,
 }
 
 /// Where a subsystem's builtin and its config stand.
@@ -601,6 +608,7 @@ impl Schedule {
         let pm_qos = r.pm_qos(&raw)?;
         let explain_threshold = r.explain_threshold(&raw)?;
         let security = r.security(&raw, path)?;
+        let record = r.record(&raw, &mut places)?;
         let schedule = Schedule {
             name,
             path: path.to_path_buf(),
@@ -618,7 +626,7 @@ impl Schedule {
             explain_threshold,
             security,
             text: text.to_string(),
-            record: RecordSpec::default(),
+            record,
             places,
         };
         let empty = CellTable::default();
@@ -701,6 +709,13 @@ impl Schedule {
                         },
                     )
                 })?;
+            }
+        }
+        if let (Some(table), Some(cells)) = (cells, &self.record.cells) {
+            for (cell, at) in cells.iter().zip(&self.places.recorded) {
+                if table.cell(cell).is_none() {
+                    return Err(self.invalid(*at, Rule::UnknownRecordedCell(cell.clone())));
+                }
             }
         }
         Ok(())
@@ -1073,6 +1088,12 @@ pub enum Rule {
     /// A stress check without counters.
     #[error("the stress check needs at least one counter (cell.element)")]
     NoCounters,
+    /// `[record]` names a cell the table does not declare.
+    #[error("[record] cells: there is no cell `{0}`")]
+    UnknownRecordedCell(String),
+    /// `[record]` with `every = 0`.
+    #[error("[record] every must be at least 1 (1: every frame of each writer)")]
+    ZeroRecordEvery,
 }
 
 /// A schedule's text as [`Schedule::parse`] checks it, one table or group of keys
@@ -1680,6 +1701,24 @@ impl Reader<'_> {
         }
     }
 
+    /// `[record]`: the cells (each one's place noted, checked against the table
+    /// with the builtins) and `every`, at least 1.
+    fn record(&self, raw: &RawSchedule, places: &mut Places) -> Result<RecordSpec, ScheduleError> {
+        let Some(rec) = &raw.record else {
+            return Ok(RecordSpec::default());
+        };
+        let every = match &rec.every {
+            None => 1,
+            Some(v) if *v.get_ref() == 0 => return Err(self.fail(v.span(), Rule::ZeroRecordEvery)),
+            Some(v) => *v.get_ref(),
+        };
+        let cells = rec.cells.as_ref().map(|cells| {
+            places.recorded = cells.iter().map(|c| self.loc(c.span())).collect();
+            cells.iter().map(|c| c.get_ref().clone()).collect()
+        });
+        Ok(RecordSpec { cells, every })
+    }
+
     /// The stress check: at least one counter, each counter's place noted.
     fn stress(
         &self,
@@ -1873,6 +1912,7 @@ struct RawSchedule {
     explain_threshold: Option<Spanned<String>>,
     watchdog: Option<Spanned<String>>,
     stress: Option<RawStress>,
+    record: Option<RawRecord>,
     #[serde(rename = "subsystem", default)]
     subsystems: Vec<Spanned<RawSubsystem>>,
     hub: Option<Vec<Spanned<toml::Table>>>,
@@ -1893,6 +1933,13 @@ struct RawSecurity {
 struct RawHost {
     name: Spanned<String>,
     address: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecord {
+    cells: Option<Vec<Spanned<String>>>,
+    every: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -2528,6 +2575,44 @@ args = ["--fast"]
                 line: 4,
                 column: 20
             }
+        );
+    }
+
+    #[test]
+    fn the_record_table_names_known_cells_and_a_positive_every() {
+        let sut = parse(RING).unwrap();
+        assert_eq!(sut.record, RecordSpec::default());
+        let text = format!("{RING}[record]\ncells = [\"B\", \"A\"]\nevery = 3\n");
+        let sut = parse(&text).unwrap();
+        assert_eq!(
+            sut.record,
+            RecordSpec {
+                cells: Some(vec!["B".into(), "A".into()]),
+                every: 3
+            }
+        );
+        let (rule, at) = rule_at(&format!("{RING}[record]\ncells = [\"A\", \"Q\"]\n"));
+        assert_eq!(rule, Rule::UnknownRecordedCell("Q".into()));
+        assert_eq!(
+            at,
+            Location {
+                line: 16,
+                column: 15
+            }
+        );
+        let (rule, at) = rule_at(&format!("{RING}[record]\nevery = 0\n"));
+        assert_eq!(rule, Rule::ZeroRecordEvery);
+        assert_eq!(
+            at,
+            Location {
+                line: 16,
+                column: 9
+            }
+        );
+        let (rule, _) = rule_at(&format!("{RING}[record]\nevry = 2\n"));
+        assert!(
+            matches!(rule, Rule::Syntax(ref m) if m.contains("evry")),
+            "{rule}"
         );
     }
 

@@ -652,6 +652,16 @@ impl Ports {
     pub fn counts(&self) -> (usize, usize) {
         (self.inputs.len(), self.outputs.len())
     }
+
+    /// The cells it reads, by index in the table, in registration order.
+    pub fn input_cells(&self) -> impl Iterator<Item = usize> + '_ {
+        self.inputs.iter().map(|p| p.cell)
+    }
+
+    /// The cells it writes, by index in the table, in registration order.
+    pub fn output_cells(&self) -> impl Iterator<Item = usize> + '_ {
+        self.outputs.iter().map(|p| p.cell)
+    }
 }
 
 /// Claims of the elements subsystems write: one writer per element.

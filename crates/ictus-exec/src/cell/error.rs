@@ -139,6 +139,9 @@ pub enum CellError {
         /// The limit, [`MAX_TABLE_BYTES`](super::MAX_TABLE_BYTES).
         limit: usize,
     },
+    /// A table in JSON (a recording's) that does not read.
+    #[error("not a cell table in JSON: {0}")]
+    Json(String),
     /// An element given to the builder before any cell.
     #[error("element `{element}` is declared before any cell")]
     ElementOutsideCell {

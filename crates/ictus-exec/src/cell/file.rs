@@ -181,6 +181,20 @@ impl CellTable {
         Ok(layout.finish())
     }
 
+    /// The table as JSON (`{"cells": [{"name", "elements": [{"name", "type",
+    /// "len"}]}]}`), as a recording keeps it; [`from_json`](Self::from_json)
+    /// reads it back.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.repr()).unwrap_or_default()
+    }
+
+    /// A table from [`to_json`](Self::to_json)'s form, checked as any table.
+    pub fn from_json(text: &str) -> Result<CellTable, CellError> {
+        let repr: super::table::TableRepr =
+            serde_json::from_str(text).map_err(|e| CellError::Json(e.to_string()))?;
+        CellTable::from_repr(&repr)
+    }
+
     /// The table as a TOML document that [`from_toml_str`](Self::from_toml_str)
     /// reads back.
     pub fn to_toml(&self) -> String {

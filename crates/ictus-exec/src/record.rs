@@ -1,0 +1,640 @@
+//! The MCAP recording of a run (issue 24): [`McapSink`], a [`Sink`] that writes
+//! every tapped cell, frame and event to an MCAP file that Foxglove and the
+//! `mcap` Python package open, and that [`crate::replay`] reads back.
+//!
+//! The file (docs/recording.md has the details):
+//!
+//! - `cells/NAME`, one channel per recorded cell: schema encoding `ros2msg` (the
+//!   cell's elements in order, [`schema_text`]), message encoding `cdr`
+//!   ([`CdrLayout`]). One message per publication: the cell as its writer left
+//!   it (the writer's own elements copied over the image of the cell the
+//!   previous publications built, from zeros), `sequence` the writer's slot,
+//!   `log_time` and `publish_time` the frame's deadline on the realtime clock.
+//! - `inputs/SUBSYSTEM/CELL`: what a subsystem pulled, when it changed since its
+//!   last frame (the latest message at or before a frame is what it read).
+//! - `frames` (JSON): one message per frame of each subsystem: its timing.
+//! - `events` (JSON): the run's events (state changes, misses, crashes).
+//! - metadata `ictus` (the run: schedule text, cell table, tick, epoch, what is
+//!   recorded) and, at the end, `ictus.end` (the records dropped per slot).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use ictus_core::Nanos;
+use mcap::records::{MessageHeader, Metadata};
+use mcap::{WriteOptions, Writer};
+use serde::Serialize;
+
+use crate::cell::{CellDecl, ElemType};
+use crate::tap::{CellRecord, Direction, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
+
+/// The version of the file's layout, in the `ictus` metadata's `format`.
+pub const FORMAT: &str = "1";
+
+/// The 4-byte CDR encapsulation header: little-endian plain CDR.
+pub const CDR_HEADER: [u8; 4] = [0, 1, 0, 0];
+
+/// The ros2msg name of an element type. `char` (a Unicode scalar value in 4
+/// bytes) is a `uint32`; `bool` is one byte.
+pub fn ros2msg_type(ty: ElemType) -> &'static str {
+    match ty {
+        ElemType::I8 => "int8",
+        ElemType::I16 => "int16",
+        ElemType::I32 => "int32",
+        ElemType::I64 => "int64",
+        ElemType::U8 => "uint8",
+        ElemType::U16 => "uint16",
+        ElemType::U32 | ElemType::Char => "uint32",
+        ElemType::U64 => "uint64",
+        ElemType::F32 => "float32",
+        ElemType::F64 => "float64",
+        ElemType::Bool => "bool",
+    }
+}
+
+/// The ros2msg schema of a cell: one line per element, in order, `TYPE NAME` for
+/// a scalar and `TYPE[LEN] NAME` for an array (`int32[12] int12`).
+pub fn schema_text(cell: &CellDecl) -> String {
+    let mut out = String::new();
+    for e in cell.elements() {
+        let shape = e.shape();
+        out.push_str(ros2msg_type(shape.ty));
+        if shape.len != 1 {
+            out.push_str(&format!("[{}]", shape.len));
+        }
+        out.push(' ');
+        out.push_str(e.name());
+        out.push('\n');
+    }
+    out
+}
+
+/// One element's bytes: where they lie in the packed cell and in the CDR
+/// message (counted from the message's first byte, header included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CdrCopy {
+    /// First byte in the packed cell.
+    pub packed: usize,
+    /// First byte in the CDR message.
+    pub cdr: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// A cell's CDR layout: the packed table layout (offsets the running sum of the
+/// sizes) converted to CDR's, where each value is aligned to its own size
+/// counted from the byte after the encapsulation header, and fixed arrays carry
+/// no length. Computed once per cell; converting allocates nothing once the
+/// output buffer has grown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CdrLayout {
+    copies: Vec<CdrCopy>,
+    size: usize,
+}
+
+impl CdrLayout {
+    /// The layout of `cell`.
+    pub fn of(cell: &CellDecl) -> CdrLayout {
+        let mut copies = Vec::with_capacity(cell.elements().len());
+        let mut body = 0usize;
+        for e in cell.elements() {
+            let shape = e.shape();
+            let align = shape.ty.size();
+            body = body.next_multiple_of(align);
+            let len = e.range().len();
+            copies.push(CdrCopy {
+                packed: e.offset(),
+                cdr: CDR_HEADER.len() + body,
+                len,
+            });
+            body += len;
+        }
+        CdrLayout {
+            copies,
+            size: CDR_HEADER.len() + body,
+        }
+    }
+
+    /// The copies, one per element, in order.
+    pub fn copies(&self) -> &[CdrCopy] {
+        &self.copies
+    }
+
+    /// Bytes of a message, header included.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Writes the CDR message of the packed cell `packed` into `out` (cleared
+    /// first; padding bytes are zeros).
+    pub fn encode(&self, packed: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.resize(self.size, 0);
+        out[..CDR_HEADER.len()].copy_from_slice(&CDR_HEADER);
+        for c in &self.copies {
+            out[c.cdr..c.cdr + c.len].copy_from_slice(&packed[c.packed..c.packed + c.len]);
+        }
+    }
+
+    /// Reads a CDR message back into the packed cell `packed`; `false` when the
+    /// message is not one of this layout (its size or its header).
+    pub fn decode(&self, cdr: &[u8], packed: &mut [u8]) -> bool {
+        if cdr.len() != self.size || cdr[..CDR_HEADER.len()] != CDR_HEADER {
+            return false;
+        }
+        for c in &self.copies {
+            packed[c.packed..c.packed + c.len].copy_from_slice(&cdr[c.cdr..c.cdr + c.len]);
+        }
+        true
+    }
+}
+
+/// The JSON Schema of the `frames` channel's messages.
+const FRAME_SCHEMA: &str = r#"{"type":"object","title":"ictus frame","properties":{"subsystem":{"type":"string"},"slot":{"type":"integer"},"frame":{"type":"integer"},"state":{"type":"string"},"deadline_ns":{"type":"integer","description":"release, ns since the run's epoch"},"woke_ns":{"type":"integer"},"agreed_ns":{"type":["integer","null"]},"end_ns":{"type":"integer"},"lateness_ns":{"type":"integer"},"exec_ns":{"type":"integer"},"budget_ns":{"type":"integer"},"overrun":{"type":"boolean"},"skipped":{"type":"integer"},"cpu":{"type":["integer","null"]},"error":{"type":"boolean"}}}"#;
+
+/// The JSON Schema of the `events` channel's messages.
+const EVENT_SCHEMA: &str = r#"{"type":"object","title":"ictus event","properties":{"kind":{"type":"string"},"frame":{"type":["integer","null"]},"subsystem":{"type":["string","null"]},"message":{"type":"string"}}}"#;
+
+/// One message of the `frames` channel.
+#[derive(Serialize)]
+struct FrameJson<'a> {
+    subsystem: &'a str,
+    slot: usize,
+    frame: u64,
+    state: &'a str,
+    deadline_ns: u64,
+    woke_ns: u64,
+    agreed_ns: Option<u64>,
+    end_ns: u64,
+    lateness_ns: u64,
+    exec_ns: u64,
+    budget_ns: u64,
+    overrun: bool,
+    skipped: u64,
+    cpu: Option<u32>,
+    error: bool,
+}
+
+/// One message of the `events` channel.
+#[derive(Serialize)]
+struct EventJson<'a> {
+    kind: &'a str,
+    frame: Option<u64>,
+    subsystem: Option<&'a str>,
+    message: &'a str,
+}
+
+/// A recorded cell: its channel, schema, layout, and the image its
+/// publications build.
+struct Recorded {
+    schema: u16,
+    channel: u16,
+    layout: CdrLayout,
+    /// The cell as its writers left it (packed), from zeros.
+    image: Vec<u8>,
+    /// Per element: its writer's slot and its bytes in the cell.
+    writers: Vec<(Option<usize>, std::ops::Range<usize>)>,
+}
+
+/// What `begin` learnt of the run.
+struct Begun {
+    epoch: Nanos,
+    epoch_unix: u64,
+    tick: u64,
+    names: Vec<String>,
+    states: Vec<String>,
+    /// Per cell (by index): its recording, `None` when left out.
+    cells: Vec<Option<Recorded>>,
+    /// Cell names, by index.
+    cell_names: Vec<String>,
+    /// The channel of each (slot, cell) input, made on its first message.
+    inputs: HashMap<(usize, usize), u16>,
+    frames: u16,
+    events: u16,
+}
+
+impl Begun {
+    /// The frame's deadline on the realtime clock, in ns since the Unix epoch.
+    fn unix(&self, frame: u64) -> u64 {
+        self.epoch_unix
+            .saturating_add(frame.saturating_mul(self.tick))
+    }
+}
+
+/// A [`Sink`] that writes an MCAP file (see the module's doc): chunked, zstd
+/// compressed, on the recorder thread; buffers are reused, so a record
+/// allocates nothing once every channel exists (the `mcap` writer's own chunk
+/// buffer grows to a chunk and stays).
+pub struct McapSink {
+    path: PathBuf,
+    writer: Option<Writer<BufWriter<File>>>,
+    begun: Option<Begun>,
+    /// The CDR message being written.
+    cdr: Vec<u8>,
+    /// The JSON message being written.
+    json: Vec<u8>,
+}
+
+impl std::fmt::Debug for McapSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McapSink")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io(e: mcap::McapError) -> std::io::Error {
+    std::io::Error::other(e)
+}
+
+impl McapSink {
+    /// Creates (or truncates) `path` and starts the file: a path that cannot be
+    /// written is refused here, before the run starts.
+    pub fn create(path: &Path) -> std::io::Result<McapSink> {
+        let file = File::create(path)?;
+        let writer = WriteOptions::new()
+            .compression(Some(mcap::Compression::Zstd))
+            .profile("")
+            .library(concat!("ictus ", env!("CARGO_PKG_VERSION")))
+            .create(BufWriter::with_capacity(1 << 20, file))
+            .map_err(io)?;
+        Ok(McapSink {
+            path: path.to_path_buf(),
+            writer: Some(writer),
+            begun: None,
+            cdr: Vec::new(),
+            json: Vec::new(),
+        })
+    }
+
+    /// The file it writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn parts(&mut self) -> std::io::Result<(&mut Writer<BufWriter<File>>, &mut Begun)> {
+        match (self.writer.as_mut(), self.begun.as_mut()) {
+            (Some(w), Some(b)) => Ok((w, b)),
+            _ => Err(std::io::Error::other(
+                "the recording is not begun, or already ended",
+            )),
+        }
+    }
+}
+
+/// The `ictus` metadata of a run.
+fn run_metadata(run: &TapRun<'_>) -> std::io::Result<BTreeMap<String, String>> {
+    let json = |v: &dyn erased::Json| v.to_json();
+    let recorded: Vec<&str> = run
+        .table
+        .cells()
+        .iter()
+        .zip(&run.cells)
+        .filter(|(_, r)| **r)
+        .map(|(c, _)| c.name())
+        .collect();
+    let names: Vec<&str> = run
+        .schedule
+        .subsystems
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut m = BTreeMap::new();
+    m.insert("format".into(), FORMAT.into());
+    m.insert("run".into(), run.schedule.name.clone());
+    m.insert("host".into(), run.host.into());
+    m.insert("tick_ns".into(), run.tick.as_u64().to_string());
+    m.insert("epoch_unix".into(), run.epoch_unix.as_u64().to_string());
+    m.insert(
+        "schedule".into(),
+        run.schedule_text.unwrap_or(&run.schedule.text).into(),
+    );
+    m.insert(
+        "schedule_path".into(),
+        run.schedule.path.display().to_string(),
+    );
+    m.insert("cells".into(), run.table.to_json());
+    m.insert("every".into(), run.every.to_string());
+    m.insert("recorded".into(), json(&recorded)?);
+    m.insert("subsystems".into(), json(&names)?);
+    m.insert("slots".into(), json(&run.slots)?);
+    m.insert("states".into(), json(&run.states)?);
+    m.insert("writers".into(), json(&run.writers)?);
+    Ok(m)
+}
+
+/// Serialising a borrowed value of any type to a JSON string.
+mod erased {
+    pub(super) trait Json {
+        fn to_json(&self) -> std::io::Result<String>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> std::io::Result<String> {
+            serde_json::to_string(self).map_err(std::io::Error::other)
+        }
+    }
+}
+
+impl Sink for McapSink {
+    fn begin(&mut self, run: &TapRun<'_>) -> std::io::Result<()> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Err(std::io::Error::other("the recording already ended"));
+        };
+        writer
+            .write_metadata(&Metadata {
+                name: "ictus".into(),
+                metadata: run_metadata(run)?,
+            })
+            .map_err(io)?;
+        let no_meta = BTreeMap::new();
+        let mut cells = Vec::with_capacity(run.table.cells().len());
+        for (i, cell) in run.table.cells().iter().enumerate() {
+            if !run.cells.get(i).copied().unwrap_or(false) {
+                cells.push(None);
+                continue;
+            }
+            let schema = writer
+                .add_schema(
+                    &format!("ictus/{}", cell.name()),
+                    "ros2msg",
+                    schema_text(cell).as_bytes(),
+                )
+                .map_err(io)?;
+            let channel = writer
+                .add_channel(schema, &format!("cells/{}", cell.name()), "cdr", &no_meta)
+                .map_err(io)?;
+            let writers = cell
+                .elements()
+                .iter()
+                .enumerate()
+                .map(|(e, decl)| {
+                    let w = run.writers.get(i).and_then(|w| w.get(e)).copied().flatten();
+                    (w, decl.range())
+                })
+                .collect();
+            cells.push(Some(Recorded {
+                schema,
+                channel,
+                layout: CdrLayout::of(cell),
+                image: vec![0; cell.bytes()],
+                writers,
+            }));
+        }
+        let frames_schema = writer
+            .add_schema("ictus/frame", "jsonschema", FRAME_SCHEMA.as_bytes())
+            .map_err(io)?;
+        let frames = writer
+            .add_channel(frames_schema, "frames", "json", &no_meta)
+            .map_err(io)?;
+        let events_schema = writer
+            .add_schema("ictus/event", "jsonschema", EVENT_SCHEMA.as_bytes())
+            .map_err(io)?;
+        let events = writer
+            .add_channel(events_schema, "events", "json", &no_meta)
+            .map_err(io)?;
+        self.begun = Some(Begun {
+            epoch: run.epoch,
+            epoch_unix: run.epoch_unix.as_u64(),
+            tick: run.tick.as_u64(),
+            names: run
+                .schedule
+                .subsystems
+                .iter()
+                .map(|s| s.name.clone())
+                .collect(),
+            states: run.states.clone(),
+            cells,
+            cell_names: run
+                .table
+                .cells()
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect(),
+            inputs: HashMap::new(),
+            frames,
+            events,
+        });
+        Ok(())
+    }
+
+    fn frame(&mut self, record: &FrameRecord) -> std::io::Result<()> {
+        let mut json = std::mem::take(&mut self.json);
+        let (writer, b) = self.parts()?;
+        let since = |t: Nanos| t.saturating_sub(b.epoch).as_u64();
+        json.clear();
+        serde_json::to_writer(
+            &mut json,
+            &FrameJson {
+                subsystem: b.names.get(record.slot).map_or("", String::as_str),
+                slot: record.slot,
+                frame: record.frame,
+                state: b
+                    .states
+                    .get(usize::from(record.state))
+                    .map_or("", String::as_str),
+                deadline_ns: since(record.deadline),
+                woke_ns: since(record.woke),
+                agreed_ns: record.agreed.map(since),
+                end_ns: since(record.end),
+                lateness_ns: record.lateness().as_u64(),
+                exec_ns: record.exec().as_u64(),
+                budget_ns: record.budget.as_u64(),
+                overrun: record.overrun(),
+                skipped: record.skipped,
+                cpu: record.cpu,
+                error: record.error,
+            },
+        )
+        .map_err(std::io::Error::other)?;
+        let time = b.unix(record.frame);
+        let header = MessageHeader {
+            channel_id: b.frames,
+            sequence: record.slot as u32,
+            log_time: time,
+            publish_time: time,
+        };
+        let result = writer.write_to_known_channel(&header, &json).map_err(io);
+        self.json = json;
+        result
+    }
+
+    fn cell(&mut self, record: &CellRecord<'_>) -> std::io::Result<()> {
+        let mut cdr = std::mem::take(&mut self.cdr);
+        let result = (|| {
+            let (writer, b) = self.parts()?;
+            // The tap sends only the recorded cells, every `every` frames of
+            // each subsystem; a cell left out is passed over all the same.
+            let Some(Some(cell)) = b.cells.get_mut(record.cell) else {
+                return Ok(());
+            };
+            if record.bytes.len() != cell.image.len() {
+                return Err(std::io::Error::other(format!(
+                    "cell {} record of {} bytes, the table's is {}",
+                    record.cell,
+                    record.bytes.len(),
+                    cell.image.len()
+                )));
+            }
+            let channel = match record.direction {
+                Direction::Output => {
+                    for (w, range) in &cell.writers {
+                        if *w == Some(record.slot) {
+                            cell.image[range.clone()].copy_from_slice(&record.bytes[range.clone()]);
+                        }
+                    }
+                    cell.layout.encode(&cell.image, &mut cdr);
+                    cell.channel
+                }
+                Direction::Input => {
+                    cell.layout.encode(record.bytes, &mut cdr);
+                    match b.inputs.get(&(record.slot, record.cell)) {
+                        Some(&c) => c,
+                        None => {
+                            let topic = format!(
+                                "inputs/{}/{}",
+                                b.names.get(record.slot).map_or("?", String::as_str),
+                                b.cell_names[record.cell]
+                            );
+                            let c = writer
+                                .add_channel(cell.schema, &topic, "cdr", &BTreeMap::new())
+                                .map_err(io)?;
+                            b.inputs.insert((record.slot, record.cell), c);
+                            c
+                        }
+                    }
+                }
+            };
+            let time = b.unix(record.frame);
+            let header = MessageHeader {
+                channel_id: channel,
+                sequence: record.slot as u32,
+                log_time: time,
+                publish_time: time,
+            };
+            writer.write_to_known_channel(&header, &cdr).map_err(io)
+        })();
+        self.cdr = cdr;
+        result
+    }
+
+    fn event(&mut self, event: &EventRecord) -> std::io::Result<()> {
+        let mut json = std::mem::take(&mut self.json);
+        let (writer, b) = self.parts()?;
+        json.clear();
+        serde_json::to_writer(
+            &mut json,
+            &EventJson {
+                kind: event.kind,
+                frame: event.frame,
+                subsystem: event.slot.and_then(|s| b.names.get(s)).map(String::as_str),
+                message: &event.message,
+            },
+        )
+        .map_err(std::io::Error::other)?;
+        let time = b
+            .epoch_unix
+            .saturating_add(event.time.saturating_sub(b.epoch).as_u64());
+        let header = MessageHeader {
+            channel_id: b.events,
+            sequence: event.slot.map_or(u32::MAX, |s| s as u32),
+            log_time: time,
+            publish_time: time,
+        };
+        let result = writer.write_to_known_channel(&header, &json).map_err(io);
+        self.json = json;
+        result
+    }
+
+    fn end(&mut self, end: &TapEnd) -> std::io::Result<()> {
+        let Some(mut writer) = self.writer.take() else {
+            return Ok(());
+        };
+        let dropped: BTreeMap<String, u64> = end
+            .dropped
+            .iter()
+            .map(|(slot, n)| (slot.to_string(), *n))
+            .collect();
+        let mut m = BTreeMap::new();
+        m.insert(
+            "dropped".into(),
+            serde_json::to_string(&dropped).map_err(std::io::Error::other)?,
+        );
+        m.insert("records".into(), end.records.to_string());
+        writer
+            .write_metadata(&Metadata {
+                name: "ictus.end".into(),
+                metadata: m,
+            })
+            .map_err(io)?;
+        writer.finish().map_err(io)?;
+        writer.into_inner().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellTable, ElemType};
+
+    fn table() -> CellTable {
+        CellTable::builder()
+            .cell("A")
+            .element("flag", ElemType::Bool, 1)
+            .element("int", ElemType::I32, 1)
+            .element("short5", ElemType::I16, 5)
+            .element("double", ElemType::F64, 1)
+            .element("char4", ElemType::U8, 4)
+            .element("letter", ElemType::Char, 1)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_schema_lists_each_element_in_order() {
+        let t = table();
+        assert_eq!(
+            schema_text(&t.cells()[0]),
+            "bool flag\nint32 int\nint16[5] short5\nfloat64 double\nuint8[4] char4\nuint32 letter\n"
+        );
+    }
+
+    #[test]
+    fn cdr_aligns_each_value_to_its_size_after_the_header() {
+        let t = table();
+        let layout = CdrLayout::of(&t.cells()[0]);
+        // Packed: flag 0, int 1..5, short5 5..15, double 15..23, char4 23..27, letter 27..31.
+        // CDR body (after the 4-byte header): flag 0, int 4..8, short5 8..18,
+        // double 24..32, char4 32..36, letter 36..40.
+        let at: Vec<(usize, usize, usize)> = layout
+            .copies()
+            .iter()
+            .map(|c| (c.packed, c.cdr - 4, c.len))
+            .collect();
+        assert_eq!(
+            at,
+            vec![
+                (0, 0, 1),
+                (1, 4, 4),
+                (5, 8, 10),
+                (15, 24, 8),
+                (23, 32, 4),
+                (27, 36, 4)
+            ]
+        );
+        assert_eq!(layout.size(), 44);
+        let packed: Vec<u8> = (1..=31).collect();
+        let mut cdr = Vec::new();
+        layout.encode(&packed, &mut cdr);
+        assert_eq!(&cdr[..4], &CDR_HEADER);
+        assert_eq!(cdr[4], 1);
+        assert_eq!(&cdr[5..8], &[0, 0, 0], "padding is zeros");
+        assert_eq!(&cdr[8..12], &[2, 3, 4, 5]);
+        assert_eq!(&cdr[28..36], &packed[15..23]);
+        let mut back = vec![0; 31];
+        assert!(layout.decode(&cdr, &mut back));
+        assert_eq!(back, packed);
+        assert!(!layout.decode(&cdr[..40], &mut back), "a short message");
+    }
+}
