@@ -207,7 +207,6 @@ impl TraceWriter {
             path: path.to_path_buf(),
             source,
         };
-        crate::fs::check_writable(path)?;
         let dir = crate::fs::output_directory(path)?;
         let tmp = tempfile::Builder::new()
             .prefix(".ictus-")
