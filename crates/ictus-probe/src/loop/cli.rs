@@ -7,8 +7,8 @@ use ictus_core::Nanos;
 
 use super::{FindMax, LoopError, LoopParams};
 use crate::cli::{
-    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, TraceArgs, bytes_in, check_span,
-    count_in, positive_duration, sched_spec, times,
+    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, TraceArgs, bytes_in,
+    check_span, count_in, positive_duration, sched_spec, times,
 };
 use crate::progress::Progress;
 use crate::record::RunRecord;

@@ -42,8 +42,8 @@ use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::facts;
 use ictus_os::fs::OutputError;
-use ictus_os::trace::TraceSpec;
 use ictus_os::sched::Policy;
+use ictus_os::trace::TraceSpec;
 use ictus_os::wait::{self, WaitMode};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -316,7 +316,9 @@ pub fn run(
                 params.steps,
                 progress,
                 reporter.as_mut(),
-                timeline.as_ref().map_or(0, |w| w.steps_room(params.threads)),
+                timeline
+                    .as_ref()
+                    .map_or(0, |w| w.steps_room(params.threads)),
             );
             if let Some(w) = timeline.as_mut() {
                 w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
@@ -333,7 +335,9 @@ pub fn run(
                     break;
                 }
                 let steps = trial_steps(params.steps, f, fm.max_trial);
-                let room = timeline.as_ref().map_or(0, |w| w.steps_room(params.threads));
+                let room = timeline
+                    .as_ref()
+                    .map_or(0, |w| w.steps_room(params.threads));
                 let mut t = trial(params, f, steps, &Progress::new(), reporter.as_mut(), room);
                 if let Some(w) = timeline.as_mut() {
                     w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
@@ -587,8 +591,8 @@ fn trial(
                     let t0 = Nanos::new(start.load(Ordering::Relaxed));
                     let mut out = if me == 0 {
                         Some(lead(
-                            model, part, exchange, k, t0, period, steps, margin, progress, reporter,
-                            &mut marks,
+                            model, part, exchange, k, t0, period, steps, margin, progress,
+                            reporter, &mut marks,
                         ))
                     } else {
                         follow(model, part, exchange, me, k, t0, period, margin, &mut marks);
@@ -969,7 +973,11 @@ mod tests {
                 .count() as u64
         };
         for tid in 0..k {
-            assert_eq!(count(tid, "step"), serviced, "thread {tid}: one step per step run");
+            assert_eq!(
+                count(tid, "step"),
+                serviced,
+                "thread {tid}: one step per step run"
+            );
             for phase in ["rendezvous 1", "forces", "rendezvous 2", "integrate"] {
                 assert_eq!(count(tid, phase), serviced, "thread {tid}: {phase}");
             }
@@ -988,12 +996,7 @@ mod tests {
         for p in [p.clone(), quick(k)] {
             alloc_count::reset();
             run(&p, vec![], &Progress::new()).unwrap();
-            assert_eq!(
-                alloc_count::count(),
-                0,
-                "traced: {}",
-                p.trace.is_some()
-            );
+            assert_eq!(alloc_count::count(), 0, "traced: {}", p.trace.is_some());
         }
     }
 
