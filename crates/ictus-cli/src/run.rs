@@ -22,13 +22,14 @@ use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_exec::tap::Sink;
+use ictus_exec::trace::{TraceOutcome, TraceSink};
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
 use crate::run_view::{ended, render, status_line};
-use ictus_probe::cli::OutputArgs;
+use ictus_probe::cli::{OutputArgs, TraceArgs};
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -71,6 +72,8 @@ pub(crate) struct RunArgs {
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
     pub(crate) trust: TrustArgs,
+    #[command(flatten)]
+    pub(crate) trace: TraceArgs,
     #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
@@ -153,6 +156,8 @@ pub(crate) struct NodeArgs {
     #[command(flatten)]
     pub(crate) trust: TrustArgs,
     #[command(flatten)]
+    pub(crate) trace: TraceArgs,
+    #[command(flatten)]
     pub(crate) out: OutputArgs,
 }
 
@@ -190,6 +195,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         quiet: args.quiet,
         watch: &args.watch,
         out: &args.out,
+        trace: &args.trace,
         ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
         metrics: args.metrics.map(|addr| (addr, args.metrics_token.clone())),
     };
@@ -235,6 +241,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         quiet: args.quiet,
         watch: &args.watch,
         out: &args.out,
+        trace: &args.trace,
         ui: None,
         metrics: None,
     };
@@ -320,6 +327,8 @@ struct How<'a> {
     quiet: bool,
     watch: &'a WatchArgs,
     out: &'a OutputArgs,
+    /// `--trace`.
+    trace: &'a TraceArgs,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
     /// `/metrics` alone: its address and token.
@@ -384,7 +393,11 @@ fn record_sink(path: Option<&std::path::Path>) -> Result<Vec<Box<dyn Sink>>, Fai
 }
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let sinks = record_sink(how.watch.record.as_deref())?;
+    // The trace's path is only checked (nothing is created) before the
+    // recording's file is.
+    let mut sinks = Vec::new();
+    let trace = trace_sink(how.trace, &mut sinks)?;
+    sinks.extend(record_sink(how.watch.record.as_deref())?);
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
@@ -472,6 +485,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
+    if let Some(trace) = trace {
+        trace_said(&trace, &mut session);
+    }
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
     common::emit(&record, how.out, render)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
@@ -516,6 +532,44 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         });
     }
     Ok(())
+}
+
+/// `--trace`: the timeline sink pushed into `sinks`, its path refused before the
+/// run starts when it cannot be written; what to ask after the run.
+fn trace_sink(
+    args: &TraceArgs,
+    sinks: &mut Vec<Box<dyn Sink>>,
+) -> Result<Option<(PathBuf, TraceOutcome)>, Failure> {
+    let Some(spec) = args.spec().map_err(Failure::usage)? else {
+        return Ok(None);
+    };
+    let (sink, outcome) = TraceSink::new(&spec.path, spec.cap_bytes).map_err(Failure::usage)?;
+    sinks.push(Box::new(sink));
+    Ok(Some((spec.path, outcome)))
+}
+
+/// Says where the trace is and what it holds; a capped one is warned and
+/// recorded.
+fn trace_said((path, outcome): &(PathBuf, TraceOutcome), session: &mut Session) {
+    let note = match outcome.summary() {
+        Some(summary) => {
+            if let Some(w) = summary.warning(path) {
+                eprintln!("warning: {}", w.message);
+                session.warn(w);
+            }
+            format!(
+                "trace: {} ({} events, {} bytes)",
+                path.display(),
+                summary.events,
+                summary.bytes
+            )
+        }
+        None => format!(
+            "trace: {} was not written (the run's tap never ended it)",
+            path.display()
+        ),
+    };
+    eprintln!("{note}");
 }
 
 /// `ictus run`'s exit code when the run ended but frames were lost (a subsystem

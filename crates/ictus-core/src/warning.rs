@@ -76,6 +76,8 @@ pub enum WarningId {
     TapDropped,
     /// A sink of the tap (`--record`, `--trace`) failed and was stopped.
     TapSink,
+    /// A trace file (`--trace`) reached its byte cap: later events were left out.
+    TraceCapped,
     /// An id this version does not know (a record written by a later one).
     #[serde(other)]
     Other,
@@ -115,6 +117,7 @@ impl WarningId {
             WarningId::Watchdog => "watchdog",
             WarningId::TapDropped => "tap-dropped",
             WarningId::TapSink => "tap-sink",
+            WarningId::TraceCapped => "trace-capped",
             WarningId::Other => "other",
         }
     }
@@ -165,6 +168,7 @@ mod tests {
             WarningId::SubsystemError,
             WarningId::Overrun,
             WarningId::Watchdog,
+            WarningId::TraceCapped,
         ] {
             let json = serde_json::to_string(&id).unwrap();
             assert_eq!(json, format!("\"{}\"", id.name()));

@@ -2,7 +2,7 @@
 //! meet at a spin rendezvous inside every step. See `examples/haptic/schedule.toml`.
 //!
 //! ```text
-//! cargo run --release -p ictus-exec --example haptic -- examples/haptic/schedule.toml --duration 5s [--record run.mcap] [--report report.json]
+//! cargo run --release -p ictus-exec --example haptic -- examples/haptic/schedule.toml --duration 5s [--record run.mcap] [--trace run.json] [--report report.json]
 //! ```
 
 use std::io::Write;
@@ -90,6 +90,7 @@ fn main() -> ExitCode {
     let mut duration = Duration::from_secs(5);
     let mut report_path: Option<String> = None;
     let mut record: Option<String> = None;
+    let mut trace: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--report" => {
@@ -103,6 +104,12 @@ fn main() -> ExitCode {
                     return fail("--record needs a file (the recording, MCAP)");
                 };
                 record = Some(p);
+            }
+            "--trace" => {
+                let Some(p) = args.next() else {
+                    return fail("--trace needs a file (the timeline, Chrome/Perfetto JSON)");
+                };
+                trace = Some(p);
             }
             "--duration" => {
                 let Some(d) = args.next().and_then(|d| humantime::parse_duration(&d).ok()) else {
@@ -145,6 +152,13 @@ fn main() -> ExitCode {
         match ictus_exec::record::McapSink::create(p.as_ref()) {
             Ok(sink) => sinks.push(Box::new(sink)),
             Err(e) => return fail(&format!("--record {p}: {e}")),
+        }
+    }
+    if let Some(p) = &trace {
+        let cap = ictus_os::trace::DEFAULT_CAP_BYTES;
+        match ictus_exec::trace::TraceSink::new(p.as_ref(), cap) {
+            Ok((sink, _)) => sinks.push(Box::new(sink)),
+            Err(e) => return fail(&format!("--trace {p}: {e}")),
         }
     }
     let options = RunOptions {

@@ -33,3 +33,4 @@ pub mod state;
 pub mod stress;
 pub mod subsystem;
 pub mod tap;
+pub mod trace;

@@ -14,6 +14,8 @@
 //! - [`pm_qos`]: the CPU latency QoS (`/dev/cpu_dma_latency`), held for a run.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`fs`]: output files written whole or not at all, and checked before a run.
+//! - [`trace`]: timelines in the Chrome/Perfetto trace-event format, streamed under a
+//!   byte cap.
 //! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
 //! - [`explain`]: why a deadline was missed: misses reported by real-time threads,
 //!   explained by a sampler off their CPUs from what the kernel counts.
@@ -41,5 +43,6 @@ pub mod sched;
 pub mod shm;
 pub mod testing;
 pub mod thread_time;
+pub mod trace;
 pub mod tracefs;
 pub mod wait;

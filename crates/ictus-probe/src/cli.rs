@@ -180,6 +180,39 @@ pub struct OutputArgs {
     pub output: Option<PathBuf>,
 }
 
+/// `--trace FILE.json [--trace-cap BYTES]`: a timeline in the Chrome/Perfetto
+/// trace-event format (`ictus probe loop`, `ictus run`, `ictus node`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TraceArgs {
+    /// Write a timeline of the run to this file (Chrome/Perfetto trace-event JSON:
+    /// open it in ui.perfetto.dev or chrome://tracing, offline).
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
+    /// The most bytes the trace file may take (e.g. 64MiB, 1G): past it events are
+    /// counted, not written, and the file ends with a note saying how many.
+    #[arg(long, value_name = "BYTES", requires = "trace", default_value = "256MiB",
+          value_parser = bytes_in(ictus_os::trace::MIN_CAP_BYTES as usize, MAX_TRACE_CAP))]
+    pub trace_cap: usize,
+}
+
+/// The largest `--trace-cap`: 64 GiB (Perfetto's UI opens far less; its trace
+/// processor reads more).
+pub const MAX_TRACE_CAP: usize = 64 << 30;
+
+impl TraceArgs {
+    /// The trace asked for, checked writable (before anything runs).
+    pub fn spec(&self) -> Result<Option<ictus_os::trace::TraceSpec>, UsageError> {
+        let Some(path) = &self.trace else {
+            return Ok(None);
+        };
+        ictus_os::fs::check_writable(path).map_err(|e| UsageError::caused("--trace", e))?;
+        Ok(Some(ictus_os::trace::TraceSpec {
+            path: path.clone(),
+            cap_bytes: self.trace_cap as u64,
+        }))
+    }
+}
+
 /// Parses a CPU list option (`flag` is `--cpus`, `--load-cpus`...): `all`, or a list
 /// of online CPUs, at least one. Every refusal names the flag and its value.
 pub fn cpus(flag: &str, text: &str) -> Result<CpuSet, UsageError> {

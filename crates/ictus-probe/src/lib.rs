@@ -5,6 +5,12 @@
 //! [`progress::Progress`], which the caller may watch from another thread.
 #![forbid(unsafe_code)]
 
+/// Counts what the measuring threads' hot loops allocate in this crate's tests
+/// (none may; see `r#loop::trace::hot_loop`).
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: ictus_core::alloc_count::Counting = ictus_core::alloc_count::Counting;
+
 // The probes' folders (`src/<probe>/`), one per line of the registry: a new probe
 // adds no line here. `cargo fmt` does not reach modules declared by a macro; `.ci/run`
 // checks them with rustfmt (`rustfmt --edition 2024 crates/ictus-probe/src/<probe>/mod.rs`).

@@ -699,6 +699,7 @@ impl Planner<'_> {
                     steps: loop_steps,
                     margin: None,
                     find_max: None,
+                    trace: None,
                 };
                 let secs = loop_steps as f64 / target.frequency_hz;
                 let estimate = Duration::from_secs_f64(secs + 0.6);
@@ -731,6 +732,7 @@ impl Planner<'_> {
                 },
                 ..r#loop::FindMax::default()
             }),
+            trace: None,
         };
         self.push(
             class,

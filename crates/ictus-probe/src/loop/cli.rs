@@ -7,8 +7,8 @@ use ictus_core::Nanos;
 
 use super::{FindMax, LoopError, LoopParams};
 use crate::cli::{
-    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, bytes_in, check_span,
-    count_in, positive_duration, sched_spec, times,
+    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, TraceArgs, bytes_in,
+    check_span, count_in, positive_duration, sched_spec, times,
 };
 use crate::progress::Progress;
 use crate::record::RunRecord;
@@ -42,6 +42,8 @@ pub struct Args {
     pub max_trial: Duration,
     #[command(flatten)]
     sched: SchedArgs,
+    #[command(flatten)]
+    trace: TraceArgs,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -97,6 +99,7 @@ impl ProbeCommand for Args {
                 max_trial: Nanos::from(self.max_trial),
                 ..FindMax::default()
             }),
+            trace: self.trace.spec()?,
         };
         super::validate(&params).map_err(ArgsError::Refused)?;
         check_span("--steps", self.steps, "a period", Duration::from(period))?;

@@ -28,6 +28,7 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod trace;
 pub mod view;
 
 use crate::view::Point;
@@ -40,11 +41,14 @@ use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, Perio
 use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::facts;
+use ictus_os::fs::OutputError;
 use ictus_os::sched::Policy;
+use ictus_os::trace::TraceSpec;
 use ictus_os::wait::{self, WaitMode};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use self::trace::{Marks, StepMarks};
 use self::view::{TrialLabels, TrialMetrics};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
@@ -105,6 +109,9 @@ pub struct LoopParams {
     pub margin: Option<Nanos>,
     /// Search for the highest frequency with zero misses.
     pub find_max: Option<FindMax>,
+    /// Write each step's phases, per thread, to this timeline ([`trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpec>,
 }
 
 impl Default for LoopParams {
@@ -128,6 +135,7 @@ impl Default for LoopParams {
             steps: 50_000,
             margin: None,
             find_max: None,
+            trace: None,
         }
     }
 }
@@ -177,6 +185,9 @@ pub enum LoopError {
     /// Unpinned threads.
     #[error("the loop pins each thread to its own CPU; --no-pin is not supported")]
     Unpinned,
+    /// The trace file could not be written.
+    #[error("writing the trace")]
+    Trace(#[from] OutputError),
 }
 
 /// Checks the parameters.
@@ -244,6 +255,8 @@ struct Trial {
     configs: Vec<ThreadConfig>,
     warnings: Vec<Warning>,
     stopped: bool,
+    /// Each thread's marks, for the trace (empty when not traced).
+    marks: Vec<Marks>,
 }
 
 impl Trial {
@@ -288,17 +301,28 @@ pub fn run(
         )
         .pop()
         .flatten();
+    let mut timeline = params
+        .trace
+        .as_ref()
+        .map(|spec| trace::Timeline::create(spec, params))
+        .transpose()?;
     let mut trials = Vec::new();
     match params.find_max {
         None => {
             progress.set_total(params.steps);
-            let t = trial(
+            let mut t = trial(
                 params,
                 params.frequency_hz,
                 params.steps,
                 progress,
                 reporter.as_mut(),
+                timeline
+                    .as_ref()
+                    .map_or(0, |w| w.steps_room(params.threads)),
             );
+            if let Some(w) = timeline.as_mut() {
+                w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
+            }
             trials.push(t);
         }
         Some(fm) => {
@@ -311,7 +335,13 @@ pub fn run(
                     break;
                 }
                 let steps = trial_steps(params.steps, f, fm.max_trial);
-                let t = trial(params, f, steps, &Progress::new(), reporter.as_mut());
+                let room = timeline
+                    .as_ref()
+                    .map_or(0, |w| w.steps_room(params.threads));
+                let mut t = trial(params, f, steps, &Progress::new(), reporter.as_mut(), room);
+                if let Some(w) = timeline.as_mut() {
+                    w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
+                }
                 progress.advance(1);
                 let ok = t.misses() == 0 && !t.stopped;
                 trials.push(t);
@@ -365,6 +395,11 @@ pub fn run(
             })
             .collect();
         merged = Some(completion_result(t));
+    }
+    if let Some(w) = timeline
+        && let Some(warning) = w.finish()?
+    {
+        session.warn(warning);
     }
     let mut record = session.finish(PROBE.name(), params, progress);
     record.headline = Some(headline);
@@ -497,6 +532,7 @@ fn trial(
     steps: u64,
     progress: &Progress,
     reporter: Option<&mut MissReporter>,
+    traced_steps: usize,
 ) -> Trial {
     let period = period_of(frequency_hz);
     let k = params.threads;
@@ -511,10 +547,15 @@ fn trial(
     let margin_shared = AtomicU64::new(0);
     let ready = std::sync::Barrier::new(k);
     let mut reporter = reporter;
+    // Allocated here, filled on the measuring threads without allocating.
+    let traced_steps = traced_steps.min(usize::try_from(steps).unwrap_or(usize::MAX));
+    let marks: Vec<Marks> = (0..k).map(|_| Marks::with_capacity(traced_steps)).collect();
 
     thread::scope(|s| {
-        let handles: Vec<_> = (0..k)
-            .map(|me| {
+        let handles: Vec<_> = marks
+            .into_iter()
+            .enumerate()
+            .map(|(me, mut marks)| {
                 let (model, part, exchange) = (&model, &parts[me], &exchange);
                 let (start, margin_shared, ready) = (&start, &margin_shared, &ready);
                 let cpu = cpus[me];
@@ -550,27 +591,30 @@ fn trial(
                     let t0 = Nanos::new(start.load(Ordering::Relaxed));
                     let mut out = if me == 0 {
                         Some(lead(
-                            model, part, exchange, k, t0, period, steps, margin, progress, reporter,
+                            model, part, exchange, k, t0, period, steps, margin, progress,
+                            reporter, &mut marks,
                         ))
                     } else {
-                        follow(model, part, exchange, me, k, t0, period, margin);
+                        follow(model, part, exchange, me, k, t0, period, margin, &mut marks);
                         None
                     };
                     setup::release_thread();
                     if let Some(o) = out.as_mut() {
                         o.margin = margin;
                     }
-                    (config, warnings, out)
+                    (config, warnings, out, marks)
                 })
             })
             .collect();
         let mut configs = Vec::new();
         let mut warnings = Vec::new();
         let mut leader = None;
+        let mut marks = Vec::new();
         for h in handles {
-            let (c, w, o) = h.join().expect("loop threads do not panic");
+            let (c, w, o, m) = h.join().expect("loop threads do not panic");
             configs.push(c);
             warnings.extend(w);
+            marks.push(m);
             if o.is_some() {
                 leader = o;
             }
@@ -579,6 +623,7 @@ fn trial(
         t.frequency_hz = frequency_hz;
         t.configs = configs;
         t.warnings = warnings;
+        t.marks = marks;
         t
     })
 }
@@ -596,8 +641,11 @@ fn lead(
     margin: Nanos,
     progress: &Progress,
     mut reporter: Option<&mut MissReporter>,
+    marks: &mut Marks,
 ) -> Trial {
     let mode = WaitMode::Hybrid { margin };
+    let traced = marks.on();
+    let now = || if traced { monotonic_now() } else { Nanos::ZERO };
     let input: Vec<i16> = (0..SAMPLES_PER_STEP * 64)
         .map(|i| ((i as f64 * 0.05).sin() * 1000.0) as i16)
         .collect();
@@ -612,6 +660,7 @@ fn lead(
     let mut stopped = false;
     let mut sink = 0u64;
     let mut done = 0u64;
+    trace::hot_loop(true);
     while let Some(deadline) = grid.next_deadline() {
         if progress.stop_requested() {
             stopped = true;
@@ -627,6 +676,7 @@ fn lead(
             acc += i64::from(x);
         }
         model.set_position(0, acc as f64 * 1e-6);
+        let input_done = now();
         // Rendezvous 1: positions, with the release number in word 0.
         rv += 1;
         exchange.exchange(
@@ -642,7 +692,9 @@ fn lead(
             },
             |_, _, w| sink ^= w,
         );
+        let met = now();
         model.forces(part);
+        let forces_done = now();
         // Rendezvous 2: forces.
         rv += 1;
         exchange.exchange(
@@ -652,13 +704,32 @@ fn lead(
             |i| model.force_on(i % model.n_points()).to_bits(),
             |_, _, w| sink ^= w,
         );
+        let met_again = now();
         model.integrate(part);
+        let integrated = now();
         // Output: 64 samples of 16 bits from the first mass.
         let y = (model.position(1) * 1e6) as i16;
         for o in &mut output[at..at + SAMPLES_PER_STEP] {
             *o = y;
         }
-        let took = monotonic_now().saturating_sub(deadline);
+        let end = monotonic_now();
+        let took = end.saturating_sub(deadline);
+        if traced {
+            marks.push(StepMarks {
+                step: release.index,
+                missed: release.missed,
+                at: [
+                    deadline,
+                    woke,
+                    input_done,
+                    met,
+                    forces_done,
+                    met_again,
+                    integrated,
+                    end,
+                ],
+            });
+        }
         completion.record(took);
         if let Some(r) = reporter.as_deref_mut()
             && (took > period || release.missed > 0)
@@ -696,6 +767,7 @@ fn lead(
             done = 0;
         }
     }
+    trace::hot_loop(false);
     progress.advance(done);
     // Tell the others to stop.
     rv += 1;
@@ -714,6 +786,7 @@ fn lead(
         configs: Vec::new(),
         warnings: Vec::new(),
         stopped,
+        marks: Vec::new(),
     }
 }
 
@@ -729,16 +802,21 @@ fn follow(
     t0: Nanos,
     period: Nanos,
     margin: Nanos,
+    marks: &mut Marks,
 ) {
+    let traced = marks.on();
+    let now = || if traced { monotonic_now() } else { Nanos::ZERO };
     let mut next = 0u64;
     let mut rv = 0u64;
     let mut sink = 0u64;
+    trace::hot_loop(true);
     loop {
         let expected = t0 + period * next;
         let wake = expected.saturating_sub(margin);
         if monotonic_now() < wake {
             wait::sleep_until(wake);
         }
+        let arrived = now();
         rv += 1;
         let mut control = 0u64;
         exchange.exchange(
@@ -757,7 +835,9 @@ fn follow(
             break;
         }
         next = control + 1;
+        let met = now();
         model.forces(part);
+        let forces_done = now();
         rv += 1;
         exchange.exchange(
             me,
@@ -766,8 +846,29 @@ fn follow(
             |i| model.force_on(i % model.n_points()).to_bits(),
             |_, _, w| sink ^= w,
         );
+        let met_again = now();
         model.integrate(part);
+        if traced {
+            let integrated = now();
+            // No release wait, input or output on a follower: those phases are
+            // empty.
+            marks.push(StepMarks {
+                step: control,
+                missed: 0,
+                at: [
+                    arrived,
+                    arrived,
+                    arrived,
+                    met,
+                    forces_done,
+                    met_again,
+                    integrated,
+                    integrated,
+                ],
+            });
+        }
     }
+    trace::hot_loop(false);
     black_box(sink);
 }
 
@@ -800,6 +901,7 @@ mod tests {
             steps: 200,
             margin: Some(Nanos::from_micros(50)),
             find_max: None,
+            trace: None,
         }
     }
 
@@ -828,6 +930,73 @@ mod tests {
                 h.starts_with("sustains 1 kHz") || h.starts_with("does not sustain 1 kHz"),
                 "{h}"
             );
+        }
+    }
+
+    /// `quick(threads)` traced to `trace.json` in a new folder.
+    fn traced(threads: usize) -> (LoopParams, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = quick(threads);
+        p.trace = Some(TraceSpec {
+            path: dir.path().join("trace.json"),
+            cap_bytes: ictus_os::trace::DEFAULT_CAP_BYTES,
+        });
+        (p, dir)
+    }
+
+    fn events(dir: &tempfile::TempDir) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["traceEvents"].as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn a_traced_loop_writes_every_step_of_every_thread_with_its_phases() {
+        let k = facts::online_cpus().len().min(2);
+        let (p, dir) = traced(k);
+        let sut = run(&p, vec![], &Progress::new()).unwrap();
+        let serviced = sut.merged.as_ref().unwrap().summary.count;
+        let events = events(&dir);
+        let named = |me: usize| {
+            events
+                .iter()
+                .find(|e| e["name"] == "thread_name" && e["tid"] == trace::tid(1, me))
+                .and_then(|e| e["args"]["name"].as_str())
+                .unwrap_or_else(|| panic!("thread {me} named"))
+                .to_string()
+        };
+        assert!(named(0).starts_with("leader 0, CPU "));
+        let count = |me: usize, name: &str| {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["tid"] == trace::tid(1, me) && e["name"] == name)
+                .count() as u64
+        };
+        for tid in 0..k {
+            assert_eq!(
+                count(tid, "step"),
+                serviced,
+                "thread {tid}: one step per step run"
+            );
+            for phase in ["rendezvous 1", "forces", "rendezvous 2", "integrate"] {
+                assert_eq!(count(tid, phase), serviced, "thread {tid}: {phase}");
+            }
+        }
+        assert_eq!(count(0, "input"), serviced);
+        let process = events.iter().find(|e| e["name"] == "process_name").unwrap();
+        assert_eq!(process["args"]["name"], "loop at 1 kHz");
+    }
+
+    #[test]
+    fn the_hot_loops_allocate_nothing_traced_or_not() {
+        use ictus_core::alloc_count;
+        let _turn = alloc_count::one_at_a_time();
+        let k = facts::online_cpus().len().min(2);
+        let (p, _dir) = traced(k);
+        for p in [p.clone(), quick(k)] {
+            alloc_count::reset();
+            run(&p, vec![], &Progress::new()).unwrap();
+            assert_eq!(alloc_count::count(), 0, "traced: {}", p.trace.is_some());
         }
     }
 
