@@ -7,7 +7,7 @@ use std::process::Command;
 
 use clap::Args;
 use clap::builder::ValueHint;
-use ictus_exec::replay::{Beat, ProgramVerdict, REPLAY_BEAT_ENV, REPLAY_ENV, Recording, Verdict};
+use ictus_exec::replay::{Pace, ProgramVerdict, REPLAY_BEAT_ENV, REPLAY_ENV, Recording, Verdict};
 use ictus_exec::schedule::Process;
 
 use crate::Failure;
@@ -23,7 +23,7 @@ pub(crate) struct ReplayArgs {
     /// `fast`: each frame as soon as the last ends; `recorded`: each at its
     /// recorded deadline's offset from the first.
     #[arg(long, default_value = "fast", value_parser = beat)]
-    pub(crate) beat: Beat,
+    pub(crate) beat: Pace,
     /// The program that runs the subsystem (`process = "NAME"` in the schedule),
     /// when it is not where the schedule's name finds it (next to ictus, in its
     /// examples/ folder, or in PATH).
@@ -31,7 +31,7 @@ pub(crate) struct ReplayArgs {
     pub(crate) program: Option<PathBuf>,
 }
 
-fn beat(s: &str) -> Result<Beat, String> {
+fn beat(s: &str) -> Result<Pace, String> {
     s.parse()
 }
 
@@ -85,7 +85,7 @@ fn in_program(
     program: &Path,
     file: &Path,
     subsystem: &str,
-    beat: Beat,
+    beat: Pace,
 ) -> Result<Verdict, Failure> {
     let outcome = std::env::temp_dir().join(format!("ictus-replay-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&outcome);
@@ -95,8 +95,8 @@ fn in_program(
         .env(
             REPLAY_BEAT_ENV,
             match beat {
-                Beat::Fast => "fast",
-                Beat::Recorded => "recorded",
+                Pace::Fast => "fast",
+                Pace::Recorded => "recorded",
             },
         )
         .env("ICTUS_SUBSYSTEM", subsystem)

@@ -22,7 +22,7 @@ use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_exec::tap::Sink;
-use ictus_exec::trace::{TraceOutcome, TraceSink};
+use ictus_exec::trace::TraceSink;
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 
@@ -485,9 +485,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
-    if let Some(trace) = trace {
-        trace_said(&trace, &mut session);
-    }
+    tap_said(&report, trace.is_some() || how.watch.record.is_some());
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
     common::emit(&record, how.out, render)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
@@ -535,41 +533,50 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
 }
 
 /// `--trace`: the timeline sink pushed into `sinks`, its path refused before the
-/// run starts when it cannot be written; what to ask after the run.
+/// run starts when it cannot be written; the path, to say if nothing was written.
 fn trace_sink(
     args: &TraceArgs,
     sinks: &mut Vec<Box<dyn Sink>>,
-) -> Result<Option<(PathBuf, TraceOutcome)>, Failure> {
+) -> Result<Option<PathBuf>, Failure> {
     let Some(spec) = args.spec().map_err(Failure::usage)? else {
         return Ok(None);
     };
-    let (sink, outcome) = TraceSink::new(&spec.path, spec.cap_bytes).map_err(Failure::usage)?;
+    let sink = TraceSink::new(&spec.path, spec.cap_bytes).map_err(Failure::usage)?;
     sinks.push(Box::new(sink));
-    Ok(Some((spec.path, outcome)))
+    Ok(Some(spec.path))
 }
 
-/// Says where the trace is and what it holds; a capped one is warned and
-/// recorded.
-fn trace_said((path, outcome): &(PathBuf, TraceOutcome), session: &mut Session) {
-    let note = match outcome.summary() {
-        Some(summary) => {
-            if let Some(w) = summary.warning(path) {
-                eprintln!("warning: {}", w.message);
-                session.warn(w);
+/// Says what the tap's sinks wrote (a line each: the recording, the trace), and
+/// its shortfalls (a cap reached, records dropped, a sink stopped), also in a
+/// quiet run: they are also among the report's warnings, so in the record.
+fn tap_said(report: &ictus_exec::report::RunReport, asked: bool) {
+    use ictus_core::warning::WarningId;
+    match &report.tap {
+        Some(tap) => {
+            for line in &tap.written {
+                eprintln!("{line}");
             }
-            format!(
-                "trace: {} ({} events, {} bytes)",
-                path.display(),
-                summary.events,
-                summary.bytes
-            )
+            for w in report.warnings.iter().filter(|w| {
+                matches!(
+                    w.id,
+                    WarningId::TraceCapped | WarningId::TapDropped | WarningId::TapSink
+                )
+            }) {
+                eprintln!("warning: {}", w.message);
+            }
+            let dropped: u64 = tap.dropped.values().sum();
+            if dropped > 0 {
+                eprintln!(
+                    "tap: {} records handed on, {dropped} dropped (see the warnings)",
+                    tap.records
+                );
+            }
         }
-        None => format!(
-            "trace: {} was not written (the run's tap never ended it)",
-            path.display()
-        ),
-    };
-    eprintln!("{note}");
+        None if asked => {
+            eprintln!("tap: nothing was recorded or traced (the run never reached its epoch)");
+        }
+        None => {}
+    }
 }
 
 /// `ictus run`'s exit code when the run ended but frames were lost (a subsystem

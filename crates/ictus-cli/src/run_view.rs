@@ -341,6 +341,7 @@ mod tests {
             events: vec!["pause at frame 10".into()],
             complete: true,
             stopped_by: None,
+            tap: None,
             hosts: vec![host("a", "main", 0, 400), {
                 // A node that received: the receiving stages, in order.
                 let mut b = host("b", "node", 399, 1);

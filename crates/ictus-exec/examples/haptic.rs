@@ -157,7 +157,7 @@ fn main() -> ExitCode {
     if let Some(p) = &trace {
         let cap = ictus_os::trace::DEFAULT_CAP_BYTES;
         match ictus_exec::trace::TraceSink::new(p.as_ref(), cap) {
-            Ok((sink, _)) => sinks.push(Box::new(sink)),
+            Ok(sink) => sinks.push(Box::new(sink)),
             Err(e) => return fail(&format!("--trace {p}: {e}")),
         }
     }
@@ -211,6 +211,9 @@ fn main() -> ExitCode {
     }
     for w in &report.warnings {
         out += &format!("warning: {}\n", w.message);
+    }
+    for line in report.tap.iter().flat_map(|t| &t.written) {
+        out += &format!("{line}\n");
     }
     out += &format!("model energy at the end: {:.3e} J\n", model.energy());
     let _ = std::io::stdout().write_all(out.as_bytes());

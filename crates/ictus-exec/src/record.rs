@@ -28,7 +28,7 @@ use mcap::{WriteOptions, Writer};
 use serde::Serialize;
 
 use crate::cell::{CellDecl, ElemType};
-use crate::tap::{CellRecord, Direction, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
+use crate::tap::{CellRecord, Direction, EventRecord, FrameRecord, Sink, TapEnd, TapRun, Written};
 
 /// The version of the file's layout, in the `ictus` metadata's `format`.
 pub const FORMAT: &str = "1";
@@ -235,6 +235,10 @@ pub struct McapSink {
     cdr: Vec<u8>,
     /// The JSON message being written.
     json: Vec<u8>,
+    /// Messages written.
+    messages: u64,
+    /// The file's size once finished.
+    finished: Option<u64>,
 }
 
 impl std::fmt::Debug for McapSink {
@@ -266,6 +270,8 @@ impl McapSink {
             begun: None,
             cdr: Vec::new(),
             json: Vec::new(),
+            messages: 0,
+            finished: None,
         })
     }
 
@@ -456,6 +462,7 @@ impl Sink for McapSink {
             publish_time: time,
         };
         let result = writer.write_to_known_channel(&header, &json).map_err(io);
+        self.messages += 1;
         self.json = json;
         result
     }
@@ -516,6 +523,7 @@ impl Sink for McapSink {
             writer.write_to_known_channel(&header, &cdr).map_err(io)
         })();
         self.cdr = cdr;
+        self.messages += u64::from(result.is_ok());
         result
     }
 
@@ -543,6 +551,7 @@ impl Sink for McapSink {
             publish_time: time,
         };
         let result = writer.write_to_known_channel(&header, &json).map_err(io);
+        self.messages += 1;
         self.json = json;
         result
     }
@@ -569,7 +578,21 @@ impl Sink for McapSink {
             })
             .map_err(io)?;
         writer.finish().map_err(io)?;
-        writer.into_inner().flush()
+        writer.into_inner().flush()?;
+        self.finished = Some(std::fs::metadata(&self.path)?.len());
+        Ok(())
+    }
+
+    fn written(&self) -> Option<Written> {
+        let bytes = self.finished?;
+        Some(Written {
+            line: format!(
+                "recording: {} ({} messages, {bytes} bytes)",
+                self.path.display(),
+                self.messages
+            ),
+            warning: None,
+        })
     }
 }
 

@@ -51,7 +51,7 @@ pub const REPLAY_BEAT_ENV: &str = "ICTUS_REPLAY_BEAT";
 /// How fast frames are replayed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Beat {
+pub enum Pace {
     /// As fast as they run.
     #[default]
     Fast,
@@ -60,12 +60,12 @@ pub enum Beat {
     Recorded,
 }
 
-impl std::str::FromStr for Beat {
+impl std::str::FromStr for Pace {
     type Err = String;
-    fn from_str(s: &str) -> Result<Beat, String> {
+    fn from_str(s: &str) -> Result<Pace, String> {
         match s {
-            "fast" => Ok(Beat::Fast),
-            "recorded" => Ok(Beat::Recorded),
+            "fast" => Ok(Pace::Fast),
+            "recorded" => Ok(Pace::Recorded),
             other => Err(format!(
                 "unknown beat '{other}' (expected recorded or fast)"
             )),
@@ -384,7 +384,7 @@ impl Recording {
     }
 
     /// Replays subsystem `name`, made by `maker`, on `beat`.
-    pub fn replay(&self, name: &str, maker: Maker, beat: Beat) -> Result<Verdict, ReplayError> {
+    pub fn replay(&self, name: &str, maker: Maker, beat: Pace) -> Result<Verdict, ReplayError> {
         let slot = self.slot_of(name)?;
         let spec = &self.schedule.subsystems[slot];
         let refused = |reason: String| ReplayError::Refused {
@@ -454,7 +454,7 @@ impl Recording {
         let local = Instant::now();
         let first = data.frames.first().map_or(0, |f| f.deadline_ns);
         for row in &data.frames {
-            if beat == Beat::Recorded {
+            if beat == Pace::Recorded {
                 let at = local + Duration::from_nanos(row.deadline_ns.saturating_sub(first));
                 let now = Instant::now();
                 if at > now {
@@ -699,8 +699,8 @@ fn value(ty: ElemType, b: &[u8]) -> String {
 /// `ICTUS_OUTCOME` (when set). Returns the verdict, or the error in words.
 pub fn replay_program(file: &Path, name: &str, maker: Maker) -> Result<Verdict, String> {
     let beat = match std::env::var(REPLAY_BEAT_ENV) {
-        Ok(b) if !b.is_empty() => b.parse::<Beat>()?,
-        _ => Beat::Fast,
+        Ok(b) if !b.is_empty() => b.parse::<Pace>()?,
+        _ => Pace::Fast,
     };
     let result = Recording::open(file)
         .and_then(|r| r.replay(name, maker, beat))
@@ -834,7 +834,7 @@ mod tests {
             Some(s) => crate::run::builtin(&s).unwrap(),
             None => Maker::of::<crate::run::Idle>(),
         };
-        rec.replay(name, maker, Beat::Fast)
+        rec.replay(name, maker, Pace::Fast)
     }
 
     #[test]
@@ -851,7 +851,7 @@ mod tests {
                 "a",
                 crate::run::builtin(&Recording::open(&path).unwrap().schedule.subsystems[0])
                     .unwrap(),
-                Beat::Recorded,
+                Pace::Recorded,
             )
             .unwrap();
         assert!(v.matched(), "{v:?}");

@@ -96,6 +96,17 @@ pub struct ThreadOutcome {
     pub explanation: Option<ictus_os::explain::Explanation>,
 }
 
+/// What a run's tap did (see [`crate::tap`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapReport {
+    /// Records (frames, cells, events) handed to the sinks.
+    pub records: u64,
+    /// Per subsystem tapped: records its ring was full for and dropped.
+    pub dropped: BTreeMap<String, u64>,
+    /// What each sink wrote, a line each.
+    pub written: Vec<String>,
+}
+
 /// One subsystem's figures for the whole run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubsystemReport {
@@ -194,6 +205,10 @@ pub struct RunReport {
     /// absent with [`crate::run::RunOptions::explain`] off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<ictus_os::explain::Explanation>,
+    /// What the run's tap handed its sinks and what they wrote (`--record`,
+    /// `--trace`); absent when nothing was tapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<TapReport>,
 }
 
 /// One kind of refusal from one sender, in a host's report.

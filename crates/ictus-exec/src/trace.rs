@@ -24,16 +24,16 @@
 //!
 //! The file is capped ([`ictus_os::trace::DEFAULT_CAP_BYTES`] unless told): past
 //! the cap events are counted, not written, and a last note says how many.
-//! [`TraceOutcome`] tells the caller, after the run, what the file holds.
+//! Once ended, the sink says what the file holds ([`Sink::written`], in the run's
+//! report).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use ictus_os::fs::OutputError;
 use ictus_os::trace::{Scope, TraceSummary, TraceWriter, Track};
 use serde::Serialize;
 
-use crate::tap::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
+use crate::tap::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun, Written};
 
 /// The subsystems' group of tracks.
 const HOST_PID: u32 = 1;
@@ -55,23 +55,13 @@ fn subsystem_track(slot: usize) -> Track {
 /// A synchronous group's wait for its members (its name on the timeline).
 const RENDEZVOUS: &str = "rendezvous";
 
-/// What a trace came to, once its run ended: read by the caller after the run.
-#[derive(Clone, Debug, Default)]
-pub struct TraceOutcome(Arc<Mutex<Option<TraceSummary>>>);
-
-impl TraceOutcome {
-    /// What the file holds (`None`: the run never began, or writing failed).
-    pub fn summary(&self) -> Option<TraceSummary> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// Writes a run's timeline (see the [module](self) docs).
 #[derive(Debug)]
 pub struct TraceSink {
     path: PathBuf,
     cap_bytes: u64,
-    outcome: TraceOutcome,
+    /// What the file holds, once ended.
+    summary: Option<TraceSummary>,
     open: Option<Open>,
 }
 
@@ -143,18 +133,21 @@ struct Event<'a> {
 }
 
 impl TraceSink {
-    /// A sink that will write `path` (at most `cap_bytes`), and the handle that
-    /// tells what it wrote; refused when `path` cannot be written, before the run.
-    pub fn new(path: &Path, cap_bytes: u64) -> Result<(TraceSink, TraceOutcome), OutputError> {
+    /// A sink that will write `path` (at most `cap_bytes`); refused when `path`
+    /// cannot be written, before the run.
+    pub fn new(path: &Path, cap_bytes: u64) -> Result<TraceSink, OutputError> {
         ictus_os::fs::check_writable(path)?;
-        let outcome = TraceOutcome::default();
-        let sink = TraceSink {
+        Ok(TraceSink {
             path: path.to_path_buf(),
             cap_bytes,
-            outcome: outcome.clone(),
+            summary: None,
             open: None,
-        };
-        Ok((sink, outcome))
+        })
+    }
+
+    /// What the file holds (`None` until the run's tap ended the sink).
+    pub fn summary(&self) -> Option<TraceSummary> {
+        self.summary
     }
 
     fn open(&mut self) -> std::io::Result<&mut Open> {
@@ -309,9 +302,21 @@ impl Sink for TraceSink {
             .open
             .take()
             .ok_or_else(|| std::io::Error::other("the trace was not begun"))?;
-        let summary = open.writer.finish().map_err(to_io)?;
-        *self.outcome.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary);
+        self.summary = Some(open.writer.finish().map_err(to_io)?);
         Ok(())
+    }
+
+    fn written(&self) -> Option<Written> {
+        let s = self.summary?;
+        Some(Written {
+            line: format!(
+                "trace: {} ({} events, {} bytes)",
+                self.path.display(),
+                s.events,
+                s.bytes
+            ),
+            warning: s.warning(&self.path),
+        })
     }
 }
 
@@ -391,7 +396,7 @@ cpu = 1
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace.json");
         let (schedule, table) = (schedule(), CellTable::default());
-        let (mut sut, outcome) = TraceSink::new(&path, cap).unwrap();
+        let mut sut = TraceSink::new(&path, cap).unwrap();
         sut.begin(&run(&schedule, &table)).unwrap();
         for f in 0..frames {
             for slot in 0..2 {
@@ -412,7 +417,8 @@ cpu = 1
         })
         .unwrap();
         sut.end(&TapEnd::default()).unwrap();
-        let summary = outcome.summary().unwrap();
+        let summary = sut.summary().unwrap();
+        assert!(sut.written().unwrap().line.starts_with("trace: "));
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.len() as u64, summary.bytes);
         (serde_json::from_str(&text).unwrap(), summary)

@@ -383,6 +383,7 @@ mod tests {
             events: vec!["pause at frame 10".into()],
             complete: true,
             stopped_by: None,
+            tap: None,
             hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
             pm_qos: None,
             explanation: None,

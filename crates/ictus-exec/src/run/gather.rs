@@ -73,6 +73,7 @@ impl Coordinator<'_, '_> {
             events: self.journal.events,
             complete: self.complete,
             stopped_by: self.overrun_stop.map(|k| staged.names[k].clone()),
+            tap: None,
             hosts,
             pm_qos: None,
             explanation: None,

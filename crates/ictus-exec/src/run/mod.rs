@@ -131,6 +131,19 @@ fn tap_findings(
     use crate::report::{RunWarning, WarningId};
     match recorded {
         Ok(r) => {
+            report.tap = Some(crate::report::TapReport {
+                records: r.end.records,
+                dropped: r
+                    .end
+                    .dropped
+                    .iter()
+                    .map(|&(k, n)| (staged.names[k].clone(), n))
+                    .collect(),
+                written: r.written.iter().map(|w| w.line.clone()).collect(),
+            });
+            report
+                .warnings
+                .extend(r.written.into_iter().filter_map(|w| w.warning));
             for (k, dropped) in r.end.dropped {
                 if dropped > 0 {
                     report.warnings.push(RunWarning {

@@ -113,4 +113,19 @@ pub trait Sink: Send {
     fn event(&mut self, event: &EventRecord) -> std::io::Result<()>;
     /// The run ended: flush and close.
     fn end(&mut self, end: &TapEnd) -> std::io::Result<()>;
+    /// What it wrote, once ended, for the run's report: one line (`trace:
+    /// PATH (N events, B bytes)`), and a shortfall to warn of (a cap reached).
+    /// `None` when it wrote nothing to speak of.
+    fn written(&self) -> Option<Written> {
+        None
+    }
+}
+
+/// What a sink wrote, in the run's report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// One line: what, where, how much.
+    pub line: String,
+    /// A shortfall of what it wrote, if any.
+    pub warning: Option<ictus_core::warning::Warning>,
 }

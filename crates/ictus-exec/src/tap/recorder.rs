@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::ring::{Taken, TapRings};
-use super::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
+use super::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun, Written};
 use crate::cell::CellTable;
 use crate::schedule::Schedule;
 
@@ -65,6 +65,8 @@ pub struct Recorded {
     /// Each sink's first error (the sink was stopped there): its index and the
     /// error.
     pub errors: Vec<(usize, String)>,
+    /// What each sink that ended well wrote.
+    pub written: Vec<Written>,
 }
 
 /// Hands records to the sinks, stopping a sink at its first error.
@@ -189,9 +191,16 @@ pub fn record(
         records: out.records,
     };
     out.each(|s| s.end(&end));
+    let written = out
+        .sinks
+        .iter()
+        .flatten()
+        .filter_map(|s| s.written())
+        .collect();
     Recorded {
         end,
         errors: out.errors,
+        written,
     }
 }
 
