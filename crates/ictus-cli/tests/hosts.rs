@@ -2,7 +2,8 @@
 //! coordinator, `ictus node` for the two others), as bench/stress-hosts.sh runs it
 //! across network namespaces. Structure only: every frame accounted for, cells and
 //! ticks crossing, a killed host reported; and subsystems of two hosts sharing hubs
-//! homed on one of them, whose loss is reported; never a timing.
+//! homed on one of them, whose loss is reported; each host recording its own
+//! subsystems (`--record`), replayed bit for bit; never a timing.
 
 mod common;
 
@@ -742,4 +743,103 @@ fn a_hub_home_killed_mid_run_is_reported_as_lost_on_the_main_host() {
     // What came back before was right.
     let stress = &measurements(&r, "stress").next().unwrap()["metrics"];
     assert!(stress["final_value"].as_f64().unwrap() > 0.0, "{stress}");
+}
+
+/// The subsystems whose frames the recording `file` holds (its `frames` channel).
+fn recorded_subsystems(file: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let bytes = std::fs::read(file).unwrap();
+    mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(|m| m.unwrap())
+        .filter(|m| m.channel.topic == "frames")
+        .map(|m| {
+            let v: Value = serde_json::from_slice(&m.data).unwrap();
+            v["subsystem"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn each_host_records_its_own_subsystems_and_each_replays_bit_for_bit() {
+    // Across hosts each host taps its own subsystems (`--record` on `ictus run`
+    // and on `ictus node`): h2 records A and C (C in a process of its own), h3
+    // records B, the main host none. B's input comes from h2 over the link; what
+    // it pulled is in h3's file, so it replays there alone.
+    let _turn = common::one_at_a_time();
+    let (dir, name) = scratch_run("hostrec");
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    let rec = |h: &str| dir.path().join(format!("{h}.mcap"));
+    let node = |host: &str| {
+        let out = rec(host);
+        spawn(
+            dir.path(),
+            &[
+                "node",
+                file,
+                "--host",
+                host,
+                "--json",
+                "--quiet",
+                "--record",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    let (h2, h3) = (node("h2"), node("h3"));
+    std::thread::sleep(Duration::from_millis(300));
+    let main_rec = rec("h1");
+    let main = spawn(
+        dir.path(),
+        &[
+            "run",
+            file,
+            "--duration",
+            "2s",
+            "--json",
+            "--quiet",
+            "--record",
+            main_rec.to_str().unwrap(),
+        ],
+    );
+    let out = finish(main, Duration::from_secs(60));
+    let (o2, o3) = (
+        finish(h2, Duration::from_secs(30)),
+        finish(h3, Duration::from_secs(30)),
+    );
+    exits(&out, 0);
+    exits(&o2, 0);
+    exits(&o3, 0);
+    for (host, own) in [("h1", &[][..]), ("h2", &["A", "C"][..]), ("h3", &["B"][..])] {
+        let got = recorded_subsystems(&rec(host));
+        let want: std::collections::BTreeSet<String> = own.iter().map(|s| s.to_string()).collect();
+        assert_eq!(got, want, "{host} records its own subsystems");
+        for s in own {
+            let r = ictus_in(dir.path())
+                .arg("replay")
+                .arg(rec(host))
+                .args(["--subsystem", s])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&r.stdout);
+            assert!(
+                r.status.success() && text.contains("bit for bit equal"),
+                "{host} {s}: {text}{}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+        }
+    }
+    // A subsystem of another host is not in this host's file: refused in words.
+    let r = ictus_in(dir.path())
+        .arg("replay")
+        .arg(rec("h3"))
+        .args(["--subsystem", "A"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
 }
