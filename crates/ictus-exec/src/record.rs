@@ -260,6 +260,10 @@ impl McapSink {
         let file = File::create(path)?;
         let writer = WriteOptions::new()
             .compression(Some(mcap::Compression::Zstd))
+            // Compressed on the recorder thread itself (the crate's default
+            // starts a zstd worker per physical CPU): one thread off the
+            // real-time CPUs does all of the recording's work.
+            .compression_threads(0)
             .profile("")
             .library(concat!("ictus ", env!("CARGO_PKG_VERSION")))
             .create(BufWriter::with_capacity(1 << 20, file))

@@ -306,6 +306,10 @@ impl Sink for TraceSink {
         Ok(())
     }
 
+    fn takes_cells(&self) -> bool {
+        false
+    }
+
     fn written(&self) -> Option<Written> {
         let s = self.summary?;
         Some(Written {

@@ -211,7 +211,7 @@ impl<'a> Staged<'a> {
             None
         } else {
             let n = schedule.subsystems.len();
-            let max_cell = TapSetup::max_cell(table);
+            let max_cell = TapSetup::max_cell_for(table, &options.sinks);
             let rings = match storage {
                 Storage::Local => TapRings::in_process(n, max_cell),
                 Storage::Shared => {

@@ -109,6 +109,12 @@ pub trait Sink: Send {
     fn frame(&mut self, record: &FrameRecord) -> std::io::Result<()>;
     /// A cell read or published.
     fn cell(&mut self, record: &CellRecord<'_>) -> std::io::Result<()>;
+    /// Whether it takes cells (a timeline does not). When no sink of a run
+    /// does, the subsystems push none: only their frames' timing, 80 bytes a
+    /// frame, whatever the cells' size.
+    fn takes_cells(&self) -> bool {
+        true
+    }
     /// An event of the run.
     fn event(&mut self, event: &EventRecord) -> std::io::Result<()>;
     /// The run ended: flush and close.

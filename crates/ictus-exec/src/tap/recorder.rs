@@ -34,9 +34,11 @@ pub struct TapSetup {
 impl TapSetup {
     /// The cells the schedule's `[record]` table chooses (all when it names
     /// none; a name the table lacks is ignored, as the schedule's parser has
-    /// refused it already) and its `every`, over `rings`.
+    /// refused it already) and its `every`, over `rings`; none when the rings
+    /// carry no cells (no sink takes them: a timeline alone).
     pub fn new(schedule: &Schedule, table: &CellTable, rings: TapRings) -> TapSetup {
         let recorded = match &schedule.record.cells {
+            _ if !rings.cells_tapped() => vec![false; table.cells().len()],
             None => vec![true; table.cells().len()],
             Some(names) => table
                 .cells()
@@ -54,6 +56,16 @@ impl TapSetup {
     /// The largest cell of `table`, in bytes.
     pub fn max_cell(table: &CellTable) -> usize {
         table.cells().iter().map(|c| c.bytes()).max().unwrap_or(0)
+    }
+
+    /// The largest cell the rings of a run with `sinks` carry: `table`'s
+    /// largest, or 0 when no sink takes cells.
+    pub fn max_cell_for(table: &CellTable, sinks: &[Box<dyn Sink>]) -> usize {
+        if sinks.iter().any(|s| s.takes_cells()) {
+            Self::max_cell(table)
+        } else {
+            0
+        }
     }
 }
 
@@ -347,5 +359,51 @@ mod tests {
         );
         assert_eq!(got.errors, [(0, "disk full".to_string())]);
         assert_eq!(got.end.dropped, [(0, 0)]);
+    }
+
+    struct Timeline;
+    impl Sink for Timeline {
+        fn begin(&mut self, _: &TapRun<'_>) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn frame(&mut self, _: &FrameRecord) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn cell(&mut self, _: &CellRecord<'_>) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &EventRecord) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn end(&mut self, _: &TapEnd) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn takes_cells(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn without_a_sink_that_takes_cells_no_cell_is_pushed() {
+        let schedule = crate::schedule::Schedule::parse(
+            "name = \"t\"\ntick = \"1ms\"\nmajor_frame = 1\n[[cell]]\nname = \"A\"\n\
+             elements = [{ name = \"v\", type = \"f64\", len = 100 }]\n\
+             [[subsystem]]\nname = \"A\"\nbuiltin = \"idle\"\n",
+            std::path::Path::new("t.toml"),
+            &ictus_core::CpuSet::from_cpus([0, 1]),
+        )
+        .unwrap();
+        let crate::schedule::CellSource::Inline(table) = &schedule.cells else {
+            panic!("an inline table");
+        };
+        let timeline: Vec<Box<dyn Sink>> = vec![Box::new(Timeline)];
+        assert_eq!(TapSetup::max_cell_for(table, &timeline), 0);
+        let frames_only = TapSetup::new(&schedule, table, TapRings::in_process(1, 0));
+        assert_eq!(frames_only.recorded, [false]);
+        assert!(!frames_only.rings.cells_tapped());
+        let both: Vec<Box<dyn Sink>> = vec![Box::new(Timeline), Box::new(Log::default())];
+        assert_eq!(TapSetup::max_cell_for(table, &both), 800);
+        let all = TapSetup::new(&schedule, table, TapRings::in_process(1, 800));
+        assert_eq!(all.recorded, [true]);
     }
 }

@@ -81,7 +81,8 @@ impl FrameRecord {
 
 /// "TAP1": the first word of a tap's memory.
 const MAGIC: u32 = u32::from_le_bytes(*b"TAP1");
-/// Words of the header: magic, slots, capacity, message bytes.
+/// Words of the header: magic, slots, capacity, message bytes, whether cells
+/// are tapped.
 const HEADER_WORDS: usize = 32;
 /// Words before each slot's ring: its drop count, then padding to 128 bytes.
 const SLOT_HEAD_WORDS: usize = 32;
@@ -89,6 +90,14 @@ const SLOT_HEAD_WORDS: usize = 32;
 pub const HEAD_BYTES: usize = 80;
 /// The most memory the rings of one run take, in all.
 pub const MAX_BYTES: usize = 96 << 20;
+/// The most memory one ring takes. Small, so that a push writes lines that
+/// are still in the caches rather than memory's: with seed 003's 4,872-byte
+/// cells (an input and an output a frame) 1 MiB holds 70 frames of a
+/// subsystem, 53 ms at a 250 us tick with period 3, for the recorder (drained
+/// every 2 ms) to fall behind by. On this project's VM, A/B at 1 ms: 4 MiB
+/// rings cost 1.5 us of execution time a frame (p50), 1 MiB 1.1 to 1.2 us;
+/// 2 x 30 s at 250 us dropped nothing.
+pub const MAX_RING_BYTES: usize = 1 << 20;
 /// The most messages one ring holds.
 const MAX_CAPACITY: u32 = 8192;
 /// The fewest.
@@ -136,22 +145,37 @@ impl std::fmt::Debug for TapRings {
 
 /// The layout of rings for `slots` subsystems whose largest cell has
 /// `max_cell` bytes: each ring holds as many messages as fit the memory
-/// bound ([`MAX_BYTES`] over all), between 64 and 8,192.
+/// bounds ([`MAX_RING_BYTES`] each, [`MAX_BYTES`] over all), between 64 and
+/// 8,192.
 fn layout(slots: usize, max_cell: usize) -> (u32, usize, usize) {
     let bytes = (HEAD_BYTES + max_cell).next_multiple_of(WORD_BYTES);
-    let per_slot = MAX_BYTES / slots.max(1);
+    let per_slot = (MAX_BYTES / slots.max(1)).min(MAX_RING_BYTES);
     let fit = (per_slot / bytes) as u64;
     let capacity = fit.clamp(u64::from(MIN_CAPACITY), u64::from(MAX_CAPACITY)) as u32;
     let ring_words = SLOT_HEAD_WORDS + Ring::words_for(capacity, bytes);
     (capacity, bytes, HEADER_WORDS + slots * ring_words)
 }
 
+/// Writes a zero into every page of `words`, so that no push is the first
+/// write to a page: a page fault (the kernel finding a zeroed page, a
+/// microsecond or more) on a real-time thread, every 4 KiB for the first lap
+/// of the ring otherwise. (Programs that lock their memory keep it so.)
+fn prefault(words: &[AtomicU32]) {
+    const WORDS_PER_PAGE: usize = 4096 / WORD_BYTES;
+    for w in words.iter().step_by(WORDS_PER_PAGE) {
+        // Relaxed: nobody else has the memory yet.
+        w.store(0, Ordering::Relaxed);
+    }
+}
+
 impl TapRings {
-    /// Rings in this process's memory.
+    /// Rings in this process's memory, for cells of up to `max_cell` bytes (0:
+    /// no cell is tapped, only frames).
     pub fn in_process(slots: usize, max_cell: usize) -> TapRings {
         let (capacity, bytes, words) = layout(slots, max_cell);
         let w: Box<[AtomicU32]> = (0..words).map(|_| AtomicU32::new(0)).collect();
-        Self::header(&w, slots, capacity, bytes);
+        prefault(&w);
+        Self::header(&w, slots, capacity, bytes, max_cell > 0);
         TapRings {
             memory: Arc::new(Memory::Owned(w)),
             slots,
@@ -160,7 +184,8 @@ impl TapRings {
         }
     }
 
-    /// Rings in the shared-memory segment `name`, for programs to open.
+    /// Rings in the shared-memory segment `name`, for programs to open (cells
+    /// of up to `max_cell` bytes; 0: only frames).
     pub fn create_shared(
         name: &str,
         slots: usize,
@@ -168,7 +193,8 @@ impl TapRings {
     ) -> Result<TapRings, ictus_os::shm::ShmError> {
         let (capacity, bytes, words) = layout(slots, max_cell);
         let segment = Segment::create(name, 0, words, |_, w| {
-            Self::header(w, slots, capacity, bytes);
+            prefault(w);
+            Self::header(w, slots, capacity, bytes, max_cell > 0);
         })?;
         Ok(TapRings {
             memory: Arc::new(Memory::Shared(segment)),
@@ -209,13 +235,21 @@ impl TapRings {
         })
     }
 
-    fn header(w: &[AtomicU32], slots: usize, capacity: u32, bytes: usize) {
+    fn header(w: &[AtomicU32], slots: usize, capacity: u32, bytes: usize, cells: bool) {
         // Relaxed (all): published by the segment's ready flag, or by the
         // thread spawns that hand the rings over.
         w[0].store(MAGIC, Ordering::Relaxed);
         w[1].store(slots as u32, Ordering::Relaxed);
         w[2].store(capacity, Ordering::Relaxed);
         w[3].store(bytes as u32, Ordering::Relaxed);
+        w[4].store(u32::from(cells), Ordering::Relaxed);
+    }
+
+    /// Whether the subsystems push their cells (else only their frames' timing:
+    /// no sink of the run takes cells).
+    pub fn cells_tapped(&self) -> bool {
+        // Relaxed: written before the rings were handed over.
+        self.memory.words()[4].load(Ordering::Relaxed) != 0
     }
 
     /// Messages each ring holds.
