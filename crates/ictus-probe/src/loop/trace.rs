@@ -3,7 +3,7 @@
 //! format ([`ictus_os::trace`]).
 //!
 //! The measuring threads never allocate or write for it: each stamps its phases
-//! into a buffer of [`Marks`] allocated before its hot loop, sized by the room
+//! into a buffer of `Marks` allocated before its hot loop, sized by the room
 //! left under the trace's cap (steps past it are counted, not stamped); the
 //! trial's marks are written once its threads have ended. On a thread's track a
 //! step is a complete event (the leader's from the release deadline, a
