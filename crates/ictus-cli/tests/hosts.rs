@@ -743,6 +743,17 @@ fn a_hub_home_killed_mid_run_is_reported_as_lost_on_the_main_host() {
     // What came back before was right.
     let stress = &measurements(&r, "stress").next().unwrap()["metrics"];
     assert!(stress["final_value"].as_f64().unwrap() > 0.0, "{stress}");
+    // A killed process cannot remove its segments: the next run of the name
+    // would reclaim them; the test leaves none behind.
+    let h2_run = format!("{name}.h2");
+    for segment in [
+        ictus_exec::run::cells_segment(&h2_run),
+        ictus_exec::run::control_segment(&h2_run),
+        ictus_exec::run::hubs_segment(&h2_run),
+    ] {
+        ictus_os::shm::reclaim_stale(Some(&segment)).unwrap();
+    }
+    assert!(shm_left(&h2_run).is_empty(), "{:?}", shm_left(&h2_run));
 }
 
 /// The subsystems whose frames the recording `file` holds (its `frames` channel).
