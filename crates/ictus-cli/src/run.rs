@@ -573,7 +573,9 @@ fn tap_said(report: &ictus_exec::report::RunReport, asked: bool) {
             }
         }
         None if asked => {
-            eprintln!("tap: nothing was recorded or traced (the run never reached its epoch)");
+            eprintln!(
+                "tap: nothing was recorded or traced (the run ended before its epoch, or its recorder thread could not start)"
+            );
         }
         None => {}
     }

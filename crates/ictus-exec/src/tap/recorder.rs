@@ -154,7 +154,8 @@ pub fn record(
         .map(|s| s.name.as_str())
         .collect();
     loop {
-        // Relaxed: polled; the final drain below takes what came before it.
+        // Acquire: pairs with the run's Release store once every loop ended, so
+        // the drain that follows takes every record pushed before it.
         let last = stop.load(Ordering::Acquire);
         let mut took = 0u64;
         for reader in &mut readers {
