@@ -25,18 +25,7 @@ fn workspace() -> PathBuf {
 
 /// A Python that imports `zenoh`, if there is one.
 fn python() -> Option<PathBuf> {
-    let candidates = std::env::var_os("ICTUS_PYTHON")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([workspace().join("target/py-zenoh/bin/python")]);
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import zenoh"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    common::python_with("ICTUS_PYTHON", "target/py-zenoh/bin/python", "zenoh")
 }
 
 /// `python ARGS` with `python/` on its path, stdout and stderr piped.

@@ -17,7 +17,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{ictus, ictus_in, refused, scratch_run, stress_copy};
 use ictus_core::Nanos;
@@ -310,18 +310,11 @@ fn what_cannot_be_replayed_is_refused_in_words() {
 
 /// A Python that imports `mcap`, if there is one.
 fn python() -> Option<PathBuf> {
-    let candidates = std::env::var_os("ICTUS_PYTHON_MCAP")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([workspace().join("target/py-mcap/bin/python")]);
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import mcap.reader"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    common::python_with(
+        "ICTUS_PYTHON_MCAP",
+        "target/py-mcap/bin/python",
+        "mcap.reader",
+    )
 }
 
 #[test]

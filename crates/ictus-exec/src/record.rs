@@ -253,6 +253,23 @@ fn io(e: mcap::McapError) -> std::io::Error {
     std::io::Error::other(e)
 }
 
+/// Writes `data` on `channel`, logged and published at `time`, with `sequence`.
+fn put(
+    writer: &mut Writer<BufWriter<File>>,
+    channel: u16,
+    sequence: u32,
+    time: u64,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let header = MessageHeader {
+        channel_id: channel,
+        sequence,
+        log_time: time,
+        publish_time: time,
+    };
+    writer.write_to_known_channel(&header, data).map_err(io)
+}
+
 impl McapSink {
     /// Creates (or truncates) `path` and starts the file: a path that cannot be
     /// written is refused here, before the run starts.
@@ -459,14 +476,8 @@ impl Sink for McapSink {
         )
         .map_err(std::io::Error::other)?;
         let time = b.unix(record.frame);
-        let header = MessageHeader {
-            channel_id: b.frames,
-            sequence: record.slot as u32,
-            log_time: time,
-            publish_time: time,
-        };
-        let result = writer.write_to_known_channel(&header, &json).map_err(io);
-        self.messages += 1;
+        let result = put(writer, b.frames, record.slot as u32, time, &json);
+        self.messages += u64::from(result.is_ok());
         self.json = json;
         result
     }
@@ -517,14 +528,13 @@ impl Sink for McapSink {
                     }
                 }
             };
-            let time = b.unix(record.frame);
-            let header = MessageHeader {
-                channel_id: channel,
-                sequence: record.slot as u32,
-                log_time: time,
-                publish_time: time,
-            };
-            writer.write_to_known_channel(&header, &cdr).map_err(io)
+            put(
+                writer,
+                channel,
+                record.slot as u32,
+                b.unix(record.frame),
+                &cdr,
+            )
         })();
         self.cdr = cdr;
         self.messages += u64::from(result.is_ok());
@@ -548,14 +558,9 @@ impl Sink for McapSink {
         let time = b
             .epoch_unix
             .saturating_add(event.time.saturating_sub(b.epoch).as_u64());
-        let header = MessageHeader {
-            channel_id: b.events,
-            sequence: event.slot.map_or(u32::MAX, |s| s as u32),
-            log_time: time,
-            publish_time: time,
-        };
-        let result = writer.write_to_known_channel(&header, &json).map_err(io);
-        self.messages += 1;
+        let sequence = event.slot.map_or(u32::MAX, |s| s as u32);
+        let result = put(writer, b.events, sequence, time, &json);
+        self.messages += u64::from(result.is_ok());
         self.json = json;
         result
     }

@@ -364,3 +364,21 @@ pub(crate) fn addresses(path: &Path) -> Vec<String> {
         .map(|a| a.trim_end_matches('"').to_string())
         .collect()
 }
+
+/// A Python that imports `module`: the one `env` names, else the venv `.ci/run`
+/// makes at `venv` (relative to the workspace), if either can.
+pub(crate) fn python_with(env: &str, venv: &str, module: &str) -> Option<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::var_os(env)
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([workspace.join(venv)])
+        .find(|p| {
+            std::process::Command::new(p)
+                .args(["-c", &format!("import {module}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
