@@ -854,3 +854,80 @@ fn each_host_records_its_own_subsystems_and_each_replays_bit_for_bit() {
         String::from_utf8_lossy(&r.stderr)
     );
 }
+
+/// A reader's session, a Zenoh client of the main host (as `python/ictus_zenoh`
+/// connects), subscribed to everything of the run with a callback that takes
+/// `per_sample` (a plotting dashboard's pace). Returns the session and how many
+/// samples the callback saw.
+fn slow_reader(
+    ring: &Hosts,
+    per_sample: Duration,
+) -> (ictus_net::Session, std::sync::Arc<std::sync::Mutex<u64>>) {
+    use zenoh::Wait;
+    let dir = ring.dir.path();
+    let main = format!("quic/{}", addresses(&dir.join("hosts.toml"))[0]);
+    let mut endpoints = ictus_net::Endpoints::parse(&[], &[main.as_str()]).unwrap();
+    endpoints.multicast = false;
+    let mut c = ictus_net::config(&endpoints).unwrap();
+    c.insert_json5("mode", "\"client\"").unwrap();
+    c.insert_json5("listen/endpoints", "[]").unwrap();
+    ictus_net::security::Credentials::of_reader(&dir.join("keys"), "python")
+        .unwrap()
+        .apply(&mut c)
+        .unwrap();
+    let session = zenoh::open(c).wait().expect("the reader connects");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+    let counted = std::sync::Arc::clone(&seen);
+    // In the background: it lives as long as the session.
+    session
+        .declare_subscriber(format!("ictus/{}/**", ring.name))
+        .callback(move |_sample| {
+            *counted.lock().unwrap() += 1;
+            std::thread::sleep(per_sample);
+        })
+        .background()
+        .wait()
+        .unwrap();
+    (session, seen)
+}
+
+#[test]
+fn a_reader_too_slow_for_the_run_changes_nothing_for_the_hosts_and_is_named() {
+    // As long as it took a reader to stall the hosts before they stopped waiting on
+    // it (issue 30: 1,401 of 3,000 frames missed with a reader from 3 s to 10 s).
+    let ring = start_hosts("slowreader", "10s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(800));
+    let (reader, seen) = slow_reader(&ring, Duration::from_millis(200));
+    std::thread::sleep(Duration::from_secs(8));
+    {
+        use zenoh::Wait;
+        let _ = reader.close().wait();
+    }
+    let out = finish(ring.main, Duration::from_secs(60));
+    let o2 = finish(ring.h2, Duration::from_secs(30));
+    let o3 = finish(ring.h3, Duration::from_secs(30));
+    assert!(*seen.lock().unwrap() > 0, "the reader got nothing");
+    for (host, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{host}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], true);
+    for n in ["A", "B", "C"] {
+        assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");
+    }
+    // The main host, which the reader linked to, names it, its coming and going.
+    let events = events(&r);
+    let named = |what: &str| {
+        events
+            .iter()
+            .any(|e| e.contains("reader python") && e.contains(what))
+    };
+    assert!(named("linked to this host") && named("left"), "{events:?}");
+    assert!(shm_left(&ring.name).is_empty());
+}

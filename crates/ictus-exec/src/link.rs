@@ -127,6 +127,16 @@ pub enum LinkEvent {
     /// What this host's hubs did because a host left (a proxy failed, a
     /// resource released), in words ([`crate::hub::remote::HubReport`]).
     Hub(String),
+    /// A reader (a tool with a reader's certificate) linked to this host, or its
+    /// link closed. A reader gets what it can take; nothing of the run waits on it.
+    Reader {
+        /// Its name (its certificate's).
+        name: String,
+        /// Where its link comes from.
+        from: String,
+        /// Whether it came or went.
+        connected: bool,
+    },
 }
 
 /// The many-host side of a run. Every method is called from the coordinator's own

@@ -32,6 +32,7 @@ pub mod hubs;
 pub mod join;
 pub mod keys;
 pub mod link;
+pub mod readers;
 pub mod security;
 pub mod tick;
 

@@ -59,6 +59,7 @@ use zenoh::qos::{CongestionControl, Priority};
 
 use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
+use crate::readers::{ReaderEvent, ReaderWatch};
 use crate::security::Security;
 use crate::tick::{Arrival, END_FRAME, Tick, TickPublisher, TickSubscriber};
 use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
@@ -181,6 +182,8 @@ pub struct ZenohLink {
     presence: Option<Presence>,
     watch: Option<(Watch, Consumer<HealthEvent>)>,
     joined: BTreeSet<usize>,
+    /// The readers linked to this host, as they come and go.
+    readers: Option<(ReaderWatch, Consumer<ReaderEvent>)>,
     queryables: Vec<zenoh::query::Queryable<()>>,
     subscribers: Vec<zenoh::pubsub::Subscriber<()>>,
     // The main host.
@@ -289,6 +292,7 @@ impl ZenohLink {
             presence: None,
             watch: None,
             joined: BTreeSet::new(),
+            readers: None,
             queryables: Vec::new(),
             subscribers: Vec::new(),
             start_word: Arc::new(Mutex::new(None)),
@@ -629,7 +633,10 @@ impl ZenohLink {
             let p = self
                 .session
                 .declare_publisher(self.key(&format!("cell/{name}/{}", self.hosts[self.host])))
-                .congestion_control(CongestionControl::Block)
+                // Latest value wins: a publication a peer's full queue cannot take is
+                // dropped for that peer (its receivers see the gap and the age), never
+                // waited for.
+                .congestion_control(CongestionControl::Drop)
                 .priority(Priority::RealTime)
                 .express(true)
                 .wait()
@@ -1222,6 +1229,7 @@ impl Link for ZenohLink {
         self.learn_claims()?;
         self.forward(cells, writes)?;
         self.watch = Some(crate::health::watch(&self.session, &self.run, 256).map_err(zerr)?);
+        self.readers = Some(crate::readers::watch(&self.session, 256).map_err(zerr)?);
         self.presence = Some(
             crate::health::announce(&self.session, &self.run, &self.hosts[self.host])
                 .map_err(zerr)?,
@@ -1334,6 +1342,15 @@ impl Link for ZenohLink {
         );
         if let Some(hubs) = &self.hub_link {
             events.extend(hubs.reports().iter().map(|r| LinkEvent::Hub(r.to_string())));
+        }
+        if let Some((_, ring)) = self.readers.as_mut() {
+            while let Some(r) = ring.pop() {
+                events.push(LinkEvent::Reader {
+                    name: r.name,
+                    from: r.from,
+                    connected: r.connected,
+                });
+            }
         }
         if self.host == 0 {
             if let Some(ring) = self.status_ring.as_mut() {

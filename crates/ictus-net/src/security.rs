@@ -24,6 +24,11 @@
 //! | node H | its cells `cell/*/H`, its status `status/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
 //! | reader R (CN `reader:R`) | nothing | nothing | `layout`, `claims/*` |
 //!
+//! and what each host sends on: to a host everything of the run, to a reader only
+//! the cells, the tick and the status (besides the declarations and the replies
+//! to what it may ask): the hub operations, sent without loss, never wait on a
+//! reader's queue.
+//!
 //! (keys under `ictus/RUN/`; every host and reader may subscribe to the run's keys
 //! and watch who is alive, and each host holds its own liveliness tokens only, `host/H`
 //! and `hubs/H`.) A hub operation's key `hub/FROM/TO` names its sender, so no host
@@ -175,8 +180,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["ingress"],
         vec![k("**")],
     ));
-    // What this host sends them: everything of the run (what a reader may not do is
-    // refused on the way in, never on the way out).
+    // What this host sends the other hosts: everything of the run.
     rules.push(rule(
         "send".into(),
         &[
@@ -192,6 +196,34 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["egress"],
         vec![k("**")],
     ));
+    // What it sends a reader: the declarations, and of the data only what a reader
+    // reads (the cells, the tick, the nodes' status). The hub operations, which are
+    // sent without loss and so may wait on a full queue, never go to a reader: a
+    // reader too slow for the run cannot hold them up (docs/wire.md).
+    rules.push(rule(
+        "send-reader".into(),
+        &[
+            "declare_subscriber",
+            "declare_queryable",
+            "liveliness_token",
+            "declare_liveliness_subscriber",
+            "liveliness_query",
+        ],
+        &["egress"],
+        vec![k("**")],
+    ));
+    rules.push(rule(
+        "send-reader-data".into(),
+        &["put"],
+        &["egress"],
+        vec![k("cell/**"), k("tick"), k("status/*")],
+    ));
+    rules.push(rule(
+        "send-reader-replies".into(),
+        &["reply"],
+        &["egress"],
+        vec![k("layout"), k("claims/*"), k("host/*")],
+    ));
     // What a cell holds (the layout) and who writes it (the claims): what a reader
     // needs to read a cell whole.
     rules.push(rule(
@@ -200,15 +232,26 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["ingress"],
         vec![k("layout"), k("claims/*")],
     ));
-    let everyone: Vec<String> = (0..hosts.len())
-        .map(|h| format!("host-{h}"))
-        .chain((0..readers.len()).map(|r| format!("reader-{r}")))
-        .collect();
+    let every_host: Vec<String> = (0..hosts.len()).map(|h| format!("host-{h}")).collect();
     policies.push(json!({
-        "id": "everyone",
+        "id": "hosts",
         "rules": ["listen", "send", "ask-layout-claims"],
-        "subjects": everyone,
+        "subjects": every_host,
     }));
+    if !readers.is_empty() {
+        let every_reader: Vec<String> = (0..readers.len()).map(|r| format!("reader-{r}")).collect();
+        policies.push(json!({
+            "id": "readers",
+            "rules": [
+                "listen",
+                "send-reader",
+                "send-reader-data",
+                "send-reader-replies",
+                "ask-layout-claims",
+            ],
+            "subjects": every_reader,
+        }));
+    }
     for (h, name) in hosts.iter().enumerate() {
         let id = format!("host-{h}");
         subjects.push(json!({"id": id, "cert_common_names": [name]}));
@@ -322,6 +365,36 @@ mod tests {
                 }
             }
         }
+        // What goes out to a reader: the cells, the tick and the status, never the
+        // hub operations (which may wait on a full queue).
+        let reader_rules: Vec<&Value> = rules["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["subjects"].to_string().contains("reader-0"))
+            .flat_map(|p| p["rules"].as_array().unwrap())
+            .map(|id| {
+                rules["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|x| x["id"] == *id)
+                    .unwrap()
+            })
+            .collect();
+        let sent_puts: Vec<String> = reader_rules
+            .iter()
+            .filter(|r| {
+                r["flows"].to_string().contains("egress")
+                    && r["messages"].to_string().contains("\"put\"")
+            })
+            .flat_map(|r| r["key_exprs"].as_array().unwrap())
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            sent_puts,
+            ["ictus/r/cell/**", "ictus/r/tick", "ictus/r/status/*"]
+        );
         // Zenoh reads them.
         let mut c = zenoh::Config::default();
         c.insert_json5("access_control", &text).unwrap();

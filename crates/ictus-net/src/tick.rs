@@ -102,7 +102,12 @@ pub fn key(run: &str) -> String {
 }
 
 /// Publishes a run's ticks: express (not batched), at real-time priority in Zenoh's
-/// queues, blocking rather than dropping when congested.
+/// queues, dropped rather than waited for where a peer's queue is full: a tick
+/// never waits on a slow reader or a stalled host (a put waits at most Zenoh's
+/// `wait_before_drop` once per congestion, then drops at once until the queue
+/// drains). Nothing is lost by that: every tick carries the state word and the
+/// stop frame in force, so the next one that arrives says it again, and a host
+/// whose ticks stop coming acts on the silence ([`crate::link`]).
 pub struct TickPublisher {
     publisher: zenoh::pubsub::Publisher<'static>,
 }
@@ -112,7 +117,7 @@ impl TickPublisher {
     pub fn new(session: &Session, run: &str) -> Result<TickPublisher, NetError> {
         let publisher = session
             .declare_publisher(key(run))
-            .congestion_control(CongestionControl::Block)
+            .congestion_control(CongestionControl::Drop)
             .priority(Priority::RealTime)
             .express(true)
             .wait()

@@ -762,6 +762,17 @@ impl LinkTurn<'_> {
             }
             LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
             LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
+            LinkEvent::Reader {
+                name,
+                from,
+                connected: true,
+            } => Turn::Event(format!(
+                "frame {f}: reader {name} linked to this host from {from} (it gets what it \
+                 can take: nothing of the run waits on it)"
+            )),
+            LinkEvent::Reader { name, from, .. } => {
+                Turn::Event(format!("frame {f}: reader {name} (from {from}) left"))
+            }
             LinkEvent::Refused { from, what } => {
                 let msg = format!("refused from host {from}: {what}");
                 Turn::Warning(
