@@ -931,3 +931,92 @@ fn a_reader_too_slow_for_the_run_changes_nothing_for_the_hosts_and_is_named() {
     assert!(named("linked to this host") && named("left"), "{events:?}");
     assert!(shm_left(&ring.name).is_empty());
 }
+
+/// A node's output once its main host is gone: it acted on the silence (a
+/// host-lost warning naming the ticks' silence and the safe state), counted the
+/// frames after it as lost, and exited 3.
+fn acted_on_the_main_hosts_silence(host: &str, o: &std::process::Output) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{host}: {err}");
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{host}: {err}"));
+    assert_eq!(r["complete"], false, "{host}");
+    let lost = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == "host-lost")
+        .unwrap_or_else(|| panic!("{host}: no host-lost warning: {}", r["warnings"]));
+    let msg = lost["message"].as_str().unwrap();
+    assert!(
+        msg.contains("no tick from the main coordinator (host h1)") && msg.contains("state off"),
+        "{host}: {msg}"
+    );
+    let lost_frames: f64 = measurements(&r, "release-jitter")
+        .map(|m| m["metrics"]["lost_frames"].as_f64().unwrap())
+        .sum();
+    assert!(lost_frames > 0.0, "{host}: no frame counted as lost");
+    assert!(events(&r).iter().any(|e| e.contains("state off")), "{host}");
+}
+
+#[test]
+fn a_main_host_killed_puts_the_nodes_in_the_safe_state_and_they_exit_within_two_seconds() {
+    // Long enough that only the silence can end the nodes' run.
+    let ring = start_hosts("mainkill", "60s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(1500));
+    kill("KILL", ring.main.id());
+    let killed = std::time::Instant::now();
+    let o2 = finish(ring.h2, Duration::from_secs(60));
+    let o3 = finish(ring.h3, Duration::from_secs(60));
+    let took = killed.elapsed();
+    let _ = finish(ring.main, Duration::from_secs(10));
+    acted_on_the_main_hosts_silence("h2", &o2);
+    acted_on_the_main_hosts_silence("h3", &o3);
+    // The bound (200 ms by default), the next major frame, and the leaving.
+    assert!(
+        took < Duration::from_secs(2),
+        "the nodes took {took:?} to end after the main host was killed"
+    );
+    assert!(shm_left(&format!("{}.h2", ring.name)).is_empty());
+    assert!(shm_left(&format!("{}.h3", ring.name)).is_empty());
+}
+
+#[test]
+fn a_node_that_falls_silent_is_lost_to_the_main_host_within_the_bound() {
+    // h3 stopped (SIGSTOP: a stalled process keeps its link and Zenoh's lease for
+    // a while, and sends nothing): the main host hears no beat from it.
+    let ring = start_hosts("nodestall", "4s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(1500));
+    kill("STOP", ring.h3.id());
+    let out = finish(ring.main, Duration::from_secs(60));
+    kill("KILL", ring.h3.id());
+    let _ = finish(ring.h3, Duration::from_secs(10));
+    let o2 = finish(ring.h2, Duration::from_secs(30));
+    exits(&out, 3);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events = events(&r);
+    let silent = events
+        .iter()
+        .find(|e| e.contains("nothing from host h3 for"))
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(
+        silent.contains("(the silence bound is 200.00 ms)"),
+        "{silent}"
+    );
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("host h3 left the run at frame"),
+        "{}",
+        r["warnings"]
+    );
+    assert!(
+        subsystem(&r, "B")["metrics"]["lost_frames"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // h2 kept its beat.
+    exits(&o2, 0);
+}

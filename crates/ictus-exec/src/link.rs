@@ -127,6 +127,16 @@ pub enum LinkEvent {
     /// What this host's hubs did because a host left (a proxy failed, a
     /// resource released), in words ([`crate::hub::remote::HubReport`]).
     Hub(String),
+    /// Host `host` fell silent: on a node, no tick from the main coordinator (host
+    /// 0); on the main coordinator, nothing from node `host`; for `for_ns`, longer
+    /// than the schedule's bound ([`crate::schedule::Schedule::silence_bound`]).
+    /// Reported once per host; the coordinator acts at once.
+    Silent {
+        /// The host.
+        host: usize,
+        /// How long nothing came, ns.
+        for_ns: u64,
+    },
     /// A reader (a tool with a reader's certificate) linked to this host, or its
     /// link closed. A reader gets what it can take; nothing of the run waits on it.
     Reader {

@@ -22,6 +22,11 @@
 //!                        # (default: none)
 //! explain_threshold = "1ms" # a release this late is a miss to explain (default:
 //!                        # the tick); `--explain-threshold` wins
+//! silence = "200ms"      # across hosts: a node that hears no tick this long, or a
+//!                        # main host that hears nothing from a node, acts on it
+//!                        # (default: 8 ticks, at least 200 ms; at least 2 ticks)
+//! safe_state = "off"     # the state a node puts its subsystems in when the main
+//!                        # host falls silent (default: off)
 //!
 //! [[subsystem]]
 //! name = "A"
@@ -515,6 +520,12 @@ pub struct Schedule {
     pub text: String,
     /// `[record]`: what `--record` records (default: every cell, every frame).
     pub record: RecordSpec,
+    /// Across hosts, how long a silence is a lost host (`silence`; `None`: not
+    /// given, [`Schedule::silence_bound`]'s default).
+    pub silence: Option<Nanos>,
+    /// The state a node puts its subsystems in once the main host fell silent
+    /// (`safe_state`, default `off`), lower case.
+    pub safe_state: String,
     /// Where the values checked after parsing stand.
     places: Places,
 }
@@ -609,6 +620,8 @@ impl Schedule {
         let explain_threshold = r.explain_threshold(&raw)?;
         let security = r.security(&raw, path)?;
         let record = r.record(&raw, &mut places)?;
+        let silence = r.silence(&raw, tick)?;
+        let safe_state = r.safe_state(&raw, &modes)?;
         let schedule = Schedule {
             name,
             path: path.to_path_buf(),
@@ -627,6 +640,8 @@ impl Schedule {
             security,
             text: text.to_string(),
             record,
+            silence,
+            safe_state,
             places,
         };
         let empty = CellTable::default();
@@ -670,6 +685,19 @@ impl Schedule {
         })?;
         self.tick = tick;
         Ok(())
+    }
+
+    /// Across hosts, how long a silence means a host is lost: a node that hears no
+    /// tick for this long, or a main host that hears nothing from a node, acts on it.
+    /// `silence` as given (at least two ticks, also after [`Schedule::with_tick`]),
+    /// else 8 ticks and at least 200 ms: this machine's kind (a shared VM) stalls
+    /// for 10 ms and more at times, and RT throttling stops a busy real-time task
+    /// for 50 ms each second, neither of which is a lost host.
+    pub fn silence_bound(&self) -> Nanos {
+        match self.silence {
+            Some(s) => s.max(self.tick * 2),
+            None => (self.tick * 8).max(Nanos::from_millis(200)),
+        }
     }
 
     /// Checks each builtin (its name, its config and, with `cells`, the cells it
@@ -902,6 +930,16 @@ pub enum Rule {
     /// An `explain_threshold` of zero.
     #[error("explain_threshold must be longer than zero (a release that late is a miss)")]
     ZeroExplainThreshold,
+    /// A `silence` shorter than two ticks.
+    #[error(
+        "silence {silence} is shorter than two ticks ({tick} each): one late tick would stop the run"
+    )]
+    SilenceTooShort {
+        /// The silence given.
+        silence: Nanos,
+        /// The tick.
+        tick: Nanos,
+    },
     /// An inline cell table broken.
     #[error("{0}")]
     Cell(String),
@@ -1193,6 +1231,34 @@ impl Reader<'_> {
             Ok(t) => Ok(Some(t)),
             Err(rule) => Err(self.fail(v.span(), rule)),
         }
+    }
+
+    /// `silence`: a duration of at least two ticks.
+    fn silence(&self, raw: &RawSchedule, tick: Nanos) -> Result<Option<Nanos>, ScheduleError> {
+        let Some(v) = &raw.silence else {
+            return Ok(None);
+        };
+        match duration(v) {
+            Ok(t) if t < tick * 2 => {
+                Err(self.fail(v.span(), Rule::SilenceTooShort { silence: t, tick }))
+            }
+            Ok(t) => Ok(Some(t)),
+            Err(rule) => Err(self.fail(v.span(), rule)),
+        }
+    }
+
+    /// `safe_state`: off, pause, run or a declared mode (default off).
+    fn safe_state(&self, raw: &RawSchedule, modes: &[String]) -> Result<String, ScheduleError> {
+        let Some(v) = &raw.safe_state else {
+            return Ok("off".to_string());
+        };
+        let name = v.get_ref().to_ascii_lowercase();
+        let known = ["off", "pause", "run"].contains(&name.as_str())
+            || modes.iter().any(|m| m.to_ascii_lowercase() == name);
+        if !known {
+            return Err(self.fail(v.span(), Rule::UnknownState(v.get_ref().clone())));
+        }
+        Ok(name)
     }
 
     /// The tick, the major frame and the wait mode, checked together, with where
@@ -1910,6 +1976,8 @@ struct RawSchedule {
     initial_state: Option<Spanned<String>>,
     pm_qos: Option<Spanned<toml::Value>>,
     explain_threshold: Option<Spanned<String>>,
+    silence: Option<Spanned<String>>,
+    safe_state: Option<Spanned<String>>,
     watchdog: Option<Spanned<String>>,
     stress: Option<RawStress>,
     record: Option<RawRecord>,
@@ -2090,6 +2158,27 @@ args = ["--fast"]
         );
         let (rule, _) = rule_at(&text.replace("\"fast\"", "-5"));
         assert_eq!(rule, Rule::PmQos("-5".into()));
+    }
+
+    #[test]
+    fn a_silence_is_two_ticks_or_more_and_the_safe_state_a_state() {
+        let text = |extra: &str| {
+            format!(
+                "tick = \"4ms\"\nmajor_frame = 1\nmodes = [\"hold\"]\n{extra}[[subsystem]]\nname = \"a\"\n"
+            )
+        };
+        let s = parse(&text("")).unwrap();
+        assert_eq!(s.silence_bound(), Nanos::from_millis(200));
+        assert_eq!(s.safe_state, "off");
+        let s = parse(&text("silence = \"12ms\"\nsafe_state = \"HOLD\"\n")).unwrap();
+        assert_eq!(s.silence_bound(), Nanos::from_millis(12));
+        assert_eq!(s.safe_state, "hold");
+        let (rule, at) = rule_at(&text("silence = \"5ms\"\n"));
+        assert!(matches!(rule, Rule::SilenceTooShort { .. }), "{rule:?}");
+        assert_eq!((at.line, at.column), (4, 11));
+        let (rule, at) = rule_at(&text("safe_state = \"hover\"\n"));
+        assert_eq!(rule, Rule::UnknownState("hover".into()));
+        assert_eq!((at.line, at.column), (4, 14));
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod keys;
 pub mod link;
 pub mod readers;
 pub mod security;
+pub mod silence;
 pub mod tick;
 
 /// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,

@@ -15,6 +15,7 @@
 //! | `ictus/R/tick` | the tick: frame, deadline, state word, stop frame | main |
 //! | `ictus/R/cell/C/H` | host H's elements of cell C, at each publication | writers |
 //! | `ictus/R/status/H` | host H's subsystems' counters, every 100 ms | nodes |
+//! | `ictus/R/beat/H` | host H is there: the last tick frame it heard ([`crate::silence`]) | nodes |
 //! | `ictus/R/outcome/H` | queryable: host H's outcomes and figures, once it ended | nodes |
 //!
 //! Threads: Zenoh's runtime (spawned when the session opens: it inherits the
@@ -61,6 +62,7 @@ use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
 use crate::readers::{ReaderEvent, ReaderWatch};
 use crate::security::Security;
+use crate::silence::Silence;
 use crate::tick::{Arrival, END_FRAME, Tick, TickPublisher, TickSubscriber};
 use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 
@@ -184,6 +186,8 @@ pub struct ZenohLink {
     joined: BTreeSet<usize>,
     /// The readers linked to this host, as they come and go.
     readers: Option<(ReaderWatch, Consumer<ReaderEvent>)>,
+    /// The other hosts' silence: a node's beats and the main host's ticks.
+    silence: Silence,
     queryables: Vec<zenoh::query::Queryable<()>>,
     subscribers: Vec<zenoh::pubsub::Subscriber<()>>,
     // The main host.
@@ -293,6 +297,7 @@ impl ZenohLink {
             watch: None,
             joined: BTreeSet::new(),
             readers: None,
+            silence: Silence::new(schedule.silence_bound()),
             queryables: Vec::new(),
             subscribers: Vec::new(),
             start_word: Arc::new(Mutex::new(None)),
@@ -793,6 +798,7 @@ impl ZenohLink {
         };
         while let Some(a) = ring.pop() {
             let t = a.tick;
+            self.silence.tick(t.frame, a.arrived);
             if t.frame == END_FRAME {
                 continue;
             }
@@ -810,6 +816,7 @@ impl ZenohLink {
             let control = (StateWord::unpack(t.state), t.stop);
             if self.last_control != Some(control) {
                 self.last_control = Some(control);
+                self.silence.stop(t.stop);
                 events.push(LinkEvent::Control {
                     state: control.0,
                     stop_frame: control.1,
@@ -1224,6 +1231,11 @@ impl Link for ZenohLink {
                 .wait()
                 .map_err(zerr)?;
             self.status_pub = Some(p);
+            self.silence
+                .node_ready(&self.session, &self.run, &self.hosts[self.host])?;
+        } else {
+            self.silence
+                .main_ready(&self.session, &self.run, &self.hosts)?;
         }
         self.serve_claims(cells, writes)?;
         self.learn_claims()?;
@@ -1258,6 +1270,8 @@ impl Link for ZenohLink {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
         *self.start_word.lock().unwrap_or_else(|e| e.into_inner()) = Some(word);
+        self.silence
+            .timing(start.epoch, self.tick_period, start.stop_frame);
         let publisher = TickPublisher::new(&self.session, &self.run).map_err(zerr)?;
         let shared = Arc::new(TickShared {
             state: AtomicU64::new(start.state.pack()),
@@ -1315,6 +1329,9 @@ impl Link for ZenohLink {
         if self.start.is_none() && Instant::now() >= self.next_try {
             self.next_try = Instant::now() + Duration::from_millis(50);
             self.start = self.ask_start();
+            if let Some(s) = self.start {
+                self.silence.timing(s.epoch, s.tick, s.stop_frame);
+            }
         }
         self.start
     }
@@ -1325,6 +1342,7 @@ impl Link for ZenohLink {
             s.state.store(state.pack(), Ordering::Relaxed);
             s.stop.store(stop_frame, Ordering::Relaxed);
         }
+        self.silence.stop(stop_frame);
     }
 
     fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent> {
@@ -1359,8 +1377,11 @@ impl Link for ZenohLink {
                     events.extend(status.slots.into_iter().map(LinkEvent::Remote));
                 }
             }
+            let watched: Vec<usize> = self.needed.iter().copied().collect();
+            self.silence.main_poll(watched.into_iter(), &mut events);
         } else {
             self.take_ticks(&mut events);
+            self.silence.node_poll(&mut events);
             if self.last_status.elapsed() >= STATUS_EVERY
                 && let Some(p) = &self.status_pub
             {
@@ -1400,6 +1421,13 @@ impl Link for ZenohLink {
             let mut events = Vec::new();
             // Relaxed: set by the queryable's callback once the main host said it
             // has the hand-over.
+            // A node whose main host fell silent offers it for no longer than the
+            // bound: a main host that comes back in that time still collects it.
+            let deadline = if self.silence.main_silent() {
+                Instant::now() + Duration::from_nanos(self.silence.bound().as_u64())
+            } else {
+                deadline
+            };
             while !self.collected.load(Ordering::Relaxed) && Instant::now() < deadline {
                 self.drain_health(&mut events);
                 if events.contains(&LinkEvent::Left(0)) {

@@ -21,7 +21,7 @@
 //! | from | may publish | may serve (queryable, reply) | may ask |
 //! |---|---|---|---|
 //! | the main host | `tick`, its cells `cell/*/MAIN`, its hub operations `hub/MAIN/*` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
-//! | node H | its cells `cell/*/H`, its status `status/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
+//! | node H | its cells `cell/*/H`, its status `status/H` and beat `beat/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
 //! | reader R (CN `reader:R`) | nothing | nothing | `layout`, `claims/*` |
 //!
 //! and what each host sends on: to a host everything of the run, to a reader only
@@ -266,6 +266,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
             )
         } else {
             publish.push(k(&format!("status/{name}")));
+            publish.push(k(&format!("beat/{name}")));
             (
                 vec![
                     k(&format!("outcome/{name}")),

@@ -50,6 +50,9 @@ pub(super) struct Coordinator<'a, 'scope> {
     pub(super) thread_failed: Vec<bool>,
     /// Hosts that left the run.
     pub(super) hosts_left: BTreeSet<usize>,
+    /// On a node whose main coordinator fell silent: the first frame that counts as
+    /// lost (its subsystems in the safe state from there).
+    pub(super) lost_from: Option<u64>,
     /// Frames after which a missing acknowledgement is reported.
     ack_timeout: u64,
     /// Subsystems whose missing acknowledgement of the state in force was reported.
@@ -185,6 +188,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             complete: true,
             thread_failed: vec![false; n],
             hosts_left: BTreeSet::new(),
+            lost_from: None,
             ack_timeout,
             reported: vec![false; n],
             queue: Vec::new(),
@@ -332,7 +336,31 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         let Some(l) = self.link.as_mut() else {
             return;
         };
-        for event in l.poll(&staged.control, &staged.local) {
+        let events = l.poll(&staged.control, &staged.local);
+        for event in events {
+            let event = match event {
+                // Once the main coordinator fell silent, a node is out of the run:
+                // a late tick changes neither its safe state nor its stop.
+                LinkEvent::Control { .. } if staged.here != 0 && self.lost_from.is_some() => {
+                    continue;
+                }
+                LinkEvent::Silent { host, for_ns } if staged.here != 0 && host == 0 => {
+                    self.main_silent(f, Nanos::new(for_ns));
+                    continue;
+                }
+                LinkEvent::Silent { host, for_ns } => {
+                    if !self.hosts_left.contains(&host) {
+                        self.journal.events.push(format!(
+                            "frame {f}: nothing from host {} for {} (the silence bound is {})",
+                            staged.schedule.hosts[host].name,
+                            Nanos::new(for_ns),
+                            staged.schedule.silence_bound()
+                        ));
+                    }
+                    LinkEvent::Left(host)
+                }
+                other => other,
+            };
             let what = LinkTurn {
                 schedule: staged.schedule,
                 control: &staged.control,
@@ -358,9 +386,55 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         if staged.here != 0 {
             // The main coordinator's stop (and one a lost main set).
             self.stop_frame = self.stop_frame.min(staged.control.stop_frame());
-        } else {
+        } else if let Some(l) = self.link.as_mut() {
             l.command(staged.control.state(), self.stop_frame);
         }
+    }
+
+    /// A node whose main coordinator fell silent for `silent` (no tick): its
+    /// subsystems go to the schedule's safe state from the next frame, the frames
+    /// from there count as lost, and it stops at the first major frame it can
+    /// still announce.
+    fn main_silent(&mut self, f: u64, silent: Nanos) {
+        let staged = self.staged;
+        if !self.hosts_left.insert(0) {
+            return;
+        }
+        let schedule = staged.schedule;
+        let from = f + 1;
+        let safe = staged
+            .states
+            .id(&schedule.safe_state)
+            .unwrap_or(crate::state::StateId::OFF);
+        if staged.control.state().at(from) != safe {
+            let word = self.log.command(safe, from);
+            staged.control.set_state(word);
+        }
+        let at = self.clock.announce(monotonic_now()).max(from);
+        if at < self.stop_frame {
+            self.stop_frame = at;
+            staged.control.set_stop_frame(at);
+        }
+        self.lost_from = Some(self.lost_from.map_or(from, |l| l.min(from)));
+        self.complete = false;
+        let msg = format!(
+            "no tick from the main coordinator (host {}) for {silent}, past the silence \
+             bound of {}: from frame {from} this host's subsystems are in state {}, the \
+             frames from there count as lost, and it stops at frame {}",
+            schedule.hosts[0].name,
+            schedule.silence_bound(),
+            staged.states.name(safe),
+            self.stop_frame
+        );
+        self.journal.warn(
+            f,
+            WarningId::HostLost,
+            msg,
+            "the main host died, stalled or its link was cut; see its output and the \
+             link, then start the run again from the main host (`silence` in the \
+             schedule sets the bound)"
+                .into(),
+        );
     }
 
     /// The live view (`ictus ctl status`, the status hook) at frame `f`.
@@ -762,6 +836,8 @@ impl LinkTurn<'_> {
             }
             LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
             LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
+            // The coordinator acts on a silence itself (Coordinator::other_hosts).
+            LinkEvent::Silent { .. } => Turn::Nothing,
             LinkEvent::Reader {
                 name,
                 from,

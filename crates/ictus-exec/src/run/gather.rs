@@ -172,7 +172,12 @@ impl Coordinator<'_, '_> {
             .iter()
             .find(|c| c.slot == k)
             .and_then(|c| c.exited.clone().filter(|_| outcome.is_none()));
-        let lost = due.saturating_sub(frames_run + overruns);
+        let mut lost = due.saturating_sub(frames_run + overruns);
+        if let Some(from) = self.lost_from {
+            // The main coordinator fell silent: what ran from there ran without its
+            // beat, in the safe state.
+            lost = lost.max(due.saturating_sub(spec.releases_before(from)));
+        }
         if lost > 0 {
             // Frames a subsystem was due and neither ran nor overran: it
             // crashed, left (a child that lost its coordinator), or never
@@ -258,6 +263,13 @@ impl Coordinator<'_, '_> {
         outcome: Option<&ThreadOutcome>,
     ) -> String {
         let hosts = &self.staged.schedule.hosts;
+        if let Some(from) = self.lost_from {
+            return format!(
+                "the main coordinator {} fell silent: from frame {from} it ran in the safe \
+                 state {} or not at all",
+                hosts[0].name, self.staged.schedule.safe_state
+            );
+        }
         match (crashed, outcome.map(|o| o.end.as_str())) {
             (Some(c), _) => format!("its process {c}"),
             (None, None) if self.hosts_left.contains(&spec.host) => {
