@@ -1359,7 +1359,17 @@ impl Link for ZenohLink {
                 .map(|(from, what)| LinkEvent::Refused { from, what }),
         );
         if let Some(hubs) = &self.hub_link {
-            events.extend(hubs.reports().iter().map(|r| LinkEvent::Hub(r.to_string())));
+            events.extend(hubs.reports().into_iter().map(|r| match r {
+                // A count past its bound is a refusal like any other: reported
+                // as the sender's, and the run is not clean.
+                ictus_exec::hub::remote::HubReport::Refused { ref host, .. } => {
+                    LinkEvent::Refused {
+                        from: host.clone(),
+                        what: r.to_string(),
+                    }
+                }
+                other => LinkEvent::Hub(other.to_string()),
+            }));
         }
         if let Some((_, ring)) = self.readers.as_mut() {
             while let Some(r) = ring.pop() {

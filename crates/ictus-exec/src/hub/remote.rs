@@ -96,6 +96,20 @@ pub enum HubOp {
     Table(Vec<u64>),
 }
 
+impl HubOp {
+    /// The operation's name and count, for those whose count the receiver acts
+    /// on once per unit (checked against [`MAX_COUNT`]).
+    pub fn count(&self) -> Option<(&'static str, u32)> {
+        match *self {
+            HubOp::Give(n) => Some(("Give", n)),
+            HubOp::Demand(n) => Some(("Demand", n)),
+            HubOp::Grant(n) => Some(("Grant", n)),
+            HubOp::Release(n) => Some(("Release", n)),
+            _ => None,
+        }
+    }
+}
+
 /// A [`HubOp`] on hub `hub` (its index in the run's hub table, the same on
 /// every host).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +172,22 @@ pub enum HubReport {
         /// The host that held it.
         host: String,
     },
+    /// Host `host` sent a count past [`MAX_COUNT`] (`what`, in words): refused,
+    /// nothing of it applied. Reported once per host and operation.
+    Refused {
+        /// The host.
+        host: String,
+        /// What it sent.
+        what: String,
+    },
 }
+
+/// The largest count a hub operation across hosts may carry, and the most
+/// demands one host may have waiting at a home: a `Give`, `Demand`, `Grant` or
+/// `Release` of more is refused ([`HubReport::Refused`]), never looped over or
+/// queued. A proxy sends a count of the waits (one per waiting thread) or gives
+/// (since its relay's last pass) of one hub on its host: far below it.
+pub const MAX_COUNT: u32 = 1 << 16;
 
 impl std::fmt::Display for HubReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,6 +215,11 @@ impl std::fmt::Display for HubReport {
             HubReport::Released { hub, host } => write!(
                 f,
                 "resource `{hub}` was held by host `{host}`, which left: released"
+            ),
+            HubReport::Refused { host, what } => write!(
+                f,
+                "host `{host}` sent {what}, past the bound of {MAX_COUNT}: refused, nothing \
+                 of it applied"
             ),
         }
     }
@@ -264,6 +298,8 @@ struct Shared {
     /// Per hub homed here that other hosts use: its server.
     servers: Vec<Option<Server>>,
     reports: Mutex<Vec<HubReport>>,
+    /// What was refused, by host and kind (reported once each).
+    refused: Mutex<std::collections::BTreeSet<(usize, String)>>,
     /// Per host: `None` once it joined (send at once), else what waits for it.
     held: Mutex<Vec<Option<Vec<HubMsg>>>>,
 }
@@ -402,6 +438,7 @@ impl HubNode {
             ),
             servers,
             reports: Mutex::new(Vec::new()),
+            refused: Mutex::new(std::collections::BTreeSet::new()),
             held: Mutex::new(
                 (0..hosts.len())
                     .map(|_| (joining == Joining::Announced).then(Vec::new))
@@ -453,6 +490,12 @@ impl HubNode {
             return;
         }
         if lock(&s.peers)[from] != Peer::Same {
+            return;
+        }
+        if let Some((name, n)) = msg.op.count()
+            && n > MAX_COUNT
+        {
+            s.refuse(from, format!("a {name} of {n}"));
             return;
         }
         let i = msg.hub as usize;
@@ -635,6 +678,29 @@ impl Shared {
             Some(Some(waiting)) => waiting.push(msg),
             _ => self.wire.send(to, msg),
         }
+    }
+
+    /// Refuses what host `from` sent (`what`), reported once per host and kind
+    /// (the words before " of").
+    fn refuse(&self, from: usize, what: String) {
+        let kind = what.split(" of ").next().unwrap_or_default().to_string();
+        if lock(&self.refused).insert((from, kind)) {
+            self.report(HubReport::Refused {
+                host: self.hosts[from].clone(),
+                what,
+            });
+        }
+    }
+
+    /// Whether host `from` may have `n` more demands waiting in `queue` (at most
+    /// [`MAX_COUNT`] in all); refused and reported when not.
+    fn may_wait(&self, queue: &VecDeque<usize>, from: usize, n: u32) -> bool {
+        let waiting = queue.iter().filter(|&&q| q == from).count();
+        let ok = waiting + n as usize <= MAX_COUNT as usize;
+        if !ok {
+            self.refuse(from, format!("a Demand of {n} with {waiting} waiting"));
+        }
+        ok
     }
 
     fn report(&self, r: HubReport) {
@@ -918,7 +984,9 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         let seen = server.seen();
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
+                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&queue, from, n) => {
+                    queue.extend((0..n).map(|_| from));
+                }
                 Cmd::Left(host) => queue.retain(|&q| q != host),
                 Cmd::Op(..) => {}
             }
@@ -1096,7 +1164,9 @@ fn serve_port(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>, bytes: 
         for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
-                Cmd::Op(from, HubOp::Demand(n)) => demands.extend((0..n).map(|_| from)),
+                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&demands, from, n) => {
+                    demands.extend((0..n).map(|_| from));
+                }
                 Cmd::Op(from, HubOp::Taken) if claimed == Some(from) => {
                     port.taken(park);
                     claimed = None;
@@ -1187,7 +1257,9 @@ fn serve_resource(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         let seen = server.seen();
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Op(from, HubOp::Demand(n)) => queue.extend((0..n).map(|_| from)),
+                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&queue, from, n) => {
+                    queue.extend((0..n).map(|_| from));
+                }
                 // One release per grant: a host holds the resource once at a
                 // time (its own lock orders its threads).
                 Cmd::Op(from, HubOp::Release(_)) if holder == Some(from) => {
@@ -1433,6 +1505,52 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         panic!("h2 never reported h1's table");
+    }
+
+    #[test]
+    fn a_count_past_its_bound_is_refused_reported_once_and_never_looped_over() {
+        let sut = two(&[HubDecl::semaphore("s", 1).at("h2")]);
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        // The tables agreed: the initial token crossed.
+        assert!(remote.semaphore("s").unwrap().take_timeout(LONG).unwrap());
+        let from_h1 = |op| sut.nodes[1].deliver(0, HubMsg { hub: 0, op });
+        // 2^32 - 1 gives would loop for minutes and demands allocate 32 GiB.
+        from_h1(HubOp::Give(u32::MAX));
+        from_h1(HubOp::Give(MAX_COUNT + 1));
+        assert_eq!(home.semaphore("s").unwrap().count(), 0, "nothing given");
+        from_h1(HubOp::Demand(u32::MAX));
+        // Within the bound one at a time, but not past it in all.
+        from_h1(HubOp::Demand(MAX_COUNT));
+        from_h1(HubOp::Demand(1));
+        let deadline = Instant::now() + LONG;
+        let mut reports = Vec::new();
+        while Instant::now() < deadline && reports.len() < 2 {
+            reports.extend(sut.nodes[1].reports());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let words: Vec<String> = reports.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            words,
+            [
+                format!(
+                    "host `h1` sent a Give of {}, past the bound of {MAX_COUNT}: refused, \
+                     nothing of it applied",
+                    u32::MAX
+                ),
+                format!(
+                    "host `h1` sent a Demand of {}, past the bound of {MAX_COUNT}: refused, \
+                     nothing of it applied",
+                    u32::MAX
+                ),
+            ]
+        );
+        // The demand past the bound in all: the server refuses it as a Demand too,
+        // already reported once for h1.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(sut.nodes[1].reports().is_empty());
+        // A give within the bound still crosses.
+        assert!(remote.semaphore("s").unwrap().give());
+        drop(sut.nodes);
     }
 
     #[test]
