@@ -1020,3 +1020,173 @@ fn a_node_that_falls_silent_is_lost_to_the_main_host_within_the_bound() {
     // h2 kept its beat.
     exits(&o2, 0);
 }
+
+/// Three hosts in network namespaces of `bench/netns.sh` (`PREFIX-h1..h3` joined by
+/// veth pairs to a bridge), made for one test and removed on drop, also when the
+/// test fails. `None` (the test skipped, saying why) where they cannot be made.
+struct Namespaces {
+    prefix: String,
+    subnet: String,
+}
+
+impl Namespaces {
+    fn script() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/netns.sh")
+    }
+
+    fn netns(&self, what: &str) -> std::process::Command {
+        let mut c = std::process::Command::new("bash");
+        c.arg(Self::script())
+            .arg(what)
+            .env("PREFIX", &self.prefix)
+            .env("SUBNET", &self.subnet)
+            .env("HOSTS", "3");
+        c
+    }
+
+    fn up(test: &str) -> Option<Namespaces> {
+        let why = if !nix_is_root() {
+            Some("network namespaces need root".to_string())
+        } else if std::process::Command::new("ip").arg("-V").output().is_err() {
+            Some("the ip command (iproute2) is missing".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            ictus_os::testing::skipped(test, &why);
+            return None;
+        }
+        let pid = std::process::id();
+        let ns = Namespaces {
+            prefix: format!("it{}", pid % 1_000_000),
+            subnet: format!("10.79.{}", pid % 250),
+        };
+        let out = ns.netns("up").output().unwrap();
+        if !out.status.success() {
+            let _ = ns.netns("down").output();
+            ictus_os::testing::skipped(
+                test,
+                &format!(
+                    "bench/netns.sh up failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            );
+            return None;
+        }
+        Some(ns)
+    }
+
+    /// Host `i`'s (1 to 3) namespace.
+    fn host(&self, i: usize) -> String {
+        format!("{}-h{i}", self.prefix)
+    }
+
+    /// Host `i`'s address.
+    fn address(&self, i: usize) -> String {
+        format!("{}.{i}", self.subnet)
+    }
+
+    /// `ictus ARGS` in host `i`'s namespace, its run folder `run_dir`.
+    fn spawn(&self, i: usize, run_dir: &std::path::Path, args: &[&str]) -> Child {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &self.host(i)])
+            .arg(assert_cmd::cargo::cargo_bin("ictus"))
+            .args(args)
+            .env("ICTUS_RUN_DIR", run_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Cuts host `i`'s link: its end of the veth down.
+    fn cut(&self, i: usize) {
+        let ok = std::process::Command::new("ip")
+            .args(["-n", &self.host(i), "link", "set", "eth0", "down"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cutting {}'s link", self.host(i));
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        let _ = self.netns("down").output();
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost() {
+    let test = "a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost";
+    let _turn = common::one_at_a_time();
+    let Some(ns) = Namespaces::up(test) else {
+        return;
+    };
+    let (dir, name) = scratch_run("linkcut");
+    let path = three_hosts(dir.path(), &name);
+    // The ring of three_hosts, each host at its namespace's address.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (i, a) in addresses(&path).iter().enumerate() {
+        text = text.replace(a, &format!("{}:7447", ns.address(i + 1)));
+    }
+    std::fs::write(&path, text).unwrap();
+    let file = path.to_str().unwrap();
+    let node = |i, host| {
+        ns.spawn(
+            i,
+            dir.path(),
+            &["node", file, "--host", host, "--json", "--quiet"],
+        )
+    };
+    let (h2, h3) = (node(2, "h2"), node(3, "h3"));
+    let main = ns.spawn(
+        1,
+        dir.path(),
+        &["run", file, "--duration", "5s", "--json", "--quiet"],
+    );
+    wait_for_socket(dir.path(), &name);
+    std::thread::sleep(Duration::from_millis(1500));
+    ns.cut(3);
+    let cut = std::time::Instant::now();
+    let o3 = finish(h3, Duration::from_secs(60));
+    let took = cut.elapsed();
+    let out = finish(main, Duration::from_secs(60));
+    let o2 = finish(h2, Duration::from_secs(60));
+    // h3, cut off: no tick, so its subsystems in the safe state and its frames lost.
+    acted_on_the_main_hosts_silence("h3", &o3);
+    assert!(
+        took < Duration::from_secs(2),
+        "h3 took {took:?} to end after its link was cut"
+    );
+    // The main host: no beat from h3, so B's frames lost from there, exit 3.
+    exits(&out, 3);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events = events(&r);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("nothing from host h3 for")),
+        "{events:?}"
+    );
+    assert!(
+        subsystem(&r, "B")["metrics"]["lost_frames"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // h2 kept its beat.
+    exits(&o2, 0);
+    assert!(shm_left(&name).is_empty());
+}
