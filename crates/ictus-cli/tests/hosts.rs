@@ -1127,16 +1127,15 @@ fn nix_is_root() -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost() {
-    let test = "a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost";
-    let _turn = common::one_at_a_time();
-    let Some(ns) = Namespaces::up(test) else {
-        return;
-    };
-    let (dir, name) = scratch_run("linkcut");
+/// The ring of [`common::three_hosts`] in network namespaces, each host at its
+/// namespace's address: `(dir, name, main, h2, h3)`, the nodes started first.
+fn start_ns_ring(
+    ns: &Namespaces,
+    tag: &str,
+    duration: &str,
+) -> (tempfile::TempDir, String, Child, Child, Child) {
+    let (dir, name) = scratch_run(tag);
     let path = three_hosts(dir.path(), &name);
-    // The ring of three_hosts, each host at its namespace's address.
     let mut text = std::fs::read_to_string(&path).unwrap();
     for (i, a) in addresses(&path).iter().enumerate() {
         text = text.replace(a, &format!("{}:7447", ns.address(i + 1)));
@@ -1154,9 +1153,20 @@ fn a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_l
     let main = ns.spawn(
         1,
         dir.path(),
-        &["run", file, "--duration", "5s", "--json", "--quiet"],
+        &["run", file, "--duration", duration, "--json", "--quiet"],
     );
     wait_for_socket(dir.path(), &name);
+    (dir, name, main, h2, h3)
+}
+
+#[test]
+fn a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost() {
+    let test = "a_node_whose_link_is_cut_goes_to_the_safe_state_and_the_main_host_counts_it_lost";
+    let _turn = common::one_at_a_time();
+    let Some(ns) = Namespaces::up(test) else {
+        return;
+    };
+    let (_dir, name, main, h2, h3) = start_ns_ring(&ns, "linkcut", "5s");
     std::thread::sleep(Duration::from_millis(1500));
     ns.cut(3);
     let cut = std::time::Instant::now();

@@ -60,6 +60,9 @@ pub enum WarningId {
     HostLost,
     /// Another host sent what was not its to send (a run across hosts): refused.
     LinkRefused,
+    /// Cell publications of another host never arrived (a run across hosts): a full
+    /// queue on the way dropped them (latest value wins).
+    LinkDropped,
     /// A run across hosts on links without authentication (`--insecure`).
     InsecureLinks,
     /// A subsystem's `run` (or `shutdown`) returned an error.
@@ -109,6 +112,7 @@ impl WarningId {
             WarningId::CellTorn => "cell-torn",
             WarningId::HostLost => "host-lost",
             WarningId::LinkRefused => "link-refused",
+            WarningId::LinkDropped => "link-dropped",
             WarningId::InsecureLinks => "insecure-links",
             WarningId::SubsystemError => "subsystem-error",
             WarningId::PmQosRefused => "pm-qos-refused",
@@ -164,6 +168,7 @@ mod tests {
             WarningId::Hz,
             WarningId::HostLost,
             WarningId::LinkRefused,
+            WarningId::LinkDropped,
             WarningId::InsecureLinks,
             WarningId::SubsystemError,
             WarningId::Overrun,

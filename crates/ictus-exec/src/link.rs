@@ -137,6 +137,15 @@ pub enum LinkEvent {
         /// How long nothing came, ns.
         for_ns: u64,
     },
+    /// Cell publications of host `from` never reached this host: `total` so far
+    /// (gaps in its numbering; a full queue on the way dropped them). Reported at
+    /// most once a second per sender, when the total grew.
+    Dropped {
+        /// The sender.
+        from: String,
+        /// Its publications that never came, so far.
+        total: u64,
+    },
     /// A reader (a tool with a reader's certificate) linked to this host, or its
     /// link closed. A reader gets what it can take; nothing of the run waits on it.
     Reader {

@@ -222,6 +222,16 @@ pub struct RefusedFigure {
     pub count: u64,
 }
 
+/// Publications of one sender that never reached a host (gaps in the sender's
+/// numbering: dropped on a full queue on the way).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedFigure {
+    /// The sender (a host of the schedule).
+    pub from: String,
+    /// Its cell publications that never came.
+    pub count: u64,
+}
+
 /// One host's view of the link, in the run's report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostReport {
@@ -257,6 +267,10 @@ pub struct HostReport {
     /// What this host refused of what the others sent, by sender and kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedFigure>,
+    /// The other hosts' cell publications that never came, by sender (none: not
+    /// listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedFigure>,
     /// Where the cells' time went, stage by stage, in [`LinkStage::ALL`]'s order: the
     /// sending stages as this host forwarded, the receiving ones as it received.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 
 use thiserror::Error;
 
+pub mod gaps;
 pub mod guard;
 pub mod health;
 pub mod hubs;

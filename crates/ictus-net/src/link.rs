@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 use zenoh::Wait;
 use zenoh::qos::{CongestionControl, Priority};
 
+use crate::gaps::{Attachment, Gaps};
 use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
 use crate::readers::{ReaderEvent, ReaderWatch};
@@ -237,6 +238,11 @@ pub struct ZenohLink {
     /// The stages' delays: the sending ones (the forwarder's, once it ended) and the
     /// receiving ones (the cell subscriber's).
     stages: Arc<Mutex<Stages>>,
+    /// The other hosts' publications that never came (shared with the intake), and
+    /// the counts last reported.
+    gaps: Arc<Mutex<Gaps>>,
+    dropped_told: Vec<u64>,
+    dropped_next: Instant,
 }
 
 impl ZenohLink {
@@ -328,6 +334,9 @@ impl ZenohLink {
             forward_delay: Arc::new(Mutex::new(LatencyHistogram::new())),
             hub_link: None,
             stages: Arc::new(Mutex::new(Stages::new())),
+            gaps: Arc::new(Mutex::new(Gaps::new(0, 0))),
+            dropped_told: Vec::new(),
+            dropped_next: Instant::now(),
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -481,6 +490,8 @@ impl ZenohLink {
         mine: &[(usize, Vec<Range<usize>>)],
     ) -> Result<(), String> {
         *self.arrivals.lock().unwrap_or_else(|e| e.into_inner()) = vec![None; cells.len()];
+        *self.gaps.lock().unwrap_or_else(|e| e.into_inner()) =
+            Gaps::new(cells.len(), self.hosts.len());
         let intake = Arc::new(Intake {
             cells: cells.clone(),
             here: self.host,
@@ -491,6 +502,7 @@ impl ZenohLink {
             stages: Arc::clone(&self.stages),
             offset: Arc::clone(&self.offset_ns),
             arrivals: Arc::clone(&self.arrivals),
+            gaps: Arc::clone(&self.gaps),
         });
         self.intake = Some(Arc::clone(&intake));
         let prefix = self.key("cell/");
@@ -505,10 +517,17 @@ impl ZenohLink {
                     .strip_prefix(&prefix)
                     .unwrap_or_default();
                 let (name, host) = rest.split_once('/').unwrap_or((rest, ""));
-                let handed = sample
+                let (handed, number) = sample
                     .attachment()
-                    .and_then(|a| handed_stamp(&a.to_bytes()));
-                intake.arrive(name, host, &sample.payload().to_bytes(), now, handed);
+                    .map_or((None, None), |a| Attachment::decode(&a.to_bytes()));
+                intake.arrive(
+                    name,
+                    host,
+                    &sample.payload().to_bytes(),
+                    now,
+                    handed,
+                    number,
+                );
             })
             .wait()
             .map_err(zerr)?;
@@ -614,7 +633,7 @@ impl ZenohLink {
                             .set_claims(*h, claims);
                         let now = monotonic_now();
                         for (cell, bytes) in held {
-                            intake.take(cell, *h, &bytes, now, None);
+                            let _ = intake.take(cell, *h, &bytes, now, None);
                         }
                         false
                     });
@@ -665,6 +684,7 @@ impl ZenohLink {
                 let mut delay = LatencyHistogram::new();
                 let mut sending = Stages::new();
                 let mut last = vec![u64::MAX; writes.len()];
+                let mut numbers = vec![0u64; writes.len()];
                 let mut bufs: Vec<Vec<u8>> =
                     writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect();
                 let mut out = Vec::new();
@@ -694,9 +714,14 @@ impl ZenohLink {
                         out.clear();
                         p.encode(&mut out);
                         let encoded = monotonic_now();
+                        numbers[i] += 1;
+                        let attachment = Attachment {
+                            handed: encoded.as_u64(),
+                            number: numbers[i],
+                        };
                         let put = publishers[i]
                             .put(out.clone())
-                            .attachment(encoded.as_u64().to_le_bytes().to_vec())
+                            .attachment(attachment.encode().to_vec())
                             .wait();
                         let returned = monotonic_now();
                         if put.is_ok() {
@@ -959,12 +984,6 @@ impl Stages {
     }
 }
 
-/// The stamp a publication's attachment carries (docs/wire.md): when its sender
-/// handed it to Zenoh, on the sender's clock. `None` for any other attachment.
-fn handed_stamp(attachment: &[u8]) -> Option<u64> {
-    Some(u64::from_le_bytes(attachment.try_into().ok()?))
-}
-
 /// One host's elements of one cell, as published: the writer's host, its clock
 /// offset to the main host, the stamp of the publication on its clock, and each
 /// range with its offset in the cell.
@@ -1047,12 +1066,23 @@ struct Intake {
     stages: Arc<Mutex<Stages>>,
     offset: Arc<AtomicU64>,
     arrivals: Arc<Mutex<Arrivals>>,
+    /// The publications of each sender that never came.
+    gaps: Arc<Mutex<Gaps>>,
 }
 
 impl Intake {
     /// A publication of cell `name` under host name `host`'s key.
-    /// `handed`: when the sender handed it to Zenoh, on its clock (the attachment).
-    fn arrive(&self, name: &str, host: &str, bytes: &[u8], now: Nanos, handed: Option<u64>) {
+    /// `handed`: when the sender handed it to Zenoh, on its clock, and `number` its
+    /// number (the attachment).
+    fn arrive(
+        &self,
+        name: &str,
+        host: &str,
+        bytes: &[u8],
+        now: Nanos,
+        handed: Option<u64>,
+        number: Option<u64>,
+    ) {
         let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
         let Some(h) = guard.host(host) else {
             guard.refuse(None, Refusal::UnknownHost);
@@ -1075,17 +1105,26 @@ impl Intake {
             return;
         }
         drop(guard);
-        self.take(cell, h, bytes, now, handed);
+        if self.take(cell, h, bytes, now, handed)
+            && let Some(n) = number
+        {
+            self.gaps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .seen(cell, h, n);
+        }
     }
 
     /// Checks and copies host `h`'s publication of `cell`, once its claims are known;
     /// `now` is its arrival, `handed` when the sender gave it to Zenoh (its clock).
-    fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos, handed: Option<u64>) {
+    /// Whether it was taken (not refused).
+    fn take(&self, cell: usize, h: usize, bytes: &[u8], now: Nanos, handed: Option<u64>) -> bool {
         let refused = |why| {
             self.guard
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .refuse(Some(h), why);
+            false
         };
         let Some(p) = Publication::decode(bytes) else {
             return refused(Refusal::Undecodable(cell));
@@ -1130,7 +1169,7 @@ impl Intake {
         // A copy made before any publication (the initial values) has no stamp, so
         // no delay.
         if p.stamp == 0 {
-            return;
+            return true;
         }
         // The writer's stamps on the main clock, then on this host's.
         // Relaxed: a measured figure, set once before cells flow.
@@ -1146,6 +1185,7 @@ impl Intake {
             stages.record(LinkStage::Transit, since(here(handed)));
         }
         stages.record(LinkStage::Copy, copied.saturating_sub(now));
+        true
     }
 }
 
@@ -1371,6 +1411,25 @@ impl Link for ZenohLink {
                 other => LinkEvent::Hub(other.to_string()),
             }));
         }
+        if Instant::now() >= self.dropped_next {
+            self.dropped_next = Instant::now() + Duration::from_secs(1);
+            let dropped = self
+                .gaps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .dropped()
+                .to_vec();
+            self.dropped_told.resize(dropped.len(), 0);
+            for (h, total) in dropped.into_iter().enumerate() {
+                if total > self.dropped_told[h] {
+                    self.dropped_told[h] = total;
+                    events.push(LinkEvent::Dropped {
+                        from: self.hosts[h].clone(),
+                        total,
+                    });
+                }
+            }
+        }
         if let Some((_, ring)) = self.readers.as_mut() {
             while let Some(r) = ring.pop() {
                 events.push(LinkEvent::Reader {
@@ -1555,6 +1614,19 @@ impl Link for ZenohLink {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .figures(),
+            dropped: self
+                .gaps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .dropped()
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| n > 0)
+                .map(|(h, &count)| ictus_exec::report::DroppedFigure {
+                    from: self.hosts[h].clone(),
+                    count,
+                })
+                .collect(),
             stages: self
                 .stages
                 .lock()
@@ -1720,11 +1792,15 @@ mod tests {
     }
 
     #[test]
-    fn the_handed_stamp_reads_back_and_another_attachment_is_none() {
+    fn the_attachment_reads_back_and_another_size_is_none() {
+        let a = Attachment {
+            handed: 987_654_321,
+            number: 12,
+        };
         assert_eq!(
-            handed_stamp(&987_654_321u64.to_le_bytes()),
-            Some(987_654_321)
+            Attachment::decode(&a.encode()),
+            (Some(987_654_321), Some(12))
         );
-        assert_eq!(handed_stamp(&[1, 2, 3]), None);
+        assert_eq!(Attachment::decode(&[1, 2, 3]), (None, None));
     }
 }

@@ -86,7 +86,9 @@ impl Silence {
         let p = session
             .declare_publisher(key(run, host))
             .congestion_control(CongestionControl::Drop)
-            .priority(Priority::InteractiveHigh)
+            // With the cells and the tick: a host whose link is busy with its cells
+            // still beats.
+            .priority(Priority::RealTime)
             .express(true)
             .wait()
             .map_err(|e| e.to_string())?;

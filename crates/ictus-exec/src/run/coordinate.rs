@@ -53,6 +53,10 @@ pub(super) struct Coordinator<'a, 'scope> {
     /// On a node whose main coordinator fell silent: the first frame that counts as
     /// lost (its subsystems in the safe state from there).
     pub(super) lost_from: Option<u64>,
+    /// On the main coordinator: the nodes that fell silent, and the frame from which
+    /// their subsystems' frames count as lost (also if the node comes back and
+    /// hands its outcomes over: the run went on without it).
+    pub(super) silent_from: BTreeMap<usize, u64>,
     /// Frames after which a missing acknowledgement is reported.
     ack_timeout: u64,
     /// Subsystems whose missing acknowledgement of the state in force was reported.
@@ -189,6 +193,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             thread_failed: vec![false; n],
             hosts_left: BTreeSet::new(),
             lost_from: None,
+            silent_from: BTreeMap::new(),
             ack_timeout,
             reported: vec![false; n],
             queue: Vec::new(),
@@ -350,6 +355,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 }
                 LinkEvent::Silent { host, for_ns } => {
                     if !self.hosts_left.contains(&host) {
+                        self.silent_from.entry(host).or_insert(f);
                         self.journal.events.push(format!(
                             "frame {f}: nothing from host {} for {} (the silence bound is {})",
                             staged.schedule.hosts[host].name,
@@ -838,6 +844,28 @@ impl LinkTurn<'_> {
             LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
             // The coordinator acts on a silence itself (Coordinator::other_hosts).
             LinkEvent::Silent { .. } => Turn::Nothing,
+            LinkEvent::Dropped { from, total } => {
+                let msg = format!(
+                    "cell publications from host {from} were dropped on the way ({total} \
+                     so far): this host computed on the values before them"
+                );
+                Turn::Warning(
+                    format!("frame {f}: {msg}"),
+                    RunWarning {
+                        id: WarningId::LinkDropped,
+                        message: format!(
+                            "cell publications from host {from} were dropped on the way: \
+                             this host computed on the values before them"
+                        ),
+                        advice: Some(
+                            "a queue on the way was full: that host's link, or this \
+                             host, could not keep up for a while; the count per sender is \
+                             in the host's cell figures (`dropped`)"
+                                .into(),
+                        ),
+                    },
+                )
+            }
             LinkEvent::Reader {
                 name,
                 from,

@@ -173,9 +173,10 @@ impl Coordinator<'_, '_> {
             .find(|c| c.slot == k)
             .and_then(|c| c.exited.clone().filter(|_| outcome.is_none()));
         let mut lost = due.saturating_sub(frames_run + overruns);
-        if let Some(from) = self.lost_from {
-            // The main coordinator fell silent: what ran from there ran without its
-            // beat, in the safe state.
+        if let Some(from) = self.lost_from.or(self.silent_from.get(&spec.host).copied()) {
+            // The main coordinator fell silent (on a node: what ran from there ran
+            // without its beat, in the safe state), or this subsystem's host did (on
+            // the main one: the run went on without it from there).
             lost = lost.max(due.saturating_sub(spec.releases_before(from)));
         }
         if lost > 0 {
@@ -263,6 +264,12 @@ impl Coordinator<'_, '_> {
         outcome: Option<&ThreadOutcome>,
     ) -> String {
         let hosts = &self.staged.schedule.hosts;
+        if let Some(from) = self.silent_from.get(&spec.host) {
+            return format!(
+                "its host {} fell silent at frame {from}: the run went on without it",
+                hosts[spec.host].name
+            );
+        }
         if let Some(from) = self.lost_from {
             return format!(
                 "the main coordinator {} fell silent: from frame {from} it ran in the safe \

@@ -232,6 +232,10 @@ pub struct CellMetrics {
     /// are the run's `link-refused` warnings.
     #[serde(default)]
     pub refused: f64,
+    /// Other hosts' cell publications that never came (dropped on a full queue on
+    /// the way), all senders; the senders are the run's `link-dropped` warnings.
+    #[serde(default)]
+    pub dropped: f64,
 }
 
 /// A forwarding host's cells.
@@ -367,6 +371,7 @@ mod tests {
                 cells_sent: 10.0,
                 cells_received: 9.0,
                 refused: 2.0,
+                dropped: 3.0,
             },
         );
         round_trip(&cells, "cell-latency");
