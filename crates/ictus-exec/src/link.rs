@@ -146,6 +146,10 @@ pub enum LinkEvent {
         /// Its publications that never came, so far.
         total: u64,
     },
+    /// Something arrived late (a cell past the frame after its writer's, a tick past
+    /// one tick after its deadline), in words: which frame, from which host to which,
+    /// how late and where its time went; or how many more were late in a second.
+    Late(String),
     /// A reader (a tool with a reader's certificate) linked to this host, or its
     /// link closed. A reader gets what it can take; nothing of the run waits on it.
     Reader {

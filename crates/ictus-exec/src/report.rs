@@ -271,6 +271,11 @@ pub struct HostReport {
     /// listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<DroppedFigure>,
+    /// Arrivals on this host after they were due (cells past the frame after their
+    /// writer's, ticks past one tick after their deadline), each named or counted in
+    /// the run's events.
+    #[serde(default)]
+    pub late: u64,
     /// Where the cells' time went, stage by stage, in [`LinkStage::ALL`]'s order: the
     /// sending stages as this host forwarded, the receiving ones as it received.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -32,6 +32,7 @@ pub mod health;
 pub mod hubs;
 pub mod join;
 pub mod keys;
+pub mod late;
 pub mod link;
 pub mod readers;
 pub mod security;

@@ -61,6 +61,7 @@ use zenoh::qos::{CongestionControl, Priority};
 use crate::gaps::{Attachment, Gaps};
 use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
+use crate::late::Lateness;
 use crate::readers::{ReaderEvent, ReaderWatch};
 use crate::security::Security;
 use crate::silence::Silence;
@@ -82,6 +83,11 @@ const LIVENESS_CHECK: Duration = Duration::from_millis(200);
 /// Setup requests the main host answers at once; more are refused ("busy") and
 /// asked again by their node.
 const SETUP_IN_FLIGHT: usize = 64;
+/// Late arrivals a node's status may name (it names at most
+/// [`crate::late::NAMED_PER_SECOND`] and a count a second, a status every 100 ms),
+/// and the characters of each kept.
+const LATE_PER_STATUS: usize = 32;
+const LATE_WORDS_MAX: usize = 400;
 /// The version of the wire format (docs/wire.md), in the layout a run serves.
 pub const WIRE_VERSION: u32 = 1;
 
@@ -149,6 +155,9 @@ struct CellCounts {
 struct NodeStatus {
     slots: Vec<RemoteSlot>,
     tick: TickFigures,
+    /// What came late on the node since its last status, in words.
+    #[serde(default)]
+    late: Vec<String>,
 }
 
 /// A node's tick lateness, for the live view.
@@ -243,6 +252,10 @@ pub struct ZenohLink {
     gaps: Arc<Mutex<Gaps>>,
     dropped_told: Vec<u64>,
     dropped_next: Instant,
+    /// What arrived late here (shared with the intake), and on a node what the
+    /// next status takes to the main host.
+    lateness: Arc<Mutex<Lateness>>,
+    late_words: Vec<String>,
 }
 
 impl ZenohLink {
@@ -337,6 +350,8 @@ impl ZenohLink {
             gaps: Arc::new(Mutex::new(Gaps::new(0, 0))),
             dropped_told: Vec::new(),
             dropped_next: Instant::now(),
+            lateness: Arc::new(Mutex::new(Lateness::new(&schedule.hosts[host].name))),
+            late_words: Vec::new(),
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -503,6 +518,8 @@ impl ZenohLink {
             offset: Arc::clone(&self.offset_ns),
             arrivals: Arc::clone(&self.arrivals),
             gaps: Arc::clone(&self.gaps),
+            lateness: Arc::clone(&self.lateness),
+            hosts: self.hosts.clone(),
         });
         self.intake = Some(Arc::clone(&intake));
         let prefix = self.key("cell/");
@@ -836,6 +853,10 @@ impl ZenohLink {
             self.last_tick = Some(self.last_tick.map_or(t.frame, |l| l.max(t.frame)));
             let deadline = i128::from(t.deadline.as_u64()) + i128::from(offset);
             let late = (i128::from(a.arrived.as_u64()) - deadline).max(0) as u64;
+            self.lateness
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .tick(t.frame, Nanos::new(deadline.max(0) as u64), a.arrived);
             self.tick_lateness.record(Nanos::new(late));
             self.recent_late = Some(self.recent_late.map_or(late, |r| r.max(late)));
             let control = (StateWord::unpack(t.state), t.stop);
@@ -1068,6 +1089,9 @@ struct Intake {
     arrivals: Arc<Mutex<Arrivals>>,
     /// The publications of each sender that never came.
     gaps: Arc<Mutex<Gaps>>,
+    /// What arrived late, and the hosts' names to say it.
+    lateness: Arc<Mutex<Lateness>>,
+    hosts: Vec<String>,
 }
 
 impl Intake {
@@ -1185,6 +1209,18 @@ impl Intake {
             stages.record(LinkStage::Transit, since(here(handed)));
         }
         stages.record(LinkStage::Copy, copied.saturating_sub(now));
+        drop(stages);
+        let local = |t: u64| Nanos::new(here(t).max(0) as u64);
+        self.lateness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cell(
+                self.cells.table().cells()[cell].name(),
+                &self.hosts[h],
+                local(p.stamp),
+                handed.map(local),
+                now,
+            );
         true
     }
 }
@@ -1312,6 +1348,10 @@ impl Link for ZenohLink {
         *self.start_word.lock().unwrap_or_else(|e| e.into_inner()) = Some(word);
         self.silence
             .timing(start.epoch, self.tick_period, start.stop_frame);
+        self.lateness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .timing(start.epoch, self.tick_period);
         let publisher = TickPublisher::new(&self.session, &self.run).map_err(zerr)?;
         let shared = Arc::new(TickShared {
             state: AtomicU64::new(start.state.pack()),
@@ -1371,6 +1411,10 @@ impl Link for ZenohLink {
             self.start = self.ask_start();
             if let Some(s) = self.start {
                 self.silence.timing(s.epoch, s.tick, s.stop_frame);
+                self.lateness
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .timing(s.epoch, s.tick);
             }
         }
         self.start
@@ -1411,6 +1455,17 @@ impl Link for ZenohLink {
                 other => LinkEvent::Hub(other.to_string()),
             }));
         }
+        // What came late here: the coordinator's events, and on a node the main
+        // host's too (with the next status).
+        let late = self
+            .lateness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(monotonic_now());
+        if self.host != 0 {
+            self.late_words.extend(late.iter().cloned());
+        }
+        events.extend(late.into_iter().map(LinkEvent::Late));
         if Instant::now() >= self.dropped_next {
             self.dropped_next = Instant::now() + Duration::from_secs(1);
             let dropped = self
@@ -1444,6 +1499,16 @@ impl Link for ZenohLink {
                 while let Some((h, status)) = ring.pop() {
                     self.node_ticks.insert(h, status.tick);
                     events.extend(status.slots.into_iter().map(LinkEvent::Remote));
+                    // Another host's words: bounded, and shown without control
+                    // characters.
+                    events.extend(status.late.into_iter().take(LATE_PER_STATUS).map(|w| {
+                        LinkEvent::Late(
+                            w.chars()
+                                .filter(|c| !c.is_control())
+                                .take(LATE_WORDS_MAX)
+                                .collect(),
+                        )
+                    }));
                 }
             }
             let watched: Vec<usize> = self.needed.iter().copied().collect();
@@ -1458,6 +1523,7 @@ impl Link for ZenohLink {
                 let status = NodeStatus {
                     slots: local.iter().map(|&k| RemoteSlot::of(control, k)).collect(),
                     tick: self.tick_figures(),
+                    late: std::mem::take(&mut self.late_words),
                 };
                 self.recent_late = None;
                 let json = serde_json::to_vec(&status).unwrap_or_default();
@@ -1614,6 +1680,11 @@ impl Link for ZenohLink {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .figures(),
+            late: self
+                .lateness
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .total(),
             dropped: self
                 .gaps
                 .lock()

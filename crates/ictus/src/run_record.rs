@@ -270,6 +270,7 @@ fn host_measurements(h: &HostReport) -> Vec<Measurement> {
         cells_received: h.cells_received as f64,
         refused: h.refused.iter().map(|r| r.count).sum::<u64>() as f64,
         dropped: h.dropped.iter().map(|d| d.count).sum::<u64>() as f64,
+        late: h.late as f64,
     };
     let mut cell = Point::<CellLatency>::new(labels.clone(), cells).measurement();
     if let Some(d) = &h.cell_latency {

@@ -236,6 +236,10 @@ pub struct CellMetrics {
     /// the way), all senders; the senders are the run's `link-dropped` warnings.
     #[serde(default)]
     pub dropped: f64,
+    /// Cells and ticks that arrived after they were due, each named or counted in
+    /// the run's events.
+    #[serde(default)]
+    pub late: f64,
 }
 
 /// A forwarding host's cells.
@@ -372,6 +376,7 @@ mod tests {
                 cells_received: 9.0,
                 refused: 2.0,
                 dropped: 3.0,
+                late: 4.0,
             },
         );
         round_trip(&cells, "cell-latency");

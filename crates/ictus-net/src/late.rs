@@ -1,0 +1,227 @@
+//! What came late across hosts, named (issue 30): each cell publication is due by
+//! the frame after its writer's (the writer publishes at the end of its frame; a
+//! reader on another host is released at the next one at the earliest), each tick
+//! by one tick after its frame's deadline. A receiver that sees one arrive after
+//! that names it with its frame, its sender and where its time went: on the sender
+//! before the put (its forwarder's wake-up and copy) and in transit (Zenoh, the
+//! network, the receiver's callback), from the stamps every publication carries
+//! (docs/wire.md). A node passes what it named to the main host in its status, so
+//! the main host's events (its output, its record, the live page) name every late
+//! arrival of the run while it goes.
+//!
+//! At most [`NAMED_PER_SECOND`] are named per second on each host; the others are
+//! counted, with the worst, and said once a second: every late arrival is in the
+//! events, named or counted.
+
+use ictus_core::Nanos;
+
+/// Late arrivals named per second on one host; more are counted.
+pub const NAMED_PER_SECOND: u32 = 10;
+
+/// A host's late arrivals, named or counted, for its coordinator to report.
+#[derive(Debug)]
+pub struct Lateness {
+    here: String,
+    /// The epoch and the tick on this host's clock, once the run began.
+    timing: Option<(Nanos, Nanos)>,
+    /// The second (since the epoch) being counted, named in it, counted past that
+    /// and the worst of those.
+    second: u64,
+    named: u32,
+    unnamed: u64,
+    worst: Nanos,
+    words: Vec<String>,
+    /// Every late arrival so far.
+    total: u64,
+}
+
+impl Lateness {
+    /// Nothing late yet on host `here`.
+    pub fn new(here: &str) -> Lateness {
+        Lateness {
+            here: here.to_string(),
+            timing: None,
+            second: 0,
+            named: 0,
+            unnamed: 0,
+            worst: Nanos::ZERO,
+            words: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// The run's epoch and tick on this host's clock.
+    pub fn timing(&mut self, epoch: Nanos, tick: Nanos) {
+        self.timing = Some((epoch, tick));
+    }
+
+    /// Late arrivals so far, named or counted.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// A publication of cell `cell` from host `from` arrived at `now`; its writer
+    /// published it at `stamp` and handed it to Zenoh at `handed` (both converted
+    /// to this host's clock). Named if it came after the frame that follows its
+    /// writer's began.
+    pub fn cell(
+        &mut self,
+        cell: &str,
+        from: &str,
+        stamp: Nanos,
+        handed: Option<Nanos>,
+        now: Nanos,
+    ) {
+        let Some((epoch, tick)) = self.timing else {
+            return;
+        };
+        if stamp < epoch {
+            return;
+        }
+        let due_frame = (stamp - epoch).as_u64() / tick.as_u64() + 1;
+        let due = epoch + tick * due_frame;
+        if now <= due {
+            return;
+        }
+        let late = now - due;
+        let place = match handed {
+            Some(h) if h >= stamp && now >= h => format!(
+                " ({} on {from} before the put, {} in transit)",
+                h - stamp,
+                now - h
+            ),
+            _ => String::new(),
+        };
+        let text = format!(
+            "cell {cell} from {from}, due by frame {due_frame}, arrived on {} {late} late{place}",
+            self.here
+        );
+        self.late(now, late, text);
+    }
+
+    /// Tick `frame` (deadline `deadline` on this host's clock) arrived at `now`:
+    /// named if more than a tick after its deadline.
+    pub fn tick(&mut self, frame: u64, deadline: Nanos, now: Nanos) {
+        let Some((_, tick)) = self.timing else {
+            return;
+        };
+        if now <= deadline + tick {
+            return;
+        }
+        let late = now - deadline;
+        let text = format!("tick of frame {frame} arrived on {} {late} late", self.here);
+        self.late(now, late, text);
+    }
+
+    fn late(&mut self, now: Nanos, late: Nanos, text: String) {
+        self.total += 1;
+        self.roll(now);
+        if self.named < NAMED_PER_SECOND {
+            self.named += 1;
+            self.words.push(text);
+        } else {
+            self.unnamed += 1;
+            self.worst = self.worst.max(late);
+        }
+    }
+
+    /// A new second: what went unnamed in the last one is said.
+    fn roll(&mut self, now: Nanos) {
+        let Some((epoch, _)) = self.timing else {
+            return;
+        };
+        let second = now.saturating_sub(epoch).as_u64() / 1_000_000_000;
+        if second != self.second {
+            self.flush();
+            self.second = second;
+            self.named = 0;
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.unnamed > 0 {
+            self.words.push(format!(
+                "{} more late arrivals on {} in second {} of the run (past {NAMED_PER_SECOND} \
+                 named), the worst {} late",
+                self.unnamed, self.here, self.second, self.worst
+            ));
+            self.unnamed = 0;
+            self.worst = Nanos::ZERO;
+        }
+    }
+
+    /// What to report since the last call, at `now` (a second that ended is said).
+    pub fn take(&mut self, now: Nanos) -> Vec<String> {
+        self.roll(now);
+        std::mem::take(&mut self.words)
+    }
+
+    /// Everything not said yet, the current second's count too (at the run's end).
+    pub fn take_all(&mut self) -> Vec<String> {
+        self.flush();
+        std::mem::take(&mut self.words)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Nanos {
+        Nanos::from_millis(v)
+    }
+
+    #[test]
+    fn a_cell_is_due_by_the_frame_after_its_writers_and_named_with_its_stages() {
+        let mut l = Lateness::new("h3");
+        // Before the run began nothing is judged.
+        l.cell("B", "h2", ms(1), None, ms(50));
+        assert_eq!(l.total(), 0);
+        l.timing(ms(1000), ms(4));
+        // Published in frame 2 (1008 to 1012): due by frame 3, at 1012.
+        l.cell("B", "h2", ms(1009), Some(ms(1009)), ms(1011));
+        assert_eq!(l.total(), 0, "on time");
+        l.cell("B", "h2", ms(1009), Some(ms(1010)), ms(1015));
+        assert_eq!(
+            l.take(ms(1015)),
+            [
+                "cell B from h2, due by frame 3, arrived on h3 3.00 ms late (1.00 ms on h2 \
+              before the put, 5.00 ms in transit)"
+            ]
+        );
+        // A tick is late past one tick after its deadline.
+        l.tick(7, ms(1028), ms(1031));
+        assert_eq!(l.total(), 1);
+        l.tick(8, ms(1032), ms(1040));
+        assert_eq!(
+            l.take(ms(1040)),
+            ["tick of frame 8 arrived on h3 8.00 ms late"]
+        );
+    }
+
+    #[test]
+    fn past_the_named_ones_each_late_arrival_is_counted_and_said_once_a_second() {
+        let mut l = Lateness::new("h1");
+        l.timing(Nanos::ZERO, ms(1));
+        for i in 0..25 {
+            l.tick(i, ms(i), ms(i + 3 + i % 4));
+        }
+        let said = l.take(ms(30));
+        assert_eq!(said.len(), NAMED_PER_SECOND as usize);
+        assert_eq!(l.total(), 25);
+        // The next second says the 15 counted ones, with the worst.
+        let later = l.take(ms(1_000));
+        assert_eq!(
+            later,
+            [
+                "15 more late arrivals on h1 in second 0 of the run (past 10 named), the \
+              worst 6.00 ms late"
+            ]
+        );
+        // At the end, what the current second counted.
+        for i in 0..12 {
+            l.tick(1_000 + i, ms(1_000 + i), ms(1_010 + i));
+        }
+        assert_eq!(l.take_all().len(), 11);
+    }
+}
