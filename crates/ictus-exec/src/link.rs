@@ -150,6 +150,8 @@ pub enum LinkEvent {
     /// one tick after its deadline), in words: which frame, from which host to which,
     /// how late and where its time went; or how many more were late in a second.
     Late(String),
+    /// Something about the link the run's events should say (how it is set up).
+    Note(String),
     /// A reader (a tool with a reader's certificate) linked to this host, or its
     /// link closed. A reader gets what it can take; nothing of the run waits on it.
     Reader {

@@ -34,6 +34,7 @@ pub mod join;
 pub mod keys;
 pub mod late;
 pub mod link;
+pub mod options;
 pub mod readers;
 pub mod security;
 pub mod silence;

@@ -56,12 +56,12 @@ use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord}
 use ictus_os::clock::monotonic_now;
 use serde::{Deserialize, Serialize};
 use zenoh::Wait;
-use zenoh::qos::{CongestionControl, Priority};
 
 use crate::gaps::{Attachment, Gaps};
 use crate::guard::{Claims, Guard, Refusal, STATUS_MAX_BYTES};
 use crate::health::{HealthEvent, Presence, Watch};
 use crate::late::Lateness;
+use crate::options::LinkOptions;
 use crate::readers::{ReaderEvent, ReaderWatch};
 use crate::security::Security;
 use crate::silence::Silence;
@@ -256,6 +256,10 @@ pub struct ZenohLink {
     /// next status takes to the main host.
     lateness: Arc<Mutex<Lateness>>,
     late_words: Vec<String>,
+    /// How it publishes ([`crate::options`]), said once in the run's events when
+    /// not the defaults.
+    options: LinkOptions,
+    options_said: bool,
 }
 
 impl ZenohLink {
@@ -273,6 +277,7 @@ impl ZenohLink {
         run: &str,
         security: &Security,
     ) -> Result<ZenohLink, NetError> {
+        let options = LinkOptions::from_env().map_err(NetError::Zenoh)?;
         let off_rt = ictus_exec::role::Role::of_host(host).cpus_off_rt(schedule);
         if !off_rt.is_empty() {
             let _ = ictus_os::sched::set_affinity(&off_rt);
@@ -352,6 +357,8 @@ impl ZenohLink {
             dropped_next: Instant::now(),
             lateness: Arc::new(Mutex::new(Lateness::new(&schedule.hosts[host].name))),
             late_words: Vec::new(),
+            options,
+            options_said: false,
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -674,12 +681,12 @@ impl ZenohLink {
             let p = self
                 .session
                 .declare_publisher(self.key(&format!("cell/{name}/{}", self.hosts[self.host])))
-                // Latest value wins: a publication a peer's full queue cannot take is
-                // dropped for that peer (its receivers see the gap and the age), never
-                // waited for.
-                .congestion_control(CongestionControl::Drop)
-                .priority(Priority::RealTime)
-                .express(true)
+                // Latest value wins (the default): a publication a peer's full queue
+                // cannot take is dropped for that peer (its receivers count the gap),
+                // never waited for.
+                .congestion_control(self.options.congestion)
+                .priority(self.options.cells)
+                .express(self.options.express)
                 .wait()
                 .map_err(zerr)?;
             publishers.push(p);
@@ -1307,8 +1314,12 @@ impl Link for ZenohLink {
                 .wait()
                 .map_err(zerr)?;
             self.status_pub = Some(p);
-            self.silence
-                .node_ready(&self.session, &self.run, &self.hosts[self.host])?;
+            self.silence.node_ready(
+                &self.session,
+                &self.run,
+                &self.hosts[self.host],
+                self.options.tick,
+            )?;
         } else {
             self.silence
                 .main_ready(&self.session, &self.run, &self.hosts)?;
@@ -1352,7 +1363,8 @@ impl Link for ZenohLink {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .timing(start.epoch, self.tick_period);
-        let publisher = TickPublisher::new(&self.session, &self.run).map_err(zerr)?;
+        let publisher =
+            TickPublisher::with(&self.session, &self.run, &self.options).map_err(zerr)?;
         let shared = Arc::new(TickShared {
             state: AtomicU64::new(start.state.pack()),
             stop: AtomicU64::new(start.stop_frame),
@@ -1454,6 +1466,21 @@ impl Link for ZenohLink {
                 }
                 other => LinkEvent::Hub(other.to_string()),
             }));
+        }
+        if !self.options_said {
+            self.options_said = true;
+            if !self.options.is_default() {
+                events.push(LinkEvent::Note(format!(
+                    "this host's link publishes with {} ({})",
+                    self.options.words(),
+                    crate::options::VAR
+                )));
+            }
+            if let Ok(runtime) = std::env::var("ZENOH_RUNTIME") {
+                events.push(LinkEvent::Note(format!(
+                    "this host's Zenoh runtime: ZENOH_RUNTIME={runtime}"
+                )));
+            }
         }
         // What came late here: the coordinator's events, and on a node the main
         // host's too (with the next status).

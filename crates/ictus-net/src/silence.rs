@@ -82,13 +82,14 @@ impl Silence {
         session: &Session,
         run: &str,
         host: &str,
+        priority: Priority,
     ) -> Result<(), String> {
         let p = session
             .declare_publisher(key(run, host))
             .congestion_control(CongestionControl::Drop)
-            // With the cells and the tick: a host whose link is busy with its cells
-            // still beats.
-            .priority(Priority::RealTime)
+            // With the tick (by default with the cells too): a host whose link is
+            // busy with its cells still beats.
+            .priority(priority)
             .express(true)
             .wait()
             .map_err(|e| e.to_string())?;

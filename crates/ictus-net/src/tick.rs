@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ictus_core::Nanos;
 use ictus_core::sync::spsc::Consumer;
 use zenoh::Wait;
-use zenoh::qos::{CongestionControl, Priority};
 
 use crate::{NetError, Session};
 
@@ -113,13 +112,23 @@ pub struct TickPublisher {
 }
 
 impl TickPublisher {
-    /// Declares the publisher of run `run`'s ticks.
+    /// Declares the publisher of run `run`'s ticks, with the default options.
     pub fn new(session: &Session, run: &str) -> Result<TickPublisher, NetError> {
+        TickPublisher::with(session, run, &crate::options::LinkOptions::default())
+    }
+
+    /// Declares the publisher of run `run`'s ticks with `options` (its priority,
+    /// express, congestion control).
+    pub fn with(
+        session: &Session,
+        run: &str,
+        options: &crate::options::LinkOptions,
+    ) -> Result<TickPublisher, NetError> {
         let publisher = session
             .declare_publisher(key(run))
-            .congestion_control(CongestionControl::Drop)
-            .priority(Priority::RealTime)
-            .express(true)
+            .congestion_control(options.congestion)
+            .priority(options.tick)
+            .express(options.express)
             .wait()
             .map_err(|e| NetError::Zenoh(e.to_string()))?;
         Ok(TickPublisher { publisher })

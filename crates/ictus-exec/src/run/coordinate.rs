@@ -844,7 +844,9 @@ impl LinkTurn<'_> {
             LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
             // The coordinator acts on a silence itself (Coordinator::other_hosts).
             LinkEvent::Silent { .. } => Turn::Nothing,
-            LinkEvent::Late(what) => Turn::Event(format!("frame {f}: {what}")),
+            LinkEvent::Late(what) | LinkEvent::Note(what) => {
+                Turn::Event(format!("frame {f}: {what}"))
+            }
             LinkEvent::Dropped { from, total } => {
                 let msg = format!(
                     "cell publications from host {from} were dropped on the way ({total} \
