@@ -172,8 +172,9 @@ pub enum HubReport {
         /// The host that held it.
         host: String,
     },
-    /// Host `host` sent a count past [`MAX_COUNT`] (`what`, in words): refused,
-    /// nothing of it applied. Reported once per host and operation.
+    /// Host `host` sent what no host of a run sends (`what`, in words: a count
+    /// past [`MAX_COUNT`], a push past what its proxy may have in flight):
+    /// refused, nothing of it applied. Reported once per host and operation.
     Refused {
         /// The host.
         host: String,
@@ -218,8 +219,7 @@ impl std::fmt::Display for HubReport {
             ),
             HubReport::Refused { host, what } => write!(
                 f,
-                "host `{host}` sent {what}, past the bound of {MAX_COUNT}: refused, nothing \
-                 of it applied"
+                "host `{host}` sent {what}: refused, nothing of it applied"
             ),
         }
     }
@@ -495,7 +495,7 @@ impl HubNode {
         if let Some((name, n)) = msg.op.count()
             && n > MAX_COUNT
         {
-            s.refuse(from, format!("a {name} of {n}"));
+            s.refuse(from, format!("a {name} of {n} (at most {MAX_COUNT})"));
             return;
         }
         let i = msg.hub as usize;
@@ -698,7 +698,10 @@ impl Shared {
         let waiting = queue.iter().filter(|&&q| q == from).count();
         let ok = waiting + n as usize <= MAX_COUNT as usize;
         if !ok {
-            self.refuse(from, format!("a Demand of {n} with {waiting} waiting"));
+            self.refuse(
+                from,
+                format!("a Demand of {n} with {waiting} waiting (at most {MAX_COUNT})"),
+            );
         }
         ok
     }
@@ -1072,7 +1075,16 @@ fn serve_fifo(
                 }
                 Cmd::Op(from, HubOp::Push(m)) => {
                     if sender.as_ref().is_some_and(|x| x.0 == from) && m.len() == bytes {
-                        pending.push_back(m);
+                        // A sender's proxy has at most the capacity in flight (it
+                        // waits for acks): more is not its to send.
+                        if pending.len() < capacity as usize {
+                            pending.push_back(m);
+                        } else {
+                            s.refuse(
+                                from,
+                                format!("a Push past the FIFO's capacity of {capacity}"),
+                            );
+                        }
                     }
                 }
                 Cmd::Op(from, HubOp::Credit(n)) => {
@@ -1163,7 +1175,15 @@ fn serve_port(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>, bytes: 
         let seen = server.seen();
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => outbound.push_back((from, m)),
+                Cmd::Op(from, HubOp::Push(m)) if m.len() == bytes => {
+                    // A host's proxy offers one message at a time (it waits for
+                    // the ack): a second waiting is not its to send.
+                    if offered == Some(from) || outbound.iter().any(|(f, _)| *f == from) {
+                        s.refuse(from, "a Push of a port before its last was taken".into());
+                    } else {
+                        outbound.push_back((from, m));
+                    }
+                }
                 Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&demands, from, n) => {
                     demands.extend((0..n).map(|_| from));
                 }
@@ -1533,13 +1553,13 @@ mod tests {
             words,
             [
                 format!(
-                    "host `h1` sent a Give of {}, past the bound of {MAX_COUNT}: refused, \
-                     nothing of it applied",
+                    "host `h1` sent a Give of {} (at most {MAX_COUNT}): refused, nothing of \
+                     it applied",
                     u32::MAX
                 ),
                 format!(
-                    "host `h1` sent a Demand of {}, past the bound of {MAX_COUNT}: refused, \
-                     nothing of it applied",
+                    "host `h1` sent a Demand of {} (at most {MAX_COUNT}): refused, nothing \
+                     of it applied",
                     u32::MAX
                 ),
             ]
@@ -1550,6 +1570,58 @@ mod tests {
         assert!(sut.nodes[1].reports().is_empty());
         // A give within the bound still crosses.
         assert!(remote.semaphore("s").unwrap().give());
+        drop(sut.nodes);
+    }
+
+    #[test]
+    fn pushes_past_what_a_proxy_may_have_in_flight_are_refused() {
+        let sut = two(&[
+            HubDecl::fifo::<u32>("f", 2).at("h2"),
+            HubDecl::port::<u32>("p").at("h2"),
+        ]);
+        let (remote, home) = (&sut.hubs[0], &sut.hubs[1]);
+        // h1 attaches the FIFO's sending end and its first message crosses.
+        let mut tx = remote.fifo_sender::<u32>("f").unwrap();
+        assert!(tx.send_timeout(7, LONG).unwrap());
+        let mut rx = home.fifo_receiver::<u32>("f").unwrap();
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(7));
+        // Then h1 pushes more than the FIFO holds without waiting for the acks: the
+        // ring takes two, two wait, the fifth is refused.
+        for v in 0..5u32 {
+            sut.nodes[1].deliver(
+                0,
+                HubMsg {
+                    hub: 0,
+                    op: HubOp::Push(v.to_le_bytes().to_vec()),
+                },
+            );
+        }
+        // A port's proxy offers one message at a time: a second is refused.
+        for v in 0..2u32 {
+            sut.nodes[1].deliver(
+                0,
+                HubMsg {
+                    hub: 1,
+                    op: HubOp::Push(v.to_le_bytes().to_vec()),
+                },
+            );
+        }
+        let deadline = Instant::now() + LONG;
+        let mut words = Vec::new();
+        while Instant::now() < deadline && words.len() < 2 {
+            words.extend(sut.nodes[1].reports().iter().map(ToString::to_string));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        words.sort();
+        assert_eq!(
+            words,
+            [
+                "host `h1` sent a Push of a port before its last was taken: refused, nothing \
+                 of it applied",
+                "host `h1` sent a Push past the FIFO's capacity of 2: refused, nothing of it \
+                 applied",
+            ]
+        );
         drop(sut.nodes);
     }
 
