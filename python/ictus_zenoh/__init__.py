@@ -2,10 +2,12 @@
 
 A run across hosts (``ictus run`` on the main host, ``ictus node`` on the others)
 publishes its cells, its tick and its hosts' status on Zenoh keys under
-``ictus/RUN/``. With a reader's certificate of the run (``ictus keys new KEYS
---hosts ... --readers NAME``) a tool connects to any host over TLS and may listen to
-everything and ask for the layout and the claims; it may never write (the hosts'
-access rules refuse it).
+``ictus/RUN/``; for readers, each host publishes a view of them (``view/cell/C/H``,
+``view/tick``) 20 times a second, the latest values, so that no reader slows the
+run. With a reader's certificate of the run (``ictus keys new KEYS --hosts ...
+--readers NAME``) a tool connects to any host over TLS, gets the view and the status
+and may ask for the layout and the claims; it may never write (the hosts' access
+rules refuse it).
 
 The decoders are pure Python and need nothing but the standard library::
 
@@ -88,7 +90,8 @@ _FRAME_MASK = (1 << 48) - 1
 
 @dataclass(frozen=True)
 class Publication:
-    """One host's elements of one cell, as published on ``ictus/RUN/cell/C/H``."""
+    """One host's elements of one cell, as published on ``ictus/RUN/cell/C/H``
+    (to the hosts) and ``ictus/RUN/view/cell/C/H`` (to readers)."""
 
     #: The writer's index in the layout's ``hosts``.
     host: int
@@ -107,7 +110,8 @@ class Publication:
 
 @dataclass(frozen=True)
 class Tick:
-    """One tick of the main host, as published on ``ictus/RUN/tick``."""
+    """One tick of the main host, as published on ``ictus/RUN/tick`` (to the hosts)
+    and ``ictus/RUN/view/tick`` (to readers, the latest, 20 times a second)."""
 
     #: The frame it releases (:data:`END_FRAME`: the run ended).
     frame: int
@@ -391,7 +395,7 @@ class Run:
     def _taker(
         self, cell: str, on_merged: Callable[[bytearray, str, Publication], None]
     ) -> Callable[[Any], None]:
-        """A subscriber callback for ``cell/CELL/*``: checks each publication and
+        """A subscriber callback for ``view/cell/CELL/*``: checks each publication and
         merges it into a buffer of its own, then calls ``on_merged``."""
         hosts = self.layout()["hosts"]
         writers = self.writers(cell)
@@ -434,7 +438,7 @@ class Run:
         if not writers:
             # Nobody writes it: it keeps its initial value, zeros.
             return decode_elements(layout_cell, bytes(layout_cell["bytes"]))
-        key = self.key(f"cell/{cell}/*")
+        key = self.key(f"view/cell/{cell}/*")
         sub = self.session.declare_subscriber(key, self._taker(cell, merged))
         try:
             if not done.wait(timeout):
@@ -450,7 +454,8 @@ class Run:
         self, cell: str, callback: Callable[[Dict[str, Any], str, Publication], None]
     ) -> Any:
         """Calls ``callback(values, host, publication)`` on a Zenoh thread at each
-        publication of cell ``cell``: ``values`` is the whole cell decoded, with
+        view of cell ``cell`` (each writer's, 20 times a second): ``values`` is the
+        whole cell decoded, with
         every writer's latest elements (zeros for a writer not heard yet). Returns
         the Zenoh subscriber: ``undeclare()`` it to stop."""
         layout_cell = self.cell(cell)
@@ -458,11 +463,12 @@ class Run:
         def merged(buffer: bytearray, host: str, p: Publication) -> None:
             callback(decode_elements(layout_cell, bytes(buffer)), host, p)
 
-        key = self.key(f"cell/{cell}/*")
+        key = self.key(f"view/cell/{cell}/*")
         return self.session.declare_subscriber(key, self._taker(cell, merged))
 
     def subscribe_ticks(self, callback: Callable[[Tick], None]) -> Any:
-        """Calls ``callback(tick)`` on a Zenoh thread at each tick. Returns the Zenoh
+        """Calls ``callback(tick)`` on a Zenoh thread at each tick of the view (the
+        latest tick, 20 times a second: frames between are not seen). Returns the Zenoh
         subscriber: ``undeclare()`` it to stop."""
 
         def take(sample: Any) -> None:
@@ -473,7 +479,7 @@ class Run:
                 return
             callback(tick)
 
-        return self.session.declare_subscriber(self.key("tick"), take)
+        return self.session.declare_subscriber(self.key("view/tick"), take)
 
     def alive(self, timeout: float = 1.0) -> List[str]:
         """The hosts whose liveliness token is up (sorted)."""

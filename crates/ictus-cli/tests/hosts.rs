@@ -908,15 +908,16 @@ fn a_reader_too_slow_for_the_run_changes_nothing_for_the_hosts_and_is_named() {
     let o2 = finish(ring.h2, Duration::from_secs(30));
     let o3 = finish(ring.h3, Duration::from_secs(30));
     assert!(*seen.lock().unwrap() > 0, "the reader got nothing");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     for (host, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
         assert_eq!(
             o.status.code(),
             Some(0),
-            "{host}: {}",
-            String::from_utf8_lossy(&o.stderr)
+            "{host}: {} {:#?}",
+            String::from_utf8_lossy(&o.stderr),
+            events(&r)
         );
     }
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], true);
     for n in ["A", "B", "C"] {
         assert_eq!(subsystem(&r, n)["metrics"]["lost_frames"], 0.0, "{n}");

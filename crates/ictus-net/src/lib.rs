@@ -39,6 +39,7 @@ pub mod readers;
 pub mod security;
 pub mod silence;
 pub mod tick;
+pub mod view;
 
 /// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,
 /// for a thread that never calls Zenoh to pop. Zenoh may call back from more than

@@ -66,6 +66,7 @@ use crate::readers::{ReaderEvent, ReaderWatch};
 use crate::security::Security;
 use crate::silence::Silence;
 use crate::tick::{Arrival, END_FRAME, Tick, TickPublisher, TickSubscriber};
+use crate::view::{LatestTick, View};
 use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 
 /// Exchanges of the clock measurement; the one with the shortest round trip counts.
@@ -260,6 +261,9 @@ pub struct ZenohLink {
     /// not the defaults.
     options: LinkOptions,
     options_said: bool,
+    /// What readers get ([`crate::view`]), and the main host's latest tick for it.
+    view: Option<View>,
+    latest_tick: LatestTick,
 }
 
 impl ZenohLink {
@@ -359,6 +363,8 @@ impl ZenohLink {
             late_words: Vec::new(),
             options,
             options_said: false,
+            view: None,
+            latest_tick: Arc::new(Mutex::new(None)),
         };
         if host == 0 {
             // The setup channel serves from the start: a subsystem's `init` on one
@@ -675,6 +681,16 @@ impl ZenohLink {
         cells: &Cells,
         writes: &[(usize, Vec<Range<usize>>)],
     ) -> Result<(), String> {
+        self.view = Some(View::start(
+            &self.session,
+            &self.run,
+            &self.hosts[self.host],
+            self.host as u16,
+            cells,
+            writes,
+            Arc::clone(&self.offset_ns),
+            (self.host == 0).then(|| Arc::clone(&self.latest_tick)),
+        )?);
         let mut publishers = Vec::new();
         for (cell, _) in writes {
             let name = cells.table().cells()[*cell].name().to_string();
@@ -1015,15 +1031,15 @@ impl Stages {
 /// One host's elements of one cell, as published: the writer's host, its clock
 /// offset to the main host, the stamp of the publication on its clock, and each
 /// range with its offset in the cell.
-struct Publication<'a> {
-    host: u16,
-    offset: i64,
-    stamp: u64,
-    ranges: Vec<(usize, &'a [u8])>,
+pub(crate) struct Publication<'a> {
+    pub(crate) host: u16,
+    pub(crate) offset: i64,
+    pub(crate) stamp: u64,
+    pub(crate) ranges: Vec<(usize, &'a [u8])>,
 }
 
 impl<'a> Publication<'a> {
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.host.to_le_bytes());
         out.extend_from_slice(&self.offset.to_le_bytes());
         out.extend_from_slice(&self.stamp.to_le_bytes());
@@ -1373,6 +1389,7 @@ impl Link for ZenohLink {
             bytes: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
+        let latest = Arc::clone(&self.latest_tick);
         let period = self.tick_period;
         let handle = std::thread::Builder::new()
             .name("ictus-tick".into())
@@ -1395,6 +1412,7 @@ impl Link for ZenohLink {
                         state: s.state.load(Ordering::Relaxed),
                         stop,
                     };
+                    *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
                     if publisher.send(t).is_ok() {
                         s.sent.fetch_add(1, Ordering::Relaxed);
                         s.bytes
@@ -1403,13 +1421,15 @@ impl Link for ZenohLink {
                     frame += 1;
                 }
                 let now = monotonic_now();
-                let _ = publisher.send(Tick {
+                let end = Tick {
                     frame: END_FRAME,
                     deadline: now,
                     sent: now,
                     state: s.state.load(Ordering::Relaxed),
                     stop: s.stop.load(Ordering::Relaxed),
-                });
+                };
+                *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(end);
+                let _ = publisher.send(end);
             })
             .map_err(zerr)?;
         self.tick_counts = Some(Arc::clone(&shared));
@@ -1751,6 +1771,10 @@ impl ZenohLink {
             // Relaxed: a stop request; the join orders the rest.
             s.quit.store(true, Ordering::Relaxed);
             let _ = h.join();
+        }
+        // After the tick thread: its last tick is in the last view.
+        if let Some(v) = self.view.as_mut() {
+            v.stop();
         }
     }
 

@@ -20,13 +20,14 @@
 //!
 //! | from | may publish | may serve (queryable, reply) | may ask |
 //! |---|---|---|---|
-//! | the main host | `tick`, its cells `cell/*/MAIN`, its hub operations `hub/MAIN/*` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
-//! | node H | its cells `cell/*/H`, its status `status/H` and beat `beat/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
+//! | the main host | `tick`, `view/tick`, its cells `cell/*/MAIN` and `view/cell/*/MAIN`, its hub operations `hub/MAIN/*` | `setup/**`, `layout`, `claims/MAIN` | `outcome/**`, `claims/**`, `layout` |
+//! | node H | its cells `cell/*/H` and `view/cell/*/H`, its status `status/H` and beat `beat/H`, its hub operations `hub/H/*` | `outcome/H`, `layout`, `claims/H` | `setup/**`, `claims/**`, `layout` |
 //! | reader R (CN `reader:R`) | nothing | nothing | `layout`, `claims/*` |
 //!
 //! and what each host sends on: to a host everything of the run, to a reader only
-//! the cells, the tick and the status (besides the declarations and the replies
-//! to what it may ask): the hub operations, sent without loss, never wait on a
+//! the view (`view/**`, [`crate::view`]) and the status (besides the declarations
+//! and the replies to what it may ask): no reader makes a host's own `put` of a cell
+//! or a tick longer, and the hub operations, sent without loss, never wait on a
 //! reader's queue.
 //!
 //! (keys under `ictus/RUN/`; every host and reader may subscribe to the run's keys
@@ -196,10 +197,11 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["egress"],
         vec![k("**")],
     ));
-    // What it sends a reader: the declarations, and of the data only what a reader
-    // reads (the cells, the tick, the nodes' status). The hub operations, which are
-    // sent without loss and so may wait on a full queue, never go to a reader: a
-    // reader too slow for the run cannot hold them up (docs/wire.md).
+    // What it sends a reader: the declarations, and of the data only what readers
+    // get (the view of the cells and the tick, the nodes' status: crate::view). The
+    // hosts' own cells and tick never go to a reader, so no reader makes a put of
+    // theirs longer; nor do the hub operations, which are sent without loss and so
+    // may wait on a full queue (docs/wire.md).
     rules.push(rule(
         "send-reader".into(),
         &[
@@ -216,7 +218,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         "send-reader-data".into(),
         &["put"],
         &["egress"],
-        vec![k("cell/**"), k("tick"), k("status/*")],
+        vec![k("view/**"), k("status/*")],
     ));
     rules.push(rule(
         "send-reader-replies".into(),
@@ -257,9 +259,14 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         subjects.push(json!({"id": id, "cert_common_names": [name]}));
         let main = h == 0;
         // Its cells, and its hub operations (to any host, from itself only).
-        let mut publish = vec![k(&format!("cell/*/{name}")), k(&format!("hub/{name}/*"))];
+        let mut publish = vec![
+            k(&format!("cell/*/{name}")),
+            k(&format!("view/cell/*/{name}")),
+            k(&format!("hub/{name}/*")),
+        ];
         let (serve, ask) = if main {
             publish.push(k("tick"));
+            publish.push(k("view/tick"));
             (
                 vec![k("setup/**"), k("layout"), k(&format!("claims/{name}"))],
                 vec![k("outcome/**"), k("claims/**")],
@@ -366,8 +373,8 @@ mod tests {
                 }
             }
         }
-        // What goes out to a reader: the cells, the tick and the status, never the
-        // hub operations (which may wait on a full queue).
+        // What goes out to a reader: the view and the status, never the hosts' own
+        // cells and tick, nor the hub operations (which may wait on a full queue).
         let reader_rules: Vec<&Value> = rules["policies"]
             .as_array()
             .unwrap()
@@ -392,10 +399,7 @@ mod tests {
             .flat_map(|r| r["key_exprs"].as_array().unwrap())
             .map(|k| k.as_str().unwrap().to_string())
             .collect();
-        assert_eq!(
-            sent_puts,
-            ["ictus/r/cell/**", "ictus/r/tick", "ictus/r/status/*"]
-        );
+        assert_eq!(sent_puts, ["ictus/r/view/**", "ictus/r/status/*"]);
         // Zenoh reads them.
         let mut c = zenoh::Config::default();
         c.insert_json5("access_control", &text).unwrap();

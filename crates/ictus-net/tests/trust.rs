@@ -106,10 +106,30 @@ fn a_reader_reads_and_cannot_write() {
         None,
     )
     .unwrap();
-    assert!(arrives(&reader, &r.h1, "ictus/r/cell/A/h1"), "reads");
+    // It reads the view and the status, never the hosts' own cells and tick.
+    assert!(
+        arrives(&reader, &r.h1, "ictus/r/view/cell/A/h1"),
+        "reads the view"
+    );
+    assert!(
+        arrives(&reader, &r.h1, "ictus/r/view/tick"),
+        "reads the view's tick"
+    );
+    assert!(
+        !arrives(&reader, &r.h1, "ictus/r/cell/A/h1"),
+        "gets a host's own cell"
+    );
+    assert!(
+        !arrives(&reader, &r.h1, "ictus/r/tick"),
+        "gets the hosts' tick"
+    );
     assert!(
         !arrives(&r.h1, &reader, "ictus/r/cell/A/h2"),
         "writes a cell"
+    );
+    assert!(
+        !arrives(&r.h1, &reader, "ictus/r/view/cell/A/h2"),
+        "writes the view"
     );
     assert!(!arrives(&r.h1, &reader, "ictus/r/tick"), "ticks");
 }

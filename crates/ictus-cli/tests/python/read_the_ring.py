@@ -23,6 +23,10 @@ try:
     ticks = []
     tick_sub = run.subscribe_ticks(lambda t: ticks.append(t.frame))
     first = {c: run.read(c, timeout=5) for c in "ABC"}
+    # The view's ticks come 20 times a second: a few of them (bounded).
+    until = time.monotonic() + 2
+    while len(ticks) < 3 and time.monotonic() < until:
+        time.sleep(0.02)
     tick_sub.undeclare()
 
     # Writes a reader may not make: each cell's counter at 10^9 under the name of
@@ -37,6 +41,9 @@ try:
         (run.key("cell/B/h2"), forged(1)),
         (run.key("cell/C/h3"), forged(2)),
         (run.key("tick"), struct.pack("<5Q", 5, 0, 0, 0, 1)),
+        # And the readers' view, which other readers read.
+        (run.key("view/cell/B/h2"), forged(1)),
+        (run.key("view/tick"), struct.pack("<5Q", 5, 0, 0, 0, 1)),
     ]
     put_errors = []
     for _ in range(20):
