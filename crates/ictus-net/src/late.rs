@@ -9,14 +9,19 @@
 //! the main host's events (its output, its record, the live page) name every late
 //! arrival of the run while it goes.
 //!
-//! At most [`NAMED_PER_SECOND`] are named per second on each host; the others are
-//! counted, with the worst, and said once a second: every late arrival is in the
-//! events, named or counted.
+//! At most [`NAMED_PER_SECOND`] are named per second on each host, and
+//! [`NAMED_IN_ALL`] in a run; the others are counted, with the worst, and said once
+//! a second, once a minute after the run's names are spent: every late arrival is in
+//! the events, named or counted (but for the last window before the run's end, which
+//! the host's total, `late` in its cell figures, includes), and a long run's record
+//! stays bounded (about 60 lines an hour per host after the first hundred).
 
 use ictus_core::Nanos;
 
 /// Late arrivals named per second on one host; more are counted.
 pub const NAMED_PER_SECOND: u32 = 10;
+/// Late arrivals named in a run on one host; after them, counts once a minute.
+pub const NAMED_IN_ALL: u64 = 100;
 
 /// A host's late arrivals, named or counted, for its coordinator to report.
 #[derive(Debug)]
@@ -24,9 +29,10 @@ pub struct Lateness {
     here: String,
     /// The epoch and the tick on this host's clock, once the run began.
     timing: Option<(Nanos, Nanos)>,
-    /// The second (since the epoch) being counted, named in it, counted past that
-    /// and the worst of those.
+    /// The first second (since the epoch) of the window being counted, named in
+    /// it, counted past that and the worst of those; named in the whole run.
     second: u64,
+    named_total: u64,
     named: u32,
     unnamed: u64,
     worst: Nanos,
@@ -42,6 +48,7 @@ impl Lateness {
             here: here.to_string(),
             timing: None,
             second: 0,
+            named_total: 0,
             named: 0,
             unnamed: 0,
             worst: Nanos::ZERO,
@@ -116,8 +123,9 @@ impl Lateness {
     fn late(&mut self, now: Nanos, late: Nanos, text: String) {
         self.total += 1;
         self.roll(now);
-        if self.named < NAMED_PER_SECOND {
+        if self.named < NAMED_PER_SECOND && self.named_total < NAMED_IN_ALL {
             self.named += 1;
+            self.named_total += 1;
             self.words.push(text);
         } else {
             self.unnamed += 1;
@@ -125,25 +133,41 @@ impl Lateness {
         }
     }
 
-    /// A new second: what went unnamed in the last one is said.
+    /// A new window (a second, or a minute once the run's names are spent): what
+    /// went unnamed in the last one is said.
     fn roll(&mut self, now: Nanos) {
         let Some((epoch, _)) = self.timing else {
             return;
         };
         let second = now.saturating_sub(epoch).as_u64() / 1_000_000_000;
-        if second != self.second {
-            self.flush();
+        let window = if self.named_total >= NAMED_IN_ALL {
+            60
+        } else {
+            1
+        };
+        if second >= self.second + window || second < self.second {
+            self.flush(second);
             self.second = second;
             self.named = 0;
         }
     }
 
-    fn flush(&mut self) {
+    /// Says what went unnamed from the window's first second to `until`.
+    fn flush(&mut self, until: u64) {
         if self.unnamed > 0 {
+            let when = if until <= self.second + 1 {
+                format!("second {}", self.second)
+            } else {
+                format!("seconds {} to {}", self.second, until - 1)
+            };
+            let past = if self.named_total >= NAMED_IN_ALL {
+                format!("past the {NAMED_IN_ALL} a run names")
+            } else {
+                format!("past {NAMED_PER_SECOND} named")
+            };
             self.words.push(format!(
-                "{} more late arrivals on {} in second {} of the run (past {NAMED_PER_SECOND} \
-                 named), the worst {} late",
-                self.unnamed, self.here, self.second, self.worst
+                "{} more late arrivals on {} in {when} of the run ({past}), the worst {} late",
+                self.unnamed, self.here, self.worst
             ));
             self.unnamed = 0;
             self.worst = Nanos::ZERO;
@@ -156,9 +180,13 @@ impl Lateness {
         std::mem::take(&mut self.words)
     }
 
-    /// Everything not said yet, the current second's count too (at the run's end).
-    pub fn take_all(&mut self) -> Vec<String> {
-        self.flush();
+    /// Everything not said yet at `now`, the current window's count too (at the
+    /// run's end).
+    pub fn take_all(&mut self, now: Nanos) -> Vec<String> {
+        let current = self.timing.map_or(self.second, |(epoch, _)| {
+            now.saturating_sub(epoch).as_u64() / 1_000_000_000
+        });
+        self.flush(current.max(self.second) + 1);
         std::mem::take(&mut self.words)
     }
 }
@@ -222,6 +250,37 @@ mod tests {
         for i in 0..12 {
             l.tick(1_000 + i, ms(1_000 + i), ms(1_010 + i));
         }
-        assert_eq!(l.take_all().len(), 11);
+        assert_eq!(l.take_all(ms(1_500)).len(), 11);
+    }
+
+    #[test]
+    fn a_run_names_a_hundred_then_counts_once_a_minute() {
+        let mut l = Lateness::new("h2");
+        l.timing(Nanos::ZERO, ms(1));
+        let mut said = Vec::new();
+        // Twenty late ticks a second for 30 s: 10 named a second until 100 are.
+        for s in 0..30u64 {
+            for i in 0..20 {
+                let at = s * 1_000 + i * 10;
+                l.tick(at, ms(at), ms(at + 5));
+            }
+            said.extend(l.take(ms(s * 1_000 + 999)));
+        }
+        said.extend(l.take_all(ms(29_999)));
+        let named = said
+            .iter()
+            .filter(|w| w.starts_with("tick of frame"))
+            .count();
+        assert_eq!(named, NAMED_IN_ALL as usize);
+        assert_eq!(l.total(), 600);
+        // Seconds 0 to 8 each say their ten more; the hundredth name falls in second
+        // 9, whose count then runs on with the minute's: one count for seconds 9 to 29.
+        let counts: Vec<&String> = said.iter().filter(|w| w.contains("more late")).collect();
+        assert_eq!(counts.len(), 10, "{counts:#?}");
+        assert_eq!(
+            counts[9],
+            "410 more late arrivals on h2 in seconds 9 to 29 of the run (past the 100 a \
+             run names), the worst 5.00 ms late"
+        );
     }
 }
