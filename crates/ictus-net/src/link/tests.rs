@@ -1,0 +1,58 @@
+use super::*;
+
+#[test]
+fn a_publication_reads_back_and_anything_cut_or_longer_is_refused() {
+    let data = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+    let p = Publication {
+        host: 2,
+        offset: -1234,
+        stamp: 987_654_321,
+        ranges: vec![(0, &data[..4]), (16, &data[4..])],
+    };
+    let mut out = Vec::new();
+    p.encode(&mut out);
+    let back = Publication::decode(&out).unwrap();
+    assert_eq!(
+        (back.host, back.offset, back.stamp),
+        (2, -1234, 987_654_321)
+    );
+    assert_eq!(back.ranges, p.ranges);
+    for cut in 0..out.len() {
+        assert!(Publication::decode(&out[..cut]).is_none(), "cut at {cut}");
+    }
+    out.push(0);
+    assert!(Publication::decode(&out).is_none());
+}
+
+#[test]
+fn a_stage_figure_per_stage_measured_in_the_order_a_publication_passes_them() {
+    let mut sut = Stages::new();
+    sut.record(LinkStage::Copy, Nanos::new(5));
+    sut.record(LinkStage::Wake, Nanos::new(7));
+    let mut sending = Stages::new();
+    sending.record(LinkStage::Put, Nanos::new(3));
+    sending.record(LinkStage::Put, Nanos::new(4));
+    sending.record(LinkStage::Transit, Nanos::new(9));
+    sut.merge_sending(sending);
+    let got: Vec<(LinkStage, u64)> = sut
+        .figures()
+        .iter()
+        .map(|f| (f.stage, f.delay.summary.count))
+        .collect();
+    // The forwarder's sending stages replace the shared ones; its receiving
+    // ones are not its to give.
+    assert_eq!(got, [(LinkStage::Put, 2), (LinkStage::Copy, 1)]);
+}
+
+#[test]
+fn the_attachment_reads_back_and_another_size_is_none() {
+    let a = Attachment {
+        handed: 987_654_321,
+        number: 12,
+    };
+    assert_eq!(
+        Attachment::decode(&a.encode()),
+        (Some(987_654_321), Some(12))
+    );
+    assert_eq!(Attachment::decode(&[1, 2, 3]), (None, None));
+}

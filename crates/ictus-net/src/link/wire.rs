@@ -1,0 +1,115 @@
+//! The wire format of a run across hosts (docs/wire.md, which `python/ictus_zenoh`
+//! mirrors): a cell publication, the claims a host serves, the layout a run serves.
+
+use super::*;
+
+/// The version of the wire format (docs/wire.md), in the layout a run serves.
+pub const WIRE_VERSION: u32 = 1;
+
+/// One host's elements of one cell, as published: the writer's host, its clock
+/// offset to the main host, the stamp of the publication on its clock, and each
+/// range with its offset in the cell.
+pub(crate) struct Publication<'a> {
+    pub(crate) host: u16,
+    pub(crate) offset: i64,
+    pub(crate) stamp: u64,
+    pub(crate) ranges: Vec<(usize, &'a [u8])>,
+}
+
+impl<'a> Publication<'a> {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.host.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.stamp.to_le_bytes());
+        out.extend_from_slice(&(self.ranges.len() as u16).to_le_bytes());
+        for (at, data) in &self.ranges {
+            out.extend_from_slice(&(*at as u32).to_le_bytes());
+            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            out.extend_from_slice(data);
+        }
+    }
+
+    pub(crate) fn decode(b: &'a [u8]) -> Option<Publication<'a>> {
+        let take = |at: &mut usize, n: usize| -> Option<&'a [u8]> {
+            let s = b.get(*at..at.checked_add(n)?)?;
+            *at += n;
+            Some(s)
+        };
+        let mut at = 0;
+        let host = u16::from_le_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let offset = i64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
+        let stamp = u64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
+        let n = u16::from_le_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let mut ranges = Vec::with_capacity(usize::from(n));
+        for _ in 0..n {
+            let off = u32::from_le_bytes(take(&mut at, 4)?.try_into().ok()?) as usize;
+            let len = u32::from_le_bytes(take(&mut at, 4)?.try_into().ok()?) as usize;
+            ranges.push((off, take(&mut at, len)?));
+        }
+        (at == b.len()).then_some(Publication {
+            host,
+            offset,
+            stamp,
+            ranges,
+        })
+    }
+}
+
+/// A host's claims as served on `claims/H` (cell name to byte ranges), checked
+/// against the table: per cell, its ranges.
+pub(super) fn read_claims(bytes: &[u8], cells: &Cells) -> Result<Claims, String> {
+    let read: BTreeMap<String, Vec<[usize; 2]>> =
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let mut claims: Claims = vec![Vec::new(); cells.len()];
+    for (name, ranges) in read {
+        let c = cells.cell_index(&name).map_err(|e| e.to_string())?;
+        let size = cells.cell_bytes(c);
+        for [a, b] in ranges {
+            if a >= b || b > size {
+                return Err(format!("bytes {a}..{b} of cell {name} ({size} bytes)"));
+            }
+            claims[c].push(a..b);
+        }
+    }
+    Ok(claims)
+}
+
+/// The layout a run serves on `ictus/R/layout` (docs/wire.md): the wire version,
+/// the run, its hosts (the first the main one) and tick, and per cell its size and
+/// elements (name, type, array length, byte offset and size), in the table's order.
+pub fn layout_json(
+    run: &str,
+    hosts: &[String],
+    tick: Nanos,
+    table: &ictus_exec::cell::CellTable,
+) -> serde_json::Value {
+    let cells: Vec<serde_json::Value> = table
+        .cells()
+        .iter()
+        .map(|c| {
+            let elements: Vec<serde_json::Value> = c
+                .elements()
+                .iter()
+                .map(|e| {
+                    let shape = e.shape();
+                    serde_json::json!({
+                        "name": e.name(),
+                        "type": shape.ty,
+                        "len": shape.len,
+                        "offset": e.offset(),
+                        "bytes": e.range().len(),
+                    })
+                })
+                .collect();
+            serde_json::json!({"name": c.name(), "bytes": c.bytes(), "elements": elements})
+        })
+        .collect();
+    serde_json::json!({
+        "wire": WIRE_VERSION,
+        "run": run,
+        "hosts": hosts,
+        "tick_ns": tick.as_u64(),
+        "byte_order": "little-endian",
+        "cells": cells,
+    })
+}
