@@ -106,11 +106,7 @@ for who in $ATTACKERS; do
   "$zattack" "$name" "$((SECONDS_RUN - 4))" "${endpoints[@]}" "${id[@]}" >"$OUT_DIR/$who-attack.json" 2>"$OUT_DIR/$who-attack.log" || true
   rc=0
   wait "$main" || rc=$?
-  for p in "${pids[@]}"; do
-    for _ in $(seq 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
+  end_all "${pids[@]}"
   python3 - "$OUT_DIR" "$who" "$rc" "${trust[0]}" <<'EOF'
 import json, sys, os
 out, who, rc, trust = sys.argv[1:5]

@@ -69,34 +69,6 @@ sub.undeclare()
 session.close()
 EOF
 
-schedule() {
-  local name=$1 file=$2
-  cat >"$file" <<EOF
-name = "$name"
-tick = "$TICK"
-major_frame = 3
-cells = "$root/examples/stress/cells.toml"
-initial_state = "run"
-[stress]
-counters = ["A.int", "B.int", "C.int"]
-[[host]]
-name = "h1"
-address = "10.77.0.1:7447"
-[[host]]
-name = "h2"
-address = "10.77.0.2:7447"
-[[host]]
-name = "h3"
-address = "10.77.0.3:7447"
-EOF
-  local n s from to h
-  for spec in "A 0 A B h2" "B 1 B C h3" "C 2 C A h2"; do
-    read -r n s from to h <<<"$spec"
-    printf '[[subsystem]]\nname = "%s"\nhost = "%s"\nstart = %s\nperiod = 3\ncpu = 1\nclass = "rt1"\npriority = 80\nbuiltin = "increment"\nconfig = { from = "%s", to = "%s" }\n' \
-      "$n" "$h" "$s" "$from" "$to" >>"$file"
-  done
-}
-
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -104,15 +76,15 @@ trap cleanup EXIT
 one() {
   local tag=$1 with=$2 dir=$OUT_DIR/$1
   mkdir -p "$dir"
-  schedule "rh$tag" "$dir/schedule.toml"
+  hosts_schedule 1 "$dir/schedule.toml" "rh$tag"
   cp -r "$OUT_DIR/keys" "$dir/keys"
   pids=()
   for h in 2 3; do
-    ns "$h" "$ictus" node "$dir/schedule.toml" --host "h$h" --keys "$dir/keys" --quiet --json \
+    ns "$h" "$ictus" node "$dir/schedule.toml" --host "h$h" --tick "$TICK" --keys "$dir/keys" --quiet --json \
       -o "$dir/h$h.json" >"$dir/h$h.log" 2>&1 &
     pids+=($!)
   done
-  ns 1 "$ictus" run "$dir/schedule.toml" --keys "$dir/keys" --duration "${SECONDS_PER}s" --quiet --json \
+  ns 1 "$ictus" run "$dir/schedule.toml" --tick "$TICK" --keys "$dir/keys" --duration "${SECONDS_PER}s" --quiet --json \
     --ready-timeout 30s -o "$dir/h1.json" >"$dir/h1.log" 2>&1 &
   local main=$! readers=()
   pids+=($main)
@@ -120,7 +92,7 @@ one() {
     sleep 3
     for i in $(seq "$with"); do
       local h=$(( (i - 1) % 3 + 1 ))
-      ns "$h" "$PYTHON" "$OUT_DIR/reader.py" "$root/python" "quic/10.77.0.$h:7447" "$dir/keys" "r$i" "rh$tag" \
+      ns "$h" "$PYTHON" "$OUT_DIR/reader.py" "$root/python" "quic/10.77.0.$h:7447" "$dir/keys" "r$i" "rh${tag}1" \
         "$SLEEP" "$(( SECONDS_PER - 6 ))" >>"$dir/readers.txt" 2>>"$dir/readers.err" &
       readers+=($!)
       pids+=($!)
@@ -128,11 +100,7 @@ one() {
   fi
   local rc=0
   wait "$main" || rc=$?
-  for p in "${pids[@]}"; do
-    for _ in $(seq 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
+  end_all "${pids[@]}"
   pids=()
   echo "$rc" >"$dir/h1.rc"
   python3 - "$dir" "$tag" "$with" <<'EOF'
