@@ -91,6 +91,11 @@ impl Lateness {
             return;
         }
         let late = now - due;
+        // Worded only when named: on Zenoh's callback thread, a counted one costs
+        // no allocation.
+        if !self.named_next(now, late) {
+            return;
+        }
         let place = match handed {
             Some(h) if h >= stamp && now >= h => format!(
                 " ({} on {from} before the put, {} in transit)",
@@ -103,7 +108,7 @@ impl Lateness {
             "cell {cell} from {from}, due by frame {due_frame}, arrived on {} {late} late{place}",
             self.here
         );
-        self.late(now, late, text);
+        self.words.push(text);
     }
 
     /// Tick `frame` (deadline `deadline` on this host's clock) arrived at `now`:
@@ -116,20 +121,25 @@ impl Lateness {
             return;
         }
         let late = now - deadline;
-        let text = format!("tick of frame {frame} arrived on {} {late} late", self.here);
-        self.late(now, late, text);
+        if self.named_next(now, late) {
+            let text = format!("tick of frame {frame} arrived on {} {late} late", self.here);
+            self.words.push(text);
+        }
     }
 
-    fn late(&mut self, now: Nanos, late: Nanos, text: String) {
+    /// One more arrival `late` at `now`: whether it is to be named (the caller
+    /// words it), else it is counted.
+    fn named_next(&mut self, now: Nanos, late: Nanos) -> bool {
         self.total += 1;
         self.roll(now);
         if self.named < NAMED_PER_SECOND && self.named_total < NAMED_IN_ALL {
             self.named += 1;
             self.named_total += 1;
-            self.words.push(text);
+            true
         } else {
             self.unnamed += 1;
             self.worst = self.worst.max(late);
+            false
         }
     }
 

@@ -181,39 +181,31 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
         &["ingress"],
         vec![k("**")],
     ));
-    // What this host sends the other hosts: everything of the run.
+    // What this host sends everyone: its declarations.
+    rules.push(rule(
+        "send-declarations".into(),
+        &[
+            "declare_subscriber",
+            "declare_queryable",
+            "liveliness_token",
+            "declare_liveliness_subscriber",
+            "liveliness_query",
+        ],
+        &["egress"],
+        vec![k("**")],
+    ));
+    // What it sends the other hosts besides: all the data of the run.
     rules.push(rule(
         "send".into(),
-        &[
-            "put",
-            "declare_subscriber",
-            "query",
-            "declare_queryable",
-            "reply",
-            "liveliness_token",
-            "declare_liveliness_subscriber",
-            "liveliness_query",
-        ],
+        &["put", "query", "reply"],
         &["egress"],
         vec![k("**")],
     ));
-    // What it sends a reader: the declarations, and of the data only what readers
-    // get (the view of the cells and the tick, the nodes' status: crate::view). The
-    // hosts' own cells and tick never go to a reader, so no reader makes a put of
-    // theirs longer; nor do the hub operations, which are sent without loss and so
-    // may wait on a full queue (docs/wire.md).
-    rules.push(rule(
-        "send-reader".into(),
-        &[
-            "declare_subscriber",
-            "declare_queryable",
-            "liveliness_token",
-            "declare_liveliness_subscriber",
-            "liveliness_query",
-        ],
-        &["egress"],
-        vec![k("**")],
-    ));
+    // What it sends a reader besides: of the data only what readers get (the view
+    // of the cells and the tick, the nodes' status: crate::view). The hosts' own
+    // cells and tick never go to a reader, so no reader makes a put of theirs
+    // longer; nor do the hub operations, which are sent without loss and so may wait
+    // on a full queue (docs/wire.md).
     rules.push(rule(
         "send-reader-data".into(),
         &["put"],
@@ -237,7 +229,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
     let every_host: Vec<String> = (0..hosts.len()).map(|h| format!("host-{h}")).collect();
     policies.push(json!({
         "id": "hosts",
-        "rules": ["listen", "send", "ask-layout-claims"],
+        "rules": ["listen", "send-declarations", "send", "ask-layout-claims"],
         "subjects": every_host,
     }));
     if !readers.is_empty() {
@@ -246,7 +238,7 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
             "id": "readers",
             "rules": [
                 "listen",
-                "send-reader",
+                "send-declarations",
                 "send-reader-data",
                 "send-reader-replies",
                 "ask-layout-claims",

@@ -100,16 +100,14 @@ impl View {
                         if cells.try_read_cell(*cell, &mut bufs[i]).is_none() {
                             continue;
                         }
-                        let p = Publication {
-                            host: index,
+                        let p = Publication::of(
+                            index,
                             // Relaxed: set once before cells flow.
-                            offset: offset.load(Ordering::Relaxed) as i64,
-                            stamp: monotonic_now().as_u64(),
-                            ranges: ranges
-                                .iter()
-                                .map(|r| (r.start, &bufs[i][r.clone()]))
-                                .collect(),
-                        };
+                            offset.load(Ordering::Relaxed) as i64,
+                            monotonic_now().as_u64(),
+                            &bufs[i],
+                            ranges,
+                        );
                         out.clear();
                         p.encode(&mut out);
                         // Dropped for a reader that cannot take it: the next view

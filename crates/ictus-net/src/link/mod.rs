@@ -753,16 +753,14 @@ impl ZenohLink {
                             continue;
                         };
                         last[i] = seq;
-                        let p = Publication {
+                        let p = Publication::of(
                             host,
                             // Relaxed: set once before cells flow.
-                            offset: offset.load(Ordering::Relaxed) as i64,
-                            stamp: stamp.as_u64(),
-                            ranges: ranges
-                                .iter()
-                                .map(|r| (r.start, &bufs[i][r.clone()]))
-                                .collect(),
-                        };
+                            offset.load(Ordering::Relaxed) as i64,
+                            stamp.as_u64(),
+                            &bufs[i],
+                            ranges,
+                        );
                         out.clear();
                         p.encode(&mut out);
                         let encoded = monotonic_now();

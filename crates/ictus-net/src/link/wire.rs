@@ -17,6 +17,23 @@ pub(crate) struct Publication<'a> {
 }
 
 impl<'a> Publication<'a> {
+    /// Host `host`'s elements `ranges` of a cell read into `cell`: the forwarder's
+    /// and the view's publication of what this host's subsystems write.
+    pub(crate) fn of(
+        host: u16,
+        offset: i64,
+        stamp: u64,
+        cell: &'a [u8],
+        ranges: &[Range<usize>],
+    ) -> Publication<'a> {
+        Publication {
+            host,
+            offset,
+            stamp,
+            ranges: ranges.iter().map(|r| (r.start, &cell[r.clone()])).collect(),
+        }
+    }
+
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.host.to_le_bytes());
         out.extend_from_slice(&self.offset.to_le_bytes());
