@@ -176,7 +176,15 @@ fn rt_throttling_provoked_by_a_busy_fifo_spinner_is_named() {
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
     let e = timer_explanation(cpu, 4);
-    let (hits, of) = named(&e, 20, "rt-throttling");
+    // Throttling is inferred from the RT threads' run time over the last RT period
+    // (1 s), which the sampler sees only from its own start: a miss in its first
+    // period can be named by what preempted the timer, not yet by the budget (one
+    // CI run, 2026-11-28: the miss at 134 ms, "preempted by python3 FIFO 50").
+    let mut later = e.clone();
+    if let Some(events) = later["events"].as_array_mut() {
+        events.retain(|ev| ev["at_ns"].as_u64().unwrap_or(0) >= 1_000_000_000);
+    }
+    let (hits, of) = named(&later, 20, "rt-throttling");
     assert!(of >= 1, "throttling caused misses: {e}");
     assert!(
         hits * 10 >= of * 9,
