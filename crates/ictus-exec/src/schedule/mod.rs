@@ -95,7 +95,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -117,17 +116,7 @@ mod rule;
 #[cfg(test)]
 mod tests;
 
-use read::*;
-pub use rule::Rule;
-
-/// The shortest tick: 1 us.
-pub const MIN_TICK: Nanos = Nanos::from_micros(1);
-
-/// The longest tick: 1 s.
-pub const MAX_TICK: Nanos = Nanos::from_secs(1);
-
-/// The longest major frame (tick × `major_frame`): 10 s.
-pub const MAX_MAJOR_PERIOD: Nanos = Nanos::from_secs(10);
+pub use rule::{Location, MAX_HOSTS, MAX_MAJOR_PERIOD, MAX_TICK, MIN_TICK, Rule};
 
 /// Which value a tick rule is about.
 #[derive(Clone, Copy, Debug)]
@@ -321,35 +310,6 @@ pub enum CellSource {
     Inline(CellTable),
 }
 
-/// A 1-based line and column in a file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Location {
-    /// Line, from 1.
-    pub line: usize,
-    /// Column in characters, from 1.
-    pub column: usize,
-}
-
-impl Location {
-    /// The line and column of byte `offset` in `text` (clamped to its end).
-    ///
-    /// One pass over `text` up to `offset`: for one error. To place many offsets
-    /// of one text, index it once with [`LineIndex`].
-    pub fn of(text: &str, offset: usize) -> Location {
-        let place = ictus_os::json::place_of_offset(text, offset);
-        Location {
-            line: place.line,
-            column: place.column,
-        }
-    }
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
-    }
-}
-
 /// One subsystem's line of the schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubsystemSpec {
@@ -433,9 +393,6 @@ impl Default for OnOverrun {
         }
     }
 }
-
-/// The most hosts a schedule names.
-pub const MAX_HOSTS: usize = 64;
 
 /// A host of a run across machines (`[[host]]`): seed 003's hosts, each with a
 /// local coordinator. The first one is the main coordinator's.
@@ -569,95 +526,6 @@ impl Schedule {
         let schedule = Schedule::parse(&text, path, online)?;
         if matches!(schedule.cells, CellSource::File(_)) {
             schedule.cell_table()?;
-        }
-        Ok(schedule)
-    }
-
-    /// Parses and checks `text`, read from `path` (used for messages and to resolve
-    /// relative paths), against the CPUs in `online`. Reads no file: the builtins'
-    /// cells and the stress counters are checked here against inline `[[cell]]`
-    /// tables (or against no cells), and against a cell file by
-    /// [`Schedule::cell_table`] (which [`Schedule::from_file`] calls).
-    pub fn parse(
-        text: &str,
-        path: impl AsRef<Path>,
-        online: &CpuSet,
-    ) -> Result<Schedule, ScheduleError> {
-        let path = path.as_ref();
-        let r = Reader {
-            text,
-            path,
-            lines: LineIndex::new(text),
-        };
-        let raw: RawSchedule = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            r.fail(span, Rule::Syntax(e.message().trim().to_string()))
-        })?;
-        let Timing {
-            tick,
-            major,
-            wait,
-            margin,
-        } = r.timing(&raw)?;
-        let mut places = Places {
-            tick: r.loc(raw.tick.span()),
-            major_frame: r.loc(raw.major_frame.span()),
-            margin: margin.map(|span| r.loc(span)),
-            ..Places::default()
-        };
-        let cells = r.cells(&raw, &mut places)?;
-        let (modes, initial_state) = r.states(&raw)?;
-        r.overrun_modes(&raw, &modes)?;
-        let name = r.name(&raw)?;
-        // Counted before anything is checked per subsystem, so that checking stays
-        // bounded whatever the file holds.
-        if let Some(over) = raw.subsystems.get(crate::control::MAX_SUBSYSTEMS) {
-            return Err(r.fail(over.span(), Rule::TooManySubsystems(raw.subsystems.len())));
-        }
-        let hosts =
-            hosts(&raw.hosts, &|span| r.loc(span)).map_err(|(span, rule)| r.fail(span, rule))?;
-        let mut subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
-        if let Some(w) = r.watchdog(raw.watchdog.as_ref())? {
-            for s in subsystems.iter_mut().filter(|s| s.watchdog.is_none()) {
-                s.watchdog = Some(w);
-            }
-        }
-        let stress = r.stress(&raw, &mut places)?;
-        let hubs = hubs(&raw, text, &hosts).map_err(|(span, rule)| r.fail(span, rule))?;
-        let pm_qos = r.pm_qos(&raw)?;
-        let explain_threshold = r.explain_threshold(&raw)?;
-        let security = r.security(&raw, path)?;
-        let record = r.record(&raw, &mut places)?;
-        let silence = r.silence(&raw, tick)?;
-        let safe_state = r.safe_state(&raw, &modes)?;
-        let schedule = Schedule {
-            name,
-            path: path.to_path_buf(),
-            tick,
-            major_frame: major,
-            wait,
-            cells,
-            modes,
-            initial_state,
-            stress,
-            subsystems,
-            hubs,
-            hosts,
-            pm_qos,
-            explain_threshold,
-            security,
-            text: text.to_string(),
-            record,
-            silence,
-            safe_state,
-            places,
-        };
-        let empty = CellTable::default();
-        match &schedule.cells {
-            CellSource::None => schedule.check_against(Some(&empty))?,
-            CellSource::Inline(table) => schedule.check_against(Some(table))?,
-            // Checked against the file's table by cell_table.
-            CellSource::File(_) => schedule.check_against(None)?,
         }
         Ok(schedule)
     }

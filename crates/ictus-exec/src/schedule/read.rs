@@ -944,3 +944,94 @@ pub(super) struct RawSubsystem {
     pub(super) watchdog: Option<Spanned<String>>,
     pub(super) config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
+
+impl Schedule {
+    /// Parses and checks `text`, read from `path` (used for messages and to resolve
+    /// relative paths), against the CPUs in `online`. Reads no file: the builtins'
+    /// cells and the stress counters are checked here against inline `[[cell]]`
+    /// tables (or against no cells), and against a cell file by
+    /// [`Schedule::cell_table`] (which [`Schedule::from_file`] calls).
+    pub fn parse(
+        text: &str,
+        path: impl AsRef<Path>,
+        online: &CpuSet,
+    ) -> Result<Schedule, ScheduleError> {
+        let path = path.as_ref();
+        let r = Reader {
+            text,
+            path,
+            lines: LineIndex::new(text),
+        };
+        let raw: RawSchedule = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            r.fail(span, Rule::Syntax(e.message().trim().to_string()))
+        })?;
+        let Timing {
+            tick,
+            major,
+            wait,
+            margin,
+        } = r.timing(&raw)?;
+        let mut places = Places {
+            tick: r.loc(raw.tick.span()),
+            major_frame: r.loc(raw.major_frame.span()),
+            margin: margin.map(|span| r.loc(span)),
+            ..Places::default()
+        };
+        let cells = r.cells(&raw, &mut places)?;
+        let (modes, initial_state) = r.states(&raw)?;
+        r.overrun_modes(&raw, &modes)?;
+        let name = r.name(&raw)?;
+        // Counted before anything is checked per subsystem, so that checking stays
+        // bounded whatever the file holds.
+        if let Some(over) = raw.subsystems.get(crate::control::MAX_SUBSYSTEMS) {
+            return Err(r.fail(over.span(), Rule::TooManySubsystems(raw.subsystems.len())));
+        }
+        let hosts =
+            hosts(&raw.hosts, &|span| r.loc(span)).map_err(|(span, rule)| r.fail(span, rule))?;
+        let mut subsystems = r.subsystems(&raw, major, &hosts, online, &mut places)?;
+        if let Some(w) = r.watchdog(raw.watchdog.as_ref())? {
+            for s in subsystems.iter_mut().filter(|s| s.watchdog.is_none()) {
+                s.watchdog = Some(w);
+            }
+        }
+        let stress = r.stress(&raw, &mut places)?;
+        let hubs = hubs(&raw, text, &hosts).map_err(|(span, rule)| r.fail(span, rule))?;
+        let pm_qos = r.pm_qos(&raw)?;
+        let explain_threshold = r.explain_threshold(&raw)?;
+        let security = r.security(&raw, path)?;
+        let record = r.record(&raw, &mut places)?;
+        let silence = r.silence(&raw, tick)?;
+        let safe_state = r.safe_state(&raw, &modes)?;
+        let schedule = Schedule {
+            name,
+            path: path.to_path_buf(),
+            tick,
+            major_frame: major,
+            wait,
+            cells,
+            modes,
+            initial_state,
+            stress,
+            subsystems,
+            hubs,
+            hosts,
+            pm_qos,
+            explain_threshold,
+            security,
+            text: text.to_string(),
+            record,
+            silence,
+            safe_state,
+            places,
+        };
+        let empty = CellTable::default();
+        match &schedule.cells {
+            CellSource::None => schedule.check_against(Some(&empty))?,
+            CellSource::Inline(table) => schedule.check_against(Some(table))?,
+            // Checked against the file's table by cell_table.
+            CellSource::File(_) => schedule.check_against(None)?,
+        }
+        Ok(schedule)
+    }
+}

@@ -1,6 +1,52 @@
 //! The rules a schedule can break, each with the words it is reported in.
 
-use super::*;
+use std::fmt;
+use std::path::PathBuf;
+
+use ictus_core::{CpuSet, Nanos};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The shortest tick: 1 us.
+pub const MIN_TICK: Nanos = Nanos::from_micros(1);
+
+/// The longest tick: 1 s.
+pub const MAX_TICK: Nanos = Nanos::from_secs(1);
+
+/// The longest major frame (tick × `major_frame`): 10 s.
+pub const MAX_MAJOR_PERIOD: Nanos = Nanos::from_secs(10);
+
+/// The most hosts a schedule names.
+pub const MAX_HOSTS: usize = 64;
+
+/// A 1-based line and column in a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Location {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column in characters, from 1.
+    pub column: usize,
+}
+
+impl Location {
+    /// The line and column of byte `offset` in `text` (clamped to its end).
+    ///
+    /// One pass over `text` up to `offset`: for one error. To place many offsets
+    /// of one text, index it once with [`LineIndex`](ictus_os::json::LineIndex).
+    pub fn of(text: &str, offset: usize) -> Location {
+        let place = ictus_os::json::place_of_offset(text, offset);
+        Location {
+            line: place.line,
+            column: place.column,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
 
 /// A schedule rule, as broken.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -37,7 +83,7 @@ pub enum Rule {
     /// The file is not a regular file.
     #[error("not a regular file ({0}); a schedule is a TOML file")]
     NotAFile(&'static str),
-    /// The file is larger than [`InputKind::Table`]'s limit.
+    /// The file is larger than [`InputKind::Table`](ictus_os::fs::InputKind::Table)'s limit.
     #[error("the file is larger than the limit of {limit} bytes (16 MiB)")]
     FileTooLarge {
         /// The limit.
