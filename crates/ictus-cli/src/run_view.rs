@@ -481,6 +481,8 @@ mod tests {
                 reading_mean_ns: 1,
                 reading_max_ns: 2,
                 task_scans: 1,
+                cpu_ns: 0,
+                wall_ns: 0,
                 sources: Vec::new(),
             },
         });

@@ -126,7 +126,7 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
     let s = &e.sampler;
     let _ = writeln!(
         out,
-        "  sampler: every {} on CPU(s) {}{}, {} readings (mean {}, max {}), {} thread scans",
+        "  sampler: every {} on CPU(s) {}{}, {} readings (mean {}, max {}), {} thread scans{}",
         Nanos::new(s.period_ns),
         s.cpus,
         if s.shares_watched_cpu {
@@ -137,7 +137,13 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
         s.samples,
         Nanos::new(s.reading_mean_ns),
         Nanos::new(s.reading_max_ns),
-        s.task_scans
+        s.task_scans,
+        s.cpu_share().map_or(String::new(), |share| format!(
+            ", {:.2} % of a CPU ({} run in {})",
+            share * 100.0,
+            Nanos::new(s.cpu_ns),
+            Nanos::new(s.wall_ns)
+        ))
     );
     out
 }

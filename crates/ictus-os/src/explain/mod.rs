@@ -94,6 +94,9 @@ pub(crate) struct Watch {
     cpu: AtomicI64,
     /// Events dropped because the ring was full.
     dropped: AtomicU64,
+    /// The sampler's thread, set once it runs: a miss wakes it (see
+    /// [`MissReporter::report`]).
+    sampler: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// The real-time side: one per watched thread. [`report`](Self::report) is one push
@@ -103,7 +106,14 @@ pub struct MissReporter {
     producer: Producer<MissEvent>,
     watch: Arc<Watch>,
     threshold: Nanos,
+    /// The end of the last event that woke the sampler.
+    woke_at: Nanos,
 }
+
+/// The least time between two misses of one thread that wake the sampler: in a
+/// storm of misses it wakes at most 500 times a second for each thread, and a miss
+/// in between waits at most this long for its closing reading.
+const WAKE_EVERY: Nanos = Nanos::from_millis(2);
 
 impl MissReporter {
     /// Called by the watched thread once it is placed (pinned, policy set): records
@@ -149,11 +159,22 @@ impl MissReporter {
     }
 
     /// Reports an event. A full ring drops it and counts the drop; never blocks.
+    /// It wakes the sampler (a futex wake when it sleeps, no more than every
+    /// [`WAKE_EVERY`]), so that the reading that closes the event's window comes
+    /// right after its end and not at the sampler's next period.
     #[inline]
     pub fn report(&mut self, event: MissEvent) {
+        let end = event.end;
         if self.producer.push(event).is_err() {
             // Relaxed: a counter read once after the run.
             self.watch.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if end.saturating_sub(self.woke_at) >= WAKE_EVERY
+            && let Some(sampler) = self.watch.sampler.get()
+        {
+            sampler.unpark();
+            self.woke_at = end;
         }
     }
 }
@@ -183,6 +204,7 @@ pub(crate) fn pair(
             producer,
             watch: watch.clone(),
             threshold,
+            woke_at: Nanos::ZERO,
         },
         WatchedThread {
             name,
@@ -594,8 +616,23 @@ pub struct SamplerReport {
     pub reading_max_ns: u64,
     /// Scans of every thread (to name the thread that ran).
     pub task_scans: u64,
+    /// Its own run time (its thread's schedstat; the run's samplers together when
+    /// several processes explain), 0 in records written before it was kept.
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// How long it ran (the longest of several).
+    #[serde(default)]
+    pub wall_ns: u64,
     /// What it reads, and what it cannot read here (with why).
     pub sources: Vec<String>,
+}
+
+impl SamplerReport {
+    /// The share of one CPU its run time was over its life (the run's samplers
+    /// together), `None` where not measured.
+    pub fn cpu_share(&self) -> Option<f64> {
+        (self.wall_ns > 0 && self.cpu_ns > 0).then(|| self.cpu_ns as f64 / self.wall_ns as f64)
+    }
 }
 
 /// Every miss of a run explained: the record's `explanation`.
@@ -665,6 +702,8 @@ impl Explanation {
         s.samples += o.samples;
         s.reading_max_ns = s.reading_max_ns.max(o.reading_max_ns);
         s.task_scans += o.task_scans;
+        s.cpu_ns += o.cpu_ns;
+        s.wall_ns = s.wall_ns.max(o.wall_ns);
         s.shares_watched_cpu |= o.shares_watched_cpu;
     }
 }
@@ -979,6 +1018,8 @@ mod tests {
                 reading_mean_ns: 100,
                 reading_max_ns: 200,
                 task_scans: 1,
+                cpu_ns: 0,
+                wall_ns: 0,
                 sources: Vec::new(),
             },
         }

@@ -42,9 +42,17 @@ pub struct ExplainConfig {
     pub scan_every: Nanos,
     /// How long readings are kept (a miss's window must fit).
     pub history: Nanos,
-    /// `/proc/interrupts` is read every this many readings (it costs about 60 us on
-    /// a 2-CPU VM, the other files together about 20).
-    pub irq_every: u32,
+    /// `/proc/softirqs` and the steal in `/proc/stat` (about 3 and 2 us on a 2-CPU
+    /// VM with warm caches) are read every this many readings, and at once when a
+    /// miss waits for them.
+    pub tables_every: u32,
+    /// `/proc/interrupts` (25 us warm, above 100 us when the sampler's CPU woke from
+    /// idle) is read every this many readings, and at once when a miss waits for it.
+    pub interrupts_every: u32,
+    /// The watched threads whose counters (2 files each, about 1.3 us) one reading
+    /// takes, in turn, so that a reading costs the same for 1 thread or 64; a thread
+    /// with a miss waiting is read at the next reading besides.
+    pub threads_per_reading: usize,
     /// Run the sampler in `SCHED_IDLE`, below every normal thread, instead of at
     /// nice 0: for a run whose own normal threads share the sampler's CPUs and must
     /// not wait for it (a run across hosts: the forwarder and Zenoh's threads). Its
@@ -55,18 +63,25 @@ pub struct ExplainConfig {
 
 impl ExplainConfig {
     /// Defaults for watched threads on `cpus` whose misses start at `threshold`: a
-    /// reading every millisecond (interrupts every 4 ms), every thread scanned every
-    /// 100 ms, 2 s of history, 1,000 explained misses kept in full.
+    /// reading every 10 ms (4 watched threads' counters, softirqs and steal each;
+    /// interrupts every 8th) and one at once when a miss is reported; every
+    /// thread scanned every second and after a miss (at most every 50 ms); 2 s of
+    /// history; 1,000 explained misses kept in full. What it costs is measured by
+    /// `bench/explain-cost.sh` (docs/validation.md): under 1 % of a CPU for 1 to 64
+    /// watched threads here, where a reading every millisecond with every file each
+    /// time cost 9.2 % with 10.
     pub fn new(cpus: CpuSet, threshold: Nanos) -> ExplainConfig {
         ExplainConfig {
-            period: Nanos::from_millis(1),
+            period: Nanos::from_millis(10),
             threshold,
             ring: 4096,
             keep: 1_000,
             cpus,
-            scan_every: Nanos::from_millis(100),
+            scan_every: Nanos::from_secs(1),
             history: Nanos::from_secs(2),
-            irq_every: 4,
+            tables_every: 1,
+            interrupts_every: 8,
+            threads_per_reading: 4,
             yield_cpu: false,
         }
     }
@@ -135,11 +150,9 @@ impl Explainer {
     /// returns everything.
     pub fn finish(mut self) -> Explanation {
         self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .expect("finish runs once")
-            .join()
-            .expect("the sampler does not panic")
+        let handle = self.handle.take().expect("finish runs once");
+        handle.thread().unpark();
+        handle.join().expect("the sampler does not panic")
     }
 }
 
@@ -148,6 +161,7 @@ impl Drop for Explainer {
         // Release: pairs with the Acquire load in the sampler's loop.
         self.stop.store(true, Ordering::Release);
         if let Some(h) = self.handle.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -177,10 +191,11 @@ impl RecentMisses {
     }
 }
 
-/// Counters of one watched thread at one reading.
+/// Counters of one watched thread at one reading. Its involuntary switches are not
+/// read: `status`, their only source, cost 2.3 us a thread a reading (more than
+/// `stat` and `schedstat` together), and the run delay gives the time they cost.
 #[derive(Clone, Copy, Debug, Default)]
 struct ThreadCounters {
-    involuntary: u64,
     minflt: u64,
     majflt: u64,
     run_delay_ns: u64,
@@ -190,7 +205,10 @@ struct ThreadCounters {
 #[derive(Clone, Debug, Default)]
 struct Reading {
     t: Nanos,
-    /// Whether `irq` was read at this reading (else it holds the previous values).
+    /// Whether `softirq` and `steal_ticks` were read at this reading (else they are
+    /// empty).
+    has_tables: bool,
+    /// Whether `irq` was read at this reading (else it is empty).
     has_irq: bool,
     /// `[line * ncpu + cpu]`.
     irq: Vec<u64>,
@@ -198,7 +216,14 @@ struct Reading {
     softirq: Vec<u64>,
     steal_ticks: Vec<u64>,
     idle_entries: Vec<u64>,
-    threads: Vec<ThreadCounters>,
+    /// By watched thread: `None` where its counters were not read at this reading.
+    threads: Vec<Option<ThreadCounters>>,
+}
+
+impl Reading {
+    fn has_thread(&self, thread: usize) -> bool {
+        self.threads.get(thread).is_some_and(Option::is_some)
+    }
 }
 
 /// What a scan saw of one thread.
@@ -225,34 +250,62 @@ struct Reread {
 
 impl Reread {
     fn open(path: &str) -> Option<Reread> {
+        Reread::sized(path, 16 * 1024)
+    }
+
+    /// With a buffer of `size` bytes to start (it grows when a read fills it).
+    fn sized(path: &str, size: usize) -> Option<Reread> {
         Some(Reread {
             file: File::open(path).ok()?,
-            buf: vec![0; 16 * 1024],
+            buf: vec![0; size.max(64)],
         })
     }
 
     fn read(&mut self) -> Option<&str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+
+    fn bytes(&mut self) -> Option<&[u8]> {
         let mut len = 0;
         loop {
             if len == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
+            let room = self.buf.len() - len;
             match self.file.read_at(&mut self.buf[len..], len as u64) {
                 Ok(0) => break,
-                Ok(n) => len += n,
+                Ok(n) => {
+                    len += n;
+                    // A proc or sysfs file fills what it is given unless it ended: a
+                    // short read is the end (asking again would make a seq_file
+                    // generate the whole file once more, 25 us for /proc/interrupts).
+                    if n < room {
+                        break;
+                    }
+                }
                 Err(_) => return None,
             }
         }
-        std::str::from_utf8(&self.buf[..len]).ok()
+        Some(&self.buf[..len])
     }
+}
+
+/// One thread's files a scan reads, opened the first time it sees the thread.
+struct TaskFiles {
+    pid: i64,
+    stat: Reread,
+    schedstat: Reread,
+    /// What the last scan saw (`None` before its first `stat`).
+    seen: Option<Seen>,
 }
 
 /// The files of one watched thread, opened once it attached.
 struct ThreadFiles {
     tid: i64,
     stat: Option<Reread>,
-    status: Option<Reread>,
     schedstat: Option<Reread>,
+    /// Whether a reading took its counters since it attached.
+    read: bool,
 }
 
 struct Sampler {
@@ -274,6 +327,12 @@ struct Sampler {
     pending: Vec<(usize, MissEvent)>,
     rt_budget: Option<(u64, u64)>,
     own_tid: i64,
+    /// The next watched thread whose counters a reading takes in turn.
+    next_thread: usize,
+    /// Every thread's `stat` and `schedstat`, kept open between scans.
+    task_files: HashMap<i64, TaskFiles>,
+    /// When it started (its share of a CPU is its run time over the time since).
+    started: Nanos,
     // What it reports.
     explanation: Explanation,
     reading_total: Nanos,
@@ -323,6 +382,8 @@ impl Sampler {
                     reading_mean_ns: 0,
                     reading_max_ns: 0,
                     task_scans: 0,
+                    cpu_ns: 0,
+                    wall_ns: 0,
                     sources,
                 },
             },
@@ -344,12 +405,19 @@ impl Sampler {
             pending: Vec::new(),
             rt_budget,
             own_tid: 0,
+            next_thread: 0,
+            task_files: HashMap::new(),
+            started: Nanos::ZERO,
             reading_total: Nanos::ZERO,
         }
     }
 
     fn run(mut self, stop: &AtomicBool) -> Explanation {
         self.own_tid = crate::sched::thread_id();
+        self.started = monotonic_now();
+        for w in &self.watched {
+            let _ = w.watch.sampler.set(std::thread::current());
+        }
         self.place();
         // SCHED_IDLE when asked (`yield_cpu`): across hosts the sampler shares the
         // other CPUs with the forwarder and Zenoh's threads, and its wake-up every
@@ -372,17 +440,19 @@ impl Sampler {
             // Acquire: pairs with the Release store in Explainer::finish / drop.
             let stopping = stop.load(Ordering::Acquire);
             self.attach_new();
-            self.read();
+            // Drained first: a reading right after a miss's end reads what it waits
+            // for (its thread's counters, interrupts), so its window closes there.
             self.drain();
+            self.read();
             let now = monotonic_now();
             let scan_due = now.saturating_sub(last_scan) >= self.config.scan_every;
             let events_wait = self.pending.iter().any(|(_, e)| {
                 self.scans.back().is_none_or(|s| s.t < e.end)
                     && self.readings.back().is_some_and(|r| r.t >= e.end)
             });
-            // A scan costs about a millisecond of the sampler's CPU: one asked for by
-            // waiting events comes at most every 10 ms.
-            let may_trigger = now.saturating_sub(last_scan) >= Nanos::from_millis(10);
+            // A scan costs about a millisecond of the sampler's CPU (a reading, 40
+            // us): one asked for by waiting events comes at most every 50 ms.
+            let may_trigger = now.saturating_sub(last_scan) >= Nanos::from_millis(50);
             if scan_due || (events_wait && may_trigger) || stopping {
                 self.scan();
                 last_scan = monotonic_now();
@@ -391,13 +461,16 @@ impl Sampler {
             if stopping {
                 break;
             }
-            next += period;
+            // Until the next period, or a miss's report wakes it (then it reads at
+            // once and keeps its period).
             let now = monotonic_now();
-            if next > now {
-                std::thread::sleep(Duration::from_nanos((next - now).as_u64()));
-            } else {
-                next = now;
+            if next <= now {
+                next += period;
+                if next <= now {
+                    next = now + period;
+                }
             }
+            std::thread::park_timeout(Duration::from_nanos((next - now).as_u64()));
         }
         self.close()
     }
@@ -426,8 +499,8 @@ impl Sampler {
         let s = &mut self.explanation.sampler.sources;
         s.push(
             "per-CPU: /proc/interrupts, /proc/softirqs, steal in /proc/stat, cpuidle usage; \
-             per thread: run delay (schedstat), involuntary switches, page faults; every \
-             thread's stat and schedstat scanned to name the one that ran"
+             per thread: run delay (schedstat), page faults (stat); every thread's \
+             schedstat scanned (and the stat of those that ran) to name the one that ran"
                 .into(),
         );
         match self.rt_budget {
@@ -459,16 +532,15 @@ impl Sampler {
             let base = format!("/proc/self/task/{tid}");
             self.files[i] = Some(ThreadFiles {
                 tid,
-                stat: Reread::open(&format!("{base}/stat")),
-                status: Reread::open(&format!("{base}/status")),
-                schedstat: Reread::open(&format!("{base}/schedstat")),
+                stat: Reread::sized(&format!("{base}/stat"), 1024),
+                schedstat: Reread::sized(&format!("{base}/schedstat"), 128),
+                read: false,
             });
         }
     }
 
     fn read(&mut self) {
         let started = monotonic_now();
-        let ncpu = self.cpus.len();
         let mut r = if self.readings.len() > 2
             && self
                 .readings
@@ -480,19 +552,100 @@ impl Sampler {
             Reading::default()
         };
         r.t = started;
-        let every = u64::from(self.config.irq_every.max(1));
-        r.has_irq = self.explanation.sampler.samples.is_multiple_of(every);
+        let last = |has: fn(&Reading) -> bool| {
+            self.readings
+                .iter()
+                .rev()
+                .find(|r| has(r))
+                .map_or(Nanos::ZERO, |r| r.t)
+        };
+        let (last_tables, last_irq) = (last(|r| r.has_tables), last(|r| r.has_irq));
+        let waits = |since: Nanos| self.pending.iter().any(|(_, e)| since < e.end);
+        let n = self.explanation.sampler.samples;
+        r.has_tables =
+            waits(last_tables) || n.is_multiple_of(u64::from(self.config.tables_every.max(1)));
+        r.has_irq =
+            waits(last_irq) || n.is_multiple_of(u64::from(self.config.interrupts_every.max(1)));
         r.irq.clear();
-        if r.has_irq {
-            if let Some(f) = self.interrupts.as_mut()
-                && let Some(text) = f.read()
-            {
-                per_cpu_table(text, &self.cpus, &mut self.irq_names, &mut r.irq, true);
-            }
-        } else if let Some(prev) = self.readings.back() {
-            r.irq.extend_from_slice(&prev.irq);
-        }
         r.softirq.clear();
+        r.steal_ticks.clear();
+        self.read_tables(&mut r);
+        r.idle_entries.clear();
+        for files in &mut self.idle {
+            let sum = files
+                .iter_mut()
+                .filter_map(|f| f.read()?.trim().parse::<u64>().ok())
+                .sum();
+            r.idle_entries.push(sum);
+        }
+        // The threads read now: those whose miss waits for a reading after its end,
+        // and the next ones in turn.
+        let n = self.files.len();
+        let mut wanted = vec![false; n];
+        for (i, f) in self.files.iter().enumerate() {
+            // Newly attached: a first reading to count from.
+            if f.as_ref().is_some_and(|f| !f.read) {
+                wanted[i] = true;
+            }
+        }
+        for (i, e) in &self.pending {
+            let read_after = self
+                .readings
+                .iter()
+                .rev()
+                .find(|r| r.has_thread(*i))
+                .is_some_and(|r| r.t >= e.end);
+            if !read_after {
+                wanted[*i] = true;
+            }
+        }
+        for k in 0..self.config.threads_per_reading.clamp(1, n.max(1)).min(n) {
+            wanted[(self.next_thread + k) % n] = true;
+        }
+        if n > 0 {
+            self.next_thread = (self.next_thread + self.config.threads_per_reading.max(1)) % n;
+        }
+        r.threads.clear();
+        for (f, wanted) in self.files.iter_mut().zip(wanted) {
+            if !wanted {
+                r.threads.push(None);
+                continue;
+            }
+            let mut c = ThreadCounters::default();
+            if let Some(f) = f {
+                f.read = true;
+                if let Some(text) = f.stat.as_mut().and_then(Reread::read) {
+                    (c.minflt, c.majflt) = faults(text.as_bytes());
+                }
+                if let Some(text) = f.schedstat.as_mut().and_then(Reread::read) {
+                    c.run_delay_ns = text
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                }
+            }
+            r.threads.push(Some(c));
+        }
+        let took = monotonic_now().saturating_sub(started);
+        self.reading_total += took;
+        let report = &mut self.explanation.sampler;
+        report.samples += 1;
+        report.reading_max_ns = report.reading_max_ns.max(took.as_u64());
+        self.readings.push_back(r);
+    }
+
+    /// The per-CPU tables `r` is to hold: interrupts, softirqs, steal.
+    fn read_tables(&mut self, r: &mut Reading) {
+        if r.has_irq
+            && let Some(f) = self.interrupts.as_mut()
+            && let Some(text) = f.read()
+        {
+            per_cpu_table(text, &self.cpus, &mut self.irq_names, &mut r.irq, true);
+        }
+        if !r.has_tables {
+            return;
+        }
         if let Some(f) = self.softirqs.as_mut()
             && let Some(text) = f.read()
         {
@@ -504,12 +657,12 @@ impl Sampler {
                 false,
             );
         }
-        r.steal_ticks.clear();
-        r.steal_ticks.resize(ncpu, 0);
+        r.steal_ticks.resize(self.cpus.len(), 0);
         if let Some(f) = self.stat.as_mut()
             && let Some(text) = f.read()
         {
-            for line in text.lines() {
+            // The per-CPU lines come first; the rest (intr, ctxt, ...) is not needed.
+            for line in text.lines().skip(1).take_while(|l| l.starts_with("cpu")) {
                 let mut w = line.split_whitespace();
                 let Some(cpu) = w
                     .next()
@@ -523,44 +676,6 @@ impl Sampler {
                 }
             }
         }
-        r.idle_entries.clear();
-        for files in &mut self.idle {
-            let sum = files
-                .iter_mut()
-                .filter_map(|f| f.read()?.trim().parse::<u64>().ok())
-                .sum();
-            r.idle_entries.push(sum);
-        }
-        r.threads.clear();
-        for f in &mut self.files {
-            let mut c = ThreadCounters::default();
-            if let Some(f) = f {
-                if let Some(text) = f.stat.as_mut().and_then(Reread::read) {
-                    (c.minflt, c.majflt) = faults(text.as_bytes());
-                }
-                if let Some(text) = f.status.as_mut().and_then(Reread::read) {
-                    c.involuntary = text
-                        .lines()
-                        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                }
-                if let Some(text) = f.schedstat.as_mut().and_then(Reread::read) {
-                    c.run_delay_ns = text
-                        .split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                }
-            }
-            r.threads.push(c);
-        }
-        let took = monotonic_now().saturating_sub(started);
-        self.reading_total += took;
-        let report = &mut self.explanation.sampler;
-        report.samples += 1;
-        report.reading_max_ns = report.reading_max_ns.max(took.as_u64());
-        self.readings.push_back(r);
     }
 
     fn drain(&mut self) {
@@ -573,10 +688,13 @@ impl Sampler {
 
     fn scan(&mut self) {
         let t = monotonic_now();
-        let mut tasks = HashMap::with_capacity(256);
+        let mut tasks = HashMap::with_capacity(self.task_files.len().max(256));
         let Ok(procs) = std::fs::read_dir("/proc") else {
             return;
         };
+        // Each thread's files stay open from the scan that first saw it to the one
+        // that finds it gone: a scan then costs two reads per thread, no opens.
+        let mut seen = Vec::with_capacity(tasks.capacity());
         for p in procs.flatten() {
             let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else {
                 continue;
@@ -588,30 +706,61 @@ impl Sampler {
                 let Some(tid) = th.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else {
                     continue;
                 };
-                let Ok(stat) = std::fs::read(th.path().join("stat")) else {
-                    continue;
-                };
-                let Some(ts) = TaskStat::parse(&stat) else {
-                    continue;
-                };
-                let run_ns = std::fs::read_to_string(th.path().join("schedstat"))
-                    .ok()
-                    .and_then(|s| s.split_whitespace().next()?.parse().ok())
-                    .unwrap_or(0);
-                let comm = TaskStat::comm(&stat)
-                    .map(|c| String::from_utf8_lossy(c).into_owned())
-                    .unwrap_or_default();
-                tasks.insert(
-                    tid,
-                    Seen {
+                seen.push(tid);
+                if let std::collections::hash_map::Entry::Vacant(v) = self.task_files.entry(tid) {
+                    let dir = th.path();
+                    let (Some(stat), Some(schedstat)) = (
+                        Reread::sized(&dir.join("stat").to_string_lossy(), 512),
+                        Reread::sized(&dir.join("schedstat").to_string_lossy(), 64),
+                    ) else {
+                        continue;
+                    };
+                    v.insert(TaskFiles {
                         pid,
-                        comm,
-                        processor: ts.processor,
-                        policy: ts.policy,
-                        rt_priority: ts.rt_priority,
-                        run_ns,
-                    },
-                );
+                        stat,
+                        schedstat,
+                        seen: None,
+                    });
+                }
+            }
+        }
+        seen.sort_unstable();
+        self.task_files
+            .retain(|tid, _| seen.binary_search(tid).is_ok());
+        for (&tid, f) in &mut self.task_files {
+            let Some(run_ns) = f
+                .schedstat
+                .read()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            // A thread that did not run since the last scan kept its CPU, class and
+            // name (a wake-up, where it may move, makes it run): only those that ran
+            // have their `stat` read again.
+            let ran = f.seen.as_ref().is_none_or(|s| s.run_ns != run_ns);
+            if ran {
+                let Some(stat) = f.stat.bytes() else {
+                    continue;
+                };
+                let Some(ts) = TaskStat::parse(stat) else {
+                    continue;
+                };
+                let comm = match (&f.seen, TaskStat::comm(stat)) {
+                    (Some(s), Some(c)) if s.comm.as_bytes() == c => s.comm.clone(),
+                    (_, c) => String::from_utf8_lossy(c.unwrap_or_default()).into_owned(),
+                };
+                f.seen = Some(Seen {
+                    pid: f.pid,
+                    comm,
+                    processor: ts.processor,
+                    policy: ts.policy,
+                    rt_priority: ts.rt_priority,
+                    run_ns,
+                });
+            }
+            if let Some(seen) = &f.seen {
+                tasks.insert(tid, seen.clone());
             }
         }
         self.explanation.sampler.task_scans += 1;
@@ -634,16 +783,25 @@ impl Sampler {
         let Some(latest) = self.readings.back().map(|r| r.t) else {
             return;
         };
-        let latest_irq = self
-            .readings
-            .iter()
-            .rev()
-            .find(|r| r.has_irq)
-            .map_or(Nanos::ZERO, |r| r.t);
+        let last_with = |has: fn(&Reading) -> bool| {
+            self.readings
+                .iter()
+                .rev()
+                .find(|r| has(r))
+                .map_or(Nanos::ZERO, |r| r.t)
+        };
+        let latest_tables = last_with(|r| r.has_tables).min(last_with(|r| r.has_irq));
         let scanned = self.scans.back().map_or(Nanos::ZERO, |s| s.t);
         let mut pending = std::mem::take(&mut self.pending);
         pending.retain(|(i, e)| {
-            if !last && (latest < e.end || latest_irq < e.end || scanned < e.end) {
+            let thread_read = self
+                .readings
+                .iter()
+                .rev()
+                .find(|r| r.has_thread(*i))
+                .is_some_and(|r| r.t >= e.end);
+            if !last && (latest < e.end || latest_tables < e.end || scanned < e.end || !thread_read)
+            {
                 return true;
             }
             let explained = self.explain(*i, e);
@@ -684,7 +842,18 @@ impl Sampler {
         }
         let ncpu = self.cpus.len();
         if let Some(ci) = cpu.and_then(|c| self.cpus.iter().position(|&x| x == c)) {
-            // Interrupts from the readings that read them around the window.
+            // The per-CPU tables from the readings that took them around the window.
+            let tables_before = self
+                .readings
+                .iter()
+                .rev()
+                .find(|r| r.has_tables && r.t <= e.start)
+                .unwrap_or(before);
+            let tables_after = self
+                .readings
+                .iter()
+                .find(|r| r.has_tables && r.t >= e.end)
+                .unwrap_or(after);
             let irq_before = self
                 .readings
                 .iter()
@@ -706,24 +875,58 @@ impl Sampler {
             );
             w.softirqs = deltas(
                 &self.softirq_names,
-                &before.softirq,
-                &after.softirq,
+                &tables_before.softirq,
+                &tables_after.softirq,
                 ncpu,
                 ci,
                 &["TIMER", "HRTIMER"],
             );
-            // Steal moves by whole ticks: the reading before and after are enough.
+            // Steal moves by whole ticks: the tables before and after are enough.
             let tick = |r: &Reading| r.steal_ticks.get(ci).copied().unwrap_or(0);
-            let ticks = tick(after).saturating_sub(tick(before));
+            let ticks = tick(tables_after).saturating_sub(tick(tables_before));
             w.steal_ns = ticks * (1_000_000_000 / crate::procstat::user_hz().max(1));
             if let Some((name, lat)) = &self.deepest_idle[ci] {
                 let n = after.idle_entries[ci].saturating_sub(before.idle_entries[ci]);
                 w.idle = Some((name.clone(), *lat, n));
             }
         }
-        if let (Some(b), Some(a)) = (before.threads.get(thread), after.threads.get(thread)) {
+        // The thread's own counters from the readings that took them around the
+        // window (in turn, so they may lie a few readings further out).
+        let thread_before = self
+            .readings
+            .iter()
+            .rev()
+            .find(|r| r.t <= e.start && r.has_thread(thread))
+            .unwrap_or(before);
+        let thread_after = self
+            .readings
+            .iter()
+            .find(|r| r.t >= e.end && r.has_thread(thread))
+            .unwrap_or(after);
+        if let (Some(Some(b)), Some(Some(a))) = (
+            thread_before.threads.get(thread),
+            thread_after.threads.get(thread),
+        ) {
             w.run_delay_ns = a.run_delay_ns.saturating_sub(b.run_delay_ns);
-            w.involuntary = a.involuntary.saturating_sub(b.involuntary);
+            // Read in turn, the thread's counters span more than the window: less
+            // its usual run delay (each wake-up waits a few microseconds) over the
+            // time outside it, at its rate between the two readings before.
+            let earlier = self
+                .readings
+                .iter()
+                .rev()
+                .find(|r| r.t < thread_before.t && r.has_thread(thread))
+                .and_then(|r| Some((r.t, r.threads.get(thread).copied()??)));
+            if let Some((t, p)) = earlier {
+                let outside = thread_after
+                    .t
+                    .saturating_sub(thread_before.t)
+                    .saturating_sub(e.end.saturating_sub(e.start));
+                let usual = b.run_delay_ns.saturating_sub(p.run_delay_ns) as u128
+                    * outside.as_u64() as u128
+                    / thread_before.t.saturating_sub(t).as_u64().max(1) as u128;
+                w.run_delay_ns = w.run_delay_ns.saturating_sub(usual as u64);
+            }
             w.minor_faults = a.minflt.saturating_sub(b.minflt);
             w.major_faults = a.majflt.saturating_sub(b.majflt);
         }
@@ -802,7 +1005,10 @@ impl Sampler {
             .tasks
             .iter()
             .filter(|(_, s)| s.processor == cpu && matches!(s.policy, 1 | 2))
-            .filter_map(|(tid, s)| Some(s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns)))
+            .map(|(tid, s)| {
+                s.run_ns
+                    .saturating_sub(before.tasks.get(tid).map_or(0, |b| b.run_ns))
+            })
             .sum();
         let scaled = (rt as u128 * period as u128 / span.max(1) as u128) as u64;
         Some((scaled.min(period), period, runtime))
@@ -832,6 +1038,12 @@ impl Sampler {
         self.explanation.breakdown.dropped += dropped;
         let report = &mut self.explanation.sampler;
         report.reading_mean_ns = self.reading_total.as_u64() / report.samples.max(1);
+        // Its own run time (schedstat, ns) over its life: what it cost a CPU.
+        report.cpu_ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        report.wall_ns = monotonic_now().saturating_sub(self.started).as_u64();
         self.explanation
     }
 }
@@ -876,35 +1088,46 @@ fn per_cpu_table(
         .collect();
     let ncpu = cpus.len();
     out.resize(names.len() * ncpu, 0);
-    for line in lines {
+    let mut counts = Vec::with_capacity(columns.len());
+    for (line_no, line) in lines.enumerate() {
         let Some((label, rest)) = line.split_once(':') else {
             continue;
         };
         let label = label.trim();
         let mut words = rest.split_whitespace();
-        let counts: Vec<u64> = words
-            .by_ref()
-            .take(columns.len())
-            .map_while(|w| w.parse().ok())
-            .collect();
+        counts.clear();
+        counts.extend(
+            words
+                .by_ref()
+                .take(columns.len())
+                .map_while(|w| w.parse::<u64>().ok()),
+        );
         if counts.len() != columns.len() {
             continue;
         }
-        let name = if describe {
-            // A numbered line's device is its last word; a named one is its label.
-            if label.chars().all(|c| c.is_ascii_digit()) {
-                let device = words.last().unwrap_or(label);
-                format!("{label}:{device}")
-            } else {
-                label.to_string()
-            }
-        } else {
-            label.to_string()
+        // A numbered line's device is its last word; a named one is its label.
+        let device = (describe && label.chars().all(|c| c.is_ascii_digit()))
+            .then(|| words.last().unwrap_or(label));
+        let is = |n: &str| match device {
+            Some(d) => n
+                .strip_prefix(label)
+                .and_then(|r| r.strip_prefix(':'))
+                .is_some_and(|r| r == d),
+            None => n == label,
         };
-        let line_index = match names.iter().position(|n| *n == name) {
+        // Lines come in the same order at each reading: the same line first.
+        let line_index = match names
+            .get(line_no)
+            .filter(|n| is(n))
+            .map(|_| line_no)
+            .or_else(|| names.iter().position(|n| is(n)))
+        {
             Some(i) => i,
             None => {
-                names.push(name);
+                names.push(match device {
+                    Some(d) => format!("{label}:{d}"),
+                    None => label.to_string(),
+                });
                 out.resize(names.len() * ncpu, 0);
                 names.len() - 1
             }
@@ -984,14 +1207,18 @@ fn rt_budget() -> Option<(u64, u64)> {
 /// Of the threads (but `skip`) that ran on `cpu` between two scans, the one that
 /// held it: one whose scheduling class outranks the watched thread's (`own`, from
 /// [`class_rank`]) first, as a FIFO 99 burner is the cause over a kworker that ran
-/// longer in the 100 ms between scans; then the one that ran most.
+/// longer in the second between scans; then the one that ran most.
 fn preemptor(before: &Scan, after: &Scan, cpu: usize, skip: &[i64], own: u32) -> Option<TaskRan> {
     after
         .tasks
         .iter()
         .filter(|(tid, s)| s.processor == cpu && !skip.contains(tid))
         .filter_map(|(tid, s)| {
-            let ran = s.run_ns.saturating_sub(before.tasks.get(tid)?.run_ns);
+            // One the scan before did not list was born since: all its run time is
+            // in the window.
+            let ran = s
+                .run_ns
+                .saturating_sub(before.tasks.get(tid).map_or(0, |b| b.run_ns));
             (ran > 0).then_some((*tid, s, ran))
         })
         .max_by_key(|(tid, s, ran)| (class_rank(s.policy, s.rt_priority) > own, *ran, *tid))
@@ -1105,6 +1332,44 @@ mod tests {
     fn faults_are_fields_ten_and_twelve() {
         let line = b"42 (a b) S 1 42 42 0 -1 4194560 17 0 3 0 7 3 0 0 20 0 1 0 99";
         assert_eq!(faults(line), (17, 3));
+    }
+
+    #[test]
+    fn a_reported_miss_wakes_the_sampler_before_its_period_ends() {
+        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        // A period far longer than the test: only the report can wake it.
+        let config = ExplainConfig {
+            period: Nanos::from_secs(600),
+            scan_every: Nanos::from_secs(600),
+            ..ExplainConfig::new(CpuSet::from_cpus([cpu]), Nanos::from_micros(100))
+        };
+        let t0 = monotonic_now();
+        let (sut, mut reporters) = Explainer::start(config, &["me".into()], t0).unwrap();
+        reporters[0].attach();
+        // Its first reading and scan, then its wait for the next period.
+        std::thread::sleep(Duration::from_millis(100));
+        let start = monotonic_now();
+        std::thread::sleep(Duration::from_millis(2));
+        let late = monotonic_now() - start;
+        reporters[0].release(1, start, late, 0);
+        let mut explained = Vec::new();
+        for _ in 0..600 {
+            explained = sut.recent();
+            if !explained.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            explained.len(),
+            1,
+            "the miss was not explained before finish"
+        );
+        assert_eq!(explained[0].seq, 1);
+        let e = sut.finish();
+        // One reading at the start, one woken by the miss (and one at the stop).
+        assert!(e.sampler.samples <= 3, "{}", e.sampler.samples);
+        assert!(e.sampler.cpu_ns > 0 && e.sampler.wall_ns > 0);
     }
 
     #[test]
