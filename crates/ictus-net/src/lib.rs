@@ -226,10 +226,34 @@ pub fn config(endpoints: &Endpoints) -> Result<zenoh::Config, NetError> {
     Ok(c)
 }
 
+/// The largest message a peer may send this one, at least: Zenoh's own default is
+/// 1 GiB, which a peer could make it reassemble. A run's link sets
+/// [`bound_messages`] from its schedule (`link::message_bound`).
+pub const MIN_MESSAGE_BOUND: usize = 1 << 20;
+
+/// Bounds the messages this session takes to `bytes` (Zenoh's
+/// `transport/link/rx/max_message_size`): a larger one is dropped by Zenoh on
+/// arrival, before it is reassembled, and never reaches ictus.
+pub fn bound_messages(c: &mut zenoh::Config, bytes: usize) -> Result<(), NetError> {
+    c.insert_json5(
+        "transport/link/rx/max_message_size",
+        &bytes.max(MIN_MESSAGE_BOUND).to_string(),
+    )
+    .map_err(|e| NetError::Zenoh(e.to_string()))
+}
+
 /// Opens a peer session (blocking until Zenoh has started; call it off the
 /// real-time threads).
 pub fn open(endpoints: &Endpoints) -> Result<Session, NetError> {
-    open_config(config(endpoints)?)
+    open_bounded(endpoints, MIN_MESSAGE_BOUND)
+}
+
+/// Opens a peer session that takes messages of at most `max_message` bytes
+/// ([`bound_messages`]).
+pub fn open_bounded(endpoints: &Endpoints, max_message: usize) -> Result<Session, NetError> {
+    let mut c = config(endpoints)?;
+    bound_messages(&mut c, max_message)?;
+    open_config(c)
 }
 
 /// Opens a peer session with TLS `credentials` (for `tls/` endpoints) and, when
@@ -239,7 +263,19 @@ pub fn open_secure(
     credentials: &security::Credentials,
     rules: Option<&serde_json::Value>,
 ) -> Result<Session, NetError> {
+    open_secure_bounded(endpoints, credentials, rules, MIN_MESSAGE_BOUND)
+}
+
+/// [`open_secure`] taking messages of at most `max_message` bytes
+/// ([`bound_messages`]).
+pub fn open_secure_bounded(
+    endpoints: &Endpoints,
+    credentials: &security::Credentials,
+    rules: Option<&serde_json::Value>,
+    max_message: usize,
+) -> Result<Session, NetError> {
     let mut c = config(endpoints)?;
+    bound_messages(&mut c, max_message)?;
     credentials.apply(&mut c)?;
     if let Some(rules) = rules {
         c.insert_json5("access_control", &rules.to_string())

@@ -57,6 +57,11 @@ impl<'a> Publication<'a> {
         let offset = i64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
         let stamp = u64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
         let n = u16::from_le_bytes(take(&mut at, 2)?.try_into().ok()?);
+        // Each range takes 8 bytes at least: a count the rest cannot hold is refused
+        // before anything is allocated for it.
+        if usize::from(n) * 8 > b.len() - at {
+            return None;
+        }
         let mut ranges = Vec::with_capacity(usize::from(n));
         for _ in 0..n {
             let off = u32::from_le_bytes(take(&mut at, 4)?.try_into().ok()?) as usize;
