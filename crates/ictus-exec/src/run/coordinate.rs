@@ -68,8 +68,8 @@ pub(super) struct Coordinator<'a, 'scope> {
     killed: bool,
     /// The torn reads and writes of each subsystem already reported.
     torn_seen: Vec<u64>,
-    /// Subsystems of other hosts whose failure was reported.
-    remote_failed: Vec<bool>,
+    /// What was reported of other hosts' subsystems.
+    remote_seen: Vec<RemoteSeen>,
     /// What the threads handed back: each subsystem, and its first error.
     pub(super) made: Made,
     /// Subsystems whose `on_overrun` acted (it acts once per run).
@@ -201,7 +201,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             stop_requested: false,
             killed: false,
             torn_seen: vec![0; n],
-            remote_failed: vec![false; n],
+            remote_seen: vec![RemoteSeen::default(); n],
             made: Made::default(),
             overrun_acted: vec![false; n],
             watchdog_named: vec![(0, None); n],
@@ -379,7 +379,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
                 event,
                 &mut self.log,
                 &mut self.hosts_left,
-                &mut self.remote_failed,
+                &mut self.remote_seen,
             ) {
                 Turn::Nothing => {}
                 Turn::Event(e) => self.journal.events.push(e),
@@ -797,6 +797,16 @@ fn frame_in_progress(
 }
 
 /// What the coordinator's loop makes of a [`LinkEvent`].
+/// What the main host reported of another host's subsystem.
+#[derive(Clone, Copy, Debug, Default)]
+struct RemoteSeen {
+    /// Its failure.
+    failed: bool,
+    /// Its overruns, up to this many; last named at this frame.
+    overruns_named: u64,
+    named_at: Option<u64>,
+}
+
 enum Turn {
     Nothing,
     Event(String),
@@ -819,7 +829,7 @@ impl LinkTurn<'_> {
         event: LinkEvent,
         log: &mut StateLog,
         hosts_left: &mut BTreeSet<usize>,
-        remote_failed: &mut [bool],
+        remote_seen: &mut [RemoteSeen],
     ) -> Turn {
         let f = self.frame;
         match event {
@@ -840,7 +850,7 @@ impl LinkTurn<'_> {
                 self.control.set_stop_frame(stop_frame);
                 Turn::Nothing
             }
-            LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_failed),
+            LinkEvent::Remote(r) => self.remote(r, hosts_left, remote_seen),
             LinkEvent::Hub(what) => Turn::Event(format!("frame {f}: {what}")),
             // The coordinator acts on a silence itself (Coordinator::other_hosts).
             LinkEvent::Silent { .. } => Turn::Nothing,
@@ -975,11 +985,39 @@ impl LinkTurn<'_> {
 
     /// A subsystem of another host as its host reported it: its figures and its
     /// acknowledgement in its slot, its failure reported once.
+    /// A node's subsystem that overran since it was last named, named (its host's
+    /// own explanations of those misses are in its outcome at the end): at most
+    /// once a second for each subsystem, with the overruns since.
+    fn remote_overran(
+        &self,
+        spec: &crate::schedule::SubsystemSpec,
+        seen: &mut RemoteSeen,
+        r: &RemoteSlot,
+    ) -> Option<Turn> {
+        let more = r.overruns.saturating_sub(seen.overruns_named);
+        let second = (Nanos::from_secs(1).as_u64() / self.control.tick().as_u64().max(1)).max(1);
+        if more == 0 || seen.named_at.is_some_and(|at| self.frame < at + second) {
+            return None;
+        }
+        seen.overruns_named = r.overruns;
+        seen.named_at = Some(self.frame);
+        Some(Turn::Event(format!(
+            "frame {}: {} overran on {}: {more} overrun(s) since it was last named, {} \
+             in all, longest execution {}, longest streak {}",
+            self.frame,
+            spec.name,
+            self.host_name(spec.host),
+            r.overruns,
+            Nanos::new(r.max_exec_ns),
+            r.longest_streak
+        )))
+    }
+
     fn remote(
         &self,
         r: RemoteSlot,
         hosts_left: &BTreeSet<usize>,
-        remote_failed: &mut [bool],
+        remote_seen: &mut [RemoteSeen],
     ) -> Turn {
         let f = self.frame;
         let Some(spec) = self.schedule.subsystems.get(r.slot) else {
@@ -1015,8 +1053,9 @@ impl LinkTurn<'_> {
         if slot.status() != status {
             slot.set_status(status);
         }
-        if status == Status::Failed && !remote_failed[r.slot] {
-            remote_failed[r.slot] = true;
+        let seen = &mut remote_seen[r.slot];
+        if status == Status::Failed && !seen.failed {
+            seen.failed = true;
             let msg = format!(
                 "{} on host {}: it failed after frame {} (reported by its host); its \
                  frames count as lost",
@@ -1041,7 +1080,7 @@ impl LinkTurn<'_> {
                 },
             );
         }
-        Turn::Nothing
+        self.remote_overran(spec, seen, &r).unwrap_or(Turn::Nothing)
     }
 }
 
@@ -1142,4 +1181,68 @@ pub(crate) struct Made {
     pub(crate) errors: BTreeMap<String, crate::executive::Fault>,
     /// The cells as the run left them.
     pub(crate) cells: Option<crate::cell::CellValues>,
+}
+
+#[cfg(test)]
+mod tests {
+    use ictus_core::CpuSet;
+
+    use super::*;
+
+    #[test]
+    fn a_node_subsystem_that_overran_is_named_with_its_host_at_most_once_a_second() {
+        let text = "tick = \"1ms\"\nmajor_frame = 1\n\
+            [[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n\
+            [[host]]\nname = \"h2\"\naddress = \"10.77.0.2:7447\"\n\
+            [[subsystem]]\nname = \"A\"\ncpu = 1\n\
+            [[subsystem]]\nname = \"B\"\nhost = \"h2\"\ncpu = 0\n";
+        let schedule = Schedule::parse(text, "sched.toml", &CpuSet::from_cpus([0, 1])).unwrap();
+        let control = Control::in_process(2, 1_000_000);
+        let mut seen = vec![RemoteSeen::default(); 2];
+        let status = |overruns: u64| {
+            LinkEvent::Remote(RemoteSlot {
+                overruns,
+                longest_streak: 2,
+                max_exec_ns: 1_500_000,
+                status: Status::Running as u64,
+                ..RemoteSlot::of(&control, 1)
+            })
+        };
+        let mut turn = |frame: u64, overruns: u64| {
+            let what = LinkTurn {
+                schedule: &schedule,
+                control: &control,
+                here: 0,
+                frame,
+                lead: Nanos::ZERO,
+                epoch: Nanos::ZERO,
+            };
+            match what.apply(
+                status(overruns),
+                &mut StateLog::new(StateId::RUN),
+                &mut BTreeSet::new(),
+                &mut seen,
+            ) {
+                Turn::Event(e) => Some(e),
+                Turn::Nothing => None,
+                Turn::Warning(e, _) => panic!("a warning: {e}"),
+            }
+        };
+        assert_eq!(turn(10, 0), None);
+        let first = turn(20, 3).expect("named");
+        assert!(
+            first.starts_with("frame 20: B overran on h2: 3 overrun(s)")
+                && first.contains("3 in all, longest execution 1.50 ms, longest streak 2"),
+            "{first}"
+        );
+        // The same second: counted, not named again.
+        assert_eq!(turn(500, 5), None);
+        let next = turn(1_020, 7).expect("named a second later");
+        assert!(
+            next.contains("4 overrun(s) since it was last named, 7 in all"),
+            "{next}"
+        );
+        // No more overruns: nothing.
+        assert_eq!(turn(3_000, 7), None);
+    }
 }
