@@ -1324,3 +1324,62 @@ fn cells_that_come_late_are_named_by_frame_host_and_stage() {
     }
     assert!(shm_left(&ring.name).is_empty());
 }
+
+#[test]
+fn a_nodes_misses_are_explained_in_the_main_hosts_events_while_the_run_goes() {
+    let test = "a_nodes_misses_are_explained_in_the_main_hosts_events_while_the_run_goes";
+    if !nix_is_root() {
+        ictus_os::testing::skipped(test, "a SCHED_FIFO burner needs root");
+        return;
+    }
+    let ring = start_hosts("explained", "4s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(1500));
+    // Every CPU held 30 ms by a FIFO 99 thread: the ring's subsystems (class normal)
+    // are released late, past the 4 ms threshold, on h2 and h3.
+    let online = ictus_os::facts::online_cpus();
+    let burners: Vec<_> = online
+        .cpus()
+        .iter()
+        .map(|&cpu| {
+            std::thread::spawn(move || {
+                let pinned = ictus_os::sched::set_affinity(&ictus_core::CpuSet::from_cpus([cpu]));
+                let fifo =
+                    ictus_os::sched::set_policy(ictus_os::sched::Policy::Fifo { priority: 99 });
+                let until = std::time::Instant::now() + Duration::from_millis(30);
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                pinned.is_ok() && fifo.is_ok()
+            })
+        })
+        .collect();
+    let burned = burners.into_iter().all(|b| b.join().unwrap_or(false));
+    let out = finish(ring.main, Duration::from_secs(60));
+    let _ = finish(ring.h2, Duration::from_secs(60));
+    let _ = finish(ring.h3, Duration::from_secs(60));
+    if !burned {
+        ictus_os::testing::skipped(test, "SCHED_FIFO 99 was refused");
+        return;
+    }
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events = events(&r);
+    // A node's own explanation, named on the main host with the node, the
+    // subsystem, its frame and its cause, in the frames of the run (not at its end).
+    let explained: Vec<&String> = events
+        .iter()
+        .filter(|e| {
+            (e.contains(": on h2: ") || e.contains(": on h3: ")) && e.contains(" late at frame ")
+        })
+        .collect();
+    assert!(!explained.is_empty(), "{events:#?}");
+    let frame = |e: &str| -> u64 {
+        e.strip_prefix("frame ")
+            .and_then(|r| r.split(':').next())
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    // 4 s at 4 ms: 1,000 frames.
+    assert!(explained.iter().any(|e| frame(e) < 1_000), "{explained:#?}");
+    assert!(shm_left(&ring.name).is_empty());
+}

@@ -40,6 +40,10 @@ pub struct Start {
     pub tick: Nanos,
 }
 
+/// How often a node's coordinator hands its explained misses to the link
+/// ([`Link::explained`]).
+pub const EXPLAINED_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A subsystem of another host as its local coordinator last reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteSlot {
@@ -218,6 +222,13 @@ pub trait Link: Send {
     fn hubs(&mut self, hubs: &crate::hub::Hubs) -> Result<(), String> {
         let _ = hubs;
         Ok(())
+    }
+
+    /// On a node, its own explained misses as they stand (the last few, newest
+    /// last), for the link to pass the new ones to the main host while the run goes.
+    /// Called every [`EXPLAINED_EVERY`] at most. Does nothing by default.
+    fn explained(&mut self, misses: &[crate::live::LiveMiss]) {
+        let _ = misses;
     }
 
     /// The hosts as this link sees them, for the live view: every host of the

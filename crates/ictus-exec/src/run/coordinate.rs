@@ -70,6 +70,8 @@ pub(super) struct Coordinator<'a, 'scope> {
     torn_seen: Vec<u64>,
     /// What was reported of other hosts' subsystems.
     remote_seen: Vec<RemoteSeen>,
+    /// When a node last handed its explained misses to the link.
+    explained_at: std::time::Instant,
     /// What the threads handed back: each subsystem, and its first error.
     pub(super) made: Made,
     /// Subsystems whose `on_overrun` acted (it acts once per run).
@@ -202,6 +204,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             killed: false,
             torn_seen: vec![0; n],
             remote_seen: vec![RemoteSeen::default(); n],
+            explained_at: std::time::Instant::now(),
             made: Made::default(),
             overrun_acted: vec![false; n],
             watchdog_named: vec![(0, None); n],
@@ -341,6 +344,15 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
         let Some(l) = self.link.as_mut() else {
             return;
         };
+        // A node's explanations of its own misses go to the main host as they come.
+        if staged.here != 0
+            && let Some(recent) = &staged.recent_misses
+            && self.explained_at.elapsed() >= crate::link::EXPLAINED_EVERY
+        {
+            self.explained_at = std::time::Instant::now();
+            let misses: Vec<LiveMiss> = recent.get().iter().map(LiveMiss::from).collect();
+            l.explained(&misses);
+        }
         let events = l.poll(&staged.control, &staged.local);
         for event in events {
             let event = match event {

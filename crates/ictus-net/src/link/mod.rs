@@ -72,6 +72,39 @@ use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 mod intake;
 mod setup;
 mod stages;
+/// Of the last few explained misses `now` (newest last), those after the last one
+/// of `seen`, the previous hand-over: all of them when it is no longer among them.
+fn new_since<'a>(
+    seen: &[ictus_exec::live::LiveMiss],
+    now: &'a [ictus_exec::live::LiveMiss],
+) -> &'a [ictus_exec::live::LiveMiss] {
+    let from = seen
+        .last()
+        .and_then(|last| now.iter().rposition(|m| m == last))
+        .map_or(0, |i| i + 1);
+    &now[from..]
+}
+
+/// One explained miss in words, as the main host's events name it.
+fn miss_words(m: &ictus_exec::live::LiveMiss) -> String {
+    let late = Nanos::new(m.lateness_ns);
+    let what = match m.kind {
+        ictus_os::explain::MissKind::Overrun => {
+            format!(
+                "{} overran at frame {}, {late} past the next release",
+                m.subsystem, m.frame
+            )
+        }
+        _ => format!("{} released {late} late at frame {}", m.subsystem, m.frame),
+    };
+    let skipped = if m.missed > 0 {
+        format!(", {} release(s) skipped", m.missed)
+    } else {
+        String::new()
+    };
+    format!("{what}{skipped}: {}", m.cause)
+}
+
 /// The largest message a run's peers send each other: a publication of a whole cell
 /// (its bytes, a 20-byte header and at most 65,535 ranges of 8 bytes each) or a hub
 /// message, twice over, and 1 MiB for the rest (status, outcomes with their
@@ -199,6 +232,9 @@ struct NodeStatus {
     /// What came late on the node since its last status, in words.
     #[serde(default)]
     late: Vec<String>,
+    /// The node's misses explained since its last status, in words.
+    #[serde(default)]
+    explained: Vec<String>,
 }
 
 /// A node's tick lateness, for the live view.
@@ -297,6 +333,10 @@ pub struct ZenohLink {
     /// next status takes to the main host.
     lateness: Arc<Mutex<Lateness>>,
     late_words: Vec<String>,
+    /// On a node: its explained misses not yet in a status, in words, and the last
+    /// ones handed over (to tell the new ones from them).
+    explained_words: Vec<String>,
+    explained_seen: Vec<ictus_exec::live::LiveMiss>,
     /// How it publishes ([`crate::options`]), said once in the run's events when
     /// not the defaults.
     options: LinkOptions,
@@ -405,6 +445,8 @@ impl ZenohLink {
             dropped_next: Instant::now(),
             lateness: Arc::new(Mutex::new(Lateness::new(&schedule.hosts[host].name))),
             late_words: Vec::new(),
+            explained_words: Vec::new(),
+            explained_seen: Vec::new(),
             options,
             options_said: false,
             view: None,
@@ -1197,6 +1239,15 @@ impl Link for ZenohLink {
                     events.extend(status.slots.into_iter().map(LinkEvent::Remote));
                     // Another host's words: bounded, and shown without control
                     // characters.
+                    let from = self.hosts.get(h).cloned().unwrap_or_default();
+                    events.extend(status.explained.into_iter().take(LATE_PER_STATUS).map(|w| {
+                        let w: String = w
+                            .chars()
+                            .filter(|c| !c.is_control())
+                            .take(LATE_WORDS_MAX)
+                            .collect();
+                        LinkEvent::Note(format!("on {from}: {w}"))
+                    }));
                     events.extend(status.late.into_iter().take(LATE_PER_STATUS).map(|w| {
                         LinkEvent::Late(
                             w.chars()
@@ -1220,6 +1271,7 @@ impl Link for ZenohLink {
                     slots: local.iter().map(|&k| RemoteSlot::of(control, k)).collect(),
                     tick: self.tick_figures(),
                     late: std::mem::take(&mut self.late_words),
+                    explained: std::mem::take(&mut self.explained_words),
                 };
                 self.recent_late = None;
                 let json = serde_json::to_vec(&status).unwrap_or_default();
@@ -1309,6 +1361,18 @@ impl Link for ZenohLink {
             }
         }
         (all, reports)
+    }
+
+    fn explained(&mut self, misses: &[ictus_exec::live::LiveMiss]) {
+        if self.host == 0 {
+            return;
+        }
+        for m in new_since(&self.explained_seen, misses) {
+            if self.explained_words.len() < LATE_PER_STATUS {
+                self.explained_words.push(miss_words(m));
+            }
+        }
+        self.explained_seen = misses.to_vec();
     }
 
     fn live_hosts(&self) -> Vec<ictus_exec::live::LiveHost> {

@@ -56,3 +56,42 @@ fn the_attachment_reads_back_and_another_size_is_none() {
     );
     assert_eq!(Attachment::decode(&[1, 2, 3]), (None, None));
 }
+
+#[test]
+fn a_nodes_new_explained_misses_are_those_after_the_last_handed_over_in_words() {
+    use ictus_exec::live::LiveMiss;
+    use ictus_os::explain::MissKind;
+    let miss = |frame: u64, kind: MissKind| LiveMiss {
+        subsystem: "B".into(),
+        frame,
+        kind,
+        lateness_ns: 2_300_000,
+        missed: u64::from(kind == MissKind::Missed),
+        cause: "preempted by burner".into(),
+    };
+    let (a, b, c) = (
+        miss(10, MissKind::Late),
+        miss(20, MissKind::Missed),
+        miss(30, MissKind::Overrun),
+    );
+    let first = [a.clone(), b.clone()];
+    assert_eq!(new_since(&[], &first), &first[..]);
+    assert!(new_since(&first, &first).is_empty());
+    let later = [a.clone(), b.clone(), c.clone()];
+    assert_eq!(new_since(&first, &later), &later[2..]);
+    // The ones handed over fell out of the window: all are new.
+    let much_later = [c.clone()];
+    assert_eq!(new_since(&first, &much_later), &much_later[..]);
+    assert_eq!(
+        miss_words(&a),
+        "B released 2.30 ms late at frame 10: preempted by burner"
+    );
+    assert_eq!(
+        miss_words(&b),
+        "B released 2.30 ms late at frame 20, 1 release(s) skipped: preempted by burner"
+    );
+    assert_eq!(
+        miss_words(&c),
+        "B overran at frame 30, 2.30 ms past the next release: preempted by burner"
+    );
+}
