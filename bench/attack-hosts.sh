@@ -77,7 +77,7 @@ for who in $ATTACKERS; do
   name="attack-$who-$$"
   sched="$OUT_DIR/$who.toml"
   schedule "$sched" "$name"
-  trust=(--keys "$keys")
+  trust=(--keys "$keys/bundles/hosts/{host}")  # each host its own bundle
   [ "$who" = insecure ] && trust=(--insecure)
   proto=quic
   [ "$who" = insecure ] && proto=tcp

@@ -80,11 +80,11 @@ one() {
   cp -r "$OUT_DIR/keys" "$dir/keys"
   pids=()
   for h in 2 3; do
-    ns "$h" "$ictus" node "$dir/schedule.toml" --host "h$h" --tick "$TICK" --keys "$dir/keys" --quiet --json \
+    ns "$h" "$ictus" node "$dir/schedule.toml" --host "h$h" --tick "$TICK" --keys "$dir/keys/bundles/hosts/h$h" --quiet --json \
       -o "$dir/h$h.json" >"$dir/h$h.log" 2>&1 &
     pids+=($!)
   done
-  ns 1 "$ictus" run "$dir/schedule.toml" --tick "$TICK" --keys "$dir/keys" --duration "${SECONDS_PER}s" --quiet --json \
+  ns 1 "$ictus" run "$dir/schedule.toml" --tick "$TICK" --keys "$dir/keys/bundles/hosts/h1" --duration "${SECONDS_PER}s" --quiet --json \
     --ready-timeout 30s -o "$dir/h1.json" >"$dir/h1.log" 2>&1 &
   local main=$! readers=()
   pids+=($main)

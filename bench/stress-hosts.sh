@@ -40,7 +40,7 @@ ns() { "$here/netns.sh" exec "$@"; }
 one() {
   local test=$1 tick=$2 secs=$3 rate=$4 links=$5
   local tag="t$test-$tick-$rate-$links" sched="$OUT_DIR/stress$test.toml"
-  local trust=(--keys "$OUT_DIR/keys")
+  local trust=(--keys "$OUT_DIR/keys/bundles/hosts/{host}")  # each host its own bundle
   [ "$links" = insecure ] && trust=(--insecure)
   local extra=()
   # shellcheck disable=SC2206 # words on purpose: extra options for ictus run and node

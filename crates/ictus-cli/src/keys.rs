@@ -18,9 +18,11 @@ pub(crate) struct KeysArgs {
 
 #[derive(Debug, Subcommand)]
 enum KeysCommand {
-    /// Make a run's CA and a certificate and key per host (and per reader) in DIR:
-    /// DIR/ca.pem, DIR/ca/ca.key (kept apart), DIR/hosts/H.pem and .key,
-    /// DIR/readers/R.pem and .key; files 0600, folders 0700; never over existing keys.
+    /// Make a run's CA and a certificate and key per host (and per reader) in DIR,
+    /// with a bundle per host and reader to copy to it: DIR/bundles/hosts/H (the
+    /// CA's certificate, H's certificate and key, the readers' certificates) and
+    /// DIR/bundles/readers/R; the whole of DIR (every key, the CA's in DIR/ca/) stays
+    /// where it was made. Files 0600, folders 0700; never over existing keys.
     New(NewArgs),
 }
 
@@ -60,24 +62,23 @@ fn new(a: &NewArgs) -> Result<(), Failure> {
     );
     for h in &made.hosts {
         println!(
-            "host {}: {} and {}",
+            "host {}: copy {} to it (its key, the CA's certificate, the readers' certificates)",
             h.name,
-            h.cert.display(),
-            h.key.display()
+            h.bundle.display()
         );
     }
     for r in &made.readers {
         println!(
-            "reader {}: {} and {} (may read, never write)",
+            "reader {}: copy {} to it (may read, never write)",
             r.name,
-            r.cert.display(),
-            r.key.display()
+            r.bundle.display()
         );
     }
     println!(
-        "Copy to each host the CA's certificate, its own certificate and key, and the readers' \
-         certificates (readers/*.pem: a host lets in only the readers it has; never their keys); \
-         keep {} off the hosts.",
+        "Give each host its bundle as --keys (`ictus node FILE --host H --keys BUNDLE`). \
+         Keep {} itself, with every private key and the CA's ({}), off the hosts: a \
+         host given it is refused unless told --shared-keys.",
+        a.dir.display(),
         made.ca_key.display()
     );
     Ok(())

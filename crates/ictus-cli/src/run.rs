@@ -81,11 +81,20 @@ pub(crate) struct RunArgs {
 /// How a run across hosts secures its links.
 #[derive(Debug, Args)]
 pub(crate) struct TrustArgs {
-    /// The run's keys (made by `ictus keys new DIR --hosts ...`, the same directory
-    /// on every host): every link across hosts is TLS with mutual authentication and
-    /// the run's access rules. Given, it wins over the schedule's `[security]`.
+    /// This host's keys: its bundle from `ictus keys new KEYS --hosts ...`
+    /// (KEYS/bundles/hosts/H, copied to host H; `{host}` in the path is this host's
+    /// name): every link across hosts is TLS with
+    /// mutual authentication and the run's access rules. Given, it wins over the
+    /// schedule's `[security]`. A folder holding another host's, a reader's or the
+    /// CA's private key is refused (see --shared-keys).
     #[arg(long, value_name = "DIR", conflicts_with = "insecure")]
     pub(crate) keys: Option<PathBuf>,
+    /// Use a keys folder that holds other hosts' (or readers', or the CA's) private
+    /// keys, such as the whole folder `ictus keys new` made: only where every host
+    /// of the run is on this machine (trials, tests), since a folder stolen from one
+    /// host is then every host.
+    #[arg(long, conflicts_with = "insecure")]
+    pub(crate) shared_keys: bool,
     /// Links across hosts without TLS or access rules: any machine that can reach a
     /// host's port can read, write and stop the run. Warned and recorded.
     #[arg(long)]
@@ -298,9 +307,23 @@ fn security_for(
     });
     if let Some(dir) = dir {
         let host = &schedule.hosts[here].name;
-        return Credentials::of_host(&dir, host)
-            .map(|c| Some(Security::Tls(c)))
-            .map_err(Failure::usage);
+        // `{host}` in the path is this host's name: one schedule for every host,
+        // each finding its own bundle (`keys = "keys/bundles/hosts/{host}"`).
+        let dir = PathBuf::from(dir.to_string_lossy().replace("{host}", host));
+        let credentials = Credentials::of_host(&dir, host).map_err(Failure::usage)?;
+        let foreign = ictus_net::security::foreign_keys(&dir, host);
+        if !foreign.is_empty() && !trust.shared_keys {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{} holds private keys host {host} must not have: {}; a copy stolen from \
+                 this host would be every one of them. Copy to this host only its bundle, \
+                 KEYS/bundles/hosts/{host} (`ictus keys new` made it), and give that \
+                 folder to --keys; where every host runs on this machine, --shared-keys \
+                 uses the folder as it is",
+                dir.display(),
+                foreign.join(", ")
+            )));
+        }
+        return Ok(Some(Security::Tls(credentials)));
     }
     if trust.insecure || schedule.security.insecure {
         return Ok(Some(Security::Insecure));
@@ -308,10 +331,10 @@ fn security_for(
     let names: Vec<&str> = schedule.hosts.iter().map(|h| h.name.as_str()).collect();
     Err(Failure::usage(anyhow::anyhow!(
         "{} runs across hosts ({}) and no keys were given: make them with \
-         `ictus keys new KEYS --hosts {}`, copy KEYS to every host (KEYS/ca/, the CA's \
-         key, need not travel) and give `--keys KEYS` to `ictus run` and every \
-         `ictus node` (or `[security] keys = \"KEYS\"` in the schedule); `--insecure` \
-         runs without authentication",
+         `ictus keys new KEYS --hosts {}`, copy to each host H only its bundle, \
+         KEYS/bundles/hosts/H, and give that folder as `--keys` to `ictus run` and \
+         every `ictus node` (or `[security] keys = \"FOLDER\"` in the schedule); \
+         `--insecure` runs without authentication",
         schedule.path.display(),
         names.join(", "),
         names.join(",")

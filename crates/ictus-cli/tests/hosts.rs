@@ -343,7 +343,7 @@ fn a_run_across_hosts_without_keys_is_refused_saying_how_to_make_them() {
     let bare = write_file(
         dir.path(),
         "bare.toml",
-        &text.replace("[security]\nkeys = \"keys\"\n", ""),
+        &text.replace("[security]\nkeys = \"keys/bundles/hosts/{host}\"\n", ""),
     );
     let file = bare.to_str().unwrap();
     let err = refused(ictus_in(dir.path()).args(["run", file, "--duration", "1s"]));
@@ -369,6 +369,19 @@ fn a_run_across_hosts_without_keys_is_refused_saying_how_to_make_them() {
     );
     assert!(
         err.contains("h3.pem") && err.contains("ictus keys new"),
+        "{err}"
+    );
+    // The whole folder `ictus keys new` made holds every key: refused for a host,
+    // naming what it holds and the bundle to copy, unless told it is shared.
+    let err = refused(
+        ictus_in(dir.path())
+            .args(["node", file, "--host", "h2", "--keys"])
+            .arg(&other),
+    );
+    assert!(
+        err.contains("the CA's key (ca/ca.key), host h1's key")
+            && err.contains("KEYS/bundles/hosts/h2")
+            && err.contains("--shared-keys"),
         "{err}"
     );
     let err = refused(
@@ -1382,4 +1395,54 @@ fn a_nodes_misses_are_explained_in_the_main_hosts_events_while_the_run_goes() {
     // 4 s at 4 ms: 1,000 frames.
     assert!(explained.iter().any(|e| frame(e) < 1_000), "{explained:#?}");
     assert!(shm_left(&ring.name).is_empty());
+}
+
+#[test]
+fn a_hosts_bundle_copied_to_a_fresh_folder_runs_that_host_and_nothing_else_is_needed() {
+    let _turn = common::one_at_a_time();
+    let (dir, name) = scratch_run("bundle");
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    // h3's bundle, copied alone to a folder of its own, as to another machine.
+    let bundle = dir.path().join("keys/bundles/hosts/h3");
+    let fresh = dir.path().join("h3-keys");
+    let mut stack = vec![std::path::PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        std::fs::create_dir_all(fresh.join(&rel)).unwrap();
+        for e in std::fs::read_dir(bundle.join(&rel)).unwrap().flatten() {
+            let rel = rel.join(e.file_name());
+            if e.path().is_dir() {
+                stack.push(rel);
+            } else {
+                std::fs::copy(e.path(), fresh.join(&rel)).unwrap();
+            }
+        }
+    }
+    assert!(ictus_net::security::foreign_keys(&fresh, "h3").is_empty());
+    let h3_keys = fresh.to_str().unwrap();
+    let h2 = spawn(
+        dir.path(),
+        &["node", file, "--host", "h2", "--json", "--quiet"],
+    );
+    let h3 = spawn(
+        dir.path(),
+        &[
+            "node", file, "--host", "h3", "--keys", h3_keys, "--json", "--quiet",
+        ],
+    );
+    let main = spawn(
+        dir.path(),
+        &["run", file, "--duration", "2s", "--json", "--quiet"],
+    );
+    let out = finish(main, Duration::from_secs(60));
+    let o2 = finish(h2, Duration::from_secs(60));
+    let o3 = finish(h3, Duration::from_secs(60));
+    for o in [&out, &o2, &o3] {
+        exits(o, 0);
+    }
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every host took part: B, on h3, ran its frames.
+    let b = subsystem(&r, "B");
+    assert!(b["metrics"]["frames_run"].as_f64().unwrap() > 0.0, "{b:#}");
+    assert!(shm_left(&name).is_empty());
 }

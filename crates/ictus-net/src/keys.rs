@@ -12,7 +12,17 @@
 //! DIR/hosts/H.key       host H's key
 //! DIR/readers/R.pem     reader R's certificate (CN `reader:R`), signed by the CA
 //! DIR/readers/R.key     its key
+//! DIR/bundles/hosts/H/  what host H needs and nothing more, to copy to it as it is:
+//!                       ca.pem, hosts/H.pem, hosts/H.key, readers/*.pem (the readers
+//!                       it lets in, without their keys)
+//! DIR/bundles/readers/R/  what reader R needs: ca.pem, readers/R.pem, readers/R.key
 //! ```
+//!
+//! A bundle has the layout of the whole directory, so it is given to `--keys` as it
+//! is. The whole directory stays where it was made: with every private key and the
+//! CA's in one place, one stolen copy would be every host. `ictus run` and `ictus
+//! node` refuse a folder holding another host's, a reader's or the CA's private key
+//! ([`crate::security::foreign_keys`]) unless told the hosts share it on purpose.
 //!
 //! Every file is mode 0600 and every folder 0700. The directory is made whole or not at
 //! all: everything is generated and written into a sibling folder first, then renamed
@@ -62,6 +72,8 @@ pub struct Issued {
     pub cert: PathBuf,
     /// Its key.
     pub key: PathBuf,
+    /// Its bundle: the folder to copy to it, with only what it needs.
+    pub bundle: PathBuf,
 }
 
 /// What [`new`] made.
@@ -190,8 +202,9 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
         .map_err(generate("the CA's certificate"))?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
+    let ca_pem = ca_cert.pem();
     let mut files: Vec<(PathBuf, String)> = vec![
-        (PathBuf::from("ca.pem"), ca_cert.pem()),
+        (PathBuf::from("ca.pem"), ca_pem.clone()),
         (PathBuf::from("ca/ca.key"), ca_key.serialize_pem()),
     ];
     let mut issue = |name: &str, folder: &str, cn: String, dns: bool| {
@@ -215,12 +228,18 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
             .map_err(generate(&format!("{name}'s certificate")))?;
         let cert_path = PathBuf::from(folder).join(format!("{name}.pem"));
         let key_path = PathBuf::from(folder).join(format!("{name}.key"));
-        files.push((cert_path.clone(), cert.pem()));
-        files.push((key_path.clone(), key.serialize_pem()));
+        let bundle = PathBuf::from("bundles").join(folder).join(name);
+        let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+        files.push((cert_path.clone(), cert_pem.clone()));
+        files.push((key_path.clone(), key_pem.clone()));
+        files.push((bundle.join(&cert_path), cert_pem));
+        files.push((bundle.join(&key_path), key_pem));
+        files.push((bundle.join("ca.pem"), ca_pem.clone()));
         Ok::<Issued, KeysError>(Issued {
             name: name.to_string(),
             cert: req.dir.join(cert_path),
             key: req.dir.join(key_path),
+            bundle: req.dir.join(bundle),
         })
     };
     let hosts = req
@@ -233,6 +252,18 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
         .iter()
         .map(|r| issue(r, "readers", format!("{READER_PREFIX}{r}"), false))
         .collect::<Result<Vec<_>, _>>()?;
+    // Each host's bundle lets in the run's readers: their certificates, never keys.
+    let reader_certs: Vec<(PathBuf, String)> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with("readers") && p.extension().is_some_and(|e| e == "pem"))
+        .cloned()
+        .collect();
+    for h in &hosts {
+        let bundle = PathBuf::from("bundles/hosts").join(&h.name);
+        for (p, pem) in &reader_certs {
+            files.push((bundle.join(p), pem.clone()));
+        }
+    }
 
     write_whole(&req.dir, &files)?;
     Ok(Made {
@@ -276,10 +307,20 @@ fn write_whole(dir: &Path, files: &[(PathBuf, String)]) -> Result<(), KeysError>
         .file_name()
         .map_or_else(|| "keys".into(), |n| n.to_string_lossy().into_owned());
     let staging = parent.join(format!(".{stem}.partial-{}", std::process::id()));
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&parent)
+        .map_err(io(&parent))?;
+    // Made fresh: a staging folder that exists (another run's, or planted) is
+    // refused, never written into nor removed.
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .map_err(io(&staging))?;
     let result = (|| {
         let mut builder = fs::DirBuilder::new();
         builder.recursive(true).mode(0o700);
-        builder.create(&staging).map_err(io(&staging))?;
         for (rel, text) in files {
             let path = staging.join(rel);
             if let Some(folder) = path.parent() {
@@ -356,6 +397,88 @@ mod tests {
         ));
         assert_eq!(fs::read(dir.join("mine")).unwrap(), b"x");
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn each_host_and_reader_has_a_bundle_with_only_its_own_key() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("keys");
+        let sut = new(&KeysRequest {
+            dir: dir.clone(),
+            hosts: vec!["h1".into(), "h2".into()],
+            readers: vec!["python".into()],
+        })
+        .unwrap();
+        let files = |d: &Path| {
+            let mut out = Vec::new();
+            let mut stack = vec![d.to_path_buf()];
+            while let Some(p) = stack.pop() {
+                for e in fs::read_dir(&p).unwrap().flatten() {
+                    if e.path().is_dir() {
+                        stack.push(e.path());
+                    } else {
+                        out.push(e.path().strip_prefix(d).unwrap().display().to_string());
+                    }
+                }
+            }
+            out.sort();
+            out
+        };
+        let h1 = &sut.hosts[0];
+        assert_eq!(h1.bundle, dir.join("bundles/hosts/h1"));
+        assert_eq!(
+            files(&h1.bundle),
+            [
+                "ca.pem",
+                "hosts/h1.key",
+                "hosts/h1.pem",
+                "readers/python.pem"
+            ]
+        );
+        assert_eq!(
+            files(&sut.readers[0].bundle),
+            ["ca.pem", "readers/python.key", "readers/python.pem"]
+        );
+        // The same files as the whole directory's.
+        assert_eq!(
+            fs::read(h1.bundle.join("hosts/h1.key")).unwrap(),
+            fs::read(&h1.key).unwrap()
+        );
+        assert_eq!(
+            fs::read(h1.bundle.join("ca.pem")).unwrap(),
+            fs::read(&sut.ca_cert).unwrap()
+        );
+        // A bundle is a keys folder of its own: its host's credentials load from it,
+        // and nothing in it is another's private key.
+        assert!(crate::security::Credentials::of_host(&h1.bundle, "h1").is_ok());
+        assert!(crate::security::foreign_keys(&h1.bundle, "h1").is_empty());
+        assert_eq!(
+            crate::security::foreign_keys(&dir, "h1"),
+            [
+                "the CA's key (ca/ca.key)",
+                "host h2's key",
+                "reader python's key"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_staging_folder_that_exists_is_refused_not_written_into() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("keys");
+        let staging = root
+            .path()
+            .join(format!(".keys.partial-{}", std::process::id()));
+        fs::create_dir(&staging).unwrap();
+        fs::write(staging.join("planted"), b"x").unwrap();
+        let made = new(&KeysRequest {
+            dir: dir.clone(),
+            hosts: vec!["h1".into()],
+            readers: vec![],
+        });
+        assert!(matches!(made, Err(KeysError::Io { .. })), "{made:?}");
+        assert!(!dir.exists());
+        assert_eq!(fs::read(staging.join("planted")).unwrap(), b"x");
     }
 
     #[test]

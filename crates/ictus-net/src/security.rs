@@ -104,10 +104,10 @@ impl Credentials {
         for path in [&c.ca, &c.cert, &c.key] {
             if let Err(e) = std::fs::File::open(path) {
                 return Err(NetError::Keys(format!(
-                    "{}: {e} (make the run's keys with `ictus keys new {} --hosts ...`, \
-                     naming '{name}', and give the same directory to every host)",
+                    "{}: {e} (make the run's keys with `ictus keys new KEYS --hosts ...`, \
+                     naming '{name}', and copy to this host its bundle, \
+                     KEYS/bundles/{folder}/{name})",
                     path.display(),
-                    dir.display()
                 )));
             }
         }
@@ -137,15 +137,47 @@ impl Credentials {
     }
 }
 
+/// What keys folder `dir` holds that host `host` must not: the CA's key, another
+/// host's key, a reader's key, in words (empty: only its own). A host given a folder
+/// with any of them would, stolen, be more than itself; `ictus keys new` writes each
+/// host a bundle without them (`DIR/bundles/hosts/H`).
+pub fn foreign_keys(dir: &Path, host: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if dir.join("ca").join("ca.key").exists() {
+        found.push("the CA's key (ca/ca.key)".to_string());
+    }
+    let keys_in = |folder: &str| names_in(&dir.join(folder), ".key");
+    found.extend(
+        keys_in("hosts")
+            .into_iter()
+            .filter(|h| h != host)
+            .map(|h| format!("host {h}'s key")),
+    );
+    found.extend(
+        keys_in("readers")
+            .into_iter()
+            .map(|r| format!("reader {r}'s key")),
+    );
+    if found.is_empty() && dir.join("bundles").exists() {
+        found.push("the other hosts' bundles (bundles/)".to_string());
+    }
+    found
+}
+
 /// The readers a keys directory holds certificates for (their names, sorted).
 pub fn readers_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("readers"))
+    names_in(&dir.join("readers"), ".pem")
+}
+
+/// The names of the files in `folder` ending in `suffix`, without it, sorted.
+fn names_in(folder: &Path, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            name.strip_suffix(".pem").map(str::to_string)
+            name.strip_suffix(suffix).map(str::to_string)
         })
         .collect();
     names.sort();

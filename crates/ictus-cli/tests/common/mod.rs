@@ -334,7 +334,8 @@ pub(crate) fn three_hosts(dir: &Path, name: &str) -> PathBuf {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    text += "[security]\nkeys = \"keys\"\n";
+    // Each host its own bundle, as on separate machines.
+    text += "[security]\nkeys = \"keys/bundles/hosts/{host}\"\n";
     for h in 1..=3 {
         text += &format!(
             "[[host]]\nname = \"h{h}\"\naddress = \"127.0.0.1:{}\"\n",

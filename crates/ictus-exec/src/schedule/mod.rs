@@ -435,8 +435,10 @@ pub struct StressCheck {
     pub counters: Vec<String>,
 }
 
-/// A schedule's `[security]` table (a run across hosts): the run's keys directory
-/// (`ictus keys new`), or `insecure = true`; neither: `--keys` must say.
+/// A schedule's `[security]` table (a run across hosts): the folder of this host's
+/// keys (its bundle from `ictus keys new`; `{host}` in it stands for the host's name,
+/// so one schedule serves every host: `keys = "keys/bundles/hosts/{host}"`), or
+/// `insecure = true`; neither: `--keys` must say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SecuritySpec {
     /// The keys directory, resolved against the schedule's own directory.
