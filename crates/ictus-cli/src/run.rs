@@ -325,8 +325,18 @@ fn security_for(
         }
         return Ok(Some(Security::Tls(credentials)));
     }
-    if trust.insecure || schedule.security.insecure {
+    if trust.insecure {
         return Ok(Some(Security::Insecure));
+    }
+    // A schedule alone cannot turn trust off: a file copied from elsewhere would
+    // open every host to anyone who reaches its port.
+    if schedule.security.insecure {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{} says [security] insecure = true: a run without authentication (anyone \
+             who reaches a host's port may read, write and stop it) needs --insecure on \
+             the command line as well",
+            schedule.path.display()
+        )));
     }
     let names: Vec<&str> = schedule.hosts.iter().map(|h| h.name.as_str()).collect();
     Err(Failure::usage(anyhow::anyhow!(

@@ -391,6 +391,20 @@ fn a_run_across_hosts_without_keys_is_refused_saying_how_to_make_them() {
             .arg("1s"),
     );
     assert!(err.contains("/nonexistent/keys/ca.pem"), "{err}");
+    // A schedule alone cannot turn trust off.
+    let open = write_file(
+        dir.path(),
+        "open.toml",
+        &text.replace(
+            "[security]\nkeys = \"keys/bundles/hosts/{host}\"\n",
+            "[security]\ninsecure = true\n",
+        ),
+    );
+    let err = refused(ictus_in(dir.path()).args(["node", open.to_str().unwrap(), "--host", "h2"]));
+    assert!(
+        err.contains("insecure = true") && err.contains("needs --insecure"),
+        "{err}"
+    );
     // Both at once is a contradiction.
     let err = refused(ictus_in(dir.path()).args(["run", file, "--insecure", "--keys", "k"]));
     assert!(err.contains("cannot be used with"), "{err}");

@@ -438,7 +438,7 @@ pub struct StressCheck {
 /// A schedule's `[security]` table (a run across hosts): the folder of this host's
 /// keys (its bundle from `ictus keys new`; `{host}` in it stands for the host's name,
 /// so one schedule serves every host: `keys = "keys/bundles/hosts/{host}"`), or
-/// `insecure = true`; neither: `--keys` must say.
+/// `insecure = true` (which `--insecure` must confirm); neither: `--keys` must say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SecuritySpec {
     /// The keys directory, resolved against the schedule's own directory.
