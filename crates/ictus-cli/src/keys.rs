@@ -24,6 +24,31 @@ enum KeysCommand {
     /// DIR/bundles/readers/R; the whole of DIR (every key, the CA's in DIR/ca/) stays
     /// where it was made. Files 0600, folders 0700; never over existing keys.
     New(NewArgs),
+    /// Make a host's (or reader's) key and certificate anew in DIR (made by `keys
+    /// new`, with the CA's key): when it nears its expiry, or was stolen. Its files in
+    /// DIR and in its bundle are replaced; copy the bundle to it again. Nothing of
+    /// the other hosts changes.
+    Renew(RenewArgs),
+}
+
+#[derive(Debug, Args)]
+struct RenewArgs {
+    /// The keys folder `ictus keys new` made (with ca/ca.key).
+    dir: PathBuf,
+    /// The host to renew.
+    #[arg(long, conflicts_with = "reader", required_unless_present = "reader")]
+    host: Option<String>,
+    /// The reader to renew.
+    #[arg(long)]
+    reader: Option<String>,
+    /// Shut out its earlier certificate at once (stolen): the new one gets a name of
+    /// its own, written to DIR/names and to every bundle's; copy that `names` file to
+    /// every host (no host is re-keyed), and the renewed bundle to it.
+    #[arg(long)]
+    retire: bool,
+    /// Days the new certificate is valid (1 to 3650; no later than the CA's end).
+    #[arg(long, default_value_t = keys::DEFAULT_DAYS, value_name = "DAYS")]
+    days: u32,
 }
 
 #[derive(Debug, Args)]
@@ -36,13 +61,50 @@ struct NewArgs {
     /// Readers: tools that may read the run and never write it (the Python client...).
     #[arg(long, value_delimiter = ',')]
     readers: Vec<String>,
+    /// Days the hosts' and readers' certificates are valid (1 to 3650): short, as a
+    /// stolen key is good until its certificate ends; `ictus keys renew` makes new
+    /// ones, and `ictus run` and `ictus node` warn 14 days before.
+    #[arg(long, default_value_t = keys::DEFAULT_DAYS, value_name = "DAYS")]
+    days: u32,
+    /// Days the CA's certificate is valid (at least --days, at most 3650): it signs
+    /// the renewals, so it outlives them.
+    #[arg(long, default_value_t = keys::DEFAULT_CA_DAYS, value_name = "DAYS")]
+    ca_days: u32,
 }
 
 /// Runs `ictus keys`.
 pub(crate) fn run(args: &KeysArgs) -> Result<(), Failure> {
     match &args.command {
         KeysCommand::New(a) => new(a),
+        KeysCommand::Renew(a) => renew(a),
     }
+}
+
+fn renew(a: &RenewArgs) -> Result<(), Failure> {
+    let who = match (&a.host, &a.reader) {
+        (Some(h), _) => keys::Holder::Host(h),
+        (None, Some(r)) => keys::Holder::Reader(r),
+        (None, None) => unreachable!("clap requires --host or --reader"),
+    };
+    let issued = keys::renew(&a.dir, who, a.days, a.retire).map_err(|e| match e {
+        KeysError::Generate { .. } => Failure::from(anyhow::Error::new(e)),
+        bad_input => Failure::usage(bad_input),
+    })?;
+    let end = keys::expires(&issued.cert).map_err(|e| Failure::from(anyhow::anyhow!(e)))?;
+    println!(
+        "{}: a new key and certificate, valid until {}; copy {} to it again",
+        issued.name,
+        humantime::format_rfc3339_seconds(end),
+        issued.bundle.display()
+    );
+    if a.retire {
+        println!(
+            "its earlier certificate is retired for every host given the new {}: copy \
+             that file (public) into every host's keys folder before the next run",
+            a.dir.join(keys::NAMES_FILE).display()
+        );
+    }
+    Ok(())
 }
 
 fn new(a: &NewArgs) -> Result<(), Failure> {
@@ -50,6 +112,10 @@ fn new(a: &NewArgs) -> Result<(), Failure> {
         dir: a.dir.clone(),
         hosts: a.hosts.clone(),
         readers: a.readers.clone(),
+        validity: ictus_net::keys::Validity {
+            days: a.days,
+            ca_days: a.ca_days,
+        },
     })
     .map_err(|e| match e {
         KeysError::Io { .. } | KeysError::Generate { .. } => Failure::from(anyhow::Error::new(e)),

@@ -323,6 +323,7 @@ fn security_for(
                 foreign.join(", ")
             )));
         }
+        expiry(&credentials, host)?;
         return Ok(Some(Security::Tls(credentials)));
     }
     if trust.insecure {
@@ -349,6 +350,51 @@ fn security_for(
         names.join(", "),
         names.join(",")
     )))
+}
+
+/// How long before its certificate (or the CA's) ends a run warns.
+const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86_400);
+
+/// Refuses credentials whose certificate or CA has ended (no peer would accept
+/// them: the run would only wait), saying how to renew.
+fn expiry(c: &ictus_net::security::Credentials, host: &str) -> Result<(), Failure> {
+    for (what, path) in [("its certificate", &c.cert), ("the run's CA", &c.ca)] {
+        let end = ictus_net::keys::expires(path).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        if end <= std::time::SystemTime::now() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "host {host}'s keys have ended: {what} ({}) was valid until {}; make a \
+                 new one with `ictus keys renew KEYS --host {host}` where the keys were \
+                 made{}",
+                path.display(),
+                humantime::format_rfc3339_seconds(end),
+                if what == "the run's CA" {
+                    " (an ended CA needs new keys for every host: `ictus keys new`)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The warning of credentials that end within [`EXPIRY_WARNING`], if they do.
+fn expiring(c: &ictus_net::security::Credentials) -> Option<ictus_core::warning::Warning> {
+    let soon = std::time::SystemTime::now() + EXPIRY_WARNING;
+    let (what, end) = [("its certificate", &c.cert), ("the run's CA", &c.ca)]
+        .into_iter()
+        .filter_map(|(what, p)| Some((what, ictus_net::keys::expires(p).ok()?)))
+        .min_by_key(|(_, end)| *end)?;
+    (end < soon).then(|| {
+        ictus_core::warning::Warning::new(
+            ictus_core::warning::WarningId::KeysExpiring,
+            format!(
+                "this host's keys end soon: {what} is valid until {}",
+                humantime::format_rfc3339_seconds(end)
+            ),
+            Some("renew with `ictus keys renew KEYS --host H` where the keys were made, and copy the bundle again"),
+        )
+    })
 }
 
 /// Which host runs, and how.
@@ -449,6 +495,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
              any machine that can reach a host's port can read, write and stop this run",
             Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
         );
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
+    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
+        && let Some(w) = expiring(c)
+    {
         eprintln!("warning: {}", w.message);
         session.warn(w);
     }

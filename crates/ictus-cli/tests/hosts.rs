@@ -419,6 +419,8 @@ enum Attacker {
     OtherCa,
     Reader,
     StolenHost,
+    /// A host's certificate stolen and then retired (`ictus keys renew --retire`).
+    RetiredHost,
 }
 
 /// The attacker's session, connected to every host of the run.
@@ -461,6 +463,7 @@ fn attacker_session(ring: &Hosts, who: Attacker) -> Option<ictus_net::Session> {
         }
         Attacker::Reader => Credentials::of_reader(&keys, "python").unwrap(),
         Attacker::StolenHost => Credentials::of_host(&keys, "h3").unwrap(),
+        Attacker::RetiredHost => Credentials::of_host(&dir.join("stolen"), "h3").unwrap(),
     };
     ictus_net::open_secure(&endpoints, &credentials, None).ok()
 }
@@ -1417,7 +1420,25 @@ fn a_hosts_bundle_copied_to_a_fresh_folder_runs_that_host_and_nothing_else_is_ne
     let (dir, name) = scratch_run("bundle");
     let path = three_hosts(dir.path(), &name);
     let file = path.to_str().unwrap();
-    // h3's bundle, copied alone to a folder of its own, as to another machine.
+    // h3's key renewed (as when stolen or near its end), valid one day: its bundle,
+    // copied alone to a folder of its own as to another machine, is all it needs,
+    // and the other hosts, not re-keyed, let it in.
+    let out = ictus_in(dir.path())
+        .args(["keys", "renew"])
+        .arg(dir.path().join("keys"))
+        .args(["--host", "h3", "--days", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("keys/bundles/hosts/h3"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let bundle = dir.path().join("keys/bundles/hosts/h3");
     let fresh = dir.path().join("h3-keys");
     let mut stack = vec![std::path::PathBuf::new()];
@@ -1458,5 +1479,78 @@ fn a_hosts_bundle_copied_to_a_fresh_folder_runs_that_host_and_nothing_else_is_ne
     // Every host took part: B, on h3, ran its frames.
     let b = subsystem(&r, "B");
     assert!(b["metrics"]["frames_run"].as_f64().unwrap() > 0.0, "{b:#}");
+    // h3's certificate ends within 14 days: it says so, in its record too.
+    let r3: Value = serde_json::from_slice(&o3.stdout).unwrap();
+    assert!(
+        r3["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w["id"] == "keys-expiring")),
+        "{:#}",
+        r3["warnings"]
+    );
+    assert!(String::from_utf8_lossy(&o3.stderr).contains("keys end soon"));
     assert!(shm_left(&name).is_empty());
+}
+
+#[test]
+fn a_retired_hosts_stolen_certificate_gets_nothing_in_and_its_new_one_runs() {
+    let _turn = common::one_at_a_time();
+    let (dir, name) = scratch_run("retired");
+    let path = three_hosts(dir.path(), &name);
+    let file = path.to_str().unwrap();
+    // h3's certificate and key, stolen (copied away), then retired where the keys
+    // were made: h3 gets a new one, every bundle a `names` file saying so.
+    let keys = dir.path().join("keys");
+    let stolen = dir.path().join("stolen");
+    std::fs::create_dir_all(stolen.join("hosts")).unwrap();
+    std::fs::copy(keys.join("ca.pem"), stolen.join("ca.pem")).unwrap();
+    for f in ["hosts/h3.pem", "hosts/h3.key"] {
+        std::fs::copy(keys.join(f), stolen.join(f)).unwrap();
+    }
+    let out = ictus_in(dir.path())
+        .args(["keys", "renew"])
+        .arg(&keys)
+        .args(["--host", "h3", "--retire"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("retired"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ictus_net::keys::common_names(&keys.join("bundles/hosts/h1")).unwrap()["h3"],
+        "h3.2"
+    );
+    let node = |host| {
+        spawn(
+            dir.path(),
+            &["node", file, "--host", host, "--json", "--quiet"],
+        )
+    };
+    let (h2, h3) = (node("h2"), node("h3"));
+    let main = spawn(
+        dir.path(),
+        &["run", file, "--duration", "4s", "--json", "--quiet"],
+    );
+    let ring = Hosts {
+        _turn,
+        dir,
+        name,
+        h2,
+        h3,
+        main,
+    };
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(800));
+    // The thief, with the retired certificate: a valid one of the run's CA whose name
+    // no host's rules know any more.
+    let session = attacker_session(&ring, Attacker::RetiredHost).expect("a session");
+    attack(&session, &ring.name, Duration::from_millis(2000));
+    let out = finish(ring.main, Duration::from_secs(60));
+    let o2 = finish(ring.h2, Duration::from_secs(30));
+    let o3 = finish(ring.h3, Duration::from_secs(30));
+    assert!(shm_left(&ring.name).is_empty());
+    // The renewed h3 ran its part, and nothing of the thief's got in.
+    untouched(Attacker::RetiredHost, &(out, o2, o3));
 }

@@ -65,6 +65,8 @@ pub enum WarningId {
     LinkDropped,
     /// A run across hosts on links without authentication (`--insecure`).
     InsecureLinks,
+    /// This host's certificate or the run's CA ends within 14 days.
+    KeysExpiring,
     /// A subsystem's `run` (or `shutdown`) returned an error.
     SubsystemError,
     /// The CPU latency QoS asked for could not be held (no device, no permission).
@@ -114,6 +116,7 @@ impl WarningId {
             WarningId::LinkRefused => "link-refused",
             WarningId::LinkDropped => "link-dropped",
             WarningId::InsecureLinks => "insecure-links",
+            WarningId::KeysExpiring => "keys-expiring",
             WarningId::SubsystemError => "subsystem-error",
             WarningId::PmQosRefused => "pm-qos-refused",
             WarningId::ExplainUnavailable => "explain-unavailable",
@@ -170,6 +173,7 @@ mod tests {
             WarningId::LinkRefused,
             WarningId::LinkDropped,
             WarningId::InsecureLinks,
+            WarningId::KeysExpiring,
             WarningId::SubsystemError,
             WarningId::Overrun,
             WarningId::Watchdog,

@@ -16,7 +16,12 @@
 //!                       ca.pem, hosts/H.pem, hosts/H.key, readers/*.pem (the readers
 //!                       it lets in, without their keys)
 //! DIR/bundles/readers/R/  what reader R needs: ca.pem, readers/R.pem, readers/R.key
+//! DIR/names             after `renew --retire` only: the certificates' names in
+//!                       force (also in every bundle), see [`renew`]
 //! ```
+//!
+//! Certificates are valid [`DEFAULT_DAYS`] (the CA [`DEFAULT_CA_DAYS`]) unless
+//! asked otherwise ([`Validity`]); [`renew`] makes one holder's anew.
 //!
 //! A bundle has the layout of the whole directory, so it is given to `--keys` as it
 //! is. The whole directory stays where it was made: with every private key and the
@@ -34,6 +39,7 @@
 //!     dir: "run-keys".into(),
 //!     hosts: vec!["h1".into(), "h2".into()],
 //!     readers: vec!["python".into()],
+//!     validity: Default::default(),
 //! }).unwrap();
 //! assert_eq!(made.hosts.len(), 2);
 //! ```
@@ -61,6 +67,35 @@ pub struct KeysRequest {
     pub hosts: Vec<String>,
     /// Readers: tools that may read the run and never write it.
     pub readers: Vec<String>,
+    /// How long the certificates are valid.
+    pub validity: Validity,
+}
+
+/// How long certificates are valid, from the moment they are made (an hour before,
+/// for clocks a little behind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    /// The hosts' and readers' certificates, in days: short, since a stolen key is
+    /// good until its certificate expires ([`renew`] makes a new one).
+    pub days: u32,
+    /// The CA's certificate, in days: at least `days` (it signs the renewals).
+    pub ca_days: u32,
+}
+
+/// The hosts' and readers' certificates' validity unless told: 90 days.
+pub const DEFAULT_DAYS: u32 = 90;
+/// The CA's certificate's validity unless told: 2 years.
+pub const DEFAULT_CA_DAYS: u32 = 730;
+/// The longest validity taken: 10 years.
+pub const MAX_DAYS: u32 = 3650;
+
+impl Default for Validity {
+    fn default() -> Validity {
+        Validity {
+            days: DEFAULT_DAYS,
+            ca_days: DEFAULT_CA_DAYS,
+        }
+    }
 }
 
 /// One certificate and its key, as written.
@@ -105,6 +140,27 @@ pub enum KeysError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A validity out of range, or a CA that would expire before what it signs.
+    #[error(
+        "certificates valid {days} days under a CA valid {ca_days} days: each must be 1 to 3650 days, the CA's at least the others'"
+    )]
+    Validity {
+        /// The hosts' and readers' days.
+        days: u32,
+        /// The CA's days.
+        ca_days: u32,
+    },
+    /// A name the keys folder has no certificate for (or whose CA cannot be read).
+    #[error("{}: no certificate for '{name}' (made by `ictus keys new {} --hosts ...`?)", dir.display(), dir.display())]
+    Unknown {
+        /// The folder.
+        dir: PathBuf,
+        /// The name asked for.
+        name: String,
+    },
+    /// The folder's `names` file cannot be read whole.
+    #[error("{0}")]
+    Names(String),
     /// The same name twice.
     #[error("'{name}' is named twice (hosts and readers share one namespace)")]
     Duplicate {
@@ -166,6 +222,13 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
     if req.hosts.is_empty() {
         return Err(KeysError::NoHosts);
     }
+    let v = req.validity;
+    if !(1..=MAX_DAYS).contains(&v.days) || !(v.days..=MAX_DAYS).contains(&v.ca_days) {
+        return Err(KeysError::Validity {
+            days: v.days,
+            ca_days: v.ca_days,
+        });
+    }
     let mut seen = std::collections::BTreeSet::new();
     for (name, what) in req
         .hosts
@@ -196,7 +259,7 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     ca_params.distinguished_name = name_of("ictus run CA");
-    validity(&mut ca_params);
+    validity(&mut ca_params, v.ca_days);
     let ca_cert = ca_params
         .self_signed(&ca_key)
         .map_err(generate("the CA's certificate"))?;
@@ -208,28 +271,10 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
         (PathBuf::from("ca/ca.key"), ca_key.serialize_pem()),
     ];
     let mut issue = |name: &str, folder: &str, cn: String, dns: bool| {
-        let key = KeyPair::generate().map_err(generate(&format!("{name}'s key")))?;
-        let mut params = if dns {
-            CertificateParams::new(vec![name.to_string()])
-                .map_err(generate(&format!("{name}'s certificate")))?
-        } else {
-            CertificateParams::default()
-        };
-        params.distinguished_name = name_of(&cn);
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        // Mutual TLS: every peer is both a server and a client.
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        validity(&mut params);
-        let cert = params
-            .signed_by(&key, &issuer)
-            .map_err(generate(&format!("{name}'s certificate")))?;
+        let (cert_pem, key_pem) = certify(name, &cn, dns, v.days, &issuer)?;
         let cert_path = PathBuf::from(folder).join(format!("{name}.pem"));
         let key_path = PathBuf::from(folder).join(format!("{name}.key"));
         let bundle = PathBuf::from("bundles").join(folder).join(name);
-        let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
         files.push((cert_path.clone(), cert_pem.clone()));
         files.push((key_path.clone(), key_pem.clone()));
         files.push((bundle.join(&cert_path), cert_pem));
@@ -274,6 +319,225 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
     })
 }
 
+/// A new key and a certificate for `name` (common name `cn`, its DNS name when
+/// `dns`), valid `days`, signed by `issuer`: both in PEM.
+fn certify(
+    name: &str,
+    cn: &str,
+    dns: bool,
+    days: u32,
+    issuer: &Issuer<'_, impl rcgen::SigningKey>,
+) -> Result<(String, String), KeysError> {
+    let generate = |what: &str| {
+        let what = format!("{name}'s {what}");
+        move |source| KeysError::Generate { what, source }
+    };
+    let key = KeyPair::generate().map_err(generate("key"))?;
+    let mut params = if dns {
+        CertificateParams::new(vec![name.to_string()]).map_err(generate("certificate"))?
+    } else {
+        CertificateParams::default()
+    };
+    params.distinguished_name = name_of(cn);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Mutual TLS: every peer is both a server and a client.
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    validity(&mut params, days);
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(generate("certificate"))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The file of a keys folder (and of every bundle) that names the certificates
+/// retired holders now carry: one line `HOLDER CN` each, `HOLDER` the first
+/// certificate's common name (`h2`, `reader:python`), `CN` the one in force
+/// (`h2.2`). Absent: every holder carries its first.
+pub const NAMES_FILE: &str = "names";
+
+/// The common names in force in keys folder `dir` (holder to name; empty without a
+/// `names` file). A file that cannot be read whole is an error: a host must not
+/// start with a stolen certificate let back in.
+pub fn common_names(dir: &Path) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let path = dir.join(NAMES_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut names = std::collections::BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut w = line.split_whitespace();
+        match (w.next(), w.next(), w.next()) {
+            (Some(holder), Some(cn), None) => {
+                names.insert(holder.to_string(), cn.to_string());
+            }
+            _ => {
+                return Err(format!(
+                    "{}:{}:1: expected `HOLDER NAME` (written by `ictus keys renew --retire`)",
+                    path.display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Who [`renew`] makes a new certificate for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder<'a> {
+    /// A host, by name.
+    Host(&'a str),
+    /// A reader, by name.
+    Reader(&'a str),
+}
+
+/// Makes host's or reader's `who` key and certificate anew in keys folder `dir` (made
+/// by [`new`], with the CA's key), valid `days`: in `dir` and in its bundle, each
+/// file replaced whole.
+///
+/// Renewed alone, the old certificate stays good until it ends. `retire` shuts it
+/// out at once, for a stolen key: Zenoh 1.10 checks no revocation list, but its
+/// access rules match certificates by common name, so the new certificate gets a
+/// name of its own (`h2.2`, then `h2.3`), written to the `names` file of the folder
+/// and of every bundle, and a host whose `names` says so lets in only the new name:
+/// the stolen certificate matches no rule and is denied everything. Copy the
+/// `names` file to every host (it is public; no host is re-keyed) and the new bundle
+/// to the renewed one; a host without the new `names` refuses the renewed one too.
+pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Issued, KeysError> {
+    let (name, folder, first, dns) = match who {
+        Holder::Host(h) => (h, "hosts", h.to_string(), true),
+        Holder::Reader(r) => (r, "readers", format!("{READER_PREFIX}{r}"), false),
+    };
+    let mut names = common_names(dir).map_err(KeysError::Names)?;
+    let current = names.get(&first).cloned().unwrap_or_else(|| first.clone());
+    let cn = if retire {
+        let generation = current
+            .strip_prefix(&format!("{first}."))
+            .and_then(|g| g.parse::<u32>().ok())
+            .unwrap_or(1);
+        format!("{first}.{}", generation + 1)
+    } else {
+        current
+    };
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KeysError::Io { path, source }
+    };
+    let cert_path = PathBuf::from(folder).join(format!("{name}.pem"));
+    let key_path = PathBuf::from(folder).join(format!("{name}.key"));
+    if !dir.join(&cert_path).exists() {
+        return Err(KeysError::Unknown {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        });
+    }
+    let ca_key_path = dir.join("ca").join("ca.key");
+    let ca_key = fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
+    let ca_key = KeyPair::from_pem(&ca_key).map_err(|source| KeysError::Generate {
+        what: format!("reading {}", ca_key_path.display()),
+        source,
+    })?;
+    let ca_pem_path = dir.join("ca.pem");
+    let ca_pem = fs::read_to_string(&ca_pem_path).map_err(io(&ca_pem_path))?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca_pem, &ca_key).map_err(|source| KeysError::Generate {
+            what: format!("reading {}", ca_pem_path.display()),
+            source,
+        })?;
+    // Never past the CA's own end: what it signed would outlive it.
+    let ca_end = expires(&ca_pem_path).map_err(|why| KeysError::Unknown {
+        dir: dir.to_path_buf(),
+        name: why,
+    })?;
+    let end =
+        std::time::SystemTime::now() + std::time::Duration::from_secs(u64::from(days) * 86_400);
+    if !(1..=MAX_DAYS).contains(&days) || end > ca_end {
+        return Err(KeysError::Validity {
+            days,
+            ca_days: ca_end
+                .duration_since(std::time::SystemTime::now())
+                .map_or(0, |d| (d.as_secs() / 86_400) as u32),
+        });
+    }
+    let (cert_pem, key_pem) = certify(name, &cn, dns, days, &issuer)?;
+    let bundle = PathBuf::from("bundles").join(folder).join(name);
+    let mut files = vec![
+        (cert_path.clone(), cert_pem.clone()),
+        (key_path.clone(), key_pem.clone()),
+        (bundle.join(&cert_path), cert_pem),
+        (bundle.join(&key_path), key_pem),
+    ];
+    if retire {
+        names.insert(first, cn);
+        let mut text = String::from(
+            "# The certificates in force of holders whose earlier one was retired\n\
+             # (`ictus keys renew --retire`): HOLDER NAME. Copy to every host.\n",
+        );
+        for (holder, cn) in &names {
+            text += &format!("{holder} {cn}\n");
+        }
+        files.push((PathBuf::from(NAMES_FILE), text.clone()));
+        for kind in ["hosts", "readers"] {
+            for b in fs::read_dir(dir.join("bundles").join(kind))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let rel = PathBuf::from("bundles").join(kind).join(b.file_name());
+                files.push((rel.join(NAMES_FILE), text.clone()));
+            }
+        }
+    }
+    // Each file written beside its place, then all renamed over the old ones.
+    let mut written = Vec::new();
+    let result = (|| {
+        for (rel, text) in &files {
+            let path = dir.join(rel);
+            let temp = path.with_file_name(format!(
+                ".{}.new-{}",
+                rel.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                std::process::id()
+            ));
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)
+                .map_err(io(&temp))?;
+            written.push(temp.clone());
+            f.write_all(text.as_bytes()).map_err(io(&temp))?;
+            f.sync_all().map_err(io(&temp))?;
+        }
+        for ((rel, _), temp) in files.iter().zip(&written) {
+            let path = dir.join(rel);
+            fs::rename(temp, &path).map_err(io(&path))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for temp in &written {
+            let _ = fs::remove_file(temp);
+        }
+    }
+    result?;
+    Ok(Issued {
+        name: name.to_string(),
+        cert: dir.join(cert_path),
+        key: dir.join(key_path),
+        bundle: dir.join(bundle),
+    })
+}
+
 fn name_of(cn: &str) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, cn);
@@ -281,15 +545,23 @@ fn name_of(cn: &str) -> DistinguishedName {
     dn
 }
 
-/// Valid from the start of this year for ten years: a lab run's CA, not the web's.
-fn validity(params: &mut CertificateParams) {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    // Years since 1970 by the mean Gregorian year: exact enough for a year boundary.
-    let year = 1970 + (secs / 31_556_952) as i32;
-    params.not_before = rcgen::date_time_ymd(year, 1, 1);
-    params.not_after = rcgen::date_time_ymd(year + 10, 1, 1);
+/// Valid from an hour ago (a clock a little behind) for `days` days.
+fn validity(params: &mut CertificateParams, days: u32) {
+    let now = std::time::SystemTime::now();
+    params.not_before = (now - std::time::Duration::from_secs(3600)).into();
+    params.not_after = (now + std::time::Duration::from_secs(u64::from(days) * 86_400)).into();
+}
+
+/// When the certificate in PEM file `path` expires.
+pub fn expires(path: &Path) -> Result<std::time::SystemTime, String> {
+    let text = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&text)
+        .map_err(|e| format!("{}: not a PEM certificate ({e})", path.display()))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("{}: not a certificate ({e})", path.display()))?;
+    let secs = cert.validity().not_after.timestamp();
+    Ok(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64))
 }
 
 /// Writes `files` (relative paths) into a sibling of `dir`, then renames it to `dir`:
@@ -374,6 +646,7 @@ mod tests {
             dir: dir.clone(),
             hosts: hosts.iter().map(|s| s.to_string()).collect(),
             readers: readers.iter().map(|s| s.to_string()).collect(),
+            validity: Validity::default(),
         };
         assert!(matches!(new(&req(&[], &[])), Err(KeysError::NoHosts)));
         assert!(matches!(
@@ -407,6 +680,7 @@ mod tests {
             dir: dir.clone(),
             hosts: vec!["h1".into(), "h2".into()],
             readers: vec!["python".into()],
+            validity: Validity::default(),
         })
         .unwrap();
         let files = |d: &Path| {
@@ -463,6 +737,81 @@ mod tests {
     }
 
     #[test]
+    fn certificates_last_the_days_asked_and_a_renewal_replaces_one_holders_files() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("keys");
+        let request = |days, ca_days| KeysRequest {
+            dir: dir.clone(),
+            hosts: vec!["h1".into(), "h2".into()],
+            readers: vec!["py".into()],
+            validity: Validity { days, ca_days },
+        };
+        for (days, ca_days) in [(0, 30), (30, 29), (30, 3651)] {
+            assert!(
+                matches!(
+                    new(&request(days, ca_days)),
+                    Err(KeysError::Validity { .. })
+                ),
+                "{days} {ca_days}"
+            );
+        }
+        let made = new(&request(7, 30)).unwrap();
+        let days_left = |p: &Path| {
+            let end = expires(p).unwrap();
+            end.duration_since(std::time::SystemTime::now())
+                .unwrap()
+                .as_secs_f64()
+                / 86_400.0
+        };
+        let h2 = &made.hosts[1];
+        assert!((6.9..=7.0).contains(&days_left(&h2.cert)));
+        assert!((29.9..=30.0).contains(&days_left(&made.ca_cert)));
+        let (old_key, h1_key) = (
+            fs::read(&h2.key).unwrap(),
+            fs::read(&made.hosts[0].key).unwrap(),
+        );
+        let renewed = renew(&dir, Holder::Host("h2"), 20, false).unwrap();
+        assert_eq!(renewed.cert, h2.cert);
+        assert!((19.9..=20.0).contains(&days_left(&renewed.cert)));
+        let new_key = fs::read(&renewed.key).unwrap();
+        assert_ne!(new_key, old_key);
+        // Its bundle has the new files; nothing of h1 changed; no file left behind.
+        assert_eq!(
+            fs::read(renewed.bundle.join("hosts/h2.key")).unwrap(),
+            new_key
+        );
+        assert_eq!(
+            fs::read(renewed.bundle.join("hosts/h2.pem")).unwrap(),
+            fs::read(&renewed.cert).unwrap()
+        );
+        assert_eq!(fs::read(&made.hosts[0].key).unwrap(), h1_key);
+        assert_eq!(
+            fs::read_dir(dir.join("hosts")).unwrap().count(),
+            4,
+            "only h1's and h2's certificate and key"
+        );
+        // Signed by the same CA: the renewed certificate names it as its issuer.
+        let pem = fs::read(&renewed.cert).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        assert_eq!(cert.issuer().to_string(), "CN=ictus run CA, O=ictus");
+        // Not past the CA's end, not a name it does not know, not without the CA's key.
+        assert!(matches!(
+            renew(&dir, Holder::Host("h2"), 31, false),
+            Err(KeysError::Validity { .. })
+        ));
+        assert!(matches!(
+            renew(&dir, Holder::Host("h9"), 5, false),
+            Err(KeysError::Unknown { .. })
+        ));
+        assert!(renew(&dir, Holder::Reader("py"), 5, false).is_ok());
+        assert!(matches!(
+            renew(&h2.bundle, Holder::Host("h2"), 5, false),
+            Err(KeysError::Io { .. })
+        ));
+    }
+
+    #[test]
     fn a_staging_folder_that_exists_is_refused_not_written_into() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("keys");
@@ -475,6 +824,7 @@ mod tests {
             dir: dir.clone(),
             hosts: vec!["h1".into()],
             readers: vec![],
+            validity: Validity::default(),
         });
         assert!(matches!(made, Err(KeysError::Io { .. })), "{made:?}");
         assert!(!dir.exists());
@@ -490,6 +840,7 @@ mod tests {
             dir: dir.clone(),
             hosts: vec!["h1".into(), "h2".into()],
             readers: vec!["python".into()],
+            validity: Validity::default(),
         })
         .unwrap();
         assert_eq!(sut.ca_key, dir.join("ca/ca.key"));

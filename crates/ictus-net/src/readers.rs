@@ -38,9 +38,11 @@ pub struct ReaderWatch {
     _listener: zenoh::session::LinkEventsListener<()>,
 }
 
-/// The reader a link's authentication names, if it is a reader's.
+/// The reader a link's authentication names, if it is a reader's (a renewed
+/// certificate's generation, `reader:R.2`, left out: names have no dot).
 pub fn reader_of(auth_identifier: Option<&str>) -> Option<&str> {
-    auth_identifier?.strip_prefix(READER_PREFIX)
+    let name = auth_identifier?.strip_prefix(READER_PREFIX)?;
+    Some(name.split('.').next().unwrap_or(name))
 }
 
 /// Watches the links of `session` for readers: each reader's link that opens (those

@@ -189,6 +189,20 @@ fn names_in(folder: &Path, suffix: &str) -> Vec<String> {
 /// publish, serve and ask, readers only to listen and ask for the layout. Every host
 /// of a run applies the same rules.
 pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
+    access_rules_named(run, hosts, readers, &std::collections::BTreeMap::new())
+}
+
+/// [`access_rules`], with the certificates' common names of `names` (holder to name,
+/// from the keys folder's `names`: [`crate::keys::common_names`]) in place of the
+/// first ones: a holder whose certificate was retired is known only by its new
+/// certificate's name, so the old one, stolen, matches no subject and is denied
+/// everything.
+pub fn access_rules_named(
+    run: &str,
+    hosts: &[String],
+    readers: &[String],
+    names: &std::collections::BTreeMap<String, String>,
+) -> Value {
     let k = |rest: &str| format!("ictus/{run}/{rest}");
     let mut rules = Vec::new();
     let mut subjects = Vec::new();
@@ -280,7 +294,8 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
     }
     for (h, name) in hosts.iter().enumerate() {
         let id = format!("host-{h}");
-        subjects.push(json!({"id": id, "cert_common_names": [name]}));
+        let cn = names.get(name).unwrap_or(name);
+        subjects.push(json!({"id": id, "cert_common_names": [cn]}));
         let main = h == 0;
         // Its cells, and its hub operations (to any host, from itself only).
         let mut publish = vec![
@@ -340,7 +355,10 @@ pub fn access_rules(run: &str, hosts: &[String], readers: &[String]) -> Value {
     for (r, name) in readers.iter().enumerate() {
         subjects.push(json!({
             "id": format!("reader-{r}"),
-            "cert_common_names": [format!("{READER_PREFIX}{name}")],
+            "cert_common_names": [names
+                .get(&format!("{READER_PREFIX}{name}"))
+                .cloned()
+                .unwrap_or_else(|| format!("{READER_PREFIX}{name}"))],
         }));
     }
     json!({
@@ -427,5 +445,36 @@ mod tests {
         // Zenoh reads them.
         let mut c = zenoh::Config::default();
         c.insert_json5("access_control", &text).unwrap();
+    }
+
+    #[test]
+    fn a_retired_holder_is_known_only_by_its_name_in_force() {
+        let hosts = vec!["h1".to_string(), "h2".to_string()];
+        let names: std::collections::BTreeMap<String, String> = [
+            ("h2".to_string(), "h2.2".to_string()),
+            ("reader:py".to_string(), "reader:py.3".to_string()),
+        ]
+        .into();
+        let rules = access_rules_named("r", &hosts, &["py".to_string()], &names);
+        let cns: Vec<String> = rules["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["cert_common_names"][0].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(cns, ["h1", "h2.2", "reader:py.3"]);
+        assert_eq!(crate::readers::reader_of(Some("reader:py.3")), Some("py"));
+        // A names file that cannot be read whole stops the host.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("names"), "# ok\nh2 h2.2\nh3\n").unwrap();
+        let err = crate::keys::common_names(dir.path()).unwrap_err();
+        assert!(
+            err.ends_with(
+                "names:3:1: expected `HOLDER NAME` (written by `ictus keys renew --retire`)"
+            ),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("names"), "h2 h2.2\n").unwrap();
+        assert_eq!(crate::keys::common_names(dir.path()).unwrap()["h2"], "h2.2");
     }
 }

@@ -16,6 +16,7 @@ fn make(dir: &std::path::Path) -> keys::Made {
         dir: dir.to_path_buf(),
         hosts: vec!["h1".into(), "h2".into(), "h3".into()],
         readers: vec!["python".into()],
+        validity: Default::default(),
     })
     .unwrap()
 }

@@ -17,6 +17,7 @@ fn make(dir: &Path) {
         dir: dir.to_path_buf(),
         hosts: vec!["h1".into(), "h2".into()],
         readers: vec!["py".into()],
+        validity: Default::default(),
     })
     .unwrap();
 }

@@ -76,6 +76,7 @@ pub(crate) fn keys(dir: &str, hosts: &str) -> Result<(), Error> {
         dir: PathBuf::from(dir),
         hosts: hosts.split(',').map(str::to_owned).collect(),
         readers: vec![],
+        validity: Default::default(),
     })?;
     Ok(())
 }

@@ -374,7 +374,8 @@ impl ZenohLink {
             }
             Security::Tls(credentials) => {
                 let readers = crate::security::readers_in(&credentials.dir);
-                let rules = crate::security::access_rules(run, &hosts, &readers);
+                let names = crate::keys::common_names(&credentials.dir).map_err(NetError::Keys)?;
+                let rules = crate::security::access_rules_named(run, &hosts, &readers, &names);
                 crate::open_secure_bounded(
                     &endpoints_of(schedule, host, Protocol::Quic)?,
                     credentials,

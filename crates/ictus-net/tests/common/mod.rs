@@ -44,6 +44,7 @@ pub(crate) fn run_both(
         dir: keys_dir.clone(),
         hosts: vec!["h1".into(), "h2".into()],
         readers: Vec::new(),
+        validity: Default::default(),
     })
     .unwrap();
     let hosts: Vec<_> = (0..2)
