@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{
     addresses, ctl_status, exits, finish, ictus_in, kill, measurements, refused, scratch_run,
-    shm_left, socket, spawn, three_hosts, wait_for_socket, write_file,
+    shm_left, socket, spawn, succeeds, three_hosts, wait_for_socket, write_file,
 };
 use serde_json::Value;
 
@@ -1423,16 +1423,11 @@ fn a_hosts_bundle_copied_to_a_fresh_folder_runs_that_host_and_nothing_else_is_ne
     // h3's key renewed (as when stolen or near its end), valid one day: its bundle,
     // copied alone to a folder of its own as to another machine, is all it needs,
     // and the other hosts, not re-keyed, let it in.
-    let out = ictus_in(dir.path())
-        .args(["keys", "renew"])
-        .arg(dir.path().join("keys"))
-        .args(["--host", "h3", "--days", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        ictus_in(dir.path())
+            .args(["keys", "renew"])
+            .arg(dir.path().join("keys"))
+            .args(["--host", "h3", "--days", "1"]),
     );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("keys/bundles/hosts/h3"),
@@ -1507,17 +1502,13 @@ fn a_retired_hosts_stolen_certificate_gets_nothing_in_and_its_new_one_runs() {
     for f in ["hosts/h3.pem", "hosts/h3.key"] {
         std::fs::copy(keys.join(f), stolen.join(f)).unwrap();
     }
-    let out = ictus_in(dir.path())
-        .args(["keys", "renew"])
-        .arg(&keys)
-        .args(["--host", "h3", "--retire"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("retired"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        ictus_in(dir.path())
+            .args(["keys", "renew"])
+            .arg(&keys)
+            .args(["--host", "h3", "--retire"]),
     );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("retired"));
     assert_eq!(
         ictus_net::keys::common_names(&keys.join("bundles/hosts/h1")).unwrap()["h3"],
         "h3.2"
