@@ -160,7 +160,7 @@ impl MissReporter {
 
     /// Reports an event. A full ring drops it and counts the drop; never blocks.
     /// It wakes the sampler (a futex wake when it sleeps, no more than every
-    /// [`WAKE_EVERY`]), so that the reading that closes the event's window comes
+    /// 2 ms), so that the reading that closes the event's window comes
     /// right after its end and not at the sampler's next period.
     #[inline]
     pub fn report(&mut self, event: MissEvent) {
