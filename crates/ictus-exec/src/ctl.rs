@@ -56,6 +56,14 @@ pub enum CtlError {
         /// Its socket.
         path: PathBuf,
     },
+    /// The folder of run sockets is not private to this user.
+    #[error("{}: {why}; a run's control socket lives only in a folder of yours (remove it, or set ICTUS_RUN_DIR to one)", path.display())]
+    NotPrivate {
+        /// The folder.
+        path: PathBuf,
+        /// Whose it is.
+        why: String,
+    },
     /// The run folder or socket could not be made.
     #[error("{}: {source}", path.display())]
     Io {
@@ -187,6 +195,69 @@ pub fn run_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/ictus-{}/runs", uid.unwrap_or(0)))
 }
 
+/// Makes `dir` (mode 0700 for what it creates) and checks that nobody else can put
+/// a socket in it or move it: it is this user's and not open to others (a folder of
+/// this user's that is, is closed to 0700, which only its owner may do), and every
+/// folder above it is this user's or root's. A folder of another user's on the way
+/// (a `/tmp/ictus-UID` made first by someone else, to serve a socket of theirs in
+/// the run's place) is refused: a client would take their answers for the run's.
+pub fn private_dir(dir: &Path) -> Result<(), CtlError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CtlError::Io { path, source }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io(dir))?;
+    let me = uid().unwrap_or(0);
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if meta.uid() != me {
+        return Err(CtlError::NotPrivate {
+            path: dir.to_path_buf(),
+            why: format!("it belongs to uid {}, not to you (uid {me})", meta.uid()),
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    let mut above = dir.parent();
+    while let Some(p) = above.filter(|p| !p.as_os_str().is_empty()) {
+        let meta = std::fs::metadata(p).map_err(io(p))?;
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(CtlError::NotPrivate {
+                path: dir.to_path_buf(),
+                why: format!(
+                    "{} above it belongs to uid {}, not to you (uid {me})",
+                    p.display(),
+                    meta.uid()
+                ),
+            });
+        }
+        above = p.parent();
+    }
+    Ok(())
+}
+
+/// Refuses a folder of run sockets (when it exists) that belongs to another user
+/// than this one or root.
+fn foreign_dir(dir: &Path) -> Result<(), CtlError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return Ok(());
+    };
+    let me = uid().unwrap_or(0);
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(CtlError::NotPrivate {
+            path: dir.to_path_buf(),
+            why: format!("it belongs to uid {}, not to you (uid {me})", meta.uid()),
+        });
+    }
+    Ok(())
+}
+
 fn uid() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
@@ -216,6 +287,9 @@ pub fn live_runs() -> Vec<String> {
 
 /// The socket of the run named `name`, or of the only live run when `name` is `None`.
 pub fn find_run(name: Option<&str>) -> Result<PathBuf, CtlError> {
+    // A socket in a folder of another user's could be theirs, answering in the run's
+    // place.
+    foreign_dir(&run_dir())?;
     if let Some(n) = name {
         return check_socket(&run_dir(), n);
     }
@@ -337,10 +411,7 @@ impl Server {
         commands: mpsc::Sender<Command>,
         cpus: Option<ictus_core::CpuSet>,
     ) -> Result<Server, CtlError> {
-        std::fs::create_dir_all(dir).map_err(|source| CtlError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        private_dir(dir)?;
         let path = check_socket(dir, name)?;
         if path.exists() {
             if UnixStream::connect(&path).is_ok() {
@@ -574,5 +645,57 @@ mod tests {
         );
         drop(sut);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_run_folder_of_another_users_is_refused_and_one_of_ours_closed() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let root = tempfile::tempdir().unwrap();
+        // Ours, open to others: closed to 0700.
+        let open = root.path().join("open/runs");
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&open).unwrap();
+        assert_eq!(std::fs::metadata(&open).unwrap().mode() & 0o777, 0o700);
+        // Made anew: 0700.
+        let fresh = root.path().join("fresh/runs");
+        private_dir(&fresh).unwrap();
+        assert_eq!(std::fs::metadata(&fresh).unwrap().mode() & 0o777, 0o700);
+        if uid() != Some(0) {
+            ictus_os::testing::skipped(
+                "a_run_folder_of_another_users_is_refused_and_one_of_ours_closed",
+                "giving a folder to another user needs root",
+            );
+            return;
+        }
+        // Another user's, as a /tmp/ictus-UID made first by someone else: refused,
+        // the folder itself or one above it, by the server and by a client.
+        let theirs = root.path().join("theirs");
+        std::fs::create_dir_all(theirs.join("runs")).unwrap();
+        let nobody = |p: &Path| std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+        nobody(&theirs.join("runs"));
+        let err = private_dir(&theirs.join("runs")).unwrap_err();
+        assert!(
+            err.to_string().contains("belongs to uid 65534, not to you"),
+            "{err}"
+        );
+        nobody(&theirs);
+        let under = theirs.join("mine");
+        std::fs::create_dir(&under).unwrap();
+        std::os::unix::fs::chown(&under, Some(0), Some(0)).unwrap();
+        let err = private_dir(&under.join("runs")).unwrap_err();
+        assert!(
+            err.to_string().contains("above it belongs to uid 65534"),
+            "{err}"
+        );
+        let (tx, _rx) = mpsc::channel();
+        assert!(matches!(
+            Server::start(&theirs.join("runs"), "r", SetupStore::new(), tx, None),
+            Err(CtlError::NotPrivate { .. })
+        ));
+        assert!(matches!(
+            foreign_dir(&theirs.join("runs")),
+            Err(CtlError::NotPrivate { .. })
+        ));
     }
 }
