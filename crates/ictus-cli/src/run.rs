@@ -53,10 +53,13 @@ pub(crate) struct RunArgs {
     /// at start; beyond loopback it carries a token that every request needs.
     #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
     pub(crate) ui: Option<std::net::SocketAddr>,
-    /// The live page's token (at least 16 letters, digits, `-` or `_`); default: one
-    /// made at start when the page is reachable beyond loopback.
-    #[arg(long, value_name = "TOKEN", requires = "ui", value_parser = ui_token)]
-    pub(crate) ui_token: Option<String>,
+    /// A file holding the live page's token (its first line: at least 16 letters,
+    /// digits, `-` or `_`; the file readable by its owner only), or ICTUS_UI_TOKEN
+    /// in the environment: never on the command line, where `ps` and the run's record
+    /// would show it. Default: one made at start when the page is reachable beyond
+    /// loopback.
+    #[arg(long, value_name = "FILE", requires = "ui", value_parser = token_file)]
+    pub(crate) ui_token_file: Option<String>,
     /// Serve `/metrics` (OpenMetrics, for Prometheus; docs/grafana-ictus.json is a
     /// dashboard) at this address without the page: `IP:PORT` or `PORT` (on
     /// 127.0.0.1); port 0 picks a free one. The URL is printed at start; beyond
@@ -64,10 +67,11 @@ pub(crate) struct RunArgs {
     /// `Authorization: Bearer`). The live page (`--ui`) serves `/metrics` too.
     #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
     pub(crate) metrics: Option<std::net::SocketAddr>,
-    /// The token of `--metrics` (at least 16 letters, digits, `-` or `_`); default:
-    /// one made at start when `/metrics` is reachable beyond loopback.
-    #[arg(long, value_name = "TOKEN", requires = "metrics", value_parser = ui_token)]
-    pub(crate) metrics_token: Option<String>,
+    /// A file holding the token of `--metrics` (as --ui-token-file), or
+    /// ICTUS_METRICS_TOKEN in the environment. Default: one made at start when
+    /// `/metrics` is reachable beyond loopback.
+    #[arg(long, value_name = "FILE", requires = "metrics", value_parser = token_file)]
+    pub(crate) metrics_token_file: Option<String>,
     #[command(flatten)]
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
@@ -135,11 +139,32 @@ fn ui_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     })
 }
 
-/// `--ui-token`: see [`ictus_ui::check_token`].
-fn ui_token(s: &str) -> Result<String, String> {
-    ictus_ui::check_token(s)
-        .map(|()| s.to_string())
-        .map_err(|e| e.to_string())
+/// `--ui-token-file`, `--metrics-token-file`: the token on the file's first line
+/// ([`ictus_ui::check_token`]), from a file only its owner may read.
+fn token_file(path: &str) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{path} may be read by others (mode {:o}): `chmod 600 {path}`",
+            meta.mode() & 0o777
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    ictus_ui::check_token(&token)
+        .map(|()| token)
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+/// The token of the environment's `var`, checked ([`ictus_ui::check_token`]).
+fn token_env(var: &str) -> Result<Option<String>, Failure> {
+    match std::env::var(var) {
+        Ok(t) if !t.is_empty() => ictus_ui::check_token(&t)
+            .map(|()| Some(t))
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{var}: {e}"))),
+        _ => Ok(None),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -205,8 +230,26 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         watch: &args.watch,
         out: &args.out,
         trace: &args.trace,
-        ui: args.ui.map(|addr| (addr, args.ui_token.clone())),
-        metrics: args.metrics.map(|addr| (addr, args.metrics_token.clone())),
+        ui: match args.ui {
+            Some(addr) => Some((
+                addr,
+                match &args.ui_token_file {
+                    Some(t) => Some(t.clone()),
+                    None => token_env("ICTUS_UI_TOKEN")?,
+                },
+            )),
+            None => None,
+        },
+        metrics: match args.metrics {
+            Some(addr) => Some((
+                addr,
+                match &args.metrics_token_file {
+                    Some(t) => Some(t.clone()),
+                    None => token_env("ICTUS_METRICS_TOKEN")?,
+                },
+            )),
+            None => None,
+        },
     };
     execute(schedule, &how, progress)
 }

@@ -277,14 +277,72 @@ fn beyond_loopback_the_page_needs_the_token_printed_at_start() {
 }
 
 #[test]
+fn a_token_from_a_file_or_the_environment_opens_the_page_and_stays_out_of_the_record() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cli-ui-token-file-{}", std::process::id());
+    let schedule = stress_copy(dir.path(), &name);
+    let secret = "file-token-0123456789abcdef";
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let args = [
+        "--tick",
+        "5ms",
+        "--duration",
+        "2s",
+        "--ui",
+        "0.0.0.0:0",
+        "--ui-token-file",
+        file.to_str().unwrap(),
+        "--quiet",
+        "--json",
+    ];
+    let (run, url, _stderr) = start(dir.path(), &schedule, &args);
+    assert!(url.ends_with(&format!("/?token={secret}")), "{url}");
+    let out = finish(run, Duration::from_secs(30));
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+    // From the environment: the same, and no trace of it in argv either.
+    let secret = "env-token-0123456789abcdef";
+    let out = common::ictus_in(dir.path())
+        .arg("run")
+        .arg(&schedule)
+        .args(&args[..6])
+        .args(["--quiet", "--json"])
+        .env("ICTUS_UI_TOKEN", secret)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("/?token={secret}")), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+}
+
+#[test]
 fn a_malformed_page_address_or_token_is_refused_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
     let schedule = stress_copy(dir.path(), &format!("cli-ui-bad-{}", std::process::id()));
+    let token = |name: &str, text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let short = token("short", "short\n", 0o600);
+    let good = token("good", "0123456789abcdef0123\n", 0o600);
+    let open = token("open", "0123456789abcdef0123\n", 0o644);
     for (args, expect) in [
         (vec!["--ui", "localhost"], "--ui"),
         (vec!["--ui", "127.0.0.1:99999"], "--ui"),
-        (vec!["--ui", "0", "--ui-token", "short"], "at least 16"),
-        (vec!["--ui-token", "0123456789abcdef0123"], "--ui"),
+        (vec!["--ui", "0", "--ui-token-file", &short], "at least 16"),
+        (vec!["--ui", "0", "--ui-token-file", &open], "chmod 600"),
+        (
+            vec!["--ui", "0", "--ui-token-file", "/nonexistent/t"],
+            "/nonexistent/t",
+        ),
+        (vec!["--ui-token-file", &good], "--ui"),
     ] {
         let stderr = refused(ictus_in(dir.path()).arg("run").arg(&schedule).args(&args));
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
@@ -468,13 +526,19 @@ fn a_malformed_metrics_address_or_token_is_refused_before_anything_starts() {
         dir.path(),
         &format!("cli-metrics-bad-{}", std::process::id()),
     );
+    let short = dir.path().join("short");
+    std::fs::write(&short, "short").unwrap();
+    let mut perms = std::fs::metadata(&short).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+    std::fs::set_permissions(&short, perms).unwrap();
+    let short = short.to_str().unwrap();
     for (args, expect) in [
         (vec!["--metrics", "localhost"], "--metrics"),
         (
-            vec!["--metrics", "0", "--metrics-token", "short"],
+            vec!["--metrics", "0", "--metrics-token-file", short],
             "at least 16",
         ),
-        (vec!["--metrics-token", "0123456789abcdef0123"], "--metrics"),
+        (vec!["--metrics-token-file", short], "--metrics"),
     ] {
         let stderr = refused(ictus_in(dir.path()).arg("run").arg(&schedule).args(&args));
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
