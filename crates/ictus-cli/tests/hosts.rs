@@ -1545,3 +1545,65 @@ fn a_retired_hosts_stolen_certificate_gets_nothing_in_and_its_new_one_runs() {
     // The renewed h3 ran its part, and nothing of the thief's got in.
     untouched(Attacker::RetiredHost, &(out, o2, o3));
 }
+
+#[test]
+fn a_host_reporting_on_another_hosts_subsystem_is_refused_and_reported() {
+    use zenoh::Wait;
+    let ring = start_hosts("forgedstatus", "4s", Duration::ZERO);
+    wait_for_socket(ring.dir.path(), &ring.name);
+    std::thread::sleep(Duration::from_millis(800));
+    // h3's key, stolen: a status of h3's that says A (h2's subsystem, slot 0) failed
+    // with 999 overruns, and one of its own B (slot 1) that is true enough.
+    let session = attacker_session(&ring, Attacker::StolenHost).expect("a session");
+    let slot = |slot: usize, status: u64, overruns: u64| {
+        serde_json::json!({
+            "slot": slot, "status": status, "frames_run": 1, "overruns": overruns,
+            "longest_streak": overruns, "last_frame": 1, "max_jitter_ns": 0,
+            "max_exec_ns": 0, "ack": u64::MAX,
+        })
+    };
+    let forged = serde_json::json!({
+        "slots": [slot(0, 5, 999)],
+        "tick": {"ticks": 0, "missing": 0, "p50_ns": null, "max_ns": null, "recent_ns": null},
+        "late": ["\u{1b}[2J\u{1b}[31mforged words"],
+    });
+    for _ in 0..20 {
+        let _ = session
+            .put(format!("ictus/{}/status/h3", ring.name), forged.to_string())
+            .wait();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(session);
+    let out = finish(ring.main, Duration::from_secs(60));
+    let _ = finish(ring.h2, Duration::from_secs(30));
+    let _ = finish(ring.h3, Duration::from_secs(30));
+    exits(&out, 3);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        r["warnings"].as_array().unwrap().iter().any(|w| {
+            w["id"] == "link-refused" && {
+                let m = w["message"].as_str().unwrap();
+                m.contains("from host h3")
+                    && m.contains("a subsystem the schedule gives another host")
+            }
+        }),
+        "{}",
+        r["warnings"]
+    );
+    // A was never marked failed nor given h3's overruns; the words came without
+    // their control characters.
+    let a = subsystem(&r, "A");
+    assert_eq!(a["metrics"]["lost_frames"], 0.0, "{a:#}");
+    assert!(a["metrics"]["overruns"].as_f64().unwrap() < 999.0, "{a:#}");
+    let text = out
+        .stdout
+        .iter()
+        .chain(&out.stderr)
+        .copied()
+        .collect::<Vec<u8>>();
+    assert!(
+        !text.contains(&0x1b),
+        "a control character reached the output"
+    );
+    assert!(shm_left(&ring.name).is_empty());
+}

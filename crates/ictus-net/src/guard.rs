@@ -37,6 +37,8 @@ pub enum Refusal {
     BadStatus,
     /// A setup request the store refused (full, too large).
     SetupRefused,
+    /// A status or an outcome about a subsystem the schedule gives another host.
+    NotItsSubsystem,
 }
 
 /// Per cell, the byte ranges one host writes.
@@ -191,6 +193,9 @@ impl Guard {
                 format!("a status over {STATUS_MAX_BYTES} bytes or that does not decode")
             }
             Refusal::SetupRefused => "a setup request the store refused".into(),
+            Refusal::NotItsSubsystem => {
+                "a status or outcome about a subsystem the schedule gives another host".into()
+            }
         }
     }
 }

@@ -72,6 +72,26 @@ use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 mod intake;
 mod setup;
 mod stages;
+/// `v` with every control character taken out of its strings (through its JSON
+/// form): what another host wrote, before this host's terminal or record shows it.
+fn without_control<T: Serialize + serde::de::DeserializeOwned>(v: T) -> T {
+    fn clean(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) if s.chars().any(char::is_control) => {
+                s.retain(|c| !c.is_control());
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(clean),
+            serde_json::Value::Object(o) => o.values_mut().for_each(clean),
+            _ => {}
+        }
+    }
+    let Ok(mut json) = serde_json::to_value(&v) else {
+        return v;
+    };
+    clean(&mut json);
+    serde_json::from_value(json).unwrap_or(v)
+}
+
 /// Of the last few explained misses `now` (newest last), those after the last one
 /// of `seen`, the previous hand-over: all of them when it is no longer among them.
 fn new_since<'a>(
@@ -309,6 +329,8 @@ pub struct ZenohLink {
     // Both.
     /// Hosts that run subsystems (whose claims are asked for).
     writers: BTreeSet<usize>,
+    /// Each subsystem's host, by the schedule: what a host may report about.
+    slot_hosts: Vec<usize>,
     /// What is checked of the other hosts' publications, and what was refused.
     guard: Arc<Mutex<Guard>>,
     /// Copies the other hosts' publications in (shared with the cell subscriber).
@@ -398,6 +420,7 @@ impl ZenohLink {
             run: run.to_string(),
             host,
             writers: schedule.subsystems.iter().map(|s| s.host).collect(),
+            slot_hosts: schedule.subsystems.iter().map(|s| s.host).collect(),
             guard: Arc::new(Mutex::new(Guard::new(hosts.clone(), cell_names))),
             intake: None,
             claims_thread: None,
@@ -1237,7 +1260,19 @@ impl Link for ZenohLink {
             if let Some(ring) = self.status_ring.as_mut() {
                 while let Some((h, status)) = ring.pop() {
                     self.node_ticks.insert(h, status.tick);
-                    events.extend(status.slots.into_iter().map(LinkEvent::Remote));
+                    // Only its own subsystems, by the schedule: a host's word about
+                    // another's is refused and reported.
+                    let (own, others): (Vec<_>, Vec<_>) = status
+                        .slots
+                        .into_iter()
+                        .partition(|s| self.slot_hosts.get(s.slot) == Some(&h));
+                    if !others.is_empty() {
+                        self.guard
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .refuse(Some(h), Refusal::NotItsSubsystem);
+                    }
+                    events.extend(own.into_iter().map(LinkEvent::Remote));
                     // Another host's words: bounded, and shown without control
                     // characters.
                     let from = self.hosts.get(h).cloned().unwrap_or_default();
@@ -1344,7 +1379,19 @@ impl Link for ZenohLink {
                             && let Ok(hand) =
                                 serde_json::from_slice::<Handover>(&sample.payload().to_bytes())
                         {
-                            all.extend(hand.outcomes);
+                            // Another host's words, shown without control characters;
+                            // outcomes only of its own subsystems.
+                            let hand = without_control(hand);
+                            for (slot, outcome) in hand.outcomes {
+                                if self.slot_hosts.get(slot) == Some(&h) {
+                                    all.insert(slot, outcome);
+                                } else {
+                                    self.guard
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .refuse(Some(h), Refusal::NotItsSubsystem);
+                                }
+                            }
                             reports.push(hand.report);
                             // Best effort: a node not told waits out its own limit.
                             let _ = self
