@@ -28,7 +28,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     layout = commands.add_parser("layout", help="print the run's layout (JSON)")
     for p in (read, layout):
         p.add_argument("--endpoint", required=True, help="a host's quic/ADDRESS:PORT")
-        p.add_argument("--keys", required=True, help="the run's keys directory")
+        p.add_argument("--keys", required=True, help="the reader's keys: its bundle from `ictus keys new`, KEYS/bundles/readers/READER")
         p.add_argument("--reader", required=True, help="the reader's name in KEYS/readers")
         p.add_argument("--run", required=True, help="the run's name (the schedule's name)")
         p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait (default 5)")
