@@ -60,6 +60,16 @@ pub(crate) struct RunArgs {
     /// loopback.
     #[arg(long, value_name = "FILE", requires = "ui", value_parser = token_file)]
     pub(crate) ui_token_file: Option<String>,
+    /// A file holding the page's read-only token (as --ui-token-file), or
+    /// ICTUS_UI_READ_TOKEN: the page, its views and /metrics, never a command (for a
+    /// dashboard or a Prometheus that scrapes). Default: one made at start, printed
+    /// beside the page's URL.
+    #[arg(long, value_name = "FILE", requires = "ui", value_parser = token_file)]
+    pub(crate) ui_read_token_file: Option<String>,
+    /// Take the live page's commands (states, modes, stop) from loopback without the
+    /// token, as before: any user of this machine may then stop the run.
+    #[arg(long, requires = "ui")]
+    pub(crate) ui_open_loopback: bool,
     /// Serve `/metrics` (OpenMetrics, for Prometheus; docs/grafana-ictus.json is a
     /// dashboard) at this address without the page: `IP:PORT` or `PORT` (on
     /// 127.0.0.1); port 0 picks a free one. The URL is printed at start; beyond
@@ -240,6 +250,13 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
             )),
             None => None,
         },
+        ui_read: (
+            match &args.ui_read_token_file {
+                Some(t) => Some(t.clone()),
+                None => token_env("ICTUS_UI_READ_TOKEN")?,
+            },
+            args.ui_open_loopback,
+        ),
         metrics: match args.metrics {
             Some(addr) => Some((
                 addr,
@@ -295,6 +312,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         out: &args.out,
         trace: &args.trace,
         ui: None,
+        ui_read: (None, false),
         metrics: None,
     };
     execute(schedule, &how, progress)
@@ -453,6 +471,8 @@ struct How<'a> {
     trace: &'a TraceArgs,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
+    /// The live page's read-only token, and whether loopback commands need none.
+    ui_read: (Option<String>, bool),
     /// `/metrics` alone: its address and token.
     metrics: Option<(std::net::SocketAddr, Option<String>)>,
 }
@@ -477,10 +497,17 @@ fn live_page(
     };
     let control = ictus_exec::ctl::check_socket(&ictus_exec::ctl::run_dir(), &schedule.name)
         .map_err(Failure::usage)?;
+    let (read_token, open_loopback) = if page {
+        how.ui_read.clone()
+    } else {
+        (None, false)
+    };
     let ui = ictus_ui::Ui::start(ictus_ui::UiOptions {
         addr: *addr,
         control,
         token,
+        read_token,
+        open_loopback,
         cpus: Some(Role::of_host(how.here).cpus_off_rt(schedule)).filter(|c| !c.is_empty()),
         page,
     })
@@ -500,6 +527,12 @@ fn live_page(
         );
     }
     let _ = writeln!(std::io::stderr(), "{note}");
+    if let Some(read) = ui.read_url().filter(|_| page) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "read-only (the page and /metrics, no command): {read}"
+        );
+    }
     Ok(Some(Arc::new(ui)))
 }
 

@@ -14,10 +14,16 @@
 //! it.
 //!
 //! # Who may use it
-//! - Bound to a loopback address, the page needs no token, but the `Host` header must
-//!   name that address (a DNS-rebinding page cannot reach it).
-//! - Bound elsewhere, every request needs the token printed at start (`?token=` or
-//!   `Authorization: Bearer`); a wrong or missing one gets 401.
+//! Two tokens: the control token (the URL printed as the live page's: views and
+//! commands) and a read-only one (printed beside it: the page, `/status`, `/live`,
+//! `/metrics`, never a command; for a dashboard or a Prometheus that scrapes).
+//! - Bound to a loopback address, the views need no token, but a command needs the
+//!   control token (any local user could stop the run otherwise; `open_loopback`
+//!   opts out), and the `Host` header must name that address (a DNS-rebinding page
+//!   cannot reach it).
+//! - Bound elsewhere, every request needs one of the tokens (`?token=` or
+//!   `Authorization: Bearer`); a wrong or missing one gets 401, a command with the
+//!   read-only one 403.
 //! - A command is a `POST` with the header `X-Ictus: 1` (a page of another origin
 //!   cannot send it without a CORS preflight, which this server never grants), and a
 //!   request whose `Origin` is not this server's is refused (403), websocket included.
@@ -40,6 +46,8 @@
 //!     addr: "127.0.0.1:0".parse().unwrap(),
 //!     control: ictus_exec::ctl::socket_path("stress"),
 //!     token: None,
+//!     read_token: None,
+//!     open_loopback: false,
 //!     cpus: None,
 //!     page: true,
 //! })
@@ -121,8 +129,17 @@ pub struct UiOptions {
     pub addr: SocketAddr,
     /// The run's control socket, where commands go.
     pub control: PathBuf,
-    /// The token every request must carry; required when `addr` is not loopback.
+    /// The control token: every request beyond loopback, and every command (a state,
+    /// a mode, stop) from anywhere, must carry it. Required when `addr` is not
+    /// loopback; on loopback one is made when `None` (unless `open_loopback`).
     pub token: Option<String>,
+    /// The read-only token: the page, `/status`, `/live` and `/metrics`, never a
+    /// command (for a dashboard or a Prometheus that scrapes). Made when `None` and
+    /// the page is served.
+    pub read_token: Option<String>,
+    /// On loopback, take commands without a token (any local user may then stop the
+    /// run), as before 2026-11-29.
+    pub open_loopback: bool,
     /// Where this server's threads run (outside the real-time CPUs).
     pub cpus: Option<CpuSet>,
     /// Whether the page is served (`--ui`); false serves `/metrics` only
@@ -202,6 +219,8 @@ struct Shared {
     stop: AtomicBool,
     connections: AtomicUsize,
     token: Option<String>,
+    read_token: Option<String>,
+    open_loopback: bool,
     /// Loopback binds check the `Host` header against these.
     hosts: Vec<String>,
     control: PathBuf,
@@ -230,11 +249,22 @@ impl Ui {
     pub fn start(options: UiOptions) -> Result<Ui, UiError> {
         let addr = options.addr;
         let flag = options.flag();
-        if let Some(t) = &options.token {
+        for t in options.token.iter().chain(&options.read_token) {
             check_token(t)?;
-        } else if !addr.ip().is_loopback() {
+        }
+        if options.token.is_none() && !addr.ip().is_loopback() {
             return Err(UiError::NoToken { flag, addr });
         }
+        // Commands need a token on loopback too (any local user could stop the run
+        // otherwise), and readers get one of their own that cannot command.
+        let token = match options.token.clone() {
+            None if options.page && !options.open_loopback => Some(new_token()?),
+            t => t,
+        };
+        let read_token = match options.read_token.clone() {
+            None if options.page => Some(new_token()?),
+            t => t,
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let cpus = options.cpus.clone();
         let bind = std::thread::Builder::new()
@@ -278,7 +308,9 @@ impl Ui {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
-            token: options.token,
+            token,
+            read_token,
+            open_loopback: options.open_loopback,
             hosts,
             control: options.control,
             page: options.page,
@@ -321,6 +353,13 @@ impl Ui {
     /// it as `Authorization: Bearer` instead).
     pub fn metrics_url(&self) -> String {
         self.url_of("/metrics")
+    }
+
+    /// The page's URL with the read-only token (the page, its views and
+    /// `/metrics`, no command), where there is one.
+    pub fn read_url(&self) -> Option<String> {
+        let t = self.shared.read_token.as_ref()?;
+        Some(format!("http://{}/?token={t}", self.addr))
     }
 
     fn url_of(&self, path: &str) -> String {
@@ -462,28 +501,48 @@ fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// Why a request is refused before it is routed, if it is.
-fn refusal(request: &Request, shared: &Shared) -> Option<(u16, String)> {
+/// What a request may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// The page, its views, `/metrics`.
+    Read,
+    /// Those, and commands.
+    Control,
+}
+
+/// What a request may do, or why it is refused before it is routed.
+fn access(request: &Request, shared: &Shared) -> Result<Access, (u16, String)> {
     let (_, query_token) = split_url(request.url());
-    if let Some(expected) = &shared.token {
-        let given = query_token.or_else(|| {
-            header_value(request, "Authorization").and_then(|v| v.strip_prefix("Bearer "))
-        });
-        if !given.is_some_and(|g| same(g, expected)) {
-            return Some((
-                401,
-                if given.is_some() {
-                    "wrong token: open the URL `ictus run` printed at start"
-                } else {
-                    "a token is required: open the URL `ictus run` printed at start (…/?token=…)"
-                }
-                .to_string(),
-            ));
+    let given = query_token
+        .or_else(|| header_value(request, "Authorization").and_then(|v| v.strip_prefix("Bearer ")));
+    let is = |t: &Option<String>| matches!((given, t), (Some(g), Some(t)) if same(g, t));
+    let loopback = !shared.hosts.is_empty();
+    let access = if is(&shared.token) || (shared.token.is_none() && loopback) {
+        Access::Control
+    } else if is(&shared.read_token) {
+        Access::Read
+    } else if given.is_some() {
+        return Err((
+            401,
+            "wrong token: open the URL `ictus run` printed at start".to_string(),
+        ));
+    } else if loopback {
+        // On loopback the views are open; a command needs the control token.
+        if shared.open_loopback {
+            Access::Control
+        } else {
+            Access::Read
         }
-    }
+    } else {
+        return Err((
+            401,
+            "a token is required: open the URL `ictus run` printed at start (…/?token=…)"
+                .to_string(),
+        ));
+    };
     let host = header_value(request, "Host").unwrap_or_default();
-    if !shared.hosts.is_empty() && !shared.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-        return Some((
+    if loopback && !shared.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        return Err((
             403,
             format!("Host '{host}' is not this server's: open the URL `ictus run` printed"),
         ));
@@ -491,16 +550,19 @@ fn refusal(request: &Request, shared: &Shared) -> Option<(u16, String)> {
     if let Some(origin) = header_value(request, "Origin")
         && !origin.eq_ignore_ascii_case(&format!("http://{host}"))
     {
-        return Some((403, format!("Origin '{origin}' is not this page's")));
+        return Err((403, format!("Origin '{origin}' is not this page's")));
     }
-    None
+    Ok(access)
 }
 
 fn handle(request: Request, shared: &Arc<Shared>) {
-    if let Some((code, why)) = refusal(&request, shared) {
-        let _ = request.respond(text(code, &why));
-        return;
-    }
+    let access = match access(&request, shared) {
+        Ok(a) => a,
+        Err((code, why)) => {
+            let _ = request.respond(text(code, &why));
+            return;
+        }
+    };
     let (path, _) = split_url(request.url());
     let path = path.to_string();
     match (request.method(), path.as_str()) {
@@ -548,6 +610,13 @@ fn handle(request: Request, shared: &Arc<Shared>) {
             };
         }
         (Method::Get, "/live") => live(request, shared),
+        (Method::Post, p) if p.starts_with("/command/") && access != Access::Control => {
+            let _ = request.respond(text(
+                403,
+                "a command needs the control token: open the live page's URL `ictus run` \
+                 printed at start (this one may read, not command)",
+            ));
+        }
         (Method::Post, p) if p.starts_with("/command/") => {
             let name = p.trim_start_matches("/command/").to_string();
             command(request, shared, &name);
@@ -699,6 +768,8 @@ mod tests {
             addr: "0.0.0.0:0".parse().unwrap(),
             control: PathBuf::from("/nonexistent.sock"),
             token: None,
+            read_token: None,
+            open_loopback: false,
             cpus: None,
             page: true,
         })

@@ -88,6 +88,8 @@ fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
         addr: "0.0.0.0:0".parse().unwrap(),
         control: dir.path().join("none.sock"),
         token: Some("0123456789abcdef0123".into()),
+        read_token: Some("readonly-0123456789ab".into()),
+        open_loopback: false,
         cpus: None,
         page: true,
     })
@@ -121,6 +123,21 @@ fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
         &[("Authorization", "Bearer 0123456789abcdef0123")],
     );
     assert_eq!(code, 200);
+    // The read-only token opens the views, never a command.
+    assert_eq!(
+        ui.read_url().unwrap(),
+        format!("http://{}/?token=readonly-0123456789ab", ui.addr())
+    );
+    let (code, _) = http(addr, "GET", "/?token=readonly-0123456789ab", &[]);
+    assert_eq!(code, 200);
+    let (code, body) = http(
+        addr,
+        "POST",
+        "/command/stop?token=readonly-0123456789ab",
+        &[("X-Ictus", "1")],
+    );
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("needs the control token"), "{body}");
 }
 
 #[test]
@@ -152,13 +169,35 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
         addr: "127.0.0.1:0".parse().unwrap(),
         control: ctl.path().to_path_buf(),
         token: None,
+        read_token: None,
+        open_loopback: false,
         cpus: None,
         page: true,
     })
     .unwrap();
     let addr = ui.addr();
-    assert_eq!(ui.url(), format!("http://{addr}/"));
+    // On loopback the views are open, a command needs the control token (in the URL
+    // printed at start), the read-only one or none is refused.
+    let control = ui.url();
+    let token = control
+        .split_once("/?token=")
+        .expect("a control token")
+        .1
+        .to_string();
+    let read = ui.read_url().expect("a read-only token");
+    let read = read.split_once("/?token=").unwrap().1.to_string();
     assert_eq!(http(addr, "GET", "/", &[]).0, 200);
+    for t in ["", &format!("?token={read}")] {
+        let (code, body) = http(
+            addr,
+            "POST",
+            &format!("/command/stop{t}"),
+            &[("X-Ictus", "1")],
+        );
+        assert_eq!(code, 403, "{t}: {body}");
+        assert!(body.contains("needs the control token"), "{body}");
+    }
+    let with = |path: &str| format!("{path}?token={token}");
     // A page of another site, or a name that rebinds to 127.0.0.1, is refused.
     let (code, body) = http(addr, "GET", "/status", &[("Host", "evil.example:80")]);
     assert_eq!(code, 403, "{body}");
@@ -170,10 +209,15 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
     );
     assert_eq!(code, 403);
     // A form post (no header) is refused; a GET is not a command.
-    let (code, body) = http(addr, "POST", "/command/pause", &[]);
+    let (code, body) = http(addr, "POST", &with("/command/pause"), &[]);
     assert_eq!(code, 403, "{body}");
     assert_eq!(http(addr, "GET", "/command/pause", &[]).0, 405);
-    let (code, body) = http(addr, "POST", "/command/pa%20use", &[("X-Ictus", "1")]);
+    let (code, body) = http(
+        addr,
+        "POST",
+        &with("/command/pa%20use"),
+        &[("X-Ictus", "1")],
+    );
     assert_eq!(code, 400, "{body}");
     assert_eq!(http(addr, "GET", "/nothing", &[]).0, 404);
     // No snapshot yet.
@@ -187,15 +231,15 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
     let (code, body) = http(
         addr,
         "POST",
-        "/command/pause",
+        &with("/command/pause"),
         &[("X-Ictus", "1"), ("Origin", &origin)],
     );
     assert_eq!((code, body.trim()), (200, "ok pause from frame 30"));
-    let (code, body) = http(addr, "POST", "/command/stop", &[("X-Ictus", "1")]);
+    let (code, body) = http(addr, "POST", &with("/command/stop"), &[("X-Ictus", "1")]);
     assert_eq!((code, body.trim()), (200, "ok stopping"));
     assert_eq!(coordinator.join().unwrap(), ["pause", "stop"]);
     drop(ctl);
-    let (code, body) = http(addr, "POST", "/command/run", &[("X-Ictus", "1")]);
+    let (code, body) = http(addr, "POST", &with("/command/run"), &[("X-Ictus", "1")]);
     assert_eq!(code, 502, "{body}");
     assert!(body.contains("no run is listening"), "{body}");
 }
@@ -207,6 +251,8 @@ fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
         addr: "127.0.0.1:0".parse().unwrap(),
         control: dir.path().join("none.sock"),
         token: None,
+        read_token: None,
+        open_loopback: false,
         cpus: None,
         page: true,
     })
@@ -244,4 +290,23 @@ fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
     let end = next();
     assert_eq!(end["type"], "end");
     assert_eq!(end["reason"], "the run ended at frame 300 (complete)");
+}
+
+#[test]
+fn open_loopback_takes_local_commands_without_a_token_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::start(UiOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        control: dir.path().join("none.sock"),
+        token: None,
+        read_token: None,
+        open_loopback: true,
+        cpus: None,
+        page: true,
+    })
+    .unwrap();
+    assert_eq!(ui.url(), format!("http://{}/", ui.addr()));
+    // Past the access rules: the command goes to the (absent) control socket.
+    let (code, body) = http(ui.addr(), "POST", "/command/stop", &[("X-Ictus", "1")]);
+    assert_eq!(code, 502, "{body}");
 }
