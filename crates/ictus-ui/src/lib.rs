@@ -154,6 +154,24 @@ impl UiOptions {
     }
 }
 
+/// How long one read or write of a connection may wait: a client that sends
+/// nothing (or stops reading a websocket) for this long is dropped and its thread
+/// freed. The listening socket's timeouts, which Linux gives every connection it
+/// accepts: tiny_http sets none of its own.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server listening at `addr`, its connections' reads and writes bounded by
+/// [`IO_TIMEOUT`].
+fn listen(addr: SocketAddr) -> Result<tiny_http::Server, String> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| e.to_string())?;
+    let socket = socket2::SockRef::from(&listener);
+    socket
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .and_then(|()| socket.set_write_timeout(Some(IO_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    tiny_http::Server::from_listener(listener, None).map_err(|e| e.to_string())
+}
+
 /// A token of 128 random bits, in hex.
 pub fn new_token() -> Result<String, UiError> {
     let mut bytes = [0u8; 16];
@@ -274,7 +292,7 @@ impl Ui {
                     let _ = ictus_os::sched::set_affinity(c);
                 }
                 // Made here, so its accept thread inherits this thread's CPUs.
-                let _ = tx.send(tiny_http::Server::http(addr).map_err(|e| e.to_string()));
+                let _ = tx.send(listen(addr));
             })
             .map_err(|e| UiError::Bind {
                 flag,

@@ -310,3 +310,37 @@ fn open_loopback_takes_local_commands_without_a_token_as_before() {
     let (code, body) = http(ui.addr(), "POST", "/command/stop", &[("X-Ictus", "1")]);
     assert_eq!(code, 502, "{body}");
 }
+
+#[test]
+fn three_hundred_silent_connections_neither_hold_the_page_nor_stay_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::start(UiOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        control: dir.path().join("none.sock"),
+        token: None,
+        read_token: None,
+        open_loopback: false,
+        cpus: None,
+        page: true,
+    })
+    .unwrap();
+    ui.publish(&status(10, 0));
+    let addr = ui.addr();
+    // Clients that connect and send nothing, as one that sends a byte a minute.
+    let mut silent: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // The page still answers them all out.
+    let (code, body) = http(addr, "GET", "/status", &[]);
+    assert_eq!(code, 200, "{body}");
+    // And each silent one is dropped by the server after its read timeout (end of
+    // stream on the client's side), its thread freed.
+    for s in silent.iter_mut().take(3) {
+        s.set_read_timeout(Some(ictus_ui::IO_TIMEOUT * 3)).unwrap();
+        let mut byte = [0u8; 1];
+        let n = s
+            .read(&mut byte)
+            .expect("closed by the server, not timed out here");
+        assert_eq!(n, 0);
+    }
+}
