@@ -29,6 +29,16 @@ enum KeysCommand {
     /// DIR and in its bundle are replaced; copy the bundle to it again. Nothing of
     /// the other hosts changes.
     Renew(RenewArgs),
+    /// Say when each certificate in DIR (a keys folder or a bundle) ends: the CA's,
+    /// the hosts' and the readers'. Exits 1 when one has ended or ends within 14
+    /// days (what `ictus run` and `ictus node` warn of), 0 otherwise.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The keys folder or bundle.
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -77,7 +87,52 @@ pub(crate) fn run(args: &KeysArgs) -> Result<(), Failure> {
     match &args.command {
         KeysCommand::New(a) => new(a),
         KeysCommand::Renew(a) => renew(a),
+        KeysCommand::Check(a) => check(a),
     }
+}
+
+fn check(a: &CheckArgs) -> Result<(), Failure> {
+    let mut certs = vec![("the CA".to_string(), a.dir.join("ca.pem"))];
+    for (folder, what) in [("hosts", "host"), ("readers", "reader")] {
+        let mut found: Vec<_> = std::fs::read_dir(a.dir.join(folder))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let name = name.strip_suffix(".pem")?.to_string();
+                Some((format!("{what} {name}"), e.path()))
+            })
+            .collect();
+        found.sort();
+        certs.extend(found);
+    }
+    let now = std::time::SystemTime::now();
+    let soon = now + std::time::Duration::from_secs(14 * 86_400);
+    let mut due = 0;
+    for (who, path) in &certs {
+        let end = keys::expires(path).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        let days = end.duration_since(now).map_or(0, |d| d.as_secs() / 86_400);
+        let state = if end <= now {
+            due += 1;
+            "ENDED: renew it (`ictus keys renew`; the CA: `ictus keys new`)".to_string()
+        } else if end <= soon {
+            due += 1;
+            format!("ends in {days} day(s): renew it soon")
+        } else {
+            format!("{days} day(s) left")
+        };
+        println!(
+            "{who}: valid until {}, {state}",
+            humantime::format_rfc3339_seconds(end)
+        );
+    }
+    if due > 0 {
+        return Err(Failure::from(anyhow::anyhow!(
+            "{due} certificate(s) end within 14 days or have ended"
+        )));
+    }
+    Ok(())
 }
 
 fn renew(a: &RenewArgs) -> Result<(), Failure> {

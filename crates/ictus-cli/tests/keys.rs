@@ -62,3 +62,55 @@ fn a_bad_host_name_or_no_host_is_refused_and_writes_nothing() {
     assert!(err.contains("named twice"), "{err}");
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn keys_check_says_when_each_certificate_ends_and_fails_on_one_that_ends_soon() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("keys");
+    succeeds(ictus().args(["keys", "new"]).arg(&dir).args([
+        "--hosts",
+        "h1,h2",
+        "--readers",
+        "py",
+        "--days",
+        "30",
+    ]));
+    let out = succeeds(ictus().args(["keys", "check"]).arg(&dir));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    for (line, who) in lines
+        .iter()
+        .zip(["the CA", "host h1", "host h2", "reader py"])
+    {
+        assert!(line.starts_with(&format!("{who}: valid until ")), "{text}");
+    }
+    assert!(
+        lines[1].ends_with("29 day(s) left") || lines[1].ends_with("30 day(s) left"),
+        "{text}"
+    );
+    // h2 renewed for one day: named, and the check fails (exit 1).
+    succeeds(
+        ictus()
+            .args(["keys", "renew"])
+            .arg(&dir)
+            .args(["--host", "h2", "--days", "1"]),
+    );
+    for folder in [dir.clone(), dir.join("bundles/hosts/h2")] {
+        let out = ictus()
+            .args(["keys", "check"])
+            .arg(&folder)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("host h2") && l.contains("renew it soon")),
+            "{text}"
+        );
+    }
+    // Not a keys folder: said, exit 2.
+    let err = refused(ictus().args(["keys", "check"]).arg(root.path()));
+    assert!(err.contains("ca.pem"), "{err}");
+}
