@@ -4,7 +4,7 @@
 //! element `S.n` the echoes that came back right (a number it sent, plus the echo's
 //! offset, in the order sent), and writes -1 there for good once one does not, so
 //! that the run's record (its `[stress]` counter) says whether the hubs carried
-//! every message right. `crates/ictus-cli/tests/hosts.rs` runs it on the main host
+//! every message right. `crates/ictus-cli/tests/hosts/` runs it on the main host
 //! with the echo on another host, the hubs homed there.
 
 use std::process::ExitCode;

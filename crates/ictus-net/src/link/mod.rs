@@ -54,7 +54,6 @@ use ictus_exec::report::{Distribution, HostReport, LinkStage, StageFigure, Threa
 use ictus_exec::schedule::Schedule;
 use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
 use ictus_os::clock::monotonic_now;
-use serde::{Deserialize, Serialize};
 use zenoh::Wait;
 
 use crate::gaps::{Attachment, Gaps};
@@ -72,87 +71,7 @@ use crate::{Endpoint, Endpoints, NetError, Protocol, Session};
 mod intake;
 mod setup;
 mod stages;
-/// `v` with every control character taken out of its strings (through its JSON
-/// form): what another host wrote, before this host's terminal or record shows it.
-fn without_control<T: Serialize + serde::de::DeserializeOwned>(v: T) -> T {
-    fn clean(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::String(s) if s.chars().any(char::is_control) => {
-                s.retain(|c| !c.is_control());
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(clean),
-            serde_json::Value::Object(o) => o.values_mut().for_each(clean),
-            _ => {}
-        }
-    }
-    let Ok(mut json) = serde_json::to_value(&v) else {
-        return v;
-    };
-    clean(&mut json);
-    serde_json::from_value(json).unwrap_or(v)
-}
-
-/// Of the last few explained misses `now` (newest last), those after the last one
-/// of `seen`, the previous hand-over: all of them when it is no longer among them.
-fn new_since<'a>(
-    seen: &[ictus_exec::live::LiveMiss],
-    now: &'a [ictus_exec::live::LiveMiss],
-) -> &'a [ictus_exec::live::LiveMiss] {
-    let from = seen
-        .last()
-        .and_then(|last| now.iter().rposition(|m| m == last))
-        .map_or(0, |i| i + 1);
-    &now[from..]
-}
-
-/// One explained miss in words, as the main host's events name it.
-fn miss_words(m: &ictus_exec::live::LiveMiss) -> String {
-    let late = Nanos::new(m.lateness_ns);
-    let what = match m.kind {
-        ictus_os::explain::MissKind::Overrun => {
-            format!(
-                "{} overran at frame {}, {late} past the next release",
-                m.subsystem, m.frame
-            )
-        }
-        _ => format!("{} released {late} late at frame {}", m.subsystem, m.frame),
-    };
-    let skipped = if m.missed > 0 {
-        format!(", {} release(s) skipped", m.missed)
-    } else {
-        String::new()
-    };
-    format!("{what}{skipped}: {}", m.cause)
-}
-
-/// The largest message a run's peers send each other: a publication of a whole cell
-/// (its bytes, a 20-byte header and at most 65,535 ranges of 8 bytes each) or a hub
-/// message, twice over, and 1 MiB for the rest (status, outcomes with their
-/// explanations, setup requests, which the setup store bounds apart). Anything
-/// larger is dropped by Zenoh on arrival ([`crate::bound_messages`]): with the
-/// schedule's limits (a cell of at most 16 MiB) it is at most 34 MiB, where Zenoh's
-/// own default is 1 GiB.
-pub fn message_bound(schedule: &Schedule) -> usize {
-    let cells = schedule
-        .cell_table()
-        .map(|t| t.cells().iter().map(|c| c.bytes()).max().unwrap_or(0))
-        .unwrap_or(0);
-    let hubs = schedule
-        .hubs
-        .iter()
-        .filter_map(|h| match h.kind() {
-            ictus_exec::hub::HubKind::Fifo { message, .. }
-            | ictus_exec::hub::HubKind::Port { message } => message.bytes(),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let largest = (cells + 20 + 8 * usize::from(u16::MAX)).max(hubs);
-    largest
-        .saturating_mul(2)
-        .saturating_add(crate::MIN_MESSAGE_BOUND)
-}
-
+mod status;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -160,9 +79,13 @@ mod wire;
 use intake::Intake;
 use setup::ZenohSetup;
 use stages::Stages;
+use status::{
+    Handover, LATE_PER_STATUS, NodeStatus, STATUS_EVERY, TickFigures, miss_words, new_since,
+    without_control,
+};
 pub(crate) use wire::Publication;
 use wire::read_claims;
-pub use wire::{WIRE_VERSION, layout_json};
+pub use wire::{WIRE_VERSION, layout_json, message_bound};
 
 /// Exchanges of the clock measurement; the one with the shortest round trip counts.
 const CLOCK_SAMPLES: usize = 16;
@@ -170,8 +93,6 @@ const CLOCK_SAMPLES: usize = 16;
 const FORWARDER_NICE: i32 = -10;
 /// What the main host sends a node once it has read its hand-over.
 const COLLECTED: &[u8] = b"collected";
-/// How often a node reports its subsystems.
-const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// The longest a forwarder sleeps between scans (it is woken by every publication).
 const FORWARD_NAP: Duration = Duration::from_millis(20);
 /// How long a host that seems to have left is asked whether it is still there.
@@ -179,12 +100,6 @@ const LIVENESS_CHECK: Duration = Duration::from_millis(200);
 /// Setup requests the main host answers at once; more are refused ("busy") and
 /// asked again by their node.
 const SETUP_IN_FLIGHT: usize = 64;
-/// Late arrivals a node's status may name (it names at most
-/// [`crate::late::NAMED_PER_SECOND`] and a count a second, a status every 100 ms),
-/// and the characters of each kept.
-const LATE_PER_STATUS: usize = 32;
-const LATE_WORDS_MAX: usize = 400;
-
 fn zerr(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -243,40 +158,8 @@ struct CellCounts {
     received: AtomicU64,
 }
 
-/// What a node tells the main host every [`STATUS_EVERY`]: its subsystems' counters
-/// and the lateness of the ticks that reached it.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct NodeStatus {
-    slots: Vec<RemoteSlot>,
-    tick: TickFigures,
-    /// What came late on the node since its last status, in words.
-    #[serde(default)]
-    late: Vec<String>,
-    /// The node's misses explained since its last status, in words.
-    #[serde(default)]
-    explained: Vec<String>,
-}
-
-/// A node's tick lateness, for the live view.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-struct TickFigures {
-    ticks: u64,
-    missing: u64,
-    p50_ns: Option<u64>,
-    max_ns: Option<u64>,
-    /// The largest since the previous status.
-    recent_ns: Option<u64>,
-}
-
 /// Per cell, the host and time (this host's clock) of the last copy from another host.
 type Arrivals = Vec<Option<(usize, Nanos)>>;
-
-/// A node's hand-over at the end.
-#[derive(Serialize, Deserialize)]
-struct Handover {
-    outcomes: BTreeMap<usize, ThreadOutcome>,
-    report: HostReport,
-}
 
 /// [`Link`] on a Zenoh session.
 pub struct ZenohLink {
@@ -1260,38 +1143,14 @@ impl Link for ZenohLink {
             if let Some(ring) = self.status_ring.as_mut() {
                 while let Some((h, status)) = ring.pop() {
                     self.node_ticks.insert(h, status.tick);
-                    // Only its own subsystems, by the schedule: a host's word about
-                    // another's is refused and reported.
-                    let (own, others): (Vec<_>, Vec<_>) = status
-                        .slots
-                        .into_iter()
-                        .partition(|s| self.slot_hosts.get(s.slot) == Some(&h));
-                    if !others.is_empty() {
+                    let from = self.hosts.get(h).cloned().unwrap_or_default();
+                    let own = |slot: usize| self.slot_hosts.get(slot) == Some(&h);
+                    if !status.into_events(&from, own, &mut events) {
                         self.guard
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .refuse(Some(h), Refusal::NotItsSubsystem);
                     }
-                    events.extend(own.into_iter().map(LinkEvent::Remote));
-                    // Another host's words: bounded, and shown without control
-                    // characters.
-                    let from = self.hosts.get(h).cloned().unwrap_or_default();
-                    events.extend(status.explained.into_iter().take(LATE_PER_STATUS).map(|w| {
-                        let w: String = w
-                            .chars()
-                            .filter(|c| !c.is_control())
-                            .take(LATE_WORDS_MAX)
-                            .collect();
-                        LinkEvent::Note(format!("on {from}: {w}"))
-                    }));
-                    events.extend(status.late.into_iter().take(LATE_PER_STATUS).map(|w| {
-                        LinkEvent::Late(
-                            w.chars()
-                                .filter(|c| !c.is_control())
-                                .take(LATE_WORDS_MAX)
-                                .collect(),
-                        )
-                    }));
                 }
             }
             let watched: Vec<usize> = self.needed.iter().copied().collect();

@@ -135,3 +135,31 @@ pub fn layout_json(
         "cells": cells,
     })
 }
+
+/// The largest message a run's peers send each other: a publication of a whole cell
+/// (its bytes, a 20-byte header and at most 65,535 ranges of 8 bytes each) or a hub
+/// message, twice over, and 1 MiB for the rest (status, outcomes with their
+/// explanations, setup requests, which the setup store bounds apart). Anything
+/// larger is dropped by Zenoh on arrival ([`crate::bound_messages`]): with the
+/// schedule's limits (a cell of at most 16 MiB) it is at most 34 MiB, where Zenoh's
+/// own default is 1 GiB.
+pub fn message_bound(schedule: &Schedule) -> usize {
+    let cells = schedule
+        .cell_table()
+        .map(|t| t.cells().iter().map(|c| c.bytes()).max().unwrap_or(0))
+        .unwrap_or(0);
+    let hubs = schedule
+        .hubs
+        .iter()
+        .filter_map(|h| match h.kind() {
+            ictus_exec::hub::HubKind::Fifo { message, .. }
+            | ictus_exec::hub::HubKind::Port { message } => message.bytes(),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let largest = (cells + 20 + 8 * usize::from(u16::MAX)).max(hubs);
+    largest
+        .saturating_mul(2)
+        .saturating_add(crate::MIN_MESSAGE_BOUND)
+}
