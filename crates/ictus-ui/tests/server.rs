@@ -81,6 +81,21 @@ fn status(frame: u64, window: u64) -> LiveStatus {
     }
 }
 
+/// The page on a loopback port, its commands to `control`, with the tokens it
+/// makes itself (`open_loopback`: commands from loopback take none).
+fn on_loopback(control: impl Into<std::path::PathBuf>, open_loopback: bool) -> Ui {
+    Ui::start(UiOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        control: control.into(),
+        token: None,
+        read_token: None,
+        open_loopback,
+        cpus: None,
+        page: true,
+    })
+    .unwrap()
+}
+
 #[test]
 fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,16 +180,7 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
         }
         seen
     });
-    let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: ctl.path().to_path_buf(),
-        token: None,
-        read_token: None,
-        open_loopback: false,
-        cpus: None,
-        page: true,
-    })
-    .unwrap();
+    let ui = on_loopback(ctl.path().to_path_buf(), false);
     let addr = ui.addr();
     // On loopback the views are open, a command needs the control token (in the URL
     // printed at start), the read-only one or none is refused.
@@ -247,16 +253,7 @@ fn on_loopback_the_host_the_origin_and_the_command_header_are_checked() {
 #[test]
 fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
     let dir = tempfile::tempdir().unwrap();
-    let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
-        token: None,
-        read_token: None,
-        open_loopback: false,
-        cpus: None,
-        page: true,
-    })
-    .unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
     // Two windows before the page connects: they come as its history.
     ui.publish(&status(100, 1));
     ui.publish(&status(150, 1));
@@ -295,16 +292,7 @@ fn the_websocket_carries_the_history_each_snapshot_and_the_end() {
 #[test]
 fn open_loopback_takes_local_commands_without_a_token_as_before() {
     let dir = tempfile::tempdir().unwrap();
-    let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
-        token: None,
-        read_token: None,
-        open_loopback: true,
-        cpus: None,
-        page: true,
-    })
-    .unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), true);
     assert_eq!(ui.url(), format!("http://{}/", ui.addr()));
     // Past the access rules: the command goes to the (absent) control socket.
     let (code, body) = http(ui.addr(), "POST", "/command/stop", &[("X-Ictus", "1")]);
@@ -314,16 +302,7 @@ fn open_loopback_takes_local_commands_without_a_token_as_before() {
 #[test]
 fn three_hundred_silent_connections_neither_hold_the_page_nor_stay_open() {
     let dir = tempfile::tempdir().unwrap();
-    let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
-        token: None,
-        read_token: None,
-        open_loopback: false,
-        cpus: None,
-        page: true,
-    })
-    .unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
     ui.publish(&status(10, 0));
     let addr = ui.addr();
     // Clients that connect and send nothing, as one that sends a byte a minute.
