@@ -90,7 +90,7 @@ import json, sys, os
 out, tag, test, tick, rate, secs, rc, links = sys.argv[1:9]
 path = f"{out}/{tag}-h1.json"
 if not os.path.exists(path):
-    print(f"| {test} | {links} | {rate} | {tick} | {secs} | run failed (exit {rc}, see {tag}-h1.log) | | | | | | | | |")
+    print(f"| {test} | {links} | {rate} | {tick} | {secs} | run failed (exit {rc}, see {tag}-h1.log) | | | | | | | | | |")
     sys.exit(0)
 r = json.load(open(path))
 m = {(x["name"], x["labels"].get("host")): x for x in r["measurements"]}
@@ -101,6 +101,15 @@ lost = sum(int(x["metrics"]["lost_frames"]) for x in subs)
 us = lambda x, k: "-" if not x or not x.get("latency") else f"{x['latency']['summary'][k] / 1000:.0f}"
 pct = lambda x, p: us(x, f"p{p}_ns")
 row = [test, links, rate, tick, secs, f"{int(stress['missed_frames'])} of {int(stress['run_frames'])}", f"{overruns}/{lost}"]
+# The frames the hosts' copies were late, by sender and where the time went (the
+# run's late-arrivals account, every host's).
+late = {}
+for x in r["measurements"]:
+    if x["name"] == "late-arrivals":
+        what = "tick" if x["labels"]["what"] == "tick" else x["labels"]["stage"]
+        k = f"{x['labels']['from']} {what}"
+        late[k] = late.get(k, 0) + int(x["metrics"]["frames"])
+row.append(", ".join(f"{k} {v}" for k, v in sorted(late.items(), key=lambda kv: -kv[1])) or "none")
 for h in ("h2", "h3"):
     t = m.get(("tick-arrival", h))
     row.append(f"{pct(t, 50)} / {us(t, 'max_ns')}")
@@ -167,8 +176,8 @@ EOF
     port=$((port + 1))
   done
   echo
-  echo "| test | links | rate | tick | s | missed frames | overruns/lost | tick late h2 p50/max us | tick late h3 p50/max us | cell latency h1 h2 h3 p50/max us | payload Mbit/s | wire Mbit/s | exit | UDP RTT/2 p50/max us | worst cell / UDP RTT/2 p50, max |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| test | links | rate | tick | s | missed frames | overruns/lost | late copies (frames) by sender, stage | tick late h2 p50/max us | tick late h3 p50/max us | cell latency h1 h2 h3 p50/max us | payload Mbit/s | wire Mbit/s | exit | UDP RTT/2 p50/max us | worst cell / UDP RTT/2 p50, max |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for test in $TESTS; do
     ticks=$shift_ticks s=$secs
     [ "$test" = 2 ] && [ "$rate" = none ] && { ticks=$TEST2_TICKS; s=$TEST2_SECONDS; }

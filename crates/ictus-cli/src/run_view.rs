@@ -13,7 +13,8 @@ use ictus_exec::run::LiveStatus;
 use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::view::Point;
 use ictus_probe::view::run::{
-    CellLatency, EXECUTION_TIME, LinkStageDelay, RELEASE_JITTER, Subsystem, TickArrival,
+    CellLatency, EXECUTION_TIME, LateArrivals, LinkStageDelay, RELEASE_JITTER, Stress, Subsystem,
+    TickArrival,
 };
 
 use crate::common;
@@ -150,6 +151,9 @@ pub(crate) fn render(record: &RunRecord) -> String {
     if let Some(stages) = stages_table(record) {
         let _ = writeln!(out, "{stages}");
     }
+    if let Some(late) = late_table(record) {
+        let _ = writeln!(out, "{late}");
+    }
     for e in p.iter().flat_map(|p| &p.events) {
         let _ = writeln!(out, "event: {e}");
     }
@@ -165,6 +169,115 @@ fn percentile(m: Option<&Measurement>, p: Option<Percentile>) -> String {
         Some(p) => l.summary.percentile(p),
         None => l.summary.max_ns,
     }))
+}
+
+/// What came late across hosts and what it cost: one row per host it arrived on,
+/// thing (a cell, the tick), sender and the part of the way that took most of its
+/// time, the costliest first; then the frames by sender and stage, in one line.
+fn late_table(record: &RunRecord) -> Option<String> {
+    let mut late: Vec<Point<LateArrivals>> = record
+        .measurements
+        .iter()
+        .filter_map(|m| m.read::<LateArrivals>())
+        .collect();
+    if late.is_empty() {
+        return None;
+    }
+    late.sort_by(|a, b| b.metrics.frames.total_cmp(&a.metrics.frames));
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_HORIZONTAL_ONLY);
+    table.set_header(vec![
+        "late on",
+        "what",
+        "from",
+        "time went",
+        "arrivals",
+        "frames",
+        "late total ms",
+        "worst ms",
+        "first due",
+    ]);
+    let ms = |ns: f64| format!("{:.2}", ns / 1e6);
+    let mut by: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for l in &late {
+        let (labels, m) = (&l.labels, &l.metrics);
+        let key = if labels.what == "tick" {
+            "tick".to_string()
+        } else {
+            labels.stage.clone()
+        };
+        *by.entry((labels.from.clone(), key)).or_default() += m.frames;
+        table.add_row(vec![
+            Cell::new(&labels.host),
+            Cell::new(&labels.what),
+            Cell::new(&labels.from),
+            Cell::new(&labels.stage),
+            Cell::new(format!("{:.0}", m.arrivals)),
+            Cell::new(format!("{:.0}", m.frames)),
+            Cell::new(ms(m.late_total_ns)),
+            Cell::new(ms(m.late_worst_ns)),
+            Cell::new(format!("{:.0}", m.first_frame)),
+        ]);
+    }
+    for col in 4..table.column_count() {
+        if let Some(c) = table.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let ticks = by
+        .iter()
+        .filter(|((_, what), _)| what == "tick")
+        .map(|(_, f)| f)
+        .sum::<f64>();
+    let mut cells: Vec<_> = by
+        .into_iter()
+        .filter(|((_, what), _)| what != "tick")
+        .collect();
+    cells.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let words: Vec<String> = cells
+        .iter()
+        .map(|((from, stage), frames)| {
+            let place = match stage.as_str() {
+                "sender" => format!("on {from} before the put"),
+                "transit" => format!("from {from} in transit"),
+                _ => format!("from {from}"),
+            };
+            format!("{frames:.0} {place}")
+        })
+        .collect();
+    let mut text = format!("{table}\n");
+    let copies: f64 = cells.iter().map(|(_, f)| f).sum();
+    if !cells.is_empty() {
+        let _ = writeln!(
+            text,
+            "frames read with a late copy of a cell, by sender and where the time went: {}",
+            words.join(", ")
+        );
+    }
+    if ticks > 0.0 {
+        let _ = writeln!(
+            text,
+            "frames with a late tick: {ticks:.0} (a node keeps its own beat: a late tick \
+             delays what the main host tells, not a release)"
+        );
+    }
+    let stress = record.measurements.iter().find_map(|m| m.read::<Stress>());
+    if let Some(st) = stress {
+        let overruns: f64 = record
+            .measurements
+            .iter()
+            .filter(|m| m.name == RELEASE_JITTER)
+            .filter_map(|m| m.read::<Subsystem>())
+            .map(|p| p.metrics.overruns)
+            .sum();
+        let _ = writeln!(
+            text,
+            "late copies ({copies:.0} frames) and overruns ({overruns:.0}) beside the stress \
+             check's {:.0} missed frames",
+            st.metrics.missed_frames
+        );
+    }
+    Some(text.trim_end().to_string())
 }
 
 /// Where the cells' time went between hosts: one row per host and stage, in the
@@ -287,7 +400,8 @@ mod tests {
     use super::*;
     use ictus::run_record::{SubsystemParams, fill};
     use ictus_exec::report::{
-        Distribution, HostReport, LinkStage, StageFigure, StressReport, SubsystemReport,
+        Distribution, HostReport, LateFigure, LateWhere, LinkStage, StageFigure, StressReport,
+        SubsystemReport,
     };
     use ictus_exec::schedule::{Process, WaitSpec};
     use ictus_probe::provenance::Provenance;
@@ -354,6 +468,28 @@ mod tests {
                         delay: Distribution::of(&h),
                     })
                     .collect();
+                b.late_by = vec![
+                    LateFigure {
+                        what: "cell p".into(),
+                        from: "a".into(),
+                        stage: LateWhere::Sender,
+                        arrivals: 2,
+                        frames: 3,
+                        late_total_ns: 2_500_000,
+                        late_worst_ns: 2_000_000,
+                        first_frame: 17,
+                    },
+                    LateFigure {
+                        what: "tick".into(),
+                        from: "a".into(),
+                        stage: LateWhere::Whole,
+                        arrivals: 1,
+                        frames: 5,
+                        late_total_ns: 6_000_000,
+                        late_worst_ns: 6_000_000,
+                        first_frame: 30,
+                    },
+                ];
                 b
             }],
             pm_qos: None,
@@ -437,6 +573,32 @@ mod tests {
             .filter(|w| w.len() == 3 && ["transit", "copy"].contains(&w[1]))
             .collect();
         assert_eq!(stages, [["b", "transit", "1"], ["b", "copy", "1"]]);
+        // What came late, the costliest first, and the frames by sender and stage.
+        let late: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .filter(|c: &Vec<&str>| c.len() == 9 && c[0] == "b")
+            .collect();
+        assert_eq!(
+            late,
+            [
+                ["b", "tick", "a", "whole", "1", "5", "6.00", "6.00", "30"],
+                ["b", "cell p", "a", "sender", "2", "3", "2.50", "2.00", "17"]
+            ]
+        );
+        for line in [
+            "frames read with a late copy of a cell, by sender and where the time went: 3 on a \
+             before the put\n",
+            "frames with a late tick: 5 (a node keeps its own beat",
+            "late copies (3 frames) and overruns (1) beside the stress check's 12 missed frames\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

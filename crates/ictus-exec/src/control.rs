@@ -62,6 +62,9 @@ const H_SLOTS: usize = 6;
 const H_PID: usize = 7;
 const H_ABORT: usize = 8;
 const H_CLAIMS: usize = 9;
+
+/// In an element's claim word, beside its writer's slot + 1: a subsystem reads it.
+const READ_HERE: u64 = 1 << 63;
 const H_START: usize = 10;
 
 // Slot words.
@@ -387,11 +390,20 @@ impl Control {
         }
         let w = &self.words()[total_words(self.slots, 0) + element];
         let me = slot as u64 + 1;
-        // AcqRel: the claim is a one-time decision between registering subsystems.
-        match w.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => Ok(()),
-            Err(v) if v == me => Ok(()),
-            Err(v) => Err(v as usize - 1),
+        // Acquire: pairs with the other claims' compare-and-swap.
+        let mut v = w.load(Ordering::Acquire);
+        loop {
+            match v & !READ_HERE {
+                0 => {}
+                owner if owner == me => return Ok(()),
+                owner => return Err(owner as usize - 1),
+            }
+            // AcqRel: the claim is a one-time decision between registering subsystems
+            // (the read mark, another bit of the word, is kept).
+            match w.compare_exchange(v, v | me, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(now) => v = now,
+            }
         }
     }
 
@@ -402,7 +414,25 @@ impl Control {
         }
         // Acquire: pairs with the claim's compare-and-swap.
         let v = self.words()[total_words(self.slots, 0) + element].load(Ordering::Acquire);
-        (v != 0).then(|| v as usize - 1)
+        let owner = v & !READ_HERE;
+        (owner != 0).then(|| owner as usize - 1)
+    }
+
+    /// Marks cell element `element` as read by a subsystem of this block (so a late
+    /// copy of it from another host costs a frame here).
+    pub fn mark_read(&self, element: usize) {
+        if element < self.claims {
+            // Release: pairs with `read_here`'s Acquire (registration, then the link).
+            self.words()[total_words(self.slots, 0) + element]
+                .fetch_or(READ_HERE, Ordering::Release);
+        }
+    }
+
+    /// Whether a subsystem of this block reads cell element `element`.
+    pub fn read_here(&self, element: usize) -> bool {
+        element < self.claims
+            // Acquire: pairs with `mark_read`.
+            && self.words()[total_words(self.slots, 0) + element].load(Ordering::Acquire) & READ_HERE != 0
     }
 
     /// Abandons the run: waiting subsystems leave without running a frame.
@@ -602,6 +632,23 @@ mod tests {
         let s1 = sut.slot(1).words.as_ptr() as usize;
         assert_eq!((s1 - base) % 128, 0);
         assert_eq!(s1 - base, 2 * 128);
+    }
+
+    #[test]
+    fn one_writer_per_element_and_a_read_mark_beside_it() {
+        let sut = Control::in_process_with_claims(3, 1, 4);
+        // Read before it is written, and after: the mark and the writer both hold.
+        sut.mark_read(1);
+        assert_eq!(sut.claim_writer(1, 2), Ok(()));
+        assert_eq!(sut.claim_writer(1, 2), Ok(()));
+        assert_eq!(sut.claim_writer(1, 0), Err(2));
+        assert_eq!(sut.claim_writer(2, 0), Ok(()));
+        sut.mark_read(2);
+        assert_eq!((sut.writer_of(1), sut.writer_of(2)), (Some(2), Some(0)));
+        assert_eq!(sut.claim_writer(2, 1), Err(0));
+        let read: Vec<bool> = (0..5).map(|e| sut.read_here(e)).collect();
+        assert_eq!(read, [false, true, true, false, false]);
+        assert_eq!(sut.writer_of(3), None);
     }
 
     #[test]

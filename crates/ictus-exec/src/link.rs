@@ -187,6 +187,12 @@ pub trait Link: Send {
     fn ready(&mut self, cells: &Cells, writes: &[(usize, Vec<Range<usize>>)])
     -> Result<(), String>;
 
+    /// The cells this host's subsystems read (by index in the table), told just
+    /// before [`ready`](Self::ready): a late copy of another cell costs no frame here.
+    fn reads(&mut self, cells: &[usize]) {
+        let _ = cells;
+    }
+
     /// The main coordinator: the hosts not ready yet (empty once all are).
     fn waiting_for(&mut self) -> Vec<usize>;
 

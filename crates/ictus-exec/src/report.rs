@@ -232,6 +232,55 @@ pub struct DroppedFigure {
     pub count: u64,
 }
 
+/// Late arrivals on one host of one kind (a cell, or the tick) from one sender,
+/// whose time went mostly to one part of the way ([`LateWhere`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateFigure {
+    /// `cell NAME` or `tick`.
+    pub what: String,
+    /// The host that sent it.
+    pub from: String,
+    /// Where most of the time went.
+    pub stage: LateWhere,
+    /// Arrivals after they were due.
+    pub arrivals: u64,
+    /// Frames in which this host's copy was older than due because of them (an
+    /// arrival due by frame F that came during frame G costs F to G; frames that
+    /// two late arrivals of the same copy share count once).
+    pub frames: u64,
+    /// Their lateness past the due time, summed, and the worst.
+    pub late_total_ns: u64,
+    /// The worst lateness.
+    pub late_worst_ns: u64,
+    /// The first frame one of them was due by.
+    pub first_frame: u64,
+}
+
+/// Where a late arrival's time went: on the sender before the put (its forwarder's
+/// wake-up, the copy, a sender not scheduled) or after it (Zenoh, the network, the
+/// receiver's callback); a tick carries no stamp of its put, so it is not split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LateWhere {
+    /// Most of it on the sender, before Zenoh had it.
+    Sender,
+    /// Most of it after the put: Zenoh, the network, the receiver's callback.
+    Transit,
+    /// Not split (ticks, and cells without the put's stamp).
+    Whole,
+}
+
+impl LateWhere {
+    /// Its name in records and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            LateWhere::Sender => "sender",
+            LateWhere::Transit => "transit",
+            LateWhere::Whole => "whole",
+        }
+    }
+}
+
 /// One host's view of the link, in the run's report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostReport {
@@ -276,6 +325,10 @@ pub struct HostReport {
     /// the run's events.
     #[serde(default)]
     pub late: u64,
+    /// The same arrivals accounted: by what came late, from which host and the part
+    /// of the way that took most of its time, with the frames they cost here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_by: Vec<LateFigure>,
     /// Where the cells' time went, stage by stage, in [`LinkStage::ALL`]'s order: the
     /// sending stages as this host forwarded, the receiving ones as it received.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

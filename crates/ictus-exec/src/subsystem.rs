@@ -669,11 +669,21 @@ pub trait WriterClaims {
     /// Claims element `element` (by its index in the cell table) for subsystem `slot`;
     /// returns the slot of the subsystem already writing it, if another.
     fn claim(&self, element: usize, slot: usize) -> Result<(), usize>;
+
+    /// Notes that a subsystem here reads element `element` (what the link judges a
+    /// late copy by); nothing by default.
+    fn read(&self, element: usize) {
+        let _ = element;
+    }
 }
 
 impl WriterClaims for Control {
     fn claim(&self, element: usize, slot: usize) -> Result<(), usize> {
         self.claim_writer(element, slot)
+    }
+
+    fn read(&self, element: usize) {
+        self.mark_read(element);
     }
 }
 
@@ -818,6 +828,11 @@ impl<'a> Registry<'a> {
     /// cell table: the error names the element, the declared and the requested type.
     pub fn input<T: Element>(&mut self, element: &str) -> Result<Input<T>, RegistryError> {
         let slot = self.slot::<T>(element)?;
+        self.claims.read(element_index(
+            self.ports.cells.table(),
+            slot.cell(),
+            slot.offset(),
+        ));
         let port = Ports::port(&mut self.ports.inputs, &self.ports.cells, slot.cell());
         Ok(Input {
             port,
@@ -858,6 +873,11 @@ impl<'a> Registry<'a> {
     /// Registers every element of cell `cell` as one untyped input.
     pub fn input_cell(&mut self, cell: &str) -> Result<RawPort, RegistryError> {
         let id = self.cell_id(cell)?;
+        let table = self.ports.cells.table();
+        let base = first_element_index(table, id);
+        for i in 0..table.cells()[id].elements().len() {
+            self.claims.read(base + i);
+        }
         let port = Ports::port(&mut self.ports.inputs, &self.ports.cells, id);
         Ok(RawPort {
             port,

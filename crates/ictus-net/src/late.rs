@@ -15,8 +15,16 @@
 //! the events, named or counted (but for the last window before the run's end, which
 //! the host's total, `late` in its cell figures, includes), and a long run's record
 //! stays bounded (about 60 lines an hour per host after the first hundred).
+//!
+//! Every late arrival, named or counted, is also accounted ([`LateFigure`]): by what
+//! came late, its sender and the part of the way that took most of its time, with
+//! the frames in which this host's copy was older than due because of it. The
+//! account is in the host's report, so the main host's record and output say which
+//! host and stage cost the run's frames (the tables are bounded by the schedule's
+//! cells and hosts, three stages each).
 
 use ictus_core::Nanos;
+use ictus_exec::report::{LateFigure, LateWhere};
 
 /// Late arrivals named per second on one host; more are counted.
 pub const NAMED_PER_SECOND: u32 = 10;
@@ -39,6 +47,14 @@ pub struct Lateness {
     words: Vec<String>,
     /// Every late arrival so far.
     total: u64,
+    /// Every late arrival, accounted by what, sender and stage.
+    account: Vec<LateFigure>,
+    /// Per copy (what, sender): the last frame counted as stale.
+    stale: Vec<(String, String, u64)>,
+    /// The cells this host's subsystems read, once told: a late copy of another
+    /// (kept for the readers' view, the record) costs no frame here and is neither
+    /// named nor counted.
+    reads: Option<Vec<String>>,
 }
 
 impl Lateness {
@@ -54,7 +70,77 @@ impl Lateness {
             worst: Nanos::ZERO,
             words: Vec::new(),
             total: 0,
+            account: Vec::new(),
+            stale: Vec::new(),
+            reads: None,
         }
+    }
+
+    /// The cells this host's subsystems read: only their copies are judged.
+    pub fn reads(&mut self, cells: Vec<String>) {
+        self.reads = Some(cells);
+    }
+
+    /// Every late arrival so far, accounted by what came late, its sender and where
+    /// its time went.
+    pub fn figures(&self) -> Vec<LateFigure> {
+        self.account.clone()
+    }
+
+    /// Accounts one late arrival of `what` from `from`, due by frame `due_frame`,
+    /// `late` past it, arriving at `now`. Allocates only the first time a (what,
+    /// sender, stage) or a copy is seen: on Zenoh's callback thread, a few entries
+    /// a run.
+    fn account(
+        &mut self,
+        what: Late<'_>,
+        from: &str,
+        stage: LateWhere,
+        due_frame: u64,
+        late: Nanos,
+        now: Nanos,
+    ) {
+        let Some((epoch, tick)) = self.timing else {
+            return;
+        };
+        let arrival_frame = now.saturating_sub(epoch).as_u64() / tick.as_u64().max(1);
+        let is = |w: &str| what.is(w);
+        let through = match self.stale.iter_mut().find(|s| is(&s.0) && s.1 == from) {
+            Some(s) => &mut s.2,
+            None => {
+                self.stale.push((what.words(), from.to_string(), 0));
+                &mut self.stale.last_mut().expect("just pushed").2
+            }
+        };
+        let first = due_frame.max(*through + 1);
+        let frames = (arrival_frame + 1).saturating_sub(first);
+        *through = (*through).max(arrival_frame);
+        let at = match self
+            .account
+            .iter()
+            .position(|f| is(&f.what) && f.from == from && f.stage == stage)
+        {
+            Some(at) => at,
+            None => {
+                self.account.push(LateFigure {
+                    what: what.words(),
+                    from: from.to_string(),
+                    stage,
+                    arrivals: 0,
+                    frames: 0,
+                    late_total_ns: 0,
+                    late_worst_ns: 0,
+                    first_frame: due_frame,
+                });
+                self.account.len() - 1
+            }
+        };
+        let f = &mut self.account[at];
+        f.arrivals += 1;
+        f.frames += frames;
+        f.late_total_ns += late.as_u64();
+        f.late_worst_ns = f.late_worst_ns.max(late.as_u64());
+        f.first_frame = f.first_frame.min(due_frame);
     }
 
     /// The run's epoch and tick on this host's clock.
@@ -82,7 +168,12 @@ impl Lateness {
         let Some((epoch, tick)) = self.timing else {
             return;
         };
-        if stamp < epoch {
+        if stamp < epoch
+            || self
+                .reads
+                .as_ref()
+                .is_some_and(|r| !r.iter().any(|c| c == cell))
+        {
             return;
         }
         let due_frame = (stamp - epoch).as_u64() / tick.as_u64() + 1;
@@ -91,13 +182,20 @@ impl Lateness {
             return;
         }
         let late = now - due;
+        let split = handed.filter(|&h| h >= stamp && now >= h);
+        let stage = match split {
+            Some(h) if h - stamp > now - h => LateWhere::Sender,
+            Some(_) => LateWhere::Transit,
+            None => LateWhere::Whole,
+        };
+        self.account(Late::Cell(cell), from, stage, due_frame, late, now);
         // Worded only when named: on Zenoh's callback thread, a counted one costs
         // no allocation.
         if !self.named_next(now, late) {
             return;
         }
-        let place = match handed {
-            Some(h) if h >= stamp && now >= h => format!(
+        let place = match split {
+            Some(h) => format!(
                 " ({} on {from} before the put, {} in transit)",
                 h - stamp,
                 now - h
@@ -111,16 +209,19 @@ impl Lateness {
         self.words.push(text);
     }
 
-    /// Tick `frame` (deadline `deadline` on this host's clock) arrived at `now`:
-    /// named if more than a tick after its deadline.
-    pub fn tick(&mut self, frame: u64, deadline: Nanos, now: Nanos) {
-        let Some((_, tick)) = self.timing else {
+    /// Tick `frame` from host `from` (deadline `deadline` on this host's clock)
+    /// arrived at `now`: named if more than a tick after its deadline.
+    pub fn tick(&mut self, frame: u64, from: &str, deadline: Nanos, now: Nanos) {
+        let Some((epoch, tick)) = self.timing else {
             return;
         };
         if now <= deadline + tick {
             return;
         }
         let late = now - deadline;
+        // Due by the frame after its deadline's.
+        let due_frame = deadline.saturating_sub(epoch).as_u64() / tick.as_u64().max(1) + 1;
+        self.account(Late::Tick, from, LateWhere::Whole, due_frame, late, now);
         if self.named_next(now, late) {
             let text = format!("tick of frame {frame} arrived on {} {late} late", self.here);
             self.words.push(text);
@@ -201,6 +302,31 @@ impl Lateness {
     }
 }
 
+/// What came late, as [`Lateness::account`] compares it without allocating.
+#[derive(Clone, Copy)]
+enum Late<'a> {
+    Cell(&'a str),
+    Tick,
+}
+
+impl Late<'_> {
+    /// Whether `words` ([`Late::words`]) name it.
+    fn is(self, words: &str) -> bool {
+        match self {
+            Late::Cell(c) => words.strip_prefix("cell ") == Some(c),
+            Late::Tick => words == "tick",
+        }
+    }
+
+    /// `cell NAME` or `tick`.
+    fn words(self) -> String {
+        match self {
+            Late::Cell(c) => format!("cell {c}"),
+            Late::Tick => "tick".to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,9 +354,9 @@ mod tests {
             ]
         );
         // A tick is late past one tick after its deadline.
-        l.tick(7, ms(1028), ms(1031));
+        l.tick(7, "h1", ms(1028), ms(1031));
         assert_eq!(l.total(), 1);
-        l.tick(8, ms(1032), ms(1040));
+        l.tick(8, "h1", ms(1032), ms(1040));
         assert_eq!(
             l.take(ms(1040)),
             ["tick of frame 8 arrived on h3 8.00 ms late"]
@@ -238,11 +364,54 @@ mod tests {
     }
 
     #[test]
+    fn every_late_arrival_is_accounted_by_sender_and_stage_with_the_frames_it_cost() {
+        let mut l = Lateness::new("h3");
+        l.timing(ms(1000), ms(4));
+        // Due by frame 3 (1012), here in frame 3: one frame; 5 ms of its 6 after the put.
+        l.cell("B", "h2", ms(1009), Some(ms(1010)), ms(1015));
+        // Due by frame 4 (1016), here in frame 5: frames 4 and 5; 7 ms on h2 first.
+        l.cell("B", "h2", ms(1013), Some(ms(1020)), ms(1021));
+        // Due by frame 4 too, here in frame 5: frames the one before already cost.
+        l.cell("B", "h2", ms(1014), Some(ms(1015)), ms(1022));
+        // A tick 12 ms past its deadline (1028): due by frame 8, here in frame 10.
+        l.tick(7, "h1", ms(1028), ms(1040));
+        let figure =
+            |what: &str, from: &str, stage, arrivals, frames, total, worst, first| LateFigure {
+                what: what.into(),
+                from: from.into(),
+                stage,
+                arrivals,
+                frames,
+                late_total_ns: ms(total).as_u64(),
+                late_worst_ns: ms(worst).as_u64(),
+                first_frame: first,
+            };
+        assert_eq!(
+            l.figures(),
+            [
+                figure("cell B", "h2", LateWhere::Transit, 2, 1, 9, 6, 3),
+                figure("cell B", "h2", LateWhere::Sender, 1, 2, 5, 5, 4),
+                figure("tick", "h1", LateWhere::Whole, 1, 3, 12, 12, 8),
+            ]
+        );
+        // Only the copies this host's subsystems read are judged.
+        l.reads(vec!["C".into()]);
+        l.cell("B", "h2", ms(1100), Some(ms(1101)), ms(1150));
+        assert_eq!(l.total(), 4);
+        // Counted arrivals are accounted as well as named ones.
+        for i in 0..30 {
+            l.tick(100 + i, "h1", ms(2000 + 4 * i), ms(2000 + 4 * i + 9));
+        }
+        assert_eq!(l.figures()[2].arrivals, 31);
+        assert_eq!(l.total(), 34);
+    }
+
+    #[test]
     fn past_the_named_ones_each_late_arrival_is_counted_and_said_once_a_second() {
         let mut l = Lateness::new("h1");
         l.timing(Nanos::ZERO, ms(1));
         for i in 0..25 {
-            l.tick(i, ms(i), ms(i + 3 + i % 4));
+            l.tick(i, "h1", ms(i), ms(i + 3 + i % 4));
         }
         let said = l.take(ms(30));
         assert_eq!(said.len(), NAMED_PER_SECOND as usize);
@@ -258,7 +427,7 @@ mod tests {
         );
         // At the end, what the current second counted.
         for i in 0..12 {
-            l.tick(1_000 + i, ms(1_000 + i), ms(1_010 + i));
+            l.tick(1_000 + i, "h1", ms(1_000 + i), ms(1_010 + i));
         }
         assert_eq!(l.take_all(ms(1_500)).len(), 11);
     }
@@ -272,7 +441,7 @@ mod tests {
         for s in 0..30u64 {
             for i in 0..20 {
                 let at = s * 1_000 + i * 10;
-                l.tick(at, ms(at), ms(at + 5));
+                l.tick(at, "h1", ms(at), ms(at + 5));
             }
             said.extend(l.take(ms(s * 1_000 + 999)));
         }

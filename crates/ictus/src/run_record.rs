@@ -32,9 +32,9 @@ use ictus_probe::registry::RUN_RECORD;
 use ictus_probe::session::Session;
 use ictus_probe::view::run::{
     CellLatency, CellMetrics, EXECUTION_TIME, ForwardDelay, ForwardMetrics, Frames, FramesLabels,
-    FramesMetrics, HostClock, HostLabels, LinkStageDelay, RELEASE_JITTER, StageLabels,
-    StageMetrics, Stress, StressMetrics, Subsystem, SubsystemLabels, SubsystemMetrics, TickArrival,
-    TickMetrics,
+    FramesMetrics, HostClock, HostLabels, LateArrivals, LateLabels, LateMetrics, LinkStageDelay,
+    RELEASE_JITTER, StageLabels, StageMetrics, Stress, StressMetrics, Subsystem, SubsystemLabels,
+    SubsystemMetrics, TickArrival, TickMetrics,
 };
 use ictus_probe::view::{Empty, Point};
 use ictus_shield::class::Class;
@@ -302,6 +302,25 @@ fn host_measurements(h: &HostReport) -> Vec<Measurement> {
                 .with_latency(latency(d, 0, 0)),
         );
     }
+    out.extend(h.late_by.iter().map(|l| {
+        Point::<LateArrivals>::new(
+            LateLabels {
+                host: h.name.clone(),
+                role: h.role.clone(),
+                what: l.what.clone(),
+                from: l.from.clone(),
+                stage: l.stage.name().to_string(),
+            },
+            LateMetrics {
+                arrivals: l.arrivals as f64,
+                frames: l.frames as f64,
+                late_total_ns: l.late_total_ns as f64,
+                late_worst_ns: l.late_worst_ns as f64,
+                first_frame: l.first_frame as f64,
+            },
+        )
+        .measurement()
+    }));
     out
 }
 
@@ -386,7 +405,22 @@ mod tests {
             complete: true,
             stopped_by: None,
             tap: None,
-            hosts: vec![host("a", "main", 0, 400), host("b", "node", 399, 1)],
+            hosts: vec![
+                host("a", "main", 0, 400),
+                HostReport {
+                    late_by: vec![ictus_exec::report::LateFigure {
+                        what: "cell p".into(),
+                        from: "a".into(),
+                        stage: ictus_exec::report::LateWhere::Transit,
+                        arrivals: 2,
+                        frames: 3,
+                        late_total_ns: 2_500_000,
+                        late_worst_ns: 2_000_000,
+                        first_frame: 17,
+                    }],
+                    ..host("b", "node", 399, 1)
+                },
+            ],
             pm_qos: None,
             explanation: None,
         }
@@ -438,8 +472,18 @@ mod tests {
                 "tick-arrival",
                 "cell-latency",
                 "tick-arrival",
-                "cell-latency"
+                "cell-latency",
+                "late-arrivals"
             ]
+        );
+        let late = sut.measurements[8].read::<LateArrivals>().unwrap();
+        assert_eq!(
+            (late.labels.host.as_str(), late.labels.from.as_str()),
+            ("b", "a")
+        );
+        assert_eq!(
+            (late.labels.stage.as_str(), late.metrics.frames),
+            ("transit", 3.0)
         );
         let frames = &sut.measurements[2];
         assert_eq!(frames.read::<Frames>().unwrap().metrics.frames, 400.0);

@@ -270,6 +270,7 @@ impl<'a, 'scope> Startup<'a, 'scope> {
         if !self.linked {
             self.linked = true;
             let writes = local_writes(&staged.cells, &staged.control, &staged.local);
+            l.reads(&local_reads(&staged.cells, &staged.control));
             if let Err(e) = l.ready(&staged.cells, &writes) {
                 return Err((staged.local.first().copied().unwrap_or(0), e));
             }
@@ -505,6 +506,20 @@ fn local_writes(
         if !ranges.is_empty() {
             out.push((c, ranges));
         }
+    }
+    out
+}
+
+/// The cells a subsystem of this host reads (any of their elements), by index.
+fn local_reads(cells: &Cells, control: &Control) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut index = 0;
+    for (c, cell) in cells.table().cells().iter().enumerate() {
+        let n = cell.elements().len();
+        if (index..index + n).any(|e| control.read_here(e)) {
+            out.push(c);
+        }
+        index += n;
     }
     out
 }

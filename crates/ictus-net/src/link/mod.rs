@@ -238,6 +238,8 @@ pub struct ZenohLink {
     /// next status takes to the main host.
     lateness: Arc<Mutex<Lateness>>,
     late_words: Vec<String>,
+    /// The cells this host's subsystems read, once told ([`Link::reads`]).
+    read_here: Option<Vec<usize>>,
     /// On a node: its explained misses not yet in a status, in words, and the last
     /// ones handed over (to tell the new ones from them).
     explained_words: Vec<String>,
@@ -352,6 +354,7 @@ impl ZenohLink {
             dropped_next: Instant::now(),
             lateness: Arc::new(Mutex::new(Lateness::new(&schedule.hosts[host].name))),
             late_words: Vec::new(),
+            read_here: None,
             explained_words: Vec::new(),
             explained_seen: Vec::new(),
             options,
@@ -870,7 +873,12 @@ impl ZenohLink {
             self.lateness
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .tick(t.frame, Nanos::new(deadline.max(0) as u64), a.arrived);
+                .tick(
+                    t.frame,
+                    &self.hosts[0],
+                    Nanos::new(deadline.max(0) as u64),
+                    a.arrived,
+                );
             self.tick_lateness.record(Nanos::new(late));
             self.recent_late = Some(self.recent_late.map_or(late, |r| r.max(late)));
             let control = (StateWord::unpack(t.state), t.stop);
@@ -912,11 +920,26 @@ impl Link for ZenohLink {
         }
     }
 
+    fn reads(&mut self, cells: &[usize]) {
+        self.read_here = Some(cells.to_vec());
+    }
+
     fn ready(
         &mut self,
         cells: &Cells,
         writes: &[(usize, Vec<Range<usize>>)],
     ) -> Result<(), String> {
+        if let Some(read) = &self.read_here {
+            let table = cells.table().cells();
+            let names = read
+                .iter()
+                .filter_map(|&c| table.get(c).map(|t| t.name().to_string()))
+                .collect();
+            self.lateness
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .reads(names);
+        }
         self.subscribe_cells(cells, writes)?;
         if self.host != 0 {
             self.serve_outcome()?;
@@ -1323,6 +1346,12 @@ impl Link for ZenohLink {
                 s.bytes.load(Ordering::Relaxed),
             )
         });
+        // One lock, taken and let go before the report's other locks (a guard in a
+        // field's expression would live to the end of the whole literal).
+        let (late, late_by) = {
+            let l = self.lateness.lock().unwrap_or_else(|e| e.into_inner());
+            (l.total(), l.figures())
+        };
         let latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
         // Relaxed (all): counters.
         let cells_sent = self.counts.sent.load(Ordering::Relaxed);
@@ -1347,11 +1376,8 @@ impl Link for ZenohLink {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .figures(),
-            late: self
-                .lateness
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .total(),
+            late,
+            late_by,
             dropped: self
                 .gaps
                 .lock()

@@ -177,6 +177,48 @@ pub struct StageMetrics {
     pub publications: f64,
 }
 
+/// Late arrivals on a host (`late-arrivals`): one measurement per thing that came
+/// late (a cell, the tick), sender and the part of the way that took most of its
+/// time (`sender`: before the put; `transit`: Zenoh, the network, the receiver's
+/// callback; `whole`: not split), with the frames they cost there.
+pub enum LateArrivals {}
+
+impl Kind for LateArrivals {
+    const NAMES: &'static [&'static str] = &["late-arrivals"];
+    type Labels = LateLabels;
+    type Metrics = LateMetrics;
+}
+
+/// What came late where, from which host, and where its time went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LateLabels {
+    /// The host it arrived on, its name in the schedule.
+    pub host: String,
+    /// `main` or another role.
+    pub role: String,
+    /// `cell NAME` or `tick`.
+    pub what: String,
+    /// The host that sent it.
+    pub from: String,
+    /// `sender`, `transit` or `whole`.
+    pub stage: String,
+}
+
+/// How many came late, the frames they cost and by how much.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LateMetrics {
+    /// Arrivals after they were due.
+    pub arrivals: f64,
+    /// Frames in which the host's copy was older than due because of them.
+    pub frames: f64,
+    /// Lateness summed over the arrivals.
+    pub late_total_ns: f64,
+    /// The worst lateness.
+    pub late_worst_ns: f64,
+    /// The first frame one of them was due by.
+    pub first_frame: f64,
+}
+
 /// The host a link figure is about.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostLabels {
@@ -396,6 +438,23 @@ mod tests {
             },
             StageMetrics { publications: 9.0 },
         );
+        let late = Point::<LateArrivals>::new(
+            LateLabels {
+                host: "h3".into(),
+                role: "node".into(),
+                what: "cell B".into(),
+                from: "h2".into(),
+                stage: "sender".into(),
+            },
+            LateMetrics {
+                arrivals: 3.0,
+                frames: 4.0,
+                late_total_ns: 9e6,
+                late_worst_ns: 5e6,
+                first_frame: 120.0,
+            },
+        );
+        round_trip(&late, "late-arrivals");
         let m = round_trip(&stage, "link-stage");
         assert_eq!(
             keys(&m),
