@@ -770,3 +770,28 @@ fn an_unknown_on_overrun_mode_is_refused_at_its_value_with_exit_2() {
     );
     refused_schedule(dir.path(), &name, &text, "8:16", "unknown state 'hover'");
 }
+
+#[test]
+fn a_subsystem_writing_past_its_writes_in_the_schedule_is_refused_at_the_start() {
+    // p increments P into Q, all of Q; the schedule says it writes Q.n only.
+    let (dir, name) = scratch_run("writes");
+    let text = ring(&name).replace(
+        "config = { from = \"P\", to = \"Q\" }",
+        "config = { from = \"P\", to = \"Q\" }\nwrites = [\"Q.n\"]",
+    );
+    assert!(text.contains("writes = [\"Q.n\"]"), "{text}");
+    let path = write_file(dir.path(), "writes.toml", &text);
+    let out = ictus(dir.path())
+        .args(["run", "--duration", "1s"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("it writes Q.v, which its writes in the schedule")
+            && err.contains(&format!("{}:", path.display())),
+        "{err}"
+    );
+    assert!(!out.status.success(), "{err}");
+    assert!(shm_left(&name).is_empty());
+}

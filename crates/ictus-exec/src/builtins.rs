@@ -121,6 +121,17 @@ pub fn check(
     }
 }
 
+/// What builtin `name` writes with `config` (cells by name), as far as the config
+/// says: `increment` its `to` cell, `idle` nothing; `None` for an unknown builtin or
+/// a config without it (which [`check`] refuses).
+pub fn writes(name: &str, config: &toml::Table) -> Option<Vec<String>> {
+    match name {
+        "increment" => Some(vec![config.get("to")?.as_str()?.to_string()]),
+        "idle" => Some(Vec::new()),
+        _ => None,
+    }
+}
+
 /// Refuses the first key of `config` that is not in `known`.
 fn only_keys(
     builtin: &'static str,

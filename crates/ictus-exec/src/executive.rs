@@ -733,6 +733,7 @@ mod tests {
                 on_overrun: Default::default(),
                 watchdog: None,
                 host: 0,
+                writes: None,
                 location: Default::default(),
             };
             assert_eq!(spec.releases_before(6 * majors), stats.counters.frames_run);

@@ -39,6 +39,12 @@ pub enum Refusal {
     SetupRefused,
     /// A status or an outcome about a subsystem the schedule gives another host.
     NotItsSubsystem,
+    /// Claims of elements of cell (index) that the schedule does not give the
+    /// host's subsystems to write (their `writes`).
+    ClaimsBeyondSchedule(usize),
+    /// Claims of elements of cell (index) that another host claimed first: one
+    /// writer per element across hosts, as on one host.
+    ClaimsOverlap(usize),
 }
 
 /// Per cell, the byte ranges one host writes.
@@ -52,6 +58,8 @@ pub struct Guard {
     cells: Vec<String>,
     /// Per host, once known.
     claims: Vec<Option<Claims>>,
+    /// Per host, what the schedule gives its subsystems to write, where it says.
+    scheduled: Vec<Option<Claims>>,
     pending: BTreeMap<(usize, usize), Vec<u8>>,
     refused: BTreeMap<(Option<usize>, Refusal), u64>,
     reported: BTreeSet<(Option<usize>, Refusal)>,
@@ -62,6 +70,7 @@ impl Guard {
     pub fn new(hosts: Vec<String>, cells: Vec<String>) -> Guard {
         Guard {
             claims: vec![None; hosts.len()],
+            scheduled: vec![None; hosts.len()],
             hosts,
             cells,
             ..Guard::default()
@@ -81,6 +90,11 @@ impl Guard {
     /// Sets host `h`'s claims; returns its publications held until now (cell,
     /// bytes), to check.
     pub fn set_claims(&mut self, h: usize, claims: Claims) -> Vec<(usize, Vec<u8>)> {
+        if let Some(why) = self.judge_claims(h, &claims) {
+            // Refused: its publications stay held, never copied.
+            self.refuse(Some(h), why);
+            return Vec::new();
+        }
         if let Some(slot) = self.claims.get_mut(h) {
             *slot = Some(claims);
         }
@@ -93,6 +107,43 @@ impl Guard {
         held.into_iter()
             .filter_map(|k| self.pending.remove(&k).map(|b| (k.0, b)))
             .collect()
+    }
+
+    /// What the schedule gives host `h`'s subsystems to write: its claims must lie
+    /// inside (else they are refused, and so is everything it publishes).
+    pub fn set_scheduled(&mut self, h: usize, writes: Claims) {
+        if let Some(slot) = self.scheduled.get_mut(h) {
+            *slot = Some(writes);
+        }
+    }
+
+    /// Why host `h`'s `claims` are refused, if they are: an element outside what the
+    /// schedule gives its subsystems, or one another host claimed.
+    fn judge_claims(&self, h: usize, claims: &Claims) -> Option<Refusal> {
+        let inside = |outer: &[Range<usize>], r: &Range<usize>| {
+            outer.iter().any(|o| o.start <= r.start && r.end <= o.end)
+        };
+        let overlap = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+        for (c, ranges) in claims.iter().enumerate() {
+            if let Some(Some(scheduled)) = self.scheduled.get(h) {
+                let given = scheduled.get(c).map_or(&[][..], Vec::as_slice);
+                if !ranges.iter().all(|r| inside(given, r)) {
+                    return Some(Refusal::ClaimsBeyondSchedule(c));
+                }
+            }
+            let taken = self
+                .claims
+                .iter()
+                .enumerate()
+                .filter(|&(o, _)| o != h)
+                .filter_map(|(_, other)| other.as_ref()?.get(c))
+                .flatten()
+                .any(|o| ranges.iter().any(|r| overlap(r, o)));
+            if taken {
+                return Some(Refusal::ClaimsOverlap(c));
+            }
+        }
+        None
     }
 
     /// Holds the latest publication of `cell` by `host` until its claims are known.
@@ -196,6 +247,16 @@ impl Guard {
             Refusal::NotItsSubsystem => {
                 "a status or outcome about a subsystem the schedule gives another host".into()
             }
+            Refusal::ClaimsBeyondSchedule(c) => format!(
+                "claims to write elements of cell {} that the schedule's writes do not give \
+                 its subsystems (everything it publishes is refused)",
+                cell(c)
+            ),
+            Refusal::ClaimsOverlap(c) => format!(
+                "claims to write elements of cell {} that another host writes (everything \
+                 it publishes is refused)",
+                cell(c)
+            ),
         }
     }
 }
@@ -234,6 +295,52 @@ mod tests {
         assert!(!g.allowed(0, 0, &[(0, 1)]), "another host's");
         assert!(!g.allowed(1, 0, &[(usize::MAX, 2)]), "overflow");
         assert!(!g.allowed(5, 0, &[(0, 1)]), "no such host");
+    }
+
+    #[test]
+    fn claims_beyond_the_schedule_or_over_another_hosts_are_refused_and_nothing_copied() {
+        let mut g = guard();
+        // The schedule gives h2 bytes 0..8 of A and nothing of B; h1 writes B.
+        g.set_scheduled(1, vec![vec![0..8], vec![]]);
+        assert!(g.set_claims(0, vec![vec![], vec![0..4]]).is_empty());
+        g.hold(0, 1, vec![7]);
+        assert!(g.set_claims(1, vec![vec![0..12], vec![]]).is_empty());
+        assert!(!g.has_claims(1), "past the schedule");
+        assert!(g.set_claims(1, vec![vec![0..8], vec![2..4]]).is_empty());
+        assert!(!g.has_claims(1), "B is not the schedule's to give h2");
+        let said = g.new_refusals();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].1.contains("cell A that the schedule's writes"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].1.contains("cell B that the schedule's writes"),
+            "{said:?}"
+        );
+        assert!(
+            g.figures().iter().any(|f| f.what.contains("never said")),
+            "A held"
+        );
+        // A host the schedule does not bound may still not take another's elements.
+        let mut g = guard();
+        assert!(g.set_claims(0, vec![vec![], vec![0..4]]).is_empty());
+        assert!(g.set_claims(1, vec![vec![0..8], vec![3..5]]).is_empty());
+        assert!(!g.has_claims(1));
+        assert!(
+            g.new_refusals()[0]
+                .1
+                .contains("cell B that another host writes")
+        );
+        // Claims inside both are taken, and the held publication with them.
+        let mut g = guard();
+        g.set_scheduled(1, vec![vec![0..8], vec![]]);
+        g.hold(0, 1, vec![7]);
+        assert_eq!(
+            g.set_claims(1, vec![vec![0..4, 4..8], vec![]]),
+            vec![(0, vec![7])]
+        );
+        assert!(g.has_claims(1) && g.figures().is_empty());
     }
 
     #[test]

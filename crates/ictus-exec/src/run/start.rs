@@ -97,7 +97,8 @@ pub(super) struct Startup<'a, 'scope> {
     pub(super) handles: Vec<(usize, Handle<'scope>)>,
     pub(super) log: StateLog,
     pub(super) journal: Journal,
-    /// Whether this host told the link it is ready.
+    /// Whether this host checked its subsystems' writes against the schedule and
+    /// told the link it is ready.
     linked: bool,
     /// A node's start, once the main coordinator sent it.
     start: Option<Start>,
@@ -264,17 +265,20 @@ impl<'a, 'scope> Startup<'a, 'scope> {
     fn hosts_ready(&mut self) -> Result<Vec<usize>, (usize, String)> {
         let staged = self.staged;
         let mut waiting_hosts = Vec::new();
+        if !self.linked {
+            self.linked = true;
+            written_as_scheduled(staged)?;
+            if let Some(l) = self.link.as_mut() {
+                let writes = local_writes(&staged.cells, &staged.control, &staged.local);
+                l.reads(&local_reads(&staged.cells, &staged.control));
+                if let Err(e) = l.ready(&staged.cells, &writes) {
+                    return Err((staged.local.first().copied().unwrap_or(0), e));
+                }
+            }
+        }
         let Some(l) = self.link.as_mut() else {
             return Ok(waiting_hosts);
         };
-        if !self.linked {
-            self.linked = true;
-            let writes = local_writes(&staged.cells, &staged.control, &staged.local);
-            l.reads(&local_reads(&staged.cells, &staged.control));
-            if let Err(e) = l.ready(&staged.cells, &writes) {
-                return Err((staged.local.first().copied().unwrap_or(0), e));
-            }
-        }
         if staged.here == 0 {
             waiting_hosts = l.waiting_for();
         } else {
@@ -522,4 +526,40 @@ fn local_reads(cells: &Cells, control: &Control) -> Vec<usize> {
         index += n;
     }
     out
+}
+
+/// Refuses a subsystem of this host whose code claimed an element its `writes` in
+/// the schedule does not list (the other hosts would refuse its publications).
+fn written_as_scheduled(staged: &Staged<'_>) -> Result<(), (usize, String)> {
+    let table = staged.cells.table();
+    for &k in &staged.local {
+        let spec = &staged.schedule.subsystems[k];
+        let Some(allowed) = spec.writes_in(table) else {
+            continue;
+        };
+        let mut index = 0;
+        for (c, cell) in table.cells().iter().enumerate() {
+            for e in cell.elements() {
+                let r = e.range();
+                let listed = allowed
+                    .iter()
+                    .any(|(ac, ar)| *ac == c && ar.start <= r.start && r.end <= ar.end);
+                if staged.control.writer_of(index) == Some(k) && !listed {
+                    return Err((
+                        k,
+                        format!(
+                            "it writes {}.{}, which its writes in the schedule ({}:{}) do not \
+                             list: add it there, or stop writing it",
+                            cell.name(),
+                            e.name(),
+                            staged.schedule.path.display(),
+                            spec.location
+                        ),
+                    ));
+                }
+                index += 1;
+            }
+        }
+    }
+    Ok(())
 }

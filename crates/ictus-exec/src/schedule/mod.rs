@@ -171,6 +171,8 @@ struct Places {
     counters: Vec<Location>,
     /// Each cell named by `[record]`, in order.
     recorded: Vec<Location>,
+    /// Each subsystem's `writes` entries (by index in the schedule's subsystems).
+    writes: Vec<(usize, Vec<Location>)>,
 }
 
 /// Where a subsystem's builtin and its config stand.
@@ -343,6 +345,12 @@ pub struct SubsystemSpec {
     /// The host it runs on: an index into [`Schedule::hosts`] (0, the coordinator's
     /// host, when the schedule names none).
     pub host: usize,
+    /// What it writes, as the schedule says (`writes`: cells, or `cell.element`s; a
+    /// built-in's follow from its config): its host's link refuses to start if its
+    /// code claims more, and the other hosts refuse that host's claims beyond what
+    /// the schedule gives its subsystems. `None`: not said (its claims are then its
+    /// host's word).
+    pub writes: Option<Vec<String>>,
     /// Where the subsystem's name stands in the schedule file.
     pub location: Location,
 }
@@ -406,7 +414,34 @@ pub struct HostSpec {
     pub location: Location,
 }
 
+/// The cell and byte ranges `name` (a cell, or `cell.element`) covers in `table`.
+pub fn element_ranges(
+    table: &CellTable,
+    name: &str,
+) -> Result<Vec<(usize, Range<usize>)>, crate::cell::CellError> {
+    if name.contains('.') {
+        let at = table.locate(name)?;
+        return Ok(vec![(at.cell, at.range())]);
+    }
+    let cell = table.cell_index(name)?;
+    Ok(table.cells()[cell]
+        .elements()
+        .iter()
+        .map(|e| (cell, e.range()))
+        .collect())
+}
+
 impl SubsystemSpec {
+    /// Its `writes` in `table`: per element, its cell and bytes (`None`: not said,
+    /// or a name the table does not have).
+    pub fn writes_in(&self, table: &CellTable) -> Option<Vec<(usize, Range<usize>)>> {
+        let mut out = Vec::new();
+        for name in self.writes.as_ref()? {
+            out.extend(element_ranges(table, name).ok()?);
+        }
+        Some(out)
+    }
+
     /// Whether the subsystem is released at `frame`.
     pub fn releases_at(&self, frame: u64) -> bool {
         frame >= self.start && (frame - self.start).is_multiple_of(self.period)
@@ -617,6 +652,22 @@ impl Schedule {
                 })?;
             }
         }
+        if let Some(table) = cells {
+            for (k, places) in &self.places.writes {
+                let spec = &self.subsystems[*k];
+                for (name, at) in spec.writes.iter().flatten().zip(places) {
+                    if let Err(e) = element_ranges(table, name) {
+                        return Err(self.invalid(
+                            *at,
+                            Rule::UnknownWrite {
+                                subsystem: spec.name.clone(),
+                                message: e.to_string(),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
         if let (Some(table), Some(cells)) = (cells, &self.record.cells) {
             for (cell, at) in cells.iter().zip(&self.places.recorded) {
                 if table.cell(cell).is_none() {
@@ -633,6 +684,30 @@ impl Schedule {
             location,
             rule,
         }
+    }
+
+    /// What the schedule gives host `host`'s subsystems to write, per cell of
+    /// `table` its byte ranges (merged): `None` when one of them does not say
+    /// ([`SubsystemSpec::writes`]), or a name is not in the table.
+    pub fn host_writes(&self, table: &CellTable, host: usize) -> Option<Vec<Vec<Range<usize>>>> {
+        let mut out: Vec<Vec<Range<usize>>> = vec![Vec::new(); table.cells().len()];
+        for spec in self.subsystems.iter().filter(|s| s.host == host) {
+            for (cell, range) in spec.writes_in(table)? {
+                out[cell].push(range);
+            }
+        }
+        for ranges in &mut out {
+            ranges.sort_by_key(|r| r.start);
+            let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+            for r in ranges.drain(..) {
+                match merged.last_mut() {
+                    Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                    _ => merged.push(r),
+                }
+            }
+            *ranges = merged;
+        }
+        Some(out)
     }
 
     /// The subsystem called `name`.

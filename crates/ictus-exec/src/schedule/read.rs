@@ -291,6 +291,12 @@ impl Reader<'_> {
         for s in &raw.subsystems {
             let spec = self.subsystem(s, major, hosts, online, &mut seen)?;
             let s = s.get_ref();
+            if let Some(w) = &s.writes {
+                places.writes.push((
+                    subsystems.len(),
+                    w.get_ref().iter().map(|e| self.loc(e.span())).collect(),
+                ));
+            }
             if let Some(b) = &s.builtin {
                 places.builtins.push(BuiltinPlaces {
                     subsystem: subsystems.len(),
@@ -382,6 +388,13 @@ impl Reader<'_> {
                     .collect()
             })
             .unwrap_or_default();
+        let writes = match &s.writes {
+            Some(w) => Some(w.get_ref().iter().map(|e| e.get_ref().clone()).collect()),
+            None => s
+                .builtin
+                .as_ref()
+                .and_then(|b| crate::builtins::writes(b.get_ref(), &config)),
+        };
         Ok(SubsystemSpec {
             name: sname.clone(),
             start,
@@ -396,6 +409,7 @@ impl Reader<'_> {
             on_overrun: self.on_overrun(s)?,
             watchdog: self.watchdog(s.watchdog.as_ref())?,
             host,
+            writes,
             location: self.loc(s.name.span()),
         })
     }
@@ -942,6 +956,7 @@ pub(super) struct RawSubsystem {
     pub(super) overrun_mode: Option<Spanned<String>>,
     pub(super) overrun_after: Option<Spanned<u64>>,
     pub(super) watchdog: Option<Spanned<String>>,
+    pub(super) writes: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) config: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 

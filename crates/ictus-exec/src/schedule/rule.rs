@@ -366,4 +366,12 @@ pub enum Rule {
     /// `[record]` with `every = 0`.
     #[error("[record] every must be at least 1 (1: every frame of each writer)")]
     ZeroRecordEvery,
+    /// A subsystem's `writes` names a cell or element the table does not declare.
+    #[error("subsystem {subsystem}: writes: {message} (a cell, or cell.element)")]
+    UnknownWrite {
+        /// The subsystem.
+        subsystem: String,
+        /// What the table says.
+        message: String,
+    },
 }

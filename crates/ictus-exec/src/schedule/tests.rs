@@ -840,3 +840,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn writes_name_known_cells_or_elements_and_a_builtins_follow_from_its_config() {
+    // The increment builtin writes its `to` cell without saying so.
+    let sut = parse(RING).unwrap();
+    assert_eq!(sut.subsystems[0].writes, Some(vec!["B".to_string()]));
+    let table = sut.cell_table().unwrap();
+    assert_eq!(sut.host_writes(&table, 0), Some(vec![vec![], vec![0..4]]));
+    // Said: cells and elements, merged per cell for the host.
+    let text = format!(
+        "{RING}[[subsystem]]\nname = \"w\"\nprocess = \"./w\"\nwrites = [\"A.x\", \"A\"]\n"
+    );
+    let sut = parse(&text).unwrap();
+    assert_eq!(
+        sut.subsystems[1].writes,
+        Some(vec!["A.x".to_string(), "A".to_string()])
+    );
+    assert_eq!(
+        sut.host_writes(&sut.cell_table().unwrap(), 0),
+        Some(vec![vec![0..4], vec![0..4]])
+    );
+    // A subsystem that does not say leaves its host's writes unsaid.
+    let text = format!("{RING}[[subsystem]]\nname = \"w\"\nprocess = \"./w\"\n");
+    let sut = parse(&text).unwrap();
+    assert_eq!(sut.host_writes(&sut.cell_table().unwrap(), 0), None);
+    // An unknown cell or element is refused where it stands.
+    let (rule, at) = rule_at(&format!(
+        "{RING}[[subsystem]]\nname = \"w\"\nprocess = \"./w\"\nwrites = [\"A\", \"B.y\"]\n"
+    ));
+    assert!(
+        matches!(&rule, Rule::UnknownWrite { subsystem, .. } if subsystem == "w"),
+        "{rule:?}"
+    );
+    assert_eq!((at.line, at.column), (18, 16), "at \"B.y\"");
+    assert!(rule.to_string().contains("writes:"), "{rule}");
+}

@@ -291,10 +291,14 @@ impl ZenohLink {
                 )?
             }
         };
-        let cell_names = schedule
-            .cell_table()
-            .map(|t| t.cells().iter().map(|c| c.name().to_string()).collect())
-            .unwrap_or_default();
+        let table = schedule.cell_table().unwrap_or_default();
+        let cell_names = table.cells().iter().map(|c| c.name().to_string()).collect();
+        let mut guard = Guard::new(hosts.clone(), cell_names);
+        for h in 0..hosts.len() {
+            if let Some(w) = schedule.host_writes(&table, h) {
+                guard.set_scheduled(h, w);
+            }
+        }
         let needed = schedule
             .subsystems
             .iter()
@@ -306,7 +310,7 @@ impl ZenohLink {
             host,
             writers: schedule.subsystems.iter().map(|s| s.host).collect(),
             slot_hosts: schedule.subsystems.iter().map(|s| s.host).collect(),
-            guard: Arc::new(Mutex::new(Guard::new(hosts.clone(), cell_names))),
+            guard: Arc::new(Mutex::new(guard)),
             intake: None,
             claims_thread: None,
             hosts,
