@@ -102,6 +102,10 @@ pub(crate) struct DoctorArgs {
     /// Print the audit as JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also check a run's keys (a keys folder or a host's bundle): when each
+    /// certificate ends, warned 14 days before.
+    #[arg(long, value_name = "FOLDER")]
+    pub(crate) keys: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

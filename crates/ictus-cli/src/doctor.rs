@@ -1,7 +1,60 @@
 //! Human output of `ictus doctor`: the feature table, the advice, the verdict.
 
 use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width, presets};
-use ictus_probe::doctor::{Audit, Status};
+use ictus_probe::doctor::{Audit, Check, CheckId, Status};
+
+use crate::keys::{SOON_DAYS, certificate_ends, end_words};
+
+/// Adds the `keys` check of the run's keys in `dir` (a folder or a bundle) after the
+/// machine's: when each certificate ends; an ended one is a blocker (a run refuses
+/// it), one ending within [`SOON_DAYS`] a note. An unreadable folder is an error.
+pub(crate) fn check_keys(audit: &mut Audit, dir: &std::path::Path) -> Result<(), String> {
+    let ends = certificate_ends(dir)?;
+    let mut detail = Vec::new();
+    let (mut ended, mut soon) = (Vec::new(), Vec::new());
+    for (who, end) in &ends {
+        let (state, due) = end_words(*end);
+        detail.push(format!("{who}: {state}"));
+        if due && *end <= std::time::SystemTime::now() {
+            ended.push(who.clone());
+        } else if due {
+            soon.push(who.clone());
+        }
+    }
+    let where_ = dir.display();
+    let status = if ended.is_empty() {
+        Status::Available
+    } else {
+        Status::Missing
+    };
+    let advice = (!ended.is_empty() || !soon.is_empty()).then(|| {
+        format!(
+            "renew a host's certificate with `ictus keys renew KEYS --host H` (a reader's: \
+             --reader R), the CA's with `ictus keys new`, then copy the host's bundle \
+             (KEYS/bundles/hosts/H) to it; `ictus keys check {where_}` lists them"
+        )
+    });
+    if !ended.is_empty() {
+        audit.verdict.blockers.push(format!(
+            "the run's keys in {where_}: {} ended; ictus run and ictus node refuse them",
+            ended.join(", ")
+        ));
+    }
+    if !soon.is_empty() {
+        audit.verdict.notes.push(format!(
+            "the run's keys in {where_}: {} end within {SOON_DAYS} days",
+            soon.join(", ")
+        ));
+    }
+    audit.checks.push(Check {
+        id: CheckId::Keys,
+        title: "Run keys (TLS)".into(),
+        status,
+        detail: detail.join("; "),
+        advice,
+    });
+    Ok(())
+}
 
 /// The width the output fits in.
 const WIDTH: usize = 100;

@@ -91,10 +91,17 @@ pub(crate) fn run(args: &KeysArgs) -> Result<(), Failure> {
     }
 }
 
-fn check(a: &CheckArgs) -> Result<(), Failure> {
-    let mut certs = vec![("the CA".to_string(), a.dir.join("ca.pem"))];
+/// How long before its end a certificate is said to end soon.
+pub(crate) const SOON_DAYS: u64 = 14;
+
+/// When each certificate of a keys folder or bundle ends: the CA's, then the
+/// hosts' and the readers', each named (`host h2`).
+pub(crate) fn certificate_ends(
+    dir: &std::path::Path,
+) -> Result<Vec<(String, std::time::SystemTime)>, String> {
+    let mut certs = vec![("the CA".to_string(), dir.join("ca.pem"))];
     for (folder, what) in [("hosts", "host"), ("readers", "reader")] {
-        let mut found: Vec<_> = std::fs::read_dir(a.dir.join(folder))
+        let mut found: Vec<_> = std::fs::read_dir(dir.join(folder))
             .into_iter()
             .flatten()
             .flatten()
@@ -107,29 +114,44 @@ fn check(a: &CheckArgs) -> Result<(), Failure> {
         found.sort();
         certs.extend(found);
     }
+    certs
+        .into_iter()
+        .map(|(who, path)| Ok((who, keys::expires(&path)?)))
+        .collect()
+}
+
+/// One certificate's state in words, and whether it is due (ended, or ends within
+/// [`SOON_DAYS`]).
+pub(crate) fn end_words(end: std::time::SystemTime) -> (String, bool) {
     let now = std::time::SystemTime::now();
-    let soon = now + std::time::Duration::from_secs(14 * 86_400);
+    let soon = now + std::time::Duration::from_secs(SOON_DAYS * 86_400);
+    let days = end.duration_since(now).map_or(0, |d| d.as_secs() / 86_400);
+    if end <= now {
+        (
+            "ENDED: renew it (`ictus keys renew`; the CA: `ictus keys new`)".to_string(),
+            true,
+        )
+    } else if end <= soon {
+        (format!("ends in {days} day(s): renew it soon"), true)
+    } else {
+        (format!("{days} day(s) left"), false)
+    }
+}
+
+fn check(a: &CheckArgs) -> Result<(), Failure> {
+    let ends = certificate_ends(&a.dir).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let mut due = 0;
-    for (who, path) in &certs {
-        let end = keys::expires(path).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-        let days = end.duration_since(now).map_or(0, |d| d.as_secs() / 86_400);
-        let state = if end <= now {
-            due += 1;
-            "ENDED: renew it (`ictus keys renew`; the CA: `ictus keys new`)".to_string()
-        } else if end <= soon {
-            due += 1;
-            format!("ends in {days} day(s): renew it soon")
-        } else {
-            format!("{days} day(s) left")
-        };
+    for (who, end) in &ends {
+        let (state, is_due) = end_words(*end);
+        due += usize::from(is_due);
         println!(
             "{who}: valid until {}, {state}",
-            humantime::format_rfc3339_seconds(end)
+            humantime::format_rfc3339_seconds(*end)
         );
     }
     if due > 0 {
         return Err(Failure::from(anyhow::anyhow!(
-            "{due} certificate(s) end within 14 days or have ended"
+            "{due} certificate(s) end within {SOON_DAYS} days or have ended"
         )));
     }
     Ok(())

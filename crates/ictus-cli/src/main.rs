@@ -121,7 +121,11 @@ fn one_line(error: &anyhow::Error) -> String {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Doctor(args) => {
-            let audit = ictus_probe::doctor::audit();
+            let mut audit = ictus_probe::doctor::audit();
+            if let Some(dir) = &args.keys {
+                doctor::check_keys(&mut audit, dir)
+                    .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+            }
             if args.json {
                 say(&(serde_json::to_string_pretty(&audit)? + "\n"))?;
             } else {

@@ -113,4 +113,30 @@ fn keys_check_says_when_each_certificate_ends_and_fails_on_one_that_ends_soon() 
     // Not a keys folder: said, exit 2.
     let err = refused(ictus().args(["keys", "check"]).arg(root.path()));
     assert!(err.contains("ca.pem"), "{err}");
+    // The doctor says the same, as its last check and a note of its verdict; it
+    // still exits 0 (nothing has ended).
+    let out = succeeds(
+        ictus()
+            .args(["doctor", "--json", "--keys"])
+            .arg(dir.join("bundles/hosts/h2")),
+    );
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let last = audit["checks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["id"], "keys", "{last}");
+    assert_eq!(last["status"], "available", "{last}");
+    let detail = last["detail"].as_str().unwrap();
+    assert!(detail.contains("host h2: ends in 0 day(s)"), "{detail}");
+    assert!(
+        last["advice"]
+            .as_str()
+            .unwrap()
+            .contains("ictus keys renew")
+    );
+    let notes = audit["verdict"]["notes"].to_string();
+    assert!(notes.contains("host h2 end within 14 days"), "{notes}");
+    let out = succeeds(ictus().args(["doctor", "--keys"]).arg(&dir));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Run keys (TLS)"), "{text}");
+    let err = refused(ictus().args(["doctor", "--keys"]).arg(root.path()));
+    assert!(err.contains("ca.pem"), "{err}");
 }

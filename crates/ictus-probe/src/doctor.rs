@@ -116,6 +116,9 @@ pub enum CheckId {
     IdleStates,
     /// Whether a hypervisor runs this machine, and its steal time.
     Virtualization,
+    /// The run's keys (`ictus doctor --keys FOLDER` only, after the others): when
+    /// each certificate ends.
+    Keys,
     /// The kernel's latency tracers.
     Tracers,
     /// A check this version does not know (an audit written by a later one).
@@ -124,7 +127,8 @@ pub enum CheckId {
 }
 
 impl CheckId {
-    /// Every check, in the order the audit lists them.
+    /// Every check of the machine, in the order the audit lists them ([`CheckId::Keys`]
+    /// follows them when asked for).
     pub const ALL: [CheckId; 14] = [
         CheckId::Cpus,
         CheckId::Preemption,
@@ -159,6 +163,7 @@ impl CheckId {
             CheckId::IdleStates => "idle-states",
             CheckId::Virtualization => "virtualization",
             CheckId::Tracers => "tracers",
+            CheckId::Keys => "keys",
             CheckId::Other => "other",
         }
     }
