@@ -24,8 +24,7 @@
 
 use std::net::SocketAddr;
 
-use thiserror::Error;
-
+mod error;
 pub mod gaps;
 pub mod guard;
 pub mod health;
@@ -78,27 +77,8 @@ pub(crate) fn free_loopback() -> String {
 }
 use zenoh::Wait;
 
+pub use error::NetError;
 pub use zenoh::Session;
-
-/// Why a session could not be opened.
-#[derive(Debug, Error)]
-pub enum NetError {
-    /// An endpoint that is not `tcp/ADDRESS:PORT` or `udp/ADDRESS:PORT`.
-    #[error(
-        "endpoint '{text}': expected tcp/, udp/, tls/ or quic/ADDRESS:PORT (e.g. tcp/10.77.0.1:7447)"
-    )]
-    BadEndpoint {
-        /// The endpoint as given.
-        text: String,
-    },
-    /// Zenoh refused the configuration or could not open the session (a port in
-    /// use, an address not on this host).
-    #[error("zenoh: {0}")]
-    Zenoh(String),
-    /// The run's keys are missing or unreadable.
-    #[error("keys: {0}")]
-    Keys(String),
-}
 
 /// A link protocol Zenoh is built with here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

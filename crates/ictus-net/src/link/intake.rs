@@ -2,7 +2,32 @@
 //! checked against its claims, copied into this host's table, its delay measured
 //! stage by stage, its gaps and lateness counted.
 
-use super::*;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ictus_core::{LatencyHistogram, Nanos};
+use ictus_exec::cell::Cells;
+use ictus_exec::report::LinkStage;
+use ictus_os::clock::monotonic_now;
+
+use crate::gaps::Gaps;
+use crate::guard::{Guard, Refusal};
+use crate::late::Lateness;
+
+use super::stages::Stages;
+use super::wire::Publication;
+
+/// What the forwarder and the cell subscriber count.
+#[derive(Default)]
+pub(super) struct CellCounts {
+    pub(super) sent: AtomicU64,
+    pub(super) bytes: AtomicU64,
+    pub(super) received: AtomicU64,
+}
+
+/// Per cell, the host and time (this host's clock) of the last copy from another host.
+pub(super) type Arrivals = Vec<Option<(usize, Nanos)>>;
 
 /// Where the other hosts' publications come in: checked against their claims
 /// ([`Guard`]), then copied into the cells.

@@ -50,9 +50,9 @@ use ictus_core::{LatencyHistogram, Nanos};
 use ictus_exec::cell::Cells;
 use ictus_exec::control::Control;
 use ictus_exec::link::{Link, LinkEvent, RemoteSlot, Start};
-use ictus_exec::report::{Distribution, HostReport, LinkStage, StageFigure, ThreadOutcome};
+use ictus_exec::report::{Distribution, HostReport, LinkStage, ThreadOutcome};
 use ictus_exec::schedule::Schedule;
-use ictus_exec::state::{SetupChannelError, SetupStore, SetupUpstream, StateWord};
+use ictus_exec::state::{SetupStore, StateWord};
 use ictus_os::clock::monotonic_now;
 use zenoh::Wait;
 
@@ -79,7 +79,7 @@ mod status;
 mod tests;
 mod wire;
 
-use intake::Intake;
+use intake::{Arrivals, CellCounts, Intake};
 use setup::ZenohSetup;
 use stages::Stages;
 use status::{
@@ -152,17 +152,6 @@ struct TickShared {
     sent: AtomicU64,
     bytes: AtomicU64,
 }
-
-/// What the forwarder and the cell subscriber count.
-#[derive(Default)]
-struct CellCounts {
-    sent: AtomicU64,
-    bytes: AtomicU64,
-    received: AtomicU64,
-}
-
-/// Per cell, the host and time (this host's clock) of the last copy from another host.
-type Arrivals = Vec<Option<(usize, Nanos)>>;
 
 /// [`Link`] on a Zenoh session.
 pub struct ZenohLink {

@@ -1,7 +1,12 @@
 //! A node's setup requests, sent to the main host's setup channel (`setup/kv/KEY`):
 //! seed 003's client/server requests, as the node's subsystems make them.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use ictus_exec::state::{SetupChannelError, SetupUpstream};
+use zenoh::Wait;
+
+use crate::Session;
 
 /// A node's setup requests, sent to the main host's queryable (`setup/kv/KEY`).
 pub(super) struct ZenohSetup {

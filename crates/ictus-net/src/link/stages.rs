@@ -1,7 +1,8 @@
 //! Where a cell's time goes, stage by stage ([`LinkStage`]): the forwarder's sending
 //! stages and the intake's receiving ones.
 
-use super::*;
+use ictus_core::{LatencyHistogram, Nanos};
+use ictus_exec::report::{Distribution, LinkStage, StageFigure};
 
 /// The delays of each [`LinkStage`] on one host, in the stages' order.
 pub(super) struct Stages([LatencyHistogram; LinkStage::ALL.len()]);

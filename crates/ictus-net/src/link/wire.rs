@@ -1,7 +1,14 @@
 //! The wire format of a run across hosts (docs/wire.md, which `python/ictus_zenoh`
 //! mirrors): a cell publication, the claims a host serves, the layout a run serves.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use ictus_core::Nanos;
+use ictus_exec::cell::Cells;
+use ictus_exec::schedule::Schedule;
+
+use crate::guard::Claims;
 
 /// The version of the wire format (docs/wire.md), in the layout a run serves.
 pub const WIRE_VERSION: u32 = 1;
