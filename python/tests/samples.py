@@ -106,6 +106,8 @@ def fresh(who: Union[unittest.TestCase, str]) -> Dict[str, Path]:
     binary = os.environ.get("ICTUS")
     if not binary:
         skip(who, "ICTUS is not set: only the committed files are read (set ICTUS=target/debug/ictus to read files made now)")
+    if os.sep in binary:  # A path: the files are made in another directory.
+        binary = str(Path(binary).resolve())
     if _fresh is None and _fresh_error is None:
         try:
             _fresh = _make(binary)
@@ -121,6 +123,22 @@ def _cleanup() -> None:
     """Removes what :func:`fresh` made, when the tests end."""
     if _fresh is not None:
         shutil.rmtree(_fresh["root"], ignore_errors=True)
+
+
+def python_with_mcap() -> Optional[str]:
+    """Another Python that imports ``mcap``, for when this one does not:
+    ``ICTUS_PYTHON_MCAP``, else ``target/py-mcap/bin/python`` at the repository root
+    (.ci/run makes it with mcap==1.6.0), as crates/ictus-cli/tests/record.rs finds
+    one."""
+    candidates = [os.environ.get("ICTUS_PYTHON_MCAP"), str(REPO / "target" / "py-mcap" / "bin" / "python")]
+    for python in filter(None, candidates):
+        try:
+            ok = subprocess.run([python, "-c", "import mcap.reader"], capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if ok.returncode == 0:
+            return python
+    return None
 
 
 def has(module: str) -> bool:

@@ -1,11 +1,15 @@
 """ictus.cells against bytes built by hand from docs/recording.md, and what opening a
 recording says without the `mcap` package. Standard library only: the recordings
-themselves are read in test_recording_mcap.py."""
+themselves are read in test_recording_mcap.py, by this Python where it has `mcap`,
+else (from here) by one that has: ICTUS_PYTHON_MCAP or target/py-mcap/bin/python."""
 
+import os
+import subprocess
 import struct
+import sys
 import unittest
 
-from samples import DATA, has, skip
+from samples import DATA, HERE, has, python_with_mcap, skip
 
 import ictus
 from ictus.cells import cdr_offsets, decode_cdr, ros2msg_schema
@@ -62,6 +66,29 @@ class CdrTests(unittest.TestCase):
             ros2msg_schema(DOC_CELL),
             "int32 int\nint32[12] int12\nint16[5] short5\nfloat64 double\nuint8[4] char4\n",
         )
+
+
+class RecordingsTests(unittest.TestCase):
+    def test_the_recordings_are_read_by_a_python_with_mcap(self):
+        if has("mcap.reader"):
+            raise unittest.SkipTest("this Python has mcap: test_recording_mcap.py runs here")
+        python = python_with_mcap()
+        if python is None:
+            skip(
+                self,
+                "no Python with mcap: recordings are not read (pip install './python[mcap]', "
+                "set ICTUS_PYTHON_MCAP, or make target/py-mcap as .ci/run does)",
+            )
+        out = subprocess.run(
+            [python, "-m", "unittest", "discover", "-s", str(HERE), "-p", "test_recording_mcap.py"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        self.assertEqual(out.returncode, 0, f"{python}: {out.stderr}")
+        ran = [line for line in out.stderr.splitlines() if line.startswith("Ran ")]
+        print(f"\ntest_recording_mcap.py with {python}: {ran[-1] if ran else '?'}, OK", file=sys.stderr)
 
 
 class WithoutMcapTests(unittest.TestCase):
