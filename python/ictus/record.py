@@ -2,7 +2,7 @@
 ``ictus run SCHEDULE -o FILE.json`` write, schema ``ictus.run-record`` version 1,
 loaded into plain dataclasses. Standard library only.
 
-    >>> r = load_record("python/tests/data/timer.json")  # doctest: +SKIP
+    >>> r = load_record("timer.json")  # doctest: +SKIP
     >>> r.probe, r.merged.summary.p99_ns, r.provenance.kernel_release  # doctest: +SKIP
     ('timer', 1234, '6.18.44')
     >>> r.rows("latency")[0]["who"]  # doctest: +SKIP
