@@ -1,4 +1,5 @@
-"""The decoders of ictus_zenoh against bytes built by hand from docs/wire.md.
+"""The decoders of ictus.live (ictus_zenoh before 0.2) against bytes built by hand
+from docs/wire.md.
 
 Standard library only (no Zenoh): run with ``python -m unittest discover python/tests``
 from the repository root.
@@ -12,8 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import ictus.live  # noqa: E402
 import ictus_zenoh  # noqa: E402
-from ictus_zenoh import (  # noqa: E402
+from ictus.live import (  # noqa: E402
     END_FRAME,
     NO_STOP,
     Publication,
@@ -240,9 +242,16 @@ class LayoutTests(unittest.TestCase):
             check_layout([1, 2], "r")
 
 
+class FormerNameTests(unittest.TestCase):
+    def test_ictus_zenoh_is_ictus_live_under_its_former_name(self):
+        for name in ictus.live.__all__:
+            with self.subTest(name=name):
+                self.assertIs(getattr(ictus_zenoh, name), getattr(ictus.live, name))
+
+
 def load_tests(loader, tests, ignore):
     # The module's own examples.
-    tests.addTests(doctest.DocTestSuite(ictus_zenoh))
+    tests.addTests(doctest.DocTestSuite(ictus.live))
     return tests
 
 

@@ -1,5 +1,5 @@
 //! End-to-end: a tool of one's own reads a run across hosts (issue 21, docs/wire.md).
-//! The Python module `python/ictus_zenoh`, with the run's reader certificate and
+//! The Python module `ictus.live` (python/ictus/live), with the run's reader certificate and
 //! connected to one host of seed 003's ring on three hosts (loopback), reads cells A,
 //! B and C by name while the ring runs, and cannot write. Structure only: what was
 //! read and that the run was untouched, never a timing.
@@ -94,7 +94,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
         &python,
         &[
             "-m",
-            "ictus_zenoh",
+            "ictus.live",
             "read",
             "--endpoint",
             &on_h3,
@@ -122,7 +122,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let warnings = format!("the run warned: {}", r["warnings"]);
     let seen = json_of("the reader", &read, &warnings);
-    let by_cli = json_of("python -m ictus_zenoh", &by_cli, &warnings);
+    let by_cli = json_of("python -m ictus.live", &by_cli, &warnings);
 
     // The layout: the run, its hosts, and cells A, B and C with the stress elements.
     let layout = &seen["layout"];
@@ -210,7 +210,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     // Its writes went nowhere, without an error on its side (Zenoh's put is local).
     assert_eq!(seen["put_errors"], serde_json::json!([]));
     // The command line, on another host, read B by name.
-    int(&by_cli["B"]["int"], "B.int (python -m ictus_zenoh)");
+    int(&by_cli["B"]["int"], "B.int (python -m ictus.live)");
     assert_eq!(by_cli["B"]["int200"].as_array().map(Vec::len), Some(200));
 
     // The run was untouched: every host exited 0 and the record is whole; no frame

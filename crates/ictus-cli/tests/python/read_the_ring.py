@@ -1,5 +1,5 @@
 """Driven by crates/ictus-cli/tests/python.rs while seed 003's ring runs on three hosts:
-reads cells A, B and C with ictus_zenoh as a reader of the run, tries to write (cells
+reads cells A, B and C with ictus.live as a reader of the run, tries to write (cells
 under the name of the hosts that write them, a tick that would stop the run at frame
 1), and prints what it saw as one JSON object.
 
@@ -13,7 +13,7 @@ import time
 
 import zenoh
 
-from ictus_zenoh import Run, connect
+from ictus.live import Run, connect
 
 endpoint, keys, reader, name = sys.argv[1:5]
 session = connect(endpoint, keys, reader, timeout=10)
