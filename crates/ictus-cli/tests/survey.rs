@@ -165,7 +165,37 @@ fn a_survey_writes_every_record_the_manifest_and_both_reports() {
         Vec::<String>::new(),
         "the machine is as it was"
     );
+    python_reads(&dir, &manifest);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The Python package (python/ictus, issue 34) reads the survey directory just made:
+/// its steps and verdict as the manifest has them.
+fn python_reads(dir: &Path, manifest: &Value) {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
+    let Ok(out) = std::process::Command::new("python3")
+        .args(["-m", "ictus", "show"])
+        .arg(dir)
+        .env("PYTHONPATH", &package)
+        .output()
+    else {
+        ictus_os::testing::skipped(
+            "a_survey_writes_every_record_the_manifest_and_both_reports (Python)",
+            "no python3",
+        );
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps = manifest["steps"].as_array().unwrap();
+    let done = steps.iter().filter(|s| s["status"] == "done").count();
+    assert!(text.contains(&format!("{done} done")), "{text}");
+    let line = manifest["verdict"]["line"].as_str().unwrap();
+    assert!(text.contains(line), "{text}");
 }
 
 #[test]
