@@ -1,5 +1,5 @@
 //! The modules of ictus-net import one way: no module imports a module that imports
-//! it back (issue 33). The scan is ictus-exec's ([`module_graph`]).
+//! it back (issue 33). The scan is ictus-exec's (`module_graph`).
 
 #[path = "../../ictus-exec/tests/module_graph/mod.rs"]
 mod module_graph;

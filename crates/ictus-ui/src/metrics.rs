@@ -52,7 +52,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::LiveStatus;
+use ictus_exec::live::LiveStatus;
 
 /// The upper bounds of the histograms' buckets, in seconds (see the module's text).
 pub const BUCKETS: [f64; 16] = [

@@ -301,18 +301,31 @@ fn ident_before(b: &[char], i: usize) -> bool {
 }
 
 /// The code with every `#[cfg(test)]` item blanked (a `mod tests { .. }`, a
-/// `use ..;`, a `fn`): test code may import anything.
+/// `use ..;`, a `fn`; also `#[cfg(all(test, ..))]`): test code may import anything.
 fn drop_test_items(code: &str) -> String {
     let mut b: Vec<char> = code.chars().collect();
-    let pattern: Vec<char> = "#[cfg(test)]".chars().collect();
+    let patterns: [Vec<char>; 2] = [
+        "#[cfg(test)]".chars().collect(),
+        "#[cfg(all(test,".chars().collect(),
+    ];
     let mut i = 0;
-    while i + pattern.len() <= b.len() {
-        if b[i..i + pattern.len()] != pattern[..] {
+    while i < b.len() {
+        let Some(pattern) = patterns
+            .iter()
+            .find(|p| i + p.len() <= b.len() && b[i..i + p.len()] == p[..])
+        else {
             i += 1;
             continue;
+        };
+        // The attribute ends at its `]` (`all(..)`'s after its own parentheses).
+        let mut j = i + pattern.len();
+        if pattern.last() != Some(&']') {
+            while j < b.len() && b[j] != ']' {
+                j += 1;
+            }
+            j += 1;
         }
         // The item runs to its first `;` at depth 0 or the end of its first block.
-        let mut j = i + pattern.len();
         let mut depth = 0usize;
         while j < b.len() {
             match b[j] {
