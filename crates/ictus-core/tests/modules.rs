@@ -11,5 +11,8 @@ fn no_module_of_ictus_core_imports_a_module_that_imports_it_back() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let circles = module_graph::circles(&src);
     let report: String = circles.iter().map(ToString::to_string).collect();
-    assert!(circles.is_empty(), "module circles in ictus-core:\n{report}");
+    assert!(
+        circles.is_empty(),
+        "module circles in ictus-core:\n{report}"
+    );
 }
