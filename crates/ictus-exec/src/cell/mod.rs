@@ -49,8 +49,8 @@
 //! **Frame-coherent transfer.** The executive copies a whole cell at once:
 //! [`Cells::read_cell`] copies a coherent snapshot into a buffer and returns
 //! its sequence number; [`Cells::write_cell`] publishes a buffer as one write
-//! (or [`Cells::write_cell_range`] some of its bytes, when several subsystems
-//! write different elements of one cell). [`ElementSlot`] encodes and decodes
+//! (or some of its bytes, when several subsystems write different elements of
+//! one cell; another host's bytes come in only through [`ForeignWrites`]). [`ElementSlot`] encodes and decodes
 //! one element at its offset in such a buffer. No reader ever sees a torn
 //! element, or elements of one cell from two different writes. Reads and
 //! writes never allocate.
@@ -94,6 +94,7 @@ mod builder;
 mod element;
 mod error;
 mod file;
+mod foreign;
 mod storage;
 mod table;
 mod values;
@@ -103,6 +104,7 @@ pub use element::{ElemShape, ElemType, Element, ElementSlot, Scalar};
 pub use error::CellError;
 pub(crate) use file::content_problem;
 pub use file::{CellFileError, CellSpec, ElementSpec};
+pub use foreign::ForeignWrites;
 pub use storage::{Cells, ElementRef};
 pub use table::{
     CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,

@@ -324,7 +324,7 @@ impl Cells {
     ///
     /// If the range passes the end of the cell.
     #[inline]
-    pub fn write_cell_range(&self, cell: usize, offset: usize, bytes: &[u8]) {
+    pub(crate) fn write_cell_range(&self, cell: usize, offset: usize, bytes: &[u8]) {
         self.lock(cell).write_at(offset, bytes);
     }
 
@@ -343,7 +343,7 @@ impl Cells {
     /// One attempt at [`write_cell_range`](Self::write_cell_range): `false`
     /// (nothing written) while another write holds the cell.
     #[inline]
-    pub fn try_write_cell_range(&self, cell: usize, offset: usize, bytes: &[u8]) -> bool {
+    pub(crate) fn try_write_cell_range(&self, cell: usize, offset: usize, bytes: &[u8]) -> bool {
         self.lock(cell).try_write_at(offset, bytes)
     }
 

@@ -516,6 +516,7 @@ impl ZenohLink {
             cells: cells.clone(),
             here: self.host,
             ours: mine.to_vec(),
+            door: ictus_exec::cell::ForeignWrites::new(cells, mine),
             guard: Arc::clone(&self.guard),
             counts: Arc::clone(&self.counts),
             latency: Arc::clone(&self.latency),
