@@ -17,12 +17,12 @@ use std::time::Duration;
 use clap::Args;
 use ictus_core::Nanos;
 use ictus_exec::link::Link;
-use ictus_exec::record::McapSink;
+use ictus_exec::tap::mcap::McapSink;
 use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::{Schedule, ScheduleError};
 use ictus_exec::tap::Sink;
-use ictus_exec::trace::TraceSink;
+use ictus_exec::tap::timeline::TraceSink;
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 

@@ -149,14 +149,14 @@ fn main() -> ExitCode {
     }
     let mut sinks: Vec<Box<dyn ictus_exec::tap::Sink>> = Vec::new();
     if let Some(p) = &record {
-        match ictus_exec::record::McapSink::create(p.as_ref()) {
+        match ictus_exec::tap::mcap::McapSink::create(p.as_ref()) {
             Ok(sink) => sinks.push(Box::new(sink)),
             Err(e) => return fail(&format!("--record {p}: {e}")),
         }
     }
     if let Some(p) = &trace {
         let cap = ictus_os::trace::DEFAULT_CAP_BYTES;
-        match ictus_exec::trace::TraceSink::new(p.as_ref(), cap) {
+        match ictus_exec::tap::timeline::TraceSink::new(p.as_ref(), cap) {
             Ok(sink) => sinks.push(Box::new(sink)),
             Err(e) => return fail(&format!("--trace {p}: {e}")),
         }

@@ -121,7 +121,7 @@ fn var(name: &'static str) -> Result<String, ChildError> {
 /// Runs the subsystem `maker` makes, named `name` in the schedule, as a child of
 /// `ictus run`; or, when `ictus replay` launched the program (`ICTUS_REPLAY`
 /// names a recording), replays it against the recording in this process
-/// ([`crate::replay::replay_program`]): the verdict goes to `ICTUS_OUTCOME`, a
+/// (`replay::replay_program`, with the `mcap` feature): the verdict goes to `ICTUS_OUTCOME`, a
 /// difference is an error, and the outcome returned carries only the frames
 /// replayed (`end` is `replayed`).
 pub fn run(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
@@ -133,12 +133,29 @@ pub fn run(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
 
 /// The recording to replay, when `ictus replay` launched this program.
 fn replay_file() -> Option<PathBuf> {
-    std::env::var_os(crate::replay::REPLAY_ENV)
+    #[cfg(feature = "mcap")]
+    let var = crate::replay::REPLAY_ENV;
+    // The same variable, for a program built without replay to say so.
+    #[cfg(not(feature = "mcap"))]
+    let var = "ICTUS_REPLAY";
+    std::env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
 }
 
+/// Without ictus-exec's `mcap` feature a program cannot read a recording.
+#[cfg(not(feature = "mcap"))]
+fn replayed(name: &str, maker: Maker, file: &std::path::Path) -> Result<ThreadOutcome, ChildError> {
+    let _ = (name, maker);
+    Err(ChildError::Replay(format!(
+        "cannot replay {}: this program was built without ictus-exec's `mcap` feature \
+         (default-features = false); build it with the feature to replay it",
+        file.display()
+    )))
+}
+
 /// Replays subsystem `name` (see [`run`]).
+#[cfg(feature = "mcap")]
 fn replayed(name: &str, maker: Maker, file: &std::path::Path) -> Result<ThreadOutcome, ChildError> {
     let asked = var(env::SUBSYSTEM)?;
     if asked != name {

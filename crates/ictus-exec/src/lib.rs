@@ -22,7 +22,7 @@ pub mod hub;
 pub mod link;
 pub mod live;
 pub mod program;
-pub mod record;
+#[cfg(feature = "mcap")]
 pub mod replay;
 pub mod report;
 pub mod role;
@@ -33,4 +33,3 @@ pub mod state;
 pub mod stress;
 pub mod subsystem;
 pub mod tap;
-pub mod trace;

@@ -36,7 +36,7 @@ use thiserror::Error;
 use crate::cell::{CellTable, Cells, ElemType};
 use crate::control::Control;
 use crate::hub::Hubs;
-use crate::record::CdrLayout;
+use crate::tap::mcap::CdrLayout;
 use crate::schedule::Schedule;
 use crate::state::States;
 use crate::subsystem::{Flow, Frame, Maker, Registry, element_count};
@@ -719,7 +719,7 @@ pub fn replay_program(file: &Path, name: &str, maker: Maker) -> Result<Verdict, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::McapSink;
+    use crate::tap::mcap::McapSink;
     use crate::tap::{CellRecord, Direction, EventRecord, FrameRecord, Sink, TapEnd, TapRun};
 
     const SCHEDULE: &str = "name = \"ring\"\ntick = \"1ms\"\nmajor_frame = 1\ninitial_state = \"run\"\n[[cell]]\nname = \"A\"\nelements = [ { name = \"x\", type = \"i32\" }, { name = \"f\", type = \"f64\", len = 3 } ]\n[[cell]]\nname = \"B\"\nelements = [ { name = \"x\", type = \"i32\" }, { name = \"f\", type = \"f64\", len = 3 } ]\n[[subsystem]]\nname = \"a\"\nbuiltin = \"increment\"\nconfig = { from = \"A\", to = \"B\" }\n";

@@ -1,7 +1,6 @@
 //! The tap: what a run's subsystems did, frame by frame, carried off their
 //! real-time threads to the sinks that write it out (issue 24): the MCAP
-//! recording ([`crate::record`]), the Chrome/Perfetto timeline
-//! ([`crate::trace`]).
+//! recording ([`mcap`]), the Chrome/Perfetto timeline ([`timeline`]).
 //!
 //! Each subsystem thread (or program) pushes, with no allocation and no system
 //! call, into a bounded ring of its own ([`ring`]): the inputs it pulled when
@@ -16,8 +15,11 @@
 //! Across hosts each host taps its own subsystems: `ictus run --record` records
 //! the main host's, `ictus node --record` a node's.
 
+#[cfg(feature = "mcap")]
+pub mod mcap;
 pub mod recorder;
 pub mod ring;
+pub mod timeline;
 
 pub use ring::{Direction, FrameRecord};
 
