@@ -21,8 +21,8 @@ use std::process::Command;
 
 use common::{ictus, ictus_in, refused, scratch_run, stress_copy};
 use ictus_core::Nanos;
-use ictus_exec::tap::mcap::McapSink;
 use ictus_exec::schedule::Schedule;
+use ictus_exec::tap::mcap::McapSink;
 use ictus_exec::tap::{CellRecord, Direction, FrameRecord, Sink, TapEnd, TapRun};
 use serde_json::Value;
 

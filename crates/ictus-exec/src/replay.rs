@@ -36,10 +36,10 @@ use thiserror::Error;
 use crate::cell::{CellTable, Cells, ElemType};
 use crate::control::Control;
 use crate::hub::Hubs;
-use crate::tap::mcap::CdrLayout;
 use crate::schedule::Schedule;
 use crate::state::States;
 use crate::subsystem::{Flow, Frame, Maker, Registry, element_count};
+use crate::tap::mcap::CdrLayout;
 
 /// The environment variable that puts a program in replay mode: the recording.
 pub const REPLAY_ENV: &str = "ICTUS_REPLAY";
