@@ -23,8 +23,8 @@ use ictus_os::facts::{PreemptModel, Preemption};
 use ictus_os::fs::{InputError, InputKind};
 use ictus_os::json::{self, JsonError, JsonPath, Place};
 use ictus_os::sched::Policy;
+use serde::Deserialize;
 use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -342,23 +342,7 @@ fn cyclictest_value(v: &Value, numbers: File, file: &Source<'_>) -> Result<RunRe
     Ok(record)
 }
 
-/// The parameters of a timer record imported from cyclictest (units in the key
-/// names); [`crate::timer::RecordedParams`] reads them back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CyclictestParams {
-    /// Always `cyclictest`.
-    pub imported_from: String,
-    /// cyclictest's command line.
-    pub cmdline: String,
-    /// Its interval (`-i`), when given.
-    pub interval_ns: Option<u64>,
-    /// Its duration (`-D`), when given.
-    pub duration_ns: Option<u64>,
-    /// How it waited: `nanosleep`.
-    pub mode: String,
-    /// The policy its priority (`-p`) gives.
-    pub policy: Policy,
-}
+pub use crate::timer::CyclictestParams;
 
 /// What cyclictest's command line says about the run.
 struct CommandLine {

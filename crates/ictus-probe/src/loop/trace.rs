@@ -28,7 +28,9 @@ use ictus_os::fs::OutputError;
 use ictus_os::trace::{NoArgs, Scope, TraceSpec, TraceWriter, Track};
 use serde::Serialize;
 
-use super::{LoopParams, Trial, khz, period_of};
+use super::params::{LoopParams, khz, period_of};
+use crate::record::ThreadConfig;
+use ictus_core::{LatencyHistogram, MissCounter};
 
 /// The marks of a step: the release deadline (a follower: its arrival), then the
 /// end of each phase.
@@ -156,7 +158,7 @@ impl Timeline {
         let meta = RunMeta {
             tool: "ictus",
             version: env!("CARGO_PKG_VERSION"),
-            probe: super::PROBE.name(),
+            probe: super::params::PROBE.name(),
             threads: params.threads,
             modules: params.modules,
             exchange_bytes: params.exchange_bytes,
@@ -246,6 +248,36 @@ impl Timeline {
     pub(super) fn finish(self) -> Result<Option<Warning>, OutputError> {
         let summary = self.writer.finish()?;
         Ok(summary.warning(&self.path))
+    }
+}
+
+/// One trial's outcome.
+pub(super) struct Trial {
+    pub(super) frequency_hz: f64,
+    pub(super) steps: u64,
+    /// Deadline to end of step, serviced steps.
+    pub(super) completion: LatencyHistogram,
+    /// Period minus completion, steps that made it.
+    pub(super) slack: LatencyHistogram,
+    /// Deadline to leader wake-up.
+    pub(super) release: LatencyHistogram,
+    /// Steps completed after their period.
+    pub(super) late: u64,
+    /// Releases skipped.
+    pub(super) skipped: MissCounter,
+    /// Longest run of consecutive missed steps (late or skipped).
+    pub(super) longest_run: u64,
+    pub(super) margin: Nanos,
+    pub(super) configs: Vec<ThreadConfig>,
+    pub(super) warnings: Vec<Warning>,
+    pub(super) stopped: bool,
+    /// Each thread's marks, for the trace (empty when not traced).
+    pub(super) marks: Vec<Marks>,
+}
+
+impl Trial {
+    pub(super) fn misses(&self) -> u64 {
+        self.late + self.skipped.missed
     }
 }
 

@@ -1,10 +1,110 @@
 //! The `pingpong` probe's measurement: one hand-off point per primitive and
 //! placement.
 
+use std::fmt;
+
+use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use super::{MEASUREMENT, Placement, Primitive};
 use crate::view::Kind;
+
+/// The name of every point's measurement in `record.measurements`.
+pub const MEASUREMENT: &str = "handoff";
+
+/// How one thread wakes the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Primitive {
+    /// A flag word per direction, slept on with `FUTEX_WAIT` and woken with
+    /// `FUTEX_WAKE` (what a semaphore or mutex does underneath).
+    Futex,
+    /// A pipe per direction carrying one u64 (as `perf bench sched pipe`).
+    Pipe,
+    /// An eventfd per direction.
+    Eventfd,
+    /// `std::sync::Mutex` with a `Condvar` per direction.
+    Condvar,
+    /// A POSIX message queue per direction (as rt-tests `pmqtest`).
+    Mq,
+    /// A flag word per direction, polled with `sched_yield` between checks: both
+    /// threads always runnable, on one CPU only.
+    Yield,
+}
+
+impl Primitive {
+    /// Every primitive, in the order `all` runs them.
+    pub const ALL: [Primitive; 6] = [
+        Primitive::Futex,
+        Primitive::Pipe,
+        Primitive::Eventfd,
+        Primitive::Condvar,
+        Primitive::Mq,
+        Primitive::Yield,
+    ];
+
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Primitive::Futex => "futex",
+            Primitive::Pipe => "pipe",
+            Primitive::Eventfd => "eventfd",
+            Primitive::Condvar => "condvar",
+            Primitive::Mq => "mq",
+            Primitive::Yield => "yield",
+        }
+    }
+
+    /// Whether the primitive means anything with the threads on two CPUs (`yield`
+    /// does not: each thread would spin alone on its CPU, yielding to nobody).
+    pub fn works_across_cpus(self) -> bool {
+        self != Primitive::Yield
+    }
+}
+
+impl fmt::Display for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where the two threads run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Both on the first CPU of the set (seed 004's SP).
+    SameCpu,
+    /// On the first two CPUs of the set (seed 004's MP).
+    CrossCpu,
+}
+
+impl Placement {
+    /// Both placements, in the order `both` runs them.
+    pub const ALL: [Placement; 2] = [Placement::SameCpu, Placement::CrossCpu];
+
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::SameCpu => "same-cpu",
+            Placement::CrossCpu => "cross-cpu",
+        }
+    }
+
+    /// The CPUs of the two threads taken from `cpus`: both on the first, or on the
+    /// first two (the set must be long enough: the probes' `validate` checks it).
+    pub fn cpus(self, cpus: &CpuSet) -> (usize, usize) {
+        let cpus = cpus.cpus();
+        match self {
+            Placement::SameCpu => (cpus[0], cpus[0]),
+            Placement::CrossCpu => (cpus[0], cpus[1]),
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A hand-off point (`handoff`): its latency is the one-way hand-off time.
 pub enum Handoff {}

@@ -335,7 +335,25 @@ pub enum RecordedParams {
     /// Written by [`run`].
     Probe(ParamsRecord),
     /// Written by [`crate::import::cyclictest`].
-    Imported(crate::import::CyclictestParams),
+    Imported(CyclictestParams),
+}
+
+/// The parameters of a timer record imported from cyclictest (units in the key
+/// names; [`crate::import::cyclictest`] writes them); [`RecordedParams`] reads them back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CyclictestParams {
+    /// Always `cyclictest`.
+    pub imported_from: String,
+    /// cyclictest's command line.
+    pub cmdline: String,
+    /// Its interval (`-i`), when given.
+    pub interval_ns: Option<u64>,
+    /// Its duration (`-D`), when given.
+    pub duration_ns: Option<u64>,
+    /// How it waited: `nanosleep`.
+    pub mode: String,
+    /// The policy its priority (`-p`) gives.
+    pub policy: Policy,
 }
 
 impl RecordedParams {
