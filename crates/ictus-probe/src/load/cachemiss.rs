@@ -8,7 +8,8 @@
 
 use ictus_core::CpuSet;
 
-use super::{LoadStartError, Plan, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::spec::*;
+use super::worker::*;
 
 /// Accesses between two looks at the stop flag (under a millisecond even at 200 ns
 /// per miss).

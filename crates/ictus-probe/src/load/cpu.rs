@@ -4,7 +4,7 @@ use std::hint::black_box;
 
 use ictus_core::CpuSet;
 
-use super::{Plan, Tally, Worker};
+use super::worker::*;
 
 /// Loop iterations between two looks at the stop flag (tens of microseconds).
 const STEP: u64 = 1 << 16;

@@ -14,12 +14,12 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use ictus_core::CpuSet;
 
-use super::{LoadError, LoadStartError, Plan, Tally, Worker};
+use super::spec::*;
+use super::worker::*;
 
 /// Bytes written (then read) per step.
 const BLOCK: usize = 256 << 10;
@@ -78,69 +78,4 @@ fn step(file: &File, block: &[u8], back: &mut [u8], offset: u64) -> io::Result<(
     file.write_all_at(block, offset)?;
     file.sync_all()?;
     file.read_exact_at(back, offset)
-}
-
-/// A directory of our own for the disk load's files, removed by [`ScratchDir::remove`]
-/// or on drop.
-#[derive(Debug)]
-pub(super) struct ScratchDir {
-    path: PathBuf,
-    removed: bool,
-}
-
-impl ScratchDir {
-    /// Creates `ictus-load-<pid>-<n>` under `$TMPDIR` if set, else `/var/tmp` (kept on
-    /// disk by convention, where `/tmp` is often tmpfs and its `fsync` reaches no
-    /// device), else the system's temporary directory.
-    fn create() -> Result<ScratchDir, LoadError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let base = base_dir();
-        loop {
-            // Relaxed: only uniqueness within the process matters, which the atomic
-            // read-modify-write gives in any order.
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path = base.join(format!("ictus-load-{}-{n}", std::process::id()));
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    return Ok(ScratchDir {
-                        path,
-                        removed: false,
-                    });
-                }
-                // Left over by an earlier process with the same pid: pick another.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(source) => return Err(LoadError::TempDir { base, source }),
-            }
-        }
-    }
-
-    pub(super) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Removes the directory and everything in it.
-    pub(super) fn remove(mut self) -> Result<(), String> {
-        self.removed = true;
-        std::fs::remove_dir_all(&self.path)
-            .map_err(|e| format!("removing {} failed: {e}", self.path.display()))
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        if !self.removed {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-fn base_dir() -> PathBuf {
-    if std::env::var_os("TMPDIR").is_some_and(|t| !t.is_empty()) {
-        return std::env::temp_dir();
-    }
-    let var_tmp = Path::new("/var/tmp");
-    if var_tmp.is_dir() {
-        return var_tmp.to_path_buf();
-    }
-    std::env::temp_dir()
 }

@@ -3,7 +3,8 @@
 
 use ictus_core::CpuSet;
 
-use super::{LoadStartError, Plan, Tally, Worker, largest_cache_bytes, touched_buffer};
+use super::spec::*;
+use super::worker::*;
 
 /// Bytes copied between two looks at the stop flag (well under a millisecond).
 const CHUNK: usize = 1 << 20;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use ictus_core::CpuSet;
 
-use super::{Job, LoadError, Plan, Tally, Worker};
+use super::spec::*;
+use super::worker::*;
 
 /// Payload per datagram (as `ping -f`'s 56 bytes plus its 8-byte header).
 const PAYLOAD: usize = 64;

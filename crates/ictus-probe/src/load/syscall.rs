@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 
 use ictus_core::CpuSet;
 
-use super::{Plan, Tally, Worker};
+use super::worker::*;
 
 /// System calls per operation: `pipe2`, `write`, `read`, `close`, `close`.
 pub(super) const SYSCALLS_PER_OP: u64 = 5;

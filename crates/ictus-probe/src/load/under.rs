@@ -5,7 +5,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::{LoadError, LoadReport, LoadSpec, RunningLoads, start};
+use super::running::{RunningLoads, start};
+use super::spec::{LoadError, LoadReport, LoadSpec};
 use crate::progress::Progress;
 use crate::record::RunRecord;
 
