@@ -238,18 +238,7 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
     }
 }
 
-/// 1-based line and column (in characters) of byte `offset` of `bytes`, counting only
-/// the valid UTF-8 before it.
-pub fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
-    let before = &bytes[..offset.min(bytes.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
-    (line, column)
-}
+pub use crate::json::line_column;
 
 /// Opens `path` for reading if it is a regular file. A FIFO, device, socket or
 /// directory is refused without blocking: the file is opened non-blocking (opening a

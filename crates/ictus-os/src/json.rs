@@ -144,7 +144,7 @@ pub fn place_of_offset(text: &str, offset: usize) -> Place {
     while !text.is_char_boundary(offset) {
         offset -= 1;
     }
-    let (line, column) = crate::fs::line_column(text.as_bytes(), offset);
+    let (line, column) = line_column(text.as_bytes(), offset);
     Place { line, column }
 }
 
@@ -351,6 +351,19 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     de.end()
         .map_err(|e| JsonError::new(text, &e, JsonPath::root()))?;
     Ok(value)
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `bytes`, counting only
+/// the valid UTF-8 before it.
+pub fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, column)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use ictus_core::{CpuSet, Nanos};
 use serde::{Deserialize, Serialize};
 
-use super::read_trimmed;
+use super::read::read_trimmed;
 
 const CPU_SYS: &str = "/sys/devices/system/cpu";
 
@@ -391,7 +391,7 @@ pub fn cpu_dma_latency_present() -> bool {
 /// Whether this process may open `/dev/cpu_dma_latency` for writing (`access(W_OK)`;
 /// nothing is opened).
 pub fn cpu_dma_latency_writable() -> bool {
-    super::writable(Path::new(crate::pm_qos::DEVICE))
+    super::read::writable(Path::new(crate::pm_qos::DEVICE))
 }
 
 /// Time stolen by the hypervisor from all CPUs since boot (`steal` in `/proc/stat`).

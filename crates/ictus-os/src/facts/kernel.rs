@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::read_trimmed;
+use super::read::read_trimmed;
 
 /// What `uname` says about the running kernel.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,9 +22,8 @@
 
 mod cpu;
 mod kernel;
+mod read;
 mod system;
-
-use std::path::Path;
 
 pub use cpu::{
     Cache, CpuIdle, CpuIdleStates, IdleState, PmQosDevice, ResumeLatency, StealTime, caches,
@@ -37,28 +36,10 @@ pub use kernel::{
     clocksource, cmdline, hz, kernel, kernel_config, parse_bracketed, parse_dynamic_preempt_log,
     parse_kernel_config, parse_preempt_choice, preemption, tracers,
 };
+pub use read::writable;
 pub use system::{
     Attempt, Capabilities, CgroupMembership, CgroupMode, Cgroups, CpusetAccess, IrqAffinity,
     Rlimit, RtBudget, Swap, capabilities, cgroups, irq_affinity, irqbalance_running, parse_cap_eff,
     parse_cgroup_file, parse_swaps, rlimit_memlock, rlimit_rtprio, rt_throttling,
     rt_throttling_writable, swaps, thp_mode, try_mlock, try_sched_deadline, try_sched_fifo,
 };
-
-/// The contents of a small text file, trimmed; `None` when it is absent or unreadable.
-fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
-/// Whether this process may write `path` (`access(W_OK)`: its privileges, the file's
-/// mode, a read-only mount); nothing is written.
-pub fn writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; access only
-    // reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-}

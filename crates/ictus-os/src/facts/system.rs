@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use ictus_core::{CpuSet, Nanos};
 use serde::{Deserialize, Serialize};
 
-use super::{read_trimmed, writable};
+use super::read::{read_trimmed, writable};
 
 /// A resource limit; `None` means unlimited (`RLIM_INFINITY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -526,7 +526,7 @@ pub fn swaps() -> Vec<Swap> {
 /// The transparent huge page mode (`always`, `madvise` or `never`); `None` without THP.
 pub fn thp_mode() -> Option<String> {
     let line = read_trimmed("/sys/kernel/mm/transparent_hugepage/enabled")?;
-    super::parse_bracketed(&line).map(str::to_owned)
+    super::kernel::parse_bracketed(&line).map(str::to_owned)
 }
 
 #[cfg(test)]
