@@ -26,6 +26,7 @@ pub mod cli;
 pub mod doctor;
 pub mod import;
 pub mod load;
+pub mod own_load;
 pub mod probe;
 pub mod progress;
 pub mod provenance;

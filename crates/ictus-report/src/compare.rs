@@ -7,7 +7,7 @@ use crate::format;
 use crate::markdown::{front, md_table};
 use crate::probes::{self, ProbeReport};
 use crate::results::Results;
-use crate::tables::{self, Grid, Table};
+use crate::tables::{Grid, Table};
 
 /// The note under a table where a ratio compares thin tails.
 pub const THIN_COMPARE_NOTE: &str = "† at least one side of this ratio is a tail percentile that rests on too few samples (p99.999 needs 100,000): the tails of short runs do not compare like with like.";
@@ -157,7 +157,7 @@ fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
 }
 
 fn sides(runs: &[Results], reference: usize) -> Vec<Side> {
-    let per_run: Vec<Vec<Table>> = runs.iter().map(tables::tables).collect();
+    let per_run: Vec<Vec<Table>> = runs.iter().map(crate::probes::tables).collect();
     let n_tables = per_run.first().map_or(0, Vec::len);
     (0..n_tables)
         .map(|k| {

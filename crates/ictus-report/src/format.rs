@@ -59,6 +59,14 @@ pub(crate) fn ratio(r: f64) -> String {
     format!("×{}", sig3(r))
 }
 
+/// Escapes text for HTML.
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,19 +4,12 @@
 use std::fmt::Write as _;
 
 use crate::compare::{Comparison, RUNS_HEADER};
+use crate::format::escape;
 use crate::markdown::{capitalise, front, warning_list};
 use crate::plots::Plot;
 use crate::probes::ProbeReport;
 use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, step_rows, why_rows};
-use crate::tables::{self, Table};
-
-/// Escapes text for HTML.
-pub(crate) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::tables::Table;
 
 /// `code` spans from Markdown backticks, on escaped text.
 fn inline(s: &str) -> String {
@@ -155,7 +148,7 @@ fn front_html(out: &mut String, r: &Results) {
 
 /// The whole HTML report.
 pub fn html(r: &Results) -> String {
-    let tables = tables::tables(r);
+    let tables = crate::probes::tables(r);
     let mut out = String::new();
     front_html(&mut out, r);
     out.push_str("<h2>Contents</h2>\n<nav><ol>");

@@ -8,7 +8,7 @@ use ictus_os::provenance::Provenance;
 use crate::format;
 use crate::probes::ProbeReport;
 use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, short_time, step_rows, why_rows};
-use crate::tables::{self, Table};
+use crate::tables::Table;
 
 /// What the top of both reports says.
 pub(crate) struct Front {
@@ -214,7 +214,7 @@ pub(crate) fn capitalise(s: &str) -> String {
 /// The whole report.
 pub fn markdown(r: &Results) -> String {
     let f = front(r);
-    let tables = tables::tables(r);
+    let tables = crate::probes::tables(r);
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", f.title);
     if let Some(i) = &f.incomplete {

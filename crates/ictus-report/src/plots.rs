@@ -95,7 +95,7 @@ fn render(draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
     .unwrap_or_else(|e| {
         format!(
             "<p class=\"note\">plot not drawn: {}</p>",
-            crate::html::escape(&e.to_string())
+            crate::format::escape(&e.to_string())
         )
     })
 }

@@ -29,7 +29,6 @@ use ictus_probe::survey::{
 };
 
 use crate::ReportError;
-use crate::probes;
 
 /// Everything one survey (or one record) holds, ready to render.
 #[derive(Clone, Debug)]
@@ -281,11 +280,7 @@ fn load_of(r: &RunRecord) -> LoadCase {
     kinds.sort();
     kinds.dedup();
     // A probe may load the CPUs it measures itself (pingpong's --cpu-load).
-    let own = r
-        .probe
-        .parse()
-        .ok()
-        .and_then(|id| (probes::of(id).own_load)(r));
+    let own = ictus_probe::own_load::own_load(r);
     match kinds.as_slice() {
         [] => own.map_or(LoadCase::Idle, LoadCase::One),
         [k] => LoadCase::One(*k),

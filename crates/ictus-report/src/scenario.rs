@@ -727,7 +727,7 @@ pub fn timeline_svg(r: &ScenarioResult) -> String {
     crate::plots::svg((TIMELINE_W, height), |root| draw_timeline(root, r)).unwrap_or_else(|e| {
         format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{TIMELINE_W}\" height=\"40\"><text x=\"10\" y=\"25\">timeline not drawn: {}</text></svg>\n",
-            crate::html::escape(&e.to_string())
+            crate::format::escape(&e.to_string())
         )
     })
 }

@@ -1,11 +1,11 @@
-//! The seeds' tables, reproduced for one machine, as data: [`tables`] gathers them
+//! The seeds' tables, reproduced for one machine, as data: [`tables`](crate::probes::tables) gathers them
 //! from [`Results`] (the OS features here, each probe's in its report file,
 //! `probes/<probe>.rs`, with the helpers below); the Markdown and HTML renderers and
 //! `compare` only lay them out.
 //!
 //! ```no_run
 //! let results = ictus_report::load(std::path::Path::new("ictus-results/vm-20260101T000000Z")).unwrap();
-//! for table in ictus_report::tables::tables(&results) {
+//! for table in ictus_report::probes::tables(&results) {
 //!     println!("{} ({}): {} rows", table.title, table.seed, table.rows.len());
 //! }
 //! ```
@@ -18,7 +18,6 @@ use ictus_probe::record::LatencyResult;
 use ictus_probe::registry::ProbeId;
 
 use crate::format;
-use crate::probes;
 use crate::results::{Config, Results, Run};
 
 /// One table: what it shows, its columns and rows, and its notes.
@@ -155,15 +154,6 @@ impl Cell {
 /// The note every table with `~` cells carries.
 pub const THIN_NOTE: &str = "~ marks a percentile that rests on fewer samples than it needs (p99.999 needs 100,000, p99.99 needs 10,000): it is shown, but it is the tail of a short run, not a measured p99.999.";
 
-/// Every table, in the seeds' order.
-pub fn tables(r: &Results) -> Vec<Table> {
-    let mut probes: Vec<_> = ProbeId::ALL.iter().map(|&id| probes::of(id)).collect();
-    probes.sort_by_key(|p| p.table_order);
-    std::iter::once(features(r))
-        .chain(probes.iter().flat_map(|p| (p.tables)(r)))
-        .collect()
-}
-
 /// An empty table `id` (a probe's name for a probe's table) titled `title`, from
 /// `seed`.
 pub(crate) fn table(id: &'static str, title: &str, seed: &'static str) -> Table {
@@ -258,7 +248,7 @@ pub(crate) fn refused_note(t: &mut Table, run: &Run) {
 
 // --- seed 000 Table 3 -----------------------------------------------------------
 
-fn features(r: &Results) -> Table {
+pub(crate) fn features(r: &Results) -> Table {
     let mut t = table("features", "OS real-time features", "seed 000 Table 3");
     t.caption = "The real-time features of this machine's OS, as `ictus doctor` found them, in the seed's letters: O available, N not available, R root (privilege) only, empty unknown.".to_string();
     t.keys = vec!["feature".into(), "seed 000 column".into()];

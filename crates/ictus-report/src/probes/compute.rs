@@ -34,7 +34,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
         "Time reduction against the reference, as seed 000 Table 7 gives it: 1 − the ratio of the time per step.",
     ),
     verdict: false,
-    own_load: |_| None,
 };
 
 /// Time per step against model size, then the split with its speed-up.

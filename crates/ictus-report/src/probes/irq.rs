@@ -22,7 +22,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: false,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// The verdict, then per CPU and context the latency distribution.

@@ -32,7 +32,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: true,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// Seed 002 Table 2's columns per thread, then the duration distribution.

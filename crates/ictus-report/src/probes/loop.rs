@@ -33,7 +33,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: true,
     compare_note: None,
     verdict: true,
-    own_load: |_| None,
 };
 
 /// The verdict first, then one row per trial.

@@ -36,7 +36,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: false,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// A strided point with fewer accesses than this per pass is marked in the view.

@@ -21,7 +21,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use ictus_probe::load::LoadKind;
 use ictus_probe::record::RunRecord;
 use ictus_probe::registry::ProbeId;
 
@@ -54,9 +53,15 @@ pub(crate) struct ProbeReport {
     /// Whether its record's headline stands in for a survey's verdict where there is
     /// no survey.
     pub(crate) verdict: bool,
-    /// The load its record says it put on the CPUs it measured itself, beside the
-    /// loads around it (pingpong's `--cpu-load`).
-    pub(crate) own_load: fn(&RunRecord) -> Option<LoadKind>,
+}
+
+/// Every table, in the seeds' order: the OS features, then each probe's.
+pub fn tables(r: &Results) -> Vec<Table> {
+    let mut probes: Vec<_> = ProbeId::ALL.iter().map(|&id| of(id)).collect();
+    probes.sort_by_key(|p| p.table_order);
+    std::iter::once(crate::tables::features(r))
+        .chain(probes.iter().flat_map(|p| (p.tables)(r)))
+        .collect()
 }
 
 impl ProbeReport {

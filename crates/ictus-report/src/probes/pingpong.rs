@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 
 use comfy_table::Cell;
 use ictus_core::Nanos;
-use ictus_probe::load::LoadKind;
 use ictus_probe::pingpong;
 use ictus_probe::pingpong::view::Handoff;
 use ictus_probe::record::RunRecord;
@@ -33,11 +32,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: true,
     compare_note: None,
     verdict: false,
-    own_load: |r| {
-        r.parameters_as::<pingpong::ParamsRecord>()
-            .is_some_and(|p| p.cpu_load)
-            .then_some(LoadKind::Cpu)
-    },
 };
 
 /// Microseconds with 0.1 us resolution from a nanosecond figure, or `-`.

@@ -30,7 +30,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: true,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// `v` with `decimals` decimals, or `-` when it was not measured.

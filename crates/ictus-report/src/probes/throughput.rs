@@ -32,7 +32,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: false,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// Microseconds with 0.01 us resolution from a nanosecond figure, or `-`.

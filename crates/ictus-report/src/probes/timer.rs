@@ -33,7 +33,6 @@ pub(crate) const REPORT: ProbeReport = ProbeReport {
     latency: true,
     compare_note: None,
     verdict: false,
-    own_load: |_| None,
 };
 
 /// The human view: configuration, one row per thread and the merged row.
