@@ -224,6 +224,16 @@ fn late_table(record: &RunRecord) -> Option<String> {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
+    Some(
+        format!("{table}\n{}", late_lines(record, by))
+            .trim_end()
+            .to_string(),
+    )
+}
+
+/// The late copies' frames by sender and stage, the late ticks' frames, and both beside
+/// the stress check's missed frames: one line each.
+fn late_lines(record: &RunRecord, by: BTreeMap<(String, String), f64>) -> String {
     let ticks = by
         .iter()
         .filter(|((_, what), _)| what == "tick")
@@ -245,7 +255,7 @@ fn late_table(record: &RunRecord) -> Option<String> {
             format!("{frames:.0} {place}")
         })
         .collect();
-    let mut text = format!("{table}\n");
+    let mut text = String::new();
     let copies: f64 = cells.iter().map(|(_, f)| f).sum();
     if !cells.is_empty() {
         let _ = writeln!(
@@ -277,7 +287,7 @@ fn late_table(record: &RunRecord) -> Option<String> {
             st.metrics.missed_frames
         );
     }
-    Some(text.trim_end().to_string())
+    text
 }
 
 /// Where the cells' time went between hosts: one row per host and stage, in the
