@@ -114,15 +114,7 @@ impl Default for MemlatParams {
             pages: PageSize::Base,
             repeat: 5,
             point_time: Nanos::from_millis(20),
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
         }
     }
 }

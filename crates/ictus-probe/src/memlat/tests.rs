@@ -229,15 +229,10 @@ fn tiny() -> MemlatParams {
         threads: 1,
         repeat: 2,
         point_time: Nanos::from_micros(500),
-        sched: SchedSpec {
-            cpus: CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
-            pin: true,
-            policy: Policy::Other { nice: 0 },
-            mlock: false,
-            pm_qos: Default::default(),
-            explain: true,
-            explain_threshold: None,
-        },
+        sched: SchedSpec::pinned(
+            CpuSet::from_cpus([facts::online_cpus().cpus()[0]]),
+            Policy::Other { nice: 0 },
+        ),
         ..MemlatParams::default()
     }
 }

@@ -169,15 +169,7 @@ impl Default for ThroughputParams {
     /// 100 ms per point after 10 ms of warm-up, SCHED_FIFO 95 on every online CPU.
     fn default() -> Self {
         ThroughputParams {
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
             transports: Transport::ALL.to_vec(),
             placements: Placement::ALL.to_vec(),
             mode: Mode::Sync,
