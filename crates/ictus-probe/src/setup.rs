@@ -96,6 +96,31 @@ pub struct SchedSpec {
     pub explain_threshold: Option<ictus_core::Nanos>,
 }
 
+impl SchedSpec {
+    /// Each thread pinned to its CPU of `cpus`, in `policy`; memory not locked, the CPU
+    /// latency QoS at its default (0 us), every miss explained from the probe's
+    /// period: what most probes run with by default.
+    ///
+    /// ```
+    /// use ictus_os::sched::Policy;
+    /// use ictus_probe::setup::SchedSpec;
+    ///
+    /// let sut = SchedSpec::pinned("1".parse().unwrap(), Policy::Fifo { priority: 95 });
+    /// assert!(sut.pin && sut.explain && !sut.mlock);
+    /// ```
+    pub fn pinned(cpus: CpuSet, policy: Policy) -> SchedSpec {
+        SchedSpec {
+            cpus,
+            pin: true,
+            policy,
+            mlock: false,
+            pm_qos: Default::default(),
+            explain: explain_by_default(),
+            explain_threshold: None,
+        }
+    }
+}
+
 fn explain_by_default() -> bool {
     true
 }
