@@ -22,10 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "ictus-os",
         "explain and its sampler; opened on main when issue 32's explanations land",
     ),
-    (
-        "ictus-probe",
-        "throughput and its view; opened on main when issue 33's probe splits land",
-    ),
 ];
 
 #[test]
