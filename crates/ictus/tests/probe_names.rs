@@ -18,7 +18,7 @@ const OTHER_MEANINGS: &[(&str, &str, &str)] = &[
         "the kernel's `irq` trace event group (tracefs events/irq), not the probe",
     ),
     (
-        "crates/ictus-exec/src/trace.rs",
+        "crates/ictus-exec/src/tap/timeline.rs",
         "rendezvous",
         "a synchronous group's rendezvous (seed 003) as a run's timeline names it, not the probe",
     ),
