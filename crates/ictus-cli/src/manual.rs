@@ -203,6 +203,231 @@ mod tests {
         assert!(timer.contains("Examples:"), "and the examples");
     }
 
+    /// Flags of other tools the docs quote (cargo, cyclictest, Python's module).
+    const FOREIGN_FLAGS: &[&str] = &[
+        "--release",
+        "--example",
+        "--workspace",
+        "--locked",
+        "--path",
+        "--root",
+        "--debug",
+        "--all",
+        "--all-targets",
+        "--check",
+        "--no-deps",
+        "--test",
+        "--bin",
+        "--features",
+        "--laptop",
+        "--json=FILE",
+        "--stat",
+        "--endpoint",
+        "--reader",
+        "--keys",
+        "--run",
+    ];
+
+    /// The code of a Markdown text: each line of its fenced blocks (but Rust's and
+    /// TOML's) and each inline code span.
+    fn code_of(md: &str) -> Vec<String> {
+        let mut code = Vec::new();
+        let mut prose = String::new();
+        let mut fence: Option<String> = None;
+        for line in md.lines() {
+            let trimmed = line.trim_start();
+            if let Some(lang) = trimmed.strip_prefix("```") {
+                fence = match fence {
+                    Some(_) => None,
+                    None => Some(lang.trim().to_string()),
+                };
+                prose.push('\n');
+                continue;
+            }
+            match &fence {
+                // Not commands: programs, files, what a command printed.
+                Some(lang) if ["rust", "toml", "json", "text"].contains(&lang.as_str()) => {}
+                // A line quoting code (a layout drawn in a block): what it quotes.
+                Some(_) if line.contains('`') => {
+                    code.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+                }
+                // A shell line: its comment is prose.
+                Some(_) => {
+                    let command = match line.find(" #") {
+                        Some(i) => &line[..i],
+                        None => line,
+                    };
+                    if !command.trim_start().starts_with('#') {
+                        code.push(command.trim_end().to_string());
+                    }
+                }
+                None => {
+                    prose.push_str(line);
+                    prose.push(' ');
+                }
+            }
+        }
+        // Inline spans: what stands between backticks (spans may cross lines).
+        code.extend(prose.split('`').skip(1).step_by(2).map(str::to_string));
+        code
+    }
+
+    /// What is wrong with the `ictus` invocations and flags in `code`.
+    fn check_code(root: &clap::Command, code: &str, all_flags: &[String]) -> Vec<String> {
+        let words: Vec<&str> = code.split_whitespace().collect();
+        let mut wrong = Vec::new();
+        let mut checked = vec![false; words.len()];
+        for (i, w) in words.iter().enumerate() {
+            // `-p ictus`, `--balancer ictus`: a value, not the program.
+            let a_value = i > 0 && words[i - 1].starts_with('-');
+            if !(*w == "ictus" || w.ends_with("/ictus")) || a_value {
+                continue;
+            }
+            let mut cmd = root;
+            let mut path = vec!["ictus".to_string()];
+            let mut descending = true;
+            // After a placeholder for a subcommand (`ictus probe NAME --load`), a flag
+            // of any of them.
+            let mut any_sub = false;
+            for (j, word) in words.iter().enumerate().skip(i + 1) {
+                let word = word.trim_end_matches([',', ';', ')', '.', ':', '\'']);
+                if word.is_empty()
+                    || word == "--"
+                    || word.starts_with('#')
+                    || matches!(word, "|" | ">" | "&&" | "||" | "<")
+                {
+                    break;
+                }
+                checked[j] = true;
+                if word.starts_with('-') {
+                    // What follows an option is its value, not a subcommand.
+                    descending = false;
+                }
+                if let Some(long) = word.strip_prefix("--") {
+                    let long = long.split('=').next().unwrap_or_default();
+                    let has =
+                        |c: &clap::Command| c.get_arguments().any(|a| a.get_long() == Some(long));
+                    let known = matches!(long, "help" | "version")
+                        || has(cmd)
+                        || (any_sub && cmd.get_subcommands().any(has));
+                    if !known {
+                        wrong.push(format!("`{} --{long}`: no such option", path.join(" ")));
+                    }
+                    continue;
+                }
+                if word.starts_with('-') {
+                    continue;
+                }
+                if descending && cmd.has_subcommands() {
+                    match cmd.find_subcommand(word) {
+                        Some(sub) => {
+                            cmd = sub;
+                            path.push(word.to_string());
+                            continue;
+                        }
+                        None if word.chars().all(|c| c.is_ascii_lowercase()) => {
+                            wrong.push(format!("`{} {word}`: no such command", path.join(" ")));
+                        }
+                        None => any_sub = word.chars().all(|c| c.is_ascii_uppercase()),
+                    }
+                }
+                descending = false;
+            }
+        }
+        for (j, word) in words.iter().enumerate() {
+            let word = word.trim_end_matches([',', ';', ')', '.', ':']);
+            if checked[j] || !word.starts_with("--") || word == "--" {
+                continue;
+            }
+            let long = word.split('=').next().unwrap_or_default();
+            if !FOREIGN_FLAGS.contains(&word)
+                && !FOREIGN_FLAGS.contains(&long)
+                && !all_flags.iter().any(|f| f == long)
+            {
+                wrong.push(format!("`{word}`: no command has this option"));
+            }
+        }
+        wrong
+    }
+
+    #[test]
+    fn every_command_and_flag_the_docs_quote_exists() {
+        let mut root = crate::args::command();
+        root.build();
+        let mut all_flags = Vec::new();
+        let mut stack = vec![&root];
+        while let Some(c) = stack.pop() {
+            all_flags.extend(
+                c.get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .map(|l| format!("--{l}")),
+            );
+            stack.extend(c.get_subcommands());
+        }
+        all_flags.extend(["--help".to_string(), "--version".to_string()]);
+        let mut files = vec![Path::new(ROOT).join("README.md")];
+        let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        docs.sort();
+        files.extend(docs);
+        let mut wrong = Vec::new();
+        let mut invocations = 0;
+        for file in &files {
+            let md = std::fs::read_to_string(file).unwrap();
+            for code in code_of(&md) {
+                invocations += code.split_whitespace().filter(|w| *w == "ictus").count();
+                for w in check_code(&root, &code, &all_flags) {
+                    wrong.push(format!("{}: {w}", file.display()));
+                }
+            }
+        }
+        assert!(
+            invocations > 50,
+            "the docs quote ictus ({invocations} times)"
+        );
+        assert!(
+            wrong.is_empty(),
+            "the docs quote what the command line lacks:\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_check_finds_a_command_or_flag_that_is_not_there() {
+        let mut root = crate::args::command();
+        root.build();
+        let flags = vec!["--interval".to_string()];
+        assert!(check_code(&root, "ictus probe timer --interval 1ms", &flags).is_empty());
+        assert!(
+            check_code(
+                &root,
+                "sudo target/release/ictus survey --cores 1 | tee x",
+                &flags
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            check_code(&root, "ictus probe timer --intervall 1ms", &flags).len(),
+            1
+        );
+        assert_eq!(check_code(&root, "ictus probes", &flags).len(), 1);
+        assert_eq!(check_code(&root, "the --nosuch flag", &flags).len(), 1);
+        assert!(check_code(&root, "cargo build --release", &flags).is_empty());
+        assert!(check_code(&root, "ictus probe NAME --load cpu", &flags).is_empty());
+        assert_eq!(check_code(&root, "ictus probe --load cpu", &flags).len(), 1);
+        assert!(check_code(&root, "cargo run -p ictus --example minimal", &flags).is_empty());
+        let code = code_of(
+            "a `ictus\ndoctor` b\n```sh\nictus run x  # the ictus way\n# ictus y\n```\n```toml\nictus = 1\n```\n",
+        );
+        assert_eq!(
+            code,
+            vec!["ictus run x".to_string(), "ictus doctor".to_string()]
+        );
+    }
+
     #[test]
     fn an_anchor_is_github_s() {
         assert_eq!(anchor("ictus probe timer"), "ictus-probe-timer");
