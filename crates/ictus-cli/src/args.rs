@@ -6,7 +6,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 /// ictus: can this machine keep my beat? Measure real-time latency, set the machine
 /// up, run cyclic loops.
 #[derive(Debug, Parser)]
-#[command(name = "ictus", version, about, propagate_version = true)]
+#[command(name = "ictus", version = crate::VERSION, about, propagate_version = true)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -24,10 +24,16 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let mut cmd = harden(Cli::command());
+        let mut cmd = command();
         let matches = cmd.try_get_matches_from_mut(args)?;
         Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
     }
+}
+
+/// The command line as the parser, the man pages, the completions and `docs/cli.md`
+/// see it: hardened ([`harden`]), each command's examples after its help.
+pub(crate) fn command() -> clap::Command {
+    crate::help::with_examples(harden(Cli::command()), "")
 }
 
 /// The command line with one rule applied to every option of every subcommand: an
@@ -91,6 +97,10 @@ pub(crate) enum Command {
     /// Make the keys of a run across hosts: its CA, and a certificate and key per host
     /// and per reader, for TLS with mutual authentication.
     Keys(crate::keys::KeysArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(crate::manual::CompletionsArgs),
+    /// Print the man page ictus(1), or write one page per command (--out DIR).
+    Man(crate::manual::ManArgs),
     /// Hosts a built-in subsystem in a process of its own: what `ictus run` launches
     /// for `process = "own"` (not for direct use).
     #[command(hide = true)]
@@ -140,5 +150,6 @@ mod tests {
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
         harden(Cli::command()).debug_assert();
+        command().debug_assert();
     }
 }

@@ -8,9 +8,11 @@ mod args;
 mod common;
 mod doctor;
 mod exec;
+mod help;
 mod import;
 mod keys;
 mod load;
+mod manual;
 mod probe_cmd;
 mod refusal;
 mod replay;
@@ -28,6 +30,15 @@ use std::sync::Arc;
 use ictus_probe::progress::Progress;
 
 use crate::args::{Cli, Command};
+
+/// `ictus --version`: the version and the commit it was built from (`unknown` where
+/// the build had no git; see build.rs).
+pub(crate) const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ICTUS_COMMIT"),
+    ")"
+);
 
 /// Exit code for bad input (as clap uses for usage errors).
 const EXIT_USAGE: u8 = 2;
@@ -86,19 +97,40 @@ fn main() -> ExitCode {
     }
 }
 
-/// clap's message in one line, without the usage block: the lines up to the first
-/// blank one or `Usage:` (so "the following required arguments were not provided:"
-/// keeps the names that follow it).
+/// clap's message in one line, without the usage block: its first paragraph (so
+/// "the following required arguments were not provided:" keeps the names that follow
+/// it), then its tips ("a similar argument exists: '--interval'"), then the help to
+/// read, named after the command the usage block is about.
 fn usage_line(rendered: &str) -> String {
-    let words: Vec<&str> = rendered
-        .lines()
-        .map(str::trim)
+    let lines: Vec<&str> = rendered.lines().map(str::trim).collect();
+    let first: Vec<&str> = lines
+        .iter()
+        .copied()
         .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
         .collect();
-    match words.join(" ") {
+    let mut out = match first.join(" ") {
         w if w.is_empty() => "invalid arguments".to_string(),
         w => w.trim_start_matches("error: ").to_string(),
+    };
+    for tip in lines.iter().filter(|l| l.starts_with("tip: ")) {
+        out += "; ";
+        out += tip;
     }
+    let command: Vec<&str> = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("Usage:"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .take_while(|w| {
+            w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !w.starts_with('-')
+        })
+        .collect();
+    if !command.is_empty() {
+        out += &format!("; see '{} --help'", command.join(" "));
+    }
+    out
 }
 
 /// An error and its causes in one line, each said once: a cause whose words are
@@ -158,6 +190,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Replay(args) => replay::run(&args),
         Command::Keys(args) => keys::run(&args),
         Command::Subsystem => run::host(),
+        Command::Completions(args) => manual::completions(&args),
+        Command::Man(args) => manual::man(&args),
         Command::Load(args) => {
             let progress = stoppable_progress()?;
             load::run(&args, &progress)
@@ -192,4 +226,44 @@ fn stoppable_progress() -> anyhow::Result<Arc<Progress>> {
         handler.request_stop();
     })?;
     Ok(progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one line ictus prints for `args` refused by the command line.
+    fn refusal(args: &[&str]) -> String {
+        let e = Cli::try_parse_hardened_from(std::iter::once("ictus").chain(args.iter().copied()))
+            .unwrap_err();
+        usage_line(&e.render().to_string())
+    }
+
+    #[test]
+    fn a_typo_keeps_clap_s_suggestion_on_the_one_line() {
+        let sut = refusal(&["probe", "timer", "--intervall", "1ms"]);
+        assert!(
+            sut.starts_with("unexpected argument '--intervall' found"),
+            "{sut}"
+        );
+        assert!(
+            sut.contains("tip: a similar argument exists: '--interval'"),
+            "{sut}"
+        );
+        assert!(sut.ends_with("; see 'ictus probe timer --help'"), "{sut}");
+        assert!(!sut.contains('\n'));
+        let sut = refusal(&["surveyy"]);
+        assert!(
+            sut.contains("tip: a similar subcommand exists: 'survey'"),
+            "{sut}"
+        );
+        assert!(sut.ends_with("see 'ictus --help'"), "{sut}");
+    }
+
+    #[test]
+    fn missing_arguments_are_named() {
+        let sut = refusal(&["replay", "run.mcap"]);
+        assert!(sut.contains("--subsystem"), "{sut}");
+        assert!(sut.ends_with("see 'ictus replay --help'"), "{sut}");
+    }
 }

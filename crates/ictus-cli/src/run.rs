@@ -19,7 +19,7 @@ use ictus_core::Nanos;
 use ictus_exec::link::Link;
 use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
-use ictus_exec::schedule::{Schedule, ScheduleError};
+use ictus_exec::schedule::Schedule;
 use ictus_exec::tap::Sink;
 use ictus_exec::tap::mcap::McapSink;
 use ictus_exec::tap::timeline::TraceSink;
@@ -223,9 +223,7 @@ fn run_name(s: &str) -> Result<String, String> {
 
 /// Loads the schedule; a malformed one is bad input (exit code 2), before anything starts.
 fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
-    Schedule::from_file(path, &ictus_os::facts::online_cpus()).map_err(|e| match e {
-        e @ ScheduleError::Invalid { .. } | e @ ScheduleError::Io { .. } => Failure::usage(e),
-    })
+    Schedule::from_file(path, &ictus_os::facts::online_cpus()).map_err(Failure::usage)
 }
 
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
@@ -760,7 +758,12 @@ pub(crate) fn host() -> Result<(), Failure> {
 pub(crate) fn ctl(args: &CtlArgs) -> Result<(), Failure> {
     let line = ictus_exec::ctl::command_line(&args.command).map_err(Failure::usage)?;
     let socket = ictus_exec::ctl::find_run(args.name.as_deref()).map_err(Failure::usage)?;
-    let reply = ictus_exec::ctl::request(&socket, &line)?;
+    // No run there is one kind of failure whether a name was given or not: bad input,
+    // as `find_run`'s "no run is active".
+    let reply = ictus_exec::ctl::request(&socket, &line).map_err(|e| match e {
+        e @ ictus_exec::ctl::CtlError::NotRunning { .. } => Failure::usage(e),
+        e => e.into(),
+    })?;
     if let Some(err) = reply.strip_prefix("error ") {
         return Err(Failure::usage(anyhow::anyhow!("{err}")));
     }

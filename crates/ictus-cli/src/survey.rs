@@ -25,9 +25,10 @@ pub(crate) struct SurveyArgs {
     /// The loop the verdict is about: its frequency (seed 000's gesture loop: 10kHz).
     #[arg(long, default_value = "10kHz", value_parser = ictus_probe::r#loop::cli::parse_frequency)]
     pub(crate) target: f64,
-    /// The loop's cores.
-    #[arg(long, default_value_t = 2)]
-    pub(crate) cores: usize,
+    /// The loop's cores [default: 2, seed 000's gesture loop; on 2 CPUs 1, so that the
+    /// shielded configuration, which keeps one CPU for the system, has one per core].
+    #[arg(long)]
+    pub(crate) cores: Option<usize>,
     /// Bytes the loop exchanges at each rendezvous (e.g. 512B).
     #[arg(long, default_value = "512B", value_parser = parse_bytes)]
     pub(crate) exchange: usize,
@@ -64,17 +65,26 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
 
 /// Plans, runs, writes the directory and the reports, and prints the summary.
 pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
+    let cpus = common::cpus("--cpus", &args.cpus)?;
+    // Said once the survey starts (a refusal stays one line).
+    let (cores, chosen) = match args.cores {
+        Some(cores) => (cores, None),
+        None => {
+            let cores = default_cores(cpus.len());
+            (cores, Some(chosen_cores(cores, cpus.len())))
+        }
+    };
     let opts = SurveyOptions {
         profile: args.profile,
         target: Target {
             frequency_hz: args.target,
-            cores: args.cores,
+            cores,
             exchange_bytes: args.exchange,
         },
-        cpus: common::cpus("--cpus", &args.cpus)?,
+        cpus,
         shield: shield_access(args)?,
     };
-    if args.cores == 0 {
+    if cores == 0 {
         return Err(Failure::usage(anyhow::anyhow!(
             "--cores must be at least 1"
         )));
@@ -86,6 +96,9 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
         .map_err(|e| anyhow::Error::new(e).context(format!("{}: cannot create", dir.display())))
         .map_err(Failure::usage)?;
     common::check_output(&dir.join(survey::MANIFEST_FILE))?;
+    if let Some(line) = chosen {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     let expected = steps.iter().map(|s| s.estimate()).sum();
     let out = ictus_probe::cli::OutputArgs {
         json: false,
@@ -97,6 +110,28 @@ pub(crate) fn run(args: &SurveyArgs, progress: &Arc<Progress>) -> Result<(), Fai
     let manifest = manifest?;
     let reports = crate::report::write(&dir);
     crate::say(&summary(&manifest, &dir, reports))
+}
+
+/// The loop's cores when `--cores` is not given, for `cpus` CPUs surveyed: seed 000's
+/// 2, but never more than the shielded configuration has for it (one CPU stays the
+/// system's, seed 000's principle), and at least 1. So on 2 CPUs the shielded loop
+/// runs, on 1 core, where 2 cores would skip it.
+pub(crate) fn default_cores(cpus: usize) -> usize {
+    const SEED_000_CORES: usize = 2;
+    cpus.saturating_sub(1).clamp(1, SEED_000_CORES)
+}
+
+/// What the survey says of the cores it chose for the loop.
+fn chosen_cores(cores: usize, cpus: usize) -> String {
+    let why = if cores < 2 {
+        format!("{cpus} CPU(s) surveyed, and the shielded configuration keeps one for the system")
+    } else {
+        "seed 000's gesture loop".to_string()
+    };
+    format!(
+        "the target loop runs on {cores} core{} ({why}); --cores N chooses",
+        if cores == 1 { "" } else { "s" }
+    )
 }
 
 /// Resets the shields of surveys that were killed (their process is gone), saying so.
@@ -252,5 +287,28 @@ mod tests {
         assert_eq!(parse_bytes("4K"), Ok(4096));
         assert_eq!(parse_bytes("64"), Ok(64));
         assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn the_default_loop_leaves_the_shield_a_cpu_per_core() {
+        assert_eq!(default_cores(1), 1, "one CPU: no shield, one core");
+        assert_eq!(default_cores(2), 1, "one system CPU, one shielded");
+        for cpus in 3..=256 {
+            let sut = default_cores(cpus);
+            assert_eq!(sut, 2, "seed 000's 2 cores wherever they fit ({cpus} CPUs)");
+            assert!(sut < cpus, "the shield keeps a CPU for the system");
+        }
+        assert_eq!(default_cores(0), 1);
+    }
+
+    #[test]
+    fn the_survey_says_what_it_chose() {
+        let sut = chosen_cores(default_cores(2), 2);
+        assert!(
+            sut.starts_with("the target loop runs on 1 core (2 CPU(s)"),
+            "{sut}"
+        );
+        assert!(sut.contains("--cores N"), "{sut}");
+        assert!(chosen_cores(2, 8).contains("on 2 cores (seed 000"));
     }
 }

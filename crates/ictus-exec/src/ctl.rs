@@ -40,7 +40,7 @@ use crate::state::{SetupChannelError, SetupStore};
 #[derive(Debug, Error)]
 pub enum CtlError {
     /// No run of that name is listening.
-    #[error("no run is listening at {}; is `ictus run` running?", path.display())]
+    #[error("no run is listening at {} ({source}): is `ictus run` running?", path.display())]
     NotRunning {
         /// The socket.
         path: PathBuf,

@@ -325,10 +325,30 @@ impl JsonError {
             JsonError {
                 place: serde_place(text, e),
                 path: JsonPath::root(),
-                message: what,
+                message: syntax_message(&what),
             }
         }
     }
+}
+
+/// serde_json's words for a syntax error ("expected value", "trailing characters"),
+/// said as what was expected: "not valid JSON: expected a value (an object, ...)".
+fn syntax_message(what: &str) -> String {
+    let said = match what {
+        "expected value" => {
+            "expected a value (an object, an array, a string, a number, true, false or null)"
+                .to_string()
+        }
+        "expected ident" => "expected true, false or null".to_string(),
+        "trailing characters" => "expected nothing after the value, found more text".to_string(),
+        "key must be a string" => "expected a key in double quotes".to_string(),
+        "trailing comma" => "expected another value after the comma".to_string(),
+        other => match other.strip_prefix("EOF while parsing ") {
+            Some(inside) => format!("the text ends inside {inside}"),
+            None => other.to_string(),
+        },
+    };
+    format!("not valid JSON: {said}")
 }
 
 /// serde_json's place (its column counts bytes) in characters.
@@ -369,6 +389,21 @@ pub fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_that_is_not_json_is_called_so_at_its_place() {
+        let sut = from_str::<serde_json::Value>("# ictus\n").unwrap_err();
+        assert_eq!(sut.place, Place { line: 1, column: 1 });
+        assert_eq!(
+            sut.message,
+            "not valid JSON: expected a value (an object, an array, a string, a number, \
+             true, false or null)"
+        );
+        let sut = from_str::<serde_json::Value>("{\"a\": [1, 2").unwrap_err();
+        assert_eq!(sut.message, "not valid JSON: the text ends inside a list");
+        let sut = from_str::<serde_json::Value>("{} x").unwrap_err();
+        assert!(sut.message.contains("found more text"), "{}", sut.message);
+    }
 
     const TEXT: &str =
         "{\n  \"a\": {\"b\": [10, {\"c\": true}]},\n  \"é\": \"x\", \"d\": 1, \"d\": 2\n}\n";

@@ -335,8 +335,7 @@ fn bounded_duration(s: &str, limit: Duration, what: &str) -> Result<Duration, St
     if s.trim_start().starts_with('-') {
         return Err("a duration cannot be negative (expected e.g. 1ms, 100us, 10s)".into());
     }
-    let d =
-        humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. 1ms, 100us, 10s)"))?;
+    let d = humantime::parse_duration(s).map_err(|e| duration_error(s, &e))?;
     if d > limit {
         return Err(format!(
             "{s} is longer than the {} limit for {what}",
@@ -344,6 +343,36 @@ fn bounded_duration(s: &str, limit: Duration, what: &str) -> Result<Duration, St
         ));
     }
     Ok(d)
+}
+
+/// Why `text` is not a duration, in words: what was expected and where (humantime's
+/// own say "expected number at 0", a byte offset).
+fn duration_error(text: &str, e: &humantime::DurationError) -> String {
+    use humantime::DurationError as E;
+    // The character at a byte offset, and its place counted from 1.
+    let at = |offset: usize| {
+        let c = text.get(offset..).and_then(|t| t.chars().next());
+        let place = text.get(..offset).map_or(offset, |t| t.chars().count()) + 1;
+        match c {
+            Some(c) => format!("'{c}' at character {place}"),
+            None => "the end".to_string(),
+        }
+    };
+    let what = match e {
+        E::NumberExpected(offset) => format!("expected a number, found {}", at(*offset)),
+        E::InvalidCharacter(offset) => {
+            format!("expected a number and a unit, found {}", at(*offset))
+        }
+        E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            format!("{value} needs a unit (ns, us, ms, s, min, h): e.g. {value}ms")
+        }
+        E::UnknownUnit { unit, .. } => {
+            format!("unknown unit '{unit}' (expected ns, us, ms, s, min or h)")
+        }
+        E::NumberOverflow => "too large, or finer than a nanosecond".to_string(),
+        E::Empty => "empty".to_string(),
+    };
+    format!("not a duration: {what} (e.g. 1ms, 100us, 10s)")
 }
 
 /// A duration greater than zero and at most [`MAX_DURATION`].
@@ -476,6 +505,23 @@ mod tests {
         assert!(interval("1s").is_ok());
         assert!(interval("1h").is_err());
         assert_eq!(any_duration("0s").unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_bad_duration_says_what_was_expected_and_where() {
+        let sut = positive_duration("fast").unwrap_err();
+        assert_eq!(
+            sut,
+            "not a duration: expected a number, found 'f' at character 1 \
+             (e.g. 1ms, 100us, 10s)"
+        );
+        let sut = positive_duration("10").unwrap_err();
+        assert!(sut.contains("10 needs a unit"), "{sut}");
+        let sut = positive_duration("5parsecs").unwrap_err();
+        assert!(sut.contains("unknown unit 'parsecs'"), "{sut}");
+        let sut = positive_duration("1ms!").unwrap_err();
+        assert!(sut.contains("'!' at character 4"), "{sut}");
+        assert!(!positive_duration("").unwrap_err().contains(" at 0"));
     }
 
     proptest::proptest! {

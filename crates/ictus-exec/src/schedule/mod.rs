@@ -584,13 +584,14 @@ impl Schedule {
 
     /// Replaces the tick (as `ictus run --tick` does), checking every rule a tick
     /// obeys in a file: [`MIN_TICK`] to [`MAX_TICK`], longer than the hybrid margin,
-    /// and a major frame of at most [`MAX_MAJOR_PERIOD`]. The error points at the
-    /// schedule's own `tick` (or `major_frame`, or `margin`) value; the schedule is
-    /// left unchanged.
+    /// and a major frame of at most [`MAX_MAJOR_PERIOD`]. A tick out of range on its
+    /// own is [`ScheduleError::Given`], no place in the file (the file's tick is not
+    /// the one refused); one that clashes with the file's `major_frame` or `margin`
+    /// points at that value. The schedule is left unchanged.
     pub fn with_tick(&mut self, tick: Nanos) -> Result<(), ScheduleError> {
         check_tick(tick, self.major_frame, &self.wait).map_err(|(part, rule)| {
             let at = match part {
-                TickPart::Tick => self.places.tick,
+                TickPart::Tick => return ScheduleError::Given { rule },
                 TickPart::MajorFrame => self.places.major_frame,
                 TickPart::Margin => self.places.margin.unwrap_or(self.places.tick),
             };
@@ -755,13 +756,20 @@ pub enum ScheduleError {
         /// What.
         rule: Rule,
     },
+    /// A value given in place of the file's ([`Schedule::with_tick`], `ictus run
+    /// --tick`) breaks a rule on its own: the caller names where it came from.
+    #[error("{rule}")]
+    Given {
+        /// What.
+        rule: Rule,
+    },
 }
 
 impl ScheduleError {
     /// The rule broken, when the file could be read.
     pub fn rule(&self) -> Option<&Rule> {
         match self {
-            ScheduleError::Invalid { rule, .. } => Some(rule),
+            ScheduleError::Invalid { rule, .. } | ScheduleError::Given { rule } => Some(rule),
             ScheduleError::Io { .. } => None,
         }
     }
