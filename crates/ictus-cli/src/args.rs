@@ -98,9 +98,9 @@ pub(crate) enum Command {
     /// and per reader, for TLS with mutual authentication.
     Keys(crate::keys::KeysArgs),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
-    Completions(crate::manual::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// Print the man page ictus(1), or write one page per command (--out DIR).
-    Man(crate::manual::ManArgs),
+    Man(ManArgs),
     /// Hosts a built-in subsystem in a process of its own: what `ictus run` launches
     /// for `process = "own"` (not for direct use).
     #[command(hide = true)]
@@ -141,6 +141,23 @@ macro_rules! probe_commands {
 }
 
 ictus_probe::for_each_probe!(probe_commands);
+
+/// `ictus completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// `ictus man`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Write one page per command into DIR (ictus.1, ictus-survey.1,
+    /// ictus-probe-timer.1, ...) instead of printing ictus(1) on stdout.
+    #[arg(long, value_name = "DIR", value_hint = clap::builder::ValueHint::DirPath)]
+    pub(crate) out: Option<std::path::PathBuf>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,6 @@ use ictus_probe::cli::parse_kind;
 use ictus_probe::setup::Choice;
 
 use crate::Failure;
-use crate::common;
 use ictus_probe::cli::positive_duration;
 
 /// `ictus load KIND... [--cpus LIST] [--duration DUR] [--json]`.
@@ -37,7 +36,8 @@ pub(crate) struct LoadCommandArgs {
 
 /// The loads the command line asks for, each kind once, on the CPUs asked for.
 pub(crate) fn specs(args: &LoadCommandArgs) -> Result<Vec<LoadSpec>, Failure> {
-    kinds_on(&args.kinds, common::cpus("--cpus", &args.cpus)?)
+    let cpus = ictus_probe::cli::cpus("--cpus", &args.cpus).map_err(Failure::usage)?;
+    kinds_on(&args.kinds, cpus)
 }
 
 /// Each kind named once (all of them for `all`), on `cpus`.

@@ -13,6 +13,7 @@ mod import;
 mod keys;
 mod load;
 mod manual;
+mod outcome;
 mod probe_cmd;
 mod refusal;
 mod replay;
@@ -30,45 +31,7 @@ use std::sync::Arc;
 use ictus_probe::progress::Progress;
 
 use crate::args::{Cli, Command};
-
-/// `ictus --version`: the version and the commit it was built from (`unknown` where
-/// the build had no git; see build.rs).
-pub(crate) const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("ICTUS_COMMIT"),
-    ")"
-);
-
-/// Exit code for bad input (as clap uses for usage errors).
-const EXIT_USAGE: u8 = 2;
-/// Exit code for a failure while running.
-const EXIT_FAILURE: u8 = 1;
-
-/// An error with the exit code it deserves.
-pub(crate) struct Failure {
-    code: u8,
-    error: anyhow::Error,
-}
-
-impl Failure {
-    /// Bad input: the user can fix the command line.
-    pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Failure {
-            code: EXIT_USAGE,
-            error: error.into(),
-        }
-    }
-}
-
-impl<E: Into<anyhow::Error>> From<E> for Failure {
-    fn from(error: E) -> Self {
-        Failure {
-            code: EXIT_FAILURE,
-            error: error.into(),
-        }
-    }
-}
+pub(crate) use crate::outcome::{EXIT_USAGE, Failure, VERSION, say};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse_hardened() {
@@ -200,16 +163,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let progress = stoppable_progress()?;
             probe_cmd::dispatch(&probe.command, &progress)
         }
-    }
-}
-
-/// Writes `text` to stdout. A reader that went away (`ictus ... | head`) is not an
-/// error: the output is simply cut, as with every Unix tool.
-pub(crate) fn say(text: &str) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
     }
 }
 

@@ -2,29 +2,10 @@
 //! completions, the man pages and the CLI reference, each made from the command line
 //! the parser uses ([`crate::args::command`]), so none can drift from it.
 
-use std::path::{Path, PathBuf};
-
-use clap::Args;
-use clap::builder::ValueHint;
+use std::path::Path;
 
 use crate::Failure;
-
-/// `ictus completions`.
-#[derive(Debug, Args)]
-pub(crate) struct CompletionsArgs {
-    /// The shell to complete for.
-    #[arg(value_enum)]
-    pub(crate) shell: clap_complete::Shell,
-}
-
-/// `ictus man`.
-#[derive(Debug, Args)]
-pub(crate) struct ManArgs {
-    /// Write one page per command into DIR (ictus.1, ictus-survey.1,
-    /// ictus-probe-timer.1, ...) instead of printing ictus(1) on stdout.
-    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
-    pub(crate) out: Option<PathBuf>,
-}
+use crate::args::{CompletionsArgs, ManArgs};
 
 /// Prints the completion script of `args.shell` on stdout.
 pub(crate) fn completions(args: &CompletionsArgs) -> Result<(), Failure> {
@@ -366,7 +347,7 @@ mod tests {
         }
         all_flags.extend(["--help".to_string(), "--version".to_string()]);
         let mut files = vec![Path::new(ROOT).join("README.md")];
-        let mut docs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+        let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(Path::new(ROOT).join("docs"))
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "md"))
