@@ -84,13 +84,13 @@ pub(crate) enum Command {
     Exec(crate::exec::ExecArgs),
     /// Run a cyclic executive schedule (subsystems, cells, frames) with a live status
     /// line; writes a RunRecord with per-subsystem statistics.
-    Run(crate::run::RunArgs),
+    Run(crate::run_args::RunArgs),
     /// Be one host of a schedule that spans hosts: its local coordinator (seed 003).
     /// Runs this host's subsystems on the main host's beat (`ictus run` there),
     /// copies in the cells other hosts publish and publishes its own.
-    Node(crate::run::NodeArgs),
+    Node(crate::run_args::NodeArgs),
     /// Command a running schedule: run, pause, off or a mode; status; stop.
-    Ctl(crate::run::CtlArgs),
+    Ctl(crate::run_args::CtlArgs),
     /// Run one subsystem of a recording (`ictus run --record`) again against its
     /// recorded inputs and compare its outputs with the recorded ones, bit for bit.
     Replay(crate::replay::ReplayArgs),

@@ -19,6 +19,7 @@ mod refusal;
 mod replay;
 mod report;
 mod run;
+mod run_args;
 mod run_view;
 mod scenario;
 mod shield;

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::Args;
 use ictus_core::Nanos;
 use ictus_exec::link::Link;
 use ictus_exec::role::Role;
@@ -28,198 +27,9 @@ use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
+use crate::run_args::{CtlArgs, NodeArgs, RunArgs, TrustArgs, WatchArgs, token_env};
 use crate::run_view::{ended, render, status_line};
 use ictus_probe::cli::{OutputArgs, TraceArgs};
-
-#[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// The schedule (TOML: tick, major frame, subsystems; see examples/stress/).
-    pub(crate) schedule: PathBuf,
-    /// Stop after this long (e.g. 10s, 2m); default: until Ctrl-C or `ictus ctl stop`.
-    #[arg(short = 'D', long, value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) duration: Option<Duration>,
-    /// Override the schedule's tick (e.g. 250us): the same schedule, faster or slower.
-    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) tick: Option<Duration>,
-    /// How long subsystems may take to start (their `init`, a program joining the
-    /// run) before the run is given up (exit code 1, nothing left behind).
-    #[arg(long, default_value = "10s", value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) ready_timeout: Duration,
-    /// No live status line.
-    #[arg(long)]
-    pub(crate) quiet: bool,
-    /// Serve the live page (states, modes, stop, health, jitter) at this address:
-    /// `IP:PORT` or `PORT` (on 127.0.0.1); port 0 picks a free one. The URL is printed
-    /// at start; beyond loopback it carries a token that every request needs.
-    #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
-    pub(crate) ui: Option<std::net::SocketAddr>,
-    /// A file holding the live page's token (its first line: at least 16 letters,
-    /// digits, `-` or `_`; the file readable by its owner only), or ICTUS_UI_TOKEN
-    /// in the environment: never on the command line, where `ps` and the run's record
-    /// would show it. Default: one made at start when the page is reachable beyond
-    /// loopback.
-    #[arg(long, value_name = "FILE", requires = "ui", value_parser = token_file)]
-    pub(crate) ui_token_file: Option<String>,
-    /// A file holding the page's read-only token (as --ui-token-file), or
-    /// ICTUS_UI_READ_TOKEN: the page, its views and /metrics, never a command (for a
-    /// dashboard or a Prometheus that scrapes). Default: one made at start, printed
-    /// beside the page's URL.
-    #[arg(long, value_name = "FILE", requires = "ui", value_parser = token_file)]
-    pub(crate) ui_read_token_file: Option<String>,
-    /// Take the live page's commands (states, modes, stop) from loopback without the
-    /// token, as before: any user of this machine may then stop the run.
-    #[arg(long, requires = "ui")]
-    pub(crate) ui_open_loopback: bool,
-    /// Serve `/metrics` (OpenMetrics, for Prometheus; docs/grafana-ictus.json is a
-    /// dashboard) at this address without the page: `IP:PORT` or `PORT` (on
-    /// 127.0.0.1); port 0 picks a free one. The URL is printed at start; beyond
-    /// loopback it carries a token that every scrape needs (`?token=` or
-    /// `Authorization: Bearer`). The live page (`--ui`) serves `/metrics` too.
-    #[arg(long, value_name = "ADDR", value_parser = ui_addr)]
-    pub(crate) metrics: Option<std::net::SocketAddr>,
-    /// A file holding the token of `--metrics` (as --ui-token-file), or
-    /// ICTUS_METRICS_TOKEN in the environment. Default: one made at start when
-    /// `/metrics` is reachable beyond loopback.
-    #[arg(long, value_name = "FILE", requires = "metrics", value_parser = token_file)]
-    pub(crate) metrics_token_file: Option<String>,
-    #[command(flatten)]
-    pub(crate) watch: WatchArgs,
-    #[command(flatten)]
-    pub(crate) trust: TrustArgs,
-    #[command(flatten)]
-    pub(crate) trace: TraceArgs,
-    #[command(flatten)]
-    pub(crate) out: OutputArgs,
-}
-
-/// How a run across hosts secures its links.
-#[derive(Debug, Args)]
-pub(crate) struct TrustArgs {
-    /// This host's keys: its bundle from `ictus keys new KEYS --hosts ...`
-    /// (KEYS/bundles/hosts/H, copied to host H; `{host}` in the path is this host's
-    /// name): every link across hosts is TLS with
-    /// mutual authentication and the run's access rules. Given, it wins over the
-    /// schedule's `[security]`. A folder holding another host's, a reader's or the
-    /// CA's private key is refused (see --shared-keys).
-    #[arg(long, value_name = "DIR", conflicts_with = "insecure")]
-    pub(crate) keys: Option<PathBuf>,
-    /// Use a keys folder that holds other hosts' (or readers', or the CA's) private
-    /// keys, such as the whole folder `ictus keys new` made: only where every host
-    /// of the run is on this machine (trials, tests), since a folder stolen from one
-    /// host is then every host.
-    #[arg(long, conflicts_with = "insecure")]
-    pub(crate) shared_keys: bool,
-    /// Links across hosts without TLS or access rules: any machine that can reach a
-    /// host's port can read, write and stop the run. Warned and recorded.
-    #[arg(long)]
-    pub(crate) insecure: bool,
-}
-
-/// What `ictus run` and `ictus node` hold and watch around their subsystems.
-#[derive(Debug, Args)]
-pub(crate) struct WatchArgs {
-    /// The CPU latency QoS held for the whole run (/dev/cpu_dma_latency): a bound in
-    /// us, or off (the machine as it idles). Given, it wins over the schedule's
-    /// `pm_qos`; else the schedule's, else 0 (as cyclictest).
-    #[arg(long, value_name = "US|off", value_parser = ictus_probe::cli::pm_qos)]
-    pub(crate) pm_qos: Option<ictus_os::pm_qos::PmQos>,
-    /// Explain every miss of this host's subsystems (a sampler on the other CPUs
-    /// reads what moved in each miss's window); off measures without it.
-    #[arg(long, value_enum, default_value = "on")]
-    pub(crate) explain: ictus_probe::cli::Switch,
-    /// A release this late (or later) is a miss to explain (e.g. 200us). Given, it
-    /// wins over the schedule's `explain_threshold`; else the schedule's, else the
-    /// tick.
-    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) explain_threshold: Option<Duration>,
-    /// Record this host's subsystems to an MCAP file (cells, inputs, frame timing,
-    /// events; the schedule's `[record]` table says which cells): Foxglove opens
-    /// it, `ictus replay` replays it (docs/recording.md).
-    #[arg(long, value_name = "FILE.mcap", value_hint = clap::builder::ValueHint::FilePath)]
-    pub(crate) record: Option<PathBuf>,
-}
-
-/// `--ui`, `--metrics`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
-fn ui_addr(s: &str) -> Result<std::net::SocketAddr, String> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    s.parse().map_err(|_| {
-        "expected IP:PORT (127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080) or a port".to_string()
-    })
-}
-
-/// `--ui-token-file`, `--metrics-token-file`: the token on the file's first line
-/// ([`ictus_ui::check_token`]), from a file only its owner may read.
-fn token_file(path: &str) -> Result<String, String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{path} may be read by others (mode {:o}): `chmod 600 {path}`",
-            meta.mode() & 0o777
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let token = text.lines().next().unwrap_or("").trim().to_string();
-    ictus_ui::check_token(&token)
-        .map(|()| token)
-        .map_err(|e| format!("{path}: {e}"))
-}
-
-/// The token of the environment's `var`, checked ([`ictus_ui::check_token`]).
-fn token_env(var: &str) -> Result<Option<String>, Failure> {
-    match std::env::var(var) {
-        Ok(t) if !t.is_empty() => ictus_ui::check_token(&t)
-            .map(|()| Some(t))
-            .map_err(|e| Failure::usage(anyhow::anyhow!("{var}: {e}"))),
-        _ => Ok(None),
-    }
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct NodeArgs {
-    /// The schedule, the same file as the main host's (its host table names this host).
-    pub(crate) schedule: PathBuf,
-    /// This host's name in the schedule's host table (not the first: that one is the
-    /// main host, where `ictus run` coordinates).
-    #[arg(long)]
-    pub(crate) host: String,
-    /// Override the schedule's tick, as the main host does (the two must agree).
-    #[arg(long, value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) tick: Option<Duration>,
-    /// How long this host waits for its subsystems and then for the main host's start
-    /// (hosts start in any order) before it gives up (exit code 1, nothing left behind).
-    #[arg(long, default_value = "60s", value_parser = ictus_probe::cli::positive_duration)]
-    pub(crate) ready_timeout: Duration,
-    /// No live status line.
-    #[arg(long)]
-    pub(crate) quiet: bool,
-    #[command(flatten)]
-    pub(crate) watch: WatchArgs,
-    #[command(flatten)]
-    pub(crate) trust: TrustArgs,
-    #[command(flatten)]
-    pub(crate) trace: TraceArgs,
-    #[command(flatten)]
-    pub(crate) out: OutputArgs,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct CtlArgs {
-    /// `run`, `pause`, `off` or a mode of the schedule; `status` or `stop`.
-    pub(crate) command: String,
-    /// The run (its schedule's name); default: the only run active.
-    #[arg(long, value_parser = run_name)]
-    pub(crate) name: Option<String>,
-}
-
-/// `--name`: a name that can name a run (see [`ictus_exec::ctl::check_name`]).
-fn run_name(s: &str) -> Result<String, String> {
-    ictus_exec::ctl::check_name(s)
-        .map(|()| s.to_string())
-        .map_err(|e| e.to_string())
-}
 
 /// Loads the schedule; a malformed one is bad input (exit code 2), before anything starts.
 fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
@@ -340,120 +150,19 @@ fn prepare(
     Ok(schedule)
 }
 
-/// How the links of a run across hosts are secured (`None`: one host, no links):
-/// from `--keys` or `--insecure`, else the schedule's `[security]`. Without either,
-/// a schedule with hosts is refused (bad input: nothing starts), saying how to make
-/// keys; so are keys that are not there for this host.
+/// This host's security (see [`ictus_net::trust::resolve`]); bad input, exit 2.
 fn security_for(
     schedule: &Schedule,
     here: usize,
     trust: &TrustArgs,
 ) -> Result<Option<ictus_net::security::Security>, Failure> {
-    use ictus_net::security::{Credentials, Security};
-    if schedule.hosts.is_empty() {
-        if trust.keys.is_some() || trust.insecure {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--keys and --insecure apply to a run across hosts; {} has no host table",
-                schedule.path.display()
-            )));
-        }
-        return Ok(None);
-    }
-    let dir = trust.keys.clone().or_else(|| {
-        (!trust.insecure)
-            .then(|| schedule.security.keys.clone())
-            .flatten()
-    });
-    if let Some(dir) = dir {
-        let host = &schedule.hosts[here].name;
-        // `{host}` in the path is this host's name: one schedule for every host,
-        // each finding its own bundle (`keys = "keys/bundles/hosts/{host}"`).
-        let dir = PathBuf::from(dir.to_string_lossy().replace("{host}", host));
-        let credentials = Credentials::of_host(&dir, host).map_err(Failure::usage)?;
-        let foreign = ictus_net::security::foreign_keys(&dir, host);
-        if !foreign.is_empty() && !trust.shared_keys {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "{} holds private keys host {host} must not have: {}; a copy stolen from \
-                 this host would be every one of them. Copy to this host only its bundle, \
-                 KEYS/bundles/hosts/{host} (`ictus keys new` made it), and give that \
-                 folder to --keys; where every host runs on this machine, --shared-keys \
-                 uses the folder as it is",
-                dir.display(),
-                foreign.join(", ")
-            )));
-        }
-        expiry(&credentials, host)?;
-        return Ok(Some(Security::Tls(credentials)));
-    }
-    if trust.insecure {
-        return Ok(Some(Security::Insecure));
-    }
-    // A schedule alone cannot turn trust off: a file copied from elsewhere would
-    // open every host to anyone who reaches its port.
-    if schedule.security.insecure {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "{} says [security] insecure = true: a run without authentication (anyone \
-             who reaches a host's port may read, write and stop it) needs --insecure on \
-             the command line as well",
-            schedule.path.display()
-        )));
-    }
-    let names: Vec<&str> = schedule.hosts.iter().map(|h| h.name.as_str()).collect();
-    Err(Failure::usage(anyhow::anyhow!(
-        "{} runs across hosts ({}) and no keys were given: make them with \
-         `ictus keys new KEYS --hosts {}`, copy to each host H only its bundle, \
-         KEYS/bundles/hosts/H, and give that folder as `--keys` to `ictus run` and \
-         every `ictus node` (or `[security] keys = \"FOLDER\"` in the schedule); \
-         `--insecure` runs without authentication",
-        schedule.path.display(),
-        names.join(", "),
-        names.join(",")
-    )))
-}
-
-/// How long before its certificate (or the CA's) ends a run warns.
-const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86_400);
-
-/// Refuses credentials whose certificate or CA has ended (no peer would accept
-/// them: the run would only wait), saying how to renew.
-fn expiry(c: &ictus_net::security::Credentials, host: &str) -> Result<(), Failure> {
-    for (what, path) in [("its certificate", &c.cert), ("the run's CA", &c.ca)] {
-        let end = ictus_net::keys::expires(path).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-        if end <= std::time::SystemTime::now() {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "host {host}'s keys have ended: {what} ({}) was valid until {}; make a \
-                 new one with `ictus keys renew KEYS --host {host}` where the keys were \
-                 made{}",
-                path.display(),
-                humantime::format_rfc3339_seconds(end),
-                if what == "the run's CA" {
-                    " (an ended CA needs new keys for every host: `ictus keys new`)"
-                } else {
-                    ""
-                }
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The warning of credentials that end within [`EXPIRY_WARNING`], if they do.
-fn expiring(c: &ictus_net::security::Credentials) -> Option<ictus_core::warning::Warning> {
-    let soon = std::time::SystemTime::now() + EXPIRY_WARNING;
-    let (what, end) = [("its certificate", &c.cert), ("the run's CA", &c.ca)]
-        .into_iter()
-        .filter_map(|(what, p)| Some((what, ictus_net::keys::expires(p).ok()?)))
-        .min_by_key(|(_, end)| *end)?;
-    (end < soon).then(|| {
-        ictus_core::warning::Warning::new(
-            ictus_core::warning::WarningId::KeysExpiring,
-            format!(
-                "this host's keys end soon: {what} is valid until {}",
-                humantime::format_rfc3339_seconds(end)
-            ),
-            Some("renew with `ictus keys renew KEYS --host H` where the keys were made, and copy the bundle again"),
-        )
-    })
+    let asked = ictus_net::trust::Trust {
+        keys: trust.keys.clone(),
+        shared_keys: trust.shared_keys,
+        insecure: trust.insecure,
+    };
+    ictus_net::trust::resolve(schedule, here, &asked)
+        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))
 }
 
 /// Which host runs, and how.
@@ -573,7 +282,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         session.warn(w);
     }
     if let Some(ictus_net::security::Security::Tls(c)) = &how.security
-        && let Some(w) = expiring(c)
+        && let Some(w) = ictus_net::trust::expiring(c)
     {
         eprintln!("warning: {}", w.message);
         session.warn(w);

@@ -38,6 +38,7 @@ pub mod readers;
 pub mod security;
 pub mod silence;
 pub mod tick;
+pub mod trust;
 pub mod view;
 
 /// The Zenoh side of a hand-over ring: what a subscriber's callback pushes into,
