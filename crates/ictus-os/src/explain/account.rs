@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | RT throttling | `D` (the throttled wait), at most the period less the budget | schedstat, the RT budget |
 //! | steal | stolen ticks less one (a window crossing one tick may have lost far less) | `/proc/stat`, `USER_HZ` ticks |
-//! | preempted | `D`, at most what the other threads on the CPU ran between the scans around it | schedstat |
+//! | preempted | `D`, at most what the other threads on the CPU ran around the window (the threads the readings follow: between the readings around it; the others: between the scans) | schedstat |
 //! | overrun | execution less budget | the loop's own clock |
 //! | page faults | count x a measured cost, at most the thread's run time in the window | count x cost |
 //! | interrupts, softirqs | IRQ time in `/proc/stat` where the kernel accounts it (`CONFIG_IRQ_TIME_ACCOUNTING`, ticks less one); else count x a measured per-event cost | `/proc/stat` or count x cost |

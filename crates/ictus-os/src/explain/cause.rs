@@ -17,12 +17,15 @@ pub struct TaskRan {
     pub comm: String,
     /// Its policy and priority as `chrt` writes them (`FIFO 99`, `OTHER`).
     pub policy: String,
-    /// How long it ran between the scans around the window (`schedstat`, ns).
+    /// How long it ran around the window (`schedstat`, ns): between the readings
+    /// around it where they followed the thread (the sampler follows the 8 threads
+    /// that ran most on the watched CPUs between the last two scans), else between
+    /// the scans around it.
     pub ran_ns: u64,
-    /// The span between those scans (0 in records written before it was kept): a
-    /// scan comes every second and after a miss, so `ran_ns` may hold run time from
-    /// outside the window; what it accounts for is bounded by the watched thread's
-    /// run delay.
+    /// The span `ran_ns` was read over (0 in records written before it was kept):
+    /// the readings' (about the window) or the scans' (a second or less), so
+    /// `ran_ns` may hold run time from outside the window; what it accounts for is
+    /// bounded by the watched thread's run delay.
     #[serde(default)]
     pub over_ns: u64,
 }
@@ -223,7 +226,7 @@ impl fmt::Display for Cause {
                             Nanos::new(t.ran_ns)
                         )?;
                         if t.over_ns > 0 {
-                            write!(f, " in the {} between scans", Nanos::new(t.over_ns))?;
+                            write!(f, " in {}", Nanos::new(t.over_ns))?;
                         }
                         f.write_str(")")?;
                     }
