@@ -467,6 +467,7 @@ mod tests {
             causes_sum_ns: 0,
             run_ns: 0,
             run_delay_ns: 0,
+            unread: false,
         };
         let mut breakdown = Breakdown::default();
         breakdown.add(&miss);

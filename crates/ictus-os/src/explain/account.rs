@@ -8,9 +8,9 @@
 //!
 //! | cause | time it accounts for | source |
 //! |---|---|---|
-//! | RT throttling | `D` (the throttled wait), at most the period less the budget | schedstat, the RT budget |
+//! | RT throttling | the lateness where the RT threads used their budget (the class waits out the period), else `D`; at most the period less the budget | the RT budget, schedstat |
 //! | steal | stolen ticks less one (a window crossing one tick may have lost far less) | `/proc/stat`, `USER_HZ` ticks |
-//! | preempted | `D`, at most what the other threads on the CPU ran around the window (the threads the readings follow: between the readings around it; the others: between the scans) | schedstat |
+//! | preempted | `D` less the throttled part (nothing where the thread named could not preempt the watched one: it ran because of the throttle), at most what the other threads on the CPU ran around the window (the threads the readings follow: between the readings around it; the others: between the scans) | schedstat |
 //! | overrun | execution less budget | the loop's own clock |
 //! | page faults | count x a measured cost, at most the thread's run time in the window | count x cost |
 //! | interrupts, softirqs | IRQ time in `/proc/stat` where the kernel accounts it (`CONFIG_IRQ_TIME_ACCOUNTING`, ticks less one); else count x a measured per-event cost | `/proc/stat` or count x cost |
@@ -21,6 +21,9 @@
 //! while the thread waited ready is in both its own time and `D`); the time the
 //! counters account for together is their sum capped at `L`, and the miss says when
 //! it was capped.
+//!
+//! A window the sampler has no reading on both sides of is not judged: nothing read,
+//! nothing inferred (a starved sampler is not a host stall).
 //!
 //! A cause is named as a reason only when its time is at least [`NAMED_SHARE`] of
 //! the lateness; when none is, the largest. The others are listed as seen: they moved,
@@ -95,6 +98,9 @@ pub struct WindowDeltas {
     /// The hypervisor, on a virtual machine (`None`: bare metal): the time nothing
     /// accounts for is then a host stall.
     pub hypervisor: Option<String>,
+    /// The sampler had no reading on both sides of the window (it was starved, or
+    /// the miss came before its first reading): nothing is judged, nothing inferred.
+    pub unread: bool,
 }
 
 /// IRQ and softirq time the kernel accounted on the CPU in the window (ns, from
@@ -156,17 +162,28 @@ pub fn judge(w: &WindowDeltas) -> Judged {
     };
     let delay = w.run_delay_ns.min(late);
     let mut moved: Vec<(Cause, u64, Source)> = Vec::new();
+    if w.unread {
+        return Judged::default();
+    }
     let throttled = throttled(w);
+    let mut throttle_ns = 0;
     if let Some((rt_ns, period_ns, runtime_ns)) = throttled {
-        let gap = period_ns.saturating_sub(runtime_ns);
-        let t = if delay > 0 { delay } else { late };
+        // Used up, the RT class waits out the rest of the period: the lateness, up
+        // to that gap. Inferred from a long wait instead, as far as the wait.
+        let gap = period_ns.saturating_sub(runtime_ns).max(1);
+        let t = if used_up(rt_ns, runtime_ns) || delay == 0 {
+            late
+        } else {
+            delay
+        };
+        throttle_ns = t.min(gap);
         moved.push((
             Cause::RtThrottling {
                 rt_ns,
                 period_ns,
                 runtime_ns,
             },
-            t.min(gap.max(1)),
+            throttle_ns,
             Source::RtBudget,
         ));
     }
@@ -179,7 +196,9 @@ pub fn judge(w: &WindowDeltas) -> Judged {
     }
     // A thread that waited ready to run for at least a quarter of its lateness (or
     // was switched out involuntarily) was held off the CPU by another: the wait, as
-    // far as the other threads on the CPU ran.
+    // far as the other threads on the CPU ran, less the throttled part (a thread of
+    // a class that cannot preempt the watched one ran because of the throttle, and
+    // accounts for nothing of it).
     let delay_matters = w.run_delay_ns >= 5_000 && w.run_delay_ns * 4 >= w.lateness.as_u64();
     if delay_matters || w.involuntary > 0 {
         let others = w
@@ -191,7 +210,11 @@ pub fn judge(w: &WindowDeltas) -> Judged {
                 involuntary: w.involuntary,
                 by: w.top_other.clone(),
             },
-            delay.min(others),
+            if throttled.is_some() && w.top_is_lower_class {
+                0
+            } else {
+                delay.min(others).saturating_sub(throttle_ns)
+            },
             Source::Schedstat,
         ));
     }
@@ -318,7 +341,7 @@ pub fn judge(w: &WindowDeltas) -> Judged {
 /// or the host), and the RT threads had used at least half their budget.
 fn throttled(w: &WindowDeltas) -> Option<(u64, u64, u64)> {
     let (rt_ns, period_ns, runtime_ns) = w.rt_budget?;
-    let used_up = rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(90);
+    let used_up = used_up(rt_ns, runtime_ns);
     let held_by_no_one = w.lateness.as_u64() >= 1_000_000
         && w.run_delay_ns.saturating_mul(2) >= w.lateness.as_u64()
         && (w.top_is_lower_class
@@ -328,6 +351,11 @@ fn throttled(w: &WindowDeltas) -> Option<(u64, u64, u64)> {
     let half_used = rt_ns.saturating_mul(2) >= runtime_ns;
     (runtime_ns > 0 && (used_up || (held_by_no_one && half_used)))
         .then_some((rt_ns, period_ns, runtime_ns))
+}
+
+/// The RT threads used their budget, within the 10 % the scans can tell.
+fn used_up(rt_ns: u64, runtime_ns: u64) -> bool {
+    rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(90)
 }
 
 fn sorted(v: &[(String, u64)]) -> Vec<(String, u64)> {
@@ -557,13 +585,71 @@ mod tests {
         };
         let sut = judge(&w);
         assert_eq!(sut.causes[0].kind(), CauseKind::RtThrottling);
-        assert_eq!(sut.causes[0].accounts_ns, 49_000_000);
+        // The class waits out the period: the whole lateness, up to the 50 ms gap.
+        assert_eq!(sut.causes[0].accounts_ns, 50_000_000);
         assert_eq!(sut.causes[0].source, Source::RtBudget);
         let under = WindowDeltas {
             rt_budget: Some((800_000_000, 1_000_000_000, 950_000_000)),
             ..window(50_000)
         };
         assert_eq!(kinds(&judge(&under).causes), [CauseKind::Unaccounted]);
+    }
+
+    #[test]
+    fn a_throttled_miss_is_the_throttles_not_the_lower_class_thread_that_ran_in_it() {
+        // validate-explain here: FIFO 95 measured, a FIFO 50 spinner used the budget;
+        // the sampler, starved, read around a 2 s window (the run delay, net of the
+        // thread's usual wait, 613 us of a 50 ms miss).
+        let spinner = TaskRan {
+            pid: 7,
+            tid: 7,
+            comm: "python3".into(),
+            policy: "FIFO 50".into(),
+            ran_ns: 1_900_000_000,
+            over_ns: 2_000_000_000,
+        };
+        let w = on_a_vm(WindowDeltas {
+            lateness: Nanos::new(49_941_079),
+            run_delay_ns: 613_434,
+            involuntary: 1,
+            top_other: Some(spinner.clone()),
+            top_is_lower_class: true,
+            others_ran_ns: 1_900_000_000,
+            rt_budget: Some((950_000_000, 1_000_000_000, 950_000_000)),
+            ..WindowDeltas::default()
+        });
+        let sut = judge(&w);
+        assert_eq!(kinds(&sut.causes), [CauseKind::RtThrottling], "{sut:?}");
+        assert_eq!(sut.causes[0].accounts_ns, 49_941_079);
+        // The spinner could not preempt a FIFO 95 thread: seen, with no time.
+        let preempted = sut
+            .seen
+            .iter()
+            .find(|c| c.kind() == CauseKind::Preempted)
+            .unwrap();
+        assert_eq!(preempted.accounts_ns, 0);
+        // A thread that could preempt it gets what it held beyond the throttle.
+        let higher = WindowDeltas {
+            run_delay_ns: 60_000_000,
+            lateness: Nanos::new(60_000_000),
+            top_is_lower_class: false,
+            ..w
+        };
+        let sut = judge(&higher);
+        assert_eq!(kinds(&sut.causes), [CauseKind::RtThrottling], "{sut:?}");
+        assert_eq!(sut.causes[0].accounts_ns, 50_000_000);
+        assert_eq!(sut.seen[0].kind(), CauseKind::Preempted);
+        assert_eq!(sut.seen[0].accounts_ns, 10_000_000);
+    }
+
+    #[test]
+    fn a_window_the_sampler_did_not_read_around_is_not_judged() {
+        let w = on_a_vm(WindowDeltas {
+            unread: true,
+            softirqs: vec![("SCHED".into(), 1)],
+            ..window(4_000)
+        });
+        assert_eq!(judge(&w), Judged::default());
     }
 
     #[test]

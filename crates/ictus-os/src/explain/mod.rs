@@ -273,6 +273,10 @@ pub struct Explained {
     /// The time it waited ready to run in the window (`schedstat`).
     #[serde(default)]
     pub run_delay_ns: u64,
+    /// The sampler had no reading on both sides of its window (it was starved, or
+    /// the miss came before its first reading): not judged, `causes` empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unread: bool,
 }
 
 impl Explained {
@@ -287,6 +291,9 @@ impl Explained {
     /// The cause that accounts for most as the breakdown groups it: `preempted by
     /// kworker/1:2`, `host stall (the vCPU did not run)`, ...
     pub fn dominant_phrase(&self) -> String {
+        if self.unread {
+            return UNREAD.to_string();
+        }
         self.causes.first().map_or_else(
             || CauseKind::Unexplained.phrase().to_string(),
             |c| c.cause.phrase(),
@@ -317,6 +324,12 @@ impl fmt::Display for Explained {
         }
         if let Some(cpu) = self.cpu {
             write!(f, " on CPU {cpu}")?;
+        }
+        if self.unread {
+            return f.write_str(
+                ": not read: the sampler had no reading on both sides of its window (it was \
+                 starved, or the miss came before its first reading)",
+            );
         }
         if self.causes.is_empty() {
             return f.write_str(": unexplained: nothing visible on this CPU");
@@ -355,6 +368,9 @@ impl fmt::Display for Explained {
         Ok(())
     }
 }
+
+/// The breakdown's words for misses the sampler did not read around.
+const UNREAD: &str = "not read by the sampler";
 
 /// How many misses each cause accounts for most of, and the time each cost.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -398,7 +414,7 @@ impl Breakdown {
     pub fn add(&mut self, e: &Explained) {
         self.events += 1;
         self.periods += e.missed.max(1);
-        if e.dominant().is_leftover() {
+        if e.dominant().is_leftover() && !e.unread {
             self.unexplained += 1;
         }
         bump(&mut self.by_cause, e.dominant_phrase(), 1);
@@ -639,6 +655,7 @@ mod tests {
             causes_sum_ns: 0,
             run_ns: 0,
             run_delay_ns: 0,
+            unread: false,
         }
     }
 

@@ -933,12 +933,13 @@ impl Sampler {
             });
         let before = self.readings.iter().rev().find(|r| r.t <= e.start);
         let after = self.readings.iter().find(|r| r.t >= e.end);
-        let (before, after) = match (before, after) {
-            (Some(b), Some(a)) => (b, a),
-            // A window outside the readings kept: correlate with the nearest.
+        let (before, after, unread) = match (before, after) {
+            (Some(b), Some(a)) => (b, a, b.t >= a.t),
+            // A window outside the readings kept: nothing read around it.
             _ => (
                 self.readings.front().expect("one reading at least"),
                 self.readings.back().expect("one reading at least"),
+                true,
             ),
         };
         let tick_ns = 1_000_000_000 / crate::procstat::user_hz().max(1);
@@ -946,6 +947,7 @@ impl Sampler {
             lateness: e.lateness,
             tick_ns,
             hypervisor: self.hypervisor.clone(),
+            unread,
             ..WindowDeltas::default()
         };
         if e.kind == MissKind::Overrun {
@@ -1088,6 +1090,7 @@ impl Sampler {
             causes_sum_ns: judged.sum_ns,
             run_ns: w.run_ns,
             run_delay_ns: w.run_delay_ns,
+            unread,
         }
     }
 
