@@ -13,7 +13,7 @@
 //! | preempted | `D` less the throttled part (nothing where the thread named could not preempt the watched one: it ran because of the throttle), at most what the other threads on the CPU ran around the window (the threads the readings follow: between the readings around it; the others: between the scans) | schedstat |
 //! | overrun | execution less budget | the loop's own clock |
 //! | page faults | count x a measured cost, at most the thread's run time in the window | count x cost |
-//! | interrupts, softirqs | IRQ time in `/proc/stat` where the kernel accounts it (`CONFIG_IRQ_TIME_ACCOUNTING`, ticks less one); else count x a measured per-event cost | `/proc/stat` or count x cost |
+//! | interrupts, softirqs | IRQ time in `/proc/stat` where the kernel accounts it (`CONFIG_IRQ_TIME_ACCOUNTING`, ticks less one); else a count x a measured per-event cost, the count at most what its rate over the readings' span puts in the lateness, and one more | `/proc/stat` or count x cost |
 //! | idle exit | the exit latency of the deepest state entered (one exit delays one wake-up) | cpuidle |
 //! | host stall (VM) / unaccounted (bare metal) | `L` less all of the above (at most `L`) | inferred |
 //!
@@ -62,6 +62,10 @@ pub struct WindowDeltas {
     pub interrupts: Vec<(String, u64)>,
     /// Softirqs by kind (the timer's and the high-resolution timer's left out).
     pub softirqs: Vec<(String, u64)>,
+    /// The span the interrupt counts were read over (0: unknown).
+    pub interrupts_span_ns: u64,
+    /// The span the softirq counts were read over (0: unknown).
+    pub softirqs_span_ns: u64,
     /// IRQ and softirq time on the CPU (`/proc/stat`) where the kernel accounts it
     /// (`CONFIG_IRQ_TIME_ACCOUNTING`); `None` where it does not (then interrupts and
     /// softirqs are counted at [`EVENT_COST`] each).
@@ -246,20 +250,30 @@ pub fn judge(w: &WindowDeltas) -> Judged {
             Source::CountTimesCost,
         ));
     }
-    let counted = |v: &[(String, u64)]| -> u64 {
-        v.iter()
-            .map(|(_, n)| *n)
-            .sum::<u64>()
-            .saturating_mul(EVENT_COST.as_u64())
+    // The events a count over `span` can have put in the lateness: as many as its
+    // rate puts there, and one more (the one that may have caused it); all of them
+    // where the span is unknown or within the lateness.
+    let counted = |v: &[(String, u64)], span: u64| -> u64 {
+        let n: u64 = v.iter().map(|(_, n)| *n).sum();
+        let n = if span > late {
+            n.min((n as u128 * late as u128).div_ceil(span as u128) as u64 + 1)
+        } else {
+            n
+        };
+        n.saturating_mul(EVENT_COST.as_u64())
     };
-    let irq_source = |accounted: Option<u64>, v: &[(String, u64)]| match accounted {
+    let irq_source = |accounted: Option<u64>, v: &[(String, u64)], span: u64| match accounted {
         // Whole ticks: a tick less is certain; under two ticks says nothing finer
         // than the count does.
         Some(ns) if ns > tick => (ns - tick, Source::ProcStatTicks),
-        _ => (counted(v), Source::CountTimesCost),
+        _ => (counted(v, span), Source::CountTimesCost),
     };
     if !w.interrupts.is_empty() {
-        let (t, s) = irq_source(w.irq_time.map(|i| i.irq_ns), &w.interrupts);
+        let (t, s) = irq_source(
+            w.irq_time.map(|i| i.irq_ns),
+            &w.interrupts,
+            w.interrupts_span_ns,
+        );
         moved.push((
             Cause::Interrupts {
                 lines: sorted(&w.interrupts),
@@ -283,7 +297,11 @@ pub fn judge(w: &WindowDeltas) -> Judged {
         ));
     }
     if !w.softirqs.is_empty() {
-        let (t, s) = irq_source(w.irq_time.map(|i| i.softirq_ns), &w.softirqs);
+        let (t, s) = irq_source(
+            w.irq_time.map(|i| i.softirq_ns),
+            &w.softirqs,
+            w.softirqs_span_ns,
+        );
         moved.push((
             Cause::Softirqs {
                 kinds: sorted(&w.softirqs),
@@ -562,6 +580,32 @@ mod tests {
             "nothing left for the host: {:?}",
             sut.seen
         );
+    }
+
+    #[test]
+    fn counts_over_a_window_far_wider_than_the_miss_are_scaled_to_it() {
+        // Seen here with a starved sampler: 386 softirqs over 204 ms around a 4.79 ms
+        // miss; all of them at 6 us would be 2.3 ms, half the miss.
+        let w = on_a_vm(WindowDeltas {
+            softirqs: vec![("NET_RX".into(), 386)],
+            softirqs_span_ns: 204_098_886,
+            ..window(4_790)
+        });
+        let sut = judge(&w);
+        assert_eq!(kinds(&sut.causes), [CauseKind::HostStall]);
+        // 386 x 4.79 / 204.1 = 9.06: 10 at the rate, and one more.
+        assert_eq!(sut.seen[0].accounts_ns, 11 * EVENT_COST.as_u64());
+        // Within the lateness, every one counts.
+        let near = WindowDeltas {
+            softirqs_span_ns: 4_000_000,
+            ..w
+        };
+        let sut = judge(&near);
+        assert_eq!(
+            kinds(&sut.causes),
+            [CauseKind::HostStall, CauseKind::Softirqs]
+        );
+        assert_eq!(sut.causes[1].accounts_ns, 386 * EVENT_COST.as_u64());
     }
 
     #[test]

@@ -867,7 +867,9 @@ impl Sampler {
             .and_then(|i| self.scans.get(i));
         let mut skip: Vec<i64> = self.watched_tids().collect();
         skip.push(self.own_tid);
-        let mut ran: Vec<(u64, i64)> = after
+        // Real-time threads first (they are the ones that preempt a real-time loop),
+        // then by what they ran.
+        let mut ran: Vec<(bool, u64, i64)> = after
             .tasks
             .iter()
             .filter(|(tid, s)| self.config.cpus.contains(s.processor) && !skip.contains(tid))
@@ -875,14 +877,15 @@ impl Sampler {
                 let earlier = before
                     .and_then(|b| b.tasks.get(tid))
                     .map_or(0, |b| b.run_ns);
-                (s.run_ns.saturating_sub(earlier), *tid)
+                let rt = class_rank(s.policy, s.rt_priority) > 0;
+                (rt, s.run_ns.saturating_sub(earlier), *tid)
             })
-            .filter(|(d, _)| *d > 0)
+            .filter(|(_, d, _)| *d > 0)
             .collect();
         ran.sort_unstable_by(|a, b| b.cmp(a));
         self.candidates.clear();
         self.candidates
-            .extend(ran.iter().take(CANDIDATES).map(|(_, tid)| *tid));
+            .extend(ran.iter().take(CANDIDATES).map(|(_, _, tid)| *tid));
     }
 
     /// Explains every pending event with a reading and a scan after its end (all of
@@ -986,6 +989,8 @@ impl Sampler {
                 ci,
                 &["LOC"],
             );
+            w.interrupts_span_ns = irq_after.t.saturating_sub(irq_before.t).as_u64();
+            w.softirqs_span_ns = tables_after.t.saturating_sub(tables_before.t).as_u64();
             w.softirqs = deltas(
                 &self.softirq_names,
                 &tables_before.softirq,
@@ -1129,7 +1134,20 @@ impl Sampler {
             skip_followed.extend(a.tasks.keys().copied());
             let unfollowed = ran_on(before, after, cpu, &skip_followed);
             others = ran_on(&b, &a, cpu, &skip) + unfollowed;
-            top = preemptor(&b, &a, cpu, &skip, own).or_else(|| top.filter(|t| !followed(&t.tid)));
+            let outranks = |t: &TaskRan| {
+                after
+                    .tasks
+                    .get(&t.tid)
+                    .is_some_and(|s| class_rank(s.policy, s.rt_priority) > own)
+            };
+            let scans_top = top.filter(|t| !followed(&t.tid));
+            let window_top = preemptor(&b, &a, cpu, &skip, own);
+            // The finer view's, unless only a thread it did not follow could have
+            // preempted the watched one.
+            top = match (window_top, scans_top) {
+                (Some(w), Some(s)) if outranks(&s) && !outranks(&w) => Some(s),
+                (w, s) => w.or(s),
+            };
         }
         let lower = own > 0
             && top.as_ref().is_some_and(|t| {
