@@ -18,8 +18,8 @@ pub struct TaskRan {
     /// Its policy and priority as `chrt` writes them (`FIFO 99`, `OTHER`).
     pub policy: String,
     /// How long it ran around the window (`schedstat`, ns): between the readings
-    /// around it where they followed the thread (the sampler follows the 8 threads
-    /// that ran most on the watched CPUs between the last two scans), else between
+    /// around it where they followed the thread (the sampler follows the 4 threads
+    /// that ran most on the watched CPUs over the last second of scans), else between
     /// the scans around it.
     pub ran_ns: u64,
     /// The span `ran_ns` was read over (0 in records written before it was kept):

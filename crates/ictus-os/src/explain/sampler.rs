@@ -95,9 +95,11 @@ pub struct Explainer {
     handle: Option<JoinHandle<Explanation>>,
 }
 
-/// The threads whose run time every reading takes besides the watched ones' (about
-/// 1 us each).
-const CANDIDATES: usize = 8;
+/// The threads whose run time every reading takes besides the watched ones': 4,
+/// real-time ones first. Each costs a `pread` of its `schedstat` (about 1.5 us here);
+/// with 8 a reading took 54 us where it took 39 to 51 before (bench/explain-cost.sh,
+/// docs/validation.md).
+const CANDIDATES: usize = 4;
 
 /// The least time between a scan and one a waiting miss asks for.
 const SCAN_GAP: Nanos = Nanos::from_millis(50);
@@ -368,9 +370,9 @@ struct Sampler {
     /// The next watched thread whose counters a reading takes in turn.
     next_thread: usize,
     /// The threads (not watched, not the sampler) that ran most on the watched CPUs
-    /// between the last two scans, at most [`CANDIDATES`]: every reading takes their
-    /// run time, so that what they ran in a miss's window is known to the reading
-    /// (10 ms), not to the scan (a second).
+    /// over the last second of scans, real-time ones first, at most [`CANDIDATES`]:
+    /// every reading takes their run time, so that what they ran in a miss's window
+    /// is known to the reading (10 ms), not to the scan (a second).
     candidates: Vec<i64>,
     /// Every thread's `stat` and `schedstat`, kept open between scans.
     task_files: HashMap<i64, TaskFiles>,
@@ -855,16 +857,21 @@ impl Sampler {
     }
 
     /// The threads the readings follow until the next scan: those that ran most on
-    /// the watched CPUs between the last two scans (all it saw there, at the first).
+    /// the watched CPUs over the last second of scans (all it saw there, at the
+    /// first), real-time ones first.
     fn pick_candidates(&mut self) {
         let Some(after) = self.scans.back() else {
             return;
         };
+        // Over a second at least (scans after misses come 50 ms apart, and a thread
+        // that bursts twice a second would drop out between two of them).
         let before = self
             .scans
-            .len()
-            .checked_sub(2)
-            .and_then(|i| self.scans.get(i));
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|s| after.t.saturating_sub(s.t) >= self.config.scan_every)
+            .or_else(|| self.scans.front().filter(|s| s.t < after.t));
         let mut skip: Vec<i64> = self.watched_tids().collect();
         skip.push(self.own_tid);
         // Real-time threads first (they are the ones that preempt a real-time loop),
