@@ -39,7 +39,8 @@ use super::cause::{Cause, Source, TaskRan, Timed};
 /// 700 us. Where no cause reaches it, the largest is named.
 pub const NAMED_SHARE: f64 = 0.2;
 
-/// The cost of one interrupt or softirq where the kernel does not account IRQ time:
+/// The cost of one interrupt or softirq where the kernel does not account IRQ time
+/// (`bench/event-cost.sh` measures it again):
 /// 6 us, the 90th percentile of the gaps a spinning thread saw on a 2-vCPU Firecracker
 /// VM (`chrt -f 10`, 2 s on one CPU: 3,659 gaps over 1 us, median 4.0 us, p90 5.9 us,
 /// while that CPU served 629 interrupts and 537 softirqs; docs/validation.md). The

@@ -18,7 +18,7 @@ pub struct TaskRan {
     /// Its policy and priority as `chrt` writes them (`FIFO 99`, `OTHER`).
     pub policy: String,
     /// How long it ran around the window (`schedstat`, ns): between the readings
-    /// around it where they followed the thread (the sampler follows the 4 threads
+    /// around it where they followed the thread (the sampler follows the 2 threads
     /// that ran most on the watched CPUs over the last second of scans), else between
     /// the scans around it.
     pub ran_ns: u64,

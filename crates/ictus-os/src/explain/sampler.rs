@@ -95,11 +95,13 @@ pub struct Explainer {
     handle: Option<JoinHandle<Explanation>>,
 }
 
-/// The threads whose run time every reading takes besides the watched ones': 4,
-/// real-time ones first. Each costs a `pread` of its `schedstat` (about 1.5 us here);
-/// with 8 a reading took 54 us where it took 39 to 51 before (bench/explain-cost.sh,
-/// docs/validation.md).
-const CANDIDATES: usize = 4;
+/// The threads whose run time every reading takes besides the watched ones': 2,
+/// real-time ones first (the ones that can preempt a real-time loop). Each costs a
+/// `pread` of another process's `schedstat`: a reading of the timer probe's sampler
+/// took 46 to 49 us before they were followed, 59 to 64 us with 4 (0.76 to 0.79 % of a
+/// CPU against 0.90 to 0.96 %, bench/explain-cost.sh on a quiet machine, 2 rounds:
+/// docs/validation.md), close to the 1 % bound.
+const CANDIDATES: usize = 2;
 
 /// The least time between a scan and one a waiting miss asks for.
 const SCAN_GAP: Nanos = Nanos::from_millis(50);
