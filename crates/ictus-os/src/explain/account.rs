@@ -23,7 +23,8 @@
 //! it was capped.
 //!
 //! A window the sampler has no reading on both sides of is not judged: nothing read,
-//! nothing inferred (a starved sampler is not a host stall).
+//! nothing inferred (a starved sampler is not a host stall); only an overrun, which the
+//! loop measured itself, is still named.
 //!
 //! A cause is named as a reason only when its time is at least [`NAMED_SHARE`] of
 //! the lateness; when none is, the largest. The others are listed as seen: they moved,
@@ -168,7 +169,27 @@ pub fn judge(w: &WindowDeltas) -> Judged {
     let delay = w.run_delay_ns.min(late);
     let mut moved: Vec<(Cause, u64, Source)> = Vec::new();
     if w.unread {
-        return Judged::default();
+        // Only what the loop measured itself: its overrun.
+        return match w.overrun {
+            Some((exec, budget)) if exec > budget => {
+                let t = exec.saturating_sub(budget).as_u64().min(late);
+                Judged {
+                    causes: vec![Timed {
+                        cause: Cause::Overrun {
+                            exec_ns: exec.as_u64(),
+                            budget_ns: budget.as_u64(),
+                        },
+                        accounts_ns: t,
+                        share: t as f64 / late as f64,
+                        source: Source::Execution,
+                    }],
+                    seen: Vec::new(),
+                    accounted_ns: t,
+                    sum_ns: t,
+                }
+            }
+            _ => Judged::default(),
+        };
     }
     let throttled = throttled(w);
     let mut throttle_ns = 0;
@@ -695,6 +716,15 @@ mod tests {
             ..window(4_000)
         });
         assert_eq!(judge(&w), Judged::default());
+        // But an overrun the loop measured itself is still its own.
+        let overrun = WindowDeltas {
+            overrun: Some((Nanos::from_micros(2_500), Nanos::from_millis(1))),
+            ..w
+        };
+        let sut = judge(&overrun);
+        assert_eq!(kinds(&sut.causes), [CauseKind::Overrun]);
+        assert_eq!(sut.causes[0].accounts_ns, 1_500_000);
+        assert!(sut.seen.is_empty());
     }
 
     #[test]

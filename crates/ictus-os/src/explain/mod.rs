@@ -274,7 +274,8 @@ pub struct Explained {
     #[serde(default)]
     pub run_delay_ns: u64,
     /// The sampler had no reading on both sides of its window (it was starved, or
-    /// the miss came before its first reading): not judged, `causes` empty.
+    /// the miss came before its first reading): not judged, `causes` empty but for
+    /// an overrun (which the loop measured itself).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unread: bool,
 }
@@ -291,7 +292,7 @@ impl Explained {
     /// The cause that accounts for most as the breakdown groups it: `preempted by
     /// kworker/1:2`, `host stall (the vCPU did not run)`, ...
     pub fn dominant_phrase(&self) -> String {
-        if self.unread {
+        if self.unread && self.causes.is_empty() {
             return UNREAD.to_string();
         }
         self.causes.first().map_or_else(
@@ -325,7 +326,7 @@ impl fmt::Display for Explained {
         if let Some(cpu) = self.cpu {
             write!(f, " on CPU {cpu}")?;
         }
-        if self.unread {
+        if self.unread && self.causes.is_empty() {
             return f.write_str(
                 ": not read: the sampler had no reading on both sides of its window (it was \
                  starved, or the miss came before its first reading)",
