@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Injected causes, named: runs `ictus probe timer` on the last CPU while one known cause
-# disturbs it, and prints how many of the misses that cause made were named as its:
+# disturbs it, and prints how many of the misses that cause made were named as its
+# reason, how many of those with a time within 0.5x to 1.5x of their lateness (issue
+# 32's bound), and the misses' accounted shares (what the guest's counters account for):
 #
 #   burner     a SCHED_FIFO 99 process burning 5 ms every 500 ms on the measured CPU
 #   throttle   a busy SCHED_FIFO 50 spinner on the measured CPU (RT throttling)

@@ -72,30 +72,69 @@ def disk_write(path, secs):
         os.close(fd)
 
 
-def share(rec, min_late_ns, needle):
+def named(ev, needle):
+    """The reason (a cause named for the miss) whose JSON holds `needle`, if any."""
+    for c in ev.get("causes", []):
+        if needle in json.dumps(c):
+            return c
+    return None
+
+
+def timed(made, needle):
+    """Of the misses a cause made: how many name it as a reason, how many of those with a
+    time within 0.5x to 1.5x of their lateness, and the median of time over lateness."""
+    ratios = []
+    for ev in made:
+        c = named(ev, needle)
+        if c is not None:
+            ratios.append(c.get("accounts_ns", 0) / max(ev["lateness_ns"], 1))
+    within = sum(1 for r in ratios if 0.5 <= r <= 1.5)
+    ratios.sort()
+    median = ratios[len(ratios) // 2] if ratios else None
+    return len(ratios), within, median
+
+
+def share(rec, min_late_ns):
     e = rec.get("explanation") or {}
     events = [ev for ev in e.get("events", []) if ev["lateness_ns"] >= min_late_ns]
-    hits = sum(1 for ev in events if needle in json.dumps(ev["causes"]))
-    return hits, len(events), e.get("breakdown", {})
+    return events, e.get("breakdown", {})
 
 
-def row(cause, hits, n, breakdown, note=""):
-    pct = f"{100 * hits / n:.0f} %" if n else "-"
+def accounted(events):
+    """The misses' accounted shares: median, and how many have half their lateness
+    accounted for by the guest's counters."""
+    shares = sorted(ev.get("accounted_share", 0.0) for ev in events)
+    if not shares:
+        return "-"
+    half = sum(1 for s in shares if s >= 0.5)
+    return (f"median {100 * shares[len(shares) // 2]:.0f} %, "
+            f"{half} of {len(shares)} at least half")
+
+
+def row(cause, made, needle, breakdown, note=""):
+    n = len(made)
+    hits, within, median = timed(made, needle) if needle else (0, 0, None)
+    pct = f"{100 * hits / n:.0f} %" if n and needle else "-"
+    time = (f"{within} of {hits} within 0.5x-1.5x (median {median:.2f}x)"
+            if hits else "-")
     by = ", ".join(f"{c} {p}" for p, c in breakdown.get("by_cause", []))
-    print(f"| {cause} | {n} | {hits} | {pct} | {by or '-'} | {note} |", flush=True)
+    print(f"| {cause} | {n} | {hits} | {pct} | {time} | {accounted(made)} | {by or '-'} | "
+          f"{note} |", flush=True)
 
 
 def main():
     print(f"# Injected causes named: `ictus probe timer` on CPU {CPU}, FIFO 95, 1 ms, "
           f"{DURATION} s per cause, CPU latency QoS held\n")
-    print("| cause injected | misses it made | named as it | share | breakdown (dominant causes) | note |")
-    print("|---|---|---|---|---|---|")
+    print("| cause injected | misses it made | named as it (a reason) | share | its time against "
+          "the lateness | accounted shares | breakdown (cause accounting for most) | note |")
+    print("|---|---|---|---|---|---|---|---|")
     for cause in CAUSES:
         if cause == "none":
             rec = timer("none")
             e = rec.get("explanation") or {}
             b = e.get("breakdown", {})
-            row("none", 0, b.get("events", 0), b, "what the machine does by itself")
+            row("none", e.get("events", []), None, b,
+                f"what the machine does by itself; {b.get('events', 0)} misses in all")
         elif cause == "burner":
             bursts_path = f"{OUT}/burner-bursts.txt"
             with open(bursts_path, "w") as log:
@@ -112,8 +151,8 @@ def main():
             made = [ev for ev in e.get("events", [])
                     if any(s0 <= t0 + ev["at_ns"] + ev["lateness_ns"] and s1 >= t0 + ev["at_ns"]
                            for s0, s1 in bursts)]
-            hits = sum(1 for ev in made if '"comm": "python3"' in json.dumps(ev["causes"]))
-            row("FIFO 99 burner, 5 ms every 500 ms", hits, len(made), e.get("breakdown", {}),
+            row("FIFO 99 burner, 5 ms every 500 ms", made, '"comm": "python3"',
+                e.get("breakdown", {}),
                 f"misses whose window overlaps one of its {len(bursts)} bursts")
         elif cause == "throttle":
             p = spawn(50, SPINNER.format(secs=DURATION + 2))
@@ -122,14 +161,15 @@ def main():
                 rec = timer("throttle")
             finally:
                 end(p)
-            hits, n, b = share(rec, 20_000_000, '"rt-throttling"')
-            row("busy FIFO 50 spinner (RT throttling)", hits, n, b, "misses 20 ms or more late")
+            made, b = share(rec, 20_000_000)
+            row("busy FIFO 50 spinner (RT throttling)", made, '"rt-throttling"', b,
+                "misses 20 ms or more late")
         elif cause == "irq":
             with tempfile.TemporaryDirectory(dir=OUT) as d:
                 scratch = os.path.join(d, "scratch")
                 irq = disk_irq_busiest(scratch)
                 if irq is None:
-                    print("| disk interrupts | - | - | - | - | direct writes raised no interrupt |")
+                    print("| disk interrupts | - | - | - | - | - | - | direct writes raised no interrupt |")
                     continue
                 aff = f"/proc/irq/{irq}/smp_affinity_list"
                 with open(aff) as f:
@@ -154,8 +194,8 @@ def main():
                             f.write(before)
                     except OSError:
                         pass
-                hits, n, b = share(rec, 50_000, f'"{irq}:')
-                row(f"disk interrupts (IRQ {irq})", hits, n, b,
+                made, b = share(rec, 50_000)
+                row(f"disk interrupts (IRQ {irq})", made, f'"{irq}:', b,
                     "releases 50 us or more late" + (f"; {cpu_note}" if cpu_note else ""))
     print(f"\nrecords in {OUT}")
 

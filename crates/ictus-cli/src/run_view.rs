@@ -626,10 +626,20 @@ mod tests {
             lateness_ns: 1_500_000,
             missed: 2,
             window_ns: 3_000_000,
-            causes: vec![Cause::Overrun {
-                exec_ns: 2_500_000,
-                budget_ns: 1_000_000,
-            }],
+            causes: vec![
+                Cause::Overrun {
+                    exec_ns: 2_500_000,
+                    budget_ns: 1_000_000,
+                }
+                .into(),
+            ],
+            seen: Vec::new(),
+            accounted_ns: 0,
+            accounted_share: 0.0,
+            causes_sum_ns: 0,
+            run_ns: 0,
+            run_delay_ns: 0,
+            unread: false,
         };
         let mut breakdown = Breakdown::default();
         breakdown.add(&miss);

@@ -469,8 +469,8 @@ fn a_subsystem_that_overruns_on_purpose_has_its_overrun_explained_by_its_executi
         .unwrap_or_else(|| panic!("no overrun at frame {slept_in}: {e:#?}"));
     assert_eq!(overrun.thread, "sleeper");
     assert!(overrun.missed >= 3, "{overrun:?}");
-    let ran = overrun.causes.iter().find_map(|c| match c {
-        Cause::Overrun { exec_ns, budget_ns } => Some((*exec_ns, *budget_ns)),
+    let ran = overrun.causes.iter().find_map(|c| match c.cause {
+        Cause::Overrun { exec_ns, budget_ns } => Some((exec_ns, budget_ns)),
         _ => None,
     });
     let (exec_ns, budget_ns) = ran.unwrap_or_else(|| panic!("{overrun:?}"));

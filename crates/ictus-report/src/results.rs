@@ -15,6 +15,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ictus_core::Nanos;
+use ictus_core::time::DurationStyle;
 use ictus_os::fs::InputKind;
 use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
@@ -386,18 +388,22 @@ pub(crate) const WHY_HEADER: [&str; 5] = [
     "configuration",
     "CPU latency QoS",
     "misses explained",
-    "by dominant cause",
+    "by the cause that accounts for most",
 ];
 
 /// How to read the "why the misses" section (both reports).
 pub(crate) const WHY_NOTE: &str = "Each miss (a timer release one period or more late, a loop \
     step completing after its period, periods missed entirely) is explained from what moved \
-    on its CPU in its window, read by a sampler on another CPU every millisecond: interrupts \
-    and softirqs on that CPU, another thread that ran while the measuring thread waited to \
-    run (named), RT throttling, the hypervisor's steal, page faults, an exit from a deep idle \
-    state. Each miss counts once, under its dominant cause; \"unexplained\" means nothing \
-    visible moved on that CPU (on a virtual machine, usually the host). The records hold \
-    every explained miss with all its causes and figures.";
+    on its CPU in its window, read by a sampler on another CPU: interrupts and softirqs on \
+    that CPU, another thread that ran while the measuring thread waited to run (named), RT \
+    throttling, the hypervisor's steal, page faults, an exit from a deep idle state, each \
+    with the time it accounts for of the lateness; the rest, which nothing in the guest \
+    accounts for, is a cause of its own (on a virtual machine a host stall: the vCPU did \
+    not run). Only a cause that accounts for a fifth of a miss is named as its reason. \
+    Each miss counts once, under the cause that accounts for most of it, with the total \
+    time each cause cost where it was a reason (\"unexplained\", in older records, means \
+    nothing visible moved on that CPU). The records hold every explained miss with all \
+    its causes, their times and sources.";
 
 /// One row per run that explained its misses: step, configuration, QoS, count and
 /// the breakdown (`None`: no run explained any).
@@ -410,12 +416,27 @@ pub(crate) fn why_rows(r: &Results) -> Option<Vec<Vec<String>>> {
             let breakdown = if e.breakdown.by_cause.is_empty() {
                 "-".to_string()
             } else {
-                e.breakdown
+                let mut b = e
+                    .breakdown
                     .by_cause
                     .iter()
-                    .map(|(phrase, n)| format!("{n} {phrase}"))
+                    .map(|(phrase, n)| match e.breakdown.time_of(phrase) {
+                        Some(t) if t > 0 => format!(
+                            "{n} {phrase} ({})",
+                            Nanos::new(t).show(DurationStyle::Significant)
+                        ),
+                        _ => format!("{n} {phrase}"),
+                    })
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", ");
+                if e.breakdown.lateness_ns > 0 && !e.breakdown.time_by_cause.is_empty() {
+                    b.push_str(&format!(
+                        "; counters here account for {:.0} % of {}",
+                        100.0 * e.breakdown.accounted_ns as f64 / e.breakdown.lateness_ns as f64,
+                        Nanos::new(e.breakdown.lateness_ns).show(DurationStyle::Significant)
+                    ));
+                }
+                b
             };
             Some(vec![
                 run.id.clone(),

@@ -20,15 +20,23 @@
 //!   from an idle state with an exit latency (cpuidle's usage counters), the thread's
 //!   own execution overrunning.
 //!
-//! When none moved, the event is "unexplained: nothing visible on this CPU" (on a
-//! virtual machine that usually means the host), never a guess. The judging is a
-//! pure function ([`judge`]) tested on invented windows.
+//! Each cause carries the time it accounts for of the miss's lateness, from the finest
+//! source the kernel gives without a tracer (`schedstat` in ns, `/proc/stat` in ticks,
+//! cpuidle's exit latency, or a count times a measured per-event cost, said so in
+//! [`Timed::source`]); the time none of them accounts for is a cause of its own: on a
+//! virtual machine a host stall (the vCPU did not run), on bare metal "unaccounted"
+//! (SMIs, firmware). Only a cause that accounts for a real share ([`NAMED_SHARE`]) is
+//! named as the reason; the others are listed as seen. The judging is a pure function
+//! ([`judge`], in `account`, where the accounting is tabled) tested on invented
+//! windows.
 
 #![allow(
     clippy::disallowed_types,
     reason = "the explainer's target (tid, CPU) and drop count: single words one thread publishes and the sampler reads; no protocol for loom to explore"
 )]
 
+mod account;
+mod cause;
 mod sampler;
 
 use std::fmt;
@@ -39,6 +47,10 @@ use ictus_core::Nanos;
 use ictus_core::sync::spsc::{self, Consumer, Producer};
 use serde::{Deserialize, Serialize};
 
+pub use account::{
+    EVENT_COST, FAULT_COST, IdleWindow, IrqTime, Judged, NAMED_SHARE, WindowDeltas, judge,
+};
+pub use cause::{Cause, CauseKind, Source, TaskRan, Timed};
 pub use sampler::{ExplainConfig, Explainer, RecentMisses, unavailable};
 
 /// What kind of miss an event is.
@@ -214,237 +226,6 @@ pub(crate) fn pair(
     )
 }
 
-/// A thread that ran on the CPU in the window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskRan {
-    /// Its process id.
-    pub pid: i64,
-    /// Its thread id.
-    pub tid: i64,
-    /// Its name (`comm`).
-    pub comm: String,
-    /// Its policy and priority as `chrt` writes them (`FIFO 99`, `OTHER`).
-    pub policy: String,
-    /// How long it ran in the window (between the scans around it).
-    pub ran_ns: u64,
-}
-
-/// One thing that moved on the CPU in a miss's window.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "cause", rename_all = "kebab-case")]
-pub enum Cause {
-    /// Real-time threads ran the CPU's whole RT budget just before: the kernel
-    /// throttled them all.
-    RtThrottling {
-        /// RT threads' run time on the CPU in the last RT period.
-        rt_ns: u64,
-        /// The period (`sched_rt_period_us`).
-        period_ns: u64,
-        /// The budget (`sched_rt_runtime_us`).
-        runtime_ns: u64,
-    },
-    /// The hypervisor ran something else (steal time on the CPU, at the tick's grain).
-    Steal {
-        /// Stolen time in the window.
-        ns: u64,
-    },
-    /// The thread was ready but another ran: its run delay or involuntary switches
-    /// moved.
-    Preempted {
-        /// Time the thread waited ready to run in the window (`schedstat`).
-        run_delay_ns: u64,
-        /// Involuntary context switches in the window.
-        involuntary: u64,
-        /// The thread that ran most on the CPU in the window, where one was seen.
-        by: Option<TaskRan>,
-    },
-    /// The thread's own execution ran past its budget.
-    Overrun {
-        /// Its execution time.
-        exec_ns: u64,
-        /// Its budget.
-        budget_ns: u64,
-    },
-    /// Page faults of the thread.
-    PageFaults {
-        /// Minor faults.
-        minor: u64,
-        /// Major faults (a disk read).
-        major: u64,
-    },
-    /// Interrupts served by the CPU (all but the local timer's).
-    Interrupts {
-        /// Lines with their count, most first.
-        lines: Vec<(String, u64)>,
-    },
-    /// Softirqs run on the CPU (but the timer's, which every timed wake-up raises).
-    Softirqs {
-        /// Kinds with their count, most first.
-        kinds: Vec<(String, u64)>,
-    },
-    /// The CPU woke from an idle state with an exit latency.
-    IdleExit {
-        /// The state's name.
-        state: String,
-        /// Its exit latency.
-        exit_latency_us: u64,
-        /// Entries into it in the window.
-        entries: u64,
-    },
-}
-
-/// A cause's kind, for the breakdown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CauseKind {
-    /// [`Cause::RtThrottling`].
-    RtThrottling,
-    /// [`Cause::Steal`].
-    Steal,
-    /// [`Cause::Preempted`].
-    Preempted,
-    /// [`Cause::Overrun`].
-    Overrun,
-    /// [`Cause::PageFaults`].
-    PageFaults,
-    /// [`Cause::Interrupts`].
-    Interrupts,
-    /// [`Cause::Softirqs`].
-    Softirqs,
-    /// [`Cause::IdleExit`].
-    IdleExit,
-    /// Nothing visible on the CPU.
-    Unexplained,
-}
-
-impl CauseKind {
-    /// Words for the breakdown: "30 misses: 21 with the hypervisor's steal, ...".
-    pub fn phrase(self) -> &'static str {
-        match self {
-            CauseKind::RtThrottling => "in RT throttling",
-            CauseKind::Steal => "with the hypervisor's steal",
-            CauseKind::Preempted => "preempted",
-            CauseKind::Overrun => "by the thread's own overrun",
-            CauseKind::PageFaults => "with page faults",
-            CauseKind::Interrupts => "with interrupts",
-            CauseKind::Softirqs => "with softirqs",
-            CauseKind::IdleExit => "waking from idle",
-            CauseKind::Unexplained => "unexplained",
-        }
-    }
-}
-
-impl Cause {
-    /// Its kind.
-    pub fn kind(&self) -> CauseKind {
-        match self {
-            Cause::RtThrottling { .. } => CauseKind::RtThrottling,
-            Cause::Steal { .. } => CauseKind::Steal,
-            Cause::Preempted { .. } => CauseKind::Preempted,
-            Cause::Overrun { .. } => CauseKind::Overrun,
-            Cause::PageFaults { .. } => CauseKind::PageFaults,
-            Cause::Interrupts { .. } => CauseKind::Interrupts,
-            Cause::Softirqs { .. } => CauseKind::Softirqs,
-            Cause::IdleExit { .. } => CauseKind::IdleExit,
-        }
-    }
-
-    /// The time it accounts for, where it is a time.
-    fn time_ns(&self) -> Option<u64> {
-        match self {
-            Cause::RtThrottling { .. } => Some(u64::MAX),
-            // /proc/stat counts steal in whole ticks of USER_HZ (10 ms at 100): a
-            // window that crossed one tick may have lost far less. Only what is
-            // certain counts against the lateness: a tick less.
-            Cause::Steal { ns } => {
-                Some(ns.saturating_sub(1_000_000_000 / crate::procstat::user_hz()))
-            }
-            Cause::Preempted { run_delay_ns, .. } => Some(*run_delay_ns),
-            Cause::Overrun { exec_ns, budget_ns } => Some(exec_ns.saturating_sub(*budget_ns)),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Cause::RtThrottling {
-                rt_ns,
-                period_ns,
-                runtime_ns,
-            } => write!(
-                f,
-                "RT throttling (real-time threads ran {} of the last {}, budget {})",
-                Nanos::new(*rt_ns),
-                Nanos::new(*period_ns),
-                Nanos::new(*runtime_ns)
-            ),
-            Cause::Steal { ns } => write!(f, "the hypervisor stole {}", Nanos::new(*ns)),
-            Cause::Preempted {
-                run_delay_ns,
-                involuntary,
-                by,
-            } => {
-                match by {
-                    Some(t) => write!(
-                        f,
-                        "preempted by {} (pid {}, {}, ran {})",
-                        t.comm,
-                        t.tid,
-                        t.policy,
-                        Nanos::new(t.ran_ns)
-                    )?,
-                    None => f.write_str("preempted by a thread not seen")?,
-                }
-                write!(f, ": waited {} ready to run", Nanos::new(*run_delay_ns))?;
-                if *involuntary > 0 {
-                    write!(f, ", {involuntary} involuntary switch(es)")?;
-                }
-                Ok(())
-            }
-            Cause::Overrun { exec_ns, budget_ns } => write!(
-                f,
-                "its own execution took {} of a {} budget",
-                Nanos::new(*exec_ns),
-                Nanos::new(*budget_ns)
-            ),
-            Cause::PageFaults { minor, major } => {
-                write!(f, "page faults: {minor} minor, {major} major")
-            }
-            Cause::Interrupts { lines } => {
-                f.write_str("interrupts: ")?;
-                list(f, lines)
-            }
-            Cause::Softirqs { kinds } => {
-                f.write_str("softirqs: ")?;
-                list(f, kinds)
-            }
-            Cause::IdleExit {
-                state,
-                exit_latency_us,
-                entries,
-            } => write!(
-                f,
-                "woke from idle state {state} (exit latency {exit_latency_us} us, {entries} entries)"
-            ),
-        }
-    }
-}
-
-fn list(f: &mut fmt::Formatter<'_>, items: &[(String, u64)]) -> fmt::Result {
-    for (i, (name, n)) in items.iter().take(4).enumerate() {
-        if i > 0 {
-            f.write_str(", ")?;
-        }
-        write!(f, "{name} {n}")?;
-    }
-    if items.len() > 4 {
-        write!(f, " and {} more", items.len() - 4)?;
-    }
-    Ok(())
-}
-
 /// One explained miss.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Explained {
@@ -465,25 +246,64 @@ pub struct Explained {
     /// The window correlated (from the reading before its start to the one after its
     /// end).
     pub window_ns: u64,
-    /// What moved in the window, the dominant cause first; empty: unexplained.
-    pub causes: Vec<Cause>,
+    /// The reasons: causes whose time accounts for at least a fifth of the lateness
+    /// (else the largest), each with that time, the largest first. The time nothing
+    /// in the guest accounts for is one of them (`host-stall`, `unaccounted`). Empty
+    /// only in records written before the accounting: nothing moved.
+    pub causes: Vec<Timed>,
+    /// Causes that moved in the window but account for too little of the lateness
+    /// to be its reason, the largest first.
+    #[serde(default)]
+    pub seen: Vec<Timed>,
+    /// What the counters in this guest account for together (every cause but the
+    /// inferred rest, reasons and seen), at most the lateness.
+    #[serde(default)]
+    pub accounted_ns: u64,
+    /// `accounted_ns` over the lateness, 0 to 1.
+    #[serde(default)]
+    pub accounted_share: f64,
+    /// The causes' times added before the cap: above the lateness, they overlap (an
+    /// interrupt served while the thread waited ready) or a count spans more than
+    /// the lateness, and `accounted_ns` was capped.
+    #[serde(default)]
+    pub causes_sum_ns: u64,
+    /// The watched thread's own run time in the window (`schedstat`; 0: not read).
+    #[serde(default)]
+    pub run_ns: u64,
+    /// The time it waited ready to run in the window (`schedstat`).
+    #[serde(default)]
+    pub run_delay_ns: u64,
+    /// The sampler had no reading on both sides of its window (it was starved, or
+    /// the miss came before its first reading): not judged, `causes` empty but for
+    /// an overrun (which the loop measured itself).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unread: bool,
 }
 
 impl Explained {
-    /// The dominant cause's kind (`Unexplained` when nothing moved).
+    /// The kind of the cause that accounts for most (`Unexplained` when nothing
+    /// moved, in records written before the accounting).
     pub fn dominant(&self) -> CauseKind {
         self.causes
             .first()
-            .map_or(CauseKind::Unexplained, Cause::kind)
+            .map_or(CauseKind::Unexplained, Timed::kind)
     }
 
-    /// The dominant cause as the breakdown groups it: `preempted by kworker/1:2`, ...
+    /// The cause that accounts for most as the breakdown groups it: `preempted by
+    /// kworker/1:2`, `host stall (the vCPU did not run)`, ...
     pub fn dominant_phrase(&self) -> String {
-        match self.causes.first() {
-            Some(Cause::Preempted { by: Some(t), .. }) => format!("preempted by {}", t.comm),
-            Some(c) => c.kind().phrase().to_string(),
-            None => CauseKind::Unexplained.phrase().to_string(),
+        if self.unread && self.causes.is_empty() {
+            return UNREAD.to_string();
         }
+        self.causes.first().map_or_else(
+            || CauseKind::Unexplained.phrase().to_string(),
+            |c| c.cause.phrase(),
+        )
+    }
+
+    /// Whether what the guest's counters account for reaches half the lateness.
+    pub fn half_accounted(&self) -> bool {
+        self.accounted_ns.saturating_mul(2) >= self.lateness_ns.max(1)
     }
 }
 
@@ -506,6 +326,12 @@ impl fmt::Display for Explained {
         if let Some(cpu) = self.cpu {
             write!(f, " on CPU {cpu}")?;
         }
+        if self.unread && self.causes.is_empty() {
+            return f.write_str(
+                ": not read: the sampler had no reading on both sides of its window (it was \
+                 starved, or the miss came before its first reading)",
+            );
+        }
         if self.causes.is_empty() {
             return f.write_str(": unexplained: nothing visible on this CPU");
         }
@@ -516,11 +342,38 @@ impl fmt::Display for Explained {
             }
             write!(f, "{c}")?;
         }
+        if !self.seen.is_empty() {
+            f.write_str("; seen, too small to be the reason: ")?;
+            for (i, c) in self.seen.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{c}")?;
+            }
+        }
+        if self.causes.iter().any(|c| c.source != Source::None) {
+            write!(
+                f,
+                " (counters here account for {:.0} %",
+                self.accounted_share * 100.0
+            )?;
+            if self.causes_sum_ns > self.lateness_ns {
+                write!(
+                    f,
+                    ": their {} together overlap, capped at the lateness",
+                    Nanos::new(self.causes_sum_ns)
+                )?;
+            }
+            f.write_str(")")?;
+        }
         Ok(())
     }
 }
 
-/// How many misses each dominant cause explains.
+/// The breakdown's words for misses the sampler did not read around.
+const UNREAD: &str = "not read by the sampler";
+
+/// How many misses each cause accounts for most of, and the time each cost.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Breakdown {
     /// Misses reported (late releases beyond the threshold, missed periods,
@@ -529,17 +382,32 @@ pub struct Breakdown {
     /// Misses not explained because a ring was full or they came after the
     /// sampler's end.
     pub dropped: u64,
-    /// By dominant cause, as the breakdown words them (`preempted by kworker/1:2`),
-    /// most first.
+    /// By the cause that accounts for most of each miss, as the breakdown words them
+    /// (`preempted by kworker/1:2`, `host stall (the vCPU did not run)`), most first.
     pub by_cause: Vec<(String, u64)>,
-    /// Misses where nothing on the CPU moved.
+    /// Misses that nothing in the guest accounts for most of: the time left is the
+    /// largest part (`host-stall`, `unaccounted`), or, in records written before the
+    /// accounting, nothing moved.
     pub unexplained: u64,
-    /// Misses in which each cause kind moved at all (not only as the dominant one).
+    /// Misses in which each cause kind moved at all (a reason or seen).
     pub seen: Vec<(CauseKind, u64)>,
     /// The periods the explained misses cover: one stall that skipped 30 releases is
     /// one miss of 30 periods (0 in records written before it was kept).
     #[serde(default)]
     pub periods: u64,
+    /// The time each cause accounted for where it was a reason, over every miss, in
+    /// the words of `by_cause`, most first (ns).
+    #[serde(default)]
+    pub time_by_cause: Vec<(String, u64)>,
+    /// The misses' lateness added (ns).
+    #[serde(default)]
+    pub lateness_ns: u64,
+    /// What the counters in this guest accounted for of it (ns).
+    #[serde(default)]
+    pub accounted_ns: u64,
+    /// Misses whose counters account for at least half their lateness.
+    #[serde(default)]
+    pub half_accounted: u64,
 }
 
 impl Breakdown {
@@ -547,24 +415,51 @@ impl Breakdown {
     pub fn add(&mut self, e: &Explained) {
         self.events += 1;
         self.periods += e.missed.max(1);
-        if e.causes.is_empty() {
+        if e.dominant().is_leftover() && !e.unread {
             self.unexplained += 1;
         }
-        bump(&mut self.by_cause, e.dominant_phrase());
-        for c in &e.causes {
+        bump(&mut self.by_cause, e.dominant_phrase(), 1);
+        for c in e.causes.iter().filter(|c| c.accounts_ns > 0) {
+            bump(&mut self.time_by_cause, c.cause.phrase(), c.accounts_ns);
+        }
+        for c in e.causes.iter().chain(&e.seen) {
             let k = c.kind();
+            if k.is_leftover() {
+                continue;
+            }
             match self.seen.iter_mut().find(|(kind, _)| *kind == k) {
                 Some((_, n)) => *n += 1,
                 None => self.seen.push((k, 1)),
             }
         }
+        self.lateness_ns += e.lateness_ns;
+        self.accounted_ns += e.accounted_ns;
+        if e.half_accounted() {
+            self.half_accounted += 1;
+        }
+        self.sort();
+    }
+
+    fn sort(&mut self) {
         self.by_cause
+            .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.time_by_cause
             .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         self.seen.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
-    /// The breakdown in one line: "30 misses: 21 with the hypervisor's steal, 6
-    /// preempted by kworker/1:2, 3 unexplained".
+    /// The time a cause (in the words of `by_cause`) accounted for where it was a
+    /// reason.
+    pub fn time_of(&self, phrase: &str) -> Option<u64> {
+        self.time_by_cause
+            .iter()
+            .find(|(p, _)| p == phrase)
+            .map(|(_, t)| *t)
+    }
+
+    /// The breakdown in one line: "30 misses: 21 host stall (the vCPU did not run)
+    /// 63.0 ms, 6 preempted by kworker/1:2 4.10 ms, 3 with softirqs 60.0 us; counters
+    /// here account for 7 % of 70.0 ms late".
     pub fn summary(&self) -> String {
         if self.events == 0 && self.dropped == 0 {
             return "no misses to explain".into();
@@ -580,6 +475,16 @@ impl Breakdown {
         for (i, (phrase, n)) in self.by_cause.iter().enumerate() {
             s.push_str(if i == 0 { ": " } else { ", " });
             s.push_str(&format!("{n} {phrase}"));
+            if let Some(t) = self.time_of(phrase).filter(|t| *t > 0) {
+                s.push_str(&format!(" {}", Nanos::new(t)));
+            }
+        }
+        if self.lateness_ns > 0 && !self.time_by_cause.is_empty() {
+            s.push_str(&format!(
+                "; counters here account for {:.0} % of {} late",
+                100.0 * self.accounted_ns as f64 / self.lateness_ns as f64,
+                Nanos::new(self.lateness_ns)
+            ));
         }
         if self.dropped > 0 {
             s.push_str(&format!(
@@ -589,12 +494,36 @@ impl Breakdown {
         }
         s
     }
+
+    /// Adds another breakdown (another sampler's, of the same run).
+    pub fn absorb(&mut self, o: Breakdown) {
+        self.events += o.events;
+        self.periods += o.periods;
+        self.dropped += o.dropped;
+        self.unexplained += o.unexplained;
+        self.lateness_ns += o.lateness_ns;
+        self.accounted_ns += o.accounted_ns;
+        self.half_accounted += o.half_accounted;
+        for (phrase, n) in o.by_cause {
+            bump(&mut self.by_cause, phrase, n);
+        }
+        for (phrase, t) in o.time_by_cause {
+            bump(&mut self.time_by_cause, phrase, t);
+        }
+        for (kind, n) in o.seen {
+            match self.seen.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, m)) => *m += n,
+                None => self.seen.push((kind, n)),
+            }
+        }
+        self.sort();
+    }
 }
 
-fn bump(v: &mut Vec<(String, u64)>, key: String) {
+fn bump(v: &mut Vec<(String, u64)>, key: String, by: u64) {
     match v.iter_mut().find(|(k, _)| *k == key) {
-        Some((_, n)) => *n += 1,
-        None => v.push((key, 1)),
+        Some((_, n)) => *n += by,
+        None => v.push((key, by)),
     }
 }
 
@@ -659,25 +588,7 @@ impl Explanation {
     /// run): its misses, its breakdown (by dominant cause, most first) and its
     /// readings. The threshold and the sampler's CPUs stay this one's.
     pub fn absorb(&mut self, other: Explanation) {
-        let (b, o) = (&mut self.breakdown, other.breakdown);
-        b.events += o.events;
-        b.periods += o.periods;
-        b.dropped += o.dropped;
-        b.unexplained += o.unexplained;
-        for (phrase, n) in o.by_cause {
-            match b.by_cause.iter_mut().find(|(p, _)| *p == phrase) {
-                Some((_, m)) => *m += n,
-                None => b.by_cause.push((phrase, n)),
-            }
-        }
-        for (kind, n) in o.seen {
-            match b.seen.iter_mut().find(|(k, _)| *k == kind) {
-                Some((_, m)) => *m += n,
-                None => b.seen.push((kind, n)),
-            }
-        }
-        b.by_cause.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
-        b.seen.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        self.breakdown.absorb(other.breakdown);
         // Its misses count from its own start: from this one's.
         let shift = |at: u64| {
             if self.clock_start_ns == 0 || other.clock_start_ns == 0 {
@@ -708,150 +619,27 @@ impl Explanation {
     }
 }
 
-/// What the sampler read around one event's window, as deltas on the event's CPU
-/// and thread: the input of [`judge`].
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct WindowDeltas {
-    /// The event's lateness (to weigh timed causes).
-    pub lateness: Nanos,
-    /// Interrupts by line (the local timer's left out).
-    pub interrupts: Vec<(String, u64)>,
-    /// Softirqs by kind (the timer's and the high-resolution timer's left out).
-    pub softirqs: Vec<(String, u64)>,
-    /// Steal on the CPU.
-    pub steal_ns: u64,
-    /// The thread's run delay.
-    pub run_delay_ns: u64,
-    /// The thread's involuntary switches.
-    pub involuntary: u64,
-    /// The thread's minor and major faults.
-    pub minor_faults: u64,
-    /// Major faults.
-    pub major_faults: u64,
-    /// The thread that ran most on the CPU in the window, where scanned.
-    pub top_other: Option<TaskRan>,
-    /// The watched thread is real-time and [`top_other`](Self::top_other) is of a
-    /// class that cannot preempt it (SCHED_OTHER, or a lower RT priority): it ran
-    /// while the watched thread waited ready, so the RT threads were held back.
-    pub top_is_lower_class: bool,
-    /// Real-time threads' run time on the CPU over the RT period before the window's
-    /// end, with the period and budget, where throttling is on.
-    pub rt_budget: Option<(u64, u64, u64)>,
-    /// Idle-state entries with exit latency: (name, exit latency us, entries).
-    pub idle: Option<(String, u64, u64)>,
-    /// Execution and budget, for an overrun.
-    pub overrun: Option<(Nanos, Nanos)>,
-}
-
-/// Judges one window: every cause that moved, the dominant first (a timed cause
-/// that accounts for at least half the lateness, the largest; else in the order
-/// throttling, steal, preemption, overrun, faults, interrupts, idle exit,
-/// softirqs). Empty: nothing visible moved. Pure; tested on invented windows.
-pub fn judge(w: &WindowDeltas) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    if let Some((rt_ns, period_ns, runtime_ns)) = w.rt_budget {
-        // Throttled when the RT threads used their budget, within the 10 % that
-        // scans every 100 ms can tell. Or, where the scans' estimate fell short: the
-        // thread waited ready to run for most of a lateness of a millisecond or more
-        // while no thread the scans name ran a quarter of that wait, or while the one
-        // that ran most could not have preempted it (a real-time thread is held off
-        // its CPU that long only by throttling or the host), and the RT threads had
-        // used at least half their budget.
-        let used_up = rt_ns.saturating_mul(100) >= runtime_ns.saturating_mul(90);
-        let held_by_no_one = w.lateness.as_u64() >= 1_000_000
-            && w.run_delay_ns.saturating_mul(2) >= w.lateness.as_u64()
-            && (w.top_is_lower_class
-                || w.top_other
-                    .as_ref()
-                    .is_none_or(|t| t.ran_ns.saturating_mul(4) < w.run_delay_ns));
-        let half_used = rt_ns.saturating_mul(2) >= runtime_ns;
-        if runtime_ns > 0 && (used_up || (held_by_no_one && half_used)) {
-            causes.push(Cause::RtThrottling {
-                rt_ns,
-                period_ns,
-                runtime_ns,
-            });
-        }
-    }
-    if w.steal_ns > 0 {
-        causes.push(Cause::Steal { ns: w.steal_ns });
-    }
-    // A thread that waited ready to run for at least a quarter of its lateness (or
-    // was switched out involuntarily) was held off the CPU by another.
-    let delay_matters = w.run_delay_ns >= 5_000 && w.run_delay_ns * 4 >= w.lateness.as_u64();
-    if delay_matters || w.involuntary > 0 {
-        causes.push(Cause::Preempted {
-            run_delay_ns: w.run_delay_ns,
-            involuntary: w.involuntary,
-            by: w.top_other.clone(),
-        });
-    }
-    if let Some((exec, budget)) = w.overrun
-        && exec > budget
-    {
-        causes.push(Cause::Overrun {
-            exec_ns: exec.as_u64(),
-            budget_ns: budget.as_u64(),
-        });
-    }
-    if w.minor_faults > 0 || w.major_faults > 0 {
-        causes.push(Cause::PageFaults {
-            minor: w.minor_faults,
-            major: w.major_faults,
-        });
-    }
-    if !w.interrupts.is_empty() {
-        causes.push(Cause::Interrupts {
-            lines: sorted(&w.interrupts),
-        });
-    }
-    if let Some((state, exit_latency_us, entries)) = &w.idle
-        && *entries > 0
-    {
-        causes.push(Cause::IdleExit {
-            state: state.clone(),
-            exit_latency_us: *exit_latency_us,
-            entries: *entries,
-        });
-    }
-    if !w.softirqs.is_empty() {
-        causes.push(Cause::Softirqs {
-            kinds: sorted(&w.softirqs),
-        });
-    }
-    // The dominant first: the largest timed cause covering half the lateness.
-    let half = w.lateness.as_u64() / 2;
-    if let Some(best) = causes
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.time_ns().is_some_and(|t| t >= half.max(1)))
-        .max_by_key(|(_, c)| c.time_ns())
-        .map(|(i, _)| i)
-    {
-        let c = causes.remove(best);
-        causes.insert(0, c);
-    }
-    causes
-}
-
-fn sorted(v: &[(String, u64)]) -> Vec<(String, u64)> {
-    let mut v: Vec<_> = v.iter().filter(|(_, n)| *n > 0).cloned().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn window(lateness_us: u64) -> WindowDeltas {
-        WindowDeltas {
-            lateness: Nanos::from_micros(lateness_us),
-            ..WindowDeltas::default()
+    /// A miss `lateness_us` late, judged from `w` as the sampler does.
+    fn judged(w: WindowDeltas) -> Explained {
+        let j = judge(&w);
+        let lateness_ns = w.lateness.as_u64();
+        Explained {
+            accounted_share: j.accounted_ns as f64 / lateness_ns.max(1) as f64,
+            accounted_ns: j.accounted_ns,
+            causes_sum_ns: j.sum_ns,
+            causes: j.causes,
+            seen: j.seen,
+            run_delay_ns: w.run_delay_ns,
+            lateness_ns,
+            ..explained(Vec::new())
         }
     }
 
-    fn explained(causes: Vec<Cause>) -> Explained {
+    fn explained(causes: Vec<Timed>) -> Explained {
         Explained {
             thread: "timer-0".into(),
             cpu: Some(1),
@@ -862,145 +650,43 @@ mod tests {
             missed: 0,
             window_ns: 4_000_000,
             causes,
+            seen: Vec::new(),
+            accounted_ns: 0,
+            accounted_share: 0.0,
+            causes_sum_ns: 0,
+            run_ns: 0,
+            run_delay_ns: 0,
+            unread: false,
         }
     }
 
-    #[test]
-    fn nothing_moved_is_unexplained_never_a_guess() {
-        let sut = judge(&window(3_000));
-        assert!(sut.is_empty());
-        let e = explained(sut);
-        assert_eq!(e.dominant(), CauseKind::Unexplained);
-        assert!(
-            e.to_string()
-                .ends_with("unexplained: nothing visible on this CPU")
-        );
-    }
-
-    #[test]
-    fn a_timed_cause_covering_the_lateness_leads_the_untimed_ones() {
-        let w = WindowDeltas {
-            interrupts: vec![("virtio1-req.0".into(), 3)],
-            run_delay_ns: 4_800_000,
-            top_other: Some(TaskRan {
-                pid: 10,
-                tid: 11,
-                comm: "burner".into(),
-                policy: "FIFO 99".into(),
-                ran_ns: 5_000_000,
-            }),
-            ..window(5_000)
-        };
-        let sut = judge(&w);
-        assert_eq!(sut[0].kind(), CauseKind::Preempted);
-        assert_eq!(sut[1].kind(), CauseKind::Interrupts);
-        assert_eq!(explained(sut).dominant_phrase(), "preempted by burner");
-    }
-
-    #[test]
-    fn a_small_run_delay_does_not_count_as_preemption() {
-        let w = WindowDeltas {
-            run_delay_ns: 2_000,
-            softirqs: vec![("RCU".into(), 1)],
-            ..window(2_000)
-        };
-        let sut = judge(&w);
-        assert_eq!(sut.len(), 1);
-        assert_eq!(sut[0].kind(), CauseKind::Softirqs);
-    }
-
-    #[test]
-    fn a_used_up_rt_budget_is_throttling_and_dominates() {
-        let w = WindowDeltas {
-            rt_budget: Some((949_000_000, 1_000_000_000, 950_000_000)),
-            run_delay_ns: 50_000_000,
-            steal_ns: 10_000_000,
-            ..window(50_000)
-        };
-        let sut = judge(&w);
-        assert_eq!(sut[0].kind(), CauseKind::RtThrottling);
-        let under = WindowDeltas {
-            rt_budget: Some((800_000_000, 1_000_000_000, 950_000_000)),
-            ..window(50_000)
-        };
-        assert!(judge(&under).is_empty());
-    }
-
-    #[test]
-    fn a_long_wait_no_thread_accounts_for_is_throttling_when_half_the_budget_was_used() {
-        // Seen in CI: a 49 ms miss under a FIFO 50 spinner, every second, while the
-        // scans put the RT threads' run time under 90 % of the budget and the thread
-        // that ran most in the window (migration/1) ran 87 us.
-        let migration = TaskRan {
-            pid: 21,
-            tid: 21,
-            comm: "migration/1".into(),
-            policy: "FIFO 99".into(),
-            ran_ns: 87_459,
-        };
-        let w = WindowDeltas {
-            lateness: Nanos::new(49_023_165),
-            run_delay_ns: 48_997_001,
-            top_other: Some(migration.clone()),
-            rt_budget: Some((700_000_000, 1_000_000_000, 950_000_000)),
+    fn on_a_vm(lateness_us: u64) -> WindowDeltas {
+        WindowDeltas {
+            lateness: Nanos::from_micros(lateness_us),
+            tick_ns: 10_000_000,
+            hypervisor: Some("KVM (Firecracker)".into()),
             ..WindowDeltas::default()
-        };
-        let sut = judge(&w);
-        assert_eq!(sut[0].kind(), CauseKind::RtThrottling, "{sut:?}");
-        // Not when a thread the scans name ran most of the wait (it preempted)...
-        let named = WindowDeltas {
-            top_other: Some(TaskRan {
-                ran_ns: 40_000_000,
-                ..migration.clone()
-            }),
-            ..w.clone()
-        };
-        assert!(
-            judge(&named)
-                .iter()
-                .all(|c| c.kind() != CauseKind::RtThrottling)
-        );
-        // But when the one that ran most could not have preempted it (CI: rustc,
-        // SCHED_OTHER, ran 73 ms of a 50 ms wait of a FIFO 95 thread), it is.
-        let lower = WindowDeltas {
-            top_is_lower_class: true,
-            ..named.clone()
-        };
-        assert_eq!(judge(&lower)[0].kind(), CauseKind::RtThrottling);
-        // ...nor when the RT threads used under half their budget.
-        let idle_rt = WindowDeltas {
-            rt_budget: Some((100_000_000, 1_000_000_000, 950_000_000)),
-            ..w.clone()
-        };
-        assert!(
-            judge(&idle_rt)
-                .iter()
-                .all(|c| c.kind() != CauseKind::RtThrottling)
-        );
-        // ...nor for a short wait.
-        let short = WindowDeltas {
-            lateness: Nanos::new(200_000),
-            run_delay_ns: 190_000,
-            ..w
-        };
-        assert!(
-            judge(&short)
-                .iter()
-                .all(|c| c.kind() != CauseKind::RtThrottling)
-        );
+        }
     }
 
-    fn explanation(thread: &str, causes: Vec<Cause>) -> Explanation {
+    fn kworker(ran_ns: u64) -> TaskRan {
+        TaskRan {
+            pid: 1,
+            tid: 2,
+            comm: "kworker/1:2".into(),
+            policy: "OTHER".into(),
+            ran_ns,
+            over_ns: 1_000_000_000,
+        }
+    }
+
+    fn explanation(thread: &str, causes: Vec<Timed>) -> Explanation {
         let e = Explained {
             thread: thread.into(),
-            cpu: Some(1),
-            kind: MissKind::Late,
-            seq: 1,
             at_ns: 0,
             lateness_ns: 1_000,
-            missed: 0,
             window_ns: 2_000,
-            causes,
+            ..explained(causes)
         };
         let mut breakdown = Breakdown::default();
         breakdown.add(&e);
@@ -1027,7 +713,7 @@ mod tests {
 
     #[test]
     fn absorbing_another_explanation_adds_its_misses_to_the_breakdown() {
-        let steal = || vec![Cause::Steal { ns: 5_000 }];
+        let steal = || vec![Cause::Steal { ns: 5_000 }.into()];
         let mut sut = explanation("a", steal());
         sut.absorb(explanation("b", steal()));
         sut.absorb(explanation("b", Vec::new()));
@@ -1063,58 +749,119 @@ mod tests {
     }
 
     #[test]
-    fn faults_and_overruns_are_named() {
-        let w = WindowDeltas {
-            minor_faults: 64,
-            overrun: Some((Nanos::from_micros(1_500), Nanos::from_millis(1))),
-            ..window(600)
-        };
-        let sut = judge(&w);
-        assert_eq!(sut[0].kind(), CauseKind::Overrun);
+    fn the_breakdown_counts_each_miss_under_the_cause_that_accounts_for_most() {
+        let mut sut = Breakdown::default();
+        // 3 misses of 4 ms where a softirq and an interrupt moved: the host's.
+        for _ in 0..3 {
+            sut.add(&judged(WindowDeltas {
+                softirqs: vec![("SCHED".into(), 1)],
+                interrupts: vec![("36:virtio1-req.0".into(), 1)],
+                ..on_a_vm(4_000)
+            }));
+        }
+        // 2 misses of 1 ms a kworker held for 800 us (the host the other 200 us).
+        for _ in 0..2 {
+            sut.add(&judged(WindowDeltas {
+                run_delay_ns: 800_000,
+                others_ran_ns: 800_000,
+                top_other: Some(kworker(800_000)),
+                ..on_a_vm(1_000)
+            }));
+        }
+        // 1 miss of 20 ms, 30 ms of steal (20 ms certain).
+        sut.add(&judged(WindowDeltas {
+            steal_ns: 30_000_000,
+            ..on_a_vm(20_000)
+        }));
         assert_eq!(
-            sut[1],
-            Cause::PageFaults {
-                minor: 64,
-                major: 0
-            }
+            sut.by_cause,
+            [
+                ("host stall (the vCPU did not run)".to_string(), 3),
+                ("preempted by kworker/1:2".to_string(), 2),
+                ("with the hypervisor's steal".to_string(), 1),
+            ]
+        );
+        assert_eq!(sut.unexplained, 3);
+        // The time each cost where it was a reason: the host's 3 x 3.988 ms and
+        // 2 x 200 us; the kworker's 2 x 800 us; the steal's 20 ms.
+        assert_eq!(sut.time_of("with the hypervisor's steal"), Some(20_000_000));
+        assert_eq!(sut.time_of("preempted by kworker/1:2"), Some(1_600_000));
+        assert_eq!(
+            sut.time_of("host stall (the vCPU did not run)"),
+            Some(3 * 3_988_000 + 2 * 200_000)
+        );
+        assert_eq!(sut.time_by_cause[0].0, "with the hypervisor's steal");
+        // Seen at all: the softirqs and interrupts, never as a reason.
+        assert!(sut.seen.contains(&(CauseKind::Softirqs, 3)));
+        assert!(sut.time_of("with softirqs").is_none());
+        assert_eq!(sut.lateness_ns, 3 * 4_000_000 + 2 * 1_000_000 + 20_000_000);
+        assert_eq!(sut.accounted_ns, 3 * 12_000 + 2 * 800_000 + 20_000_000);
+        assert_eq!(sut.half_accounted, 3);
+        assert_eq!(
+            sut.summary(),
+            "6 misses: 3 host stall (the vCPU did not run) 12.36 ms, 2 preempted by \
+             kworker/1:2 1.60 ms, 1 with the hypervisor's steal 20.00 ms; counters here \
+             account for 64 % of 34.00 ms late"
         );
     }
 
     #[test]
-    fn the_breakdown_counts_dominant_causes_most_first_in_one_line() {
-        let mut sut = Breakdown::default();
-        let steal = || Cause::Steal { ns: 10_000_000 };
-        for _ in 0..21 {
-            sut.add(&explained(vec![steal()]));
-        }
-        for _ in 0..6 {
-            sut.add(&explained(vec![Cause::Preempted {
-                run_delay_ns: 1_000_000,
-                involuntary: 1,
-                by: Some(TaskRan {
-                    pid: 1,
-                    tid: 2,
-                    comm: "kworker/1:2".into(),
-                    policy: "OTHER".into(),
-                    ran_ns: 900_000,
-                }),
-            }]));
-        }
-        for _ in 0..3 {
-            sut.add(&explained(vec![]));
-        }
-        assert_eq!(
-            sut.summary(),
-            "30 misses: 21 with the hypervisor's steal, 6 preempted by kworker/1:2, 3 unexplained"
+    fn a_miss_says_its_reasons_with_their_time_and_what_was_only_seen() {
+        let sut = judged(WindowDeltas {
+            softirqs: vec![("SCHED".into(), 1)],
+            ..on_a_vm(4_360)
+        });
+        let text = sut.to_string();
+        assert!(
+            text.contains(
+                "4.36 ms late on CPU 1: host stall: the vCPU did not run: 4.35 ms that \
+                 nothing in this guest accounts for"
+            ),
+            "{text}"
         );
-        assert_eq!(sut.unexplained, 3);
-        assert_eq!(sut.seen[0], (CauseKind::Steal, 21));
+        assert!(
+            text.contains(
+                "seen, too small to be the reason: softirqs: SCHED 1 [6.0 us, 0 %: count x \
+                 measured per-event cost, estimate]"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("(counters here account for 0 %)"), "{text}");
+        assert_eq!(sut.dominant(), CauseKind::HostStall);
+    }
+
+    #[test]
+    fn records_keep_their_old_keys_and_old_records_still_read() {
+        let sut = judged(WindowDeltas {
+            run_delay_ns: 900_000,
+            others_ran_ns: 900_000,
+            top_other: Some(kworker(900_000)),
+            ..on_a_vm(1_000)
+        });
+        let json = serde_json::to_value(&sut).unwrap();
+        let first = &json["causes"][0];
+        assert_eq!(first["cause"], "preempted");
+        assert_eq!(first["run_delay_ns"], 900_000);
+        assert_eq!(first["by"]["comm"], "kworker/1:2");
+        assert_eq!(first["accounts_ns"], 900_000);
+        assert_eq!(first["source"], "schedstat");
+        assert_eq!(json["seen"][0]["cause"], "host-stall");
+        let back: Explained = serde_json::from_value(json).unwrap();
+        assert_eq!(back, sut);
+        // Written before the accounting: causes without time, no seen.
+        let old = r#"{"thread":"timer-0","cpu":1,"kind":"late","seq":3,"at_ns":5,
+            "lateness_ns":1000,"missed":0,"window_ns":2000,
+            "causes":[{"cause":"softirqs","kinds":[["SCHED",1]]}]}"#;
+        let old: Explained = serde_json::from_str(old).unwrap();
+        assert_eq!(old.dominant(), CauseKind::Softirqs);
+        assert_eq!(old.causes[0].source, Source::None);
+        assert!(old.seen.is_empty());
     }
 
     #[test]
     fn a_stall_that_skipped_releases_is_one_miss_of_its_periods() {
         let mut sut = Breakdown::default();
-        let mut stall = explained(vec![Cause::Steal { ns: 30_000_000 }]);
+        let mut stall = explained(vec![Cause::Steal { ns: 30_000_000 }.into()]);
         stall.missed = 30;
         sut.add(&stall);
         sut.add(&explained(vec![]));

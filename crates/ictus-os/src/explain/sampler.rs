@@ -7,9 +7,10 @@
     reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
 )]
 
+mod files;
+mod ran;
+
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -18,11 +19,16 @@ use std::time::Duration;
 use ictus_core::{CpuSet, Nanos};
 
 use super::{
-    Breakdown, Explained, Explanation, MissEvent, MissKind, MissReporter, SamplerReport, TaskRan,
-    WatchedThread, WindowDeltas, judge, pair,
+    Breakdown, Explained, Explanation, IdleWindow, IrqTime, MissEvent, MissKind, MissReporter,
+    SamplerReport, TaskRan, WatchedThread, WindowDeltas, judge, pair,
 };
 use crate::clock::monotonic_now;
 use crate::procstat::TaskStat;
+use files::{
+    Reread, accounting_sources, deltas, faults, idle_states, per_cpu_table, rt_budget, sum_of,
+    tracer_source,
+};
+use ran::{class_rank, preemptor, ran_on};
 
 /// How the sampler runs.
 #[derive(Clone, Debug)]
@@ -95,6 +101,17 @@ pub struct Explainer {
     handle: Option<JoinHandle<Explanation>>,
 }
 
+/// The threads whose run time every reading takes besides the watched ones': 2,
+/// real-time ones first (the ones that can preempt a real-time loop). Each costs a
+/// `pread` of another process's `schedstat`: a reading of the timer probe's sampler
+/// took 46 to 49 us before they were followed, 59 to 64 us with 4 (0.76 to 0.79 % of a
+/// CPU against 0.90 to 0.96 %, bench/explain-cost.sh on a quiet machine, 2 rounds:
+/// docs/validation.md), close to the 1 % bound.
+const CANDIDATES: usize = 2;
+
+/// The least time between a scan and one a waiting miss asks for.
+const SCAN_GAP: Nanos = Nanos::from_millis(50);
+
 /// How many explained misses [`Explainer::recent`] holds.
 const RECENT: usize = 16;
 
@@ -114,6 +131,13 @@ impl Explainer {
             reporters.push(r);
             watched.push(w);
         }
+        // Read here, before the sampler runs: the kernel's config is a gzip to inflate
+        // (milliseconds in a debug build), and the first reading should not wait.
+        let host = Host {
+            irq_time_accounting: crate::facts::kernel_config()
+                .map(|c| c.enabled("CONFIG_IRQ_TIME_ACCOUNTING")),
+            hypervisor: crate::facts::virtualization(),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT)));
         let handle = {
@@ -121,7 +145,7 @@ impl Explainer {
             let recent = recent.clone();
             std::thread::Builder::new()
                 .name("ictus-explain".into())
-                .spawn(move || Sampler::new(config, watched, t0, recent).run(&stop))?
+                .spawn(move || Sampler::new(config, watched, t0, recent, host).run(&stop))?
         };
         Ok((
             Explainer {
@@ -198,6 +222,7 @@ impl RecentMisses {
 struct ThreadCounters {
     minflt: u64,
     majflt: u64,
+    run_ns: u64,
     run_delay_ns: u64,
 }
 
@@ -215,9 +240,17 @@ struct Reading {
     /// `[kind * ncpu + cpu]`.
     softirq: Vec<u64>,
     steal_ticks: Vec<u64>,
+    /// IRQ and softirq time per CPU (`/proc/stat`, ticks), read with steal.
+    irq_ticks: Vec<u64>,
+    softirq_ticks: Vec<u64>,
     idle_entries: Vec<u64>,
+    /// Per CPU: time idle in every state (cpuidle, us).
+    idle_us: Vec<u64>,
     /// By watched thread: `None` where its counters were not read at this reading.
     threads: Vec<Option<ThreadCounters>>,
+    /// The run time (`schedstat`, ns) of the threads that last ran on the watched
+    /// CPUs (see [`Sampler::candidates`]), by thread id.
+    others: Vec<(i64, u64)>,
 }
 
 impl Reading {
@@ -242,52 +275,13 @@ struct Scan {
     tasks: HashMap<i64, Seen>,
 }
 
-/// A file read again and again with `pread` at offset 0.
-struct Reread {
-    file: File,
-    buf: Vec<u8>,
-}
-
-impl Reread {
-    fn open(path: &str) -> Option<Reread> {
-        Reread::sized(path, 16 * 1024)
-    }
-
-    /// With a buffer of `size` bytes to start (it grows when a read fills it).
-    fn sized(path: &str, size: usize) -> Option<Reread> {
-        Some(Reread {
-            file: File::open(path).ok()?,
-            buf: vec![0; size.max(64)],
-        })
-    }
-
-    fn read(&mut self) -> Option<&str> {
-        std::str::from_utf8(self.bytes()?).ok()
-    }
-
-    fn bytes(&mut self) -> Option<&[u8]> {
-        let mut len = 0;
-        loop {
-            if len == self.buf.len() {
-                self.buf.resize(self.buf.len() * 2, 0);
-            }
-            let room = self.buf.len() - len;
-            match self.file.read_at(&mut self.buf[len..], len as u64) {
-                Ok(0) => break,
-                Ok(n) => {
-                    len += n;
-                    // A proc or sysfs file fills what it is given unless it ended: a
-                    // short read is the end (asking again would make a seq_file
-                    // generate the whole file once more, 25 us for /proc/interrupts).
-                    if n < room {
-                        break;
-                    }
-                }
-                Err(_) => return None,
-            }
-        }
-        Some(&self.buf[..len])
-    }
+/// What the accounting needs to know of the machine, read once before the sampler
+/// runs.
+struct Host {
+    /// Whether the kernel accounts IRQ time (`None`: its config is unreadable).
+    irq_time_accounting: Option<bool>,
+    /// The hypervisor, on a virtual machine.
+    hypervisor: Option<String>,
 }
 
 /// One thread's files a scan reads, opened the first time it sees the thread.
@@ -321,7 +315,13 @@ struct Sampler {
     softirq_names: Vec<String>,
     stat: Option<Reread>,
     idle: Vec<Vec<Reread>>,
+    idle_time: Vec<Vec<Reread>>,
     deepest_idle: Vec<Option<(String, u64)>>,
+    /// Whether the kernel accounts IRQ time (`CONFIG_IRQ_TIME_ACCOUNTING`): then
+    /// `/proc/stat`'s irq and softirq columns are time, else ticks sampled.
+    irq_time_accounting: Option<bool>,
+    /// The hypervisor, on a virtual machine.
+    hypervisor: Option<String>,
     readings: VecDeque<Reading>,
     scans: VecDeque<Scan>,
     pending: Vec<(usize, MissEvent)>,
@@ -329,6 +329,11 @@ struct Sampler {
     own_tid: i64,
     /// The next watched thread whose counters a reading takes in turn.
     next_thread: usize,
+    /// The threads (not watched, not the sampler) that ran most on the watched CPUs
+    /// over the last second of scans, real-time ones first, at most [`CANDIDATES`]:
+    /// every reading takes their run time, so that what they ran in a miss's window
+    /// is known to the reading (10 ms), not to the scan (a second).
+    candidates: Vec<i64>,
     /// Every thread's `stat` and `schedstat`, kept open between scans.
     task_files: HashMap<i64, TaskFiles>,
     /// When it started (its share of a CPU is its run time over the time since).
@@ -344,6 +349,7 @@ impl Sampler {
         watched: Vec<WatchedThread>,
         t0: Nanos,
         recent: Arc<Mutex<VecDeque<Explained>>>,
+        host: Host,
     ) -> Sampler {
         let cpus = config.cpus.cpus().to_vec();
         let mut sources = Vec::new();
@@ -358,10 +364,12 @@ impl Sampler {
         let softirqs = open("/proc/softirqs", "softirqs");
         let stat = open("/proc/stat", "steal");
         let mut idle = Vec::new();
+        let mut idle_time = Vec::new();
         let mut deepest_idle = Vec::new();
         for &cpu in &cpus {
-            let (files, deepest) = idle_states(cpu);
+            let (files, times, deepest) = idle_states(cpu);
             idle.push(files);
+            idle_time.push(times);
             deepest_idle.push(deepest);
         }
         let rt_budget = rt_budget();
@@ -399,13 +407,17 @@ impl Sampler {
             softirq_names: Vec::new(),
             stat,
             idle,
+            idle_time,
             deepest_idle,
+            irq_time_accounting: host.irq_time_accounting,
+            hypervisor: host.hypervisor,
             readings: VecDeque::new(),
             scans: VecDeque::new(),
             pending: Vec::new(),
             rt_budget,
             own_tid: 0,
             next_thread: 0,
+            candidates: Vec::new(),
             task_files: HashMap::new(),
             started: Nanos::ZERO,
             reading_total: Nanos::ZERO,
@@ -452,7 +464,7 @@ impl Sampler {
             });
             // A scan costs about a millisecond of the sampler's CPU (a reading, 40
             // us): one asked for by waiting events comes at most every 50 ms.
-            let may_trigger = now.saturating_sub(last_scan) >= Nanos::from_millis(50);
+            let may_trigger = now.saturating_sub(last_scan) >= SCAN_GAP;
             if scan_due || (events_wait && may_trigger) || stopping {
                 self.scan();
                 last_scan = monotonic_now();
@@ -470,7 +482,14 @@ impl Sampler {
                     next = now + period;
                 }
             }
-            std::thread::park_timeout(Duration::from_nanos((next - now).as_u64()));
+            // A miss that waits for a scan the 50 ms gap held back wakes it when the
+            // gap ends, not a period later (a long period left it waiting that long).
+            let wake = if self.pending.is_empty() {
+                next
+            } else {
+                next.min((last_scan + SCAN_GAP).max(now))
+            };
+            std::thread::park_timeout(Duration::from_nanos((wake - now).as_u64()));
         }
         self.close()
     }
@@ -498,11 +517,18 @@ impl Sampler {
     fn describe_sources(&mut self) {
         let s = &mut self.explanation.sampler.sources;
         s.push(
-            "per-CPU: /proc/interrupts, /proc/softirqs, steal in /proc/stat, cpuidle usage; \
-             per thread: run delay (schedstat), page faults (stat); every thread's \
-             schedstat scanned (and the stat of those that ran) to name the one that ran"
+            "per-CPU: /proc/interrupts, /proc/softirqs, steal, irq and softirq in /proc/stat, \
+             cpuidle usage and time; per thread: run time and run delay (schedstat), page \
+             faults (stat); every thread's schedstat scanned (and the stat of those that ran) \
+             to name the one that ran"
                 .into(),
         );
+        s.extend(accounting_sources(
+            self.irq_time_accounting,
+            self.idle.iter().any(|f| !f.is_empty()),
+            self.hypervisor.as_deref(),
+            1_000_000_000 / crate::procstat::user_hz().max(1),
+        ));
         match self.rt_budget {
             Some((rt, period)) => s.push(format!(
                 "RT throttling inferred from RT threads' run time: budget {} of {}",
@@ -511,14 +537,7 @@ impl Sampler {
             )),
             None => s.push("RT throttling off (sched_rt_runtime_us -1 or unreadable)".into()),
         }
-        s.push(match crate::tracefs::find() {
-            Some(t) if t.has_tracer("timerlat") => "the kernel has the timerlat tracer: not \
-                read by this sampler (rtla timerlat -a gives its auto-analysis of one event)"
-                .into(),
-            _ => "no kernel tracer used: the kernel has no timerlat tracer here (or tracefs \
-                  is not mounted), so interrupt and thread latency are not split"
-                .into(),
-        });
+        s.push(tracer_source(crate::tracefs::find().as_ref()));
     }
 
     fn attach_new(&mut self) {
@@ -569,14 +588,16 @@ impl Sampler {
         r.irq.clear();
         r.softirq.clear();
         r.steal_ticks.clear();
+        r.irq_ticks.clear();
+        r.softirq_ticks.clear();
         self.read_tables(&mut r);
         r.idle_entries.clear();
         for files in &mut self.idle {
-            let sum = files
-                .iter_mut()
-                .filter_map(|f| f.read()?.trim().parse::<u64>().ok())
-                .sum();
-            r.idle_entries.push(sum);
+            r.idle_entries.push(sum_of(files));
+        }
+        r.idle_us.clear();
+        for files in &mut self.idle_time {
+            r.idle_us.push(sum_of(files));
         }
         // The threads read now: those whose miss waits for a reading after its end,
         // and the next ones in turn.
@@ -618,14 +639,25 @@ impl Sampler {
                     (c.minflt, c.majflt) = faults(text.as_bytes());
                 }
                 if let Some(text) = f.schedstat.as_mut().and_then(Reread::read) {
-                    c.run_delay_ns = text
+                    let mut w = text
                         .split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
+                        .map(|v| v.parse::<u64>().unwrap_or(0));
+                    c.run_ns = w.next().unwrap_or(0);
+                    c.run_delay_ns = w.next().unwrap_or(0);
                 }
             }
             r.threads.push(Some(c));
+        }
+        r.others.clear();
+        for tid in &self.candidates {
+            if let Some(run) = self
+                .task_files
+                .get_mut(tid)
+                .and_then(|f| f.schedstat.read())
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            {
+                r.others.push((*tid, run));
+            }
         }
         let took = monotonic_now().saturating_sub(started);
         self.reading_total += took;
@@ -658,6 +690,8 @@ impl Sampler {
             );
         }
         r.steal_ticks.resize(self.cpus.len(), 0);
+        r.irq_ticks.resize(self.cpus.len(), 0);
+        r.softirq_ticks.resize(self.cpus.len(), 0);
         if let Some(f) = self.stat.as_mut()
             && let Some(text) = f.read()
         {
@@ -672,7 +706,11 @@ impl Sampler {
                     continue;
                 };
                 if let Some(i) = self.cpus.iter().position(|&c| c == cpu) {
-                    r.steal_ticks[i] = w.nth(7).and_then(|s| s.parse().ok()).unwrap_or(0);
+                    // user nice system idle iowait irq softirq steal
+                    let mut n = w.map(|s| s.parse::<u64>().unwrap_or(0)).skip(5);
+                    r.irq_ticks[i] = n.next().unwrap_or(0);
+                    r.softirq_ticks[i] = n.next().unwrap_or(0);
+                    r.steal_ticks[i] = n.next().unwrap_or(0);
                 }
             }
         }
@@ -775,6 +813,46 @@ impl Sampler {
             self.scans.pop_front();
         }
         self.scans.push_back(Scan { t, tasks });
+        self.pick_candidates();
+    }
+
+    /// The threads the readings follow until the next scan: those that ran most on
+    /// the watched CPUs over the last second of scans (all it saw there, at the
+    /// first), real-time ones first.
+    fn pick_candidates(&mut self) {
+        let Some(after) = self.scans.back() else {
+            return;
+        };
+        // Over a second at least (scans after misses come 50 ms apart, and a thread
+        // that bursts twice a second would drop out between two of them).
+        let before = self
+            .scans
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|s| after.t.saturating_sub(s.t) >= self.config.scan_every)
+            .or_else(|| self.scans.front().filter(|s| s.t < after.t));
+        let mut skip: Vec<i64> = self.watched_tids().collect();
+        skip.push(self.own_tid);
+        // Real-time threads first (they are the ones that preempt a real-time loop),
+        // then by what they ran.
+        let mut ran: Vec<(bool, u64, i64)> = after
+            .tasks
+            .iter()
+            .filter(|(tid, s)| self.config.cpus.contains(s.processor) && !skip.contains(tid))
+            .map(|(tid, s)| {
+                let earlier = before
+                    .and_then(|b| b.tasks.get(tid))
+                    .map_or(0, |b| b.run_ns);
+                let rt = class_rank(s.policy, s.rt_priority) > 0;
+                (rt, s.run_ns.saturating_sub(earlier), *tid)
+            })
+            .filter(|(_, d, _)| *d > 0)
+            .collect();
+        ran.sort_unstable_by(|a, b| b.cmp(a));
+        self.candidates.clear();
+        self.candidates
+            .extend(ran.iter().take(CANDIDATES).map(|(_, _, tid)| *tid));
     }
 
     /// Explains every pending event with a reading and a scan after its end (all of
@@ -825,16 +903,21 @@ impl Sampler {
             });
         let before = self.readings.iter().rev().find(|r| r.t <= e.start);
         let after = self.readings.iter().find(|r| r.t >= e.end);
-        let (before, after) = match (before, after) {
-            (Some(b), Some(a)) => (b, a),
-            // A window outside the readings kept: correlate with the nearest.
+        let (before, after, unread) = match (before, after) {
+            (Some(b), Some(a)) => (b, a, b.t >= a.t),
+            // A window outside the readings kept: nothing read around it.
             _ => (
                 self.readings.front().expect("one reading at least"),
                 self.readings.back().expect("one reading at least"),
+                true,
             ),
         };
+        let tick_ns = 1_000_000_000 / crate::procstat::user_hz().max(1);
         let mut w = WindowDeltas {
             lateness: e.lateness,
+            tick_ns,
+            hypervisor: self.hypervisor.clone(),
+            unread,
             ..WindowDeltas::default()
         };
         if e.kind == MissKind::Overrun {
@@ -873,6 +956,8 @@ impl Sampler {
                 ci,
                 &["LOC"],
             );
+            w.interrupts_span_ns = irq_after.t.saturating_sub(irq_before.t).as_u64();
+            w.softirqs_span_ns = tables_after.t.saturating_sub(tables_before.t).as_u64();
             w.softirqs = deltas(
                 &self.softirq_names,
                 &tables_before.softirq,
@@ -881,13 +966,32 @@ impl Sampler {
                 ci,
                 &["TIMER", "HRTIMER"],
             );
-            // Steal moves by whole ticks: the tables before and after are enough.
-            let tick = |r: &Reading| r.steal_ticks.get(ci).copied().unwrap_or(0);
-            let ticks = tick(tables_after).saturating_sub(tick(tables_before));
-            w.steal_ns = ticks * (1_000_000_000 / crate::procstat::user_hz().max(1));
+            // Steal (and IRQ time) move by whole ticks: the tables before and after
+            // are enough.
+            let ticks = |v: fn(&Reading) -> &Vec<u64>| {
+                let at = |r: &Reading| v(r).get(ci).copied().unwrap_or(0);
+                at(tables_after).saturating_sub(at(tables_before)) * tick_ns
+            };
+            w.steal_ns = ticks(|r| &r.steal_ticks);
+            if self.irq_time_accounting == Some(true) {
+                w.irq_time = Some(IrqTime {
+                    irq_ns: ticks(|r| &r.irq_ticks),
+                    softirq_ns: ticks(|r| &r.softirq_ticks),
+                });
+            }
             if let Some((name, lat)) = &self.deepest_idle[ci] {
-                let n = after.idle_entries[ci].saturating_sub(before.idle_entries[ci]);
-                w.idle = Some((name.clone(), *lat, n));
+                let delta = |v: &[u64], u: &[u64]| {
+                    v.get(ci)
+                        .copied()
+                        .unwrap_or(0)
+                        .saturating_sub(u.get(ci).copied().unwrap_or(0))
+                };
+                w.idle = Some(IdleWindow {
+                    state: name.clone(),
+                    exit_latency_us: *lat,
+                    entries: delta(&after.idle_entries, &before.idle_entries),
+                    idle_us: delta(&after.idle_us, &before.idle_us),
+                });
             }
         }
         // The thread's own counters from the readings that took them around the
@@ -927,27 +1031,38 @@ impl Sampler {
                     / thread_before.t.saturating_sub(t).as_u64().max(1) as u128;
                 w.run_delay_ns = w.run_delay_ns.saturating_sub(usual as u64);
             }
+            w.run_ns = a.run_ns.saturating_sub(b.run_ns);
             w.minor_faults = a.minflt.saturating_sub(b.minflt);
             w.major_faults = a.majflt.saturating_sub(b.majflt);
         }
         if let Some(cpu) = cpu {
-            let (top, lower) = self.top_other(cpu, thread, e);
+            let (top, lower, others) = self.top_other(cpu, thread, e);
             w.top_other = top;
             w.top_is_lower_class = lower;
+            w.others_ran_ns = others;
             // Throttling starts when the budget is used up: measured over the RT
             // period before the window opened (the throttled gap itself lies after).
             w.rt_budget = self.rt_used(cpu, e.start);
         }
+        let judged = judge(&w);
+        let lateness_ns = e.lateness.as_u64();
         Explained {
             thread: self.watched[thread].name.clone(),
             cpu,
             kind: e.kind,
             seq: e.seq,
             at_ns: e.start.saturating_sub(self.t0).as_u64(),
-            lateness_ns: e.lateness.as_u64(),
+            lateness_ns,
             missed: e.missed,
             window_ns: after.t.saturating_sub(before.t).as_u64(),
-            causes: judge(&w),
+            causes: judged.causes,
+            seen: judged.seen,
+            accounted_ns: judged.accounted_ns,
+            accounted_share: judged.accounted_ns as f64 / lateness_ns.max(1) as f64,
+            causes_sum_ns: judged.sum_ns,
+            run_ns: w.run_ns,
+            run_delay_ns: w.run_delay_ns,
+            unread,
         }
     }
 
@@ -956,15 +1071,16 @@ impl Sampler {
     }
 
     /// The thread (not watched, not the sampler) that held `cpu` off the watched
-    /// thread between the scans around the event; and whether the watched thread is
+    /// thread between the scans around the event; whether the watched thread is
     /// real-time and that thread of a class that cannot preempt it (it ran because
-    /// the real-time threads could not: throttled).
-    fn top_other(&self, cpu: usize, thread: usize, e: &MissEvent) -> (Option<TaskRan>, bool) {
+    /// the real-time threads could not: throttled); and what all such threads ran
+    /// on `cpu` between the scans.
+    fn top_other(&self, cpu: usize, thread: usize, e: &MissEvent) -> (Option<TaskRan>, bool, u64) {
         let (Some(before), Some(after)) = (
             self.scans.iter().rev().find(|s| s.t <= e.start),
             self.scans.iter().find(|s| s.t >= e.end),
         ) else {
-            return (None, false);
+            return (None, false, 0);
         };
         let mut skip: Vec<i64> = self.watched_tids().collect();
         skip.push(self.own_tid);
@@ -974,7 +1090,32 @@ impl Sampler {
             .and_then(|f| f.as_ref())
             .and_then(|f| after.tasks.get(&f.tid))
             .map_or(0, |s| class_rank(s.policy, s.rt_priority));
-        let top = preemptor(before, after, cpu, &skip, own);
+        let mut top = preemptor(before, after, cpu, &skip, own);
+        let mut others = ran_on(before, after, cpu, &skip);
+        // Finer where the readings around the window followed threads on the CPU:
+        // what they ran between those readings (10 ms apart, not a second); the
+        // threads they did not follow keep the scans' view.
+        if let Some((b, a)) = self.window_view(after, e) {
+            let followed = |tid: &i64| a.tasks.contains_key(tid);
+            let mut skip_followed = skip.clone();
+            skip_followed.extend(a.tasks.keys().copied());
+            let unfollowed = ran_on(before, after, cpu, &skip_followed);
+            others = ran_on(&b, &a, cpu, &skip) + unfollowed;
+            let outranks = |t: &TaskRan| {
+                after
+                    .tasks
+                    .get(&t.tid)
+                    .is_some_and(|s| class_rank(s.policy, s.rt_priority) > own)
+            };
+            let scans_top = top.filter(|t| !followed(&t.tid));
+            let window_top = preemptor(&b, &a, cpu, &skip, own);
+            // The finer view's, unless only a thread it did not follow could have
+            // preempted the watched one.
+            top = match (window_top, scans_top) {
+                (Some(w), Some(s)) if outranks(&s) && !outranks(&w) => Some(s),
+                (w, s) => w.or(s),
+            };
+        }
         let lower = own > 0
             && top.as_ref().is_some_and(|t| {
                 after
@@ -982,7 +1123,38 @@ impl Sampler {
                     .get(&t.tid)
                     .is_some_and(|s| class_rank(s.policy, s.rt_priority) < own)
             });
-        (top, lower)
+        (top, lower, others)
+    }
+
+    /// The followed threads (the candidates) as two scans at the readings around the
+    /// event's window, their names and classes from `named` (the scan after it);
+    /// `None` where those readings followed none.
+    fn window_view(&self, named: &Scan, e: &MissEvent) -> Option<(Scan, Scan)> {
+        let before = self.readings.iter().rev().find(|r| r.t <= e.start)?;
+        let after = self.readings.iter().find(|r| r.t >= e.end)?;
+        let view = |r: &Reading| Scan {
+            t: r.t,
+            tasks: r
+                .others
+                .iter()
+                .filter_map(|(tid, run)| {
+                    let seen = named.tasks.get(tid)?;
+                    Some((
+                        *tid,
+                        Seen {
+                            run_ns: *run,
+                            ..seen.clone()
+                        },
+                    ))
+                })
+                .collect(),
+        };
+        let b = view(before);
+        let mut a = view(after);
+        // Only those read at both: one read at the second alone would count its whole
+        // life as run in the window.
+        a.tasks.retain(|tid, _| b.tasks.contains_key(tid));
+        (!a.tasks.is_empty()).then_some((b, a))
     }
 
     /// Real-time threads' run time on `cpu` over the RT period before `end`, scaled
@@ -1048,294 +1220,22 @@ impl Sampler {
     }
 }
 
-/// Fields 10 (minflt) and 12 (majflt) of a `stat` line.
-fn faults(line: &[u8]) -> (u64, u64) {
-    let Some(close) = line.iter().rposition(|&b| b == b')') else {
-        return (0, 0);
-    };
-    let mut fields = line[close + 1..]
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|f| !f.is_empty());
-    let num = |f: Option<&[u8]>| {
-        f.and_then(|f| std::str::from_utf8(f).ok()?.parse().ok())
-            .unwrap_or(0)
-    };
-    // Field 3 is the first after ')': field 10 is the 8th, field 12 the 10th.
-    let minflt = num(fields.nth(7));
-    let majflt = num(fields.nth(1));
-    (minflt, majflt)
-}
-
-/// Reads a per-CPU table (`/proc/interrupts`, `/proc/softirqs`): for each line with a
-/// count per CPU, the counts of `cpus` into `out` (`[line * ncpu + cpu]`), lines in
-/// the order of `names` (a line seen the first time is added to it).
-fn per_cpu_table(
-    text: &str,
-    cpus: &[usize],
-    names: &mut Vec<String>,
-    out: &mut Vec<u64>,
-    describe: bool,
-) {
-    let mut lines = text.lines();
-    let Some(header) = lines.next() else { return };
-    let columns: Vec<usize> = header
-        .split_whitespace()
-        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
-        .collect();
-    let index: Vec<Option<usize>> = cpus
-        .iter()
-        .map(|c| columns.iter().position(|x| x == c))
-        .collect();
-    let ncpu = cpus.len();
-    out.resize(names.len() * ncpu, 0);
-    let mut counts = Vec::with_capacity(columns.len());
-    for (line_no, line) in lines.enumerate() {
-        let Some((label, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let label = label.trim();
-        let mut words = rest.split_whitespace();
-        counts.clear();
-        counts.extend(
-            words
-                .by_ref()
-                .take(columns.len())
-                .map_while(|w| w.parse::<u64>().ok()),
-        );
-        if counts.len() != columns.len() {
-            continue;
-        }
-        // A numbered line's device is its last word; a named one is its label.
-        let device = (describe && label.chars().all(|c| c.is_ascii_digit()))
-            .then(|| words.last().unwrap_or(label));
-        let is = |n: &str| match device {
-            Some(d) => n
-                .strip_prefix(label)
-                .and_then(|r| r.strip_prefix(':'))
-                .is_some_and(|r| r == d),
-            None => n == label,
-        };
-        // Lines come in the same order at each reading: the same line first.
-        let line_index = match names
-            .get(line_no)
-            .filter(|n| is(n))
-            .map(|_| line_no)
-            .or_else(|| names.iter().position(|n| is(n)))
-        {
-            Some(i) => i,
-            None => {
-                names.push(match device {
-                    Some(d) => format!("{label}:{d}"),
-                    None => label.to_string(),
-                });
-                out.resize(names.len() * ncpu, 0);
-                names.len() - 1
-            }
-        };
-        for (ci, col) in index.iter().enumerate() {
-            if let Some(col) = col {
-                out[line_index * ncpu + ci] = counts[*col];
-            }
-        }
-    }
-}
-
-/// The lines whose count on CPU index `ci` moved between two readings, but `skip`.
-fn deltas(
-    names: &[String],
-    before: &[u64],
-    after: &[u64],
-    ncpu: usize,
-    ci: usize,
-    skip: &[&str],
-) -> Vec<(String, u64)> {
-    names
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| !skip.contains(&n.as_str()))
-        .filter_map(|(li, n)| {
-            let i = li * ncpu + ci;
-            let d = after.get(i)?.saturating_sub(*before.get(i)?);
-            (d > 0).then(|| (n.clone(), d))
-        })
-        .collect()
-}
-
-/// The usage files of `cpu`'s idle states with an exit latency, and the deepest one
-/// (name, exit latency in us).
-fn idle_states(cpu: usize) -> (Vec<Reread>, Option<(String, u64)>) {
-    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
-    let mut files = Vec::new();
-    let mut deepest: Option<(String, u64)> = None;
-    for k in 0..16 {
-        let state = format!("{dir}/state{k}");
-        let Ok(latency) = std::fs::read_to_string(format!("{state}/latency")) else {
-            break;
-        };
-        let latency: u64 = latency.trim().parse().unwrap_or(0);
-        if latency == 0 {
-            continue;
-        }
-        if let Some(f) = Reread::open(&format!("{state}/usage")) {
-            files.push(f);
-            let name = std::fs::read_to_string(format!("{state}/name"))
-                .map(|n| n.trim().to_string())
-                .unwrap_or_else(|_| format!("state{k}"));
-            if deepest.as_ref().is_none_or(|(_, l)| latency > *l) {
-                deepest = Some((name, latency));
-            }
-        }
-    }
-    (files, deepest)
-}
-
-/// `sched_rt_runtime_us` and `sched_rt_period_us` in nanoseconds, `None` when
-/// throttling is off or unreadable.
-fn rt_budget() -> Option<(u64, u64)> {
-    let read = |name: &str| -> Option<i64> {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
-    let runtime = read("sched_rt_runtime_us")?;
-    let period = read("sched_rt_period_us")?;
-    (runtime >= 0 && period > 0).then(|| (runtime as u64 * 1_000, period as u64 * 1_000))
-}
-
-/// Of the threads (but `skip`) that ran on `cpu` between two scans, the one that
-/// held it: one whose scheduling class outranks the watched thread's (`own`, from
-/// [`class_rank`]) first, as a FIFO 99 burner is the cause over a kworker that ran
-/// longer in the second between scans; then the one that ran most.
-fn preemptor(before: &Scan, after: &Scan, cpu: usize, skip: &[i64], own: u32) -> Option<TaskRan> {
-    after
-        .tasks
-        .iter()
-        .filter(|(tid, s)| s.processor == cpu && !skip.contains(tid))
-        .filter_map(|(tid, s)| {
-            // One the scan before did not list was born since: all its run time is
-            // in the window.
-            let ran = s
-                .run_ns
-                .saturating_sub(before.tasks.get(tid).map_or(0, |b| b.run_ns));
-            (ran > 0).then_some((*tid, s, ran))
-        })
-        .max_by_key(|(tid, s, ran)| (class_rank(s.policy, s.rt_priority) > own, *ran, *tid))
-        .map(|(tid, s, ran)| TaskRan {
-            pid: s.pid,
-            tid,
-            comm: s.comm.clone(),
-            policy: policy_words(s.policy, s.rt_priority),
-            ran_ns: ran,
-        })
-}
-
-/// Who preempts whom: deadline over real-time (by priority) over the rest.
-fn class_rank(policy: u32, priority: u32) -> u32 {
-    match policy {
-        6 => 1000,
-        1 | 2 => 1 + priority,
-        _ => 0,
-    }
-}
-
-fn policy_words(policy: u32, priority: u32) -> String {
-    match policy {
-        1 => format!("FIFO {priority}"),
-        2 => format!("RR {priority}"),
-        3 => "BATCH".into(),
-        5 => "IDLE".into(),
-        6 => "DEADLINE".into(),
-        _ => "OTHER".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_per_cpu_table_keeps_the_asked_cpus_and_names_devices() {
-        let text = "           CPU0       CPU1\n\
-              9:          0          5   IO-APIC    9-fasteoi   acpi\n\
-             36:          0      32618   PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n\
-            LOC:      24606      26566   Local timer interrupts\n\
-            ERR:          0\n";
-        let mut names = Vec::new();
-        let mut out = Vec::new();
-        per_cpu_table(text, &[1], &mut names, &mut out, true);
-        assert_eq!(names, ["9:acpi", "36:virtio1-req.0", "LOC"]);
-        assert_eq!(out, [5, 32618, 26566]);
-        let later = text.replace("32618", "32620");
-        let mut out2 = Vec::new();
-        per_cpu_table(&later, &[1], &mut names, &mut out2, true);
-        assert_eq!(
-            deltas(&names, &out, &out2, 1, 0, &["LOC"]),
-            [("36:virtio1-req.0".to_string(), 2)]
-        );
-    }
-
-    fn scan(t: u64, tasks: &[(i64, &str, usize, u32, u32, u64)]) -> Scan {
-        Scan {
-            t: Nanos::new(t),
-            tasks: tasks
-                .iter()
-                .map(|&(tid, comm, processor, policy, rt_priority, run_ns)| {
-                    let seen = Seen {
-                        pid: tid,
-                        comm: comm.into(),
-                        processor,
-                        policy,
-                        rt_priority,
-                        run_ns,
-                    };
-                    (tid, seen)
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_thread_that_outranks_the_watched_one_is_named_before_one_that_ran_longer() {
-        let before = scan(
-            0,
-            &[(10, "kworker", 1, 0, 0, 0), (11, "burner", 1, 1, 99, 0)],
-        );
-        let after = scan(
-            100_000_000,
-            &[
-                (10, "kworker", 1, 0, 0, 29_000_000),
-                (11, "burner", 1, 1, 99, 5_000_000),
-            ],
-        );
-        // Watched at FIFO 95: the FIFO 99 burner held the CPU, though it ran less.
-        let by = preemptor(&before, &after, 1, &[], class_rank(1, 95)).unwrap();
-        assert_eq!(
-            (by.comm.as_str(), by.policy.as_str()),
-            ("burner", "FIFO 99")
-        );
-        // Watched at FIFO 99 itself: neither outranks it, so the one that ran most.
-        let by = preemptor(&before, &after, 1, &[], class_rank(1, 99)).unwrap();
-        assert_eq!(by.comm, "kworker");
-        // Skipped threads (the watched ones, the sampler) and other CPUs never count.
-        assert_eq!(
-            preemptor(&before, &after, 1, &[10], class_rank(1, 99))
-                .unwrap()
-                .comm,
-            "burner"
-        );
-        assert!(preemptor(&before, &after, 0, &[], 0).is_none());
-    }
-
-    #[test]
-    fn faults_are_fields_ten_and_twelve() {
-        let line = b"42 (a b) S 1 42 42 0 -1 4194560 17 0 3 0 7 3 0 0 20 0 1 0 99";
-        assert_eq!(faults(line), (17, 3));
+    /// One sampler test at a time: one's burner starves another's sampler (its first
+    /// reading then comes after the miss it is to explain).
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: Mutex<()> = Mutex::new(());
+        SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     #[test]
     fn a_reported_miss_wakes_the_sampler_before_its_period_ends() {
+        let _serial = serial();
         let cpu = crate::sched::current_cpu().unwrap_or(0);
         // A period far longer than the test: only the report can wake it.
         let config = ExplainConfig {
@@ -1367,13 +1267,15 @@ mod tests {
         );
         assert_eq!(explained[0].seq, 1);
         let e = sut.finish();
-        // One reading at the start, one woken by the miss (and one at the stop).
-        assert!(e.sampler.samples <= 3, "{}", e.sampler.samples);
+        // One reading at the start, one woken by the miss (one more where the scan
+        // it waits for was held back by the 50 ms gap), and one at the stop.
+        assert!(e.sampler.samples <= 4, "{}", e.sampler.samples);
         assert!(e.sampler.cpu_ns > 0 && e.sampler.wall_ns > 0);
     }
 
     #[test]
     fn a_sampler_explains_a_reported_miss_and_stops() {
+        let _serial = serial();
         let cpu = crate::sched::current_cpu().unwrap_or(0);
         let config = ExplainConfig {
             period: Nanos::from_millis(1),
@@ -1390,22 +1292,97 @@ mod tests {
         std::hint::black_box(&v);
         let end = monotonic_now();
         reporters[0].release(5, start, end - start + Nanos::from_millis(1), 0);
-        std::thread::sleep(Duration::from_millis(30));
-        let recent = sut.recent();
+        // Explained once a reading and a scan follow it: within 20 ms when the
+        // machine is quiet, later when builds share it.
+        let mut recent = Vec::new();
+        for _ in 0..300 {
+            std::thread::sleep(Duration::from_millis(10));
+            recent = sut.recent();
+            if !recent.is_empty() {
+                break;
+            }
+        }
         let e = sut.finish();
         assert_eq!(e.breakdown.events, 1);
         assert_eq!(e.events.len(), 1);
         assert_eq!(e.events[0].thread, "me");
         assert_eq!(e.events[0].seq, 5);
+        // Named, or seen where its time is small beside the lateness.
         assert!(
-            e.events[0]
-                .causes
-                .iter()
-                .any(|c| matches!(c, super::super::Cause::PageFaults { minor, .. } if *minor > 0)),
+            e.events[0].causes.iter().chain(&e.events[0].seen).any(
+                |c| matches!(c.cause, super::super::Cause::PageFaults { minor, .. } if minor > 0)
+            ),
             "{:?}",
             e.events[0]
         );
         assert_eq!(recent.len(), 1);
-        assert!(e.sampler.samples > 10 && e.sampler.task_scans > 0);
+        assert!(e.sampler.samples > 2 && e.sampler.task_scans > 0);
+    }
+    #[test]
+    fn a_thread_that_shared_the_cpu_in_the_window_is_timed_by_the_readings_not_the_scans() {
+        let _serial = serial();
+        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        let here = CpuSet::from_cpus([cpu]);
+        crate::sched::set_affinity(&here).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let burner = {
+            let (stop, here) = (stop.clone(), here.clone());
+            std::thread::Builder::new()
+                .name("burner".into())
+                .spawn(move || {
+                    crate::sched::set_affinity(&here).unwrap();
+                    // Acquire: pairs with the Release store below.
+                    while !stop.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                })
+                .unwrap()
+        };
+        let config = ExplainConfig {
+            period: Nanos::from_millis(1),
+            scan_every: Nanos::from_millis(20),
+            ..ExplainConfig::new(here, Nanos::from_micros(100))
+        };
+        let (sut, mut reporters) =
+            Explainer::start(config, &["me".into()], monotonic_now()).unwrap();
+        reporters[0].attach();
+        // Scans see the burner run on this CPU, so the readings follow it.
+        std::thread::sleep(Duration::from_millis(80));
+        // Spin beside it for 30 ms: each waits while the other runs.
+        let start = monotonic_now();
+        while monotonic_now() - start < Nanos::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        let end = monotonic_now();
+        reporters[0].release(1, start, end - start, 0);
+        for _ in 0..300 {
+            std::thread::sleep(Duration::from_millis(10));
+            if !sut.recent().is_empty() {
+                break;
+            }
+        }
+        // Release: pairs with the Acquire load in the burner.
+        stop.store(true, Ordering::Release);
+        burner.join().unwrap();
+        let e = sut.finish();
+        let miss = &e.events[0];
+        let preempted = miss
+            .causes
+            .iter()
+            .chain(&miss.seen)
+            .find_map(|c| match &c.cause {
+                super::super::Cause::Preempted { by: Some(t), .. } => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{miss}"));
+        // The burner, followed by the readings, is timed from those around the window
+        // (a few ms apart), not from the scans (20 ms and more apart). Which thread
+        // ran most beside the watched one (the burner, or a build or a test of
+        // another process on a shared machine) is the machine's business.
+        assert!(preempted.ran_ns <= preempted.over_ns, "{miss}");
+        if preempted.comm == "burner" {
+            assert!(preempted.over_ns <= miss.window_ns, "{miss}");
+        }
+        assert!(miss.run_delay_ns > 0 && miss.run_ns > 0, "{miss}");
     }
 }
