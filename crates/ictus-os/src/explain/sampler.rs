@@ -28,7 +28,7 @@ use files::{
     Reread, accounting_sources, deltas, faults, idle_states, per_cpu_table, rt_budget, sum_of,
     tracer_source,
 };
-use ran::{class_rank, preemptor, ran_on};
+use ran::{Scan, Seen, class_rank, preemptor, ran_on};
 
 /// How the sampler runs.
 #[derive(Clone, Debug)]
@@ -257,22 +257,6 @@ impl Reading {
     fn has_thread(&self, thread: usize) -> bool {
         self.threads.get(thread).is_some_and(Option::is_some)
     }
-}
-
-/// What a scan saw of one thread.
-#[derive(Clone, Debug)]
-struct Seen {
-    pid: i64,
-    comm: String,
-    processor: usize,
-    policy: u32,
-    rt_priority: u32,
-    run_ns: u64,
-}
-
-struct Scan {
-    t: Nanos,
-    tasks: HashMap<i64, Seen>,
 }
 
 /// What the accounting needs to know of the machine, read once before the sampler

@@ -1,7 +1,11 @@
 //! Who ran on a CPU between two scans (or two readings): the thread that held it off
 //! the watched one, and what all the others ran.
 
-use super::{Scan, TaskRan};
+use std::collections::HashMap;
+
+use ictus_core::Nanos;
+
+use crate::explain::cause::TaskRan;
 
 /// Of the threads (but `skip`) that ran on `cpu` between two scans, the one that
 /// held it: one whose scheduling class outranks the watched thread's (`own`, from
@@ -127,4 +131,20 @@ mod tests {
         );
         assert!(preemptor(&before, &after, 0, &[], 0).is_none());
     }
+}
+
+/// What a scan saw of one thread.
+#[derive(Clone, Debug)]
+pub(super) struct Seen {
+    pub(super) pid: i64,
+    pub(super) comm: String,
+    pub(super) processor: usize,
+    pub(super) policy: u32,
+    pub(super) rt_priority: u32,
+    pub(super) run_ns: u64,
+}
+
+pub(super) struct Scan {
+    pub(super) t: Nanos,
+    pub(super) tasks: HashMap<i64, Seen>,
 }
