@@ -348,16 +348,24 @@ fn headline(report: &RunReport) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
+/// A run of one subsystem on two hosts with every figure a record holds (stress,
+/// crash, link stages, late arrivals): the one example the run record's writing and
+/// its views are tested on, so the two cannot drift apart.
+#[doc(hidden)]
+pub mod example {
     use std::collections::BTreeMap;
 
-    use super::*;
-    use ictus_exec::report::StressReport;
-    use ictus_probe::provenance::Provenance;
-    use ictus_probe::record::Obtained;
+    use ictus_core::Nanos;
+    use ictus_exec::report::{
+        Distribution, HostReport, LateFigure, LateWhere, LinkStage, RunReport, StageFigure,
+        StressReport, SubsystemReport,
+    };
+    use ictus_exec::schedule::{Process, WaitSpec};
+    use ictus_shield::class::Class;
 
-    fn report() -> RunReport {
+    use super::{RunParams, SubsystemParams};
+
+    pub fn report() -> RunReport {
         let host = |name: &str, role: &str, ticks: u64, other: u64| HostReport {
             name: name.into(),
             role: role.into(),
@@ -405,28 +413,48 @@ mod tests {
             complete: true,
             stopped_by: None,
             tap: None,
-            hosts: vec![
-                host("a", "main", 0, 400),
-                HostReport {
-                    late_by: vec![ictus_exec::report::LateFigure {
+            hosts: vec![host("a", "main", 0, 400), {
+                // A node that received: the receiving stages, in order.
+                let mut b = host("b", "node", 399, 1);
+                let mut h = ictus_core::LatencyHistogram::new();
+                h.record(Nanos::new(42_000));
+                b.stages = [LinkStage::Transit, LinkStage::Copy]
+                    .into_iter()
+                    .map(|stage| StageFigure {
+                        stage,
+                        delay: Distribution::of(&h),
+                    })
+                    .collect();
+                b.late_by = vec![
+                    LateFigure {
                         what: "cell p".into(),
                         from: "a".into(),
-                        stage: ictus_exec::report::LateWhere::Transit,
+                        stage: LateWhere::Sender,
                         arrivals: 2,
                         frames: 3,
                         late_total_ns: 2_500_000,
                         late_worst_ns: 2_000_000,
                         first_frame: 17,
-                    }],
-                    ..host("b", "node", 399, 1)
-                },
-            ],
+                    },
+                    LateFigure {
+                        what: "tick".into(),
+                        from: "a".into(),
+                        stage: LateWhere::Whole,
+                        arrivals: 1,
+                        frames: 5,
+                        late_total_ns: 6_000_000,
+                        late_worst_ns: 6_000_000,
+                        first_frame: 30,
+                    },
+                ];
+                b
+            }],
             pm_qos: None,
             explanation: None,
         }
     }
 
-    fn params(events: Vec<String>) -> RunParams {
+    pub fn params(events: Vec<String>) -> RunParams {
         RunParams {
             schedule: "ring.toml".into(),
             name: "ring".into(),
@@ -449,6 +477,17 @@ mod tests {
             events,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    use ictus_probe::provenance::Provenance;
+    use ictus_probe::record::Obtained;
+
+    use super::example::{params, report};
 
     #[test]
     fn fill_writes_a_measurement_per_figure() {
@@ -473,17 +512,20 @@ mod tests {
                 "cell-latency",
                 "tick-arrival",
                 "cell-latency",
+                "link-stage",
+                "link-stage",
+                "late-arrivals",
                 "late-arrivals"
             ]
         );
-        let late = sut.measurements[8].read::<LateArrivals>().unwrap();
+        let late = sut.measurements[10].read::<LateArrivals>().unwrap();
         assert_eq!(
             (late.labels.host.as_str(), late.labels.from.as_str()),
             ("b", "a")
         );
         assert_eq!(
             (late.labels.stage.as_str(), late.metrics.frames),
-            ("transit", 3.0)
+            ("sender", 3.0)
         );
         let frames = &sut.measurements[2];
         assert_eq!(frames.read::<Frames>().unwrap().metrics.frames, 400.0);
