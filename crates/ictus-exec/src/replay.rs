@@ -1,5 +1,5 @@
 //! Replay (issue 24): one subsystem run again against the inputs a recording
-//! ([`crate::record`]) holds, frame by frame, its outputs compared with the
+//! ([`crate::tap::mcap`]) holds, frame by frame, its outputs compared with the
 //! recorded ones bit for bit.
 //!
 //! [`Recording::open`] reads the file's `ictus` metadata (the schedule's text,
