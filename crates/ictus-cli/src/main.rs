@@ -195,7 +195,8 @@ mod tests {
 
     #[test]
     fn a_typo_keeps_clap_s_suggestion_on_the_one_line() {
-        let sut = refusal(&["probe", "timer", "--intervall", "1ms"]);
+        let timer = ictus_probe::registry::ProbeId::Timer.name();
+        let sut = refusal(&["probe", timer, "--intervall", "1ms"]);
         assert!(
             sut.starts_with("unexpected argument '--intervall' found"),
             "{sut}"
