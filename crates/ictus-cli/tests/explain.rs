@@ -334,17 +334,41 @@ fn an_interrupt_load_steered_to_the_measured_cpu_is_named() {
         return;
     }
     let line = format!("\"{irq}:");
+    // The line is found in the misses' windows, with the time it accounts for: as
+    // a reason where that time is at least a fifth of the lateness, else as seen
+    // (issue 32: no counter named for what it cannot account for). On this VM each
+    // interrupt counts a measured 6 us (no IRQ time accounting), so the disk's
+    // interrupts are a reason for some misses and seen beside a host stall in
+    // others (a CI run of 2026-11-29: 5 misses, the line in all 5, a reason in 2);
+    // how much of the lateness they account for is bench/validate-explain.sh's to
+    // measure, not a test's. Most, not all: the storm's tail also makes late
+    // releases whose window holds no interrupt of the line.
+    let with_line: Vec<&serde_json::Value> = events
+        .iter()
+        .flat_map(|ev| {
+            let causes = ev["causes"].as_array().into_iter().flatten();
+            causes.chain(ev["seen"].as_array().into_iter().flatten())
+        })
+        .filter(|c| c["cause"] == "interrupts" && c.to_string().contains(&line))
+        .collect();
     let hits = events
         .iter()
-        .filter(|ev| ev["causes"].to_string().contains(&line))
+        .filter(|ev| format!("{}{}", ev["causes"], ev["seen"]).contains(&line))
         .count();
-    // Most, not all: the storm's tail also makes late releases whose window
-    // holds no interrupt of the line (the writeback kworker it wakes, softirqs,
-    // a few unexplained). A clean-clone CI run here had 24 of 28 (86 %) naming
-    // the line, the rest those; earlier runs 90 % and more.
     assert!(
         hits * 4 >= events.len() * 3,
-        "{hits} of {} named IRQ {irq}: {e}",
+        "{hits} of {} found IRQ {irq}: {e}",
         events.len()
     );
+    for c in with_line {
+        assert!(
+            c["accounts_ns"].as_u64().is_some_and(|ns| ns > 0),
+            "the interrupts' time: {c}"
+        );
+        // Counted times a measured cost here; IRQ time where the kernel accounts it.
+        assert!(
+            c["source"] == "count-times-cost" || c["source"] == "proc-stat-ticks",
+            "{c}"
+        );
+    }
 }
