@@ -152,20 +152,23 @@ for label in sorted(os.listdir(out)):
     share = s.get("cpu_ns", 0) / s["wall_ns"] * 100 if s.get("wall_ns") else None
     rows.append((what, build, explain, rnd, share, s.get("samples"), s.get("reading_mean_ns"),
                  s.get("task_scans"), (e or {}).get("breakdown", {}).get("events"), missed, p99, mx,
-                 polled))
+                 polled, s.get("budget"), s.get("slowest")))
 order = {"timer": -1}
 rows.sort(key=lambda r: (order.get(r[0], int(r[0]) if r[0].isdigit() else 0), r[1], r[2], r[3]))
 print(f"{'watched':>8} {'build':>6} {'explain':>7} {'round':>5} {'sampler CPU %':>13} {'readings':>8} "
       f"{'polled %':>8} {'mean us':>8} {'scans':>6} {'misses':>7} {'missed':>7} {'worst p99 us':>12} "
-      f"{'max us':>8}")
+      f"{'max us':>8} {'budget %':>8} {'stretch':>7}")
 us = lambda v: None if v is None else v / 1000
-for what, build, explain, rnd, share, n, mean, scans, events, missed, p99, mx, polled in rows:
+for what, build, explain, rnd, share, n, mean, scans, events, missed, p99, mx, polled, budget, slowest in rows:
     f = lambda v, fmt="{}": "-" if v is None else fmt.format(v)
     print(f"{what:>8} {build:>6} {explain:>7} {rnd:>5} {f(share, '{:.2f}'):>13} {f(n):>8} "
           f"{f(polled, '{:.2f}'):>8} {f(us(mean), '{:.1f}'):>8} {f(scans):>6} {f(events):>7} {f(missed):>7} "
-          f"{f(us(p99), '{:.1f}'):>12} {f(us(mx), '{:.0f}'):>8}")
+          f"{f(us(p99), '{:.1f}'):>12} {f(us(mx), '{:.0f}'):>8} "
+          f"{f(budget * 100 if budget else None, '{:.2f}'):>8} {f(slowest, '{}x'):>7}")
 print("sampler CPU %: its thread's run time over its life, from its record (builds before "
       "2026-11-29 do not keep it: '-'); polled %: the same seen from outside, the last of "
-      "polls every 0.5 s, for any build; missed: periods missed; p99, max: worst thread's")
+      "polls every 0.5 s, for any build; missed: periods missed; p99, max: worst thread's; "
+      "budget %: what the sampler(s) may cost, stretch: the most its period was stretched to "
+      "hold it (builds before the budget: '-')")
 EOF
 echo "records in $OUT_DIR" >&2

@@ -8,6 +8,9 @@
 #   batched   ICTUS_LINK_OPTIONS=express=off (Zenoh batches small messages)
 #   flat      ICTUS_LINK_OPTIONS=cells=data,tick=data (no priority above the rest)
 #   block     ICTUS_LINK_OPTIONS=congestion=block (wait on a full queue)
+#   mixed     ICTUS_LINK_OPTIONS=quic=mixed (cells best effort, in QUIC datagrams;
+#             the rest on the connection's reliable stream: Zenoh's mixed_rel=1)
+#   multi     ICTUS_LINK_OPTIONS=quic=multistream (a QUIC stream per priority)
 #   rx1       ZENOH_RUNTIME='(rx: (worker_threads: 1))': Zenoh's receiving runtime on
 #             one thread instead of two (its other runtimes have one already; one
 #             runtime for all, tried before, broke the hand-over: docs/executive.md)
@@ -19,7 +22,7 @@
 #   sudo bench/link-options.sh
 #   sudo OPTIONS="default batched" TICKS=1ms ROUNDS=3 SECONDS_PER=20 bench/link-options.sh
 #
-# Environment: OPTIONS (default "default batched flat block rx1"), TICKS (default
+# Environment: OPTIONS (default "default mixed multi batched flat block rx1"), TICKS (default
 # "1ms 6.67ms": ours and the seed's fastest), ROUNDS (default 2), SECONDS_PER (default
 # 20), ICTUS (a built ictus; default: cargo build --release), OUT_DIR (default
 # target/link-options-DATE). Root only (namespaces): without it, says why and exits 3,
@@ -34,7 +37,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 3
 fi
 need python3 "link-options.sh: python3 is needed to read the records"
-OPTIONS=${OPTIONS:-"default batched flat block rx1"}
+OPTIONS=${OPTIONS:-"default mixed multi batched flat block rx1"}
 TICKS=${TICKS:-"1ms 6.67ms"}
 ROUNDS=${ROUNDS:-2}
 SECONDS_PER=${SECONDS_PER:-20}
@@ -53,8 +56,10 @@ run_set() {
     batched) env=(ICTUS_LINK_OPTIONS=express=off) ;;
     flat) env=(ICTUS_LINK_OPTIONS=cells=data,tick=data) ;;
     block) env=(ICTUS_LINK_OPTIONS=congestion=block) ;;
+    mixed) env=(ICTUS_LINK_OPTIONS=quic=mixed) ;;
+    multi) env=(ICTUS_LINK_OPTIONS=quic=multistream) ;;
     rx1) env=("ZENOH_RUNTIME=(rx: (worker_threads: 1))") ;;
-    *) echo "link-options.sh: unknown option set '$set' (expected default, batched, flat, block or rx1)" >&2; exit 2 ;;
+    *) echo "link-options.sh: unknown option set '$set' (expected default, batched, flat, block, mixed, multi or rx1)" >&2; exit 2 ;;
   esac
   echo "round $round: $set ${env[*]:-}" >&2
   env "${env[@]}" ICTUS="$ICTUS" OUT_DIR="$dir" TESTS=1 LINKS=quic RATES=none \

@@ -102,6 +102,8 @@ pub struct Endpoint {
     pub protocol: Protocol,
     /// The address and port.
     pub address: SocketAddr,
+    /// Zenoh's endpoint metadata (after `?`: `mixed_rel=1`), empty for none.
+    pub metadata: String,
 }
 
 impl Endpoint {
@@ -119,7 +121,11 @@ impl Endpoint {
             _ => return Err(bad()),
         };
         let address = rest.parse::<SocketAddr>().map_err(|_| bad())?;
-        Ok(Endpoint { protocol, address })
+        Ok(Endpoint {
+            protocol,
+            address,
+            metadata: String::new(),
+        })
     }
 
     /// Zenoh's locator string for it.
@@ -130,7 +136,11 @@ impl Endpoint {
             Protocol::Tls => "tls",
             Protocol::Quic => "quic",
         };
-        format!("{p}/{}", self.address)
+        if self.metadata.is_empty() {
+            format!("{p}/{}", self.address)
+        } else {
+            format!("{p}/{}?{}", self.address, self.metadata)
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //! | `cells` | the cells' priority: `real-time`, `interactive-high`, `data` | `real-time` |
 //! | `tick` | the tick's and the beats' priority, as `cells` | `real-time` |
 //! | `congestion` | the cells' and the tick's: `drop` (latest value wins), `block` | `drop` |
+//! | `quic` | the trusted links' QUIC: `stream` (one stream), `mixed` (cells best effort, in QUIC datagrams; the rest on the stream), `multistream` (a stream per priority), `mixed-multistream` | `stream` |
 //!
 //! Zenoh's own threads are set the same way with Zenoh's `ZENOH_RUNTIME` (its number
 //! of threads per runtime). A run says the options it used in its events.
@@ -36,6 +37,52 @@ pub struct LinkOptions {
     pub tick: Priority,
     /// What a publication does on a full queue.
     pub congestion: CongestionControl,
+    /// How the trusted links use QUIC.
+    pub quic: QuicMode,
+}
+
+/// How the trusted links use QUIC (Zenoh's endpoint metadata `mixed_rel` and
+/// `multistream`). Both ends of a link must agree: every host of a run reads the same
+/// `ICTUS_LINK_OPTIONS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuicMode {
+    /// One QUIC stream for everything (Zenoh's default).
+    Stream,
+    /// Cells published best effort, carried in QUIC datagrams (unreliable, never
+    /// retransmitted: a lost one is a gap its receiver counts, the next frame's copy
+    /// follows); everything else on the reliable stream of the same connection.
+    Mixed,
+    /// A QUIC stream per Zenoh priority: a retransmission of a low-priority message
+    /// holds back only its own stream.
+    MultiStream,
+    /// Both.
+    MixedMultiStream,
+}
+
+impl QuicMode {
+    /// Zenoh's endpoint metadata for it (after the locator's `?`), if any.
+    pub fn metadata(self) -> Option<&'static str> {
+        match self {
+            QuicMode::Stream => None,
+            QuicMode::Mixed => Some("mixed_rel=1"),
+            QuicMode::MultiStream => Some("multistream=1"),
+            QuicMode::MixedMultiStream => Some("mixed_rel=1;multistream=1"),
+        }
+    }
+
+    /// Whether cells go best effort (in datagrams).
+    pub fn best_effort_cells(self) -> bool {
+        matches!(self, QuicMode::Mixed | QuicMode::MixedMultiStream)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            QuicMode::Stream => "stream",
+            QuicMode::Mixed => "mixed",
+            QuicMode::MultiStream => "multistream",
+            QuicMode::MixedMultiStream => "mixed-multistream",
+        }
+    }
 }
 
 impl Default for LinkOptions {
@@ -45,6 +92,7 @@ impl Default for LinkOptions {
             cells: Priority::RealTime,
             tick: Priority::RealTime,
             congestion: CongestionControl::Drop,
+            quic: QuicMode::Stream,
         }
     }
 }
@@ -90,9 +138,20 @@ impl LinkOptions {
                         _ => return Err(bad("drop or block")),
                     }
                 }
+                "quic" => {
+                    o.quic = [
+                        QuicMode::Stream,
+                        QuicMode::Mixed,
+                        QuicMode::MultiStream,
+                        QuicMode::MixedMultiStream,
+                    ]
+                    .into_iter()
+                    .find(|m| m.name() == value)
+                    .ok_or_else(|| bad("stream, mixed, multistream or mixed-multistream"))?;
+                }
                 _ => {
                     return Err(format!(
-                        "unknown option '{key}' (expected express, cells, tick or congestion)"
+                        "unknown option '{key}' (expected express, cells, tick, congestion or quic)"
                     ));
                 }
             }
@@ -108,14 +167,15 @@ impl LinkOptions {
     /// In words, as `parse` reads them.
     pub fn words(&self) -> String {
         format!(
-            "express={},cells={},tick={},congestion={}",
+            "express={},cells={},tick={},congestion={},quic={}",
             if self.express { "on" } else { "off" },
             priority_name(self.cells),
             priority_name(self.tick),
             match self.congestion {
                 CongestionControl::Block => "block",
                 _ => "drop",
-            }
+            },
+            self.quic.name()
         )
     }
 }
@@ -143,13 +203,16 @@ mod tests {
 
     #[test]
     fn options_read_back_in_words_and_a_bad_one_is_named() {
-        let o =
-            LinkOptions::parse("express=off, cells=data,tick=interactive-high,congestion=block")
-                .unwrap();
+        let o = LinkOptions::parse(
+            "express=off, cells=data,tick=interactive-high,congestion=block,quic=mixed",
+        )
+        .unwrap();
         assert_eq!(
             o.words(),
-            "express=off,cells=data,tick=interactive-high,congestion=block"
+            "express=off,cells=data,tick=interactive-high,congestion=block,quic=mixed"
         );
+        assert!(o.quic.best_effort_cells());
+        assert_eq!(o.quic.metadata(), Some("mixed_rel=1"));
         assert_eq!(LinkOptions::parse(&o.words()).unwrap(), o);
         assert!(LinkOptions::parse("").unwrap().is_default());
         for (bad, says) in [
@@ -157,6 +220,7 @@ mod tests {
             ("speed=fast", "unknown option 'speed'"),
             ("cells=urgent", "cells=urgent: expected real-time"),
             ("congestion=wait", "expected drop or block"),
+            ("quic=datagrams", "expected stream, mixed"),
         ] {
             let e = LinkOptions::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

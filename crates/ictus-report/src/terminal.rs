@@ -139,10 +139,11 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
         Nanos::new(s.reading_max_ns),
         s.task_scans,
         s.cpu_share().map_or(String::new(), |share| format!(
-            ", {:.2} % of a CPU ({} run in {})",
+            ", {:.2} % of a CPU ({} run in {}){}",
             share * 100.0,
             Nanos::new(s.cpu_ns),
-            Nanos::new(s.wall_ns)
+            Nanos::new(s.wall_ns),
+            budget_words(s)
         ))
     );
     out
@@ -206,4 +207,21 @@ pub fn thin_note<'a>(results: impl IntoIterator<Item = &'a LatencyResult>) -> Op
         .into_iter()
         .any(|r| !r.thin_percentiles.is_empty())
         .then_some("~ marks a percentile that too few samples support (p99.99 needs 10,000, p99.999 100,000).")
+}
+
+/// The sampler's budget and, when it slowed down to hold it, by how much and for how
+/// long (nothing for records without a budget).
+fn budget_words(s: &ictus_os::explain::SamplerReport) -> String {
+    if s.budget <= 0.0 {
+        return String::new();
+    }
+    let mut w = format!(", budget {:.2} %", s.budget * 100.0);
+    if s.slowest > 1 {
+        w.push_str(&format!(
+            ", its period stretched up to {}x for {} to hold it",
+            s.slowest,
+            Nanos::new(s.stretched_ns)
+        ));
+    }
+    w
 }

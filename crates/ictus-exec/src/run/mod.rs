@@ -238,7 +238,7 @@ pub(crate) fn run_made(
     // coordinator's thread (already off the real-time CPUs).
     let groups = prepare::groups(schedule);
     let slots: Vec<usize> = in_process.iter().map(|(k, _)| *k).collect();
-    let (watch, reporters) = Watch::begin(schedule, &options, &slots);
+    let (watch, reporters) = Watch::begin(schedule, &options, &slots, here);
     staged.recent_misses = watch.recent();
 
     // The tap's recorder (when the run has sinks): its thread starts once the

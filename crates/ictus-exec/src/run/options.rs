@@ -109,6 +109,8 @@ pub(crate) mod env {
     /// The lateness in nanoseconds from which a release is a miss to explain, or
     /// `off` (absent: not explained).
     pub(crate) const EXPLAIN: &str = "ICTUS_EXPLAIN";
+    /// The program's sampler's part of its host's budget (a share of one CPU).
+    pub(crate) const EXPLAIN_BUDGET: &str = "ICTUS_EXPLAIN_BUDGET";
     /// The control socket (setup channel).
     pub(crate) const SOCKET: &str = "ICTUS_SOCKET";
     /// The tap's segment, when the run is recorded or traced (absent: not).

@@ -154,6 +154,10 @@ impl<'a, 'scope> Startup<'a, 'scope> {
                     env::EXPLAIN,
                     threshold(schedule, self.options)
                         .map_or_else(|| "off".to_string(), |t| t.as_u64().to_string()),
+                )
+                .env(
+                    env::EXPLAIN_BUDGET,
+                    super::watch::sampler_budget(schedule, spec.host).to_string(),
                 );
             if let Some(s) = &socket {
                 cmd.env(env::SOCKET, s);

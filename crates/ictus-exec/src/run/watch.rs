@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use ictus_class::Class;
 use ictus_core::{CpuSet, Nanos};
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::{ExplainConfig, Explainer, MissReporter, RecentMisses};
+use ictus_os::explain::{ExplainConfig, Explainer, HOST_BUDGET, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
 
 use super::options::RunOptions;
 use crate::report::{RunReport, RunWarning};
-use crate::schedule::Schedule;
+use crate::schedule::{Process, Schedule};
 
 /// The QoS held and the sampler running, from before the subsystems start to the
 /// report.
@@ -32,6 +32,7 @@ impl Watch {
         schedule: &Schedule,
         options: &RunOptions,
         slots: &[usize],
+        here: usize,
     ) -> (Watch, BTreeMap<usize, MissReporter>) {
         let request = options.pm_qos.or(schedule.pm_qos).unwrap_or_default();
         let held = pm_qos::hold(request);
@@ -54,6 +55,7 @@ impl Watch {
             .collect();
         let mut config = ExplainConfig::new(watched_cpus(schedule, slots), threshold);
         config.yield_cpu = spans_hosts(schedule);
+        config.budget = sampler_budget(schedule, here);
         match Explainer::start(config, &names, monotonic_now()) {
             Ok((explainer, r)) => {
                 watch.explainer = Some(explainer);
@@ -119,9 +121,29 @@ pub(crate) fn explain_program(
         .ok()?;
     let mut config = ExplainConfig::new(watched_cpus(schedule, &[slot]), Nanos::new(ns));
     config.yield_cpu = spans_hosts(schedule);
+    if let Some(b) = std::env::var(super::options::env::EXPLAIN_BUDGET)
+        .ok()
+        .and_then(|b| b.parse::<f64>().ok())
+        .filter(|b| b.is_finite() && *b >= 0.0)
+    {
+        config.budget = b;
+    }
     let name = schedule.subsystems[slot].name.clone();
     let (explainer, mut reporters) = Explainer::start(config, &[name], monotonic_now()).ok()?;
     Some((explainer, reporters.pop()?))
+}
+
+/// Each sampler's part of host `here`'s budget ([`HOST_BUDGET`]): the run's own
+/// (for its in-process subsystems, when it has any) and one in each program it
+/// launches share it, so that the host's samplers together cost at most that, however
+/// its subsystems are spread over processes.
+pub(super) fn sampler_budget(schedule: &Schedule, here: usize) -> f64 {
+    let local = || schedule.subsystems.iter().filter(|s| s.host == here);
+    let programs = local()
+        .filter(|s| !matches!(s.process, Process::InProcess))
+        .count();
+    let in_process = local().any(|s| matches!(s.process, Process::InProcess));
+    HOST_BUDGET / (programs + usize::from(in_process)).max(1) as f64
 }
 
 /// Whether the run spans hosts: then its sampler yields the CPU to every normal
@@ -176,7 +198,7 @@ mod tests {
             pm_qos: Some(ictus_os::pm_qos::PmQos::Off),
             ..RunOptions::default()
         };
-        let (watch, reporters) = Watch::begin(&sut, &options, &[0]);
+        let (watch, reporters) = Watch::begin(&sut, &options, &[0], 0);
         assert!(reporters.is_empty() && watch.recent().is_none());
         assert_eq!(watch.pm_qos.state().requested, ictus_os::pm_qos::PmQos::Off);
     }

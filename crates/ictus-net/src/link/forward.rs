@@ -32,6 +32,13 @@ impl ZenohLink {
                 .congestion_control(self.options.congestion)
                 .priority(self.options.cells)
                 .express(self.options.express)
+                // In QUIC datagrams where the links carry them (`quic=mixed`): a lost
+                // one is never retransmitted, the next frame's copy follows.
+                .reliability(if self.options.quic.best_effort_cells() {
+                    zenoh::qos::Reliability::BestEffort
+                } else {
+                    zenoh::qos::Reliability::Reliable
+                })
                 .wait()
                 .map_err(zerr)?;
             publishers.push(p);

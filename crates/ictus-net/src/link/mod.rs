@@ -108,15 +108,22 @@ fn zerr(e: impl std::fmt::Display) -> String {
 }
 
 /// The endpoints of host `host` of `schedule`: it listens on its address and
-/// connects to every other host's (QUIC or TCP), without multicast scouting.
+/// connects to every other host's (QUIC or TCP), without multicast scouting; QUIC
+/// endpoints carry `options`' metadata (`quic=mixed`: `?mixed_rel=1`).
 pub fn endpoints_of(
     schedule: &Schedule,
     host: usize,
     protocol: Protocol,
+    options: &LinkOptions,
 ) -> Result<Endpoints, NetError> {
+    let metadata = match protocol {
+        Protocol::Quic => options.quic.metadata().unwrap_or_default().to_string(),
+        _ => String::new(),
+    };
     let to = |h: &ictus_exec::schedule::HostSpec| Endpoint {
         protocol,
         address: h.address,
+        metadata: metadata.clone(),
     };
     let listen = vec![to(&schedule.hosts[host])];
     let connect = schedule
@@ -268,15 +275,16 @@ impl ZenohLink {
         let hosts: Vec<String> = schedule.hosts.iter().map(|h| h.name.clone()).collect();
         let bound = message_bound(schedule);
         let session = match security {
-            Security::Insecure => {
-                crate::open_bounded(&endpoints_of(schedule, host, Protocol::Tcp)?, bound)?
-            }
+            Security::Insecure => crate::open_bounded(
+                &endpoints_of(schedule, host, Protocol::Tcp, &options)?,
+                bound,
+            )?,
             Security::Tls(credentials) => {
                 let readers = crate::security::readers_in(&credentials.dir);
                 let names = crate::keys::common_names(&credentials.dir).map_err(NetError::Keys)?;
                 let rules = crate::security::access_rules_named(run, &hosts, &readers, &names);
                 crate::open_secure_bounded(
-                    &endpoints_of(schedule, host, Protocol::Quic)?,
+                    &endpoints_of(schedule, host, Protocol::Quic, &options)?,
                     credentials,
                     Some(&rules),
                     bound,

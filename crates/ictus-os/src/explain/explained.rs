@@ -335,6 +335,18 @@ pub struct SamplerReport {
     /// How long it ran (the longest of several).
     #[serde(default)]
     pub wall_ns: u64,
+    /// What it may cost: a share of one CPU (its part of the host's budget; the
+    /// samplers' sum when several processes explain), 0 in records written before
+    /// it was kept or where it was not bounded.
+    #[serde(default)]
+    pub budget: f64,
+    /// The most it stretched its period and scans' spacing to hold its budget (1:
+    /// never; 0 in records written before it was kept).
+    #[serde(default)]
+    pub slowest: u32,
+    /// How long it ran stretched.
+    #[serde(default)]
+    pub stretched_ns: u64,
     /// What it reads, and what it cannot read here (with why).
     pub sources: Vec<String>,
 }
@@ -397,6 +409,9 @@ impl Explanation {
         s.reading_max_ns = s.reading_max_ns.max(o.reading_max_ns);
         s.task_scans += o.task_scans;
         s.cpu_ns += o.cpu_ns;
+        s.budget += o.budget;
+        s.slowest = s.slowest.max(o.slowest);
+        s.stretched_ns = s.stretched_ns.max(o.stretched_ns);
         s.wall_ns = s.wall_ns.max(o.wall_ns);
         s.shares_watched_cpu |= o.shares_watched_cpu;
     }

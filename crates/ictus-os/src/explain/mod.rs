@@ -48,7 +48,7 @@ pub use cause::{Cause, CauseKind, Source, TaskRan, Timed};
 pub use explained::{Breakdown, Explained, Explanation, SamplerReport};
 pub use miss::{MissEvent, MissKind, MissReporter};
 pub(crate) use miss::{WatchedThread, pair};
-pub use sampler::{ExplainConfig, Explainer, RecentMisses, unavailable};
+pub use sampler::{ExplainConfig, Explainer, HOST_BUDGET, RecentMisses, unavailable};
 
 #[cfg(test)]
 mod tests {
@@ -140,6 +140,9 @@ mod tests {
                 task_scans: 1,
                 cpu_ns: 0,
                 wall_ns: 0,
+                budget: 0.0,
+                slowest: 0,
+                stretched_ns: 0,
                 sources: Vec::new(),
             },
         }

@@ -7,6 +7,7 @@
     reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
 )]
 
+mod budget;
 mod files;
 mod ran;
 
@@ -65,7 +66,18 @@ pub struct ExplainConfig {
     /// readings then wait for an idle moment, so under a load on those CPUs they come
     /// late and its windows widen; off by default, where loads are what it explains.
     pub yield_cpu: bool,
+    /// What this sampler may cost: its own run time over each second, as a share of
+    /// one CPU (0: no bound). Above it, it reads and scans less often (up to 16 times
+    /// its period and scan spacing), and the record says by how much and for how
+    /// long. A run with programs gives each process's sampler its part of the host's
+    /// [`HOST_BUDGET`](crate::explain::HOST_BUDGET).
+    pub budget: f64,
 }
+
+/// What the samplers of one host may cost together, as a share of one CPU: 0.8 %,
+/// under issue 30's bound of 1 %, with room for a second's overshoot before the
+/// sampler weighs itself.
+pub const HOST_BUDGET: f64 = 0.008;
 
 impl ExplainConfig {
     /// Defaults for watched threads on `cpus` whose misses start at `threshold`: a
@@ -89,6 +101,7 @@ impl ExplainConfig {
             interrupts_every: 8,
             threads_per_reading: 4,
             yield_cpu: false,
+            budget: HOST_BUDGET,
         }
     }
 }
@@ -322,6 +335,8 @@ struct Sampler {
     task_files: HashMap<i64, TaskFiles>,
     /// When it started (its share of a CPU is its run time over the time since).
     started: Nanos,
+    /// Its own cost against its budget.
+    budget: budget::Budget,
     // What it reports.
     explanation: Explanation,
     reading_total: Nanos,
@@ -359,6 +374,7 @@ impl Sampler {
         let rt_budget = rt_budget();
         let keep = config.keep;
         let n = watched.len();
+        let own_budget = budget::Budget::new(config.budget);
         Sampler {
             explanation: Explanation {
                 clock_start_ns: t0.as_u64(),
@@ -376,6 +392,9 @@ impl Sampler {
                     task_scans: 0,
                     cpu_ns: 0,
                     wall_ns: 0,
+                    budget: 0.0,
+                    slowest: 0,
+                    stretched_ns: 0,
                     sources,
                 },
             },
@@ -404,6 +423,7 @@ impl Sampler {
             candidates: Vec::new(),
             task_files: HashMap::new(),
             started: Nanos::ZERO,
+            budget: own_budget,
             reading_total: Nanos::ZERO,
         }
     }
@@ -429,7 +449,7 @@ impl Sampler {
             let _ = crate::sched::set_policy(crate::sched::Policy::Idle);
         }
         self.describe_sources();
-        let period = self.config.period.max(Nanos::from_micros(100));
+        let base = self.config.period.max(Nanos::from_micros(100));
         let mut next = monotonic_now();
         let mut last_scan = Nanos::ZERO;
         loop {
@@ -439,16 +459,26 @@ impl Sampler {
             // Drained first: a reading right after a miss's end reads what it waits
             // for (its thread's counters, interrupts), so its window closes there.
             self.drain();
-            self.read();
+            // Slowed down to hold its budget, a miss's wake-up reads only when the
+            // last reading is a (stretched) period old: a storm of misses would cost
+            // a reading each. Their windows then close at the next reading.
+            let slow = self.budget.slow();
+            let stale = self.readings.back().is_none_or(|r| {
+                monotonic_now().saturating_sub(r.t) >= Nanos::new(base.as_u64() * u64::from(slow))
+            });
+            if slow == 1 || stale || stopping {
+                self.read();
+            }
             let now = monotonic_now();
-            let scan_due = now.saturating_sub(last_scan) >= self.config.scan_every;
+            let stretch = |t: Nanos| Nanos::new(t.as_u64() * u64::from(slow));
+            let scan_due = now.saturating_sub(last_scan) >= stretch(self.config.scan_every);
             let events_wait = self.pending.iter().any(|(_, e)| {
                 self.scans.back().is_none_or(|s| s.t < e.end)
                     && self.readings.back().is_some_and(|r| r.t >= e.end)
             });
             // A scan costs about a millisecond of the sampler's CPU (a reading, 40
             // us): one asked for by waiting events comes at most every 50 ms.
-            let may_trigger = now.saturating_sub(last_scan) >= SCAN_GAP;
+            let may_trigger = now.saturating_sub(last_scan) >= stretch(SCAN_GAP);
             if scan_due || (events_wait && may_trigger) || stopping {
                 self.scan();
                 last_scan = monotonic_now();
@@ -457,6 +487,11 @@ impl Sampler {
             if stopping {
                 break;
             }
+            // Its own cost, twice a second: over its budget, it stretches its period
+            // and its scans' spacing; with room again, it shortens them.
+            self.budget.weigh(monotonic_now());
+            let gap = stretch(SCAN_GAP);
+            let period = Nanos::new(base.as_u64() * u64::from(self.budget.slow()));
             // Until the next period, or a miss's report wakes it (then it reads at
             // once and keeps its period).
             let now = monotonic_now();
@@ -471,7 +506,7 @@ impl Sampler {
             let wake = if self.pending.is_empty() {
                 next
             } else {
-                next.min((last_scan + SCAN_GAP).max(now))
+                next.min((last_scan + gap).max(now))
             };
             std::thread::park_timeout(Duration::from_nanos((wake - now).as_u64()));
         }
@@ -1200,6 +1235,9 @@ impl Sampler {
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
             .unwrap_or(0);
         report.wall_ns = monotonic_now().saturating_sub(self.started).as_u64();
+        report.budget = self.config.budget;
+        report.slowest = self.budget.slowest();
+        report.stretched_ns = self.budget.stretched().as_u64();
         self.explanation
     }
 }
