@@ -225,6 +225,13 @@ fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>
             "INCOMPLETE: the survey was stopped; the results cover what ran."
         );
     }
+    // At a glance first: each configuration of the loop, its misses by cause.
+    if let Some(table) = ictus_report::load(dir)
+        .ok()
+        .and_then(|r| ictus_report::terminal::glance(&r))
+    {
+        out.push_str(&table);
+    }
     match &m.verdict {
         Some(v) => {
             let _ = writeln!(out, "{}", v.line);

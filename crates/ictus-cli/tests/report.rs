@@ -1,6 +1,12 @@
 //! `ictus report` and `ictus compare` on the report fixtures (real records from tiny
 //! probe runs, in crates/ictus-report/tests/fixtures).
 
+#[path = "common/cdp.rs"]
+#[allow(
+    dead_code,
+    reason = "this file drives a page, it does not click or wait"
+)]
+mod cdp;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -125,4 +131,87 @@ fn compare_needs_two_runs_and_a_reference_among_them() {
             .unwrap()
             .contains("--reference 3")
     );
+}
+
+/// The survey's report opened in headless Chromium (through the tests' DevTools
+/// client): the verdict's chart of each configuration's misses by cause is rendered,
+/// not only written: the SVG has a box on the page, above the verdict's words, with
+/// one bar per configuration of the fixture survey (four, one of them held) whose
+/// causes' segments are drawn, and a legend naming the causes. The screenshot is kept
+/// in the target directory (`target/ictus-report-glance.png`) for a person to look at.
+#[test]
+fn the_reports_chart_of_misses_by_cause_renders_in_chromium() {
+    let Some(chromium) =
+        ictus_os::testing::chromium("the_reports_chart_of_misses_by_cause_renders_in_chromium")
+    else {
+        return;
+    };
+    let dir = Scratch::of("survey-explained", "chart");
+    succeeds(ictus().arg("report").arg(&dir.0));
+    let page = dir.0.join("report.html");
+    let mut browser = cdp::Browser::launch(&chromium).unwrap();
+    browser
+        .navigate(&format!("file://{}", page.display()))
+        .unwrap();
+    let chart = browser
+        .eval(
+            "(() => { const svg = document.querySelector('svg.glance'); \
+             const box = svg.getBoundingClientRect(); \
+             const line = document.querySelector('.verdict p.line').getBoundingClientRect(); \
+             const bars = [...svg.querySelectorAll('g.config')].map(g => { \
+               const b = g.querySelector('g.bar').getBBox(); \
+               return [g.dataset.id, g.dataset.held, Math.round(b.width), \
+                 [...g.querySelectorAll('rect.cause')].filter(r => r.getBBox().width > 0).length]; }); \
+             const legend = [...svg.querySelectorAll('g.legend g.key text')].map(t => t.textContent); \
+             const keys = [...svg.querySelectorAll('g.legend g.key')].every(k => k.getBBox().width > 0); \
+             return { width: box.width, height: box.height, above: box.bottom <= line.top, \
+               bars, legend, keys }; })()",
+        )
+        .unwrap();
+    let width = chart["width"].as_f64().unwrap();
+    let height = chart["height"].as_f64().unwrap();
+    assert!(width > 300.0 && height > 100.0, "the chart's box: {chart}");
+    assert_eq!(
+        chart["above"], true,
+        "the chart leads the verdict's words: {chart}"
+    );
+    let bars = chart["bars"].as_array().unwrap();
+    let ids: Vec<&str> = bars.iter().map(|b| b[0].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "loop-normal-unpinned-idle",
+            "loop-rt-pinned-all",
+            "loop-rt-pinned-idle",
+            "loop-shielded-idle"
+        ],
+        "{chart}"
+    );
+    for b in bars {
+        assert!(b[2].as_u64().unwrap() > 0, "a bar without a box: {b}");
+        // The three that missed draw their causes (and what was too small to name);
+        // the one that held draws none.
+        let segments = b[3].as_u64().unwrap();
+        if b[1] == "true" {
+            assert_eq!(segments, 0, "{b}");
+        } else {
+            assert!(segments >= 2, "{b}");
+        }
+    }
+    let legend: Vec<&str> = chart["legend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        legend,
+        ["host stall", "preempted", "interrupts", "too small to name"],
+        "{chart}"
+    );
+    assert_eq!(chart["keys"], true, "a legend key without a box: {chart}");
+    let png = dir.0.join("report.png");
+    browser.screenshot(&png).unwrap();
+    let keep = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ictus-report-glance.png");
+    let _ = std::fs::copy(&png, keep);
 }

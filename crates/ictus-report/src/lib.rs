@@ -26,6 +26,7 @@
 pub mod compare;
 mod error;
 mod format;
+mod glance;
 pub mod html;
 pub mod markdown;
 mod plots;
