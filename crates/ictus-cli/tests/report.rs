@@ -2,10 +2,7 @@
 //! probe runs, in crates/ictus-report/tests/fixtures).
 
 #[path = "common/cdp.rs"]
-#[allow(
-    dead_code,
-    reason = "this file drives a page, it does not click or wait"
-)]
+#[allow(dead_code, reason = "this file loads pages and reads them: no clicks")]
 mod cdp;
 mod common;
 
@@ -213,5 +210,88 @@ fn the_reports_chart_of_misses_by_cause_renders_in_chromium() {
     let png = dir.0.join("report.png");
     browser.screenshot(&png).unwrap();
     let keep = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ictus-report-glance.png");
+    let _ = std::fs::copy(&png, keep);
+}
+
+/// The live page draws the run's misses by cause as the report does: the page as
+/// served, its stream replaced by one snapshot whose `causes` are a fixture run's
+/// misses (the executive's `MissTally` fills them from a real run's sampler), opened
+/// in headless Chromium: a segment per cause in the bar, the legend naming them, the
+/// accounted share and the advice.
+#[test]
+fn the_live_page_draws_the_runs_misses_by_cause_in_chromium() {
+    let Some(chromium) =
+        ictus_os::testing::chromium("the_live_page_draws_the_runs_misses_by_cause_in_chromium")
+    else {
+        return;
+    };
+    let record: ictus_probe::record::RunRecord = serde_json::from_str(
+        &std::fs::read_to_string(
+            fixture("survey-explained").join("loop-normal-unpinned-idle.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let causes = ictus_os::explain::TimeByCause::of(record.explanation.as_ref().unwrap());
+    let status = serde_json::json!({
+        "name": "chart", "frame": 100, "state": "run", "phase": "running",
+        "tick_ns": 1_000_000, "subsystems": [], "pending": [], "causes": causes,
+    });
+    let message = serde_json::json!({"type": "status", "status": status}).to_string();
+    // A stream that opens and delivers the one snapshot.
+    let stub = format!(
+        "<script>window.WebSocket = function () {{ var ws = this; setTimeout(function () {{ \
+         ws.onopen(); ws.onmessage({{ data: {} }}); }}, 10); }}; \
+         window.WebSocket.prototype.close = function () {{}};</script>",
+        serde_json::to_string(&message).unwrap()
+    );
+    let page =
+        include_str!("../../ictus-ui/src/page.html").replacen("<script>", &(stub + "<script>"), 1);
+    let dir = Scratch::of("survey-explained", "live");
+    let path = dir.0.join("live.html");
+    std::fs::write(&path, page).unwrap();
+    let mut browser = cdp::Browser::launch(&chromium).unwrap();
+    browser
+        .navigate(&format!("file://{}", path.display()))
+        .unwrap();
+    browser
+        .wait_for(
+            "document.querySelectorAll('#causechart rect.cause').length > 0",
+            std::time::Duration::from_secs(10),
+        )
+        .unwrap();
+    let drawn = browser
+        .eval(
+            "({ box: document.getElementById('causechart').getBoundingClientRect().width, \
+               rects: [...document.querySelectorAll('#causechart rect.cause')].map(r => r.dataset.cause), \
+               legend: [...document.querySelectorAll('#causelegend .key')].map(k => k.textContent), \
+               sum: document.getElementById('causesum').textContent, \
+               advice: document.getElementById('causeadvice').textContent })",
+        )
+        .unwrap();
+    assert!(drawn["box"].as_f64().unwrap() > 100.0, "{drawn}");
+    assert_eq!(
+        drawn["rects"],
+        serde_json::json!([
+            "preempted by burner",
+            "host stall (the vCPU did not run)",
+            "too small to name"
+        ]),
+        "{drawn}"
+    );
+    assert_eq!(
+        drawn["legend"],
+        serde_json::json!(["preempted", "host stall", "too small to name"]),
+        "{drawn}"
+    );
+    let sum = drawn["sum"].as_str().unwrap();
+    assert!(sum.starts_with("20 misses"), "{sum}");
+    assert!(sum.contains("counters here account for 70 %"), "{sum}");
+    assert!(sum.contains("cost most: preempted by burner"), "{sum}");
+    let advice = drawn["advice"].as_str().unwrap();
+    assert!(advice.contains("taskset -pc OTHER_CPUS 4242"), "{advice}");
+    let png = dir.0.join("live.png");
+    browser.screenshot(&png).unwrap();
+    let keep = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ictus-live-causes.png");
     let _ = std::fs::copy(&png, keep);
 }

@@ -497,3 +497,62 @@ fn live_cells(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ictus_os::explain::{Cause, CauseKind};
+
+    fn miss(seq: u64, ns: u64) -> Explained {
+        Explained {
+            thread: "ctrl".into(),
+            cpu: Some(1),
+            kind: MissKind::Late,
+            seq,
+            at_ns: seq * 1_000_000,
+            lateness_ns: ns,
+            missed: 0,
+            window_ns: 2 * ns,
+            causes: vec![ictus_os::explain::Timed {
+                cause: Cause::Steal { ns },
+                accounts_ns: ns,
+                share: 1.0,
+                source: ictus_os::explain::Source::ProcStatTicks,
+            }],
+            seen: Vec::new(),
+            accounted_ns: ns,
+            accounted_share: 1.0,
+            causes_sum_ns: ns,
+            run_ns: 0,
+            run_delay_ns: 0,
+            unread: false,
+        }
+    }
+
+    #[test]
+    fn the_tally_adds_each_miss_once_as_the_snapshots_see_them_again() {
+        let mut sut = MissTally::default();
+        assert!(sut.chart().is_none());
+        let first = vec![miss(1, 10_000_000), miss(2, 20_000_000)];
+        sut.update(&first);
+        // The next snapshot sees the same two and a new one; then nothing new.
+        let second = vec![
+            miss(1, 10_000_000),
+            miss(2, 20_000_000),
+            miss(3, 30_000_000),
+        ];
+        sut.update(&second);
+        sut.update(&second);
+        // The oldest fell out of the sampler's last misses: the rest are not added again.
+        sut.update(&second[1..]);
+        let chart = sut.chart().unwrap();
+        assert_eq!(chart.misses, 3);
+        assert_eq!(chart.lateness_ns, 60_000_000);
+        assert_eq!(chart.causes.len(), 1);
+        assert_eq!(chart.causes[0].kind, Some(CauseKind::Steal));
+        assert_eq!(chart.causes[0].ns, 60_000_000);
+        assert!(chart.advice.as_ref().unwrap().contains("dedicated vCPUs"));
+        let json = serde_json::to_value(&chart).unwrap();
+        assert_eq!(json["causes"][0]["kind"], "steal");
+    }
+}
