@@ -218,6 +218,26 @@ pub(crate) fn advice(r: &Results) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The verdict at a glance, for a terminal (`ictus survey`'s end): per configuration of the loop, whether it
+/// held, its misses, its worst step, the cause that cost most, its misses as time by
+/// cause and the share the counters account for; then the advice that follows from
+/// each configuration's costliest cause. `None` without a configuration.
+pub fn terminal(r: &Results) -> Option<String> {
+    let rows = rows(r)?;
+    let mut t = crate::terminal::table();
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(120);
+    t.set_header(HEADER);
+    for row in rows {
+        t.add_row(row);
+    }
+    let mut out = format!("{t}\n");
+    for (place, a) in advice(r) {
+        let _ = writeln!(out, "advice ({place}): {a}");
+    }
+    Some(out)
+}
+
 /// The colour of a cause kind in every chart (the live page's too: keep
 /// `crates/ictus-ui/src/page.html` in step).
 pub(crate) fn colour(kind: Option<CauseKind>) -> &'static str {

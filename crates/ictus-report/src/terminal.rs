@@ -151,26 +151,6 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
     out
 }
 
-/// The verdict at a glance, for a terminal: per configuration of the loop, whether it
-/// held, its misses, its worst step, the cause that cost most, its misses as time by
-/// cause and the share the counters account for; then the advice that follows from
-/// each configuration's costliest cause. `None` without a configuration.
-pub fn glance(r: &crate::Results) -> Option<String> {
-    let rows = crate::glance::rows(r)?;
-    let mut t = table();
-    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(120);
-    t.set_header(crate::glance::HEADER);
-    for row in rows {
-        t.add_row(row);
-    }
-    let mut out = format!("{t}\n");
-    for (place, a) in crate::glance::advice(r) {
-        let _ = writeln!(out, "advice ({place}): {a}");
-    }
-    Some(out)
-}
-
 /// A time with its unit, or `-`.
 pub fn fmt(v: Option<Nanos>) -> String {
     v.map_or_else(|| "-".to_string(), |n| n.to_string())

@@ -493,12 +493,12 @@ fn the_verdict_leads_with_each_configuration_at_a_glance() {
 #[test]
 fn the_terminal_glance_is_the_same_table_with_the_advice() {
     let sut = load(&fixture("survey-explained")).unwrap();
-    let text = ictus_report::terminal::glance(&sut).unwrap();
+    let text = ictus_report::glance_table(&sut).unwrap();
     assert!(text.contains("configuration"), "{text}");
     assert!(text.contains("preempted by burner"), "{text}");
     assert!(
         text.contains("advice (real-time, pinned, all loads): interrupts"),
         "{text}"
     );
-    assert!(ictus_report::terminal::glance(&load(&fixture("survey-b")).unwrap()).is_some());
+    assert!(ictus_report::glance_table(&load(&fixture("survey-b")).unwrap()).is_some());
 }
