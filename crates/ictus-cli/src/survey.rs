@@ -225,9 +225,16 @@ fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>
             "INCOMPLETE: the survey was stopped; the results cover what ran."
         );
     }
+    // The answer in one line, then each configuration of the loop at a glance (held
+    // or not, its misses by cause, the advice), then the evidence.
+    let glance = ictus_report::load(dir)
+        .ok()
+        .and_then(|r| ictus_report::glance_table(&r))
+        .unwrap_or_default();
     match &m.verdict {
         Some(v) => {
             let _ = writeln!(out, "{}", v.line);
+            out.push_str(&glance);
             for e in &v.evidence {
                 let _ = writeln!(out, "  - {e}");
             }
@@ -240,6 +247,7 @@ fn summary(m: &Manifest, dir: &std::path::Path, reports: Result<PathBuf, String>
         }
         None => {
             let _ = writeln!(out, "No verdict: the loop probe did not run.");
+            out.push_str(&glance);
         }
     }
     for line in &m.shield {

@@ -12,7 +12,7 @@
 //! ```
 
 use ictus_core::Nanos;
-use ictus_os::explain::{Explained, MissKind};
+use ictus_os::explain::{Breakdown, Explained, MissKind, TimeByCause};
 use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, Status};
@@ -74,6 +74,54 @@ pub struct LiveStatus {
     /// subsystems, none when explaining is off).
     #[serde(default)]
     pub misses: Vec<LiveMiss>,
+    /// The run's explained misses so far as time by cause, with the advice that
+    /// follows from the costliest (the same chart as the survey's report; none
+    /// before the first miss, or when explaining is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causes: Option<TimeByCause>,
+}
+
+/// The run's explained misses so far, tallied from the sampler's last misses at each
+/// snapshot: each miss added once ([`MissTally::update`]), for
+/// [`LiveStatus::causes`].
+#[derive(Debug, Default)]
+pub struct MissTally {
+    breakdown: Breakdown,
+    /// The misses kept for the advice (the first [`MissTally::KEEP`]).
+    kept: Vec<Explained>,
+    /// The newest miss added: `(thread, seq, at_ns)`.
+    last: Option<(String, u64, u64)>,
+}
+
+impl MissTally {
+    /// Misses kept for the advice's details (the thread, the interrupt line).
+    pub const KEEP: usize = 64;
+
+    /// Adds the misses of `recent` (the sampler's last, newest last) not added yet.
+    /// More misses between two snapshots than the sampler keeps are not all seen:
+    /// the tally is of those seen.
+    pub fn update(&mut self, recent: &[Explained]) {
+        let key = |e: &Explained| (e.thread.clone(), e.seq, e.at_ns);
+        let from = self
+            .last
+            .as_ref()
+            .and_then(|last| recent.iter().rposition(|e| key(e) == *last))
+            .map_or(0, |i| i + 1);
+        for e in &recent[from..] {
+            self.breakdown.add(e);
+            if self.kept.len() < Self::KEEP {
+                self.kept.push(e.clone());
+            }
+        }
+        if let Some(e) = recent.last() {
+            self.last = Some(key(e));
+        }
+    }
+
+    /// The chart of the misses tallied, `None` before the first.
+    pub fn chart(&self) -> Option<TimeByCause> {
+        (self.breakdown.events > 0).then(|| TimeByCause::of_misses(&self.breakdown, &self.kept))
+    }
 }
 
 /// One explained miss in a [`LiveStatus`].
@@ -257,6 +305,8 @@ pub struct Extras<'a> {
     pub here: usize,
     /// The last misses explained.
     pub misses: Vec<LiveMiss>,
+    /// The run's explained misses so far as time by cause ([`MissTally::chart`]).
+    pub causes: Option<TimeByCause>,
 }
 
 /// The snapshot of a run now.
@@ -375,6 +425,7 @@ pub fn snapshot(
             .collect(),
         events_total: total as u64,
         misses: extras.misses,
+        causes: extras.causes,
     }
 }
 
@@ -445,4 +496,63 @@ fn live_cells(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ictus_os::explain::{Cause, CauseKind};
+
+    fn miss(seq: u64, ns: u64) -> Explained {
+        Explained {
+            thread: "ctrl".into(),
+            cpu: Some(1),
+            kind: MissKind::Late,
+            seq,
+            at_ns: seq * 1_000_000,
+            lateness_ns: ns,
+            missed: 0,
+            window_ns: 2 * ns,
+            causes: vec![ictus_os::explain::Timed {
+                cause: Cause::Steal { ns },
+                accounts_ns: ns,
+                share: 1.0,
+                source: ictus_os::explain::Source::ProcStatTicks,
+            }],
+            seen: Vec::new(),
+            accounted_ns: ns,
+            accounted_share: 1.0,
+            causes_sum_ns: ns,
+            run_ns: 0,
+            run_delay_ns: 0,
+            unread: false,
+        }
+    }
+
+    #[test]
+    fn the_tally_adds_each_miss_once_as_the_snapshots_see_them_again() {
+        let mut sut = MissTally::default();
+        assert!(sut.chart().is_none());
+        let first = vec![miss(1, 10_000_000), miss(2, 20_000_000)];
+        sut.update(&first);
+        // The next snapshot sees the same two and a new one; then nothing new.
+        let second = vec![
+            miss(1, 10_000_000),
+            miss(2, 20_000_000),
+            miss(3, 30_000_000),
+        ];
+        sut.update(&second);
+        sut.update(&second);
+        // The oldest fell out of the sampler's last misses: the rest are not added again.
+        sut.update(&second[1..]);
+        let chart = sut.chart().unwrap();
+        assert_eq!(chart.misses, 3);
+        assert_eq!(chart.lateness_ns, 60_000_000);
+        assert_eq!(chart.causes.len(), 1);
+        assert_eq!(chart.causes[0].kind, Some(CauseKind::Steal));
+        assert_eq!(chart.causes[0].ns, 60_000_000);
+        assert!(chart.advice.as_ref().unwrap().contains("dedicated vCPUs"));
+        let json = serde_json::to_value(&chart).unwrap();
+        assert_eq!(json["causes"][0]["kind"], "steal");
+    }
 }

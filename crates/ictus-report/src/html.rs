@@ -34,6 +34,8 @@ h2 { margin-top: 2em; border-bottom: 1px solid #d5dae3; padding-bottom: 0.2em; }
 .incomplete { background: #fde8e8; border: 2px solid #c53030; color: #9b2c2c; padding: 0.6em 1em; font-weight: bold; font-size: 1.2em; }
 .verdict { background: #f1f5fb; border-left: 6px solid #2b6cb0; padding: 0.8em 1.2em; }
 .verdict.fails { border-left-color: #c05621; }
+.verdict figure.glance { border: none; background: none; padding: 0; margin: 0.2em 0 0.6em; }
+.verdict figure.glance figcaption { max-width: none; }
 .verdict p.line { font-size: 1.2em; font-weight: 600; margin: 0.2em 0 0.5em; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
 th, td { border: 1px solid #d5dae3; padding: 0.3em 0.6em; vertical-align: top; }
@@ -129,14 +131,32 @@ fn front_html(out: &mut String, r: &Results) {
         .is_some_and(|v| v.holds);
     let _ = writeln!(
         out,
-        "<h2 id=\"verdict\">Verdict</h2>\n<div class=\"verdict{}\"><p class=\"line\">{}</p>",
+        "<h2 id=\"verdict\">Verdict</h2>\n<div class=\"verdict{}\">",
         if holds { "" } else { " fails" },
-        escape(&f.verdict)
     );
+    // At a glance first: each configuration held or not, with its misses by cause.
+    if let Some(svg) = crate::glance::svg(r) {
+        let _ = writeln!(
+            out,
+            "<figure class=\"glance\">{svg}<figcaption>Each configuration of the loop: held or \
+             not, its misses, its worst step and the cause that cost most; the bar is its \
+             misses' lateness by the cause that accounts for it (hover for the time), the \
+             share the counters on this machine account for beside it.</figcaption></figure>"
+        );
+    }
+    let _ = writeln!(out, "<p class=\"line\">{}</p>", escape(&f.verdict));
     if !f.evidence.is_empty() {
         out.push_str("<ul>");
         for e in &f.evidence {
             let _ = write!(out, "<li>{}</li>", escape(e));
+        }
+        out.push_str("</ul>");
+    }
+    let advice = crate::glance::advice(r);
+    if !advice.is_empty() {
+        out.push_str("<p class=\"advice\"><b>What to do:</b></p><ul class=\"advice\">");
+        for (place, a) in &advice {
+            let _ = write!(out, "<li><i>{}</i>: {}</li>", escape(place), inline(a));
         }
         out.push_str("</ul>");
     }

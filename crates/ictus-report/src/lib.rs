@@ -26,6 +26,7 @@
 pub mod compare;
 mod error;
 mod format;
+mod glance;
 pub mod html;
 pub mod markdown;
 mod plots;
@@ -39,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 pub use compare::compare_markdown;
 pub use error::ReportError;
+pub use glance::terminal as glance_table;
 pub use html::{compare_html, html};
 pub use markdown::markdown;
 pub use results::{Results, Run, load};

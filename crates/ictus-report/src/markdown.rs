@@ -224,11 +224,30 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(out, "{h}  ");
     }
     let _ = writeln!(out, "Source: `{}`\n", r.source.display());
-    let _ = writeln!(out, "## Verdict\n\n**{}**\n", f.verdict);
+    let _ = writeln!(out, "## Verdict\n");
+    // At a glance first: each configuration held or not, with its misses by cause.
+    if let Some(rows) = crate::glance::rows(r) {
+        md_table(
+            &mut out,
+            &crate::glance::HEADER.map(String::from),
+            &[false, false, true, true, false, false, false],
+            &rows,
+        );
+        out.push('\n');
+    }
+    let _ = writeln!(out, "**{}**\n", f.verdict);
     for e in &f.evidence {
         let _ = writeln!(out, "- {e}");
     }
     if !f.evidence.is_empty() {
+        out.push('\n');
+    }
+    let advice = crate::glance::advice(r);
+    if !advice.is_empty() {
+        let _ = writeln!(out, "What to do:\n");
+        for (place, a) in &advice {
+            let _ = writeln!(out, "- *{place}*: {a}");
+        }
         out.push('\n');
     }
     if let Some(a) = &f.audit {

@@ -116,6 +116,9 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
         if overruns { ", overruns" } else { "" },
         e.breakdown.summary()
     );
+    if let Some(a) = ictus_os::explain::advice(e) {
+        let _ = writeln!(out, "  advice: {a}");
+    }
     for ev in e.events.iter().take(listed) {
         let _ = writeln!(out, "  {ev}");
     }

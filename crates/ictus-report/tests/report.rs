@@ -426,3 +426,79 @@ fn a_comparison_at_unequal_qos_settings_says_so_and_one_at_equal_settings_does_n
     let equal = [load(a.path()).unwrap(), load(b.path()).unwrap()];
     assert!(!compare_markdown(&equal, 0).contains("different CPU latency QoS"));
 }
+
+#[test]
+fn markdown_report_of_a_survey_with_explained_misses() {
+    let sut = load(&fixture("survey-explained")).unwrap();
+    insta::assert_snapshot!("survey_explained", portable(&markdown(&sut)));
+}
+
+/// The verdict leads with each configuration at a glance (held or not, misses, worst
+/// step, the cause that cost most, time by cause), the prose after it, then the
+/// advice that follows from each costliest cause.
+#[test]
+fn the_verdict_leads_with_each_configuration_at_a_glance() {
+    let sut = load(&fixture("survey-explained")).unwrap();
+    let md = markdown(&sut);
+    let verdict = md.find("## Verdict").unwrap();
+    let table = md
+        .find("| configuration | held |")
+        .expect("the glance table");
+    let line = md.find("**Yes: this machine holds").unwrap();
+    assert!(verdict < table && table < line, "{md}");
+    let row = |id: &str| {
+        md[verdict..]
+            .lines()
+            .find(|l| l.starts_with(&format!("| {id}")))
+            .unwrap_or_else(|| panic!("no row for {id}"))
+            .to_string()
+    };
+    let normal = row("normal, unpinned, idle");
+    assert!(normal.contains("| no | 20 of "), "{normal}");
+    assert!(
+        normal.contains("preempted by burner 2.94 ms (67 %)"),
+        "{normal}"
+    );
+    assert!(normal.contains("70 % of 4.40 ms late"), "{normal}");
+    let all = row("real-time, pinned, all loads");
+    assert!(all.contains("interrupts 360 µs (64 %)"), "{all}");
+    assert!(all.contains("too small to name 50.0 µs"), "{all}");
+    let held = row("shielded, idle");
+    assert!(held.contains("| yes | 0 of "), "{held}");
+    // The advice follows from each configuration's costliest cause.
+    assert!(md.contains("burner (pid 4242, OTHER) ran on CPU 1"), "{md}");
+    assert!(
+        md.contains("IRQ 36 (virtio1-req.0) was served on CPU 1"),
+        "{md}"
+    );
+    assert!(md.contains("pinned, dedicated vCPUs"), "{md}");
+
+    let page = html(&sut);
+    let svg = page
+        .find("<svg class=\"glance\"")
+        .expect("the glance chart");
+    assert!(page.find("<h2 id=\"verdict\">").unwrap() < svg);
+    assert!(svg < page.find("<p class=\"line\">").unwrap());
+    assert_eq!(page.matches("<g class=\"config\"").count(), 4);
+    assert_eq!(page.matches("data-held=\"true\"").count(), 1);
+    for key in ["host stall", "preempted", "interrupts", "too small to name"] {
+        assert!(
+            page.contains(&format!("font-size=\"13\">{key}</text>")),
+            "no legend key {key}"
+        );
+    }
+    assert!(!page.contains("<script"));
+}
+
+#[test]
+fn the_terminal_glance_is_the_same_table_with_the_advice() {
+    let sut = load(&fixture("survey-explained")).unwrap();
+    let text = ictus_report::glance_table(&sut).unwrap();
+    assert!(text.contains("configuration"), "{text}");
+    assert!(text.contains("preempted by burner"), "{text}");
+    assert!(
+        text.contains("advice (real-time, pinned, all loads): interrupts"),
+        "{text}"
+    );
+    assert!(ictus_report::glance_table(&load(&fixture("survey-b")).unwrap()).is_some());
+}

@@ -15,7 +15,7 @@ fn every_fixture_record_prints_as_the_cli_printed_it() {
     for entry in std::fs::read_dir(&expected).unwrap() {
         let path = entry.unwrap().path();
         let stem = path.file_stem().unwrap().to_str().unwrap();
-        let (dir, name) = ["survey-a", "survey-b", "terminal"]
+        let (dir, name) = ["survey-a", "survey-b", "survey-explained", "terminal"]
             .iter()
             .find_map(|d| Some((*d, stem.strip_prefix(&format!("{d}-"))?)))
             .unwrap_or_else(|| panic!("{stem}: no fixture directory"));
@@ -31,7 +31,7 @@ fn every_fixture_record_prints_as_the_cli_printed_it() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 27);
+    assert_eq!(checked, 28);
 }
 
 #[test]
@@ -47,4 +47,27 @@ fn every_probe_has_a_pinned_view() {
             "no pinned view of {p}"
         );
     }
+}
+
+/// The footer of a run whose misses were explained: the misses as time by cause with
+/// the share the counters account for, then the advice that follows from the cause
+/// that cost most (here a disk's interrupt line, and how to steer it).
+#[test]
+fn the_footer_gives_the_misses_as_time_by_cause_and_the_advice() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/survey-explained/loop-rt-pinned-all.json");
+    let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let sut = ictus_report::terminal::footer(&record);
+    assert!(
+        sut.contains(
+            "3 misses: 2 with interrupts 360.0 us, 1 preempted by kworker/1:2 150.0 us; \
+             counters here account for 92 % of 560.0 us late"
+        ),
+        "{sut}"
+    );
+    assert!(
+        sut.contains("  advice: interrupts cost most (360.0 us of 560.0 us late"),
+        "{sut}"
+    );
+    assert!(sut.contains("/proc/irq/36/smp_affinity_list"), "{sut}");
 }

@@ -78,6 +78,7 @@ fn status(frame: u64, window: u64) -> LiveStatus {
         events: Vec::new(),
         events_total: 0,
         misses: Vec::new(),
+        causes: None,
     }
 }
 

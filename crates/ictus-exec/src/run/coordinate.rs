@@ -72,6 +72,9 @@ pub(super) struct Coordinator<'a, 'scope> {
     remote_seen: Vec<RemoteSeen>,
     /// When a node last handed its explained misses to the link.
     explained_at: std::time::Instant,
+    /// The run's explained misses so far, for the live view's chart (filled from the
+    /// sampler's last misses at each snapshot).
+    tally: std::cell::RefCell<crate::live::MissTally>,
     /// What the threads handed back: each subsystem, and its first error.
     pub(super) made: Made,
     /// Subsystems whose `on_overrun` acted (it acts once per run).
@@ -205,6 +208,7 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             torn_seen: vec![0; n],
             remote_seen: vec![RemoteSeen::default(); n],
             explained_at: std::time::Instant::now(),
+            tally: Default::default(),
             made: Made::default(),
             overrun_acted: vec![false; n],
             watchdog_named: vec![(0, None); n],
@@ -467,7 +471,11 @@ impl<'a, 'scope> Coordinator<'a, 'scope> {
             self.stop_requested,
         );
         if let Some(recent) = &s.recent_misses {
-            extras.misses = recent.get().iter().map(LiveMiss::from).collect();
+            let recent = recent.get();
+            let mut tally = self.tally.borrow_mut();
+            tally.update(&recent);
+            extras.causes = tally.chart();
+            extras.misses = recent.iter().map(LiveMiss::from).collect();
         }
         live_now(
             s.schedule, &s.control, &s.states, &s.cells, &self.log, f, extras,

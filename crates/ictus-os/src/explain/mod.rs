@@ -36,6 +36,7 @@
 )]
 
 mod account;
+mod advice;
 mod cause;
 mod explained;
 mod miss;
@@ -44,6 +45,7 @@ mod sampler;
 pub use account::{
     EVENT_COST, FAULT_COST, IdleWindow, IrqTime, Judged, NAMED_SHARE, WindowDeltas, judge,
 };
+pub use advice::{ALL_KINDS, CauseTime, TimeByCause, advice, advice_of};
 pub use cause::{Cause, CauseKind, Source, TaskRan, Timed};
 pub use explained::{Breakdown, Explained, Explanation, SamplerReport};
 pub use miss::{MissEvent, MissKind, MissReporter};

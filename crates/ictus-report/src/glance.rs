@@ -1,0 +1,407 @@
+//! The verdict at a glance: per configuration of the verdict's probe (the loop),
+//! whether it held, its misses, its worst step, the cause that cost most and its
+//! misses as time by cause ([`TimeByCause`]), with the advice that follows. The HTML
+//! report draws it as a chart (one stacked bar per configuration, [`svg`]); Markdown
+//! and the terminal get it as a compact table ([`rows`]).
+
+use std::fmt::Write as _;
+
+use ictus_core::Nanos;
+use ictus_core::time::DurationStyle;
+use ictus_os::explain::{ALL_KINDS, CauseKind, TimeByCause};
+use ictus_os::pm_qos::PmQos;
+use ictus_probe::r#loop::view::Trial;
+
+use crate::format::escape;
+use crate::probes::ProbeReport;
+use crate::results::{Results, Run};
+
+/// One configuration of the verdict.
+#[derive(Clone, Debug)]
+pub(crate) struct Glance {
+    /// The step (`loop-rt-pinned-idle`).
+    pub(crate) id: String,
+    /// `real-time, pinned, idle` (and `, CPU latency QoS off` where it was).
+    pub(crate) place: String,
+    /// Steps that missed their deadline.
+    pub(crate) misses: u64,
+    /// Steps tried.
+    pub(crate) steps: u64,
+    /// The longest step.
+    pub(crate) worst: Option<Nanos>,
+    /// The period.
+    pub(crate) period: Nanos,
+    /// Its explained misses as time by cause, where they were explained.
+    pub(crate) chart: Option<TimeByCause>,
+}
+
+impl Glance {
+    /// Whether every step made its deadline.
+    pub(crate) fn held(&self) -> bool {
+        self.misses == 0
+    }
+
+    /// `host stall (the vCPU did not run) 12.4 ms (36 %)`, or `-`.
+    pub(crate) fn cost_most(&self) -> String {
+        let Some(c) = &self.chart else {
+            return if self.held() { "-" } else { "not explained" }.into();
+        };
+        match (c.leading(), c.lateness_ns) {
+            (Some(l), late) if l.ns > 0 && late > 0 => format!(
+                "{} {} ({:.0} %)",
+                short(&l.phrase, l.kind),
+                time(l.ns),
+                100.0 * l.ns as f64 / late as f64
+            ),
+            (Some(l), _) => format!(
+                "{} ({} of {} misses)",
+                short(&l.phrase, l.kind),
+                l.misses,
+                c.misses
+            ),
+            (None, _) => "-".into(),
+        }
+    }
+
+    /// `12 of 1,000` steps.
+    pub(crate) fn misses_words(&self) -> String {
+        format!("{} of {}", self.misses, crate::format::count(self.steps))
+    }
+
+    /// `357 µs (period 100 µs)`.
+    pub(crate) fn worst_words(&self) -> String {
+        format!(
+            "{} (period {})",
+            self.worst.map_or("-".into(), |w| time(w.as_u64())),
+            time(self.period.as_u64())
+        )
+    }
+
+    /// `host stall 12.4 ms, preempted by burner 1.60 ms, too small to name 6.00 µs`.
+    pub(crate) fn by_cause_words(&self) -> String {
+        let Some(c) = &self.chart else {
+            return "-".into();
+        };
+        let mut parts: Vec<String> = c
+            .causes
+            .iter()
+            .map(|x| {
+                if x.ns > 0 {
+                    format!("{} {}", short(&x.phrase, x.kind), time(x.ns))
+                } else {
+                    format!("{} {}", x.misses, short(&x.phrase, x.kind))
+                }
+            })
+            .collect();
+        if c.rest_ns > 0 && c.causes.iter().any(|x| x.ns > 0) {
+            parts.push(format!("{REST} {}", time(c.rest_ns)));
+        }
+        if parts.is_empty() {
+            "-".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// `64 % of 34.0 ms late`, or `-`.
+    pub(crate) fn accounted_words(&self) -> String {
+        match self
+            .chart
+            .as_ref()
+            .and_then(|c| Some((c.accounted_share()?, c)))
+        {
+            Some((share, c)) => format!("{:.0} % of {} late", share * 100.0, time(c.lateness_ns)),
+            None => "-".into(),
+        }
+    }
+}
+
+/// A cause in few words: its kind's label (`host stall`), but a thread named
+/// (`preempted by burner`).
+fn short(phrase: &str, kind: Option<CauseKind>) -> String {
+    match kind {
+        Some(CauseKind::Preempted) | None => phrase.to_string(),
+        Some(k) => k.label().to_string(),
+    }
+}
+
+/// The part of a bar no named cause holds.
+pub(crate) const REST: &str = "too small to name";
+
+fn time(ns: u64) -> String {
+    Nanos::new(ns).show(DurationStyle::Significant).to_string()
+}
+
+/// The first trial of a run of the verdict's probe.
+fn glance(r: &Results, run: &Run) -> Option<Glance> {
+    let trial = run
+        .record
+        .measurements
+        .iter()
+        .find_map(|m| m.read::<Trial>())?;
+    let qos_off = r
+        .manifest
+        .as_ref()
+        .and_then(|m| m.steps.iter().find(|s| s.id == run.id))
+        .is_some_and(|s| s.pm_qos == Some(PmQos::Off));
+    Some(Glance {
+        id: run.id.clone(),
+        place: format!(
+            "{}{}",
+            run.config(),
+            if qos_off { ", CPU latency QoS off" } else { "" }
+        ),
+        misses: trial.metrics.misses.max(0.0) as u64,
+        steps: trial.labels.steps,
+        worst: trial
+            .metrics
+            .worst_completion_ns
+            .map(|w| Nanos::new(w as u64)),
+        period: Nanos::new(trial.labels.period_ns),
+        chart: run
+            .record
+            .explanation
+            .as_ref()
+            .filter(|e| e.breakdown.events > 0)
+            .map(TimeByCause::of),
+    })
+}
+
+/// One glance per fixed-frequency run of the verdict's probe (the search for the
+/// highest frequency held is not a configuration), in the results' order.
+pub(crate) fn glances(r: &Results) -> Vec<Glance> {
+    r.of(ProbeReport::verdict_probe())
+        .filter(|run| !run.id.contains("-find-max"))
+        .filter_map(|run| glance(r, run))
+        .collect()
+}
+
+/// The compact table's columns (Markdown and terminal).
+pub(crate) const HEADER: [&str; 7] = [
+    "configuration",
+    "held",
+    "misses",
+    "worst step",
+    "cost most",
+    "time by cause",
+    "counters account for",
+];
+
+/// The compact table's rows, `None` without a configuration to show.
+pub(crate) fn rows(r: &Results) -> Option<Vec<Vec<String>>> {
+    let g = glances(r);
+    (!g.is_empty()).then(|| {
+        g.iter()
+            .map(|g| {
+                vec![
+                    g.place.clone(),
+                    if g.held() { "yes" } else { "no" }.into(),
+                    g.misses_words(),
+                    g.worst_words(),
+                    g.cost_most(),
+                    g.by_cause_words(),
+                    g.accounted_words(),
+                ]
+            })
+            .collect()
+    })
+}
+
+/// The advice per configuration that missed: `(place, advice)`.
+pub(crate) fn advice(r: &Results) -> Vec<(String, String)> {
+    glances(r)
+        .into_iter()
+        .filter_map(|g| {
+            let a = g.chart.as_ref()?.advice.clone()?;
+            Some((g.place, a))
+        })
+        .collect()
+}
+
+/// The verdict at a glance, for a terminal (`ictus survey`'s end): per configuration of the loop, whether it
+/// held, its misses, its worst step, the cause that cost most, its misses as time by
+/// cause and the share the counters account for; then the advice that follows from
+/// each configuration's costliest cause. `None` without a configuration.
+pub fn terminal(r: &Results) -> Option<String> {
+    let rows = rows(r)?;
+    let mut t = crate::terminal::table();
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(120);
+    t.set_header(HEADER);
+    for row in rows {
+        t.add_row(row);
+    }
+    let mut out = format!("{t}\n");
+    for (place, a) in advice(r) {
+        let _ = writeln!(out, "advice ({place}): {a}");
+    }
+    Some(out)
+}
+
+/// The colour of a cause kind in every chart (the live page's too: keep
+/// `crates/ictus-ui/src/page.html` in step).
+pub(crate) fn colour(kind: Option<CauseKind>) -> &'static str {
+    match kind {
+        Some(CauseKind::HostStall) => "#6a3d9a",
+        Some(CauseKind::Steal) => "#b294c7",
+        Some(CauseKind::Preempted) => "#e31a1c",
+        Some(CauseKind::RtThrottling) => "#fb9a99",
+        Some(CauseKind::Interrupts) => "#1f78b4",
+        Some(CauseKind::Softirqs) => "#a6cee3",
+        Some(CauseKind::IdleExit) => "#33a02c",
+        Some(CauseKind::PageFaults) => "#b2df8a",
+        Some(CauseKind::Overrun) => "#ff7f00",
+        Some(CauseKind::Unaccounted) => "#fdbf6f",
+        Some(CauseKind::Unexplained) => "#8c8c8c",
+        None => "#bdbdbd",
+    }
+}
+
+/// The colour of [`REST`].
+const REST_COLOUR: &str = "#e2e8f0";
+
+const WIDTH: u32 = 1100;
+const ROW: u32 = 58;
+const BAR_X: u32 = 16;
+const BAR_W: u32 = 640;
+
+/// The chart: one row per configuration (held or not, misses, worst step, the
+/// cause that cost most), a bar of its misses' lateness by cause (each bar its own
+/// 100 %, its total and the share the counters account for beside it), and a
+/// legend naming the causes drawn. `None` without a configuration.
+pub(crate) fn svg(r: &Results) -> Option<String> {
+    let glances = glances(r);
+    if glances.is_empty() {
+        return None;
+    }
+    let mut kinds: Vec<Option<CauseKind>> = Vec::new();
+    let mut rest = false;
+    let mut body = String::new();
+    for (i, g) in glances.iter().enumerate() {
+        let y = 8 + i as u32 * ROW;
+        let (mark, tint) = if g.held() {
+            ("✓ held", "#2f855a")
+        } else {
+            ("✗ missed", "#c05621")
+        };
+        let _ = write!(
+            body,
+            "<g class=\"config\" data-id=\"{}\" data-held=\"{}\">\
+             <text x=\"{BAR_X}\" y=\"{}\" font-size=\"14\"><tspan font-weight=\"700\" fill=\"{tint}\">{mark}</tspan> \
+             <tspan font-weight=\"600\">{}</tspan>: {} misses, worst step {}{}</text>",
+            escape(&g.id),
+            g.held(),
+            y + 16,
+            escape(&g.place),
+            escape(&g.misses_words()),
+            escape(&g.worst_words()),
+            match g.chart.as_ref().and_then(|c| c.leading()) {
+                Some(_) => escape(&format!("; cost most: {}", g.cost_most())),
+                None => String::new(),
+            }
+        );
+        let bar_y = y + 24;
+        let _ = write!(
+            body,
+            "<g class=\"bar\"><rect x=\"{BAR_X}\" y=\"{bar_y}\" width=\"{BAR_W}\" height=\"20\" fill=\"#f7fafc\" stroke=\"#cbd5e0\"/>"
+        );
+        let beside = match &g.chart {
+            Some(c) if c.drawn_ns() > 0 || c.causes.iter().any(|x| x.misses > 0) => {
+                // By time where the records hold it, else (older records) by misses.
+                let by_time = c.drawn_ns() > 0;
+                let total = if by_time {
+                    c.drawn_ns()
+                } else {
+                    c.causes.iter().map(|x| x.misses).sum::<u64>().max(1)
+                };
+                let mut parts: Vec<(String, Option<CauseKind>, &str, u64)> = c
+                    .causes
+                    .iter()
+                    .map(|x| {
+                        let v = if by_time { x.ns } else { x.misses };
+                        (x.phrase.clone(), x.kind, colour(x.kind), v)
+                    })
+                    .collect();
+                if by_time && c.rest_ns > 0 {
+                    parts.push((REST.into(), None, REST_COLOUR, c.rest_ns));
+                }
+                let mut x = BAR_X as f64;
+                for (phrase, kind, fill, v) in parts.into_iter().filter(|p| p.3 > 0) {
+                    let w = BAR_W as f64 * v as f64 / total as f64;
+                    let what = if by_time {
+                        format!(
+                            "{phrase}: {} ({:.0} %)",
+                            time(v),
+                            100.0 * v as f64 / total as f64
+                        )
+                    } else {
+                        format!("{phrase}: {v} misses")
+                    };
+                    let _ = write!(
+                        body,
+                        "<rect class=\"cause\" data-cause=\"{}\" x=\"{x:.1}\" y=\"{bar_y}\" width=\"{w:.1}\" height=\"20\" fill=\"{fill}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",
+                        escape(&phrase),
+                        escape(&what)
+                    );
+                    x += w;
+                    if fill == REST_COLOUR {
+                        rest = true;
+                    } else if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
+                }
+                if by_time {
+                    format!(
+                        "{} late, counters account for {}",
+                        time(c.lateness_ns),
+                        match c.accounted_share() {
+                            Some(s) => format!("{:.0} %", s * 100.0),
+                            None => "-".into(),
+                        }
+                    )
+                } else {
+                    format!("{} misses by cause (no times in this record)", c.misses)
+                }
+            }
+            _ if g.held() => "no misses".into(),
+            _ => "misses not explained (explaining was off)".into(),
+        };
+        let _ = write!(
+            body,
+            "</g><text x=\"{}\" y=\"{}\" font-size=\"13\" fill=\"#4a5568\">{}</text></g>",
+            BAR_X + BAR_W + 12,
+            bar_y + 15,
+            escape(&beside)
+        );
+    }
+    // The legend: every cause drawn, in the order of ALL_KINDS.
+    let legend_y = 8 + glances.len() as u32 * ROW + 6;
+    let mut entries: Vec<(&str, &str)> = ALL_KINDS
+        .iter()
+        .filter(|k| kinds.contains(&Some(**k)))
+        .map(|k| (k.label(), colour(Some(*k))))
+        .collect();
+    if kinds.contains(&None) {
+        entries.push(("not read by the sampler", colour(None)));
+    }
+    if rest {
+        entries.push((REST, REST_COLOUR));
+    }
+    let mut legend = String::from("<g class=\"legend\">");
+    let mut x = BAR_X;
+    for (label, fill) in &entries {
+        let _ = write!(
+            legend,
+            "<g class=\"key\"><rect x=\"{x}\" y=\"{legend_y}\" width=\"12\" height=\"12\" fill=\"{fill}\" stroke=\"#a0aec0\" stroke-width=\"0.5\"/><text x=\"{}\" y=\"{}\" font-size=\"13\">{}</text></g>",
+            x + 16,
+            legend_y + 11,
+            escape(label)
+        );
+        x += 16 + 8 * label.chars().count() as u32 + 18;
+    }
+    legend.push_str("</g>");
+    let height = legend_y + if entries.is_empty() { 0 } else { 22 };
+    Some(format!(
+        "<svg class=\"glance\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" style=\"max-width: 100%; height: auto\" font-family=\"system-ui, sans-serif\"><title>Each configuration's misses as time by cause</title>{body}{legend}</svg>"
+    ))
+}
