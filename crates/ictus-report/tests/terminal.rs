@@ -1,7 +1,9 @@
 //! The terminal view of every probe's fixture records, view and footer, byte for byte
 //! as `ictus probe <probe>` printed them when the views lived in the CLI
 //! (`fixtures/terminal/expected/`, written by the CLI's own render functions before
-//! they moved here).
+//! they moved here; `terminal-run-ring.txt` is `ictus run`'s view of
+//! `terminal/run-ring.json`, the executive's example run with latencies, written by the
+//! CLI's `run_view::render` before it moved here in issue 33).
 
 use std::path::Path;
 
@@ -31,7 +33,7 @@ fn every_fixture_record_prints_as_the_cli_printed_it() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 27);
+    assert_eq!(checked, 28);
 }
 
 #[test]
