@@ -1,5 +1,5 @@
 //! What a background load is and what it achieved, as a record holds it
-//! ([`Obtained::loads`](crate::record::Obtained::loads)); running the loads is
+//! ([`Environment::loads`](crate::record::Environment::loads)); running the loads is
 //! `ictus_probe::load`'s.
 
 use std::collections::BTreeMap;
