@@ -147,6 +147,5 @@ pub(crate) fn emit(
     Ok(())
 }
 
-// What every human view ends with, and the run view's (run.rs) microseconds: they
-// live in ictus_report::terminal.
-pub(crate) use ictus_report::terminal::{footer, micros};
+// What every human view ends with: it lives in ictus_report::terminal.
+use ictus_report::terminal::footer;

@@ -28,7 +28,7 @@ use ictus_probe::session::Session;
 use crate::Failure;
 use crate::common;
 use crate::run_args::{CtlArgs, NodeArgs, RunArgs, TrustArgs, WatchArgs, token_env};
-use crate::run_view::{ended, render, status_line};
+use crate::run_view::{ended, status_line};
 use ictus_probe::cli::{OutputArgs, TraceArgs};
 
 /// Loads the schedule; a malformed one is bad input (exit code 2), before anything starts.
@@ -355,7 +355,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     };
     tap_said(&report, trace.is_some() || how.watch.record.is_some());
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
-    common::emit(&record, how.out, render)?;
+    common::emit(&record, how.out, ictus_report::probes::terminal)?;
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
     if lost > 0 {
         return Err(Failure {

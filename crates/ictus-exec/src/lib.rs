@@ -27,6 +27,7 @@ pub mod replay;
 pub mod report;
 pub mod role;
 pub mod run;
+pub mod run_record;
 pub mod schedule;
 mod shared;
 pub mod state;

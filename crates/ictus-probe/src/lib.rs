@@ -1,6 +1,11 @@
 //! The measurements of ictus: one module per probe, the platform audit, and the
 //! [`record::RunRecord`] every probe returns.
 //!
+//! The record's format, the registry, the session and the views' machinery are
+//! `ictus-record`'s (shared with the executive); they are re-exported here under
+//! their old paths ([`record`], [`registry`], [`session`], [`progress`],
+//! [`provenance`], [`view`]).
+//!
 //! Nothing here prints: probes return data, and report progress through
 //! [`progress::Progress`], which the caller may watch from another thread.
 #![forbid(unsafe_code)]
@@ -28,11 +33,9 @@ pub mod import;
 pub mod load;
 pub mod own_load;
 pub mod probe;
-pub mod progress;
-pub mod provenance;
-pub mod record;
-pub mod registry;
-pub mod session;
 pub mod setup;
 pub mod survey;
 pub mod view;
+
+pub use ictus_record::for_each_probe;
+pub use ictus_record::{progress, provenance, record, registry, session};

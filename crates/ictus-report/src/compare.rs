@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use ictus_probe::registry::RUN_RECORD;
+
 use crate::format;
 use crate::markdown::{front, md_table};
 use crate::probes::{self, ProbeReport};
@@ -156,15 +158,30 @@ fn run_headers(runs: &[Results], reference: usize) -> Vec<String> {
         .collect()
 }
 
+/// One side per table any of the runs has, in the order they first appear. Every
+/// probe's tables are in every results; only the executive's run's are not, so a run
+/// without a table has no run record.
 fn sides(runs: &[Results], reference: usize) -> Vec<Side> {
     let per_run: Vec<Vec<Table>> = runs.iter().map(crate::probes::tables).collect();
-    let n_tables = per_run.first().map_or(0, Vec::len);
-    (0..n_tables)
-        .map(|k| {
-            side(
-                &per_run.iter().map(|t| &t[k]).collect::<Vec<_>>(),
-                reference,
-            )
+    let mut models: Vec<&Table> = Vec::new();
+    for t in per_run.iter().flatten() {
+        if !models.iter().any(|m| m.id == t.id) {
+            models.push(t);
+        }
+    }
+    models
+        .into_iter()
+        .map(|model| {
+            let absent = Table {
+                rows: Vec::new(),
+                absent: Some(format!("not measured: no {RUN_RECORD} record here")),
+                ..model.clone()
+            };
+            let tables: Vec<&Table> = per_run
+                .iter()
+                .map(|ts| ts.iter().find(|t| t.id == model.id).unwrap_or(&absent))
+                .collect();
+            side(&tables, reference)
         })
         .collect()
 }

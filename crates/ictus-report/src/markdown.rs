@@ -85,10 +85,17 @@ pub(crate) fn front(r: &Results) -> Front {
                     format!("No verdict: the survey stopped before the {probe} probe ran."),
                     Vec::new(),
                 ),
-                None => (
-                    format!("No verdict: these results have no {probe} record."),
-                    Vec::new(),
-                ),
+                // No survey and no loop: an executive's run speaks for itself.
+                None => match crate::probes::run_headline(r) {
+                    Some(h) => (
+                        format!("No survey verdict here; the executive's run found: {h}."),
+                        Vec::new(),
+                    ),
+                    None => (
+                        format!("No verdict: these results have no {probe} record."),
+                        Vec::new(),
+                    ),
+                },
             }
         }
     };

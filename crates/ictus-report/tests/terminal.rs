@@ -1,7 +1,9 @@
 //! The terminal view of every probe's fixture records, view and footer, byte for byte
 //! as `ictus probe <probe>` printed them when the views lived in the CLI
 //! (`fixtures/terminal/expected/`, written by the CLI's own render functions before
-//! they moved here).
+//! they moved here; `terminal-run-ring.txt` is `ictus run`'s view of
+//! `terminal/run-ring.json`, the executive's example run with latencies, written by the
+//! CLI's `run_view::render` before it moved here in issue 33).
 
 use std::path::Path;
 

@@ -58,7 +58,7 @@ pub use ictus_os as os;
 pub use ictus_probe as probe;
 pub use ictus_shield as shield;
 
-pub mod run_record;
+pub use ictus_exec::run_record;
 
 /// What a program with subsystems uses: the subsystem trait, its handles and
 /// statuses, the schedule (from a file or built in code), running it and reading

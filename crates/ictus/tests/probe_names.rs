@@ -1,4 +1,4 @@
-//! A probe's name is said once: in the registry (`ictus_probe::registry`), from which
+//! A probe's name is said once: in the registry (`ictus_record::registry`), from which
 //! `ProbeId` and every dispatch over the probes are generated, and inside the probe's
 //! own folder (`crates/ictus-probe/src/<probe>/`). This test reads every crate's
 //! source and refuses a string literal that names a probe anywhere else, so a probe
@@ -54,7 +54,7 @@ fn own_folder(root: &Path, name: &str) -> PathBuf {
 #[test]
 fn no_probe_name_is_a_string_literal_outside_its_folder_and_the_registry() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let registry = root.join("crates/ictus-probe/src/registry.rs");
+    let registry = root.join("crates/ictus-record/src/registry.rs");
     let mut files = Vec::new();
     for krate in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
         rust_files(&krate.path().join("src"), &mut files);
@@ -108,7 +108,7 @@ fn the_scan_sees_a_literal_and_the_registry_names_every_probe_folder() {
         );
     }
     let registry =
-        std::fs::read_to_string(root.join("crates/ictus-probe/src/registry.rs")).unwrap();
+        std::fs::read_to_string(root.join("crates/ictus-record/src/registry.rs")).unwrap();
     for name in probe_names() {
         assert!(registry.contains(&format!("\"{name}\"")), "{name}");
     }

@@ -366,6 +366,9 @@ mod tests {
                 task_scans: 1,
                 cpu_ns: 0,
                 wall_ns: 0,
+                budget: 0.0,
+                slowest: 0,
+                stretched_ns: 0,
                 sources: Vec::new(),
             },
         }

@@ -22,7 +22,7 @@
 //! ```
 
 use ictus_probe::record::RunRecord;
-use ictus_probe::registry::ProbeId;
+use ictus_probe::registry::{ProbeId, RUN_RECORD};
 
 use crate::plots::Plot;
 use crate::results::Results;
@@ -55,12 +55,14 @@ pub(crate) struct ProbeReport {
     pub(crate) verdict: bool,
 }
 
-/// Every table, in the seeds' order: the OS features, then each probe's.
+/// Every table, in the seeds' order: the OS features, then each probe's, then the
+/// executive's run's (where the results hold one).
 pub fn tables(r: &Results) -> Vec<Table> {
     let mut probes: Vec<_> = ProbeId::ALL.iter().map(|&id| of(id)).collect();
     probes.sort_by_key(|p| p.table_order);
     std::iter::once(crate::tables::features(r))
         .chain(probes.iter().flat_map(|p| (p.tables)(r)))
+        .chain(run::tables(r))
         .collect()
 }
 
@@ -100,12 +102,19 @@ macro_rules! probe_reports {
 
 ictus_probe::for_each_probe!(probe_reports);
 
-/// The human view of `record` as `ictus probe <probe>` prints it before the footer
-/// ([`crate::terminal::footer`]): its probe's view, or only the headline for a record
-/// of no probe this ictus knows.
+// The executive's run: no probe of the registry, but its record is viewed and tabled
+// like one.
+mod run;
+
+pub(crate) use run::headline as run_headline;
+
+/// The human view of `record` as `ictus probe <probe>` (or `ictus run`, for a run's
+/// record) prints it before the footer ([`crate::terminal::footer`]): its probe's
+/// view, the run's, or only the headline for a record of no probe this ictus knows.
 pub fn terminal(record: &RunRecord) -> String {
     match record.probe.parse::<ProbeId>() {
         Ok(id) => terminal_of(id, record),
+        Err(_) if record.probe == RUN_RECORD => run::terminal(record),
         Err(_) => crate::terminal::headline(record),
     }
 }
@@ -127,11 +136,14 @@ mod tests {
     }
 
     #[test]
-    fn every_file_here_is_a_probe_of_the_registry() {
+    fn every_file_here_is_a_probe_of_the_registry_or_the_run() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/probes");
         for entry in std::fs::read_dir(dir).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            let Some(stem) = name.strip_suffix(".rs").filter(|s| *s != "mod") else {
+            let Some(stem) = name
+                .strip_suffix(".rs")
+                .filter(|s| *s != "mod" && *s != RUN_RECORD)
+            else {
                 continue;
             };
             assert!(

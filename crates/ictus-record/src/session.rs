@@ -4,12 +4,12 @@
 //! a [`RunRecord`].
 //!
 //! ```no_run
-//! use ictus_probe::{progress::Progress, session::Session};
+//! use ictus_record::{progress::Progress, session::Session};
 //! let progress = Progress::new();
 //! let session = Session::begin(std::env::args().collect(), false);
 //! // ... measure ...
-//! let record = session.finish(ictus_probe::timer::PROBE.name(), &serde_json::json!({}), &progress);
-//! assert_eq!(record.probe, ictus_probe::registry::ProbeId::Timer);
+//! let record = session.finish(ictus_record::registry::ProbeId::Timer.name(), &serde_json::json!({}), &progress);
+//! assert_eq!(record.probe, ictus_record::registry::ProbeId::Timer);
 //! ```
 
 use crate::record::WarningId;
@@ -144,7 +144,7 @@ impl Session {
     /// Warns ([`WarningId::NoCpuLeft`]) when `threads` threads under `policy` are
     /// real-time and take every online CPU: `message` says what the rest of the
     /// system then gets, `advice` how to leave it a CPU.
-    pub(crate) fn warn_if_no_cpu_left(
+    pub fn warn_if_no_cpu_left(
         &mut self,
         policy: Policy,
         threads: usize,
@@ -245,7 +245,7 @@ mod tests {
     fn a_session_gives_a_record_with_provenance_and_clock() {
         let sut = Session::begin(vec!["test".into()], false);
         let record = sut.finish(
-            crate::timer::PROBE.name(),
+            crate::registry::ProbeId::Timer.name(),
             &serde_json::json!({"x": 1}),
             &Progress::new(),
         );
@@ -266,7 +266,11 @@ mod tests {
         };
         sut.warn(w.clone());
         sut.warn_all([w.clone(), w]);
-        let record = sut.finish(crate::timer::PROBE.name(), &(), &Progress::new());
+        let record = sut.finish(
+            crate::registry::ProbeId::Timer.name(),
+            &(),
+            &Progress::new(),
+        );
         assert_eq!(
             record
                 .warnings

@@ -3,19 +3,21 @@
 //! [`RunRecord`] ([`fill`]), so a program that runs a schedule writes the same record
 //! as the command line, and every reader reads it back the same way.
 //!
-//! It lives in the facade because this is the one crate above both the executive
-//! (the report) and the record format (`ictus-probe`'s record and views); it moves
-//! down once the record format has a crate of its own below both.
+//! It lives beside the executive's report ([`crate::report`]), above the record
+//! format (`ictus-record`), which the probes share; the run's views (terminal,
+//! Markdown, HTML) are the report crate's, beside the probes' (`ictus_report::probes`).
 //!
 //! ```no_run
-//! use ictus::prelude::*;
-//! use ictus::probe::progress::Progress;
-//! use ictus::probe::session::Session;
-//! use ictus::run_record;
+//! use ictus_exec::run::{self, RunOptions};
+//! use ictus_exec::run_record;
+//! use crate::schedule::Schedule;
+//! use ictus_os::facts::online_cpus;
+//! use ictus_record::progress::Progress;
+//! use ictus_record::session::Session;
 //!
 //! let schedule = Schedule::from_file("ring.toml".as_ref(), &online_cpus())?;
 //! let session = Session::begin(std::env::args().collect(), false);
-//! let report = ictus::exec::run::run(&schedule, &mut ictus::exec::run::builtin, RunOptions::default())?;
+//! let report = run::run(&schedule, &mut run::builtin, RunOptions::default())?;
 //! let record = run_record::finish(session, &schedule, None, &report, &Progress::new());
 //! assert_eq!(record.probe, "run");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -23,21 +25,21 @@
 
 use std::time::Duration;
 
+use crate::report::{Distribution, HostReport, RunReport, SubsystemReport};
+use crate::schedule::{Process, Schedule, WaitSpec};
+use ictus_class::Class;
 use ictus_core::Nanos;
-use ictus_exec::report::{Distribution, HostReport, RunReport, SubsystemReport};
-use ictus_exec::schedule::{Process, Schedule, WaitSpec};
-use ictus_probe::progress::Progress;
-use ictus_probe::record::{LatencyResult, Measurement, RunRecord};
-use ictus_probe::registry::RUN_RECORD;
-use ictus_probe::session::Session;
-use ictus_probe::view::run::{
+use ictus_record::progress::Progress;
+use ictus_record::record::{LatencyResult, Measurement, RunRecord};
+use ictus_record::registry::RUN_RECORD;
+use ictus_record::session::Session;
+use ictus_record::view::run::{
     CellLatency, CellMetrics, EXECUTION_TIME, ForwardDelay, ForwardMetrics, Frames, FramesLabels,
     FramesMetrics, HostClock, HostLabels, LateArrivals, LateLabels, LateMetrics, LinkStageDelay,
     RELEASE_JITTER, StageLabels, StageMetrics, Stress, StressMetrics, Subsystem, SubsystemLabels,
     SubsystemMetrics, TickArrival, TickMetrics,
 };
-use ictus_probe::view::{Empty, Point};
-use ictus_shield::class::Class;
+use ictus_record::view::{Empty, Point};
 use serde::{Deserialize, Serialize};
 
 /// The record of `schedule`'s run: `session` finished with the run's parameters
@@ -355,13 +357,17 @@ fn headline(report: &RunReport) -> String {
 pub mod example {
     use std::collections::BTreeMap;
 
-    use ictus_core::Nanos;
-    use ictus_exec::report::{
+    use crate::report::{
         Distribution, HostReport, LateFigure, LateWhere, LinkStage, RunReport, StageFigure,
         StressReport, SubsystemReport,
     };
-    use ictus_exec::schedule::{Process, WaitSpec};
-    use ictus_shield::class::Class;
+    use crate::schedule::{Process, WaitSpec};
+    use ictus_class::Class;
+    use ictus_core::Nanos;
+
+    use ictus_record::provenance::Provenance;
+    use ictus_record::record::{Obtained, RunRecord};
+    use ictus_record::registry::RUN_RECORD;
 
     use super::{RunParams, SubsystemParams};
 
@@ -454,6 +460,20 @@ pub mod example {
         }
     }
 
+    /// `report`'s record as `ictus run` writes it, its parameters [`params`]'s.
+    pub fn record(report: &RunReport) -> RunRecord {
+        let parameters = serde_json::to_value(params(report.events.clone()))
+            .expect("the parameters are plain data");
+        let mut record = RunRecord::new(
+            RUN_RECORD,
+            Provenance::capture(Vec::new()),
+            parameters,
+            Obtained::default(),
+        );
+        super::fill(&mut record, report);
+        record
+    }
+
     pub fn params(events: Vec<String>) -> RunParams {
         RunParams {
             schedule: "ring.toml".into(),
@@ -484,22 +504,11 @@ mod tests {
 
     use super::*;
 
-    use ictus_probe::provenance::Provenance;
-    use ictus_probe::record::Obtained;
-
-    use super::example::{params, report};
+    use super::example::{params, record, report};
 
     #[test]
     fn fill_writes_a_measurement_per_figure() {
-        let report = report();
-        let parameters = serde_json::to_value(params(report.events.clone())).unwrap();
-        let mut sut = RunRecord::new(
-            RUN_RECORD,
-            Provenance::capture(Vec::new()),
-            parameters,
-            Obtained::default(),
-        );
-        fill(&mut sut, &report);
+        let sut = record(&report());
         let names: Vec<&str> = sut.measurements.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(
             names,

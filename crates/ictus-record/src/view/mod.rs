@@ -7,7 +7,7 @@
 //!
 //! This module holds the machinery ([`Kind`], [`Point`]) and the view of the
 //! executive's record ([`run`]); each probe's views live in its folder
-//! (`ictus_probe::<probe>::view`, e.g. [`crate::rendezvous::view`]).
+//! (`ictus_probe::<probe>::view`, e.g. `ictus_probe::rendezvous::view`).
 //!
 //! The record format is the one in `docs/result-schema.md`: labels are JSON values,
 //! metrics are numbers. A metric that is `None` or not finite is left out, as
@@ -16,23 +16,18 @@
 //! name, so a record with more figures than this ictus knows still reads.
 //!
 //! ```
-//! use ictus_probe::record::Measurement;
-//! use ictus_probe::view::Point;
-//! use ictus_probe::rendezvous::view::{Rendezvous, RendezvousLabels, RendezvousMetrics};
+//! use ictus_record::record::Measurement;
+//! use ictus_record::view::{Empty, Point};
+//! use ictus_record::view::run::{Stress, StressMetrics};
 //!
-//! let point = Point::<Rendezvous>::new(
-//!     RendezvousLabels { threads: 2, spacing_bytes: 64, spacing: "adjacent".into(), payload_bytes: 0 },
-//!     RendezvousMetrics {
-//!         rendezvous_per_s: Some(2e6),
-//!         ns_per_rendezvous: Some(500.0),
-//!         vs_cacheline_limit: Some(0.9),
-//!     },
+//! let point = Point::<Stress>::new(
+//!     Empty {},
+//!     StressMetrics { run_frames: 400.0, final_value: 388.0, missed_frames: 12.0, incoherent_cells: 0.0 },
 //! );
 //! let m: Measurement = point.measurement();
-//! assert_eq!(m.name, "rendezvous");
-//! assert_eq!(m.labels["spacing_bytes"], 64);
-//! assert_eq!(m.metrics["ns_per_rendezvous"], 500.0);
-//! assert_eq!(m.read::<Rendezvous>(), Some(point));
+//! assert_eq!(m.name, "stress");
+//! assert_eq!(m.metrics["missed_frames"], 12.0);
+//! assert_eq!(m.read::<Stress>(), Some(point));
 //! ```
 
 pub mod run;
@@ -45,7 +40,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::record::{Measurement, RunRecord};
-use crate::setup::SchedSpec;
 
 /// One kind of measurement: the names it is written under, and its labels and metrics
 /// as serde structs (one field per key, the units in the names).
@@ -170,13 +164,18 @@ impl RunRecord {
 
     /// The scheduling policy the parameters asked for, wherever the probe keeps it:
     /// at the top (`timer`, `pingpong`, `memlat`, `throughput`, imported records) or
-    /// in its [`SchedSpec`] (`jitter`, `loop`, `compute`, `rendezvous`).
+    /// in its `SchedSpec` (`jitter`, `loop`, `compute`, `rendezvous`).
     pub fn policy_requested(&self) -> Option<Policy> {
         /// The two places; the probes' own parameter types are tested to agree.
         #[derive(Deserialize)]
         struct Either {
             policy: Option<Policy>,
-            sched: Option<SchedSpec>,
+            sched: Option<Sched>,
+        }
+        /// The part of a probe's `SchedSpec` (`ictus_probe::setup`) read here.
+        #[derive(Deserialize)]
+        struct Sched {
+            policy: Policy,
         }
         let either = self.parameters_as::<Either>()?;
         either.policy.or(either.sched.map(|s| s.policy))
@@ -235,14 +234,16 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for AllOr<T> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Empty {}
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
+/// The checks every view's tests make: a point written and read back the same, a
+/// measurement read back as written. Public for the probes' tests (their views live
+/// in their crate); not part of the record's API.
+#[doc(hidden)]
+pub mod check {
+    use super::{Kind, Measurement, Point};
 
     /// Writes `point`, checks the measurement's name and that it reads back the same
     /// (through JSON, as a record file does); returns the measurement.
-    pub(crate) fn round_trip<K: Kind>(point: &Point<K>, name: &str) -> Measurement {
+    pub fn round_trip<K: Kind>(point: &Point<K>, name: &str) -> Measurement {
         let m = point.measurement_named(name);
         let text = serde_json::to_string(&m).unwrap();
         let back: Measurement = serde_json::from_str(&text).unwrap();
@@ -252,7 +253,7 @@ pub(crate) mod tests {
 
     /// Reads `m` as `K` and checks that writing the point again gives `m`'s labels and
     /// metrics: what a probe wrote is what its view reads, nothing lost or added.
-    pub(crate) fn reads_back<K: Kind>(m: &Measurement) -> Point<K> {
+    pub fn reads_back<K: Kind>(m: &Measurement) -> Point<K> {
         let p = m
             .read::<K>()
             .unwrap_or_else(|| panic!("{} does not read as its view: {m:?}", m.name));
@@ -263,22 +264,18 @@ pub(crate) mod tests {
 
     /// The key sets of a measurement's labels and metrics, to compare with what a
     /// probe wrote before the views.
-    pub(crate) fn keys(m: &Measurement) -> (Vec<&str>, Vec<&str>) {
+    pub fn keys(m: &Measurement) -> (Vec<&str>, Vec<&str>) {
         (
             m.labels.keys().map(String::as_str).collect(),
             m.metrics.keys().map(String::as_str).collect(),
         )
     }
+}
 
-    /// A record of `probe` with these parameters.
-    pub(crate) fn record(probe: &str, parameters: Value) -> RunRecord {
-        RunRecord::new(
-            probe,
-            crate::provenance::Provenance::capture(Vec::new()),
-            parameters,
-            crate::record::Obtained::default(),
-        )
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use check::{keys, round_trip};
 
     enum Probe {}
 
@@ -349,89 +346,5 @@ pub(crate) mod tests {
         assert_eq!(read(serde_json::json!("most")), None);
         assert_eq!(AllOr::<usize>::All.to_string(), "all");
         assert_eq!(AllOr::One(7).to_string(), "7");
-    }
-
-    /// A record of `probe` whose parameters are `p` as the probe writes them; checks
-    /// that they read back as `P` and give the policy asked for.
-    fn params_read_back<P>(probe: &str, p: &P, policy: Policy)
-    where
-        P: Serialize + DeserializeOwned + PartialEq + fmt::Debug,
-    {
-        let r = record(probe, serde_json::to_value(p).unwrap());
-        assert_eq!(r.parameters_as::<P>().as_ref(), Some(p), "{probe}");
-        assert_eq!(r.policy_requested(), Some(policy), "{probe}");
-    }
-
-    #[test]
-    fn every_probes_parameters_read_back_with_their_policy() {
-        use crate::registry::ProbeId;
-        use crate::{compute, jitter, r#loop, memlat, pingpong, rendezvous, throughput, timer};
-        let fifo = Policy::Fifo { priority: 42 };
-        let sched = |s: &SchedSpec| SchedSpec {
-            policy: fifo,
-            ..s.clone()
-        };
-        let mut t = timer::TimerParams::default();
-        t.sched = sched(&t.sched);
-        params_read_back(ProbeId::Timer.name(), &timer::ParamsRecord::from(&t), fifo);
-        let mut p = pingpong::PingpongParams::default();
-        p.sched = sched(&p.sched);
-        params_read_back(
-            ProbeId::Pingpong.name(),
-            &pingpong::ParamsRecord::from(&p),
-            fifo,
-        );
-        let mut m = memlat::MemlatParams::default();
-        m.sched = sched(&m.sched);
-        params_read_back(
-            ProbeId::Memlat.name(),
-            &memlat::ParamsRecord::from(&m),
-            fifo,
-        );
-        let mut t = throughput::ThroughputParams::default();
-        t.sched = sched(&t.sched);
-        params_read_back(
-            ProbeId::Throughput.name(),
-            &throughput::ParamsRecord::from(&t),
-            fifo,
-        );
-        let mut j = jitter::JitterParams::default();
-        j.sched = sched(&j.sched);
-        params_read_back(ProbeId::Jitter.name(), &j, fifo);
-        let mut l = r#loop::LoopParams::default();
-        l.sched = sched(&l.sched);
-        params_read_back(ProbeId::Loop.name(), &l, fifo);
-        let mut c = compute::ComputeParams::default();
-        c.sched = sched(&c.sched);
-        params_read_back(ProbeId::Compute.name(), &c, fifo);
-        let mut r = rendezvous::RendezvousParams::default();
-        r.sched = sched(&r.sched);
-        params_read_back(ProbeId::Rendezvous.name(), &r, fifo);
-    }
-
-    #[test]
-    fn the_policy_is_found_at_the_top_or_in_sched() {
-        let fifo = Policy::Fifo { priority: 80 };
-        let mut r = record(
-            crate::timer::PROBE.name(),
-            serde_json::json!({ "policy": fifo }),
-        );
-        assert_eq!(r.policy_requested(), Some(fifo));
-        r.parameters = serde_json::to_value(BTreeMap::from([(
-            "sched",
-            SchedSpec {
-                cpus: ictus_core::CpuSet::from_cpus([0]),
-                pin: true,
-                policy: fifo,
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
-        )]))
-        .unwrap();
-        assert_eq!(r.policy_requested(), Some(fifo));
-        r.parameters = serde_json::json!({ "runs": 3 });
-        assert_eq!(r.policy_requested(), None);
     }
 }

@@ -4,7 +4,7 @@
 //! (the report's sections, the command line) are generated from that one list.
 //!
 //! ```
-//! use ictus_probe::registry::ProbeId;
+//! use ictus_record::registry::ProbeId;
 //! let id: ProbeId = "pingpong".parse().unwrap();
 //! assert_eq!(id, ProbeId::Pingpong);
 //! assert_eq!(id.name(), "pingpong");

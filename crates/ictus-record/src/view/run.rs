@@ -298,7 +298,7 @@ pub struct ForwardMetrics {
 mod tests {
     use super::*;
     use crate::view::Point;
-    use crate::view::tests::{keys, round_trip};
+    use crate::view::check::{keys, round_trip};
 
     #[test]
     fn a_subsystem_reads_back_under_both_names() {

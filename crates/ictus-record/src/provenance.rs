@@ -3,7 +3,7 @@
 //! and scenario results carry the same header; this path stays for existing users.
 //!
 //! ```no_run
-//! let mut p = ictus_probe::provenance::Provenance::capture(std::env::args().collect());
+//! let mut p = ictus_record::provenance::Provenance::capture(std::env::args().collect());
 //! p.finish();
 //! assert!(p.end_time.is_some());
 //! ```

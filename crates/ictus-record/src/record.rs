@@ -2,7 +2,7 @@
 //! with serde. The schema is documented in `docs/result-schema.md`.
 //!
 //! ```
-//! use ictus_probe::record::{LatencyResult, SCHEMA_VERSION};
+//! use ictus_record::record::{LatencyResult, SCHEMA_VERSION};
 //! use ictus_core::{LatencyHistogram, MissCounter, Nanos};
 //! let mut h = LatencyHistogram::new();
 //! h.record(Nanos::new(21_000));
@@ -644,7 +644,7 @@ mod tests {
         let mut h = LatencyHistogram::new();
         h.record(ictus_core::Nanos::new(21_000));
         let mut r = RunRecord::new(
-            crate::r#loop::PROBE.name(),
+            crate::registry::ProbeId::Loop.name(),
             crate::provenance::Provenance::capture(Vec::new()),
             serde_json::json!({}),
             Obtained::default(),

@@ -2,7 +2,7 @@
 //! whoever watches (the CLI draws a bar from it; a Ctrl-C handler sets the stop flag).
 //!
 //! ```
-//! use ictus_probe::progress::Progress;
+//! use ictus_record::progress::Progress;
 //! let p = Progress::new();
 //! p.set_total(100);
 //! p.advance(40);
