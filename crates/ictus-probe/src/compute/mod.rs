@@ -294,23 +294,39 @@ pub fn run(
 
     if let Some(r) = reference {
         against_reference(&mut measurements, r);
-        session.warn(Warning {
-            id: WarningId::Reference,
-            message: format!(
-                "time reductions are against the record of {} ({}), measured {}",
-                r.provenance.hostname,
-                r.provenance.cpu_model.as_deref().unwrap_or("unknown CPU"),
-                r.provenance.start_time
-            ),
-            advice: None,
-        });
+        session.warn(reference_warning(r));
     }
 
     let mut record = session.finish(PROBE.name(), params, progress);
+    record.headline = headline(&measurements);
+    record.measurements = measurements
+        .into_iter()
+        .map(|f| f.point.measurement_named(f.name).with_latency(f.latency))
+        .collect();
+    progress.finish();
+    Ok(record)
+}
+
+/// Which record the time reductions are against.
+fn reference_warning(r: &RunRecord) -> Warning {
+    Warning {
+        id: WarningId::Reference,
+        message: format!(
+            "time reductions are against the record of {} ({}), measured {}",
+            r.provenance.hostname,
+            r.provenance.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            r.provenance.start_time
+        ),
+        advice: None,
+    }
+}
+
+/// The headline: the split's time per step on one thread, and its best speed-up.
+fn headline(measurements: &[Figures]) -> Option<String> {
     let splits = || measurements.iter().filter(|f| f.name == SPLIT);
     let speedup = |f: &Figures| f.point.metrics.speedup.unwrap_or(0.0);
     let best = splits().max_by(|a, b| speedup(a).total_cmp(&speedup(b)));
-    record.headline = best.map(|best| {
+    best.map(|best| {
         format!(
             "{} modules: {} per step on 1 thread; best split {} threads, speed-up {:.2}",
             best.point.labels.modules,
@@ -318,13 +334,7 @@ pub fn run(
             best.point.labels.threads,
             speedup(best)
         )
-    });
-    record.measurements = measurements
-        .into_iter()
-        .map(|f| f.point.measurement_named(f.name).with_latency(f.latency))
-        .collect();
-    progress.finish();
-    Ok(record)
+    })
 }
 
 /// Steps the model on this thread for about `point_time`, in batches of about 20 us,
