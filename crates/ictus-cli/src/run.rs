@@ -264,29 +264,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link: Option<Box<dyn Link>> = ictus_net::join::join(
-        &mut schedule,
-        Role::of_host(how.here),
-        how.security.as_ref(),
-    )
-    .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
-    .map(|l| Box::new(l) as Box<dyn Link>);
-    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
-        let w = ictus_core::warning::Warning::new(
-            ictus_core::warning::WarningId::InsecureLinks,
-            "the links across hosts are plain TCP without authentication (--insecure): \
-             any machine that can reach a host's port can read, write and stop this run",
-            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
-        );
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
-    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
-        && let Some(w) = ictus_net::trust::expiring(c)
-    {
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
+    let link = join_hosts(&mut schedule, how, &mut session)?;
     let ui = live_page(&schedule, how, true)?;
     let metrics = live_page(&schedule, how, false)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -356,6 +334,42 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     tap_said(&report, trace.is_some() || how.watch.record.is_some());
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
     common::emit(&record, how.out, render)?;
+    clean(&report)
+}
+
+/// Joins the other hosts of the run (none: no link), warning when the links are
+/// not authenticated or their certificates end soon.
+fn join_hosts(
+    schedule: &mut Schedule,
+    how: &How<'_>,
+    session: &mut Session,
+) -> Result<Option<Box<dyn Link>>, Failure> {
+    let link: Option<Box<dyn Link>> =
+        ictus_net::join::join(schedule, Role::of_host(how.here), how.security.as_ref())
+            .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
+            .map(|l| Box::new(l) as Box<dyn Link>);
+    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
+        let w = ictus_core::warning::Warning::new(
+            ictus_core::warning::WarningId::InsecureLinks,
+            "the links across hosts are plain TCP without authentication (--insecure): \
+             any machine that can reach a host's port can read, write and stop this run",
+            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
+        );
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
+    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
+        && let Some(w) = ictus_net::trust::expiring(c)
+    {
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
+    Ok(link)
+}
+
+/// Whether the run was clean: no frame lost, no stop by an overrun, no message
+/// refused, no frame's error; else the failure that says so (the record is written).
+fn clean(report: &ictus_exec::report::RunReport) -> Result<(), Failure> {
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
     if lost > 0 {
         return Err(Failure {
