@@ -62,15 +62,7 @@ impl Default for ComputeParams {
         let cpus = facts::online_cpus();
         ComputeParams {
             threads: (1..=cpus.len()).collect(),
-            sched: SchedSpec {
-                cpus,
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(cpus, Policy::Other { nice: 0 }),
             sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
             split_modules: 100_001,
             point_time: Nanos::from_millis(200),
@@ -438,15 +430,7 @@ mod tests {
         let cpus = facts::online_cpus();
         ComputeParams {
             threads: (1..=cpus.len().min(2)).collect(),
-            sched: SchedSpec {
-                cpus,
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(cpus, Policy::Other { nice: 0 }),
             sizes: vec![11, 1_001],
             split_modules: 2_001,
             point_time: Nanos::from_millis(5),

@@ -96,15 +96,7 @@ impl Default for JitterParams {
         let online = facts::online_cpus();
         let last = online.cpus().last().copied().unwrap_or(0);
         JitterParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus([last]),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(CpuSet::from_cpus([last]), Policy::Fifo { priority: 95 }),
             routine: Routine::Divisions {
                 divisions: 1_000_000,
             },
@@ -449,15 +441,10 @@ mod tests {
 
     fn quick(routine: Routine, cpus: &[usize]) -> JitterParams {
         JitterParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus(cpus.iter().copied()),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(
+                CpuSet::from_cpus(cpus.iter().copied()),
+                Policy::Other { nice: 0 },
+            ),
             routine,
             runs: 50,
             warmup_runs: 2,

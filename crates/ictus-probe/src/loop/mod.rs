@@ -882,15 +882,7 @@ mod tests {
 
     fn quick(threads: usize) -> LoopParams {
         LoopParams {
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Other { nice: 0 }),
             threads,
             frequency_hz: 1_000.0,
             modules: 101,

@@ -108,15 +108,7 @@ impl Default for RendezvousParams {
     /// 512-byte payload and none, 1,000,000 steps per point.
     fn default() -> Self {
         RendezvousParams {
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
             threads: vec![2],
             spacings: vec![Spacing::SameLine, Spacing::Adjacent, Spacing::Bytes(5000)],
             payloads: vec![0, 512],
@@ -589,15 +581,10 @@ mod tests {
     fn quick() -> Option<RendezvousParams> {
         let online = facts::online_cpus();
         (online.len() >= 2).then(|| RendezvousParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus(online.cpus()[..2].iter().copied()),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(
+                CpuSet::from_cpus(online.cpus()[..2].iter().copied()),
+                Policy::Other { nice: 0 },
+            ),
             threads: vec![2],
             spacings: vec![Spacing::SameLine, Spacing::Bytes(5000)],
             payloads: vec![0, 64],
