@@ -509,12 +509,7 @@ impl HubNode {
             let h = s.hubs.handle(i, s.hubs.decls()[i].name());
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: a give needs no waiting.
-                (HubKind::Semaphore { .. }, HubOp::Give(n)) => {
-                    let sem = words::Semaphore::new(h.words());
-                    for _ in 0..*n {
-                        sem.give(h.park());
-                    }
-                }
+                (HubKind::Semaphore { .. }, HubOp::Give(n)) => give(&h, *n),
                 (HubKind::Event, HubOp::Give(_)) => words::Event::new(h.words()).raise(h.park()),
                 _ => {
                     if let Some(Some(server)) = s.servers.get(i) {
@@ -526,12 +521,7 @@ impl HubNode {
             let h = s.hubs.handle(i, s.hubs.decls()[i].name());
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: the waiter wakes without the relay.
-                (HubKind::Semaphore { .. }, HubOp::Grant(n)) => {
-                    let sem = words::Semaphore::new(h.words());
-                    for _ in 0..*n {
-                        sem.give(h.park());
-                    }
-                }
+                (HubKind::Semaphore { .. }, HubOp::Grant(n)) => give(&h, *n),
                 (HubKind::Event, HubOp::Grant(_)) => words::Event::new(h.words()).raise(h.park()),
                 (HubKind::Resource, HubOp::Grant(_)) => {
                     words::Event::new(&h.header()[P_GRANTED..]).raise(h.park());
@@ -1016,6 +1006,14 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         } else {
             words::Semaphore::new(h.words()).take(&park, None)
         };
+    }
+}
+
+/// Gives `n` to semaphore `h`, waking its waiters.
+fn give(h: &super::Handle, n: u32) {
+    let sem = words::Semaphore::new(h.words());
+    for _ in 0..n {
+        sem.give(h.park());
     }
 }
 
