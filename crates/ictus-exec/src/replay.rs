@@ -432,7 +432,7 @@ impl Recording {
         let cells = Cells::in_process(&self.table);
         let control = self.fresh_control();
         let states = States::new(&self.schedule.modes);
-        let names = self.subsystem_names();
+        let names: Vec<String> = self.schedule.subsystem_names().map(String::from).collect();
         let hubs = Hubs::in_process(&self.schedule.hubs).map_err(|e| ReplayError::Init {
             subsystem: name.to_string(),
             message: format!("hubs: {e}"),
@@ -541,15 +541,6 @@ impl Recording {
             self.tick.as_u64(),
             element_count(&self.table),
         )
-    }
-
-    /// The names of the recorded run's subsystems, by slot.
-    fn subsystem_names(&self) -> Vec<String> {
-        self.schedule
-            .subsystems
-            .iter()
-            .map(|s| s.name.clone())
-            .collect()
     }
 
     /// Compares the publications of frame `frame` of `slot` in its `outputs` (each

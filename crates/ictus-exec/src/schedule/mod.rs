@@ -567,6 +567,11 @@ impl Schedule {
         Ok(schedule)
     }
 
+    /// The subsystems' names, by slot.
+    pub fn subsystem_names(&self) -> impl Iterator<Item = &str> {
+        self.subsystems.iter().map(|s| s.name.as_str())
+    }
+
     /// The cell table the schedule names (empty when none), with every builtin's
     /// cells and every stress counter checked against it. A cell file that cannot
     /// be read is reported at the schedule's `cells` value; one that is malformed,

@@ -147,12 +147,7 @@ pub fn record(
     };
     out.each(|s| s.begin(run));
     let mut readers: Vec<_> = run.slots.iter().map(|&k| rings.reader(k)).collect();
-    let names: Vec<&str> = run
-        .schedule
-        .subsystems
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let names: Vec<&str> = run.schedule.subsystem_names().collect();
     loop {
         // Acquire: pairs with the run's Release store once every loop ended, so
         // the drain that follows takes every record pushed before it.
