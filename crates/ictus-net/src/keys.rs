@@ -655,6 +655,17 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// Keys for hosts h1 and h2 and reader python, made in `dir`.
+    fn two_hosts_and_a_reader(dir: &Path) -> Made {
+        new(&KeysRequest {
+            dir: dir.to_path_buf(),
+            hosts: vec!["h1".into(), "h2".into()],
+            readers: vec!["python".into()],
+            validity: Validity::default(),
+        })
+        .unwrap()
+    }
+
     #[test]
     fn names_are_dns_labels() {
         for good in ["h1", "main-host", "A9"] {
@@ -706,13 +717,7 @@ mod tests {
     fn each_host_and_reader_has_a_bundle_with_only_its_own_key() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("keys");
-        let sut = new(&KeysRequest {
-            dir: dir.clone(),
-            hosts: vec!["h1".into(), "h2".into()],
-            readers: vec!["python".into()],
-            validity: Validity::default(),
-        })
-        .unwrap();
+        let sut = two_hosts_and_a_reader(&dir);
         let files = |d: &Path| {
             let mut out = Vec::new();
             let mut stack = vec![d.to_path_buf()];
@@ -866,13 +871,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("keys");
         fs::create_dir(&dir).unwrap(); // an empty folder is fine
-        let sut = new(&KeysRequest {
-            dir: dir.clone(),
-            hosts: vec!["h1".into(), "h2".into()],
-            readers: vec!["python".into()],
-            validity: Validity::default(),
-        })
-        .unwrap();
+        let sut = two_hosts_and_a_reader(&dir);
         assert_eq!(sut.ca_key, dir.join("ca/ca.key"));
         assert_eq!(sut.hosts[1].cert, dir.join("hosts/h2.pem"));
         assert_eq!(sut.readers[0].key, dir.join("readers/python.key"));
