@@ -722,6 +722,18 @@ mod tests {
         }
     }
 
+    /// A block of 1 ms frames that stops at `stop`, switching from OFF to `next` at
+    /// frame `from_frame`.
+    fn switching(stop: u64, next: StateId, from_frame: u64) -> Control {
+        let control = block(ms(1), Nanos::ZERO, stop);
+        control.set_state(StateWord {
+            previous: StateId::OFF,
+            next,
+            from_frame,
+        });
+        control
+    }
+
     fn block(tick: Nanos, epoch: Nanos, stop: u64) -> Control {
         let c = Control::in_process(1, tick.as_u64());
         c.set_stop_frame(stop);
@@ -864,12 +876,7 @@ mod tests {
     #[test]
     fn acknowledgements_are_tracked_and_a_silent_subsystem_times_out() {
         let clock = MockClock::new(Nanos::ZERO);
-        let control = block(ms(1), Nanos::ZERO, 20);
-        control.set_state(StateWord {
-            previous: StateId::OFF,
-            next: StateId::RUN,
-            from_frame: 10,
-        });
+        let control = switching(20, StateId::RUN, 10);
         // Explicit acknowledgement, given only from frame 14 on.
         let mut sut = busy(&clock, |_| us(100));
         sut.ack_from = Some(14);
@@ -917,12 +924,7 @@ mod tests {
     #[test]
     fn without_explicit_acknowledgement_a_frame_in_the_new_state_acknowledges_it() {
         let clock = MockClock::new(Nanos::ZERO);
-        let control = block(ms(1), Nanos::ZERO, 8);
-        control.set_state(StateWord {
-            previous: StateId::OFF,
-            next: StateId::PAUSE,
-            from_frame: 6,
-        });
+        let control = switching(8, StateId::PAUSE, 6);
         let mut sut = busy(&clock, |_| us(10));
         runner(&control, 0, 2).run(
             &MockBeat(&clock),
