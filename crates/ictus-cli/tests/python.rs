@@ -65,13 +65,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     let schedule = common::three_hosts(dir.path(), &name);
     let addresses = common::addresses(&schedule);
     let file = schedule.to_str().unwrap();
-    let node = |host| {
-        spawn(
-            dir.path(),
-            &["node", file, "--host", host, "--json", "--quiet"],
-        )
-    };
-    let (h2, h3) = (node("h2"), node("h3"));
+    let (h2, h3) = common::spawn_nodes(dir.path(), file);
     std::thread::sleep(Duration::from_millis(300));
     let main = spawn(
         dir.path(),

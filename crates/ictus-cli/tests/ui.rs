@@ -19,7 +19,9 @@ use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{ctl_status, finish, ictus_in, kill, refused, spawn, stress_copy, subsystem_pid};
+use common::{
+    ctl_status, finish, finish_ok, ictus_in, kill, refused, spawn, stress_copy, subsystem_pid,
+};
 use serde_json::Value;
 
 /// `ictus run SCHEDULE ARGS` in `run_dir`, and the live page's URL it prints.
@@ -269,12 +271,7 @@ fn beyond_loopback_the_page_needs_the_token_printed_at_start() {
         401
     );
     assert_eq!(get(&addr, &format!("/?token={token}")), 200);
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
 }
 
 #[test]
@@ -467,12 +464,7 @@ fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
     // The page is not served by --metrics.
     assert_eq!(fetch(&addr, "/").0, 404);
     assert_eq!(fetch(&addr, "/status").0, 404);
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
 }
 
 #[test]
@@ -504,12 +496,7 @@ fn beyond_loopback_metrics_need_the_token_as_the_page_does() {
     );
     let (_, body) = scrape_running(&addr, &format!("/metrics?token={token}"));
     assert!(body.ends_with("# EOF\n"), "{body}");
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
     // The page's server answers /metrics under the same rule.
     let (_dir, _name, run, url) = stress_with_page("cli-ui-metrics", "3s", "0.0.0.0:0");
     let (base, token) = url.split_once("/?token=").expect("a token in the URL");

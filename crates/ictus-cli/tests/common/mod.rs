@@ -189,6 +189,18 @@ pub(crate) fn spawn(run_dir: &Path, args: &[&str]) -> Child {
     process(run_dir, args).spawn().unwrap()
 }
 
+/// Nodes h2 and h3 of the run of schedule `file`, started in `run_dir` (JSON out,
+/// no status line).
+pub(crate) fn spawn_nodes(run_dir: &Path, file: &str) -> (Child, Child) {
+    let node = |host| {
+        spawn(
+            run_dir,
+            &["node", file, "--host", host, "--json", "--quiet"],
+        )
+    };
+    (node("h2"), node("h3"))
+}
+
 /// `ictus ARGS` as [`spawn`] starts it, in a process group of its own, as a shell
 /// runs a foreground job.
 pub(crate) fn spawn_in_group(run_dir: &Path, args: &[&str]) -> Child {
@@ -215,6 +227,17 @@ pub(crate) fn kill(signal: &str, pid: impl std::fmt::Display) {
         .unwrap()
         .success();
     assert!(ok, "kill -{signal} {target}");
+}
+
+/// [`finish`], asserting that `child` succeeded (its stderr said otherwise).
+pub(crate) fn finish_ok(child: Child, limit: Duration) -> Output {
+    let out = finish(child, limit);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Waits for `child` at most `limit`, reading its output meanwhile (a record

@@ -42,13 +42,7 @@ fn start_hosts(tag: &str, duration: &str, head_start: Duration) -> Hosts {
     let (dir, name) = scratch_run(tag);
     let path = three_hosts(dir.path(), &name);
     let file = path.to_str().unwrap();
-    let node = |host| {
-        spawn(
-            dir.path(),
-            &["node", file, "--host", host, "--json", "--quiet"],
-        )
-    };
-    let (h2, h3) = (node("h2"), node("h3"));
+    let (h2, h3) = common::spawn_nodes(dir.path(), file);
     std::thread::sleep(head_start);
     let main = spawn(
         dir.path(),
