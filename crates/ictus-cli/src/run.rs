@@ -27,7 +27,7 @@ use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
-use crate::run_args::{CtlArgs, NodeArgs, RunArgs, TrustArgs, WatchArgs, token_env};
+use crate::run_args::{CtlArgs, NodeArgs, RunArgs, RunCommon, TrustArgs, token_env};
 use crate::run_view::{ended, render, status_line};
 use ictus_probe::cli::{OutputArgs, TraceArgs};
 
@@ -37,17 +37,15 @@ fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
 }
 
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
-    let security = security_for(&schedule, 0, &args.trust)?;
+    let schedule = prepare(&args.schedule, args.tick, &args.common.out)?;
+    let security = security_for(&schedule, 0, &args.common.trust)?;
     let how = How {
         here: 0,
         security,
         duration: args.duration,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
-        watch: &args.watch,
-        out: &args.out,
-        trace: &args.trace,
+        common: &args.common,
         ui: match args.ui {
             Some(addr) => Some((
                 addr,
@@ -81,7 +79,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
 
 /// `ictus node SCHEDULE --host NAME`: this host's part of a schedule across hosts.
 pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
+    let schedule = prepare(&args.schedule, args.tick, &args.common.out)?;
     let here = schedule
         .hosts
         .iter()
@@ -109,16 +107,14 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
             args.schedule.display()
         )));
     }
-    let security = security_for(&schedule, here, &args.trust)?;
+    let security = security_for(&schedule, here, &args.common.trust)?;
     let how = How {
         here,
         security,
         duration: None,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
-        watch: &args.watch,
-        out: &args.out,
-        trace: &args.trace,
+        common: &args.common,
         ui: None,
         ui_read: (None, false),
         metrics: None,
@@ -172,10 +168,8 @@ struct How<'a> {
     duration: Option<Duration>,
     ready_timeout: Duration,
     quiet: bool,
-    watch: &'a WatchArgs,
-    out: &'a OutputArgs,
-    /// `--trace`.
-    trace: &'a TraceArgs,
+    /// What it watches, its timeline (`--trace`) and its record.
+    common: &'a RunCommon,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
     /// The live page's read-only token, and whether loopback commands need none.
@@ -258,8 +252,8 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     // The trace's path is only checked (nothing is created) before the
     // recording's file is.
     let mut sinks = Vec::new();
-    let trace = trace_sink(how.trace, &mut sinks)?;
-    sinks.extend(record_sink(how.watch.record.as_deref())?);
+    let trace = trace_sink(&how.common.trace, &mut sinks)?;
+    sinks.extend(record_sink(how.common.watch.record.as_deref())?);
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
@@ -268,7 +262,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     let ui = live_page(&schedule, how, true)?;
     let metrics = live_page(&schedule, how, false)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let show = !how.quiet && !how.out.json && std::io::stderr().is_terminal();
+    let show = !how.quiet && !how.common.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
     let servers: Vec<Arc<ictus_ui::Ui>> = ui.iter().chain(&metrics).cloned().collect();
     let mut last_line = std::time::Instant::now();
@@ -303,9 +297,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             .ok()
             .map(|exe| (exe, vec!["subsystem".to_string()])),
         link,
-        pm_qos: how.watch.pm_qos,
-        explain: how.watch.explain.on(),
-        explain_threshold: how.watch.explain_threshold.map(Nanos::from),
+        pm_qos: how.common.watch.pm_qos,
+        explain: how.common.watch.explain.on(),
+        explain_threshold: how.common.watch.explain_threshold.map(Nanos::from),
         sinks,
         ..RunOptions::default()
     };
@@ -331,9 +325,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
-    tap_said(&report, trace.is_some() || how.watch.record.is_some());
+    tap_said(
+        &report,
+        trace.is_some() || how.common.watch.record.is_some(),
+    );
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
-    common::emit(&record, how.out, render)?;
+    common::emit(&record, &how.common.out, render)?;
     clean(&report)
 }
 
