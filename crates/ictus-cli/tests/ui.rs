@@ -76,6 +76,18 @@ fn stress_with_page(
     duration: &str,
     addr: &str,
 ) -> (tempfile::TempDir, String, Child, String) {
+    stress_serving(tag, duration, "--ui", addr, "live page: ")
+}
+
+/// As [`stress_with_page`], serving what `flag` (`--ui` or `--metrics`) asks for at
+/// `addr`; the URL is the one printed after `said`.
+fn stress_serving(
+    tag: &str,
+    duration: &str,
+    flag: &str,
+    addr: &str,
+    said: &str,
+) -> (tempfile::TempDir, String, Child, String) {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("{tag}-{}", std::process::id());
     let schedule = stress_copy(dir.path(), &name);
@@ -84,12 +96,12 @@ fn stress_with_page(
         "5ms",
         "--duration",
         duration,
-        "--ui",
+        flag,
         addr,
         "--quiet",
         "--json",
     ];
-    let (run, url, _stderr) = start(dir.path(), &schedule, &args);
+    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, said);
     (dir, name, run, url)
 }
 
@@ -98,6 +110,13 @@ fn until(browser: &mut cdp::Browser, expr: &str, seconds: u64) -> Duration {
     browser
         .wait_for(expr, Duration::from_secs(seconds))
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The text of the page's element `id`.
+fn text_of(browser: &mut cdp::Browser, id: &str) -> Value {
+    browser
+        .eval(&format!("document.getElementById('{id}').textContent"))
+        .unwrap()
 }
 
 fn target_dir() -> PathBuf {
@@ -169,9 +188,7 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
         "document.getElementById('state').dataset.state === 'pause'",
         5,
     );
-    let reply = browser
-        .eval("document.getElementById('reply').textContent")
-        .unwrap();
+    let reply = text_of(&mut browser, "reply");
     assert!(
         reply.as_str().unwrap().starts_with("ok pause from frame "),
         "{reply}"
@@ -231,9 +248,7 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
         "document.getElementById('connection').dataset.connection === 'ended'",
         5,
     );
-    let ended = browser
-        .eval("document.getElementById('ended').textContent")
-        .unwrap();
+    let ended = text_of(&mut browser, "ended");
     assert!(
         ended.as_str().unwrap().contains("the run ended at frame"),
         "{ended}"
@@ -400,20 +415,8 @@ fn scrape_running(addr: &str, path: &str) -> (Vec<(String, String)>, String) {
 
 #[test]
 fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-metrics-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let args = [
-        "--tick",
-        "5ms",
-        "--duration",
-        "4s",
-        "--metrics",
-        "127.0.0.1:0",
-        "--quiet",
-        "--json",
-    ];
-    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+    let (_dir, name, run, url) =
+        stress_serving("cli-metrics", "4s", "--metrics", "127.0.0.1:0", "metrics: ");
     let addr = url
         .strip_prefix("http://")
         .and_then(|u| u.strip_suffix("/metrics"))
@@ -469,20 +472,13 @@ fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
 
 #[test]
 fn beyond_loopback_metrics_need_the_token_as_the_page_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-metrics-token-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let args = [
-        "--tick",
-        "5ms",
-        "--duration",
+    let (_dir, _name, run, url) = stress_serving(
+        "cli-metrics-token",
         "3s",
         "--metrics",
         "0.0.0.0:0",
-        "--quiet",
-        "--json",
-    ];
-    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+        "metrics: ",
+    );
     let (base, token) = url
         .split_once("/metrics?token=")
         .expect("a token in the URL");

@@ -843,6 +843,17 @@ mod tests {
         late: fn(Nanos) -> Nanos,
     }
 
+    impl<'a> LateBeat<'a> {
+        /// With 1 ms frames from an epoch of 10 ms: the wake-up for frame 4 (at 14 ms)
+        /// 2.3 ms late, every other on time.
+        fn frame_4_late(clock: &'a MockClock) -> Self {
+            LateBeat {
+                clock,
+                late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
+            }
+        }
+    }
+
     impl Beat for LateBeat<'_> {
         fn now(&self) -> Nanos {
             self.clock.now()
@@ -861,10 +872,7 @@ mod tests {
         let clock = MockClock::new(Nanos::ZERO);
         let control = block(ms(1), ms(10), 12);
         // The wake-up for frame 4 comes 2.3 ms late: frames 5 and 6 pass before it ends.
-        let beat = LateBeat {
-            clock: &clock,
-            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
-        };
+        let beat = LateBeat::frame_4_late(&clock);
         let mut sut = busy(&clock, |_| us(100));
         let mut stats = Stats::default();
         runner(&control, 0, 1).run(&beat, &mut sut, &mut no_ports(), &mut stats);
@@ -1150,10 +1158,7 @@ mod tests {
     fn a_late_wake_up_that_skips_releases_is_reported_as_missed_not_as_an_overrun() {
         let clock = MockClock::new(Nanos::ZERO);
         let control = block(ms(1), ms(10), 12);
-        let beat = LateBeat {
-            clock: &clock,
-            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
-        };
+        let beat = LateBeat::frame_4_late(&clock);
         let mut sut = busy(&clock, |_| us(100));
         let (_, e) = explained(&runner(&control, 0, 1), &beat, &mut sut, ms(1));
         let seen: Vec<_> = e

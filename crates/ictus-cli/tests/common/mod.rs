@@ -274,6 +274,18 @@ pub(crate) fn exits(out: &Output, code: i32) {
     );
 }
 
+/// Asserts that each host's process (its name and what it output) exited 0.
+pub(crate) fn all_succeeded<const N: usize>(hosts: [(&str, &Output); N]) {
+    for (who, o) in hosts {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{who}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 /// The control socket of run `name` in `run_dir`.
 pub(crate) fn socket(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.sock"))
@@ -345,17 +357,12 @@ pub(crate) fn three_hosts(dir: &Path, name: &str) -> PathBuf {
     // The run's keys beside it (`ictus keys new`), with a reader's.
     let keys = dir.join("keys");
     if !keys.exists() {
-        let out = ictus_in(dir)
-            .args(["keys", "new"])
-            .arg(&keys)
-            .args(["--hosts", "h1,h2,h3", "--readers", "python"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(ictus_in(dir).args(["keys", "new"]).arg(&keys).args([
+            "--hosts",
+            "h1,h2,h3",
+            "--readers",
+            "python",
+        ]));
     }
     // Each host its own bundle, as on separate machines.
     text += "[security]\nkeys = \"keys/bundles/hosts/{host}\"\n";
