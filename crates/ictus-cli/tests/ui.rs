@@ -112,11 +112,14 @@ fn until(browser: &mut cdp::Browser, expr: &str, seconds: u64) -> Duration {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The text of the page's element `id`.
-fn text_of(browser: &mut cdp::Browser, id: &str) -> Value {
-    browser
+/// The text of the page's element `id`, once `ready` is true in the page (at most
+/// 5 s).
+fn text_once(browser: &mut cdp::Browser, ready: &str, id: &str) -> String {
+    until(browser, ready, 5);
+    let text = browser
         .eval(&format!("document.getElementById('{id}').textContent"))
-        .unwrap()
+        .unwrap();
+    text.as_str().unwrap().to_string()
 }
 
 fn target_dir() -> PathBuf {
@@ -183,16 +186,12 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
         assert!(Instant::now() < by, "ctl status still says {}", s["state"]);
         std::thread::sleep(Duration::from_millis(50));
     }
-    until(
+    let reply = text_once(
         &mut browser,
         "document.getElementById('state').dataset.state === 'pause'",
-        5,
+        "reply",
     );
-    let reply = text_of(&mut browser, "reply");
-    assert!(
-        reply.as_str().unwrap().starts_with("ok pause from frame "),
-        "{reply}"
-    );
+    assert!(reply.starts_with("ok pause from frame "), "{reply}");
     browser
         .screenshot(&target_dir().join("ictus-ui-paused.png"))
         .unwrap();
@@ -243,16 +242,12 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
     assert_eq!(out.status.code(), Some(3), "B's frames were lost");
     let record: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(record["measurements"].is_array(), "{record}");
-    until(
+    let ended = text_once(
         &mut browser,
         "document.getElementById('connection').dataset.connection === 'ended'",
-        5,
+        "ended",
     );
-    let ended = text_of(&mut browser, "ended");
-    assert!(
-        ended.as_str().unwrap().contains("the run ended at frame"),
-        "{ended}"
-    );
+    assert!(ended.contains("the run ended at frame"), "{ended}");
 }
 
 /// One request over a plain socket: the status code.
