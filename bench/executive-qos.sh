@@ -29,17 +29,13 @@ MODES=${MODES:-"held off quiet"}
 OUT_DIR=${OUT_DIR:-$root/target/executive-qos-$(date +%Y%m%dT%H%M%S)}
 ictus_binary
 mkdir -p "$OUT_DIR"
-pid=
-cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
-trap cleanup EXIT INT TERM
+end_on_exit
 
 run_one() {
   local label=$1 mode=$2 dir
   dir=$OUT_DIR/$label
   mkdir -p "$dir"
-  cp "$root/examples/stress/cells.toml" "$dir/"
-  sed -e "s/^wait = .*/wait = \"$WAIT\"/" -e 's/^name = "stress"/name = "executive-qos"/' \
-    "$root/examples/stress/schedule.toml" >"$dir/schedule.toml"
+  stress_copy "$dir" "$WAIT" executive-qos
   local args=(run "$dir/schedule.toml" --duration "${SECONDS_PER}s" --tick "$TICK" --quiet -o "$dir/record.json")
   case $mode in
     held) args+=(--pm-qos 0) ;;

@@ -28,9 +28,7 @@ TICK=${TICK:-1ms}
 OUT_DIR=${OUT_DIR:-$root/target/explain-cost-$(date +%Y%m%dT%H%M%S)}
 ictus_binary
 mkdir -p "$OUT_DIR"
-pid=
-cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; }
-trap cleanup EXIT INT TERM
+end_on_exit
 
 # A ring of $1 one-integer subsystems in $2/.
 ring() {

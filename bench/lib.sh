@@ -8,6 +8,11 @@
 #   hosts_schedule TEST FILE [NAME]
 #                       writes seed 003's stress ring across three hosts
 #   end_all PID...      waits up to 30 s for each process, then ends it
+#   stress_copy DIR WAIT NAME
+#                       writes the stress example to DIR (its cells and a schedule
+#                       named NAME, waiting with WAIT)
+#   end_on_exit         ends the background run in $pid (if any) however the script
+#                       ends
 # shellcheck shell=bash
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,6 +20,17 @@ root=$(cd "$here/.." && pwd)
 
 need() {
   command -v "$1" >/dev/null || { echo "$2" >&2; exit 3; }
+}
+
+stress_copy() {
+  cp "$root/examples/stress/cells.toml" "$1/"
+  sed -e "s/^wait = .*/wait = \"$2\"/" -e "s/^name = \"stress\"/name = \"$3\"/" \
+    "$root/examples/stress/schedule.toml" >"$1/schedule.toml"
+}
+
+end_on_exit() {
+  pid=
+  trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi' EXIT INT TERM
 }
 
 ictus_binary() {

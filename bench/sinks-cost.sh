@@ -67,9 +67,7 @@ run_one() {
     all) args+=(--record "$dir/run.mcap" --trace "$dir/run.json") ;;
   esac
   if [ "$loop" = stress ]; then
-    cp "$root/examples/stress/cells.toml" "$dir/"
-    sed -e "s/^wait = .*/wait = \"$WAIT\"/" -e 's/^name = "stress"/name = "sinks-cost"/' \
-      "$root/examples/stress/schedule.toml" >"$dir/schedule.toml"
+    stress_copy "$dir" "$WAIT" sinks-cost
     if [ "$mode" = scraped ] || [ "$mode" = all ]; then
       port=$(free_port)
       args+=(--metrics "127.0.0.1:$port")

@@ -48,9 +48,7 @@ run_one() {
   local label=$1 wait=$2 mode=$3 dir schedule ictus_pid browser_pid= url=
   dir=$OUT_DIR/$label
   mkdir -p "$dir"
-  cp "$root/examples/stress/cells.toml" "$dir/"
-  sed -e "s/^wait = .*/wait = \"$wait\"/" -e 's/^name = "stress"/name = "ui-jitter"/' \
-    "$root/examples/stress/schedule.toml" >"$dir/schedule.toml"
+  stress_copy "$dir" "$wait" ui-jitter
   local args=(run "$dir/schedule.toml" --duration "${SECONDS_PER}s" --tick "$TICK" --quiet -o "$dir/record.json")
   [ "$mode" != off ] && args+=(--ui 127.0.0.1:0)
   "$ICTUS" "${args[@]}" >"$dir/stdout" 2>"$dir/stderr" &

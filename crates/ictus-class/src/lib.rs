@@ -184,47 +184,7 @@ pub fn enter(
     options: Options,
     shield: Option<&Partition>,
 ) -> Result<Entered, ClassError> {
-    let online = facts::online_cpus();
-    let (policy, affinity, rt_group) = match &class {
-        Class::Rt0 { cpu } => {
-            if !online.contains(*cpu) {
-                return Err(ClassError::CpuOffline { cpu: *cpu, online });
-            }
-            if let Some(p) = shield
-                && !p.is_rt(*cpu)
-            {
-                return Err(ClassError::NotRtCpu {
-                    cpu: *cpu,
-                    rt: p.rt.clone(),
-                });
-            }
-            (
-                Policy::Fifo {
-                    priority: RT0_PRIORITY,
-                },
-                CpuSet::from_cpus([*cpu]),
-                Some(true),
-            )
-        }
-        Class::Rt1 { policy, priority } => {
-            if !(1..=98).contains(priority) {
-                return Err(ClassError::Priority(*priority));
-            }
-            let span = match shield {
-                Some(p) if p.groups.as_ref().is_some_and(|g| g.cgroup_version == 2) => {
-                    p.nrt.clone()
-                }
-                Some(p) => p.all(),
-                None => online.clone(),
-            };
-            (policy.at(*priority), span, Some(false))
-        }
-        Class::Normal => (
-            Policy::Other { nice: 0 },
-            shield.map_or_else(|| online.clone(), |p| p.nrt.clone()),
-            None,
-        ),
-    };
+    let (policy, affinity, rt_group) = target(&class, shield, facts::online_cpus())?;
     let tid = sched::thread_id() as i32;
     let policy_before = sched::current_policy().map_err(ClassError::Policy)?;
     let affinity_before = sched::current_affinity().map_err(ClassError::Affinity)?;
@@ -285,6 +245,56 @@ pub fn enter(
         affinity,
         memory_locked,
         notes,
+    })
+}
+
+/// What entering `class` sets, against `shield` with the `online` CPUs: the policy,
+/// the affinity and the cpuset group (`Some(true)`: the RT group, `Some(false)`: the
+/// NRT group, `None`: left as it is); or why it cannot be entered.
+fn target(
+    class: &Class,
+    shield: Option<&Partition>,
+    online: CpuSet,
+) -> Result<(Policy, CpuSet, Option<bool>), ClassError> {
+    Ok(match class {
+        Class::Rt0 { cpu } => {
+            if !online.contains(*cpu) {
+                return Err(ClassError::CpuOffline { cpu: *cpu, online });
+            }
+            if let Some(p) = shield
+                && !p.is_rt(*cpu)
+            {
+                return Err(ClassError::NotRtCpu {
+                    cpu: *cpu,
+                    rt: p.rt.clone(),
+                });
+            }
+            (
+                Policy::Fifo {
+                    priority: RT0_PRIORITY,
+                },
+                CpuSet::from_cpus([*cpu]),
+                Some(true),
+            )
+        }
+        Class::Rt1 { policy, priority } => {
+            if !(1..=98).contains(priority) {
+                return Err(ClassError::Priority(*priority));
+            }
+            let span = match shield {
+                Some(p) if p.groups.as_ref().is_some_and(|g| g.cgroup_version == 2) => {
+                    p.nrt.clone()
+                }
+                Some(p) => p.all(),
+                None => online.clone(),
+            };
+            (policy.at(*priority), span, Some(false))
+        }
+        Class::Normal => (
+            Policy::Other { nice: 0 },
+            shield.map_or_else(|| online.clone(), |p| p.nrt.clone()),
+            None,
+        ),
     })
 }
 

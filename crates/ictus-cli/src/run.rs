@@ -27,7 +27,7 @@ use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
-use crate::run_args::{CtlArgs, NodeArgs, RunArgs, TrustArgs, WatchArgs, token_env};
+use crate::run_args::{CtlArgs, NodeArgs, RunArgs, RunCommon, TrustArgs, token_env};
 use crate::run_view::{ended, status_line};
 use ictus_probe::cli::{OutputArgs, TraceArgs};
 
@@ -37,17 +37,15 @@ fn load(path: &std::path::Path) -> Result<Schedule, Failure> {
 }
 
 pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
-    let security = security_for(&schedule, 0, &args.trust)?;
+    let schedule = prepare(&args.schedule, args.tick, &args.common.out)?;
+    let security = security_for(&schedule, 0, &args.common.trust)?;
     let how = How {
         here: 0,
         security,
         duration: args.duration,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
-        watch: &args.watch,
-        out: &args.out,
-        trace: &args.trace,
+        common: &args.common,
         ui: match args.ui {
             Some(addr) => Some((
                 addr,
@@ -81,7 +79,7 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
 
 /// `ictus node SCHEDULE --host NAME`: this host's part of a schedule across hosts.
 pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Failure> {
-    let schedule = prepare(&args.schedule, args.tick, &args.out)?;
+    let schedule = prepare(&args.schedule, args.tick, &args.common.out)?;
     let here = schedule
         .hosts
         .iter()
@@ -109,16 +107,14 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
             args.schedule.display()
         )));
     }
-    let security = security_for(&schedule, here, &args.trust)?;
+    let security = security_for(&schedule, here, &args.common.trust)?;
     let how = How {
         here,
         security,
         duration: None,
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
-        watch: &args.watch,
-        out: &args.out,
-        trace: &args.trace,
+        common: &args.common,
         ui: None,
         ui_read: (None, false),
         metrics: None,
@@ -172,10 +168,8 @@ struct How<'a> {
     duration: Option<Duration>,
     ready_timeout: Duration,
     quiet: bool,
-    watch: &'a WatchArgs,
-    out: &'a OutputArgs,
-    /// `--trace`.
-    trace: &'a TraceArgs,
+    /// What it watches, its timeline (`--trace`) and its record.
+    common: &'a RunCommon,
     /// The live page's address and token.
     ui: Option<(std::net::SocketAddr, Option<String>)>,
     /// The live page's read-only token, and whether loopback commands need none.
@@ -258,39 +252,17 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     // The trace's path is only checked (nothing is created) before the
     // recording's file is.
     let mut sinks = Vec::new();
-    let trace = trace_sink(how.trace, &mut sinks)?;
-    sinks.extend(record_sink(how.watch.record.as_deref())?);
+    let trace = trace_sink(&how.common.trace, &mut sinks)?;
+    sinks.extend(record_sink(how.common.watch.record.as_deref())?);
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link: Option<Box<dyn Link>> = ictus_net::join::join(
-        &mut schedule,
-        Role::of_host(how.here),
-        how.security.as_ref(),
-    )
-    .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
-    .map(|l| Box::new(l) as Box<dyn Link>);
-    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
-        let w = ictus_core::warning::Warning::new(
-            ictus_core::warning::WarningId::InsecureLinks,
-            "the links across hosts are plain TCP without authentication (--insecure): \
-             any machine that can reach a host's port can read, write and stop this run",
-            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
-        );
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
-    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
-        && let Some(w) = ictus_net::trust::expiring(c)
-    {
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
+    let link = join_hosts(&mut schedule, how, &mut session)?;
     let ui = live_page(&schedule, how, true)?;
     let metrics = live_page(&schedule, how, false)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let show = !how.quiet && !how.out.json && std::io::stderr().is_terminal();
+    let show = !how.quiet && !how.common.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
     let servers: Vec<Arc<ictus_ui::Ui>> = ui.iter().chain(&metrics).cloned().collect();
     let mut last_line = std::time::Instant::now();
@@ -325,9 +297,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
             .ok()
             .map(|exe| (exe, vec!["subsystem".to_string()])),
         link,
-        pm_qos: how.watch.pm_qos,
-        explain: how.watch.explain.on(),
-        explain_threshold: how.watch.explain_threshold.map(Nanos::from),
+        pm_qos: how.common.watch.pm_qos,
+        explain: how.common.watch.explain.on(),
+        explain_threshold: how.common.watch.explain_threshold.map(Nanos::from),
         sinks,
         ..RunOptions::default()
     };
@@ -353,9 +325,48 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 .into());
         }
     };
-    tap_said(&report, trace.is_some() || how.watch.record.is_some());
+    tap_said(
+        &report,
+        trace.is_some() || how.common.watch.record.is_some(),
+    );
     let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
-    common::emit(&record, how.out, ictus_report::probes::terminal)?;
+    common::emit(&record, &how.common.out, ictus_report::probes::terminal)?;
+    clean(&report)
+}
+
+/// Joins the other hosts of the run (none: no link), warning when the links are
+/// not authenticated or their certificates end soon.
+fn join_hosts(
+    schedule: &mut Schedule,
+    how: &How<'_>,
+    session: &mut Session,
+) -> Result<Option<Box<dyn Link>>, Failure> {
+    let link: Option<Box<dyn Link>> =
+        ictus_net::join::join(schedule, Role::of_host(how.here), how.security.as_ref())
+            .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
+            .map(|l| Box::new(l) as Box<dyn Link>);
+    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
+        let w = ictus_core::warning::Warning::new(
+            ictus_core::warning::WarningId::InsecureLinks,
+            "the links across hosts are plain TCP without authentication (--insecure): \
+             any machine that can reach a host's port can read, write and stop this run",
+            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
+        );
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
+    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
+        && let Some(w) = ictus_net::trust::expiring(c)
+    {
+        eprintln!("warning: {}", w.message);
+        session.warn(w);
+    }
+    Ok(link)
+}
+
+/// Whether the run was clean: no frame lost, no stop by an overrun, no message
+/// refused, no frame's error; else the failure that says so (the record is written).
+fn clean(report: &ictus_exec::report::RunReport) -> Result<(), Failure> {
     let lost: u64 = report.subsystems.iter().map(|s| s.lost).sum();
     if lost > 0 {
         return Err(Failure {

@@ -60,6 +60,14 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE", requires = "metrics", value_parser = token_file)]
     pub(crate) metrics_token_file: Option<String>,
     #[command(flatten)]
+    pub(crate) common: RunCommon,
+}
+
+/// What `ictus run` and `ictus node` both take: what the run watches, how its links
+/// are secured, its timeline and its record.
+#[derive(Debug, Args)]
+pub(crate) struct RunCommon {
+    #[command(flatten)]
     pub(crate) watch: WatchArgs,
     #[command(flatten)]
     pub(crate) trust: TrustArgs,
@@ -173,13 +181,7 @@ pub(crate) struct NodeArgs {
     #[arg(long)]
     pub(crate) quiet: bool,
     #[command(flatten)]
-    pub(crate) watch: WatchArgs,
-    #[command(flatten)]
-    pub(crate) trust: TrustArgs,
-    #[command(flatten)]
-    pub(crate) trace: TraceArgs,
-    #[command(flatten)]
-    pub(crate) out: OutputArgs,
+    pub(crate) common: RunCommon,
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use comfy_table::CellAlignment;
 use ictus_probe::progress::Progress;
 use ictus_report::scenario as report;
-use ictus_shield::scenario::run::ScenarioResult;
+use ictus_shield::scenario::run::{GroupStats, ScenarioResult};
 use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions, Scenario, spec};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -217,36 +217,7 @@ fn summary(r: &ScenarioResult) -> String {
         "migrations".to_string(),
     ]);
     for g in &r.groups {
-        let share = if g.cpu_share.is_empty() {
-            "-".to_string()
-        } else {
-            g.cpu_share
-                .iter()
-                .map(|s| format!("{:.0}", s.percent))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        table.add_row(vec![
-            g.name.clone(),
-            g.class.to_string(),
-            format!("{}/{}", g.finished, g.tasks),
-            g.completion_ns.map_or_else(
-                || "-".to_string(),
-                |m| {
-                    format!(
-                        "{:.2} / {:.2} / {:.2}",
-                        m.min / 1e9,
-                        m.avg / 1e9,
-                        m.max / 1e9
-                    )
-                },
-            ),
-            share,
-            g.involuntary_ctxt_switches
-                .map_or_else(|| "-".to_string(), |m| format!("{:.0}", m.avg)),
-            g.migrations
-                .map_or_else(|| "-".to_string(), |m| format!("{:.0}", m.avg)),
-        ]);
+        table.add_row(group_row(g));
     }
     for i in 2..7 {
         if let Some(c) = table.column_mut(i) {
@@ -291,6 +262,41 @@ fn summary(r: &ScenarioResult) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     out
+}
+
+/// One group's row: its tasks, completion times, share of the CPUs, switches and
+/// migrations.
+fn group_row(g: &GroupStats) -> Vec<String> {
+    let share = if g.cpu_share.is_empty() {
+        "-".to_string()
+    } else {
+        g.cpu_share
+            .iter()
+            .map(|s| format!("{:.0}", s.percent))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    vec![
+        g.name.clone(),
+        g.class.to_string(),
+        format!("{}/{}", g.finished, g.tasks),
+        g.completion_ns.map_or_else(
+            || "-".to_string(),
+            |m| {
+                format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    m.min / 1e9,
+                    m.avg / 1e9,
+                    m.max / 1e9
+                )
+            },
+        ),
+        share,
+        g.involuntary_ctxt_switches
+            .map_or_else(|| "-".to_string(), |m| format!("{:.0}", m.avg)),
+        g.migrations
+            .map_or_else(|| "-".to_string(), |m| format!("{:.0}", m.avg)),
+    ]
 }
 
 fn join(cpus: &[usize]) -> String {

@@ -274,84 +274,10 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         _ => out.push_str("no shield applied\n"),
     }
     for cpu in &status.cpus {
-        let kthreads = cpu.tasks.iter().filter(|t| t.kernel_thread).count();
-        let others: Vec<String> = cpu
-            .tasks
-            .iter()
-            .filter(|t| !t.kernel_thread)
-            .map(|t| format!("{} ({})", t.tid, t.comm))
-            .collect();
-        let _ = writeln!(
-            out,
-            "CPU {}: {} kernel thread(s), {} user thread(s){}{}",
-            cpu.cpu,
-            kthreads,
-            others.len(),
-            if others.is_empty() { "" } else { ": " },
-            others.join(", ")
-        );
-        let irqs: Vec<String> = cpu
-            .irqs
-            .iter()
-            .map(|i| format!("{} {}", i.irq, i.count))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  interrupts in {} ms: {}",
-            status.window_ms,
-            if irqs.is_empty() {
-                "none".to_owned()
-            } else {
-                irqs.join(", ")
-            }
-        );
-        if let Some(qos) = &cpu.resume_qos {
-            let meaning = ResumeLatency::parse(qos).map_or_else(String::new, |m| format!(" ({m})"));
-            let _ = writeln!(out, "  resume latency QoS: {qos}{meaning}");
-        }
+        write_cpu(&mut out, cpu, status.window_ms);
     }
     if let Some(w) = &status.watchdog {
-        let _ = writeln!(
-            out,
-            "watchdog: pid {} {}, limit {} ms, watching {}{}, {} demotion(s); log {}",
-            w.pid,
-            if w.running { "running" } else { "NOT running" },
-            w.limit_ms,
-            w.watched_cpus
-                .as_ref()
-                .map_or_else(|| "all CPUs".to_owned(), |c| format!("CPUs {c}")),
-            match (&w.policy, &w.pinned_to) {
-                (Some(p), Some(c)) => format!(" at {p} on CPUs {c}"),
-                (Some(p), None) => format!(" at {p}"),
-                _ => String::new(),
-            },
-            w.demotions.len(),
-            w.log.display()
-        );
-        for r in &w.refused {
-            let _ = writeln!(out, "  refused: {r}");
-        }
-        for d in &w.demotions {
-            let _ = writeln!(
-                out,
-                "  {} {} ({}, pid {}), {} on CPU {}, after {} ms{}",
-                if d.refused.is_some() {
-                    "NOT demoted"
-                } else {
-                    "demoted"
-                },
-                d.tid,
-                d.comm,
-                d.pid,
-                d.policy_before,
-                d.cpu,
-                d.held_for.as_millis(),
-                d.refused
-                    .as_ref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            );
-        }
+        write_watchdog(&mut out, w);
     }
     if let Some(v) = &status.rt_runtime_us
         && (v == "-1" || status.watchdog.is_some())
@@ -366,6 +292,90 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         let _ = writeln!(out, "advice: {advice}");
     }
     say(&out)
+}
+
+/// One CPU of the shield's status: its threads, interrupts and resume latency.
+fn write_cpu(out: &mut String, cpu: &ictus_shield::status::CpuDisturbance, window_ms: u64) {
+    let kthreads = cpu.tasks.iter().filter(|t| t.kernel_thread).count();
+    let others: Vec<String> = cpu
+        .tasks
+        .iter()
+        .filter(|t| !t.kernel_thread)
+        .map(|t| format!("{} ({})", t.tid, t.comm))
+        .collect();
+    let _ = writeln!(
+        out,
+        "CPU {}: {} kernel thread(s), {} user thread(s){}{}",
+        cpu.cpu,
+        kthreads,
+        others.len(),
+        if others.is_empty() { "" } else { ": " },
+        others.join(", ")
+    );
+    let irqs: Vec<String> = cpu
+        .irqs
+        .iter()
+        .map(|i| format!("{} {}", i.irq, i.count))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  interrupts in {} ms: {}",
+        window_ms,
+        if irqs.is_empty() {
+            "none".to_owned()
+        } else {
+            irqs.join(", ")
+        }
+    );
+    if let Some(qos) = &cpu.resume_qos {
+        let meaning = ResumeLatency::parse(qos).map_or_else(String::new, |m| format!(" ({m})"));
+        let _ = writeln!(out, "  resume latency QoS: {qos}{meaning}");
+    }
+}
+
+/// The watchdog of the shield's status: its state, refusals and demotions.
+fn write_watchdog(out: &mut String, w: &ictus_shield::status::WatchdogStatus) {
+    let _ = writeln!(
+        out,
+        "watchdog: pid {} {}, limit {} ms, watching {}{}, {} demotion(s); log {}",
+        w.pid,
+        if w.running { "running" } else { "NOT running" },
+        w.limit_ms,
+        w.watched_cpus
+            .as_ref()
+            .map_or_else(|| "all CPUs".to_owned(), |c| format!("CPUs {c}")),
+        match (&w.policy, &w.pinned_to) {
+            (Some(p), Some(c)) => format!(" at {p} on CPUs {c}"),
+            (Some(p), None) => format!(" at {p}"),
+            _ => String::new(),
+        },
+        w.demotions.len(),
+        w.log.display()
+    );
+    for r in &w.refused {
+        let _ = writeln!(out, "  refused: {r}");
+    }
+    for d in &w.demotions {
+        let _ = writeln!(
+            out,
+            "  {} {} ({}, pid {}), {} on CPU {}, after {} ms{}",
+            if d.refused.is_some() {
+                "NOT demoted"
+            } else {
+                "demoted"
+            },
+            d.tid,
+            d.comm,
+            d.pid,
+            d.policy_before,
+            d.cpu,
+            d.held_for.as_millis(),
+            d.refused
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// `ictus shield watchdog`: the process `apply --watchdog` starts. It waits for the

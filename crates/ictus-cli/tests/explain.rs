@@ -55,15 +55,10 @@ fn burner(prio: u8, cpu: usize, code: &str) -> Spawned {
 
 /// Runs the timer probe on `cpu` for `secs` and returns the record's explanation.
 fn timer_explanation(cpu: usize, secs: u32) -> serde_json::Value {
-    let out = common::ictus()
-        .args(["probe", "timer", "--cpus", &cpu.to_string(), "--json"])
-        .args(["--duration", &format!("{secs}s"), "--mlock"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::succeeds(
+        common::ictus()
+            .args(["probe", "timer", "--cpus", &cpu.to_string(), "--json"])
+            .args(["--duration", &format!("{secs}s"), "--mlock"]),
     );
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     record["explanation"].clone()

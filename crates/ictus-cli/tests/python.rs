@@ -65,13 +65,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     let schedule = common::three_hosts(dir.path(), &name);
     let addresses = common::addresses(&schedule);
     let file = schedule.to_str().unwrap();
-    let node = |host| {
-        spawn(
-            dir.path(),
-            &["node", file, "--host", host, "--json", "--quiet"],
-        )
-    };
-    let (h2, h3) = (node("h2"), node("h3"));
+    let (h2, h3) = common::spawn_nodes(dir.path(), file);
     std::thread::sleep(Duration::from_millis(300));
     let main = spawn(
         dir.path(),
@@ -218,14 +212,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     // short), no forged counter (10^9) got round the ring, nothing refused (nothing
     // got through to refuse). How many stress frames were late depends on the
     // machine (bench/stress-hosts.sh measures that), so it is not asserted here.
-    for (who, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{who}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    common::all_succeeded([("main", &out), ("h2", &o2), ("h3", &o3)]);
     assert_eq!(r["complete"], true, "{warnings}");
     for n in ["A", "B", "C"] {
         let m = measurements(&r, "release-jitter")

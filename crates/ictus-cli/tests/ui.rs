@@ -19,7 +19,9 @@ use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{ctl_status, finish, ictus_in, kill, refused, spawn, stress_copy, subsystem_pid};
+use common::{
+    ctl_status, finish, finish_ok, ictus_in, kill, refused, spawn, stress_copy, subsystem_pid,
+};
 use serde_json::Value;
 
 /// `ictus run SCHEDULE ARGS` in `run_dir`, and the live page's URL it prints.
@@ -74,6 +76,18 @@ fn stress_with_page(
     duration: &str,
     addr: &str,
 ) -> (tempfile::TempDir, String, Child, String) {
+    stress_serving(tag, duration, "--ui", addr, "live page: ")
+}
+
+/// As [`stress_with_page`], serving what `flag` (`--ui` or `--metrics`) asks for at
+/// `addr`; the URL is the one printed after `said`.
+fn stress_serving(
+    tag: &str,
+    duration: &str,
+    flag: &str,
+    addr: &str,
+    said: &str,
+) -> (tempfile::TempDir, String, Child, String) {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("{tag}-{}", std::process::id());
     let schedule = stress_copy(dir.path(), &name);
@@ -82,12 +96,12 @@ fn stress_with_page(
         "5ms",
         "--duration",
         duration,
-        "--ui",
+        flag,
         addr,
         "--quiet",
         "--json",
     ];
-    let (run, url, _stderr) = start(dir.path(), &schedule, &args);
+    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, said);
     (dir, name, run, url)
 }
 
@@ -96,6 +110,16 @@ fn until(browser: &mut cdp::Browser, expr: &str, seconds: u64) -> Duration {
     browser
         .wait_for(expr, Duration::from_secs(seconds))
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The text of the page's element `id`, once `ready` is true in the page (at most
+/// 5 s).
+fn text_once(browser: &mut cdp::Browser, ready: &str, id: &str) -> String {
+    until(browser, ready, 5);
+    let text = browser
+        .eval(&format!("document.getElementById('{id}').textContent"))
+        .unwrap();
+    text.as_str().unwrap().to_string()
 }
 
 fn target_dir() -> PathBuf {
@@ -162,18 +186,12 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
         assert!(Instant::now() < by, "ctl status still says {}", s["state"]);
         std::thread::sleep(Duration::from_millis(50));
     }
-    until(
+    let reply = text_once(
         &mut browser,
         "document.getElementById('state').dataset.state === 'pause'",
-        5,
+        "reply",
     );
-    let reply = browser
-        .eval("document.getElementById('reply').textContent")
-        .unwrap();
-    assert!(
-        reply.as_str().unwrap().starts_with("ok pause from frame "),
-        "{reply}"
-    );
+    assert!(reply.starts_with("ok pause from frame "), "{reply}");
     browser
         .screenshot(&target_dir().join("ictus-ui-paused.png"))
         .unwrap();
@@ -224,18 +242,12 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
     assert_eq!(out.status.code(), Some(3), "B's frames were lost");
     let record: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(record["measurements"].is_array(), "{record}");
-    until(
+    let ended = text_once(
         &mut browser,
         "document.getElementById('connection').dataset.connection === 'ended'",
-        5,
+        "ended",
     );
-    let ended = browser
-        .eval("document.getElementById('ended').textContent")
-        .unwrap();
-    assert!(
-        ended.as_str().unwrap().contains("the run ended at frame"),
-        "{ended}"
-    );
+    assert!(ended.contains("the run ended at frame"), "{ended}");
 }
 
 /// One request over a plain socket: the status code.
@@ -269,12 +281,7 @@ fn beyond_loopback_the_page_needs_the_token_printed_at_start() {
         401
     );
     assert_eq!(get(&addr, &format!("/?token={token}")), 200);
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
 }
 
 #[test]
@@ -403,20 +410,8 @@ fn scrape_running(addr: &str, path: &str) -> (Vec<(String, String)>, String) {
 
 #[test]
 fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-metrics-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let args = [
-        "--tick",
-        "5ms",
-        "--duration",
-        "4s",
-        "--metrics",
-        "127.0.0.1:0",
-        "--quiet",
-        "--json",
-    ];
-    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+    let (_dir, name, run, url) =
+        stress_serving("cli-metrics", "4s", "--metrics", "127.0.0.1:0", "metrics: ");
     let addr = url
         .strip_prefix("http://")
         .and_then(|u| u.strip_suffix("/metrics"))
@@ -467,30 +462,18 @@ fn metrics_are_scraped_while_the_run_runs_and_its_frames_grow() {
     // The page is not served by --metrics.
     assert_eq!(fetch(&addr, "/").0, 404);
     assert_eq!(fetch(&addr, "/status").0, 404);
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
 }
 
 #[test]
 fn beyond_loopback_metrics_need_the_token_as_the_page_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let name = format!("cli-metrics-token-{}", std::process::id());
-    let schedule = stress_copy(dir.path(), &name);
-    let args = [
-        "--tick",
-        "5ms",
-        "--duration",
+    let (_dir, _name, run, url) = stress_serving(
+        "cli-metrics-token",
         "3s",
         "--metrics",
         "0.0.0.0:0",
-        "--quiet",
-        "--json",
-    ];
-    let (run, url, _stderr) = start_with(dir.path(), &schedule, &args, "metrics: ");
+        "metrics: ",
+    );
     let (base, token) = url
         .split_once("/metrics?token=")
         .expect("a token in the URL");
@@ -504,12 +487,7 @@ fn beyond_loopback_metrics_need_the_token_as_the_page_does() {
     );
     let (_, body) = scrape_running(&addr, &format!("/metrics?token={token}"));
     assert!(body.ends_with("# EOF\n"), "{body}");
-    let out = finish(run, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finish_ok(run, Duration::from_secs(30));
     // The page's server answers /metrics under the same rule.
     let (_dir, _name, run, url) = stress_with_page("cli-ui-metrics", "3s", "0.0.0.0:0");
     let (base, token) = url.split_once("/?token=").expect("a token in the URL");

@@ -277,7 +277,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         _ => None,
     };
     let states = States::new(&schedule.modes);
-    let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+    let names: Vec<String> = schedule.subsystem_names().map(String::from).collect();
     let setup = match std::env::var_os(env::SOCKET) {
         Some(s) => SetupClient::remote(PathBuf::from(s)),
         None => SetupClient::local(crate::state::SetupStore::new()),

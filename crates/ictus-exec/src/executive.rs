@@ -29,7 +29,7 @@ use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use crate::tap::ring::FrameRecord;
 use ictus_os::wait::{self, WaitMode};
 
-use crate::control::{Control, Counters, Status, pack_window};
+use crate::control::{Control, Counters, Slot, Status, pack_window};
 use crate::group::Group;
 use crate::state::{Ack, StateId};
 use crate::subsystem::{BoxError, Driven, Flow, Frame, OnError, Ports};
@@ -339,40 +339,15 @@ impl Runner<'_> {
             }
             let deadline = cadence.deadline();
             let woke = beat.wait_until(deadline);
-            // A silent heartbeat alone is not a reason to leave: a coordinator
-            // stalled (stopped, starved, swapped out) keeps its run, and the
-            // subsystems keep their beat. Only a coordinator that no longer exists
-            // ends the loop; the probe is one syscall, made only while it is silent.
-            if let Some(limit) = self.heartbeat_timeout
-                && woke.saturating_sub(self.control.heartbeat()) > limit
-                && !coordinator_alive(self.control)
-            {
+            if self.coordinator_gone(woke) {
                 return LoopEnd::CoordinatorGone;
             }
             stats.jitter.record(woke.saturating_sub(deadline));
-            let mut frame = cadence.frame();
-            // Releases skipped to follow the group: missed before this frame ran.
-            let mut group_skipped = 0;
-            let mut agreed_at = None;
-            if let Some(g) = self.group {
-                let agreed = g.agree(frame);
-                if ports.is_tapped() {
-                    agreed_at = Some(beat.now());
-                }
-                if g.is_broken() {
-                    return if frame >= self.control.stop_frame() {
-                        LoopEnd::Stopped
-                    } else {
-                        LoopEnd::GroupBroken
-                    };
-                }
-                if agreed > frame {
-                    let skipped = cadence.skip_to(agreed, self.control.stop_frame());
-                    group_skipped = skipped;
-                    note_overruns(stats, skipped);
-                    frame = cadence.frame();
-                }
-            }
+            let agreed = match self.agree(beat, &mut cadence, ports, stats) {
+                Ok(agreed) => agreed,
+                Err(end) => return end,
+            };
+            let frame = agreed.frame;
             if frame >= self.control.stop_frame() {
                 return LoopEnd::Stopped;
             }
@@ -395,73 +370,135 @@ impl Runner<'_> {
             ports.push();
             let failed = flow.is_err();
             let ends = self.follow(flow, frame, stats, first_error);
-            let ack = match ack {
-                Some(a) => Some(a),
-                None if !self.explicit_ack => Some(state),
-                None => None,
-            };
-            if let Some(a) = ack
-                && last_ack != Some(a)
-            {
-                slot.acknowledge(Ack { state: a, frame });
-                last_ack = Some(a);
-            }
+            self.acknowledge(&slot, ack, state, frame, &mut last_ack);
             let end = beat.now();
             let exec = end.saturating_sub(woke);
             stats.exec.record(exec);
             let skipped = cadence.complete(end, self.control.stop_frame());
             note_overruns(stats, skipped);
+            let release = Release {
+                frame,
+                deadline,
+                woke,
+                end,
+                budget: period,
+                missed: agreed.skipped + skipped,
+            };
             if ports.is_tapped() {
-                ports.tap_frame(&FrameRecord {
-                    slot: self.slot,
-                    frame,
-                    state: state.0,
-                    deadline,
-                    woke,
-                    agreed: agreed_at,
-                    end,
-                    budget: period,
-                    skipped: group_skipped + skipped,
-                    cpu: ictus_os::sched::current_cpu().map(|c| c as u32),
-                    error: failed,
-                });
+                self.tap(ports, &release, state, agreed.at, failed);
             }
             if let Some(r) = reporter.as_deref_mut() {
-                let release = Release {
-                    frame,
-                    deadline,
-                    woke,
-                    end,
-                    budget: period,
-                    missed: group_skipped + skipped,
-                };
                 release.report(r);
             }
-            let c = &mut stats.counters;
-            c.frames_run += 1;
-            c.last_frame = frame;
-            c.last_exec = exec;
-            c.max_exec = c.max_exec.max(exec);
-            let late = woke.saturating_sub(deadline);
-            c.max_jitter = c.max_jitter.max(late);
-            // The live page's plot: the largest jitter of each window of frames.
-            let w = frame / window;
-            if w != c.window {
-                if c.frames_run > 1 {
-                    c.window_done = pack_window(c.window, c.window_max);
-                }
-                c.window = w;
-                c.window_max = Nanos::ZERO;
-            }
-            c.window_max = c.window_max.max(late);
-            let torn = ports.torn();
-            c.torn = torn.count;
-            c.last_torn_cell = torn.last_cell.map_or(0, |i| i as u64);
-            slot.publish(c);
+            count_frame(&mut stats.counters, &release, window, ports);
+            slot.publish(&stats.counters);
             if let Some(end) = ends {
                 return end;
             }
         }
+    }
+
+    /// Whether the coordinator is gone, on waking at `woke`. A silent heartbeat
+    /// alone is not a reason to leave: a coordinator stalled (stopped, starved,
+    /// swapped out) keeps its run, and the subsystems keep their beat. Only a
+    /// coordinator that no longer exists ends the loop; the probe is one syscall,
+    /// made only while it is silent.
+    #[inline]
+    fn coordinator_gone(&self, woke: Nanos) -> bool {
+        if let Some(limit) = self.heartbeat_timeout
+            && woke.saturating_sub(self.control.heartbeat()) > limit
+            && !coordinator_alive(self.control)
+        {
+            return true;
+        }
+        false
+    }
+
+    /// The frame to run, agreed with the group (if any): releases the group is past
+    /// are skipped (counted as overruns), or the loop ends if the group broke.
+    #[inline]
+    fn agree(
+        &self,
+        beat: &dyn Beat,
+        cadence: &mut Cadence,
+        ports: &Ports,
+        stats: &mut Stats,
+    ) -> Result<Agreed, LoopEnd> {
+        let mut agreed = Agreed {
+            frame: cadence.frame(),
+            skipped: 0,
+            at: None,
+        };
+        let Some(g) = self.group else {
+            return Ok(agreed);
+        };
+        let frame = g.agree(agreed.frame);
+        if ports.is_tapped() {
+            agreed.at = Some(beat.now());
+        }
+        if g.is_broken() {
+            return Err(if agreed.frame >= self.control.stop_frame() {
+                LoopEnd::Stopped
+            } else {
+                LoopEnd::GroupBroken
+            });
+        }
+        if frame > agreed.frame {
+            let skipped = cadence.skip_to(frame, self.control.stop_frame());
+            agreed.skipped = skipped;
+            note_overruns(stats, skipped);
+            agreed.frame = cadence.frame();
+        }
+        Ok(agreed)
+    }
+
+    /// Acknowledges the state the frame ran in (or the one the subsystem named,
+    /// `ack`), when it is not the last acknowledged.
+    #[inline]
+    fn acknowledge(
+        &self,
+        slot: &Slot<'_>,
+        ack: Option<StateId>,
+        state: StateId,
+        frame: u64,
+        last_ack: &mut Option<StateId>,
+    ) {
+        let ack = match ack {
+            Some(a) => Some(a),
+            None if !self.explicit_ack => Some(state),
+            None => None,
+        };
+        if let Some(a) = ack
+            && *last_ack != Some(a)
+        {
+            slot.acknowledge(Ack { state: a, frame });
+            *last_ack = Some(a);
+        }
+    }
+
+    /// Hands the frame's record to the tap.
+    #[inline]
+    fn tap(
+        &self,
+        ports: &mut Ports,
+        release: &Release,
+        state: StateId,
+        agreed: Option<Nanos>,
+        error: bool,
+    ) {
+        ports.tap_frame(&FrameRecord {
+            slot: self.slot,
+            frame: release.frame,
+            state: state.0,
+            deadline: release.deadline,
+            woke: release.woke,
+            agreed,
+            end: release.end,
+            budget: release.budget,
+            skipped: release.missed,
+            cpu: ictus_os::sched::current_cpu().map(|c| c as u32),
+            error,
+        });
     }
 
     /// What the frame's status (or error) means: the loop's end, if it ends here.
@@ -559,6 +596,42 @@ fn note_overruns(stats: &mut Stats, skipped: u64) {
     stats.counters.longest_streak = stats.overruns.longest_run;
 }
 
+/// The frame a release runs, once agreed with its group.
+#[derive(Clone, Copy)]
+struct Agreed {
+    frame: u64,
+    /// Releases skipped to follow the group: missed before this frame ran.
+    skipped: u64,
+    /// When the group agreed (only when tapped).
+    at: Option<Nanos>,
+}
+
+/// Counts a frame run in `c`, with the live page's plot: the largest jitter of
+/// each `window` of frames; and the cells' torn reads of `ports`.
+#[inline]
+fn count_frame(c: &mut Counters, release: &Release, window: u64, ports: &Ports) {
+    let exec = release.end.saturating_sub(release.woke);
+    c.frames_run += 1;
+    c.last_frame = release.frame;
+    c.last_exec = exec;
+    c.max_exec = c.max_exec.max(exec);
+    let late = release.woke.saturating_sub(release.deadline);
+    c.max_jitter = c.max_jitter.max(late);
+    // The live page's plot: the largest jitter of each window of frames.
+    let w = release.frame / window;
+    if w != c.window {
+        if c.frames_run > 1 {
+            c.window_done = pack_window(c.window, c.window_max);
+        }
+        c.window = w;
+        c.window_max = Nanos::ZERO;
+    }
+    c.window_max = c.window_max.max(late);
+    let torn = ports.torn();
+    c.torn = torn.count;
+    c.last_torn_cell = torn.last_cell.map_or(0, |i| i as u64);
+}
+
 /// Waits (sleeping, off the hot path) until the epoch is published or the run is
 /// abandoned, or `give_up` says so. Returns whether the epoch came.
 pub fn wait_for_epoch(control: &Control, mut give_up: impl FnMut() -> bool) -> bool {
@@ -647,6 +720,18 @@ mod tests {
             explicit_ack: false,
             on_error: OnError::Stop,
         }
+    }
+
+    /// A block of 1 ms frames that stops at `stop`, switching from OFF to `next` at
+    /// frame `from_frame`.
+    fn switching(stop: u64, next: StateId, from_frame: u64) -> Control {
+        let control = block(ms(1), Nanos::ZERO, stop);
+        control.set_state(StateWord {
+            previous: StateId::OFF,
+            next,
+            from_frame,
+        });
+        control
     }
 
     fn block(tick: Nanos, epoch: Nanos, stop: u64) -> Control {
@@ -758,6 +843,17 @@ mod tests {
         late: fn(Nanos) -> Nanos,
     }
 
+    impl<'a> LateBeat<'a> {
+        /// With 1 ms frames from an epoch of 10 ms: the wake-up for frame 4 (at 14 ms)
+        /// 2.3 ms late, every other on time.
+        fn frame_4_late(clock: &'a MockClock) -> Self {
+            LateBeat {
+                clock,
+                late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
+            }
+        }
+    }
+
     impl Beat for LateBeat<'_> {
         fn now(&self) -> Nanos {
             self.clock.now()
@@ -776,10 +872,7 @@ mod tests {
         let clock = MockClock::new(Nanos::ZERO);
         let control = block(ms(1), ms(10), 12);
         // The wake-up for frame 4 comes 2.3 ms late: frames 5 and 6 pass before it ends.
-        let beat = LateBeat {
-            clock: &clock,
-            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
-        };
+        let beat = LateBeat::frame_4_late(&clock);
         let mut sut = busy(&clock, |_| us(100));
         let mut stats = Stats::default();
         runner(&control, 0, 1).run(&beat, &mut sut, &mut no_ports(), &mut stats);
@@ -791,12 +884,7 @@ mod tests {
     #[test]
     fn acknowledgements_are_tracked_and_a_silent_subsystem_times_out() {
         let clock = MockClock::new(Nanos::ZERO);
-        let control = block(ms(1), Nanos::ZERO, 20);
-        control.set_state(StateWord {
-            previous: StateId::OFF,
-            next: StateId::RUN,
-            from_frame: 10,
-        });
+        let control = switching(20, StateId::RUN, 10);
         // Explicit acknowledgement, given only from frame 14 on.
         let mut sut = busy(&clock, |_| us(100));
         sut.ack_from = Some(14);
@@ -844,12 +932,7 @@ mod tests {
     #[test]
     fn without_explicit_acknowledgement_a_frame_in_the_new_state_acknowledges_it() {
         let clock = MockClock::new(Nanos::ZERO);
-        let control = block(ms(1), Nanos::ZERO, 8);
-        control.set_state(StateWord {
-            previous: StateId::OFF,
-            next: StateId::PAUSE,
-            from_frame: 6,
-        });
+        let control = switching(8, StateId::PAUSE, 6);
         let mut sut = busy(&clock, |_| us(10));
         runner(&control, 0, 2).run(
             &MockBeat(&clock),
@@ -1075,10 +1158,7 @@ mod tests {
     fn a_late_wake_up_that_skips_releases_is_reported_as_missed_not_as_an_overrun() {
         let clock = MockClock::new(Nanos::ZERO);
         let control = block(ms(1), ms(10), 12);
-        let beat = LateBeat {
-            clock: &clock,
-            late: |d| if d == ms(14) { us(2_300) } else { Nanos::ZERO },
-        };
+        let beat = LateBeat::frame_4_late(&clock);
         let mut sut = busy(&clock, |_| us(100));
         let (_, e) = explained(&runner(&control, 0, 1), &beat, &mut sut, ms(1));
         let seen: Vec<_> = e

@@ -184,6 +184,40 @@ impl Verdict {
     pub fn matched(&self) -> bool {
         self.difference.is_none() && self.error.is_none()
     }
+
+    /// Keeps the first frame whose `flow` failed where recorded `row` did not, or
+    /// the reverse.
+    fn note_error(&mut self, row: &FrameRow, flow: &Result<Flow, crate::subsystem::BoxError>) {
+        if self.error.is_some() {
+            return;
+        }
+        match (flow, row.error) {
+            (Err(e), false) => {
+                self.error = Some((
+                    row.frame,
+                    format!(
+                        "its run returned an error the recorded frame did not: {}",
+                        crate::executive::error_chain(e.as_ref())
+                    ),
+                ));
+            }
+            (Ok(_), true) => {
+                self.error = Some((
+                    row.frame,
+                    "the recorded frame returned an error, the replayed one did not".into(),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sleeps until `at`, if it is still to come.
+fn sleep_until(at: Instant) {
+    let now = Instant::now();
+    if at > now {
+        std::thread::sleep(at - now);
+    }
 }
 
 /// What a program in replay mode writes to `ICTUS_OUTCOME`.
@@ -396,18 +430,9 @@ impl Recording {
             reason,
         };
         let cells = Cells::in_process(&self.table);
-        let control = Control::in_process_with_claims(
-            self.schedule.subsystems.len(),
-            self.tick.as_u64(),
-            element_count(&self.table),
-        );
+        let control = self.fresh_control();
         let states = States::new(&self.schedule.modes);
-        let names: Vec<String> = self
-            .schedule
-            .subsystems
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let names: Vec<String> = self.schedule.subsystem_names().map(String::from).collect();
         let hubs = Hubs::in_process(&self.schedule.hubs).map_err(|e| ReplayError::Init {
             subsystem: name.to_string(),
             message: format!("hubs: {e}"),
@@ -422,18 +447,7 @@ impl Recording {
         let (mut ports, _) = reg.into_parts();
         let inputs: Vec<usize> = ports.input_cells().collect();
         let outputs: Vec<usize> = ports.output_cells().collect();
-        for (&cell, what) in inputs
-            .iter()
-            .map(|c| (c, "reads"))
-            .chain(outputs.iter().map(|c| (c, "writes")))
-        {
-            let cell_name = self.table.cells()[cell].name();
-            if !self.recorded.iter().any(|r| r == cell_name) {
-                return Err(refused(format!(
-                    "it {what} cell {cell_name}, which the recording left out (the schedule's [record] cells)"
-                )));
-            }
-        }
+        self.check_recorded(&inputs, &outputs).map_err(refused)?;
         let data = self.messages(slot, name)?;
         if data.frames.is_empty() {
             return Err(refused(
@@ -455,11 +469,7 @@ impl Recording {
         let first = data.frames.first().map_or(0, |f| f.deadline_ns);
         for row in &data.frames {
             if beat == Pace::Recorded {
-                let at = local + Duration::from_nanos(row.deadline_ns.saturating_sub(first));
-                let now = Instant::now();
-                if at > now {
-                    std::thread::sleep(at - now);
-                }
+                sleep_until(local + Duration::from_nanos(row.deadline_ns.saturating_sub(first)));
             }
             while let Some((frame, cell, bytes)) = data.inputs.get(next_input)
                 && *frame <= row.frame
@@ -489,39 +499,14 @@ impl Recording {
             };
             ports.push();
             verdict.frames += 1;
-            match (&flow, row.error) {
-                (Err(e), false) if verdict.error.is_none() => {
-                    verdict.error = Some((
-                        row.frame,
-                        format!(
-                            "its run returned an error the recorded frame did not: {}",
-                            crate::executive::error_chain(e.as_ref())
-                        ),
-                    ));
-                }
-                (Ok(_), true) if verdict.error.is_none() => {
-                    verdict.error = Some((
-                        row.frame,
-                        "the recorded frame returned an error, the replayed one did not".into(),
-                    ));
-                }
-                _ => {}
-            }
-            for (i, &cell) in outputs.iter().enumerate() {
-                let recorded = data.outputs.get(&(row.frame, cell)).ok_or_else(|| {
-                    refused(format!(
-                        "frame {}: the recording has no publication of cell {} by it",
-                        row.frame,
-                        self.table.cells()[cell].name()
-                    ))
-                })?;
-                cells.read_cell(cell, &mut replayed[i]);
-                verdict.cells += 1;
-                if let Some(d) = self.compare(slot, cell, row.frame, recorded, &replayed[i]) {
-                    verdict.difference = Some(d);
-                    let _ = driven.shut_down();
-                    return Ok(verdict);
-                }
+            verdict.note_error(row, &flow);
+            let outputs = outputs.iter().copied().zip(replayed.iter_mut());
+            if self
+                .compare_outputs(slot, row.frame, outputs, &cells, &data, &mut verdict)
+                .map_err(refused)?
+            {
+                let _ = driven.shut_down();
+                return Ok(verdict);
             }
             if verdict.error.is_some() || matches!(flow, Ok(Flow::Finished | Flow::StopRun)) {
                 break;
@@ -529,6 +514,63 @@ impl Recording {
         }
         let _ = driven.shut_down();
         Ok(verdict)
+    }
+
+    /// Whether every cell the subsystem reads (`inputs`) and writes (`outputs`) was
+    /// recorded; else why not.
+    fn check_recorded(&self, inputs: &[usize], outputs: &[usize]) -> Result<(), String> {
+        for (&cell, what) in inputs
+            .iter()
+            .map(|c| (c, "reads"))
+            .chain(outputs.iter().map(|c| (c, "writes")))
+        {
+            let cell_name = self.table.cells()[cell].name();
+            if !self.recorded.iter().any(|r| r == cell_name) {
+                return Err(format!(
+                    "it {what} cell {cell_name}, which the recording left out (the schedule's [record] cells)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A control block for the recorded run's subsystems and cells, in this process.
+    fn fresh_control(&self) -> Control {
+        Control::in_process_with_claims(
+            self.schedule.subsystems.len(),
+            self.tick.as_u64(),
+            element_count(&self.table),
+        )
+    }
+
+    /// Compares the publications of frame `frame` of `slot` in its `outputs` (each
+    /// cell with a buffer to read it into) with the recording's `data`, counted in
+    /// `verdict`: whether one differed (kept in `verdict`), or why they cannot be
+    /// compared.
+    fn compare_outputs<'b>(
+        &self,
+        slot: usize,
+        frame: u64,
+        outputs: impl Iterator<Item = (usize, &'b mut Vec<u8>)>,
+        cells: &Cells,
+        data: &Messages,
+        verdict: &mut Verdict,
+    ) -> Result<bool, String> {
+        for (cell, replayed) in outputs {
+            let recorded = data.outputs.get(&(frame, cell)).ok_or_else(|| {
+                format!(
+                    "frame {frame}: the recording has no publication of cell {} by it",
+                    self.table.cells()[cell].name()
+                )
+            })?;
+            cells.read_cell(cell, replayed);
+            verdict.cells += 1;
+            if let Some(d) = self.compare(slot, cell, frame, recorded, replayed) {
+                verdict.difference = Some(d);
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The first element of `slot`'s own in `cell` that differs.

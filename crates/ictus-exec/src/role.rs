@@ -108,12 +108,7 @@ mod tests {
 
     #[test]
     fn a_node_runs_under_the_schedule_name_and_its_own() {
-        let text = "tick = \"1ms\"\nmajor_frame = 1\n\
-            [[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n\
-            [[host]]\nname = \"h2\"\naddress = \"10.77.0.2:7447\"\n\
-            [[subsystem]]\nname = \"A\"\ncpu = 1\n\
-            [[subsystem]]\nname = \"B\"\nhost = \"h2\"\ncpu = 0\n";
-        let schedule = Schedule::parse(text, "sched.toml", &CpuSet::from_cpus([0, 1])).unwrap();
+        let schedule = crate::schedule::two_hosts();
         assert_eq!(Role::Main.run_name(&schedule), schedule.name);
         assert_eq!(
             Role::of_host(1).run_name(&schedule),

@@ -119,15 +119,22 @@ fn run_reporting(
     (n, stats)
 }
 
+/// A block of one subsystem in RUN, ticking every `tick_ns`, from `epoch` to frame
+/// `stop`.
+fn running(tick_ns: u64, stop: u64, epoch: Nanos) -> Control {
+    let control = Control::in_process_with_claims(1, tick_ns, 9);
+    control.set_state(StateWord::constant(StateId::RUN));
+    control.set_stop_frame(stop);
+    control.set_epoch(epoch);
+    control
+}
+
 #[test]
 fn the_frame_loop_allocates_nothing_under_a_mock_clock() {
     let _turn = alloc_count::one_at_a_time();
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let cells = Cells::in_process(&table());
-    let control = Control::in_process_with_claims(1, 100_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(5_000);
-    control.set_epoch(Nanos::from_millis(1));
+    let control = running(100_000, 5_000, Nanos::from_millis(1));
     let (mut w, mut ports, _) = prepared(&control, &cells);
     w.clock = Some(clock);
     let (n, stats) = run_watched(&MockBeat(clock), &control, &mut w, &mut ports);
@@ -139,10 +146,11 @@ fn the_frame_loop_allocates_nothing_under_a_mock_clock() {
 fn the_frame_loop_allocates_nothing_on_the_real_clock() {
     let _turn = alloc_count::one_at_a_time();
     let cells = Cells::in_process(&table());
-    let control = Control::in_process_with_claims(1, 200_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(200);
-    control.set_epoch(ictus_os::clock::monotonic_now() + Nanos::from_millis(1));
+    let control = running(
+        200_000,
+        200,
+        ictus_os::clock::monotonic_now() + Nanos::from_millis(1),
+    );
     let (mut w, mut ports, _) = prepared(&control, &cells);
     let beat = OsBeat {
         mode: WaitMode::Hybrid {
@@ -163,10 +171,7 @@ fn the_frame_loop_allocates_nothing_when_a_forwarder_listens() {
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let cells = Cells::in_process(&table());
     cells.listen();
-    let control = Control::in_process_with_claims(1, 100_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(1_000);
-    control.set_epoch(Nanos::from_millis(1));
+    let control = running(100_000, 1_000, Nanos::from_millis(1));
     let (mut w, mut ports, _) = prepared(&control, &cells);
     w.clock = Some(clock);
     let before = cells.notice().0;
@@ -188,10 +193,7 @@ fn the_frame_loop_allocates_nothing_while_it_reports_its_misses() {
     let _turn = alloc_count::one_at_a_time();
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let cells = Cells::in_process(&table());
-    let control = Control::in_process_with_claims(1, 1_000_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(2_000);
-    control.set_epoch(Nanos::from_millis(1));
+    let control = running(1_000_000, 2_000, Nanos::from_millis(1));
     let (mut w, mut ports, _) = prepared(&control, &cells);
     w.clock = Some(clock);
     w.overrun_every = 100;
@@ -236,10 +238,7 @@ fn the_frame_loop_allocates_nothing_while_it_is_tapped() {
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
     let table = table();
     let cells = Cells::in_process(&table);
-    let control = Control::in_process_with_claims(1, 100_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(5_000);
-    control.set_epoch(Nanos::from_millis(1));
+    let control = running(100_000, 5_000, Nanos::from_millis(1));
     let (mut w, mut ports, _) = prepared(&control, &cells);
     w.clock = Some(clock);
     let rings = TapRings::in_process(1, TapSetup::max_cell(&table));
@@ -274,10 +273,7 @@ fn the_frame_loop_allocates_nothing_while_it_is_tapped() {
 
     // Nobody drains: the ring fills, the rest is dropped and counted.
     let clock: &'static MockClock = Box::leak(Box::new(MockClock::new(Nanos::ZERO)));
-    let control = Control::in_process_with_claims(1, 100_000, 9);
-    control.set_state(StateWord::constant(StateId::RUN));
-    control.set_stop_frame(10_000);
-    control.set_epoch(Nanos::from_millis(1));
+    let control = running(100_000, 10_000, Nanos::from_millis(1));
     let (mut w, mut ports, _) = prepared(&control, &cells);
     w.clock = Some(clock);
     let full = TapRings::in_process(1, TapSetup::max_cell(&table));

@@ -44,6 +44,7 @@
 //! assert_eq!(made.hosts.len(), 2);
 //! ```
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -418,20 +419,7 @@ pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Iss
         Holder::Reader(r) => (r, "readers", format!("{READER_PREFIX}{r}"), false),
     };
     let mut names = common_names(dir).map_err(KeysError::Names)?;
-    let current = names.get(&first).cloned().unwrap_or_else(|| first.clone());
-    let cn = if retire {
-        let generation = current
-            .strip_prefix(&format!("{first}."))
-            .and_then(|g| g.parse::<u32>().ok())
-            .unwrap_or(1);
-        format!("{first}.{}", generation + 1)
-    } else {
-        current
-    };
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| KeysError::Io { path, source }
-    };
+    let cn = next_common_name(&names, &first, retire);
     let cert_path = PathBuf::from(folder).join(format!("{name}.pem"));
     let key_path = PathBuf::from(folder).join(format!("{name}.key"));
     if !dir.join(&cert_path).exists() {
@@ -440,16 +428,64 @@ pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Iss
             name: name.to_string(),
         });
     }
+    let issuer = ca_issuer(dir, days)?;
+    let (cert_pem, key_pem) = certify(name, &cn, dns, days, &issuer)?;
+    let bundle = PathBuf::from("bundles").join(folder).join(name);
+    let mut files = vec![
+        (cert_path.clone(), cert_pem.clone()),
+        (key_path.clone(), key_pem.clone()),
+        (bundle.join(&cert_path), cert_pem),
+        (bundle.join(&key_path), key_pem),
+    ];
+    if retire {
+        names.insert(first, cn);
+        files.extend(names_files(dir, &names));
+    }
+    replace_all(dir, &files)?;
+    Ok(Issued {
+        name: name.to_string(),
+        cert: dir.join(cert_path),
+        key: dir.join(key_path),
+        bundle: dir.join(bundle),
+    })
+}
+
+/// The common name holder `first`'s renewed certificate gets: the one in force
+/// (from `names`), or, retiring it, the next generation's (`h2.2`, then `h2.3`).
+fn next_common_name(names: &BTreeMap<String, String>, first: &str, retire: bool) -> String {
+    let current = names
+        .get(first)
+        .cloned()
+        .unwrap_or_else(|| first.to_string());
+    if !retire {
+        return current;
+    }
+    let generation = current
+        .strip_prefix(&format!("{first}."))
+        .and_then(|g| g.parse::<u32>().ok())
+        .unwrap_or(1);
+    format!("{first}.{}", generation + 1)
+}
+
+/// An I/O error on `path`, for `map_err`.
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> KeysError {
+    let path = path.to_path_buf();
+    move |source| KeysError::Io { path, source }
+}
+
+/// The CA of keys folder `dir`, read to sign a certificate valid `days`, which must
+/// end before the CA's own.
+fn ca_issuer(dir: &Path, days: u32) -> Result<Issuer<'static, KeyPair>, KeysError> {
     let ca_key_path = dir.join("ca").join("ca.key");
-    let ca_key = fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
+    let ca_key = fs::read_to_string(&ca_key_path).map_err(io_at(&ca_key_path))?;
     let ca_key = KeyPair::from_pem(&ca_key).map_err(|source| KeysError::Generate {
         what: format!("reading {}", ca_key_path.display()),
         source,
     })?;
     let ca_pem_path = dir.join("ca.pem");
-    let ca_pem = fs::read_to_string(&ca_pem_path).map_err(io(&ca_pem_path))?;
+    let ca_pem = fs::read_to_string(&ca_pem_path).map_err(io_at(&ca_pem_path))?;
     let issuer =
-        Issuer::from_ca_cert_pem(&ca_pem, &ca_key).map_err(|source| KeysError::Generate {
+        Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|source| KeysError::Generate {
             what: format!("reading {}", ca_pem_path.display()),
             source,
         })?;
@@ -468,39 +504,39 @@ pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Iss
                 .map_or(0, |d| (d.as_secs() / 86_400) as u32),
         });
     }
-    let (cert_pem, key_pem) = certify(name, &cn, dns, days, &issuer)?;
-    let bundle = PathBuf::from("bundles").join(folder).join(name);
-    let mut files = vec![
-        (cert_path.clone(), cert_pem.clone()),
-        (key_path.clone(), key_pem.clone()),
-        (bundle.join(&cert_path), cert_pem),
-        (bundle.join(&key_path), key_pem),
-    ];
-    if retire {
-        names.insert(first, cn);
-        let mut text = String::from(
-            "# The certificates in force of holders whose earlier one was retired\n\
-             # (`ictus keys renew --retire`): HOLDER NAME. Copy to every host.\n",
-        );
-        for (holder, cn) in &names {
-            text += &format!("{holder} {cn}\n");
-        }
-        files.push((PathBuf::from(NAMES_FILE), text.clone()));
-        for kind in ["hosts", "readers"] {
-            for b in fs::read_dir(dir.join("bundles").join(kind))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let rel = PathBuf::from("bundles").join(kind).join(b.file_name());
-                files.push((rel.join(NAMES_FILE), text.clone()));
-            }
+    Ok(issuer)
+}
+
+/// The `names` file saying `names`, for keys folder `dir` and each of its bundles
+/// (paths relative to `dir`).
+fn names_files(dir: &Path, names: &BTreeMap<String, String>) -> Vec<(PathBuf, String)> {
+    let mut text = String::from(
+        "# The certificates in force of holders whose earlier one was retired\n\
+         # (`ictus keys renew --retire`): HOLDER NAME. Copy to every host.\n",
+    );
+    for (holder, cn) in names {
+        text += &format!("{holder} {cn}\n");
+    }
+    let mut files = vec![(PathBuf::from(NAMES_FILE), text.clone())];
+    for kind in ["hosts", "readers"] {
+        for b in fs::read_dir(dir.join("bundles").join(kind))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let rel = PathBuf::from("bundles").join(kind).join(b.file_name());
+            files.push((rel.join(NAMES_FILE), text.clone()));
         }
     }
-    // Each file written beside its place, then all renamed over the old ones.
+    files
+}
+
+/// Writes each of `files` (relative to `dir`) beside its place, then renames all
+/// over the old ones; on a failure, the new files written so far are removed.
+fn replace_all(dir: &Path, files: &[(PathBuf, String)]) -> Result<(), KeysError> {
     let mut written = Vec::new();
     let result = (|| {
-        for (rel, text) in &files {
+        for (rel, text) in files {
             let path = dir.join(rel);
             let temp = path.with_file_name(format!(
                 ".{}.new-{}",
@@ -513,14 +549,14 @@ pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Iss
                 .create_new(true)
                 .mode(0o600)
                 .open(&temp)
-                .map_err(io(&temp))?;
+                .map_err(io_at(&temp))?;
             written.push(temp.clone());
-            f.write_all(text.as_bytes()).map_err(io(&temp))?;
-            f.sync_all().map_err(io(&temp))?;
+            f.write_all(text.as_bytes()).map_err(io_at(&temp))?;
+            f.sync_all().map_err(io_at(&temp))?;
         }
         for ((rel, _), temp) in files.iter().zip(&written) {
             let path = dir.join(rel);
-            fs::rename(temp, &path).map_err(io(&path))?;
+            fs::rename(temp, &path).map_err(io_at(&path))?;
         }
         Ok(())
     })();
@@ -529,13 +565,7 @@ pub fn renew(dir: &Path, who: Holder<'_>, days: u32, retire: bool) -> Result<Iss
             let _ = fs::remove_file(temp);
         }
     }
-    result?;
-    Ok(Issued {
-        name: name.to_string(),
-        cert: dir.join(cert_path),
-        key: dir.join(key_path),
-        bundle: dir.join(bundle),
-    })
+    result
 }
 
 fn name_of(cn: &str) -> DistinguishedName {
@@ -625,6 +655,17 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// Keys for hosts h1 and h2 and reader python, made in `dir`.
+    fn two_hosts_and_a_reader(dir: &Path) -> Made {
+        new(&KeysRequest {
+            dir: dir.to_path_buf(),
+            hosts: vec!["h1".into(), "h2".into()],
+            readers: vec!["python".into()],
+            validity: Validity::default(),
+        })
+        .unwrap()
+    }
+
     #[test]
     fn names_are_dns_labels() {
         for good in ["h1", "main-host", "A9"] {
@@ -676,13 +717,7 @@ mod tests {
     fn each_host_and_reader_has_a_bundle_with_only_its_own_key() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("keys");
-        let sut = new(&KeysRequest {
-            dir: dir.clone(),
-            hosts: vec!["h1".into(), "h2".into()],
-            readers: vec!["python".into()],
-            validity: Validity::default(),
-        })
-        .unwrap();
+        let sut = two_hosts_and_a_reader(&dir);
         let files = |d: &Path| {
             let mut out = Vec::new();
             let mut stack = vec![d.to_path_buf()];
@@ -836,13 +871,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("keys");
         fs::create_dir(&dir).unwrap(); // an empty folder is fine
-        let sut = new(&KeysRequest {
-            dir: dir.clone(),
-            hosts: vec!["h1".into(), "h2".into()],
-            readers: vec!["python".into()],
-            validity: Validity::default(),
-        })
-        .unwrap();
+        let sut = two_hosts_and_a_reader(&dir);
         assert_eq!(sut.ca_key, dir.join("ca/ca.key"));
         assert_eq!(sut.hosts[1].cert, dir.join("hosts/h2.pem"));
         assert_eq!(sut.readers[0].key, dir.join("readers/python.key"));

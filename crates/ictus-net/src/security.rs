@@ -204,143 +204,14 @@ pub fn access_rules_named(
     names: &std::collections::BTreeMap<String, String>,
 ) -> Value {
     let k = |rest: &str| format!("ictus/{run}/{rest}");
-    let mut rules = Vec::new();
+    let mut rules = shared_rules(&k);
+    let mut policies = group_policies(hosts.len(), readers.len());
     let mut subjects = Vec::new();
-    let mut policies = Vec::new();
-    let rule = |id: String, messages: &[&str], flows: &[&str], keys: Vec<String>| {
-        json!({
-            "id": id,
-            "messages": messages,
-            "flows": flows,
-            "permission": "allow",
-            "key_exprs": keys,
-        })
-    };
-    // What every host and reader may: listen to the run and be told what there is.
-    rules.push(rule(
-        "listen".into(),
-        &[
-            "declare_subscriber",
-            "declare_liveliness_subscriber",
-            "liveliness_query",
-        ],
-        &["ingress"],
-        vec![k("**")],
-    ));
-    // What this host sends everyone: its declarations.
-    rules.push(rule(
-        "send-declarations".into(),
-        &[
-            "declare_subscriber",
-            "declare_queryable",
-            "liveliness_token",
-            "declare_liveliness_subscriber",
-            "liveliness_query",
-        ],
-        &["egress"],
-        vec![k("**")],
-    ));
-    // What it sends the other hosts besides: all the data of the run.
-    rules.push(rule(
-        "send".into(),
-        &["put", "query", "reply"],
-        &["egress"],
-        vec![k("**")],
-    ));
-    // What it sends a reader besides: of the data only what readers get (the view
-    // of the cells and the tick, the nodes' status: crate::view). The hosts' own
-    // cells and tick never go to a reader, so no reader makes a put of theirs
-    // longer; nor do the hub operations, which are sent without loss and so may wait
-    // on a full queue (docs/wire.md).
-    rules.push(rule(
-        "send-reader-data".into(),
-        &["put"],
-        &["egress"],
-        vec![k("view/**"), k("status/*")],
-    ));
-    rules.push(rule(
-        "send-reader-replies".into(),
-        &["reply"],
-        &["egress"],
-        vec![k("layout"), k("claims/*"), k("host/*")],
-    ));
-    // What a cell holds (the layout) and who writes it (the claims): what a reader
-    // needs to read a cell whole.
-    rules.push(rule(
-        "ask-layout-claims".into(),
-        &["query"],
-        &["ingress"],
-        vec![k("layout"), k("claims/*")],
-    ));
-    let every_host: Vec<String> = (0..hosts.len()).map(|h| format!("host-{h}")).collect();
-    policies.push(json!({
-        "id": "hosts",
-        "rules": ["listen", "send-declarations", "send", "ask-layout-claims"],
-        "subjects": every_host,
-    }));
-    if !readers.is_empty() {
-        let every_reader: Vec<String> = (0..readers.len()).map(|r| format!("reader-{r}")).collect();
-        policies.push(json!({
-            "id": "readers",
-            "rules": [
-                "listen",
-                "send-declarations",
-                "send-reader-data",
-                "send-reader-replies",
-                "ask-layout-claims",
-            ],
-            "subjects": every_reader,
-        }));
-    }
     for (h, name) in hosts.iter().enumerate() {
         let id = format!("host-{h}");
         let cn = names.get(name).unwrap_or(name);
         subjects.push(json!({"id": id, "cert_common_names": [cn]}));
-        let main = h == 0;
-        // Its cells, and its hub operations (to any host, from itself only).
-        let mut publish = vec![
-            k(&format!("cell/*/{name}")),
-            k(&format!("view/cell/*/{name}")),
-            k(&format!("hub/{name}/*")),
-        ];
-        let (serve, ask) = if main {
-            publish.push(k("tick"));
-            publish.push(k("view/tick"));
-            (
-                vec![k("setup/**"), k("layout"), k(&format!("claims/{name}"))],
-                vec![k("outcome/**"), k("claims/**")],
-            )
-        } else {
-            publish.push(k(&format!("status/{name}")));
-            publish.push(k(&format!("beat/{name}")));
-            (
-                vec![
-                    k(&format!("outcome/{name}")),
-                    k("layout"),
-                    k(&format!("claims/{name}")),
-                ],
-                vec![k("setup/**"), k("claims/**")],
-            )
-        };
-        rules.push(rule(
-            format!("{id}-publish"),
-            &["put"],
-            &["ingress"],
-            publish,
-        ));
-        rules.push(rule(
-            format!("{id}-serve"),
-            &["declare_queryable", "reply"],
-            &["ingress"],
-            serve,
-        ));
-        rules.push(rule(format!("{id}-ask"), &["query"], &["ingress"], ask));
-        rules.push(rule(
-            format!("{id}-alive"),
-            &["liveliness_token", "reply"],
-            &["ingress"],
-            vec![k(&format!("host/{name}")), k(&format!("hubs/{name}"))],
-        ));
+        rules.extend(host_rules(&k, &id, name, h == 0));
         policies.push(json!({
             "id": format!("{id}-policy"),
             "rules": [
@@ -368,6 +239,152 @@ pub fn access_rules_named(
         "subjects": subjects,
         "policies": policies,
     })
+}
+
+/// One allow rule of the access control: its id, the messages and flows it allows,
+/// on which keys.
+fn rule(id: String, messages: &[&str], flows: &[&str], keys: Vec<String>) -> Value {
+    json!({
+        "id": id,
+        "messages": messages,
+        "flows": flows,
+        "permission": "allow",
+        "key_exprs": keys,
+    })
+}
+
+/// The rules every host or every reader shares, whatever its name (`k` makes a key
+/// of the run).
+fn shared_rules(k: &dyn Fn(&str) -> String) -> Vec<Value> {
+    vec![
+        // What every host and reader may: listen to the run and be told what there is.
+        rule(
+            "listen".into(),
+            &[
+                "declare_subscriber",
+                "declare_liveliness_subscriber",
+                "liveliness_query",
+            ],
+            &["ingress"],
+            vec![k("**")],
+        ),
+        // What this host sends everyone: its declarations.
+        rule(
+            "send-declarations".into(),
+            &[
+                "declare_subscriber",
+                "declare_queryable",
+                "liveliness_token",
+                "declare_liveliness_subscriber",
+                "liveliness_query",
+            ],
+            &["egress"],
+            vec![k("**")],
+        ),
+        // What it sends the other hosts besides: all the data of the run.
+        rule(
+            "send".into(),
+            &["put", "query", "reply"],
+            &["egress"],
+            vec![k("**")],
+        ),
+        // What it sends a reader besides: of the data only what readers get (the view
+        // of the cells and the tick, the nodes' status: crate::view). The hosts' own
+        // cells and tick never go to a reader, so no reader makes a put of theirs
+        // longer; nor do the hub operations, which are sent without loss and so may wait
+        // on a full queue (docs/wire.md).
+        rule(
+            "send-reader-data".into(),
+            &["put"],
+            &["egress"],
+            vec![k("view/**"), k("status/*")],
+        ),
+        rule(
+            "send-reader-replies".into(),
+            &["reply"],
+            &["egress"],
+            vec![k("layout"), k("claims/*"), k("host/*")],
+        ),
+        // What a cell holds (the layout) and who writes it (the claims): what a reader
+        // needs to read a cell whole.
+        rule(
+            "ask-layout-claims".into(),
+            &["query"],
+            &["ingress"],
+            vec![k("layout"), k("claims/*")],
+        ),
+    ]
+}
+
+/// The policies that give every host, and every reader, the shared rules.
+fn group_policies(hosts: usize, readers: usize) -> Vec<Value> {
+    let every_host: Vec<String> = (0..hosts).map(|h| format!("host-{h}")).collect();
+    let mut policies = vec![json!({
+        "id": "hosts",
+        "rules": ["listen", "send-declarations", "send", "ask-layout-claims"],
+        "subjects": every_host,
+    })];
+    if readers > 0 {
+        let every_reader: Vec<String> = (0..readers).map(|r| format!("reader-{r}")).collect();
+        policies.push(json!({
+            "id": "readers",
+            "rules": [
+                "listen",
+                "send-declarations",
+                "send-reader-data",
+                "send-reader-replies",
+                "ask-layout-claims",
+            ],
+            "subjects": every_reader,
+        }));
+    }
+    policies
+}
+
+/// The rules of one host (`id`, named `name`; `main` for the first): what it
+/// publishes, serves, asks and keeps alive.
+fn host_rules(k: &dyn Fn(&str) -> String, id: &str, name: &str, main: bool) -> Vec<Value> {
+    // Its cells, and its hub operations (to any host, from itself only).
+    let mut publish = vec![
+        k(&format!("cell/*/{name}")),
+        k(&format!("view/cell/*/{name}")),
+        k(&format!("hub/{name}/*")),
+    ];
+    let (serve, ask) = if main {
+        publish.push(k("tick"));
+        publish.push(k("view/tick"));
+        (
+            vec![k("setup/**"), k("layout"), k(&format!("claims/{name}"))],
+            vec![k("outcome/**"), k("claims/**")],
+        )
+    } else {
+        publish.push(k(&format!("status/{name}")));
+        publish.push(k(&format!("beat/{name}")));
+        (
+            vec![
+                k(&format!("outcome/{name}")),
+                k("layout"),
+                k(&format!("claims/{name}")),
+            ],
+            vec![k("setup/**"), k("claims/**")],
+        )
+    };
+    vec![
+        rule(format!("{id}-publish"), &["put"], &["ingress"], publish),
+        rule(
+            format!("{id}-serve"),
+            &["declare_queryable", "reply"],
+            &["ingress"],
+            serve,
+        ),
+        rule(format!("{id}-ask"), &["query"], &["ingress"], ask),
+        rule(
+            format!("{id}-alive"),
+            &["liveliness_token", "reply"],
+            &["ingress"],
+            vec![k(&format!("host/{name}")), k(&format!("hubs/{name}"))],
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -85,6 +85,18 @@ fn run() -> Run {
     }
 }
 
+impl Run {
+    /// A session of reader `py`, joined to the main host.
+    fn reader(&self) -> Session {
+        open_secure(
+            &endpoints(&[], &[&self.at]),
+            &Credentials::of_reader(&self.keys, "py").unwrap(),
+            None,
+        )
+        .unwrap()
+    }
+}
+
 #[test]
 fn hosts_publish_under_their_own_name_only() {
     let r = run();
@@ -101,12 +113,7 @@ fn hosts_publish_under_their_own_name_only() {
 #[test]
 fn a_reader_reads_and_cannot_write() {
     let r = run();
-    let reader = open_secure(
-        &endpoints(&[], &[&r.at]),
-        &Credentials::of_reader(&r.keys, "py").unwrap(),
-        None,
-    )
-    .unwrap();
+    let reader = r.reader();
     // It reads the view and the status, never the hosts' own cells and tick.
     assert!(
         arrives(&reader, &r.h1, "ictus/r/view/cell/A/h1"),
@@ -165,12 +172,7 @@ fn answered(server: &Session, asker: &Session, key: &str, within: Duration) -> b
 #[test]
 fn a_reader_asks_for_the_layout_and_the_claims_and_nothing_else() {
     let r = run();
-    let reader = open_secure(
-        &endpoints(&[], &[&r.at]),
-        &Credentials::of_reader(&r.keys, "py").unwrap(),
-        None,
-    )
-    .unwrap();
+    let reader = r.reader();
     // What it needs to read a cell whole: what the cell holds, and who writes it.
     let long = Duration::from_secs(5);
     assert!(answered(&r.h1, &reader, "ictus/r/layout", long), "layout");

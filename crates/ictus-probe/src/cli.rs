@@ -37,19 +37,36 @@ pub trait ProbeCommand: clap::Args {
     /// How long the run is expected to take, and the unit the progress bar counts.
     fn work(params: &Self::Params) -> (Duration, &'static str);
 
+    /// The options every probe shares: the scheduling options (with the loads to
+    /// measure under), when the probe has them, and where the record goes.
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs);
+
     /// The scheduling options (with the loads to measure under), when the probe has them.
-    fn sched(&self) -> Option<&SchedArgs>;
+    fn sched(&self) -> Option<&SchedArgs> {
+        self.options().0
+    }
 
     /// Where the record goes.
-    fn out(&self) -> &OutputArgs;
+    fn out(&self) -> &OutputArgs {
+        self.options().1
+    }
+
+    /// The probe's run (its `run` function, given the parameters).
+    const RUN: RunFn<Self::Params, Self::Error>;
 
     /// Runs the probe.
     fn run(
         params: &Self::Params,
         argv: Vec<String>,
         progress: &Progress,
-    ) -> Result<RunRecord, Self::Error>;
+    ) -> Result<RunRecord, Self::Error> {
+        (Self::RUN)(params, argv, progress)
+    }
 }
+
+/// A probe's run: its parameters, the command line to record, the progress to
+/// report to.
+pub type RunFn<P, E> = fn(&P, Vec<String>, &Progress) -> Result<RunRecord, E>;
 
 /// Why the arguments cannot become parameters.
 #[derive(Debug, thiserror::Error)]

@@ -235,26 +235,7 @@ pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldErr
         advice: Vec::new(),
     };
     if let Some(w) = &status.watchdog {
-        if !w.running && status.rt_runtime_us.as_deref() == Some("-1") {
-            status.advice.push(format!(
-                "RT throttling is off and the watchdog (pid {}) is not running: a runaway real-time loop can freeze the machine; run `ictus shield reset`.",
-                w.pid
-            ));
-        } else if !w.running {
-            status.advice.push(format!(
-                "The watchdog (pid {}) is not running (see {}); `ictus shield reset` and apply again to restart it.",
-                w.pid,
-                w.log.display()
-            ));
-        }
-        let done = w.demotions.iter().filter(|d| d.refused.is_none()).count();
-        if done > 0 {
-            status.advice.push(format!(
-                "The watchdog demoted {done} real-time thread(s) that held a CPU for {} ms or more without sleeping; each now runs SCHED_OTHER (details in {}).",
-                w.limit_ms,
-                w.log.display()
-            ));
-        }
+        status.advice = watchdog_advice(w, status.rt_runtime_us.as_deref());
     }
     let Some((rt, _, _)) = header else {
         status.advice.push(
@@ -313,6 +294,33 @@ pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldErr
         });
     }
     Ok(status)
+}
+
+/// Advice on watchdog `w` (with the RT throttle's `rt_runtime_us`): when it is not
+/// running, and the threads it demoted.
+fn watchdog_advice(w: &WatchdogStatus, rt_runtime_us: Option<&str>) -> Vec<String> {
+    let mut advice = Vec::new();
+    if !w.running && rt_runtime_us == Some("-1") {
+        advice.push(format!(
+            "RT throttling is off and the watchdog (pid {}) is not running: a runaway real-time loop can freeze the machine; run `ictus shield reset`.",
+            w.pid
+        ));
+    } else if !w.running {
+        advice.push(format!(
+            "The watchdog (pid {}) is not running (see {}); `ictus shield reset` and apply again to restart it.",
+            w.pid,
+            w.log.display()
+        ));
+    }
+    let done = w.demotions.iter().filter(|d| d.refused.is_none()).count();
+    if done > 0 {
+        advice.push(format!(
+            "The watchdog demoted {done} real-time thread(s) that held a CPU for {} ms or more without sleeping; each now runs SCHED_OTHER (details in {}).",
+            w.limit_ms,
+            w.log.display()
+        ));
+    }
+    advice
 }
 
 /// Advice when the shield held CPU `cpu`'s resume latency QoS (its journal has the

@@ -8,7 +8,9 @@
 //! with the reason; the list only shrinks, and an entry whose file is gone or back
 //! under the limit is refused too, so it is taken out.
 
-use std::path::{Path, PathBuf};
+mod walk;
+
+use std::path::Path;
 
 /// The most lines a Rust file under `crates/` may have.
 const MAX_LINES: usize = 1_500;
@@ -17,31 +19,11 @@ const MAX_LINES: usize = 1_500;
 /// Keep it short: an entry needs a reason a reviewer accepts.
 const NOT_YET_SPLIT: &[(&str, &str)] = &[];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            // A build folder inside a crate is output, not source.
-            if path.file_name().is_some_and(|n| n == "target") {
-                continue;
-            }
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Every `.rs` file under `crates/`, with its path relative to the workspace (`/`
 /// separated) and its line count (as `wc -l` counts them).
 fn line_counts() -> Vec<(String, usize)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    rust_files(&root.join("crates"), &mut files);
+    let files = walk::rust_files(&root.join("crates"));
     assert!(!files.is_empty(), "no .rs file under {}", root.display());
     files
         .iter()

@@ -8,6 +8,8 @@
 
 #![allow(clippy::print_stdout)] // it lists what it finds, for `--nocapture`
 
+mod walk;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -144,21 +146,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Whether an attribute line compiles what follows only for tests
 /// (`#[cfg(test)]`, `#[cfg(all(test, not(loom)))]`), not `#[cfg(not(test))]`.
 fn is_test_only(attribute: &str) -> bool {
@@ -201,7 +188,7 @@ fn public_types() -> BTreeMap<String, Vec<Place>> {
         .collect();
     dirs.sort();
     for dir in dirs {
-        rust_files(&dir, &mut files);
+        files.extend(walk::rust_files(&dir));
     }
     let mut found: BTreeMap<String, Vec<Place>> = BTreeMap::new();
     for file in files {

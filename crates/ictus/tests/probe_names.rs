@@ -7,6 +7,8 @@
 //! Integration tests (`crates/*/tests`) and fixtures are input data (a command line,
 //! a record) and are not read.
 
+mod walk;
+
 use std::path::{Path, PathBuf};
 
 /// Literals spelled like a probe's name that name something else, each with where
@@ -31,21 +33,6 @@ fn probe_names() -> Vec<&'static str> {
         .collect()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The module folder of a probe in ictus-probe (`loop` for `r#loop`).
 fn own_folder(root: &Path, name: &str) -> PathBuf {
     root.join("crates/ictus-probe/src").join(name)
@@ -57,7 +44,10 @@ fn no_probe_name_is_a_string_literal_outside_its_folder_and_the_registry() {
     let registry = root.join("crates/ictus-record/src/registry.rs");
     let mut files = Vec::new();
     for krate in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
-        rust_files(&krate.path().join("src"), &mut files);
+        let src = krate.path().join("src");
+        if src.is_dir() {
+            files.extend(walk::rust_files(&src));
+        }
     }
     assert!(files.len() > 50, "read only {} files", files.len());
     let mut found = Vec::new();

@@ -189,6 +189,18 @@ pub(crate) fn spawn(run_dir: &Path, args: &[&str]) -> Child {
     process(run_dir, args).spawn().unwrap()
 }
 
+/// Nodes h2 and h3 of the run of schedule `file`, started in `run_dir` (JSON out,
+/// no status line).
+pub(crate) fn spawn_nodes(run_dir: &Path, file: &str) -> (Child, Child) {
+    let node = |host| {
+        spawn(
+            run_dir,
+            &["node", file, "--host", host, "--json", "--quiet"],
+        )
+    };
+    (node("h2"), node("h3"))
+}
+
 /// `ictus ARGS` as [`spawn`] starts it, in a process group of its own, as a shell
 /// runs a foreground job.
 pub(crate) fn spawn_in_group(run_dir: &Path, args: &[&str]) -> Child {
@@ -215,6 +227,17 @@ pub(crate) fn kill(signal: &str, pid: impl std::fmt::Display) {
         .unwrap()
         .success();
     assert!(ok, "kill -{signal} {target}");
+}
+
+/// [`finish`], asserting that `child` succeeded (its stderr said otherwise).
+pub(crate) fn finish_ok(child: Child, limit: Duration) -> Output {
+    let out = finish(child, limit);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Waits for `child` at most `limit`, reading its output meanwhile (a record
@@ -249,6 +272,18 @@ pub(crate) fn exits(out: &Output, code: i32) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Asserts that each host's process (its name and what it output) exited 0.
+pub(crate) fn all_succeeded<const N: usize>(hosts: [(&str, &Output); N]) {
+    for (who, o) in hosts {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{who}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 /// The control socket of run `name` in `run_dir`.
@@ -322,17 +357,12 @@ pub(crate) fn three_hosts(dir: &Path, name: &str) -> PathBuf {
     // The run's keys beside it (`ictus keys new`), with a reader's.
     let keys = dir.join("keys");
     if !keys.exists() {
-        let out = ictus_in(dir)
-            .args(["keys", "new"])
-            .arg(&keys)
-            .args(["--hosts", "h1,h2,h3", "--readers", "python"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(ictus_in(dir).args(["keys", "new"]).arg(&keys).args([
+            "--hosts",
+            "h1,h2,h3",
+            "--readers",
+            "python",
+        ]));
     }
     // Each host its own bundle, as on separate machines.
     text += "[security]\nkeys = \"keys/bundles/hosts/{host}\"\n";

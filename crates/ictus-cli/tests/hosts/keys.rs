@@ -179,13 +179,7 @@ fn a_retired_hosts_stolen_certificate_gets_nothing_in_and_its_new_one_runs() {
         ictus_net::keys::common_names(&keys.join("bundles/hosts/h1")).unwrap()["h3"],
         "h3.2"
     );
-    let node = |host| {
-        spawn(
-            dir.path(),
-            &["node", file, "--host", host, "--json", "--quiet"],
-        )
-    };
-    let (h2, h3) = (node("h2"), node("h3"));
+    let (h2, h3) = common::spawn_nodes(dir.path(), file);
     let main = spawn(
         dir.path(),
         &["run", file, "--duration", "4s", "--json", "--quiet"],

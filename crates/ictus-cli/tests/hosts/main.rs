@@ -42,13 +42,7 @@ fn start_hosts(tag: &str, duration: &str, head_start: Duration) -> Hosts {
     let (dir, name) = scratch_run(tag);
     let path = three_hosts(dir.path(), &name);
     let file = path.to_str().unwrap();
-    let node = |host| {
-        spawn(
-            dir.path(),
-            &["node", file, "--host", host, "--json", "--quiet"],
-        )
-    };
-    let (h2, h3) = (node("h2"), node("h3"));
+    let (h2, h3) = common::spawn_nodes(dir.path(), file);
     std::thread::sleep(head_start);
     let main = spawn(
         dir.path(),
@@ -74,6 +68,13 @@ fn subsystem<'a>(r: &'a Value, name: &str) -> &'a Value {
     measurements(r, "release-jitter")
         .find(|m| m["labels"]["subsystem"] == name)
         .unwrap_or_else(|| panic!("no subsystem {name}"))
+}
+
+/// The frames subsystem `name` lost in record `r`.
+fn lost_frames(r: &Value, name: &str) -> f64 {
+    subsystem(r, name)["metrics"]["lost_frames"]
+        .as_f64()
+        .unwrap()
 }
 
 #[test]
@@ -158,14 +159,7 @@ fn three_hosts_on_loopback_run_the_ring_and_account_for_every_frame() {
         finish(ring.h2, Duration::from_secs(30)),
         finish(ring.h3, Duration::from_secs(30)),
     );
-    for (who, o) in [("main", &out), ("h2", &o2), ("h3", &o3)] {
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{who}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    common::all_succeeded([("main", &out), ("h2", &o2), ("h3", &o3)]);
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["complete"], true);
     // Every frame of every host's subsystems is accounted for, run or overrun.
@@ -272,12 +266,7 @@ fn a_host_killed_mid_run_is_reported_and_the_others_keep_their_beat() {
         lost["message"].as_str().unwrap().contains("host h3 left"),
         "{lost}"
     );
-    assert!(
-        subsystem(&r, "B")["metrics"]["lost_frames"]
-            .as_f64()
-            .unwrap()
-            > 0.0
-    );
+    assert!(lost_frames(&r, "B") > 0.0);
     // h2's subsystems kept their beat: every frame run or overrun, none lost.
     for n in ["A", "C"] {
         assert_eq!(

@@ -1205,18 +1205,11 @@ pub(crate) struct Made {
 
 #[cfg(test)]
 mod tests {
-    use ictus_core::CpuSet;
-
     use super::*;
 
     #[test]
     fn a_node_subsystem_that_overran_is_named_with_its_host_at_most_once_a_second() {
-        let text = "tick = \"1ms\"\nmajor_frame = 1\n\
-            [[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n\
-            [[host]]\nname = \"h2\"\naddress = \"10.77.0.2:7447\"\n\
-            [[subsystem]]\nname = \"A\"\ncpu = 1\n\
-            [[subsystem]]\nname = \"B\"\nhost = \"h2\"\ncpu = 0\n";
-        let schedule = Schedule::parse(text, "sched.toml", &CpuSet::from_cpus([0, 1])).unwrap();
+        let schedule = crate::schedule::two_hosts();
         let control = Control::in_process(2, 1_000_000);
         let mut seen = vec![RemoteSeen::default(); 2];
         let status = |overruns: u64| {

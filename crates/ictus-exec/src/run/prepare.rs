@@ -222,7 +222,7 @@ impl<'a> Staged<'a> {
             Some(TapSetup::new(schedule, table, rings))
         };
         let states = States::new(&schedule.modes);
-        let names: Vec<String> = schedule.subsystems.iter().map(|s| s.name.clone()).collect();
+        let names: Vec<String> = schedule.subsystem_names().map(String::from).collect();
         let initial = states.id(&schedule.initial_state).unwrap_or(StateId::OFF);
         control.set_state(StateWord::constant(initial));
         // Across hosts, a node's setup requests go to the main coordinator's store.

@@ -197,35 +197,88 @@ impl Prepared<'_> {
         }
         ictus_os::memory::prefault_stack();
         slot.set_status(Status::Ready);
-        let Ending { end, first_error } = if executive::wait_for_epoch(self.control, give_up) {
-            let runner = Runner {
-                control: self.control,
-                slot: self.slot,
-                start: self.spec.start,
-                period: self.spec.period,
-                group: self.group,
-                heartbeat_timeout: self.heartbeat_timeout,
-                explicit_ack: registered.explicit_ack,
-                on_error: self.spec.on_error,
-            };
-            runner.run_explained(
-                &OsBeat { mode },
-                subsystem.as_mut(),
-                &mut ports,
-                &mut stats,
-                reporter.as_mut(),
-            )
-        } else {
-            Ending {
-                end: LoopEnd::Aborted,
-                first_error: None,
-            }
-        };
+        let Ending { end, first_error } = self.frames(
+            registered.explicit_ack,
+            subsystem.as_mut(),
+            &mut ports,
+            &mut stats,
+            &OsBeat { mode },
+            reporter.as_mut(),
+            give_up,
+        );
         let shutdown_error = subsystem
             .shut_down()
             .err()
             .map(|e| executive::error_chain(e.as_ref()));
-        let outcome = ThreadOutcome {
+        let outcome = self.outcome(
+            placement,
+            margin,
+            &stats,
+            end,
+            first_error.as_ref(),
+            ports.torn().count,
+            shutdown_error,
+        );
+        slot.publish(&stats.counters);
+        slot.set_status(Status::Finished);
+        Ok(Finish {
+            outcome,
+            subsystem: subsystem.into_any(),
+            first_error,
+        })
+    }
+
+    /// Once the epoch is published (else aborted), runs the subsystem's frames on
+    /// `beat`, each miss reported to `reporter`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the frame loop's parts, each named"
+    )]
+    fn frames(
+        &self,
+        explicit_ack: bool,
+        subsystem: &mut dyn crate::subsystem::Driven,
+        ports: &mut crate::subsystem::Ports,
+        stats: &mut Stats,
+        beat: &OsBeat,
+        reporter: Option<&mut MissReporter>,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Ending {
+        if !executive::wait_for_epoch(self.control, give_up) {
+            return Ending {
+                end: LoopEnd::Aborted,
+                first_error: None,
+            };
+        }
+        let runner = Runner {
+            control: self.control,
+            slot: self.slot,
+            start: self.spec.start,
+            period: self.spec.period,
+            group: self.group,
+            heartbeat_timeout: self.heartbeat_timeout,
+            explicit_ack,
+            on_error: self.spec.on_error,
+        };
+        runner.run_explained(beat, subsystem, ports, stats, reporter)
+    }
+
+    /// The figures of this thread, once its loop ended with `end`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the outcome's sources, each named"
+    )]
+    fn outcome(
+        &self,
+        placement: Placement,
+        margin: Option<Nanos>,
+        stats: &Stats,
+        end: LoopEnd,
+        first_error: Option<&Fault>,
+        torn: u64,
+        shutdown_error: Option<String>,
+    ) -> ThreadOutcome {
+        ThreadOutcome {
             subsystem: self.spec.name.clone(),
             pid: std::process::id(),
             tid: sched::thread_id() as u64,
@@ -242,21 +295,14 @@ impl Prepared<'_> {
             exec: Distribution::of(&stats.exec),
             end: end.name().to_string(),
             warnings: placement.warnings,
-            torn: ports.torn().count,
+            torn,
             last_frame: (stats.counters.last_frame != u64::MAX)
                 .then_some(stats.counters.last_frame),
             errors: stats.counters.errors,
-            first_error: first_error.as_ref().map(|f| (f.frame, f.message())),
+            first_error: first_error.map(|f| (f.frame, f.message())),
             shutdown_error,
             explanation: None,
-        };
-        slot.publish(&stats.counters);
-        slot.set_status(Status::Finished);
-        Ok(Finish {
-            outcome,
-            subsystem: subsystem.into_any(),
-            first_error,
-        })
+        }
     }
 }
 

@@ -113,6 +113,18 @@ use ictus_os::json::LineIndex;
 
 mod read;
 mod rule;
+/// For tests: a schedule of two hosts, `main` and `h2`, with subsystem A on the main
+/// host (CPU 1) and B on h2 (CPU 0).
+#[cfg(test)]
+pub(crate) fn two_hosts() -> Schedule {
+    let text = "tick = \"1ms\"\nmajor_frame = 1\n\
+        [[host]]\nname = \"main\"\naddress = \"10.77.0.1:7447\"\n\
+        [[host]]\nname = \"h2\"\naddress = \"10.77.0.2:7447\"\n\
+        [[subsystem]]\nname = \"A\"\ncpu = 1\n\
+        [[subsystem]]\nname = \"B\"\nhost = \"h2\"\ncpu = 0\n";
+    Schedule::parse(text, "sched.toml", &CpuSet::from_cpus([0, 1])).unwrap()
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -565,6 +577,11 @@ impl Schedule {
             schedule.cell_table()?;
         }
         Ok(schedule)
+    }
+
+    /// The subsystems' names, by slot.
+    pub fn subsystem_names(&self) -> impl Iterator<Item = &str> {
+        self.subsystems.iter().map(|s| s.name.as_str())
     }
 
     /// The cell table the schedule names (empty when none), with every builtin's

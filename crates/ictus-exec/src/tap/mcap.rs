@@ -322,12 +322,7 @@ fn run_metadata(run: &TapRun<'_>) -> std::io::Result<BTreeMap<String, String>> {
         .filter(|(_, r)| **r)
         .map(|(c, _)| c.name())
         .collect();
-    let names: Vec<&str> = run
-        .schedule
-        .subsystems
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let names: Vec<&str> = run.schedule.subsystem_names().collect();
     let mut m = BTreeMap::new();
     m.insert("format".into(), FORMAT.into());
     m.insert("run".into(), run.schedule.name.clone());

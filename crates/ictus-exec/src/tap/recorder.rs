@@ -147,12 +147,7 @@ pub fn record(
     };
     out.each(|s| s.begin(run));
     let mut readers: Vec<_> = run.slots.iter().map(|&k| rings.reader(k)).collect();
-    let names: Vec<&str> = run
-        .schedule
-        .subsystems
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let names: Vec<&str> = run.schedule.subsystem_names().collect();
     loop {
         // Acquire: pairs with the run's Release store once every loop ended, so
         // the drain that follows takes every record pushed before it.
@@ -262,13 +257,33 @@ mod tests {
         }
     }
 
-    struct Failing;
-    impl Sink for Failing {
+    /// A sink that keeps nothing: every frame fails to be written when `fails`, and
+    /// it takes cells when `takes_cells`.
+    struct Stub {
+        fails: bool,
+        takes_cells: bool,
+    }
+
+    const FAILING: Stub = Stub {
+        fails: true,
+        takes_cells: true,
+    };
+
+    /// As a timeline: frames only.
+    const TIMELINE: Stub = Stub {
+        fails: false,
+        takes_cells: false,
+    };
+
+    impl Sink for Stub {
         fn begin(&mut self, _: &TapRun<'_>) -> std::io::Result<()> {
             Ok(())
         }
         fn frame(&mut self, _: &FrameRecord) -> std::io::Result<()> {
-            Err(std::io::Error::other("disk full"))
+            if self.fails {
+                return Err(std::io::Error::other("disk full"));
+            }
+            Ok(())
         }
         fn cell(&mut self, _: &CellRecord<'_>) -> std::io::Result<()> {
             Ok(())
@@ -278,6 +293,9 @@ mod tests {
         }
         fn end(&mut self, _: &TapEnd) -> std::io::Result<()> {
             Ok(())
+        }
+        fn takes_cells(&self) -> bool {
+            self.takes_cells
         }
     }
 
@@ -338,7 +356,7 @@ mod tests {
         let got = record(
             &run,
             &rings,
-            vec![Box::new(Failing), Box::new(log)],
+            vec![Box::new(FAILING), Box::new(log)],
             &rx,
             &stop,
         );
@@ -362,28 +380,6 @@ mod tests {
         assert_eq!(got.end.dropped, [(0, 0)]);
     }
 
-    struct Timeline;
-    impl Sink for Timeline {
-        fn begin(&mut self, _: &TapRun<'_>) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn frame(&mut self, _: &FrameRecord) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn cell(&mut self, _: &CellRecord<'_>) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn event(&mut self, _: &EventRecord) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn end(&mut self, _: &TapEnd) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn takes_cells(&self) -> bool {
-            false
-        }
-    }
-
     #[test]
     fn without_a_sink_that_takes_cells_no_cell_is_pushed() {
         let schedule = crate::schedule::Schedule::parse(
@@ -397,12 +393,12 @@ mod tests {
         let crate::schedule::CellSource::Inline(table) = &schedule.cells else {
             panic!("an inline table");
         };
-        let timeline: Vec<Box<dyn Sink>> = vec![Box::new(Timeline)];
+        let timeline: Vec<Box<dyn Sink>> = vec![Box::new(TIMELINE)];
         assert_eq!(TapSetup::max_cell_for(table, &timeline), 0);
         let frames_only = TapSetup::new(&schedule, table, TapRings::in_process(1, 0));
         assert_eq!(frames_only.recorded, [false]);
         assert!(!frames_only.rings.cells_tapped());
-        let both: Vec<Box<dyn Sink>> = vec![Box::new(Timeline), Box::new(Log::default())];
+        let both: Vec<Box<dyn Sink>> = vec![Box::new(TIMELINE), Box::new(Log::default())];
         assert_eq!(TapSetup::max_cell_for(table, &both), 800);
         let all = TapSetup::new(&schedule, table, TapRings::in_process(1, 800));
         assert_eq!(all.recorded, [true]);

@@ -197,12 +197,7 @@ impl Sink for TraceSink {
         };
         let writer =
             TraceWriter::create(&self.path, self.cap_bytes, run.epoch, &meta).map_err(to_io)?;
-        let names = run
-            .schedule
-            .subsystems
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let names = run.schedule.subsystem_names().map(String::from).collect();
         let open = self.open.insert(Open {
             writer,
             names,

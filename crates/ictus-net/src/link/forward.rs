@@ -20,6 +20,35 @@ impl ZenohLink {
             Arc::clone(&self.offset_ns),
             (self.host == 0).then(|| Arc::clone(&self.latest_tick)),
         )?);
+        let publishers = self.cell_publishers(cells, writes)?;
+        let forwarder = Forwarder::new(self, cells, writes, publishers);
+        let quit = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&quit);
+        let delays = Arc::clone(&self.forward_delay);
+        let stages = Arc::clone(&self.stages);
+        cells.listen();
+        let handle = std::thread::Builder::new()
+            .name("ictus-forward".into())
+            .spawn(move || {
+                first_among_normal_threads();
+                let (delay, sending) = forwarder.run(&stop);
+                *delays.lock().unwrap_or_else(|e| e.into_inner()) = delay;
+                stages
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .merge_sending(sending);
+            })
+            .map_err(zerr)?;
+        self.forwarder = Some((handle, quit));
+        Ok(())
+    }
+
+    /// A publisher for each cell of `writes`, under this host's name.
+    fn cell_publishers(
+        &self,
+        cells: &Cells,
+        writes: &[(usize, Vec<Range<usize>>)],
+    ) -> Result<Vec<zenoh::pubsub::Publisher<'static>>, String> {
         let mut publishers = Vec::new();
         for (cell, _) in writes {
             let name = cells.table().cells()[*cell].name().to_string();
@@ -43,86 +72,116 @@ impl ZenohLink {
                 .map_err(zerr)?;
             publishers.push(p);
         }
-        let cells = cells.clone();
-        let writes = writes.to_vec();
-        let quit = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&quit);
-        let counts = Arc::clone(&self.counts);
-        let host = self.host as u16;
-        let offset = Arc::clone(&self.offset_ns);
-        let delays = Arc::clone(&self.forward_delay);
-        let stages = Arc::clone(&self.stages);
-        cells.listen();
-        let handle = std::thread::Builder::new()
-            .name("ictus-forward".into())
-            .spawn(move || {
-                first_among_normal_threads();
-                let mut delay = LatencyHistogram::new();
-                let mut sending = Stages::new();
-                let mut last = vec![u64::MAX; writes.len()];
-                let mut numbers = vec![0u64; writes.len()];
-                let mut bufs: Vec<Vec<u8>> =
-                    writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect();
-                let mut out = Vec::new();
-                loop {
-                    // Relaxed: a stop request, polled; one more scan follows it.
-                    let ending = stop.load(Ordering::Relaxed);
-                    let (seen, stamp) = cells.notice();
-                    let awake = monotonic_now();
-                    for (i, (cell, ranges)) in writes.iter().enumerate() {
-                        if cells.sequence(*cell) == last[i] {
-                            continue;
-                        }
-                        let Some(seq) = cells.try_read_cell(*cell, &mut bufs[i]) else {
-                            continue;
-                        };
-                        last[i] = seq;
-                        let p = Publication::of(
-                            host,
-                            // Relaxed: set once before cells flow.
-                            offset.load(Ordering::Relaxed) as i64,
-                            stamp.as_u64(),
-                            &bufs[i],
-                            ranges,
-                        );
-                        out.clear();
-                        p.encode(&mut out);
-                        let encoded = monotonic_now();
-                        numbers[i] += 1;
-                        let attachment = Attachment {
-                            handed: encoded.as_u64(),
-                            number: numbers[i],
-                        };
-                        let put = publishers[i]
-                            .put(out.clone())
-                            .attachment(attachment.encode().to_vec())
-                            .wait();
-                        let returned = monotonic_now();
-                        if put.is_ok() {
-                            // Relaxed: counters.
-                            counts.sent.fetch_add(1, Ordering::Relaxed);
-                            counts.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-                        }
-                        if stamp.as_u64() != 0 {
-                            delay.record(encoded.saturating_sub(stamp));
-                            sending.record(LinkStage::Wake, awake.saturating_sub(stamp));
-                            sending.record(LinkStage::Encode, encoded.saturating_sub(awake));
-                            sending.record(LinkStage::Put, returned.saturating_sub(encoded));
-                        }
-                    }
-                    if ending {
-                        break;
-                    }
-                    cells.wait_notice(seen, FORWARD_NAP);
-                }
-                *delays.lock().unwrap_or_else(|e| e.into_inner()) = delay;
-                stages
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .merge_sending(sending);
-            })
-            .map_err(zerr)?;
-        self.forwarder = Some((handle, quit));
-        Ok(())
+        Ok(publishers)
+    }
+}
+
+/// The forwarder thread's state: the cells it publishes, with their last sequence
+/// and publication number, and what it measures.
+struct Forwarder {
+    cells: Cells,
+    writes: Vec<(usize, Vec<Range<usize>>)>,
+    publishers: Vec<zenoh::pubsub::Publisher<'static>>,
+    counts: Arc<CellCounts>,
+    host: u16,
+    offset: Arc<AtomicU64>,
+    delay: LatencyHistogram,
+    sending: Stages,
+    last: Vec<u64>,
+    numbers: Vec<u64>,
+    bufs: Vec<Vec<u8>>,
+    out: Vec<u8>,
+}
+
+impl Forwarder {
+    fn new(
+        link: &ZenohLink,
+        cells: &Cells,
+        writes: &[(usize, Vec<Range<usize>>)],
+        publishers: Vec<zenoh::pubsub::Publisher<'static>>,
+    ) -> Forwarder {
+        Forwarder {
+            cells: cells.clone(),
+            writes: writes.to_vec(),
+            publishers,
+            counts: Arc::clone(&link.counts),
+            host: link.host as u16,
+            offset: Arc::clone(&link.offset_ns),
+            delay: LatencyHistogram::new(),
+            sending: Stages::new(),
+            last: vec![u64::MAX; writes.len()],
+            numbers: vec![0u64; writes.len()],
+            bufs: writes.iter().map(|(c, _)| cells.new_buffer(*c)).collect(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Publishes what changed at each notice until `stop` (one more scan after it),
+    /// and gives back the delays and stages it measured.
+    fn run(mut self, stop: &AtomicBool) -> (LatencyHistogram, Stages) {
+        loop {
+            // Relaxed: a stop request, polled; one more scan follows it.
+            let ending = stop.load(Ordering::Relaxed);
+            let (seen, stamp) = self.cells.notice();
+            let awake = monotonic_now();
+            for i in 0..self.writes.len() {
+                self.send_if_changed(i, stamp, awake);
+            }
+            if ending {
+                break;
+            }
+            self.cells.wait_notice(seen, FORWARD_NAP);
+        }
+        (self.delay, self.sending)
+    }
+
+    /// Publishes the `i`th written cell if it changed, with the notice's `stamp`
+    /// (the forwarder woke at `awake`).
+    fn send_if_changed(&mut self, i: usize, stamp: Nanos, awake: Nanos) {
+        let (cell, ranges) = &self.writes[i];
+        if self.cells.sequence(*cell) == self.last[i] {
+            return;
+        }
+        let Some(seq) = self.cells.try_read_cell(*cell, &mut self.bufs[i]) else {
+            return;
+        };
+        self.last[i] = seq;
+        let p = Publication::of(
+            self.host,
+            // Relaxed: set once before cells flow.
+            self.offset.load(Ordering::Relaxed) as i64,
+            stamp.as_u64(),
+            &self.bufs[i],
+            ranges,
+        );
+        self.out.clear();
+        p.encode(&mut self.out);
+        let encoded = monotonic_now();
+        self.numbers[i] += 1;
+        let attachment = Attachment {
+            handed: encoded.as_u64(),
+            number: self.numbers[i],
+        };
+        let put = self.publishers[i]
+            .put(self.out.clone())
+            .attachment(attachment.encode().to_vec())
+            .wait();
+        let returned = monotonic_now();
+        if put.is_ok() {
+            // Relaxed: counters.
+            self.counts.sent.fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .bytes
+                .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+        }
+        if stamp.as_u64() != 0 {
+            self.delay.record(encoded.saturating_sub(stamp));
+            self.sending
+                .record(LinkStage::Wake, awake.saturating_sub(stamp));
+            self.sending
+                .record(LinkStage::Encode, encoded.saturating_sub(awake));
+            self.sending
+                .record(LinkStage::Put, returned.saturating_sub(encoded));
+        }
     }
 }

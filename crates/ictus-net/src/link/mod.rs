@@ -75,6 +75,50 @@ mod intake;
 mod setup;
 mod stages;
 mod status;
+/// The session of `host` of `schedule` in run `run` (with the names `hosts`): over
+/// QUIC with TLS and the run's access rules, or plain TCP.
+fn open_session(
+    schedule: &Schedule,
+    host: usize,
+    run: &str,
+    security: &Security,
+    hosts: &[String],
+    options: &LinkOptions,
+) -> Result<Session, NetError> {
+    let bound = message_bound(schedule);
+    match security {
+        Security::Insecure => crate::open_bounded(
+            &endpoints_of(schedule, host, Protocol::Tcp, options)?,
+            bound,
+        ),
+        Security::Tls(credentials) => {
+            let readers = crate::security::readers_in(&credentials.dir);
+            let names = crate::keys::common_names(&credentials.dir).map_err(NetError::Keys)?;
+            let rules = crate::security::access_rules_named(run, hosts, &readers, &names);
+            crate::open_secure_bounded(
+                &endpoints_of(schedule, host, Protocol::Quic, options)?,
+                credentials,
+                Some(&rules),
+                bound,
+            )
+        }
+    }
+}
+
+/// The guard of the cells of `schedule`, each host (of `hosts`) knowing the
+/// elements it is scheduled to write.
+fn guard_of(schedule: &Schedule, hosts: &[String]) -> Guard {
+    let table = schedule.cell_table().unwrap_or_default();
+    let cell_names = table.cells().iter().map(|c| c.name().to_string()).collect();
+    let mut guard = Guard::new(hosts.to_vec(), cell_names);
+    for h in 0..hosts.len() {
+        if let Some(w) = schedule.host_writes(&table, h) {
+            guard.set_scheduled(h, w);
+        }
+    }
+    guard
+}
+
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -273,32 +317,8 @@ impl ZenohLink {
             let _ = ictus_os::sched::set_affinity(&off_rt);
         }
         let hosts: Vec<String> = schedule.hosts.iter().map(|h| h.name.clone()).collect();
-        let bound = message_bound(schedule);
-        let session = match security {
-            Security::Insecure => crate::open_bounded(
-                &endpoints_of(schedule, host, Protocol::Tcp, &options)?,
-                bound,
-            )?,
-            Security::Tls(credentials) => {
-                let readers = crate::security::readers_in(&credentials.dir);
-                let names = crate::keys::common_names(&credentials.dir).map_err(NetError::Keys)?;
-                let rules = crate::security::access_rules_named(run, &hosts, &readers, &names);
-                crate::open_secure_bounded(
-                    &endpoints_of(schedule, host, Protocol::Quic, &options)?,
-                    credentials,
-                    Some(&rules),
-                    bound,
-                )?
-            }
-        };
-        let table = schedule.cell_table().unwrap_or_default();
-        let cell_names = table.cells().iter().map(|c| c.name().to_string()).collect();
-        let mut guard = Guard::new(hosts.clone(), cell_names);
-        for h in 0..hosts.len() {
-            if let Some(w) = schedule.host_writes(&table, h) {
-                guard.set_scheduled(h, w);
-            }
-        }
+        let session = open_session(schedule, host, run, security, &hosts, &options)?;
+        let guard = guard_of(schedule, &hosts);
         let needed = schedule
             .subsystems
             .iter()
@@ -758,74 +778,10 @@ impl Link for ZenohLink {
     fn poll(&mut self, control: &Control, local: &[usize]) -> Vec<LinkEvent> {
         let mut events = Vec::new();
         self.drain_health(&mut events);
-        let refused = self
-            .guard
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .new_refusals();
-        events.extend(
-            refused
-                .into_iter()
-                .map(|(from, what)| LinkEvent::Refused { from, what }),
-        );
-        if let Some(hubs) = &self.hub_link {
-            events.extend(hubs.reports().into_iter().map(|r| match r {
-                // A count past its bound is a refusal like any other: reported
-                // as the sender's, and the run is not clean.
-                ictus_exec::hub::remote::HubReport::Refused { ref host, .. } => {
-                    LinkEvent::Refused {
-                        from: host.clone(),
-                        what: r.to_string(),
-                    }
-                }
-                other => LinkEvent::Hub(other.to_string()),
-            }));
-        }
-        if !self.options_said {
-            self.options_said = true;
-            if !self.options.is_default() {
-                events.push(LinkEvent::Note(format!(
-                    "this host's link publishes with {} ({})",
-                    self.options.words(),
-                    crate::options::VAR
-                )));
-            }
-            if let Ok(runtime) = std::env::var("ZENOH_RUNTIME") {
-                events.push(LinkEvent::Note(format!(
-                    "this host's Zenoh runtime: ZENOH_RUNTIME={runtime}"
-                )));
-            }
-        }
-        // What came late here: the coordinator's events, and on a node the main
-        // host's too (with the next status).
-        let late = self
-            .lateness
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take(monotonic_now());
-        if self.host != 0 {
-            self.late_words.extend(late.iter().cloned());
-        }
-        events.extend(late.into_iter().map(LinkEvent::Late));
-        if Instant::now() >= self.dropped_next {
-            self.dropped_next = Instant::now() + Duration::from_secs(1);
-            let dropped = self
-                .gaps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .dropped()
-                .to_vec();
-            self.dropped_told.resize(dropped.len(), 0);
-            for (h, total) in dropped.into_iter().enumerate() {
-                if total > self.dropped_told[h] {
-                    self.dropped_told[h] = total;
-                    events.push(LinkEvent::Dropped {
-                        from: self.hosts[h].clone(),
-                        total,
-                    });
-                }
-            }
-        }
+        self.refusals(&mut events);
+        self.first_notes(&mut events);
+        self.late_here(&mut events);
+        self.dropped(&mut events);
         if let Some((_, ring)) = self.readers.as_mut() {
             while let Some(r) = ring.pop() {
                 events.push(LinkEvent::Reader {
@@ -836,39 +792,9 @@ impl Link for ZenohLink {
             }
         }
         if self.host == 0 {
-            if let Some(ring) = self.status_ring.as_mut() {
-                while let Some((h, status)) = ring.pop() {
-                    self.node_ticks.insert(h, status.tick);
-                    let from = self.hosts.get(h).cloned().unwrap_or_default();
-                    let own = |slot: usize| self.slot_hosts.get(slot) == Some(&h);
-                    if !status.into_events(&from, own, &mut events) {
-                        self.guard
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .refuse(Some(h), Refusal::NotItsSubsystem);
-                    }
-                }
-            }
-            let watched: Vec<usize> = self.needed.iter().copied().collect();
-            self.silence.main_poll(watched.into_iter(), &mut events);
+            self.main_poll(&mut events);
         } else {
-            self.take_ticks(&mut events);
-            self.silence.node_poll(&mut events);
-            if self.last_status.elapsed() >= STATUS_EVERY
-                && let Some(p) = &self.status_pub
-            {
-                self.last_status = Instant::now();
-                let status = NodeStatus {
-                    slots: local.iter().map(|&k| RemoteSlot::of(control, k)).collect(),
-                    tick: self.tick_figures(),
-                    late: std::mem::take(&mut self.late_words),
-                    explained: std::mem::take(&mut self.explained_words),
-                };
-                self.recent_late = None;
-                let json = serde_json::to_vec(&status).unwrap_or_default();
-                self.status_bytes += json.len() as u64;
-                let _ = p.put(json).wait();
-            }
+            self.node_poll(control, local, &mut events);
         }
         events
     }
@@ -1139,6 +1065,133 @@ impl ZenohLink {
             .ok()
             .and_then(|replies| replies.recv().ok())
             .is_some_and(|r| r.result().is_ok())
+    }
+
+    /// The writes refused since the last poll: the guard's, and the hubs' (a count
+    /// past its bound is a refusal like any other).
+    fn refusals(&self, events: &mut Vec<LinkEvent>) {
+        let refused = self
+            .guard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .new_refusals();
+        events.extend(
+            refused
+                .into_iter()
+                .map(|(from, what)| LinkEvent::Refused { from, what }),
+        );
+        if let Some(hubs) = &self.hub_link {
+            events.extend(hubs.reports().into_iter().map(|r| match r {
+                // A count past its bound is a refusal like any other: reported
+                // as the sender's, and the run is not clean.
+                ictus_exec::hub::remote::HubReport::Refused { ref host, .. } => {
+                    LinkEvent::Refused {
+                        from: host.clone(),
+                        what: r.to_string(),
+                    }
+                }
+                other => LinkEvent::Hub(other.to_string()),
+            }));
+        }
+    }
+
+    /// On the first poll, the notes on how this host's link publishes.
+    fn first_notes(&mut self, events: &mut Vec<LinkEvent>) {
+        if self.options_said {
+            return;
+        }
+        self.options_said = true;
+        if !self.options.is_default() {
+            events.push(LinkEvent::Note(format!(
+                "this host's link publishes with {} ({})",
+                self.options.words(),
+                crate::options::VAR
+            )));
+        }
+        if let Ok(runtime) = std::env::var("ZENOH_RUNTIME") {
+            events.push(LinkEvent::Note(format!(
+                "this host's Zenoh runtime: ZENOH_RUNTIME={runtime}"
+            )));
+        }
+    }
+
+    /// What came late here: the coordinator's events, and on a node the main
+    /// host's too (with the next status).
+    fn late_here(&mut self, events: &mut Vec<LinkEvent>) {
+        let late = self
+            .lateness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(monotonic_now());
+        if self.host != 0 {
+            self.late_words.extend(late.iter().cloned());
+        }
+        events.extend(late.into_iter().map(LinkEvent::Late));
+    }
+
+    /// At most once a second, each host whose count of dropped publications grew.
+    fn dropped(&mut self, events: &mut Vec<LinkEvent>) {
+        if Instant::now() < self.dropped_next {
+            return;
+        }
+        self.dropped_next = Instant::now() + Duration::from_secs(1);
+        let dropped = self
+            .gaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped()
+            .to_vec();
+        self.dropped_told.resize(dropped.len(), 0);
+        for (h, total) in dropped.into_iter().enumerate() {
+            if total > self.dropped_told[h] {
+                self.dropped_told[h] = total;
+                events.push(LinkEvent::Dropped {
+                    from: self.hosts[h].clone(),
+                    total,
+                });
+            }
+        }
+    }
+
+    /// The main host's poll: the nodes' statuses, and the nodes gone silent.
+    fn main_poll(&mut self, events: &mut Vec<LinkEvent>) {
+        if let Some(ring) = self.status_ring.as_mut() {
+            while let Some((h, status)) = ring.pop() {
+                self.node_ticks.insert(h, status.tick);
+                let from = self.hosts.get(h).cloned().unwrap_or_default();
+                let own = |slot: usize| self.slot_hosts.get(slot) == Some(&h);
+                if !status.into_events(&from, own, events) {
+                    self.guard
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refuse(Some(h), Refusal::NotItsSubsystem);
+                }
+            }
+        }
+        let watched: Vec<usize> = self.needed.iter().copied().collect();
+        self.silence.main_poll(watched.into_iter(), events);
+    }
+
+    /// A node's poll: the ticks, the main host gone silent, and every
+    /// [`STATUS_EVERY`] this node's status (its `local` subsystems' slots of `control`).
+    fn node_poll(&mut self, control: &Control, local: &[usize], events: &mut Vec<LinkEvent>) {
+        self.take_ticks(events);
+        self.silence.node_poll(events);
+        if self.last_status.elapsed() >= STATUS_EVERY
+            && let Some(p) = &self.status_pub
+        {
+            self.last_status = Instant::now();
+            let status = NodeStatus {
+                slots: local.iter().map(|&k| RemoteSlot::of(control, k)).collect(),
+                tick: self.tick_figures(),
+                late: std::mem::take(&mut self.late_words),
+                explained: std::mem::take(&mut self.explained_words),
+            };
+            self.recent_late = None;
+            let json = serde_json::to_vec(&status).unwrap_or_default();
+            self.status_bytes += json.len() as u64;
+            let _ = p.put(json).wait();
+        }
     }
 
     fn drain_health(&mut self, events: &mut Vec<LinkEvent>) {

@@ -8,10 +8,9 @@ use ictus_core::Nanos;
 
 use super::{ComputeError, ComputeParams, MAX_MODULES};
 use crate::cli::{
-    ArgsError, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, UsageError, count_in,
+    ArgsError, MAX_THREADS, OutputArgs, ProbeCommand, RunFn, SchedArgs, UsageError, count_in,
     positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
 use crate::record::RunRecord;
 
 /// Computing power on a mass-interaction model, by size and split (seed 000 Table 7).
@@ -81,27 +80,19 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = |(params, reference), argv, progress| {
+        super::run(params, argv, reference.as_ref(), progress)
+    };
+
     fn work((params, _): &Self::Params) -> (Duration, &'static str) {
         let points = (params.sizes.len() + params.threads.len()) as u32;
         (
             times(Duration::from(params.point_time), u64::from(points)),
             "points",
         )
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        (params, reference): &Self::Params,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, ComputeError> {
-        super::run(params, argv, reference.as_ref(), progress)
     }
 }

@@ -62,15 +62,7 @@ impl Default for ComputeParams {
         let cpus = facts::online_cpus();
         ComputeParams {
             threads: (1..=cpus.len()).collect(),
-            sched: SchedSpec {
-                cpus,
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(cpus, Policy::Other { nice: 0 }),
             sizes: vec![11, 101, 1_001, 10_001, 100_001, 1_000_001],
             split_modules: 100_001,
             point_time: Nanos::from_millis(200),
@@ -294,23 +286,39 @@ pub fn run(
 
     if let Some(r) = reference {
         against_reference(&mut measurements, r);
-        session.warn(Warning {
-            id: WarningId::Reference,
-            message: format!(
-                "time reductions are against the record of {} ({}), measured {}",
-                r.provenance.hostname,
-                r.provenance.cpu_model.as_deref().unwrap_or("unknown CPU"),
-                r.provenance.start_time
-            ),
-            advice: None,
-        });
+        session.warn(reference_warning(r));
     }
 
     let mut record = session.finish(PROBE.name(), params, progress);
+    record.headline = headline(&measurements);
+    record.measurements = measurements
+        .into_iter()
+        .map(|f| f.point.measurement_named(f.name).with_latency(f.latency))
+        .collect();
+    progress.finish();
+    Ok(record)
+}
+
+/// Which record the time reductions are against.
+fn reference_warning(r: &RunRecord) -> Warning {
+    Warning {
+        id: WarningId::Reference,
+        message: format!(
+            "time reductions are against the record of {} ({}), measured {}",
+            r.provenance.hostname,
+            r.provenance.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            r.provenance.start_time
+        ),
+        advice: None,
+    }
+}
+
+/// The headline: the split's time per step on one thread, and its best speed-up.
+fn headline(measurements: &[Figures]) -> Option<String> {
     let splits = || measurements.iter().filter(|f| f.name == SPLIT);
     let speedup = |f: &Figures| f.point.metrics.speedup.unwrap_or(0.0);
     let best = splits().max_by(|a, b| speedup(a).total_cmp(&speedup(b)));
-    record.headline = best.map(|best| {
+    best.map(|best| {
         format!(
             "{} modules: {} per step on 1 thread; best split {} threads, speed-up {:.2}",
             best.point.labels.modules,
@@ -318,13 +326,7 @@ pub fn run(
             best.point.labels.threads,
             speedup(best)
         )
-    });
-    record.measurements = measurements
-        .into_iter()
-        .map(|f| f.point.measurement_named(f.name).with_latency(f.latency))
-        .collect();
-    progress.finish();
-    Ok(record)
+    })
 }
 
 /// Steps the model on this thread for about `point_time`, in batches of about 20 us,
@@ -428,15 +430,7 @@ mod tests {
         let cpus = facts::online_cpus();
         ComputeParams {
             threads: (1..=cpus.len().min(2)).collect(),
-            sched: SchedSpec {
-                cpus,
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(cpus, Policy::Other { nice: 0 }),
             sizes: vec![11, 1_001],
             split_modules: 2_001,
             point_time: Nanos::from_millis(5),

@@ -12,11 +12,24 @@ pub(super) fn status_of(checks: &[Check], id: CheckId) -> Option<&Check> {
 }
 
 pub(super) fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
-    let mut blockers: Vec<String> = Vec::new();
-    // (short label for the summary, full note)
-    let mut notes: Vec<(String, String)> = Vec::new();
-    let is = |id: CheckId, s: Status| status_of(checks, id).is_some_and(|c| c.status == s);
+    let blockers = blockers(f, checks);
+    let mut notes = kernel_notes(f);
+    notes.extend(host_notes(f, checks));
+    Verdict {
+        summary: summary(&blockers, &notes),
+        blockers,
+        notes: notes.into_iter().map(|(_, n)| n).collect(),
+    }
+}
 
+/// Whether check `id` of `checks` has status `s`.
+fn is(checks: &[Check], id: CheckId, s: Status) -> bool {
+    status_of(checks, id).is_some_and(|c| c.status == s)
+}
+
+/// What makes real-time work impossible here for this process.
+fn blockers(f: &PlatformFacts, checks: &[Check]) -> Vec<String> {
+    let mut blockers: Vec<String> = Vec::new();
     if !f.fifo.is_ok() {
         blockers.push(format!(
             "no permission to use SCHED_FIFO: {}",
@@ -29,13 +42,19 @@ pub(super) fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
             attempt_text(&f.mlock)
         ));
     }
-    if is(CheckId::Hz, Status::Missing) {
+    if is(checks, CheckId::Hz, Status::Missing) {
         blockers.push("no high-resolution timers: wake-ups are quantised to the tick".into());
     }
     if f.online.len() < 2 {
         blockers.push("a single CPU: nothing can be shielded".into());
     }
+    blockers
+}
 
+/// The notes on the kernel (preemption, virtual machine, RT throttling): each a
+/// short label for the summary and the full note.
+fn kernel_notes(f: &PlatformFacts) -> Vec<(String, String)> {
+    let mut notes: Vec<(String, String)> = Vec::new();
     match f.preemption.model {
         PreemptModel::None | PreemptModel::Voluntary => notes.push((
             format!("preemption model {}", f.preemption.model),
@@ -75,6 +94,13 @@ pub(super) fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
             ),
         ));
     }
+    notes
+}
+
+/// The notes on how the machine is set up (isolation, SMT, interrupts, swap,
+/// frequency, idle states): each a short label for the summary and the full note.
+fn host_notes(f: &PlatformFacts, checks: &[Check]) -> Vec<(String, String)> {
+    let mut notes: Vec<(String, String)> = Vec::new();
     if f.isolated.is_empty() && f.online.len() >= 2 {
         notes.push((
             "no isolated CPUs".into(),
@@ -108,13 +134,20 @@ pub(super) fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
         ));
     }
 
-    if is(CheckId::IdleStates, Status::NeedsPrivilege) || is(CheckId::IdleStates, Status::Missing) {
+    if is(checks, CheckId::IdleStates, Status::NeedsPrivilege)
+        || is(checks, CheckId::IdleStates, Status::Missing)
+    {
         notes.push((
             "deep idle states".into(),
             "idle CPUs may enter states whose exit latency delays every wake-up, and this process cannot hold the CPU latency QoS that keeps them out".into(),
         ));
     }
-    let summary = if !blockers.is_empty() {
+    notes
+}
+
+/// The one-line summary: the blockers, else the notes' labels.
+fn summary(blockers: &[String], notes: &[(String, String)]) -> String {
+    if !blockers.is_empty() {
         format!(
             "This machine cannot run hard real-time loops for this process: {}.",
             blockers.join("; ")
@@ -127,10 +160,5 @@ pub(super) fn verdict(f: &PlatformFacts, checks: &[Check]) -> Verdict {
             "This machine can run real-time loops with caveats: {}.",
             labels.join(", ")
         )
-    };
-    Verdict {
-        summary,
-        blockers,
-        notes: notes.into_iter().map(|(_, n)| n).collect(),
     }
 }

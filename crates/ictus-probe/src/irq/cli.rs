@@ -8,11 +8,9 @@ use ictus_core::Nanos;
 
 use super::{IrqError, IrqParams};
 use crate::cli::{
-    ArgsError, OutputArgs, ProbeCommand, SchedArgs, UsageError, cpus, interval, pm_qos,
+    ArgsError, OutputArgs, ProbeCommand, RunFn, SchedArgs, UsageError, cpus, interval, pm_qos,
     positive_duration,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 
 /// Interrupt latency apart from thread latency, where the kernel has timerlat.
 #[derive(Debug, clap::Args)]
@@ -71,6 +69,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (None, &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &IrqParams) -> (Duration, &'static str) {
         let expected = if super::unavailable_reason().is_some() {
             Duration::ZERO
@@ -78,21 +82,5 @@ impl ProbeCommand for Args {
             Duration::from(params.duration)
         };
         (expected, "ms")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        None
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &IrqParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, IrqError> {
-        super::run(params, argv, progress)
     }
 }

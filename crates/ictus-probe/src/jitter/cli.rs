@@ -8,10 +8,9 @@ use ictus_os::facts;
 
 use super::{JitterError, JitterParams, Routine};
 use crate::cli::{
-    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, SchedArgs, UsageError, sched_spec_or, times,
+    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, RunFn, SchedArgs, UsageError, sched_spec_or,
+    times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 
 /// Execution-time variation of a fixed routine (seed 002 Table 2, seed 000 Fig. 3).
 #[derive(Debug, clap::Args)]
@@ -92,6 +91,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &JitterParams) -> (Duration, &'static str) {
         // About 2.5 ns per division here; the bar appears for runs expected over 2 s.
         let expected = match params.routine {
@@ -105,21 +110,5 @@ impl ProbeCommand for Args {
             ),
         };
         (expected, "runs")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &JitterParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, JitterError> {
-        super::run(params, argv, progress)
     }
 }

@@ -43,7 +43,7 @@ use thiserror::Error;
 
 use self::view::{Runs, RunsLabels, RunsMetrics, SlowRun, SlowRunLabels, SlowRunMetrics};
 use crate::progress::Progress;
-use crate::record::{LatencyResult, RunRecord, ThreadResult, Warning};
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 
@@ -96,15 +96,7 @@ impl Default for JitterParams {
         let online = facts::online_cpus();
         let last = online.cpus().last().copied().unwrap_or(0);
         JitterParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus([last]),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(CpuSet::from_cpus([last]), Policy::Fifo { priority: 95 }),
             routine: Routine::Divisions {
                 divisions: 1_000_000,
             },
@@ -195,9 +187,50 @@ pub fn run(
     session.hold_pm_qos(params.sched.pm_qos);
     let threads = params.sched.cpus.len();
     progress.set_total(params.runs * threads as u64);
+    let outcomes = measure_all(params, progress)?;
+    if params.sched.policy.is_realtime() && facts::rt_throttling().is_some_and(|b| b.throttles()) {
+        session.warn(throttled_warning());
+    }
+
+    let mut merged = LatencyHistogram::new();
+    let mut results = Vec::new();
+    let mut measurements = Vec::new();
+    let mut worst: Option<(f64, usize)> = None;
+    for (index, mut o) in outcomes.into_iter().enumerate() {
+        session.warn_all(std::mem::take(&mut o.warnings));
+        merged.merge(&o.durations);
+        let latency = LatencyResult::from_histogram(&o.durations, MissCounter::default());
+        if let Some(percent) = thread_measurements(index, &o, &latency, &mut measurements)
+            && worst.is_none_or(|(p, _)| percent > p)
+        {
+            worst = Some((percent, index));
+        }
+        results.push(ThreadResult {
+            thread: index,
+            config: o.config,
+            latency,
+        });
+    }
+    let mut record = session.finish(PROBE.name(), params, progress);
+    record.headline = worst.and_then(|(percent, index)| {
+        headline(&measurements, percent, index, params.runs, results.len())
+    });
+    record.threads = results;
+    record.merged = Some(LatencyResult::from_histogram(
+        &merged,
+        MissCounter::default(),
+    ));
+    record.measurements = measurements;
+    progress.finish();
+    Ok(record)
+}
+
+/// Runs a measuring thread on each CPU, started together, and gives their outcomes.
+fn measure_all(params: &JitterParams, progress: &Progress) -> Result<Vec<Outcome>, JitterError> {
+    let threads = params.sched.cpus.len();
     let barrier = SpinBarrier::new(threads);
     let halt = &AtomicBool::new(false);
-    let outcomes = thread::scope(|scope| {
+    thread::scope(|scope| {
         let mut handles = Vec::new();
         for (index, &cpu) in params.sched.cpus.cpus().iter().enumerate() {
             let barrier = &barrier;
@@ -218,95 +251,90 @@ pub fn run(
                 .map(|h| h.join().expect("jitter threads do not panic"))
                 .collect::<Vec<_>>(),
         )
-    })?;
+    })
+}
 
-    if params.sched.policy.is_realtime() && facts::rt_throttling().is_some_and(|b| b.throttles()) {
-        session.warn(Warning {
-            id: WarningId::RtThrottled,
-            message: "RT throttling is on: a busy real-time thread is stalled for the rest of \
-                      each period once it used its runtime (about 50 ms every second with the \
-                      default 950000 of 1000000 us); those stalls are in these figures"
+/// What RT throttling does to these figures, and how to measure without it.
+fn throttled_warning() -> Warning {
+    Warning {
+        id: WarningId::RtThrottled,
+        message: "RT throttling is on: a busy real-time thread is stalled for the rest of \
+                  each period once it used its runtime (about 50 ms every second with the \
+                  default 950000 of 1000000 us); those stalls are in these figures"
+            .into(),
+        advice: Some(
+            "Measure with `sysctl kernel.sched_rt_runtime_us=-1` (restore it afterwards, \
+             and keep a watchdog: a runaway loop then owns its CPU)."
                 .into(),
-            advice: Some(
-                "Measure with `sysctl kernel.sched_rt_runtime_us=-1` (restore it afterwards, \
-                 and keep a watchdog: a runaway loop then owns its CPU)."
-                    .into(),
-            ),
-        });
+        ),
     }
+}
 
-    let mut merged = LatencyHistogram::new();
-    let mut results = Vec::new();
-    let mut measurements = Vec::new();
-    let mut worst: Option<(f64, usize)> = None;
-    for (index, o) in outcomes.into_iter().enumerate() {
-        session.warn_all(o.warnings);
-        merged.merge(&o.durations);
-        let latency = LatencyResult::from_histogram(&o.durations, MissCounter::default());
-        let cpu = o.config.pinned_cpu;
-        if let (Some(tmin), Some(max)) = (o.durations.min(), o.durations.max()) {
-            let spread = max.saturating_sub(tmin);
-            let percent = 100.0 * spread.as_u64() as f64 / tmin.as_u64().max(1) as f64;
-            if worst.is_none_or(|(p, _)| percent > p) {
-                worst = Some((percent, index));
-            }
-            let runs = Point::<Runs>::new(
-                RunsLabels { thread: index, cpu },
-                RunsMetrics {
-                    tmin_ns: tmin.as_u64() as f64,
-                    max_minus_tmin_ns: spread.as_u64() as f64,
-                    variation_percent: percent,
-                    slow_runs: o.outliers.len() as f64,
-                },
-            );
-            measurements.push(runs.measurement().with_latency(latency.clone()));
-        }
-        for &(run, at, duration) in &o.outliers {
-            let slow = Point::<SlowRun>::new(
-                SlowRunLabels {
-                    thread: index,
-                    run,
-                    at_ns: at.as_u64(),
-                },
-                SlowRunMetrics {
-                    duration_ns: duration.as_u64() as f64,
-                },
-            );
-            measurements.push(slow.measurement());
-        }
-        results.push(ThreadResult {
-            thread: index,
-            config: o.config,
-            latency,
-        });
+/// Adds thread `index`'s measurements (its runs' spread, with `latency`, and each
+/// slow run) to `measurements`; gives its variation in percent of Tmin, if it ran.
+fn thread_measurements(
+    index: usize,
+    o: &Outcome,
+    latency: &LatencyResult,
+    measurements: &mut Vec<Measurement>,
+) -> Option<f64> {
+    let cpu = o.config.pinned_cpu;
+    let mut variation = None;
+    if let (Some(tmin), Some(max)) = (o.durations.min(), o.durations.max()) {
+        let spread = max.saturating_sub(tmin);
+        let percent = 100.0 * spread.as_u64() as f64 / tmin.as_u64().max(1) as f64;
+        variation = Some(percent);
+        let runs = Point::<Runs>::new(
+            RunsLabels { thread: index, cpu },
+            RunsMetrics {
+                tmin_ns: tmin.as_u64() as f64,
+                max_minus_tmin_ns: spread.as_u64() as f64,
+                variation_percent: percent,
+                slow_runs: o.outliers.len() as f64,
+            },
+        );
+        measurements.push(runs.measurement().with_latency(latency.clone()));
     }
-    let mut record = session.finish(PROBE.name(), params, progress);
-    record.headline = worst.and_then(|(percent, index)| {
-        let m = measurements
-            .iter()
-            .filter_map(|m| m.read::<Runs>())
-            .find(|p| p.labels.thread == index)?
-            .metrics;
-        Some(format!(
-            "Tmin {}, max - Tmin {} ({percent:.1} % of Tmin) over {} runs{}",
-            Nanos::new(m.tmin_ns as u64),
-            Nanos::new(m.max_minus_tmin_ns as u64),
-            params.runs,
-            if results.len() > 1 {
-                format!(" (worst of {} threads)", results.len())
-            } else {
-                String::new()
-            }
-        ))
-    });
-    record.threads = results;
-    record.merged = Some(LatencyResult::from_histogram(
-        &merged,
-        MissCounter::default(),
-    ));
-    record.measurements = measurements;
-    progress.finish();
-    Ok(record)
+    for &(run, at, duration) in &o.outliers {
+        let slow = Point::<SlowRun>::new(
+            SlowRunLabels {
+                thread: index,
+                run,
+                at_ns: at.as_u64(),
+            },
+            SlowRunMetrics {
+                duration_ns: duration.as_u64() as f64,
+            },
+        );
+        measurements.push(slow.measurement());
+    }
+    variation
+}
+
+/// The headline: the worst thread's (`index`, its variation `percent`) Tmin and
+/// spread over `runs` runs, of `threads` threads.
+fn headline(
+    measurements: &[Measurement],
+    percent: f64,
+    index: usize,
+    runs: u64,
+    threads: usize,
+) -> Option<String> {
+    let m = measurements
+        .iter()
+        .filter_map(|m| m.read::<Runs>())
+        .find(|p| p.labels.thread == index)?
+        .metrics;
+    Some(format!(
+        "Tmin {}, max - Tmin {} ({percent:.1} % of Tmin) over {runs} runs{}",
+        Nanos::new(m.tmin_ns as u64),
+        Nanos::new(m.max_minus_tmin_ns as u64),
+        if threads > 1 {
+            format!(" (worst of {threads} threads)")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// One thread: prepare, warm up, time each run.
@@ -413,15 +441,10 @@ mod tests {
 
     fn quick(routine: Routine, cpus: &[usize]) -> JitterParams {
         JitterParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus(cpus.iter().copied()),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(
+                CpuSet::from_cpus(cpus.iter().copied()),
+                Policy::Other { nice: 0 },
+            ),
             routine,
             runs: 50,
             warmup_runs: 2,

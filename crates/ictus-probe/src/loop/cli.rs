@@ -7,11 +7,9 @@ use ictus_core::Nanos;
 
 use super::{FindMax, LoopError, LoopParams};
 use crate::cli::{
-    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, TraceArgs, bytes_in,
-    check_span, count_in, positive_duration, sched_spec, times,
+    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, RunFn, SchedArgs, TraceArgs,
+    bytes_in, check_span, count_in, positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 
 /// Can this machine hold a fully synchronous K-core loop? (seed 000 §3.1, Table 1)
 #[derive(Debug, clap::Args)]
@@ -117,6 +115,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &LoopParams) -> (Duration, &'static str) {
         if params.find_max.is_some() {
             (Duration::from_secs(30), "trials")
@@ -124,22 +128,6 @@ impl ProbeCommand for Args {
             let period = Duration::from(period(params.frequency_hz));
             (times(period, params.steps), "steps")
         }
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &LoopParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, LoopError> {
-        super::run(params, argv, progress)
     }
 }
 

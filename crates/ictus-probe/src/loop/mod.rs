@@ -38,7 +38,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use ictus_core::mass::{Model, Params, Part};
-use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines};
+use ictus_core::{
+    CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines, Release,
+};
 use ictus_os::clock::monotonic_now;
 use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::fs::OutputError;
@@ -52,10 +54,11 @@ use self::params::{khz, period_of};
 use self::trace::{Marks, StepMarks, Trial};
 use self::view::{TrialLabels, TrialMetrics};
 use crate::progress::Progress;
-use crate::record::{LatencyResult, Measurement, RunRecord, ThreadResult};
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult};
 use crate::rendezvous::Exchange;
 use crate::session::Session;
 use crate::setup::{self};
+use ictus_core::warning::Warning;
 
 /// The most bytes a thread may send at each rendezvous of a step: 1 MiB (seed 000's
 /// loops exchange hundreds of bytes).
@@ -164,26 +167,7 @@ pub fn run(
          runs in their idle time and while RT throttling stalls them",
         "On a machine with more CPUs, leave one for the system.",
     );
-    // The leader's misses are explained (the rendezvous make a follower's delay the
-    // leader's too; the window is read on the leader's CPU). The threshold is the
-    // longest period tried: a step completing later than its period is a miss.
-    let longest_period = period_of(
-        params.frequency_hz.min(
-            params
-                .find_max
-                .map_or(params.frequency_hz, |f| f.floor_hz.max(MIN_FREQUENCY_HZ)),
-        ),
-    );
-    let leader_cpu = CpuSet::from_cpus([params.sched.cpus.cpus()[0]]);
-    let mut reporter = session
-        .explain(
-            params.sched.explain,
-            &leader_cpu,
-            params.sched.explain_threshold.unwrap_or(longest_period),
-            &["loop-leader".to_string()],
-        )
-        .pop()
-        .flatten();
+    let mut reporter = leader_reporter(&mut session, params);
     let mut timeline = params
         .trace
         .as_ref()
@@ -210,41 +194,14 @@ pub fn run(
         }
         Some(fm) => {
             progress.set_total(12);
-            let mut pass: Option<f64> = None;
-            let mut fail: Option<f64> = None;
-            let mut f = params.frequency_hz;
-            loop {
-                if progress.stop_requested() {
-                    break;
-                }
-                let steps = trial_steps(params.steps, f, fm.max_trial);
-                let room = timeline
-                    .as_ref()
-                    .map_or(0, |w| w.steps_room(params.threads));
-                let mut t = trial(params, f, steps, &Progress::new(), reporter.as_mut(), room);
-                if let Some(w) = timeline.as_mut() {
-                    w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
-                }
-                progress.advance(1);
-                let ok = t.misses() == 0 && !t.stopped;
-                trials.push(t);
-                if ok {
-                    pass = Some(pass.map_or(f, |p: f64| p.max(f)));
-                } else {
-                    fail = Some(fail.map_or(f, |x: f64| x.min(f)));
-                }
-                f = match (pass, fail) {
-                    (Some(p), None) if p * 2.0 <= MAX_FREQUENCY_HZ => p * 2.0,
-                    (Some(_), None) => break,
-                    (None, Some(x)) if x / 2.0 >= fm.floor_hz.max(MIN_FREQUENCY_HZ) => x / 2.0,
-                    (None, Some(_)) => break,
-                    (Some(p), Some(x)) if x / p > 1.0 + fm.resolution => (p * x).sqrt(),
-                    _ => break,
-                };
-                if trials.len() >= 16 {
-                    break;
-                }
-            }
+            search(
+                params,
+                fm,
+                progress,
+                reporter.as_mut(),
+                &mut timeline,
+                &mut trials,
+            )?;
         }
     }
 
@@ -262,21 +219,7 @@ pub fn run(
     let mut merged = None;
     if let Some(t) = shown {
         session.warn_all(t.warnings.clone());
-        threads = t
-            .configs
-            .iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, config)| ThreadResult {
-                thread: i,
-                config,
-                latency: if i == 0 {
-                    completion_result(t)
-                } else {
-                    LatencyResult::from_histogram(&LatencyHistogram::new(), MissCounter::default())
-                },
-            })
-            .collect();
+        threads = thread_results(t);
         merged = Some(completion_result(t));
     }
     if let Some(w) = timeline
@@ -291,6 +234,105 @@ pub fn run(
     record.measurements = measurements;
     progress.finish();
     Ok(record)
+}
+
+/// The reporter of the leader's misses (the rendezvous make a follower's delay the
+/// leader's too; the window is read on the leader's CPU). The threshold is the
+/// longest period tried: a step completing later than its period is a miss.
+fn leader_reporter(session: &mut Session, params: &LoopParams) -> Option<MissReporter> {
+    let longest_period = period_of(
+        params.frequency_hz.min(
+            params
+                .find_max
+                .map_or(params.frequency_hz, |f| f.floor_hz.max(MIN_FREQUENCY_HZ)),
+        ),
+    );
+    let leader_cpu = CpuSet::from_cpus([params.sched.cpus.cpus()[0]]);
+    session
+        .explain(
+            params.sched.explain,
+            &leader_cpu,
+            params.sched.explain_threshold.unwrap_or(longest_period),
+            &["loop-leader".to_string()],
+        )
+        .pop()
+        .flatten()
+}
+
+/// The search of `find_max`: trials at a frequency doubled while they pass and
+/// halved while they fail, then bisected between the highest pass and the lowest
+/// fail to the resolution (16 trials at most), each added to `trials` (and to the
+/// `timeline`).
+fn search(
+    params: &LoopParams,
+    fm: FindMax,
+    progress: &Progress,
+    mut reporter: Option<&mut MissReporter>,
+    timeline: &mut Option<trace::Timeline>,
+    trials: &mut Vec<Trial>,
+) -> Result<(), LoopError> {
+    let mut pass: Option<f64> = None;
+    let mut fail: Option<f64> = None;
+    let mut f = params.frequency_hz;
+    loop {
+        if progress.stop_requested() {
+            break;
+        }
+        let steps = trial_steps(params.steps, f, fm.max_trial);
+        let room = timeline
+            .as_ref()
+            .map_or(0, |w| w.steps_room(params.threads));
+        let mut t = trial(
+            params,
+            f,
+            steps,
+            &Progress::new(),
+            reporter.as_deref_mut(),
+            room,
+        );
+        if let Some(w) = timeline.as_mut() {
+            w.add(&mut t, &params.sched.cpus.cpus()[..params.threads])?;
+        }
+        progress.advance(1);
+        let ok = t.misses() == 0 && !t.stopped;
+        trials.push(t);
+        if ok {
+            pass = Some(pass.map_or(f, |p: f64| p.max(f)));
+        } else {
+            fail = Some(fail.map_or(f, |x: f64| x.min(f)));
+        }
+        f = match (pass, fail) {
+            (Some(p), None) if p * 2.0 <= MAX_FREQUENCY_HZ => p * 2.0,
+            (Some(_), None) => break,
+            (None, Some(x)) if x / 2.0 >= fm.floor_hz.max(MIN_FREQUENCY_HZ) => x / 2.0,
+            (None, Some(_)) => break,
+            (Some(p), Some(x)) if x / p > 1.0 + fm.resolution => (p * x).sqrt(),
+            _ => break,
+        };
+        if trials.len() >= 16 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The threads of trial `t` as the record shows them: the leader with the steps'
+/// completion times, the others with none.
+fn thread_results(t: &Trial) -> Vec<ThreadResult> {
+    t.configs
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, config)| ThreadResult {
+            thread: i,
+            config,
+            latency: if i == 0 {
+                completion_result(t)
+            } else {
+                LatencyResult::from_histogram(&LatencyHistogram::new(), MissCounter::default())
+            },
+        })
+        .collect()
 }
 
 fn completion_result(t: &Trial) -> LatencyResult {
@@ -440,11 +482,7 @@ fn trial(
                         r.attach();
                     }
                     let margin = if me == 0 {
-                        let m = params.margin.unwrap_or_else(|| {
-                            let samples = (Nanos::from_millis(200).as_u64() / period.as_u64())
-                                .clamp(100, 2_000);
-                            wait::calibrate_margin(period, samples).margin_ns
-                        });
+                        let m = leader_margin(params, period);
                         // Relaxed: published by the `ready` barrier below.
                         margin_shared.store(m.as_u64(), Ordering::Relaxed);
                         start.store(
@@ -480,26 +518,48 @@ fn trial(
                 })
             })
             .collect();
-        let mut configs = Vec::new();
-        let mut warnings = Vec::new();
-        let mut leader = None;
-        let mut marks = Vec::new();
-        for h in handles {
-            let (c, w, o, m) = h.join().expect("loop threads do not panic");
-            configs.push(c);
-            warnings.extend(w);
-            marks.push(m);
-            if o.is_some() {
-                leader = o;
-            }
-        }
-        let mut t = leader.expect("the leader always returns");
-        t.frequency_hz = frequency_hz;
-        t.configs = configs;
-        t.warnings = warnings;
-        t.marks = marks;
-        t
+        gather(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("loop threads do not panic")),
+            frequency_hz,
+        )
     })
+}
+
+/// The leader's hybrid margin at `period`: the one given, else calibrated.
+fn leader_margin(params: &LoopParams, period: Nanos) -> Nanos {
+    params.margin.unwrap_or_else(|| {
+        let samples = (Nanos::from_millis(200).as_u64() / period.as_u64()).clamp(100, 2_000);
+        wait::calibrate_margin(period, samples).margin_ns
+    })
+}
+
+/// What one thread of a trial hands back: its configuration, warnings, the
+/// leader's figures (the leader only) and its marks.
+type ThreadEnd = (ThreadConfig, Vec<Warning>, Option<Trial>, Marks);
+
+/// The trial at `frequency_hz` the leader's figures make, with every thread's
+/// configuration, warnings and marks.
+fn gather(ends: impl Iterator<Item = ThreadEnd>, frequency_hz: f64) -> Trial {
+    let mut configs = Vec::new();
+    let mut warnings = Vec::new();
+    let mut leader = None;
+    let mut marks = Vec::new();
+    for (c, w, o, m) in ends {
+        configs.push(c);
+        warnings.extend(w);
+        marks.push(m);
+        if o.is_some() {
+            leader = o;
+        }
+    }
+    let mut t = leader.expect("the leader always returns");
+    t.frequency_hz = frequency_hz;
+    t.configs = configs;
+    t.warnings = warnings;
+    t.marks = marks;
+    t
 }
 
 /// The leader: released by the deadline, tells the others which step it is.
@@ -525,11 +585,7 @@ fn lead(
         .collect();
     let mut output = vec![0i16; SAMPLES_PER_STEP * 64];
     let mut grid = PeriodicDeadlines::new(t0, period, Some(steps)).expect("period > 0");
-    let mut completion = LatencyHistogram::new();
-    let mut slack = LatencyHistogram::new();
-    let mut release_hist = LatencyHistogram::new();
-    let mut skipped = MissCounter::default();
-    let (mut late, mut run, mut longest) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     let mut rv = 0u64;
     let mut stopped = false;
     let mut sink = 0u64;
@@ -542,50 +598,27 @@ fn lead(
         }
         let woke = wait::wait_until(deadline, mode);
         let release = grid.complete(woke);
-        release_hist.record(release.lateness);
+        tally.release.record(release.lateness);
         // Input: 64 samples of 16 bits; the first moves the model's input point.
         let at = (release.index as usize % 64) * SAMPLES_PER_STEP;
-        let mut acc = 0i64;
-        for &x in &input[at..at + SAMPLES_PER_STEP] {
-            acc += i64::from(x);
-        }
+        let acc: i64 = input[at..at + SAMPLES_PER_STEP]
+            .iter()
+            .map(|&x| i64::from(x))
+            .sum();
         model.set_position(0, acc as f64 * 1e-6);
         let input_done = now();
-        // Rendezvous 1: positions, with the release number in word 0.
-        rv += 1;
-        exchange.exchange(
-            0,
+        let [met, forces_done, met_again, integrated] = lead_exchange(
+            model,
+            part,
+            exchange,
             k,
-            rv,
-            |i| {
-                if i == 0 {
-                    release.index
-                } else {
-                    model.position((i + 1) % model.n_points()).to_bits()
-                }
-            },
-            |_, _, w| sink ^= w,
+            &mut rv,
+            release.index,
+            &mut sink,
+            &now,
         );
-        let met = now();
-        model.forces(part);
-        let forces_done = now();
-        // Rendezvous 2: forces.
-        rv += 1;
-        exchange.exchange(
-            0,
-            k,
-            rv,
-            |i| model.force_on(i % model.n_points()).to_bits(),
-            |_, _, w| sink ^= w,
-        );
-        let met_again = now();
-        model.integrate(part);
-        let integrated = now();
         // Output: 64 samples of 16 bits from the first mass.
-        let y = (model.position(1) * 1e6) as i16;
-        for o in &mut output[at..at + SAMPLES_PER_STEP] {
-            *o = y;
-        }
+        output[at..at + SAMPLES_PER_STEP].fill((model.position(1) * 1e6) as i16);
         let end = monotonic_now();
         let took = end.saturating_sub(deadline);
         if traced {
@@ -604,37 +637,11 @@ fn lead(
                 ],
             });
         }
-        completion.record(took);
-        if let Some(r) = reporter.as_deref_mut()
-            && (took > period || release.missed > 0)
-        {
-            r.report(MissEvent {
-                kind: if release.missed > 0 {
-                    MissKind::Missed
-                } else {
-                    MissKind::Late
-                },
-                seq: release.index,
-                start: deadline,
-                end: deadline + took,
-                lateness: took.saturating_sub(period),
-                missed: release.missed,
-                exec: Nanos::ZERO,
-                budget: Nanos::ZERO,
-            });
+        tally.completion.record(took);
+        if let Some(r) = reporter.as_deref_mut() {
+            report_miss(r, &release, took, period);
         }
-        if took > period {
-            late += 1;
-            run += 1;
-        } else {
-            slack.record(period - took);
-            run = 0;
-        }
-        skipped.add(&release);
-        if release.missed > 0 {
-            run += release.missed;
-        }
-        longest = longest.max(run);
+        tally.step(&release, took, period);
         done += 1 + release.missed;
         if done >= 256 {
             progress.advance(done);
@@ -647,21 +654,133 @@ fn lead(
     rv += 1;
     exchange.exchange(0, k, rv, |_| CONTROL_STOP, |_, _, _| {});
     black_box((sink, &output));
-    Trial {
-        frequency_hz: 0.0,
-        steps: grid.index(),
-        completion,
-        slack,
-        release: release_hist,
-        late,
-        skipped,
-        longest_run: longest,
-        margin,
-        configs: Vec::new(),
-        warnings: Vec::new(),
-        stopped,
-        marks: Vec::new(),
+    tally.into_trial(grid.index(), margin, stopped)
+}
+
+/// The leader's part of a step once its input is read: rendezvous 1 (positions,
+/// with the release number `index` in word 0), its share of the forces, rendezvous 2
+/// (forces), its share of the integration. Each rendezvous is `rv` one more, the
+/// words received go to `sink`; gives the times `now` read after each part.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn lead_exchange(
+    model: &Model,
+    part: &Part,
+    exchange: &Exchange,
+    k: usize,
+    rv: &mut u64,
+    index: u64,
+    sink: &mut u64,
+    now: &impl Fn() -> Nanos,
+) -> [Nanos; 4] {
+    *rv += 1;
+    exchange.exchange(
+        0,
+        k,
+        *rv,
+        |i| {
+            if i == 0 {
+                index
+            } else {
+                model.position((i + 1) % model.n_points()).to_bits()
+            }
+        },
+        |_, _, w| *sink ^= w,
+    );
+    let met = now();
+    model.forces(part);
+    let forces_done = now();
+    *rv += 1;
+    exchange.exchange(
+        0,
+        k,
+        *rv,
+        |i| model.force_on(i % model.n_points()).to_bits(),
+        |_, _, w| *sink ^= w,
+    );
+    let met_again = now();
+    model.integrate(part);
+    [met, forces_done, met_again, now()]
+}
+
+/// What the leader counts of its steps.
+#[derive(Default)]
+struct Tally {
+    /// Deadline to end of step, serviced steps.
+    completion: LatencyHistogram,
+    /// Period minus completion, steps that made it.
+    slack: LatencyHistogram,
+    /// Deadline to leader wake-up.
+    release: LatencyHistogram,
+    /// Releases skipped.
+    skipped: MissCounter,
+    /// Steps completed after their period.
+    late: u64,
+    /// The current run of consecutive missed steps, and the longest.
+    run: u64,
+    longest: u64,
+}
+
+impl Tally {
+    /// Counts a step of `release` that took `took` from its deadline, against
+    /// `period`: late or its slack, then its skipped releases, in the run of misses.
+    #[inline]
+    fn step(&mut self, release: &Release, took: Nanos, period: Nanos) {
+        if took > period {
+            self.late += 1;
+            self.run += 1;
+        } else {
+            self.slack.record(period - took);
+            self.run = 0;
+        }
+        self.skipped.add(release);
+        if release.missed > 0 {
+            self.run += release.missed;
+        }
+        self.longest = self.longest.max(self.run);
     }
+
+    /// The trial these counts make, of `steps` steps with `margin`.
+    fn into_trial(self, steps: u64, margin: Nanos, stopped: bool) -> Trial {
+        Trial {
+            frequency_hz: 0.0,
+            steps,
+            completion: self.completion,
+            slack: self.slack,
+            release: self.release,
+            late: self.late,
+            skipped: self.skipped,
+            longest_run: self.longest,
+            margin,
+            configs: Vec::new(),
+            warnings: Vec::new(),
+            stopped,
+            marks: Vec::new(),
+        }
+    }
+}
+
+/// Reports the step of `release` to `reporter` when it missed: completed `took`
+/// after its deadline, past its `period`, or with releases skipped.
+#[inline]
+fn report_miss(reporter: &mut MissReporter, release: &Release, took: Nanos, period: Nanos) {
+    if took <= period && release.missed == 0 {
+        return;
+    }
+    reporter.report(MissEvent {
+        kind: if release.missed > 0 {
+            MissKind::Missed
+        } else {
+            MissKind::Late
+        },
+        seq: release.index,
+        start: release.deadline,
+        end: release.deadline + took,
+        lateness: took.saturating_sub(period),
+        missed: release.missed,
+        exec: Nanos::ZERO,
+        budget: Nanos::ZERO,
+    });
 }
 
 /// A follower: sleeps until just before the expected deadline, then is released by
@@ -763,15 +882,7 @@ mod tests {
 
     fn quick(threads: usize) -> LoopParams {
         LoopParams {
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Other { nice: 0 }),
             threads,
             frequency_hz: 1_000.0,
             modules: 101,

@@ -73,13 +73,8 @@ impl Default for LoopParams {
     fn default() -> Self {
         LoopParams {
             sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
                 mlock: true,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
+                ..SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 })
             },
             threads: 2,
             frequency_hz: 10_000.0,

@@ -7,11 +7,9 @@ use ictus_core::Nanos;
 
 use super::{MemlatError, MemlatParams, Mode, PageSize};
 use crate::cli::{
-    ArgsError, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, bytes_in, count_in,
+    ArgsError, MAX_THREADS, OutputArgs, ProbeCommand, RunFn, SchedArgs, bytes_in, count_in,
     positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 use crate::setup::PlacementError;
 
 /// Memory access latency by working set: a random pointer chase and strided reads
@@ -119,6 +117,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &MemlatParams) -> (Duration, &'static str) {
         let points = params.points().len() * params.thread_counts().len();
         let expected = times(
@@ -126,21 +130,5 @@ impl ProbeCommand for Args {
             (points as u64).saturating_mul(u64::from(params.repeat)),
         );
         (expected, "points")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &MemlatParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, MemlatError> {
-        super::run(params, argv, progress)
     }
 }

@@ -7,11 +7,9 @@ use ictus_core::Nanos;
 
 use super::{PingpongError, PingpongParams, Placement, Primitive};
 use crate::cli::{
-    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, SchedArgs, UsageError, any_duration,
+    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, RunFn, SchedArgs, UsageError, any_duration,
     positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 use crate::setup::PlacementError;
 use crate::setup::{Choice, Length};
 
@@ -82,6 +80,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &PingpongParams) -> (Duration, &'static str) {
         let points = params.points().len() as u32;
         let (expected, unit) = match params.length {
@@ -97,21 +101,5 @@ impl ProbeCommand for Args {
         };
         let warmup = times(Duration::from(params.warmup), u64::from(points));
         (expected.saturating_add(warmup), unit)
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &PingpongParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, PingpongError> {
-        super::run(params, argv, progress)
     }
 }

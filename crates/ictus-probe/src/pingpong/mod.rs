@@ -168,13 +168,8 @@ impl Default for PingpongParams {
             length: Length::Duration(Nanos::from_secs(2)),
             warmup: Nanos::from_millis(100),
             sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
                 explain: false,
-                explain_threshold: None,
+                ..SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 })
             },
             cpu_load: false,
         }

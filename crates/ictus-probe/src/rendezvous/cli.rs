@@ -7,11 +7,9 @@ use ictus_core::Nanos;
 
 use super::{RendezvousError, RendezvousParams, Spacing};
 use crate::cli::{
-    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, SchedArgs, bytes_in, count_in,
-    sched_spec, times,
+    ArgsError, MAX_COUNT, MAX_THREADS, OutputArgs, ProbeCommand, RunFn, SchedArgs, bytes_in,
+    count_in, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 
 /// Spin rendezvous between cores, against the bare cache-line round trip (seed 000 Table 6).
 #[derive(Debug, clap::Args)]
@@ -79,6 +77,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &RendezvousParams) -> (Duration, &'static str) {
         let points = (params.threads.len() * params.spacings.len() * params.payloads.len()) as u64;
         // About 150 ns per rendezvous here.
@@ -87,22 +91,6 @@ impl ProbeCommand for Args {
             points.saturating_mul(params.steps.saturating_add(params.timed_steps)),
         );
         (expected, "points")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &RendezvousParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, RendezvousError> {
-        super::run(params, argv, progress)
     }
 }
 

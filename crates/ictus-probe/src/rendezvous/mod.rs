@@ -44,7 +44,7 @@ use self::view::{
     RoundTripMetrics,
 };
 use crate::progress::Progress;
-use crate::record::{LatencyResult, RunRecord, ThreadConfig, ThreadResult, Warning};
+use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
 use crate::setup::{self, SchedSpec};
 use crate::view::Point;
@@ -108,15 +108,7 @@ impl Default for RendezvousParams {
     /// 512-byte payload and none, 1,000,000 steps per point.
     fn default() -> Self {
         RendezvousParams {
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
             threads: vec![2],
             spacings: vec![Spacing::SameLine, Spacing::Adjacent, Spacing::Bytes(5000)],
             payloads: vec![0, 512],
@@ -378,44 +370,11 @@ pub fn run(
                     merged.merge(&o.histogram);
                 }
                 merged_all.merge(&merged);
-                // The rate is set by the slowest thread.
-                let untimed = outcomes
-                    .iter()
-                    .map(|o| o.untimed)
-                    .max()
-                    .unwrap_or(Nanos::ZERO);
-                let ns = untimed.as_u64() as f64 / params.steps as f64;
-                let rate = 1e9 / ns;
-                let m = Point::<Rendezvous>::new(
-                    RendezvousLabels {
-                        threads,
-                        spacing_bytes: spacing.bytes(),
-                        spacing: spacing.name(),
-                        payload_bytes: payload.div_ceil(8) * 8,
-                    },
-                    RendezvousMetrics {
-                        rendezvous_per_s: Some(rate),
-                        ns_per_rendezvous: Some(ns),
-                        vs_cacheline_limit: Some(limit_ns / ns),
-                    },
-                )
-                .measurement()
-                .with_latency(LatencyResult::from_histogram(
-                    &merged,
-                    MissCounter::default(),
-                ));
+                let (m, ns) = point_measurement(
+                    params, threads, spacing, payload, &outcomes, &merged, limit_ns,
+                );
                 if threads == 2 && payload == 0 && headline.is_none() {
-                    headline = Some(format!(
-                        "2 threads on CPUs {}-{}, flags {}: {:.0} kHz ({:.0} ns per rendezvous), \
-                         {:.2}x the rate a bare cache-line round trip allows ({:.0} ns)",
-                        cpus[0],
-                        cpus[1],
-                        spacing.name(),
-                        rate / 1e3,
-                        ns,
-                        limit_ns / ns,
-                        limit_ns
-                    ));
+                    headline = Some(pair_headline(cpus, spacing, ns, limit_ns));
                 }
                 measurements.push(m);
                 for (t, o) in outcomes.iter().enumerate() {
@@ -444,6 +403,61 @@ pub fn run(
     record.measurements = measurements;
     progress.finish();
     Ok(record)
+}
+
+/// The measurement of one point (its `outcomes`, `merged`), and its nanoseconds
+/// per rendezvous: the rate is set by the slowest thread.
+fn point_measurement(
+    params: &RendezvousParams,
+    threads: usize,
+    spacing: Spacing,
+    payload: usize,
+    outcomes: &[PointOutcome],
+    merged: &LatencyHistogram,
+    limit_ns: f64,
+) -> (Measurement, f64) {
+    let untimed = outcomes
+        .iter()
+        .map(|o| o.untimed)
+        .max()
+        .unwrap_or(Nanos::ZERO);
+    let ns = untimed.as_u64() as f64 / params.steps as f64;
+    let rate = 1e9 / ns;
+    let m = Point::<Rendezvous>::new(
+        RendezvousLabels {
+            threads,
+            spacing_bytes: spacing.bytes(),
+            spacing: spacing.name(),
+            payload_bytes: payload.div_ceil(8) * 8,
+        },
+        RendezvousMetrics {
+            rendezvous_per_s: Some(rate),
+            ns_per_rendezvous: Some(ns),
+            vs_cacheline_limit: Some(limit_ns / ns),
+        },
+    )
+    .measurement()
+    .with_latency(LatencyResult::from_histogram(
+        merged,
+        MissCounter::default(),
+    ));
+    (m, ns)
+}
+
+/// The headline: two threads on the first `cpus` with flags `spacing` apart, `ns`
+/// per rendezvous, against the cache line's round trip (`limit_ns`).
+fn pair_headline(cpus: &[usize], spacing: Spacing, ns: f64, limit_ns: f64) -> String {
+    format!(
+        "2 threads on CPUs {}-{}, flags {}: {:.0} kHz ({:.0} ns per rendezvous), \
+         {:.2}x the rate a bare cache-line round trip allows ({:.0} ns)",
+        cpus[0],
+        cpus[1],
+        spacing.name(),
+        1e9 / ns / 1e3,
+        ns,
+        limit_ns / ns,
+        limit_ns
+    )
 }
 
 /// One point: `threads` threads on the first CPUs, `steps` untimed then `timed_steps`
@@ -567,15 +581,10 @@ mod tests {
     fn quick() -> Option<RendezvousParams> {
         let online = facts::online_cpus();
         (online.len() >= 2).then(|| RendezvousParams {
-            sched: SchedSpec {
-                cpus: CpuSet::from_cpus(online.cpus()[..2].iter().copied()),
-                pin: true,
-                policy: Policy::Other { nice: 0 },
-                mlock: false,
-                pm_qos: Default::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(
+                CpuSet::from_cpus(online.cpus()[..2].iter().copied()),
+                Policy::Other { nice: 0 },
+            ),
             threads: vec![2],
             spacings: vec![Spacing::SameLine, Spacing::Bytes(5000)],
             payloads: vec![0, 64],

@@ -12,11 +12,9 @@ use ictus_core::Nanos;
 
 use super::{MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputError, ThroughputParams, Transport};
 use crate::cli::{
-    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, SchedArgs, any_duration, bytes_in,
+    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, RunFn, SchedArgs, any_duration, bytes_in,
     positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 use crate::setup::PlacementError;
 use crate::setup::{Choice, Length};
 
@@ -124,6 +122,12 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &ThroughputParams) -> (Duration, &'static str) {
         let points = params.points().len() as u32;
         let per_point = match params.length {
@@ -143,22 +147,6 @@ impl ProbeCommand for Args {
         .saturating_add(times(memcpy, params.sizes.len() as u64))
         .saturating_add(times(Duration::from_nanos(200), params.round_trips));
         (expected, "points")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &ThroughputParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, ThroughputError> {
-        super::run(params, argv, progress)
     }
 }
 

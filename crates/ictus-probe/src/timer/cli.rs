@@ -7,11 +7,9 @@ use ictus_core::Nanos;
 
 use super::{ModeRequest, TimerError, TimerParams};
 use crate::cli::{
-    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, SchedArgs, any_duration, check_span, interval,
-    positive_duration, sched_spec, times,
+    ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, RunFn, SchedArgs, any_duration, check_span,
+    interval, positive_duration, sched_spec, times,
 };
-use crate::progress::Progress;
-use crate::record::RunRecord;
 use crate::setup::Length;
 use crate::setup::PlacementError;
 
@@ -89,27 +87,17 @@ impl ProbeCommand for Args {
         }
     }
 
+    fn options(&self) -> (Option<&SchedArgs>, &OutputArgs) {
+        (Some(&self.sched), &self.out)
+    }
+
+    const RUN: RunFn<Self::Params, Self::Error> = super::run;
+
     fn work(params: &TimerParams) -> (Duration, &'static str) {
         let expected = times(
             Duration::from(params.interval),
             params.loops().saturating_add(params.warmup_loops()),
         );
         (expected, "periods")
-    }
-
-    fn sched(&self) -> Option<&SchedArgs> {
-        Some(&self.sched)
-    }
-
-    fn out(&self) -> &OutputArgs {
-        &self.out
-    }
-
-    fn run(
-        params: &TimerParams,
-        argv: Vec<String>,
-        progress: &Progress,
-    ) -> Result<RunRecord, TimerError> {
-        super::run(params, argv, progress)
     }
 }

@@ -112,15 +112,7 @@ impl Default for TimerParams {
         TimerParams {
             interval: Nanos::from_millis(1),
             length: Length::Duration(Nanos::from_secs(10)),
-            sched: SchedSpec {
-                cpus: facts::online_cpus(),
-                pin: true,
-                policy: Policy::Fifo { priority: 95 },
-                mlock: false,
-                pm_qos: PmQos::default(),
-                explain: true,
-                explain_threshold: None,
-            },
+            sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
             mode: ModeRequest::Nanosleep,
             warmup: Nanos::from_millis(100),
         }

@@ -259,7 +259,29 @@ pub fn place_all(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
     // Take the movable tasks off their CPUs: they are all being placed. Set aside with
     // no CPU, they count nowhere until placed, and then as runnable.
     let mut work = snapshot.clone();
+    take_off(&mut work, &order);
+    let mut first: Vec<Option<(usize, String)>> = vec![None; work.tasks.len()];
     for &i in &order {
+        first[i] = place_first(&mut work, i, snapshot.tasks[i].cpu, horizon_ns, &mut out);
+    }
+    // Settle: the layout the passes would reach, reached now.
+    for _ in 0..2 * order.len() + 4 {
+        let rt = push_rt(&mut work, horizon_ns);
+        let one = push_one(&mut work, horizon_ns);
+        if rt.moves.is_empty() && one.moves.is_empty() {
+            break;
+        }
+    }
+    out.moves = start_moves(snapshot, &work, &order, &first);
+    for m in &out.moves {
+        snapshot.apply(m.task, m.to);
+    }
+    out
+}
+
+/// Takes the tasks of `order` off their CPUs in `work`: no CPU, and runnable.
+fn take_off(work: &mut Snapshot, order: &[usize]) {
+    for &i in order {
         let t = &work.tasks[i];
         if let Some(f) = t.cpu.and_then(|c| work.index_of(c)) {
             if t.realtime {
@@ -271,71 +293,84 @@ pub fn place_all(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
         work.tasks[i].cpu = None;
         work.tasks[i].runnable = true;
     }
-    let mut first: Vec<Option<(usize, String)>> = vec![None; work.tasks.len()];
-    for &i in &order {
-        let t = work.tasks[i].clone();
-        let prefer_rt = t.role == Role::Rt1;
-        let mut blocked = None;
-        let candidates: Vec<usize> = (0..work.cpus.len())
-            .filter(
-                |&c| match work.admissible(&t, work.cpus[c].cpu, horizon_ns) {
-                    Ok(()) => true,
-                    Err(b) => {
-                        if work.cpus[c].rt == prefer_rt && b != Block::NotAllowed {
-                            blocked = Some(b);
-                        }
-                        false
+}
+
+/// Places task `i` of `work` on the least loaded CPU of its side it may go to, else
+/// of the other side (counted in `out` when withheld or inside a section): the CPU
+/// and why. With nowhere to go it stays where it was (`was`), and counts there.
+fn place_first(
+    work: &mut Snapshot,
+    i: usize,
+    was: Option<usize>,
+    horizon_ns: u64,
+    out: &mut PassOutcome,
+) -> Option<(usize, String)> {
+    let t = work.tasks[i].clone();
+    let prefer_rt = t.role == Role::Rt1;
+    let mut blocked = None;
+    let candidates: Vec<usize> = (0..work.cpus.len())
+        .filter(
+            |&c| match work.admissible(&t, work.cpus[c].cpu, horizon_ns) {
+                Ok(()) => true,
+                Err(b) => {
+                    if work.cpus[c].rt == prefer_rt && b != Block::NotAllowed {
+                        blocked = Some(b);
                     }
-                },
-            )
-            .collect();
-        let preferred: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&c| work.cpus[c].rt == prefer_rt)
-            .collect();
-        let pool = if preferred.is_empty() {
-            match blocked {
-                Some(Block::Withheld) => out.withheld += 1,
-                Some(Block::InSection) => out.in_section += 1,
-                _ => {}
-            }
-            &candidates
-        } else {
-            &preferred
-        };
-        let Some(&best) = pool
-            .iter()
-            .min_by(|&&a, &&b| cmp_key(&work.home_key(&t, a), &work.home_key(&t, b)))
-        else {
-            // Nowhere to go: it stays, and counts where it is.
-            if let Some(c) = snapshot.tasks[i].cpu {
-                work.apply(i, c);
-            }
-            continue;
-        };
-        let to = work.cpus[best].cpu;
-        let why = if !preferred.is_empty() {
-            format!("{} side", side(prefer_rt))
-        } else {
-            match blocked {
-                Some(Block::InSection) => "inside a section".to_string(),
-                Some(Block::Withheld) => withheld_reason(&t.stats, work.now_ns),
-                _ => format!("no {} CPU allowed", side(prefer_rt)),
-            }
-        };
-        work.apply(i, to);
-        first[i] = Some((to, why));
-    }
-    // Settle: the layout the passes would reach, reached now.
-    for _ in 0..2 * order.len() + 4 {
-        let rt = push_rt(&mut work, horizon_ns);
-        let one = push_one(&mut work, horizon_ns);
-        if rt.moves.is_empty() && one.moves.is_empty() {
-            break;
+                    false
+                }
+            },
+        )
+        .collect();
+    let preferred: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&c| work.cpus[c].rt == prefer_rt)
+        .collect();
+    let pool = if preferred.is_empty() {
+        match blocked {
+            Some(Block::Withheld) => out.withheld += 1,
+            Some(Block::InSection) => out.in_section += 1,
+            _ => {}
         }
-    }
-    for &i in &order {
+        &candidates
+    } else {
+        &preferred
+    };
+    let Some(&best) = pool
+        .iter()
+        .min_by(|&&a, &&b| cmp_key(&work.home_key(&t, a), &work.home_key(&t, b)))
+    else {
+        // Nowhere to go: it stays, and counts where it is.
+        if let Some(c) = was {
+            work.apply(i, c);
+        }
+        return None;
+    };
+    let to = work.cpus[best].cpu;
+    let why = if !preferred.is_empty() {
+        format!("{} side", side(prefer_rt))
+    } else {
+        match blocked {
+            Some(Block::InSection) => "inside a section".to_string(),
+            Some(Block::Withheld) => withheld_reason(&t.stats, work.now_ns),
+            _ => format!("no {} CPU allowed", side(prefer_rt)),
+        }
+    };
+    work.apply(i, to);
+    Some((to, why))
+}
+
+/// The moves of the placement at start: each task of `order` from its CPU in
+/// `snapshot` to its CPU in `work`, with why it went `first` and whether the load
+/// moved it since.
+fn start_moves(
+    snapshot: &Snapshot,
+    work: &Snapshot,
+    order: &[usize],
+    first: &[Option<(usize, String)>],
+) -> Vec<Move> {
+    let mut moves = Vec::new();
+    for &i in order {
         let (Some((at_first, why)), Some(to)) = (&first[i], work.tasks[i].cpu) else {
             continue;
         };
@@ -345,7 +380,7 @@ pub fn place_all(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
             format!("{why}, then balanced by load")
         };
         let t = &work.tasks[i];
-        out.moves.push(Move {
+        moves.push(Move {
             task: i,
             tid: t.tid,
             from: snapshot.tasks[i].cpu,
@@ -358,10 +393,7 @@ pub fn place_all(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
             ),
         });
     }
-    for m in &out.moves {
-        snapshot.apply(m.task, m.to);
-    }
-    out
+    moves
 }
 
 /// The frequent RT push (seed 002 §3.2.5, `only_rt`): RT1+ tasks on NRT CPUs go to the

@@ -509,12 +509,7 @@ impl HubNode {
             let h = s.hubs.handle(i, s.hubs.decls()[i].name());
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: a give needs no waiting.
-                (HubKind::Semaphore { .. }, HubOp::Give(n)) => {
-                    let sem = words::Semaphore::new(h.words());
-                    for _ in 0..*n {
-                        sem.give(h.park());
-                    }
-                }
+                (HubKind::Semaphore { .. }, HubOp::Give(n)) => give(&h, *n),
                 (HubKind::Event, HubOp::Give(_)) => words::Event::new(h.words()).raise(h.park()),
                 _ => {
                     if let Some(Some(server)) = s.servers.get(i) {
@@ -526,12 +521,7 @@ impl HubNode {
             let h = s.hubs.handle(i, s.hubs.decls()[i].name());
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: the waiter wakes without the relay.
-                (HubKind::Semaphore { .. }, HubOp::Grant(n)) => {
-                    let sem = words::Semaphore::new(h.words());
-                    for _ in 0..*n {
-                        sem.give(h.park());
-                    }
-                }
+                (HubKind::Semaphore { .. }, HubOp::Grant(n)) => give(&h, *n),
                 (HubKind::Event, HubOp::Grant(_)) => words::Event::new(h.words()).raise(h.park()),
                 (HubKind::Resource, HubOp::Grant(_)) => {
                     words::Event::new(&h.header()[P_GRANTED..]).raise(h.park());
@@ -1019,6 +1009,14 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
     }
 }
 
+/// Gives `n` to semaphore `h`, waking its waiters.
+fn give(h: &super::Handle, n: u32) {
+    let sem = words::Semaphore::new(h.words());
+    for _ in 0..n {
+        sem.give(h.park());
+    }
+}
+
 /// FIFO: the home end of a remote sender (its messages pushed into the real
 /// ring, in order, acknowledged) and of a remote receiver (messages popped
 /// from the real ring while its host has room).
@@ -1031,129 +1029,183 @@ fn serve_fifo(
     capacity: u32,
 ) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
-    let ring = Ring::new(&h.words()[FIFO_RING..], capacity, bytes);
-    let park = h.park();
-    let mut sender: Option<(usize, RingProducer)> = None;
-    let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
-    let mut receiver: Option<(usize, RingConsumer, u32)> = None;
-    let mut buf = vec![0; bytes];
-    let end_word = |end: End| match end {
-        End::Sender => &h.words()[FIFO_SENDER],
-        End::Receiver => &h.words()[FIFO_RECEIVER],
+    let mut home = FifoHome {
+        s,
+        i,
+        words: h.words(),
+        ring: Ring::new(&h.words()[FIFO_RING..], capacity, bytes),
+        park: h.park(),
+        capacity,
+        bytes,
+        sender: None,
+        pending: VecDeque::new(),
+        receiver: None,
+        buf: vec![0; bytes],
     };
     while !s.stopped() {
         let seen = server.seen();
         for cmd in rx.try_iter() {
-            match cmd {
-                Cmd::Op(from, HubOp::Attach(end)) => {
-                    // Acquire: pairs with the Release store of a dropped end.
-                    let free = end_word(end)
-                        .compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok();
-                    let taken_remotely = match end {
-                        End::Sender => sender.is_some(),
-                        End::Receiver => receiver.is_some(),
-                    };
-                    if !free || taken_remotely {
-                        s.send(from, i, HubOp::Refused(end));
-                    } else if end == End::Sender {
-                        sender = Some((from, ring.producer()));
-                    } else {
-                        receiver = Some((from, ring.consumer(), capacity));
-                    }
-                }
-                Cmd::Op(from, HubOp::Detach(end)) => {
-                    let ours = match end {
-                        End::Sender => sender.as_ref().is_some_and(|x| x.0 == from),
-                        End::Receiver => receiver.as_ref().is_some_and(|x| x.0 == from),
-                    };
-                    if ours && (end == End::Receiver || pending.is_empty()) {
-                        // Release: pairs with the Acquire claim of a next end.
-                        end_word(end).store(0, Ordering::Release);
-                        match end {
-                            End::Sender => sender = None,
-                            End::Receiver => receiver = None,
-                        }
-                    }
-                }
-                Cmd::Op(from, HubOp::Push(m)) => {
-                    if sender.as_ref().is_some_and(|x| x.0 == from) && m.len() == bytes {
-                        // A sender's proxy has at most the capacity in flight (it
-                        // waits for acks): more is not its to send.
-                        if pending.len() < capacity as usize {
-                            pending.push_back(m);
-                        } else {
-                            s.refuse(
-                                from,
-                                format!("a Push past the FIFO's capacity of {capacity}"),
-                            );
-                        }
-                    }
-                }
-                Cmd::Op(from, HubOp::Credit(n)) => {
-                    if let Some((host, _, credits)) = &mut receiver
-                        && *host == from
-                    {
-                        *credits = credits.saturating_add(n).min(capacity);
-                    }
-                }
-                Cmd::Left(host) => {
-                    if receiver.as_ref().is_some_and(|x| x.0 == host) {
-                        // Release: as above.
-                        end_word(End::Receiver).store(0, Ordering::Release);
-                        receiver = None;
-                    }
-                    if sender.as_ref().is_some_and(|x| x.0 == host) && pending.is_empty() {
-                        // Release: as above.
-                        end_word(End::Sender).store(0, Ordering::Release);
-                        sender = None;
-                    }
-                }
-                Cmd::Op(..) => {}
-            }
+            home.command(cmd);
         }
+        if home.move_messages() {
+            continue;
+        }
+        home.wait(server, seen);
+    }
+}
+
+/// The home end of a FIFO hub: the real ring, and the remote sender and receiver
+/// attached to it.
+struct FifoHome<'a> {
+    s: &'a Shared,
+    i: usize,
+    words: &'a [AtomicU32],
+    ring: Ring<'a>,
+    park: &'a ictus_os::handoff::FutexPark,
+    capacity: u32,
+    bytes: usize,
+    /// The remote sender's host and the ring's producer end.
+    sender: Option<(usize, RingProducer)>,
+    /// The remote sender's messages not yet in the ring.
+    pending: VecDeque<Vec<u8>>,
+    /// The remote receiver's host, the ring's consumer end and the credits (the
+    /// messages its host has room for).
+    receiver: Option<(usize, RingConsumer, u32)>,
+    buf: Vec<u8>,
+}
+
+impl FifoHome<'_> {
+    fn end_word(&self, end: End) -> &AtomicU32 {
+        match end {
+            End::Sender => &self.words[FIFO_SENDER],
+            End::Receiver => &self.words[FIFO_RECEIVER],
+        }
+    }
+
+    /// Applies one command of a remote host.
+    fn command(&mut self, cmd: Cmd) {
+        let (s, capacity) = (self.s, self.capacity);
+        match cmd {
+            Cmd::Op(from, HubOp::Attach(end)) => self.attach(from, end),
+            Cmd::Op(from, HubOp::Detach(end)) => {
+                let ours = match end {
+                    End::Sender => self.sender.as_ref().is_some_and(|x| x.0 == from),
+                    End::Receiver => self.receiver.as_ref().is_some_and(|x| x.0 == from),
+                };
+                if ours && (end == End::Receiver || self.pending.is_empty()) {
+                    // Release: pairs with the Acquire claim of a next end.
+                    self.end_word(end).store(0, Ordering::Release);
+                    match end {
+                        End::Sender => self.sender = None,
+                        End::Receiver => self.receiver = None,
+                    }
+                }
+            }
+            Cmd::Op(from, HubOp::Push(m)) => {
+                if self.sender.as_ref().is_some_and(|x| x.0 == from) && m.len() == self.bytes {
+                    // A sender's proxy has at most the capacity in flight (it
+                    // waits for acks): more is not its to send.
+                    if self.pending.len() < capacity as usize {
+                        self.pending.push_back(m);
+                    } else {
+                        s.refuse(
+                            from,
+                            format!("a Push past the FIFO's capacity of {capacity}"),
+                        );
+                    }
+                }
+            }
+            Cmd::Op(from, HubOp::Credit(n)) => {
+                if let Some((host, _, credits)) = &mut self.receiver
+                    && *host == from
+                {
+                    *credits = credits.saturating_add(n).min(capacity);
+                }
+            }
+            Cmd::Left(host) => {
+                if self.receiver.as_ref().is_some_and(|x| x.0 == host) {
+                    // Release: as above.
+                    self.end_word(End::Receiver).store(0, Ordering::Release);
+                    self.receiver = None;
+                }
+                if self.sender.as_ref().is_some_and(|x| x.0 == host) && self.pending.is_empty() {
+                    // Release: as above.
+                    self.end_word(End::Sender).store(0, Ordering::Release);
+                    self.sender = None;
+                }
+            }
+            Cmd::Op(..) => {}
+        }
+    }
+
+    /// Host `from` attaches as the FIFO's `end`, if no one holds it here or there.
+    fn attach(&mut self, from: usize, end: End) {
+        // Acquire: pairs with the Release store of a dropped end.
+        let free = self
+            .end_word(end)
+            .compare_exchange(0, LINK_END, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        let taken_remotely = match end {
+            End::Sender => self.sender.is_some(),
+            End::Receiver => self.receiver.is_some(),
+        };
+        if !free || taken_remotely {
+            self.s.send(from, self.i, HubOp::Refused(end));
+        } else if end == End::Sender {
+            self.sender = Some((from, self.ring.producer()));
+        } else {
+            self.receiver = Some((from, self.ring.consumer(), self.capacity));
+        }
+    }
+
+    /// Moves what it can without waiting: the pending messages into the ring
+    /// (acknowledged), the ring's messages to the receiver while it has credits.
+    /// Whether anything moved.
+    fn move_messages(&mut self) -> bool {
         let mut progress = false;
-        if let Some((host, producer)) = &mut sender {
+        if let Some((host, producer)) = &mut self.sender {
             let mut acked = 0;
-            while let Some(m) = pending.front() {
-                if !ring.try_push(producer, m, park) {
+            while let Some(m) = self.pending.front() {
+                if !self.ring.try_push(producer, m, self.park) {
                     break;
                 }
-                pending.pop_front();
+                self.pending.pop_front();
                 acked += 1;
             }
             if acked > 0 {
                 progress = true;
-                s.send(*host, i, HubOp::Ack(acked));
+                self.s.send(*host, self.i, HubOp::Ack(acked));
             }
         }
-        if let Some((host, consumer, credits)) = &mut receiver {
-            while *credits > 0 && ring.try_pop(consumer, &mut buf, park) {
+        if let Some((host, consumer, credits)) = &mut self.receiver {
+            while *credits > 0 && self.ring.try_pop(consumer, &mut self.buf, self.park) {
                 *credits -= 1;
                 progress = true;
-                s.send(*host, i, HubOp::Deliver(buf.clone()));
+                self.s.send(*host, self.i, HubOp::Deliver(self.buf.clone()));
             }
         }
-        if progress {
-            continue;
-        }
+        progress
+    }
+
+    /// Waits for the ring to move, or for a command (`seen`: the server's count).
+    fn wait(&mut self, server: &Server, seen: u32) {
         let wait = server.park(seen);
-        match (&mut sender, &mut receiver) {
+        match (&mut self.sender, &mut self.receiver) {
             // Empty (nothing popped, nothing pending): wait for a local
             // sender's push, or a command (a remote sender's push among them).
-            (_, Some((host, consumer, credits))) if *credits > 0 && pending.is_empty() => {
-                if ring.pop(consumer, &mut buf, &wait, None) {
+            (_, Some((host, consumer, credits))) if *credits > 0 && self.pending.is_empty() => {
+                if self.ring.pop(consumer, &mut self.buf, &wait, None) {
                     *credits -= 1;
-                    s.send(*host, i, HubOp::Deliver(buf.clone()));
+                    self.s.send(*host, self.i, HubOp::Deliver(self.buf.clone()));
                 }
             }
             // Full: wait for the receiver to make room, or a command.
-            (Some((host, producer)), _) if !pending.is_empty() => {
-                if let Some(m) = pending.front()
-                    && ring.push(producer, m, &wait, None)
+            (Some((host, producer)), _) if !self.pending.is_empty() => {
+                if let Some(m) = self.pending.front()
+                    && self.ring.push(producer, m, &wait, None)
                 {
-                    pending.pop_front();
-                    s.send(*host, i, HubOp::Ack(1));
+                    self.pending.pop_front();
+                    self.s.send(*host, self.i, HubOp::Ack(1));
                 }
             }
             _ => server.idle(seen),

@@ -108,27 +108,16 @@ fn resume_latency_text(idle: &CpuIdle) -> Option<String> {
 /// What ictus does about idle states, for the detail.
 const ICTUS_IDLE_HANDLING: &str = "ictus: the probes, `ictus run` and `ictus node` hold /dev/cpu_dma_latency at 0 for their run unless --pm-qos off (as cyclictest does: idle CPUs then only poll); `ictus shield` sets the RT CPUs' resume-latency QoS";
 
-pub(crate) fn check_idle_states(f: &PlatformFacts) -> Check {
-    let title = "Idle states";
-    let idle = &f.idle;
-    let totals = state_totals(idle);
-    let device = idle.cpu_dma_latency;
-    let dma = match (device.present, device.writable) {
-        (false, _) => "/dev/cpu_dma_latency absent",
-        (true, true) => "/dev/cpu_dma_latency writable",
-        (true, false) => "/dev/cpu_dma_latency present but not writable",
-    };
-    let vm = f.virtualization.is_some();
-    let driver = idle.driver.as_deref().filter(|d| *d != "none");
-    let (Some(driver), false) = (driver, totals.is_empty()) else {
-        let mut detail =
-            "no cpuidle driver: an idle CPU runs the architecture's default idle".to_owned();
-        if vm {
-            detail.push_str(" (HLT in this VM, which exits to the host: waking it also waits for the host to run the vCPU again)");
-        }
-        detail.push_str(&format!("; {dma}"));
-        return check(CheckId::IdleStates, title, Status::Available, detail, None);
-    };
+/// The detail of the idle states check with a cpuidle `driver` and its states'
+/// `totals` (`vm`: in a virtual machine; `dma`: the state of /dev/cpu_dma_latency),
+/// and whether a state halts the vCPU.
+fn idle_detail(
+    idle: &CpuIdle,
+    totals: &[StateTotal],
+    driver: &str,
+    vm: bool,
+    dma: &str,
+) -> (String, bool) {
     let governor = idle.governor.as_deref().unwrap_or("unknown");
     let mut parts = vec![format!("driver {driver}, governor {governor}")];
     let states: Vec<String> = totals
@@ -172,14 +161,38 @@ pub(crate) fn check_idle_states(f: &PlatformFacts) -> Check {
     }
     parts.push(dma.to_owned());
     parts.push(ICTUS_IDLE_HANDLING.to_owned());
-    let detail = parts.join("; ");
+    (parts.join("; "), !halting.is_empty())
+}
+
+pub(crate) fn check_idle_states(f: &PlatformFacts) -> Check {
+    let title = "Idle states";
+    let idle = &f.idle;
+    let totals = state_totals(idle);
+    let device = idle.cpu_dma_latency;
+    let dma = match (device.present, device.writable) {
+        (false, _) => "/dev/cpu_dma_latency absent",
+        (true, true) => "/dev/cpu_dma_latency writable",
+        (true, false) => "/dev/cpu_dma_latency present but not writable",
+    };
+    let vm = f.virtualization.is_some();
+    let driver = idle.driver.as_deref().filter(|d| *d != "none");
+    let (Some(driver), false) = (driver, totals.is_empty()) else {
+        let mut detail =
+            "no cpuidle driver: an idle CPU runs the architecture's default idle".to_owned();
+        if vm {
+            detail.push_str(" (HLT in this VM, which exits to the host: waking it also waits for the host to run the vCPU again)");
+        }
+        detail.push_str(&format!("; {dma}"));
+        return check(CheckId::IdleStates, title, Status::Available, detail, None);
+    };
+    let (detail, halting) = idle_detail(idle, &totals, driver, vm, dma);
 
     let costly: Vec<String> = totals
         .iter()
         .filter(|t| t.enabled && t.exit_latency > CHEAP_EXIT_LATENCY)
         .map(|t| format!("{} {}", t.name, duration_text_us(t.exit_latency)))
         .collect();
-    let halt_unheld = vm && !halting.is_empty() && !device.writable;
+    let halt_unheld = vm && halting && !device.writable;
     if costly.is_empty() {
         let advice = halt_unheld.then(|| {
             "to keep the vCPUs polling instead of exiting to the host, run as root or give the user write access to /dev/cpu_dma_latency (udev: KERNEL==\"cpu_dma_latency\", GROUP=\"realtime\", MODE=\"0660\")".to_owned()

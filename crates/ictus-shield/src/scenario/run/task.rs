@@ -155,27 +155,7 @@ pub(super) fn task_main(ctx: TaskCtx) -> TaskEnd {
         feed,
     } = ctx;
     let tid = sched::thread_id() as i32;
-    let options = Options {
-        lock_memory: false,
-        prefault_stack: true,
-    };
-    let mut refused = None;
-    let mut error = None;
-    match class::enter(plan.class.clone(), options, None) {
-        Ok(_) => {}
-        Err(ClassError::Policy(e)) => {
-            refused = Some(e.to_string());
-            if let Err(e) = class::enter(Class::Normal, options, None) {
-                error = Some(format!("entering the normal class after a refusal: {e}"));
-            }
-        }
-        Err(e) => error = Some(e.to_string()),
-    }
-    if error.is_none()
-        && let Err(e) = sched::set_affinity(&plan.affinity)
-    {
-        error = Some(format!("affinity {}: {e}", plan.affinity));
-    }
+    let (refused, error) = enter(&plan);
     let policy =
         sched::current_policy().map_or_else(|e| format!("unknown ({e})"), |p| p.to_string());
     let failed = error.is_some();
@@ -199,40 +179,7 @@ pub(super) fn task_main(ctx: TaskCtx) -> TaskEnd {
     let cpu_before = thread_time::thread_cpu_time();
 
     // The work: only computing, sleeping and sections from here to the last loop.
-    let mut x = k as u64;
-    let mut to_sleep = plan.sleep.map_or(u64::MAX, |(every, _)| every);
-    let mut to_section = plan.section.map_or(u64::MAX, |(every, _)| every);
-    let mut done = 0u64;
-    let mut finished = true;
-    while done < plan.loops {
-        x = one_loop(x);
-        done += 1;
-        if done & 0x3ff == 0 && shared.abort.is_raised() {
-            finished = false;
-            break;
-        }
-        to_sleep -= 1;
-        if to_sleep == 0
-            && let Some((every, d)) = plan.sleep
-        {
-            to_sleep = every;
-            if shared.abort.sleep_for(d) {
-                finished = false;
-                break;
-            }
-        }
-        to_section -= 1;
-        if to_section == 0
-            && let Some((every, d)) = plan.section
-        {
-            to_section = every;
-            let _section = migrator.section();
-            if busy(d, &shared.abort) {
-                finished = false;
-                break;
-            }
-        }
-    }
+    let (x, done, finished) = work(k, &plan, &shared.abort, &mut migrator);
     let end_ns = clock::monotonic_now().as_u64();
     std::hint::black_box(x);
 
@@ -270,6 +217,75 @@ pub(super) fn task_main(ctx: TaskCtx) -> TaskEnd {
         migrations,
         sections,
     }
+}
+
+/// Enters the plan's class (the normal class when its policy is refused) and
+/// affinity: the refusal, and the error that stops the task.
+fn enter(plan: &Plan) -> (Option<String>, Option<String>) {
+    let options = Options {
+        lock_memory: false,
+        prefault_stack: true,
+    };
+    let mut refused = None;
+    let mut error = None;
+    match class::enter(plan.class.clone(), options, None) {
+        Ok(_) => {}
+        Err(ClassError::Policy(e)) => {
+            refused = Some(e.to_string());
+            if let Err(e) = class::enter(Class::Normal, options, None) {
+                error = Some(format!("entering the normal class after a refusal: {e}"));
+            }
+        }
+        Err(e) => error = Some(e.to_string()),
+    }
+    if error.is_none()
+        && let Err(e) = sched::set_affinity(&plan.affinity)
+    {
+        error = Some(format!("affinity {}: {e}", plan.affinity));
+    }
+    (refused, error)
+}
+
+/// Task `k`'s loops, with the plan's sleeps and sections (each migrated by
+/// `migrator`), until done or `abort` is raised: the last value computed, the loops
+/// done and whether all were.
+#[inline]
+fn work(k: usize, plan: &Plan, abort: &Latch, migrator: &mut Migrator) -> (u64, u64, bool) {
+    let mut x = k as u64;
+    let mut to_sleep = plan.sleep.map_or(u64::MAX, |(every, _)| every);
+    let mut to_section = plan.section.map_or(u64::MAX, |(every, _)| every);
+    let mut done = 0u64;
+    let mut finished = true;
+    while done < plan.loops {
+        x = one_loop(x);
+        done += 1;
+        if done & 0x3ff == 0 && abort.is_raised() {
+            finished = false;
+            break;
+        }
+        to_sleep -= 1;
+        if to_sleep == 0
+            && let Some((every, d)) = plan.sleep
+        {
+            to_sleep = every;
+            if abort.sleep_for(d) {
+                finished = false;
+                break;
+            }
+        }
+        to_section -= 1;
+        if to_section == 0
+            && let Some((every, d)) = plan.section
+        {
+            to_section = every;
+            let _section = migrator.section();
+            if busy(d, abort) {
+                finished = false;
+                break;
+            }
+        }
+    }
+    (x, done, finished)
 }
 
 /// Busy for `d` (the work inside a section), or until `stop` is raised; returns
