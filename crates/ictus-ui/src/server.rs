@@ -3,7 +3,9 @@
 //!
 //! # Its bounds (issue 31: doors that cannot be held)
 //! - At most [`MAX_CONNECTIONS`] connections at once, websockets included; one more
-//!   is answered 503 and closed at once, without being read.
+//!   is answered 503 at once and closed (what it sends is read and dropped for a
+//!   second at most, so the close does not reset the answer away; 64 such at once,
+//!   more are closed with the answer a write without waiting takes).
 //! - A whole request (its head, its handling and the answer's writing) must be done
 //!   within [`REQUEST_TIMEOUT`] of the connection's accept, or the connection is
 //!   closed: a client that dribbles a header a byte at a time, or never reads the
@@ -226,7 +228,16 @@ const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/pla
 charset=utf-8\r\nContent-Length: 38\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n\
 too many connections to the live page\n";
 
+/// Connections past the cap being answered at once (each for [`REFUSAL`] at most);
+/// more are closed with what a write without waiting takes of the answer.
+const REFUSING: usize = 64;
+
+/// How long a refused connection is read (and what it sent dropped) after its 503,
+/// so that its close does not reset the answer away.
+const REFUSAL: Duration = Duration::from_secs(1);
+
 async fn accept(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) {
+    let refusals = Arc::new(Semaphore::new(REFUSING));
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -237,12 +248,40 @@ async fn accept(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) {
             }
         };
         let Ok(permit) = Arc::clone(&ctx.permits).try_acquire_owned() else {
-            let _ = stream.try_write(BUSY);
+            match Arc::clone(&refusals).try_acquire_owned() {
+                Ok(slot) => {
+                    tokio::spawn(refuse(stream, slot));
+                }
+                Err(_) => {
+                    let _ = stream.try_write(BUSY);
+                }
+            }
             continue;
         };
         let ctx = Arc::clone(&ctx);
         tokio::spawn(connection(stream, ctx, Arc::new(permit)));
     }
+}
+
+/// A connection past the cap: the 503, the end of writing, then what it sends is
+/// read and dropped for [`REFUSAL`] at most (a close with unread bytes would reset
+/// the connection, and the client could lose the answer).
+async fn refuse(mut stream: tokio::net::TcpStream, _slot: OwnedSemaphorePermit) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let drain = async {
+        stream.write_all(BUSY).await?;
+        stream.shutdown().await?;
+        let mut buf = [0u8; 1024];
+        let mut read = 0;
+        while read < MAX_HEAD {
+            match stream.read(&mut buf).await? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(REFUSAL, drain).await;
 }
 
 /// One connection, its requests within [`REQUEST_TIMEOUT`]; a websocket then goes on

@@ -312,14 +312,46 @@ fn three_hundred_silent_connections_neither_hold_the_page_nor_stay_open() {
     // The page still answers them all out.
     let (code, body) = http(addr, "GET", "/status", &[]);
     assert_eq!(code, 200, "{body}");
-    // And each silent one is dropped by the server after its read timeout (end of
-    // stream on the client's side), its thread freed.
+    // And each silent one is dropped by the server once its request passes the
+    // whole-request bound (end of stream on the client's side), its slot freed.
     for s in silent.iter_mut().take(3) {
-        s.set_read_timeout(Some(ictus_ui::IO_TIMEOUT * 3)).unwrap();
+        s.set_read_timeout(Some(ictus_ui::REQUEST_TIMEOUT * 3))
+            .unwrap();
         let mut byte = [0u8; 1];
         let n = s
             .read(&mut byte)
             .expect("closed by the server, not timed out here");
         assert_eq!(n, 0);
     }
+}
+
+/// Until `ui` holds `n` connections (at most 30 s).
+fn until_held(ui: &Ui, n: usize) -> usize {
+    let by = std::time::Instant::now() + Duration::from_secs(30);
+    while ui.connections() != n && std::time::Instant::now() < by {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ui.connections()
+}
+
+#[test]
+fn past_the_connection_cap_a_connection_is_answered_503_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
+    ui.publish(&status(10, 0));
+    let addr = ui.addr();
+    let held: Vec<TcpStream> = (0..ictus_ui::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    assert_eq!(
+        until_held(&ui, ictus_ui::MAX_CONNECTIONS),
+        ictus_ui::MAX_CONNECTIONS
+    );
+    let (code, body) = http(addr, "GET", "/status", &[]);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("too many connections"), "{body}");
+    // The cap counts connections open now: once they go, the page answers.
+    drop(held);
+    assert_eq!(until_held(&ui, 0), 0);
+    assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
 }
