@@ -355,3 +355,22 @@ fn past_the_connection_cap_a_connection_is_answered_503_at_once() {
     assert_eq!(until_held(&ui, 0), 0);
     assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
 }
+
+#[test]
+fn a_head_past_its_bound_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
+    let long = "a".repeat(ictus_ui::MAX_HEAD * 2);
+    let mut s = TcpStream::connect(ui.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let request = format!(
+        "GET /status HTTP/1.1\r\nHost: {}\r\nX-Long: {long}\r\n\r\n",
+        ui.addr()
+    );
+    // The server may close before all is written.
+    let _ = s.write_all(request.as_bytes());
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+}
