@@ -3,8 +3,9 @@
 //!
 //! Everything comes from the status snapshots the coordinator hands to
 //! [`crate::Ui::publish`] ([`LiveStatus`], built from the subsystems' own counters):
-//! [`Metrics::update`] runs in that hook, a scrape encodes on a connection thread of
-//! this crate. Nothing here runs on, or adds work to, a real-time thread.
+//! [`Metrics::update`] runs in that hook, a scrape encodes on the server's thread
+//! (this crate's, off the real-time CPUs). Nothing here runs on, or adds work to, a
+//! real-time thread.
 //!
 //! # Families (prefix `ictus_`, every series labelled `run`)
 //! | family | type | labels | from |

@@ -313,14 +313,65 @@ fn three_hundred_silent_connections_neither_hold_the_page_nor_stay_open() {
     // The page still answers them all out.
     let (code, body) = http(addr, "GET", "/status", &[]);
     assert_eq!(code, 200, "{body}");
-    // And each silent one is dropped by the server after its read timeout (end of
-    // stream on the client's side), its thread freed.
+    // And each silent one is dropped by the server once its request passes the
+    // whole-request bound (end of stream on the client's side), its slot freed.
     for s in silent.iter_mut().take(3) {
-        s.set_read_timeout(Some(ictus_ui::IO_TIMEOUT * 3)).unwrap();
+        s.set_read_timeout(Some(ictus_ui::REQUEST_TIMEOUT * 3))
+            .unwrap();
         let mut byte = [0u8; 1];
         let n = s
             .read(&mut byte)
             .expect("closed by the server, not timed out here");
         assert_eq!(n, 0);
     }
+}
+
+/// Until `ui` holds `n` connections (at most 30 s).
+fn until_held(ui: &Ui, n: usize) -> usize {
+    let by = std::time::Instant::now() + Duration::from_secs(30);
+    while ui.connections() != n && std::time::Instant::now() < by {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ui.connections()
+}
+
+#[test]
+fn past_the_connection_cap_a_connection_is_answered_503_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
+    ui.publish(&status(10, 0));
+    let addr = ui.addr();
+    let held: Vec<TcpStream> = (0..ictus_ui::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    assert_eq!(
+        until_held(&ui, ictus_ui::MAX_CONNECTIONS),
+        ictus_ui::MAX_CONNECTIONS
+    );
+    let (code, body) = http(addr, "GET", "/status", &[]);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("too many connections"), "{body}");
+    // The cap counts connections open now: once they go, the page answers.
+    drop(held);
+    assert_eq!(until_held(&ui, 0), 0);
+    assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
+}
+
+#[test]
+fn a_head_past_its_bound_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
+    let long = "a".repeat(ictus_ui::MAX_HEAD * 2);
+    let mut s = TcpStream::connect(ui.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let request = format!(
+        "GET /status HTTP/1.1\r\nHost: {}\r\nX-Long: {long}\r\n\r\n",
+        ui.addr()
+    );
+    // The server may close before all is written.
+    let _ = s.write_all(request.as_bytes());
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
 }
