@@ -10,7 +10,7 @@
 //! ```no_run
 //! use ictus_exec::run::{self, RunOptions};
 //! use ictus_exec::run_record;
-//! use crate::schedule::Schedule;
+//! use ictus_exec::schedule::Schedule;
 //! use ictus_os::facts::online_cpus;
 //! use ictus_record::progress::Progress;
 //! use ictus_record::session::Session;

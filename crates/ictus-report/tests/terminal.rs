@@ -33,7 +33,7 @@ fn every_fixture_record_prints_as_the_cli_printed_it() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 28);
+    assert_eq!(checked, 29);
 }
 
 #[test]
