@@ -364,12 +364,7 @@ mod tests {
                 reading_mean_ns: 100,
                 reading_max_ns: 200,
                 task_scans: 1,
-                cpu_ns: 0,
-                wall_ns: 0,
-                budget: 0.0,
-                slowest: 0,
-                stretched_ns: 0,
-                sources: Vec::new(),
+                ..SamplerReport::default()
             },
         }
     }

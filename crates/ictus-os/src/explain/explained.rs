@@ -311,7 +311,7 @@ pub(super) fn bump(v: &mut Vec<(String, u64)>, key: String, by: u64) {
 }
 
 /// What the sampler did, for the record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SamplerReport {
     /// Its period.
     pub period_ns: u64,

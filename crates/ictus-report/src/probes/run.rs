@@ -926,12 +926,7 @@ mod tests {
                 reading_mean_ns: 1,
                 reading_max_ns: 2,
                 task_scans: 1,
-                cpu_ns: 0,
-                wall_ns: 0,
-                budget: 0.0,
-                slowest: 0,
-                stretched_ns: 0,
-                sources: Vec::new(),
+                ..SamplerReport::default()
             },
         });
         let sut = ictus_exec::run_record::example::record(&report);
