@@ -15,7 +15,8 @@
 //!
 //! # Its bounds
 //! A connection is a task of that one thread, not a thread: at most
-//! [`MAX_CONNECTIONS`] at once (one more is answered 503 and closed), its requests
+//! [`MAX_CONNECTIONS`] at once and [`MAX_PER_ADDRESS`] from one address (one more is
+//! answered 503 and closed), its requests
 //! done within [`REQUEST_TIMEOUT`] of the accept (heads read, answered and written)
 //! or closed, a head of [`MAX_HEAD`] bytes at most, a websocket's message
 //! written within [`IO_TIMEOUT`]. Held connections that send a byte now and then
@@ -68,7 +69,7 @@
 pub mod metrics;
 mod server;
 
-pub use server::{IO_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, REQUEST_TIMEOUT};
+pub use server::{IO_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, MAX_PER_ADDRESS, REQUEST_TIMEOUT};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;

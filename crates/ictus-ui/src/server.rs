@@ -6,6 +6,9 @@
 //!   is answered 503 at once and closed (what it sends is read and dropped for a
 //!   second at most, so the close does not reset the answer away; 64 such at once,
 //!   more are closed with the answer a write without waiting takes).
+//! - At most [`MAX_PER_ADDRESS`] of them from one address (an IPv6 address's /64),
+//!   so that one client alone cannot take the others' room; one more is refused the
+//!   same way.
 //! - A whole request (its head, its handling and the answer's writing) must be done
 //!   within [`REQUEST_TIMEOUT`] of the connection's accept, or the connection is
 //!   closed: a client that dribbles a header a byte at a time, or never reads the
@@ -18,7 +21,9 @@
 //!   control socket (a blocking call), made when needed; both made on a thread
 //!   already kept off the real-time CPUs, whose affinity they inherit.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +46,12 @@ const PAGE: &str = include_str!("page.html");
 /// closed. Each costs a task and its buffers (a few KiB, [`MAX_HEAD`] at most), no
 /// thread.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// Connections open at once from one address; one more is answered 503 and closed.
+/// An IPv6 address counts by its /64, the block one host is usually given, so that a
+/// host cannot take [`MAX_CONNECTIONS`] by hopping addresses. A browser opens six at
+/// most to one server, plus a websocket per tab.
+pub const MAX_PER_ADDRESS: usize = 32;
 
 /// How long a whole request may take from its connection's accept: its head read,
 /// handled and the answer written. Past it the connection is closed.
@@ -92,6 +103,7 @@ struct Ctx {
     content: Arc<dyn Content>,
     board: watch::Receiver<Board>,
     permits: Arc<Semaphore>,
+    per_address: Arc<PerAddress>,
 }
 
 /// The running server; stops when dropped.
@@ -120,6 +132,7 @@ impl Server {
             content,
             board: board_rx,
             permits: Arc::clone(&permits),
+            per_address: Arc::default(),
         });
         let (ready, started) = std::sync::mpsc::channel();
         let stopped = Arc::clone(&stop);
@@ -239,18 +252,18 @@ const REFUSAL: Duration = Duration::from_secs(1);
 async fn accept(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) {
     let refusals = Arc::new(Semaphore::new(REFUSING));
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             // Out of file descriptors, or a connection reset before its accept.
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&ctx.permits).try_acquire_owned() else {
+        let Some(slot) = Slot::take(&ctx, peer.ip()) else {
             match Arc::clone(&refusals).try_acquire_owned() {
-                Ok(slot) => {
-                    tokio::spawn(refuse(stream, slot));
+                Ok(refusal) => {
+                    tokio::spawn(refuse(stream, refusal));
                 }
                 Err(_) => {
                     let _ = stream.try_write(BUSY);
@@ -259,7 +272,64 @@ async fn accept(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) {
             continue;
         };
         let ctx = Arc::clone(&ctx);
-        tokio::spawn(connection(stream, ctx, Arc::new(permit)));
+        tokio::spawn(connection(stream, ctx, Arc::new(slot)));
+    }
+}
+
+/// Connections open now by address ([`source`]'s key).
+#[derive(Debug, Default)]
+struct PerAddress(std::sync::Mutex<HashMap<IpAddr, usize>>);
+
+/// The key a connection from `ip` counts under: an IPv4 address (also when mapped
+/// into IPv6) as it is, an IPv6 address by its /64.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
+/// A connection's room: one of [`MAX_CONNECTIONS`] and one of its address's
+/// [`MAX_PER_ADDRESS`], both given back when the last holder (the connection, or its
+/// websocket's task) drops it.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    key: IpAddr,
+    per_address: Arc<PerAddress>,
+}
+
+impl Slot {
+    /// The room for a connection from `ip`, or `None` when its address or the server
+    /// is full.
+    fn take(ctx: &Ctx, ip: IpAddr) -> Option<Slot> {
+        let key = source(ip);
+        let mut counts = ctx.per_address.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry(key).or_insert(0);
+        if *count >= MAX_PER_ADDRESS {
+            return None;
+        }
+        let permit = Arc::clone(&ctx.permits).try_acquire_owned().ok()?;
+        *count += 1;
+        Some(Slot {
+            _permit: permit,
+            key,
+            per_address: Arc::clone(&ctx.per_address),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.per_address.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = counts.get_mut(&self.key) {
+            *c -= 1;
+            if *c == 0 {
+                counts.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -286,13 +356,9 @@ async fn refuse(mut stream: tokio::net::TcpStream, _slot: OwnedSemaphorePermit) 
 
 /// One connection, its requests within [`REQUEST_TIMEOUT`]; a websocket then goes on
 /// in a task of its own, with the connection's slot.
-async fn connection(
-    stream: tokio::net::TcpStream,
-    ctx: Arc<Ctx>,
-    permit: Arc<OwnedSemaphorePermit>,
-) {
+async fn connection(stream: tokio::net::TcpStream, ctx: Arc<Ctx>, slot: Arc<Slot>) {
     let service = hyper::service::service_fn(move |request| {
-        handle(request, Arc::clone(&ctx), Arc::clone(&permit))
+        handle(request, Arc::clone(&ctx), Arc::clone(&slot))
     });
     let connection = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD)
@@ -400,7 +466,7 @@ fn access(request: &Request<Incoming>, rules: &Rules) -> Result<Access, (u16, St
 async fn handle(
     mut request: Request<Incoming>,
     ctx: Arc<Ctx>,
-    permit: Arc<OwnedSemaphorePermit>,
+    slot: Arc<Slot>,
 ) -> Result<Answer, Infallible> {
     let access = match access(&request, &ctx.rules) {
         Ok(a) => a,
@@ -438,7 +504,7 @@ async fn handle(
             Some(json) => answer(200, "application/json", json.to_string()),
             None => text(503, "the run has not reported yet"),
         },
-        (&Method::GET, "/live") => live(&mut request, &ctx, permit),
+        (&Method::GET, "/live") => live(&mut request, &ctx, slot),
         (&Method::POST, p) if p.starts_with("/command/") && access != Access::Control => text(
             403,
             "a command needs the control token: open the live page's URL `ictus run` \
@@ -493,11 +559,7 @@ async fn command(request: &Request<Incoming>, ctx: &Ctx, name: &str) -> Answer {
 }
 
 /// The websocket's upgrade: the answer now, the stream in a task of its own.
-fn live(
-    request: &mut Request<Incoming>,
-    ctx: &Arc<Ctx>,
-    permit: Arc<OwnedSemaphorePermit>,
-) -> Answer {
+fn live(request: &mut Request<Incoming>, ctx: &Arc<Ctx>, slot: Arc<Slot>) -> Answer {
     let upgrade =
         header_value(request, "Upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     let Some(key) = header_value(request, "Sec-WebSocket-Key").filter(|_| upgrade) else {
@@ -510,7 +572,7 @@ fn live(
     let upgraded = hyper::upgrade::on(request);
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
-        let _slot = permit;
+        let _slot = slot;
         if let Ok(io) = upgraded.await {
             let ws = WebSocketStream::from_raw_socket(
                 TokioIo::new(io),

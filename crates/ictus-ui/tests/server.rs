@@ -10,7 +10,10 @@ use std::time::Duration;
 use ictus_exec::ctl::{Command, Server};
 use ictus_exec::live::{LiveStatus, LiveSubsystem};
 use ictus_exec::state::SetupStore;
-use ictus_ui::{Ui, UiOptions};
+use ictus_ui::{MAX_PER_ADDRESS, Ui, UiOptions};
+
+mod common;
+use common::{connect_from, connect_spread};
 
 /// One HTTP/1.1 request, the status code and body of the answer.
 fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
@@ -306,9 +309,10 @@ fn three_hundred_silent_connections_neither_hold_the_page_nor_stay_open() {
     let ui = on_loopback(dir.path().join("none.sock"), false);
     ui.publish(&status(10, 0));
     let addr = ui.addr();
-    // Clients that connect and send nothing, as one that sends a byte a minute.
+    // Clients that connect and send nothing, as one that sends a byte a minute, from
+    // several addresses (one holds MAX_PER_ADDRESS at most).
     let mut silent: Vec<TcpStream> = (0..300)
-        .map(|_| TcpStream::connect(addr).unwrap())
+        .map(|i| connect_spread(addr, i, MAX_PER_ADDRESS))
         .collect();
     // The page still answers them all out.
     let (code, body) = http(addr, "GET", "/status", &[]);
@@ -342,7 +346,7 @@ fn past_the_connection_cap_a_connection_is_answered_503_at_once() {
     ui.publish(&status(10, 0));
     let addr = ui.addr();
     let held: Vec<TcpStream> = (0..ictus_ui::MAX_CONNECTIONS)
-        .map(|_| TcpStream::connect(addr).unwrap())
+        .map(|i| connect_spread(addr, i, MAX_PER_ADDRESS))
         .collect();
     assert_eq!(
         until_held(&ui, ictus_ui::MAX_CONNECTIONS),
@@ -355,6 +359,45 @@ fn past_the_connection_cap_a_connection_is_answered_503_at_once() {
     drop(held);
     assert_eq!(until_held(&ui, 0), 0);
     assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
+}
+
+#[test]
+fn one_address_holds_at_most_its_share_and_the_others_still_get_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = on_loopback(dir.path().join("none.sock"), false);
+    ui.publish(&status(10, 0));
+    let addr = ui.addr();
+    let greedy = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let held: Vec<TcpStream> = (0..MAX_PER_ADDRESS)
+        .map(|_| connect_from(addr, greedy))
+        .collect();
+    assert_eq!(until_held(&ui, MAX_PER_ADDRESS), MAX_PER_ADDRESS);
+    // One more from the same address: 503 at once, while the server is far from full.
+    let mut more = connect_from(addr, greedy);
+    more.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(more, "GET /status HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = more.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    // Another address is answered as usual.
+    assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
+    // The share counts connections open now: once they go, the address gets in again.
+    drop(held);
+    assert_eq!(until_held(&ui, 0), 0);
+    let mut again = connect_from(addr, greedy);
+    again
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        again,
+        "GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    again.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 #[test]

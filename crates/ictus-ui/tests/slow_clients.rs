@@ -11,7 +11,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use ictus_exec::live::LiveStatus;
-use ictus_ui::{Ui, UiOptions};
+use ictus_ui::{MAX_PER_ADDRESS, Ui, UiOptions};
+
+mod common;
 
 /// How many slow clients.
 const SLOW: usize = 300;
@@ -53,8 +55,10 @@ struct Slow {
 }
 
 impl Slow {
-    fn connect(addr: SocketAddr) -> Slow {
-        let stream = TcpStream::connect(addr).unwrap();
+    /// The `i`th slow client, from its share of the loopback addresses (one address
+    /// holds MAX_PER_ADDRESS at most).
+    fn connect(addr: SocketAddr, i: usize) -> Slow {
+        let stream = common::connect_spread(addr, i, MAX_PER_ADDRESS);
         stream.set_nodelay(true).unwrap();
         stream.set_nonblocking(true).unwrap();
         Slow {
@@ -119,7 +123,7 @@ fn three_hundred_slow_clients_neither_hold_the_page_nor_add_threads_and_are_clos
     // The slow clients, each a byte at a time, every 200 ms, from one thread.
     let (held_tx, held_rx) = std::sync::mpsc::channel();
     let dribbler = std::thread::spawn(move || {
-        let mut slow: Vec<Slow> = (0..SLOW).map(|_| Slow::connect(addr)).collect();
+        let mut slow: Vec<Slow> = (0..SLOW).map(|i| Slow::connect(addr, i)).collect();
         let started = Instant::now();
         let mut told = false;
         while slow.iter().any(|s| !s.closed) && started.elapsed() < ictus_ui::REQUEST_TIMEOUT * 3 {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use ictus_ui::{Ui, UiOptions};
 
+mod common;
+
 /// The CPUs the threads named `ictus-ui*` of this process may run on.
 fn server_threads_cpus() -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -56,7 +58,9 @@ fn the_servers_threads_run_on_the_cpus_asked_command_thread_included() {
     s.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
     // Many connections add none.
-    let held: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let held: Vec<TcpStream> = (0..50)
+        .map(|i| common::connect_spread(addr, i, ictus_ui::MAX_PER_ADDRESS))
+        .collect();
     let by = std::time::Instant::now() + Duration::from_secs(30);
     while ui.connections() < held.len() && std::time::Instant::now() < by {
         std::thread::sleep(Duration::from_millis(20));
