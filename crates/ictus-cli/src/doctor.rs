@@ -1,13 +1,26 @@
 //! Human output of `ictus doctor`: the feature table, the advice, the verdict.
 
 use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width, presets};
-use ictus_probe::doctor::{Audit, Check, CheckId, Status};
+use ictus_probe::doctor::{Audit, Status};
+#[cfg(feature = "hosts")]
+use ictus_probe::doctor::{Check, CheckId};
 
+#[cfg(feature = "hosts")]
 use crate::keys::{SOON_DAYS, certificate_ends, end_words};
+
+/// `--keys` without the `hosts` feature: refused.
+#[cfg(not(feature = "hosts"))]
+pub(crate) fn check_keys(_audit: &mut Audit, dir: &std::path::Path) -> Result<(), String> {
+    Err(crate::built::missing(
+        "hosts",
+        &format!("--keys {}", dir.display()),
+    ))
+}
 
 /// Adds the `keys` check of the run's keys in `dir` (a folder or a bundle) after the
 /// machine's: when each certificate ends; an ended one is a blocker (a run refuses
 /// it), one ending within [`SOON_DAYS`] a note. An unreadable folder is an error.
+#[cfg(feature = "hosts")]
 pub(crate) fn check_keys(audit: &mut Audit, dir: &std::path::Path) -> Result<(), String> {
     let ends = certificate_ends(dir)?;
     let mut detail = Vec::new();

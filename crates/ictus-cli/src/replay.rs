@@ -1,6 +1,7 @@
 //! `ictus replay FILE.mcap --subsystem NAME`: one subsystem of a recorded run
 //! (`ictus run --record`) run again against its recorded inputs, its outputs
-//! compared with the recorded ones bit for bit (see `ictus_exec::replay`).
+//! compared with the recorded ones bit for bit (see `ictus_exec::replay`); and
+//! `--record`'s sink. Both are the `record` feature.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -137,4 +138,17 @@ fn verdict_out(v: &Verdict) -> Result<(), Failure> {
         "replayed {}: {} frames, {} cell publications compared, all bit for bit equal\n",
         v.subsystem, v.frames, v.cells
     ))
+}
+
+/// The sinks of `--record` (none without it): the file is created here, before
+/// the run starts, so a path that cannot be written starts nothing.
+pub(crate) fn record_sink(
+    path: Option<&std::path::Path>,
+) -> Result<Vec<Box<dyn ictus_exec::tap::Sink>>, Failure> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let sink = ictus_exec::tap::mcap::McapSink::create(path)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--record {}: {e}", path.display())))?;
+    Ok(vec![Box::new(sink)])
 }

@@ -7,7 +7,6 @@
     reason = "a stop or start flag between threads: one store, loads that poll it; no protocol for loom to explore"
 )]
 
-use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,19 +14,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ictus_core::Nanos;
-use ictus_exec::link::Link;
-use ictus_exec::role::Role;
 use ictus_exec::run::{self as exec_run, LiveStatus, RunOptions};
 use ictus_exec::schedule::Schedule;
 use ictus_exec::tap::Sink;
-use ictus_exec::tap::mcap::McapSink;
 use ictus_exec::tap::timeline::TraceSink;
 use ictus_probe::progress::Progress;
 use ictus_probe::session::Session;
 
 use crate::Failure;
 use crate::common;
-use crate::run_args::{CtlArgs, NodeArgs, RunArgs, RunCommon, TrustArgs, token_env};
+use crate::hosts::{Security, join_hosts, security_for};
+use crate::page::Pages;
+use crate::replay::record_sink;
+use crate::run_args::{CtlArgs, NodeArgs, PageAsk, RunArgs, RunCommon, token_env};
 use crate::run_view::{ended, status_line};
 use ictus_probe::cli::{OutputArgs, TraceArgs};
 
@@ -46,32 +45,34 @@ pub(crate) fn run(args: &RunArgs, progress: &Arc<Progress>) -> Result<(), Failur
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
         common: &args.common,
-        ui: match args.ui {
-            Some(addr) => Some((
-                addr,
-                match &args.ui_token_file {
-                    Some(t) => Some(t.clone()),
-                    None => token_env("ICTUS_UI_TOKEN")?,
-                },
-            )),
-            None => None,
-        },
-        ui_read: (
-            match &args.ui_read_token_file {
-                Some(t) => Some(t.clone()),
-                None => token_env("ICTUS_UI_READ_TOKEN")?,
+        page: PageAsk {
+            ui: match args.ui {
+                Some(addr) => Some((
+                    addr,
+                    match &args.ui_token_file {
+                        Some(t) => Some(t.clone()),
+                        None => token_env("ICTUS_UI_TOKEN")?,
+                    },
+                )),
+                None => None,
             },
-            args.ui_open_loopback,
-        ),
-        metrics: match args.metrics {
-            Some(addr) => Some((
-                addr,
-                match &args.metrics_token_file {
+            ui_read: (
+                match &args.ui_read_token_file {
                     Some(t) => Some(t.clone()),
-                    None => token_env("ICTUS_METRICS_TOKEN")?,
+                    None => token_env("ICTUS_UI_READ_TOKEN")?,
                 },
-            )),
-            None => None,
+                args.ui_open_loopback,
+            ),
+            metrics: match args.metrics {
+                Some(addr) => Some((
+                    addr,
+                    match &args.metrics_token_file {
+                        Some(t) => Some(t.clone()),
+                        None => token_env("ICTUS_METRICS_TOKEN")?,
+                    },
+                )),
+                None => None,
+            },
         },
     };
     execute(schedule, &how, progress)
@@ -115,9 +116,7 @@ pub(crate) fn node(args: &NodeArgs, progress: &Arc<Progress>) -> Result<(), Fail
         ready_timeout: args.ready_timeout,
         quiet: args.quiet,
         common: &args.common,
-        ui: None,
-        ui_read: (None, false),
-        metrics: None,
+        page: PageAsk::default(),
     };
     execute(schedule, &how, progress)
 }
@@ -146,106 +145,17 @@ fn prepare(
     Ok(schedule)
 }
 
-/// This host's security (see [`ictus_net::trust::resolve`]); bad input, exit 2.
-fn security_for(
-    schedule: &Schedule,
-    here: usize,
-    trust: &TrustArgs,
-) -> Result<Option<ictus_net::security::Security>, Failure> {
-    let asked = ictus_net::trust::Trust {
-        keys: trust.keys.clone(),
-        shared_keys: trust.shared_keys,
-        insecure: trust.insecure,
-    };
-    ictus_net::trust::resolve(schedule, here, &asked)
-        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))
-}
-
 /// Which host runs, and how.
 struct How<'a> {
     here: usize,
-    security: Option<ictus_net::security::Security>,
+    security: Option<Security>,
     duration: Option<Duration>,
     ready_timeout: Duration,
     quiet: bool,
     /// What it watches, its timeline (`--trace`) and its record.
     common: &'a RunCommon,
-    /// The live page's address and token.
-    ui: Option<(std::net::SocketAddr, Option<String>)>,
-    /// The live page's read-only token, and whether loopback commands need none.
-    ui_read: (Option<String>, bool),
-    /// `/metrics` alone: its address and token.
-    metrics: Option<(std::net::SocketAddr, Option<String>)>,
-}
-
-/// Starts the live page of `schedule`'s run (`page`, from `--ui`) or its `/metrics`
-/// alone (from `--metrics`), when asked, and says where it is.
-fn live_page(
-    schedule: &Schedule,
-    how: &How<'_>,
-    page: bool,
-) -> Result<Option<Arc<ictus_ui::Ui>>, Failure> {
-    let asked = if page { &how.ui } else { &how.metrics };
-    let Some((addr, token)) = asked else {
-        return Ok(None);
-    };
-    let token = match token {
-        Some(t) => Some(t.clone()),
-        None if !addr.ip().is_loopback() => {
-            Some(ictus_ui::new_token().map_err(|e| anyhow::anyhow!(e))?)
-        }
-        None => None,
-    };
-    let control = ictus_exec::ctl::check_socket(&ictus_exec::ctl::run_dir(), &schedule.name)
-        .map_err(Failure::usage)?;
-    let (read_token, open_loopback) = if page {
-        how.ui_read.clone()
-    } else {
-        (None, false)
-    };
-    let ui = ictus_ui::Ui::start(ictus_ui::UiOptions {
-        addr: *addr,
-        control,
-        token,
-        read_token,
-        open_loopback,
-        cpus: Some(Role::of_host(how.here).cpus_off_rt(schedule)).filter(|c| !c.is_empty()),
-        page,
-    })
-    .map_err(|e| match e {
-        e @ (ictus_ui::UiError::NoToken { .. } | ictus_ui::UiError::BadToken) => Failure::usage(e),
-        e => anyhow::Error::new(e).into(),
-    })?;
-    let mut note = if page {
-        format!("live page: {}", ui.url())
-    } else {
-        format!("metrics: {}", ui.metrics_url())
-    };
-    if addr.ip().is_unspecified() {
-        let _ = write!(
-            note,
-            " (on every address of this machine; the token is required)"
-        );
-    }
-    let _ = writeln!(std::io::stderr(), "{note}");
-    if let Some(read) = ui.read_url().filter(|_| page) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "read-only (the page and /metrics, no command): {read}"
-        );
-    }
-    Ok(Some(Arc::new(ui)))
-}
-
-/// The sinks of `--record` (none without it): the file is created here, before
-/// the run starts, so a path that cannot be written starts nothing.
-fn record_sink(path: Option<&std::path::Path>) -> Result<Vec<Box<dyn Sink>>, Failure> {
-    let Some(path) = path else {
-        return Ok(Vec::new());
-    };
-    let sink = McapSink::create(path)
-        .map_err(|e| Failure::usage(anyhow::anyhow!("--record {}: {e}", path.display())))?;
-    Ok(vec![Box::new(sink)])
+    /// The live page and `/metrics`, as asked.
+    page: PageAsk,
 }
 
 fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> Result<(), Failure> {
@@ -258,13 +168,12 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
     let affinity_before = ictus_os::sched::current_affinity().ok();
-    let link = join_hosts(&mut schedule, how, &mut session)?;
-    let ui = live_page(&schedule, how, true)?;
-    let metrics = live_page(&schedule, how, false)?;
+    let link = join_hosts(&mut schedule, how.here, how.security.as_ref(), &mut session)?;
+    let pages = Pages::start(&schedule, how.here, &how.page)?;
     let stop = Arc::new(AtomicBool::new(false));
     let show = !how.quiet && !how.common.out.json && std::io::stderr().is_terminal();
     let (flag, watch) = (Arc::clone(&stop), Arc::clone(progress));
-    let servers: Vec<Arc<ictus_ui::Ui>> = ui.iter().chain(&metrics).cloned().collect();
+    let mut publish = pages.publisher();
     let mut last_line = std::time::Instant::now();
     let options = RunOptions {
         duration: how.duration,
@@ -274,9 +183,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
                 // Relaxed: a stop request, polled by the coordinator.
                 flag.store(true, Ordering::Relaxed);
             }
-            for server in &servers {
-                server.publish(s);
-            }
+            publish(s);
             if show && last_line.elapsed() >= Duration::from_millis(100) {
                 last_line = std::time::Instant::now();
                 let _ =
@@ -286,11 +193,7 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         // The live page plots one point per jitter window (about 100 ms) and
         // /metrics observes each window's lateness once: sampled twice as often, so
         // no window is skipped.
-        status_every: Duration::from_millis(if ui.is_some() || metrics.is_some() {
-            50
-        } else {
-            100
-        }),
+        status_every: Duration::from_millis(if pages.any() { 50 } else { 100 }),
         ready_timeout: how.ready_timeout,
         // `process = "own"`: ictus hosts the builtin in a child of itself.
         host: std::env::current_exe()
@@ -310,12 +213,10 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     if show {
         let _ = std::io::stderr().write_all(b"\r\x1b[2K");
     }
-    if let Some(p) = &ui {
-        p.end(&match &result {
-            Ok(r) => ended(r),
-            Err(e) => format!("the run failed: {e}"),
-        });
-    }
+    pages.end(&match &result {
+        Ok(r) => ended(r),
+        Err(e) => format!("the run failed: {e}"),
+    });
     let report = match result {
         Ok(r) => r,
         Err(e) if e.is_bad_input() => return Err(Failure::usage(e)),
@@ -329,39 +230,10 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
         &report,
         trace.is_some() || how.common.watch.record.is_some(),
     );
-    let record = ictus::run_record::finish(session, &schedule, how.duration, &report, progress);
+    let record =
+        ictus_exec::run_record::finish(session, &schedule, how.duration, &report, progress);
     common::emit(&record, &how.common.out, ictus_report::probes::terminal)?;
     clean(&report)
-}
-
-/// Joins the other hosts of the run (none: no link), warning when the links are
-/// not authenticated or their certificates end soon.
-fn join_hosts(
-    schedule: &mut Schedule,
-    how: &How<'_>,
-    session: &mut Session,
-) -> Result<Option<Box<dyn Link>>, Failure> {
-    let link: Option<Box<dyn Link>> =
-        ictus_net::join::join(schedule, Role::of_host(how.here), how.security.as_ref())
-            .map_err(|e| anyhow::anyhow!("opening the link to the other hosts: {e}"))?
-            .map(|l| Box::new(l) as Box<dyn Link>);
-    if link.is_some() && how.security == Some(ictus_net::security::Security::Insecure) {
-        let w = ictus_core::warning::Warning::new(
-            ictus_core::warning::WarningId::InsecureLinks,
-            "the links across hosts are plain TCP without authentication (--insecure): \
-             any machine that can reach a host's port can read, write and stop this run",
-            Some("make the run's keys with `ictus keys new DIR --hosts ...` and give --keys DIR"),
-        );
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
-    if let Some(ictus_net::security::Security::Tls(c)) = &how.security
-        && let Some(w) = ictus_net::trust::expiring(c)
-    {
-        eprintln!("warning: {}", w.message);
-        session.warn(w);
-    }
-    Ok(link)
 }
 
 /// Whether the run was clean: no frame lost, no stop by an overrun, no message

@@ -6,7 +6,11 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::Failure;
+#[cfg(not(feature = "page"))]
+use crate::built::check_token;
 use ictus_probe::cli::{OutputArgs, TraceArgs};
+#[cfg(feature = "page")]
+use ictus_ui::check_token;
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -124,6 +128,21 @@ pub(crate) struct WatchArgs {
     pub(crate) record: Option<PathBuf>,
 }
 
+/// The live page and `/metrics` as asked (`--ui`, `--metrics` and their tokens).
+#[derive(Debug, Default)]
+pub(crate) struct PageAsk {
+    /// The live page's address and token.
+    pub(crate) ui: Option<(std::net::SocketAddr, Option<String>)>,
+    /// The live page's read-only token, and whether loopback commands need none.
+    #[cfg_attr(
+        not(feature = "page"),
+        allow(dead_code, reason = "read by the page, which this build has not")
+    )]
+    pub(crate) ui_read: (Option<String>, bool),
+    /// `/metrics` alone: its address and token.
+    pub(crate) metrics: Option<(std::net::SocketAddr, Option<String>)>,
+}
+
 /// `--ui`, `--metrics`: `IP:PORT`, `[IPV6]:PORT` or a port on 127.0.0.1.
 pub(crate) fn ui_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
@@ -147,7 +166,7 @@ pub(crate) fn token_file(path: &str) -> Result<String, String> {
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let token = text.lines().next().unwrap_or("").trim().to_string();
-    ictus_ui::check_token(&token)
+    check_token(&token)
         .map(|()| token)
         .map_err(|e| format!("{path}: {e}"))
 }
@@ -155,7 +174,7 @@ pub(crate) fn token_file(path: &str) -> Result<String, String> {
 /// The token of the environment's `var`, checked ([`ictus_ui::check_token`]).
 pub(crate) fn token_env(var: &str) -> Result<Option<String>, Failure> {
     match std::env::var(var) {
-        Ok(t) if !t.is_empty() => ictus_ui::check_token(&t)
+        Ok(t) if !t.is_empty() => check_token(&t)
             .map(|()| Some(t))
             .map_err(|e| Failure::usage(anyhow::anyhow!("{var}: {e}"))),
         _ => Ok(None),
