@@ -116,6 +116,16 @@ fn raise(counter: &Counter, total: u64) {
     }
 }
 
+/// Registers each family, with its unit where it has one (`None`: a count).
+macro_rules! register {
+    ($registry:ident; $($name:literal, $unit:expr, $family:expr, $help:literal;)*) => {
+        $(match $unit {
+            Some(unit) => $registry.register_with_unit($name, $help, unit, $family.clone()),
+            None => $registry.register($name, $help, $family.clone()),
+        })*
+    };
+}
+
 impl Metrics {
     /// The families of the run `run` (its name labels every series), empty until the
     /// first snapshot.
@@ -150,92 +160,28 @@ impl Metrics {
             cell_latency: Family::default(),
             seen: Mutex::new(HashMap::new()),
         };
-        let r = &mut registry;
-        r.register("frame", "The run's current frame", m.frame.clone());
-        r.register_with_unit("tick", "The run's tick", Unit::Seconds, m.tick.clone());
-        r.register("frames", "Frames a subsystem ran", m.frames.clone());
-        r.register(
-            "overruns",
-            "Releases a subsystem skipped because it was still running (or woke late)",
-            m.overruns.clone(),
-        );
-        r.register(
-            "lost_frames",
-            "Releases due, not run and not overrun (a dead subsystem's)",
-            m.lost.clone(),
-        );
-        r.register(
-            "errors",
-            "Frames whose run returned an error",
-            m.errors.clone(),
-        );
-        r.register(
-            "subsystem_up",
-            "1 while the subsystem lives, 0 once it failed (process died, thread panicked, host left)",
-            m.subsystem_up.clone(),
-        );
-        r.register_with_unit(
-            "release_lateness",
-            "The largest release lateness (wake-up minus release) of each jitter window of about 100 ms: one observation per window",
-            Unit::Seconds,
-            m.lateness.clone(),
-        );
-        r.register_with_unit(
-            "execution_time",
-            "A subsystem's last execution time, observed once per status snapshot (every 50 ms) in which it ran",
-            Unit::Seconds,
-            m.execution.clone(),
-        );
-        r.register_with_unit(
-            "max_release_lateness",
-            "The largest release lateness so far",
-            Unit::Seconds,
-            m.max_lateness.clone(),
-        );
-        r.register_with_unit(
-            "max_execution_time",
-            "The longest execution so far",
-            Unit::Seconds,
-            m.max_execution.clone(),
-        );
-        r.register_with_unit(
-            "cell_age",
-            "How old a cell's content is: now minus the start of the frame that published it, or minus the arrival of a copy from another host",
-            Unit::Seconds,
-            m.cell_age.clone(),
-        );
-        r.register(
-            "cell_writes",
-            "Publications of a cell",
-            m.cell_writes.clone(),
-        );
-        r.register(
-            "host_up",
-            "1 while the host is in the run (its liveliness token is there)",
-            m.host_up.clone(),
-        );
-        r.register(
-            "host_ticks",
-            "Ticks that reached a node",
-            m.host_ticks.clone(),
-        );
-        r.register(
-            "host_ticks_missing",
-            "Ticks that never reached a node",
-            m.host_ticks_missing.clone(),
-        );
-        r.register_with_unit(
-            "host_tick_lateness",
-            "Tick arrival minus the tick's deadline on a node: median so far (p50), largest so far (max), largest over the node's last 100 ms (recent)",
-            Unit::Seconds,
-            m.tick_lateness.clone(),
-        );
-        r.register_with_unit(
-            "link_cell_latency",
-            "Cells that came over the link to this host: arrival minus the writer's frame start, so far",
-            Unit::Seconds,
-            m.cell_latency.clone(),
-        );
+        // Name, unit (none: a count), help, family.
+        register! {
+            registry;
+            "frame", None, m.frame, "The run's current frame";
+            "tick", Some(Unit::Seconds), m.tick, "The run's tick";
+            "frames", None, m.frames, "Frames a subsystem ran";
+            "overruns", None, m.overruns, "Releases a subsystem skipped because it was still running (or woke late)";
+            "lost_frames", None, m.lost, "Releases due, not run and not overrun (a dead subsystem's)";
+            "errors", None, m.errors, "Frames whose run returned an error";
+            "subsystem_up", None, m.subsystem_up, "1 while the subsystem lives, 0 once it failed (process died, thread panicked, host left)";
+            "release_lateness", Some(Unit::Seconds), m.lateness, "The largest release lateness (wake-up minus release) of each jitter window of about 100 ms: one observation per window";
+            "execution_time", Some(Unit::Seconds), m.execution, "A subsystem's last execution time, observed once per status snapshot (every 50 ms) in which it ran";
+            "max_release_lateness", Some(Unit::Seconds), m.max_lateness, "The largest release lateness so far";
+            "max_execution_time", Some(Unit::Seconds), m.max_execution, "The longest execution so far";
+            "cell_age", Some(Unit::Seconds), m.cell_age, "How old a cell's content is: now minus the start of the frame that published it, or minus the arrival of a copy from another host";
+            "cell_writes", None, m.cell_writes, "Publications of a cell";
+            "host_up", None, m.host_up, "1 while the host is in the run (its liveliness token is there)";
+            "host_ticks", None, m.host_ticks, "Ticks that reached a node";
+            "host_ticks_missing", None, m.host_ticks_missing, "Ticks that never reached a node";
+            "host_tick_lateness", Some(Unit::Seconds), m.tick_lateness, "Tick arrival minus the tick's deadline on a node: median so far (p50), largest so far (max), largest over the node's last 100 ms (recent)";
+            "link_cell_latency", Some(Unit::Seconds), m.cell_latency, "Cells that came over the link to this host: arrival minus the writer's frame start, so far";
+        }
         Metrics { registry, ..m }
     }
 
