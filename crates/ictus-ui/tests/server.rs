@@ -13,35 +13,7 @@ use ictus_exec::state::SetupStore;
 use ictus_ui::{MAX_PER_ADDRESS, Ui, UiOptions};
 
 mod common;
-use common::{connect_from, connect_spread};
-
-/// One HTTP/1.1 request, the status code and body of the answer.
-fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let host = headers
-        .iter()
-        .find(|(k, _)| *k == "Host")
-        .map_or(addr.to_string(), |(_, v)| v.to_string());
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in headers.iter().filter(|(k, _)| *k != "Host") {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("Content-Length: 0\r\n\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let code = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
+use common::{connect_from, connect_spread, http, request};
 
 fn status(frame: u64, window: u64) -> LiveStatus {
     LiveStatus {
@@ -373,31 +345,16 @@ fn one_address_holds_at_most_its_share_and_the_others_still_get_in() {
         .collect();
     assert_eq!(until_held(&ui, MAX_PER_ADDRESS), MAX_PER_ADDRESS);
     // One more from the same address: 503 at once, while the server is far from full.
-    let mut more = connect_from(addr, greedy);
-    more.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(more, "GET /status HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    let _ = more.read_to_string(&mut answer);
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("too many connections"), "{answer}");
+    let (code, body) = request(connect_from(addr, greedy), "GET", "/status", &[]);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("too many connections"), "{body}");
     // Another address is answered as usual.
     assert_eq!(http(addr, "GET", "/status", &[]).0, 200);
     // The share counts connections open now: once they go, the address gets in again.
     drop(held);
     assert_eq!(until_held(&ui, 0), 0);
-    let mut again = connect_from(addr, greedy);
-    again
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        again,
-        "GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    again.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (code, body) = request(connect_from(addr, greedy), "GET", "/status", &[]);
+    assert_eq!(code, 200, "{body}");
 }
 
 #[test]

@@ -26,22 +26,8 @@ fn threads() -> usize {
 /// A GET of `path`, its status code and how long the answer took to come whole.
 fn get(addr: SocketAddr, path: &str) -> (u16, Duration) {
     let start = Instant::now();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).unwrap();
-    let took = start.elapsed();
-    let code = String::from_utf8_lossy(&answer)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, took)
+    let (code, _) = common::http(addr, "GET", path, &[]);
+    (code, start.elapsed())
 }
 
 /// A slow client: the next byte of a head that never ends.

@@ -4,7 +4,6 @@
 //! connections. One test in this file, so that every `ictus-ui` thread is its
 //! server's.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -47,16 +46,8 @@ fn the_servers_threads_run_on_the_cpus_asked_command_thread_included() {
     .unwrap();
     // A command makes the thread of blocking calls.
     let addr = ui.addr();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "POST /command/stop HTTP/1.1\r\nHost: {addr}\r\nX-Ictus: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    let (code, body) = common::http(addr, "POST", "/command/stop", &[("X-Ictus", "1")]);
+    assert_eq!(code, 502, "{body}");
     // Many connections add none.
     let held: Vec<TcpStream> = (0..50)
         .map(|i| common::connect_spread(addr, i, ictus_ui::MAX_PER_ADDRESS))
