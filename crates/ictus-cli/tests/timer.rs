@@ -5,25 +5,12 @@ mod common;
 
 use common::probe_runs::periods;
 use common::{as_nobody, ictus, json_only, read_json, refused, succeeds};
+use ictus_core::summary::SUMMARY_KEYS;
 use serde_json::Value;
 
 fn record(args: &[&str]) -> Value {
     json_only(ictus().args(args))
 }
-
-const SUMMARY_KEYS: [&str; 11] = [
-    "count",
-    "min_ns",
-    "mean_ns",
-    "stddev_ns",
-    "p50_ns",
-    "p90_ns",
-    "p99_ns",
-    "p999_ns",
-    "p9999_ns",
-    "p99999_ns",
-    "max_ns",
-];
 
 fn assert_latency_result(r: &Value) {
     let summary = r["summary"].as_object().expect("summary is an object");

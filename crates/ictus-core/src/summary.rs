@@ -82,6 +82,22 @@ impl Percentile {
     }
 }
 
+/// A [`Summary`]'s keys in a record, in its order (the result schema documents them;
+/// the Python package reads them by these names).
+pub const SUMMARY_KEYS: [&str; 11] = [
+    "count",
+    "min_ns",
+    "mean_ns",
+    "stddev_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "p9999_ns",
+    "p99999_ns",
+    "max_ns",
+];
+
 /// Count, extremes, moments and percentiles of a latency distribution, in nanoseconds.
 ///
 /// Serialized with exactly the keys `count, min_ns, mean_ns, stddev_ns, p50_ns, p90_ns,
