@@ -252,20 +252,7 @@ fn the_live_page_shows_the_run_pauses_it_and_sees_a_killed_subsystem_dead() {
 
 /// One request over a plain socket: the status code.
 fn get(addr: &str, path: &str) -> u16 {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    fetch(addr, path).0
 }
 
 #[test]
