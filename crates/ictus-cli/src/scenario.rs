@@ -14,7 +14,7 @@ use comfy_table::CellAlignment;
 use ictus_probe::progress::Progress;
 use ictus_report::scenario as report;
 use ictus_shield::scenario::run::{GroupStats, ScenarioResult};
-use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions, Scenario, spec};
+use ictus_shield::scenario::{self, BalancerMode, RunOptions, Scenario, WatchFlow, spec};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{Failure, say};
@@ -173,9 +173,9 @@ fn run_one(
     let result = scenario::run(scenario, opts, |p| {
         bar.set_position(p.finished as u64);
         if progress.stop_requested() {
-            Flow::Stop
+            WatchFlow::Stop
         } else {
-            Flow::Continue
+            WatchFlow::Continue
         }
     });
     bar.finish_and_clear();

@@ -14,10 +14,10 @@ use ictus_shield::balancer::{Decision, Report};
 use ictus_shield::class::RtPolicy;
 use ictus_shield::partition::Partition;
 use ictus_shield::scenario::run::{
-    Bucket, CpuIdle, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, SamplerInfo, SectionCounts,
-    TaskResult, Timeline,
+    CpuIdleTime, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, SamplerInfo, SectionCounts,
+    TaskResult, Timeline, TimelineBucket,
 };
-use ictus_shield::scenario::spec::{Every, Group, GroupClass, Scenario};
+use ictus_shield::scenario::spec::{Every, GroupClass, Scenario, TaskGroup};
 use ictus_shield::scenario::{BalancerMode, RESULT_SCHEMA, RESULT_VERSION, ScenarioResult};
 
 fn cpus(list: &str) -> CpuSet {
@@ -102,7 +102,7 @@ fn tiny() -> Scenario {
         sample_period: Duration::from_millis(1),
         timeline_bucket: Duration::from_millis(500),
         groups: vec![
-            Group {
+            TaskGroup {
                 name: "linux".into(),
                 count: 2,
                 cpus: cpus("0-1"),
@@ -111,7 +111,7 @@ fn tiny() -> Scenario {
                 sleep: None,
                 section: None,
             },
-            Group {
+            TaskGroup {
                 name: "rt".into(),
                 count: 2,
                 cpus: cpus("0-1"),
@@ -179,7 +179,7 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
         task("rt", 1, 0.5, 100.0 - a, 5),
     ];
     let groups = group_stats(a, scenario.groups[1].class);
-    let bucket = |start_ns: u64, linux: [f64; 2], rt: [f64; 2]| Bucket {
+    let bucket = |start_ns: u64, linux: [f64; 2], rt: [f64; 2]| TimelineBucket {
         start_ns,
         samples: 500,
         running: vec![vec![linux[0], rt[0]], vec![linux[1], rt[1]]],
@@ -218,14 +218,14 @@ fn fixture(mode: BalancerMode) -> ScenarioResult {
         groups,
         tasks,
         cpus: vec![
-            CpuIdle {
+            CpuIdleTime {
                 cpu: 0,
                 rt: false,
                 idle_until_first_end_ns: Some(0),
                 idle_ns: 0,
                 steal_ns: 10_000_000,
             },
-            CpuIdle {
+            CpuIdleTime {
                 cpu: 1,
                 rt: true,
                 idle_until_first_end_ns: Some(0),

@@ -12,7 +12,7 @@
 //! The ring also tells the balancer when the task is inside a section, so that it never
 //! pins the task onto an RT CPU in the middle of one: a section sends one report when
 //! it starts, **before** the task touches its affinity, and one when it ends
-//! ([`Attempt::in_section`]). Sending the start first matters: if the balancer's move
+//! ([`SectionStart::in_section`]). Sending the start first matters: if the balancer's move
 //! lands just after the task's own, the kernel serialises the two affinity changes of
 //! the task under that task's lock, so the balancer's check of the ring right after its
 //! move is bound to see the report, and it moves the task off the RT CPU again (see
@@ -114,7 +114,7 @@ pub enum Return {
 /// One report of a section, as the balancer receives it: its start (the attempt) or
 /// its end.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Attempt {
+pub struct SectionStart {
     /// The task's thread id.
     pub tid: i32,
     /// When.
@@ -145,7 +145,7 @@ pub struct Migrator {
     stats: MigrationStats,
     ret: Return,
     tid: i32,
-    reporter: Option<Producer<Attempt>>,
+    reporter: Option<Producer<SectionStart>>,
     dropped_reports: u64,
     failures: u64,
 }
@@ -166,7 +166,7 @@ impl Migrator {
 
     /// Sends every attempt to the balancer through `producer` (lock-free; when the ring
     /// is full the report is dropped and counted, never waited for).
-    pub fn report_to(mut self, producer: Producer<Attempt>) -> Migrator {
+    pub fn report_to(mut self, producer: Producer<SectionStart>) -> Migrator {
         self.reporter = Some(producer);
         self
     }
@@ -221,7 +221,7 @@ impl Migrator {
     /// Sends one report to the balancer, if there is one; never waits.
     fn report(&mut self, at_ns: u64, cpu: Option<usize>, moved: bool, in_section: bool) {
         if let Some(r) = &mut self.reporter {
-            let attempt = Attempt {
+            let attempt = SectionStart {
                 tid: self.tid,
                 at_ns,
                 cpu,
@@ -419,7 +419,7 @@ mod tests {
     fn an_attempt_without_in_section_reads_as_a_start() {
         let json = r#"{"tid":1,"at_ns":5,"cpu":null,"moved":false,
             "stats":{"attempts":1,"moves":0,"mean_period_ns":0.0,"last_attempt_ns":5}}"#;
-        let sut: Attempt = serde_json::from_str(json).unwrap();
+        let sut: SectionStart = serde_json::from_str(json).unwrap();
         assert!(sut.in_section);
     }
 

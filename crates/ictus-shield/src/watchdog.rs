@@ -428,7 +428,7 @@ pub struct Demotion {
 
 /// Where and how the watchdog thread runs, as obtained (not just asked for).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
+pub struct ThreadPlace {
     /// The watchdog thread's id.
     pub tid: i32,
     /// Its policy (`fifo 99`, or `other` where FIFO was refused).
@@ -452,7 +452,7 @@ pub enum LogEvent {
         /// The CPUs watched; `None`: all.
         watched_cpus: Option<CpuSet>,
         /// Where its thread runs.
-        placement: Placement,
+        placement: ThreadPlace,
         /// When, in milliseconds since the Unix epoch.
         at_unix_ms: u64,
     },
@@ -509,7 +509,7 @@ pub struct Watchdog {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
     demotions: Arc<Mutex<Vec<Demotion>>>,
-    placement: Placement,
+    placement: ThreadPlace,
 }
 
 impl Watchdog {
@@ -537,7 +537,7 @@ impl Watchdog {
     }
 
     /// Where and how its thread runs.
-    pub fn placement(&self) -> &Placement {
+    pub fn placement(&self) -> &ThreadPlace {
         &self.placement
     }
 
@@ -571,7 +571,7 @@ impl Drop for Watchdog {
 }
 
 /// Pins first, then raises the priority: the thread never runs at FIFO 99 on an RT CPU.
-fn place(config: &Config) -> Placement {
+fn place(config: &Config) -> ThreadPlace {
     let mut refused = Vec::new();
     let pinned_to = config
         .run_on
@@ -595,7 +595,7 @@ fn place(config: &Config) -> Placement {
         },
         None => "other".into(),
     };
-    Placement {
+    ThreadPlace {
         tid: sched::thread_id() as i32,
         policy,
         pinned_to,
@@ -605,7 +605,7 @@ fn place(config: &Config) -> Placement {
 
 fn watch(
     config: &Config,
-    ready: &mpsc::Sender<Placement>,
+    ready: &mpsc::Sender<ThreadPlace>,
     stop: &mpsc::Receiver<()>,
     demotions: &Mutex<Vec<Demotion>>,
 ) {
@@ -758,7 +758,7 @@ impl Drop for ThrottleGuard {
 /// A watchdog process started and waiting for [`GO`]: not yet watching. Dropping it
 /// closes its stdin, and the process exits having done nothing.
 #[derive(Debug)]
-pub struct Pending {
+pub struct Standby {
     /// Its pid.
     pub pid: i32,
     /// Its start time.
@@ -773,7 +773,7 @@ pub struct Pending {
 /// Ctrl-C at the terminal does not reach it), working directory `/`, stdin and stdout
 /// the handshake pipes, stderr appended to `log` (emptied first). A thread reaps it
 /// when it exits, so it never lingers as a zombie of a long-lived caller.
-pub fn spawn_pending(program: &Path, args: &[String], log: &Path) -> io::Result<Pending> {
+pub fn spawn_pending(program: &Path, args: &[String], log: &Path) -> io::Result<Standby> {
     let stderr = OpenOptions::new().create(true).append(true).open(log)?;
     stderr.set_len(0)?;
     let mut child: Child = Command::new(program)
@@ -801,7 +801,7 @@ pub fn spawn_pending(program: &Path, args: &[String], log: &Path) -> io::Result<
         (_, Err(e)) => return Err(e), // stdin drops: it exits
         (None, Ok(_)) => return Err(io::Error::other("it exited at once")),
     };
-    Ok(Pending {
+    Ok(Standby {
         pid,
         start_time,
         log: log.to_path_buf(),
@@ -810,7 +810,7 @@ pub fn spawn_pending(program: &Path, args: &[String], log: &Path) -> io::Result<
     })
 }
 
-impl Pending {
+impl Standby {
     /// Tells it to watch ([`GO`]), then waits up to `timeout` for [`READY`].
     pub fn release(mut self, timeout: Duration) -> io::Result<()> {
         self.stdin.write_all(format!("{GO}\n").as_bytes())?;

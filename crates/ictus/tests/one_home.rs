@@ -22,14 +22,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "each probe's command-line arguments (its folder's cli::Args, behind the cli feature): one per probe, each of its own shape, named alike so the registry generates the probe subcommands",
     ),
     (
-        "Attempt",
-        "os facts: the outcome of a trial system call; shield migrate: a section's start report to the balancer",
-    ),
-    (
-        "Bucket",
-        "core histogram: a bucket of latency samples; shield scenario: a bucket of the run's timeline",
-    ),
-    (
         "Class",
         "shield: a task class (RT0, RT1, NRT); probe survey: how a survey configuration scheduled its threads",
     ),
@@ -38,24 +30,12 @@ const DIFFERENT: &[(&str, &str)] = &[
         "report: a cell of the survey matrix; shield watchdog and balancer: each one's own tuning",
     ),
     (
-        "CpuIdle",
-        "os facts: the cpuidle setup (driver, governor, states); shield scenario: a CPU's measured idle time",
-    ),
-    (
         "ElementDecl",
         "exec program: an element declared in code (name, shape); exec cell table: an element laid out (with its offset)",
     ),
     (
         "Event",
         "core hub: the lock-free word layout of an event (loom-checked); exec hub: the named shared-memory event built on it",
-    ),
-    (
-        "Flow",
-        "exec: what a frame tells the executive; shield scenario: what the scenario's watcher wants",
-    ),
-    (
-        "Group",
-        "exec: a synchronous group of subsystems; shield scenario: a group of identical fake tasks",
     ),
     (
         "Kind",
@@ -68,14 +48,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     (
         "ParamsRecord",
         "each probe's own parameters as recorded: one per probe, each of its own shape",
-    ),
-    (
-        "Pending",
-        "exec state: a subsystem that has not acknowledged a state; shield watchdog: a watchdog process not yet started",
-    ),
-    (
-        "Placement",
-        "probe pingpong: where the two threads run (an option); shield watchdog: where its thread runs, as obtained",
     ),
     (
         "Plan",

@@ -10,7 +10,7 @@ use ictus_core::sync::spsc::Consumer;
 use ictus_os::affinity_of;
 
 use super::Role;
-use crate::migrate::{Attempt, MigrationStats};
+use crate::migrate::{MigrationStats, SectionStart};
 
 /// `USER_HZ`: the tick of the CPU times in `/proc/TID/stat` on every Linux
 /// architecture ictus runs on (used only when `schedstat` is missing).
@@ -66,7 +66,7 @@ pub(super) struct Tracked {
     pub(super) tid: i32,
     pub(super) role: Role,
     pub(super) allowed: CpuSet,
-    pub(super) rx: Consumer<Attempt>,
+    pub(super) rx: Consumer<SectionStart>,
     /// `/proc/TID/task/TID/stat`, open for the whole run (see [`Tracked::read`]).
     stat: File,
     /// `/proc/TID/task/TID/schedstat`, where the kernel has it.
@@ -94,7 +94,7 @@ impl Tracked {
         tid: i32,
         role: Role,
         allowed: CpuSet,
-        rx: Consumer<Attempt>,
+        rx: Consumer<SectionStart>,
         stat: File,
         schedstat: Option<File>,
     ) -> Tracked {
@@ -177,7 +177,7 @@ mod tests {
     use super::*;
 
     /// Thread `tid` tracked as a normal task on CPU 0, through its own files.
-    fn tracked(tid: i32, rx: Consumer<Attempt>) -> Tracked {
+    fn tracked(tid: i32, rx: Consumer<SectionStart>) -> Tracked {
         Tracked::new(
             tid,
             Role::Normal,
@@ -223,7 +223,7 @@ mod tests {
             let _ = done_rx.recv();
         });
         let tid = rx.recv().unwrap();
-        let (_ring, rx) = spsc::channel::<Attempt>(1);
+        let (_ring, rx) = spsc::channel::<SectionStart>(1);
         let sut = tracked(tid, rx);
         let mut buf = vec![0; 4096];
         assert!(sut.read(&mut buf).unwrap().is_some(), "alive");
@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn the_own_thread_reads_from_proc() {
         let tid = sched::thread_id() as i32;
-        let (tx, rx) = spsc::channel::<Attempt>(1);
+        let (tx, rx) = spsc::channel::<SectionStart>(1);
         drop(tx);
         let sut = tracked(tid, rx);
         // The kernel adds up a running thread's run time at ticks and switches: run a

@@ -22,7 +22,7 @@ use super::{
     Config, CpuState, Decision, PassOutcome, RING_CAPACITY, Report, Role, Snapshot, TaskState,
     load, place_all, push_one, push_rt,
 };
-use crate::migrate::Attempt;
+use crate::migrate::SectionStart;
 use crate::partition::Partition;
 
 // ---------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ struct Registration {
     tid: i32,
     role: Role,
     allowed: CpuSet,
-    rx: Consumer<Attempt>,
+    rx: Consumer<SectionStart>,
 }
 
 /// A balancer being set up: register tasks, then [`Balancer::start`].
@@ -90,7 +90,7 @@ impl Balancer {
 
     /// Registers thread `tid` with its role and the CPUs it may ever use. Returns the
     /// producer end of its ring: give it to the task's `Migrator::report_to`.
-    pub fn register(&mut self, tid: i32, role: Role, allowed: CpuSet) -> Producer<Attempt> {
+    pub fn register(&mut self, tid: i32, role: Role, allowed: CpuSet) -> Producer<SectionStart> {
         let (tx, rx) = spsc::channel(RING_CAPACITY);
         self.tasks.push(Registration {
             tid,

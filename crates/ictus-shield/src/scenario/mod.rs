@@ -11,11 +11,11 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions};
+//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, RunOptions};
 //! let s = scenario::spec::load(Path::new("examples/scenarios/table3-2cpu.toml"))?;
 //! let result = scenario::run(&s, &RunOptions::new(BalancerMode::Ictus), |p| {
 //!     eprintln!("{}/{} tasks done", p.finished, p.tasks);
-//!     Flow::Continue
+//!     WatchFlow::Continue
 //! })?;
 //! println!("{}", serde_json::to_string_pretty(&result)?);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -25,7 +25,7 @@ pub mod run;
 pub mod spec;
 
 pub use run::{
-    BalancerMode, Flow, Progress, RESULT_SCHEMA, RESULT_VERSION, RunError, RunOptions,
-    ScenarioResult, run,
+    BalancerMode, Progress, RESULT_SCHEMA, RESULT_VERSION, RunError, RunOptions, ScenarioResult,
+    WatchFlow, run,
 };
 pub use spec::{Scenario, SpecError};

@@ -81,12 +81,12 @@ pub struct Scenario {
     #[serde(rename = "timeline_bucket_ns", with = "ns")]
     pub timeline_bucket: Duration,
     /// The groups of tasks, in file order.
-    pub groups: Vec<Group>,
+    pub groups: Vec<TaskGroup>,
 }
 
 /// A group of identical fake tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Group {
+pub struct TaskGroup {
     /// Its name (unique in the scenario).
     pub name: String,
     /// How many tasks.
@@ -400,16 +400,16 @@ fn check_timeline_bucket(
 /// sleeps and sections.
 fn check_group(
     g: GroupFile,
-    groups: &[Group],
+    groups: &[TaskGroup],
     tasks: u32,
     rt: &CpuSet,
     machine: &CpuSet,
-) -> Result<Group, Refusal> {
+) -> Result<TaskGroup, Refusal> {
     let name = g.name.get_ref().trim().to_string();
     if name.is_empty() {
         return refuse(&g.name, "expected a group name, found an empty string");
     }
-    if groups.iter().any(|x: &Group| x.name == name) {
+    if groups.iter().any(|x: &TaskGroup| x.name == name) {
         return refuse(
             &g.name,
             format!("expected a unique group name, found a second `{name}`"),
@@ -425,7 +425,7 @@ fn check_group(
     }
     let sleep = every(&g.sleep_every, &g.sleep, ("sleep_every", "sleep"))?;
     let section = every(&g.sloop, &g.section, ("sloop", "section"))?;
-    Ok(Group {
+    Ok(TaskGroup {
         name,
         count,
         cpus,
@@ -1066,7 +1066,7 @@ sleep = "1ms"
         )
     }
 
-    fn arb_group(i: usize) -> impl Strategy<Value = Group> {
+    fn arb_group(i: usize) -> impl Strategy<Value = TaskGroup> {
         (
             1u32..20,
             arb_cpus(),
@@ -1081,15 +1081,17 @@ sleep = "1ms"
             arb_every(),
             arb_every(),
         )
-            .prop_map(move |(count, cpus, class, loops, sleep, section)| Group {
-                name: format!("group \"{i}\""),
-                count,
-                cpus,
-                class,
-                loops,
-                sleep,
-                section,
-            })
+            .prop_map(
+                move |(count, cpus, class, loops, sleep, section)| TaskGroup {
+                    name: format!("group \"{i}\""),
+                    count,
+                    cpus,
+                    class,
+                    loops,
+                    sleep,
+                    section,
+                },
+            )
     }
 
     proptest! {
@@ -1104,7 +1106,7 @@ sleep = "1ms"
         ) {
             let mut groups = groups;
             if rt0 {
-                groups.push(Group {
+                groups.push(TaskGroup {
                     name: "rt0".into(),
                     count: 1,
                     cpus: CpuSet::from_cpus([rt]),

@@ -8,16 +8,16 @@
 //! only computes, sleeps and enters sections; the `/proc` files are read by the
 //! sampler, and by each task once, after its last loop.
 //!
-//! A stop (the watcher's [`Flow::Stop`], the duration limit) reaches every thread
+//! A stop (the watcher's [`WatchFlow::Stop`], the duration limit) reaches every thread
 //! within the watcher's 50 ms poll: tasks sleep and sections spin on the run's stop
 //! [`Latch`](ictus_os::handoff::Latch), and the sampler sleeps on a latch of its own, so
 //! a task asked to sleep for years ends as soon as the run stops, and so does a sampler
 //! with a long period.
 //!
 //! ```no_run
-//! use ictus_shield::scenario::{self, BalancerMode, Flow, RunOptions};
+//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, RunOptions};
 //! let s = scenario::spec::load(std::path::Path::new("table5-2cpu.toml"))?;
-//! let r = scenario::run(&s, &RunOptions::new(BalancerMode::None), |_| Flow::Continue)?;
+//! let r = scenario::run(&s, &RunOptions::new(BalancerMode::None), |_| WatchFlow::Continue)?;
 //! for g in &r.groups {
 //!     println!("{}: {:?}", g.name, g.completion_ns);
 //! }
@@ -33,10 +33,10 @@ mod summary;
 mod task;
 mod timeline;
 
-pub use options::{BalancerMode, Flow, Progress, RunError, RunOptions};
+pub use options::{BalancerMode, Progress, RunError, RunOptions, WatchFlow};
 pub use result::{
-    Bucket, CpuIdle, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, RESULT_SCHEMA, RESULT_VERSION,
-    SamplerInfo, ScenarioResult, SectionCounts, TaskResult, Timeline,
+    CpuIdleTime, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, RESULT_SCHEMA, RESULT_VERSION,
+    SamplerInfo, ScenarioResult, SectionCounts, TaskResult, Timeline, TimelineBucket,
 };
 pub use task::{LOOP_DIVISIONS, calibrate, one_loop};
 pub use timeline::{MAX_BUCKETS, coarsen};
@@ -56,11 +56,11 @@ use summary::{cpu_idle, group_stats, policy_outcomes, run_warnings};
 use task::plans;
 
 /// Runs `scenario` and returns what it measured. `watch` is called about every 50 ms
-/// with the progress, from the calling thread; [`Flow::Stop`] stops the tasks.
+/// with the progress, from the calling thread; [`WatchFlow::Stop`] stops the tasks.
 pub fn run(
     scenario: &Scenario,
     opts: &RunOptions,
-    mut watch: impl FnMut(&Progress) -> Flow,
+    mut watch: impl FnMut(&Progress) -> WatchFlow,
 ) -> Result<ScenarioResult, RunError> {
     let mut provenance = Provenance::capture(opts.argv.clone());
     let online = facts::online_cpus();

@@ -76,7 +76,7 @@ pub struct Progress {
 
 /// What the watcher wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
+pub enum WatchFlow {
     /// Go on.
     Continue,
     /// Stop every task now; the result is marked incomplete.

@@ -63,7 +63,7 @@ pub struct SectionCounts {
     pub moves: u64,
     /// Moves the kernel refused.
     pub failures: u64,
-    /// Attempt reports dropped because the balancer's ring was full.
+    /// Section starts dropped because the balancer's ring was full.
     pub dropped_reports: u64,
 }
 
@@ -146,7 +146,7 @@ pub struct GroupStats {
 
 /// One CPU's idle time (`/proc/stat` idle plus iowait).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpuIdle {
+pub struct CpuIdleTime {
     /// The CPU.
     pub cpu: usize,
     /// Whether it is an RT CPU of the partition.
@@ -162,19 +162,19 @@ pub struct CpuIdle {
 /// How many tasks of each group were running (state R) on each CPU over time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timeline {
-    /// Bucket width.
+    /// The timeline buckets' width.
     pub bucket_ns: u64,
     /// The CPUs, in the order of each bucket's rows.
     pub cpus: Vec<usize>,
     /// The groups, in the order of each row's columns.
     pub groups: Vec<String>,
     /// The buckets, in time order (a bucket without samples is left out).
-    pub buckets: Vec<Bucket>,
+    pub buckets: Vec<TimelineBucket>,
 }
 
 /// One timeline bucket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bucket {
+pub struct TimelineBucket {
     /// Its start, since the common start.
     pub start_ns: u64,
     /// Samples in it.
@@ -265,7 +265,7 @@ pub struct ScenarioResult {
     /// Per task.
     pub tasks: Vec<TaskResult>,
     /// Per CPU in play.
-    pub cpus: Vec<CpuIdle>,
+    pub cpus: Vec<CpuIdleTime>,
     /// Running tasks per group per CPU over time.
     pub timeline: Timeline,
     /// What each group asked for and got.

@@ -14,11 +14,11 @@ use ictus_os::sched::{self, Policy};
 
 use crate::balancer::{self, Balancer, Role};
 use crate::class::Class;
-use crate::migrate::{Attempt, Return};
+use crate::migrate::{Return, SectionStart};
 use crate::partition::Partition;
 use crate::scenario::spec::{self, Scenario};
 
-use super::options::{BalancerMode, Flow, Progress, RunError, RunOptions};
+use super::options::{BalancerMode, Progress, RunError, RunOptions, WatchFlow};
 use super::result::TaskResult;
 use super::sampler::{Sampled, SamplerCtx, sampler_main};
 use super::shared::Shared;
@@ -30,7 +30,7 @@ pub(super) const POLL: Duration = Duration::from_millis(50);
 
 /// Where a task learns its balancer's ring: `Some` with [`BalancerMode::Ictus`], `None`
 /// without a balancer or when the run is aborted.
-pub(super) type Feed = mpsc::Sender<Option<Producer<Attempt>>>;
+pub(super) type Feed = mpsc::Sender<Option<Producer<SectionStart>>>;
 
 /// What every phase of a run reads.
 pub(super) struct Setting<'a> {
@@ -107,7 +107,7 @@ impl Setting<'_> {
             BalancerMode::Ictus => Return::Stay,
         };
         for (k, plan) in self.plans.iter().enumerate() {
-            let (feed_tx, feed_rx) = mpsc::channel::<Option<Producer<Attempt>>>();
+            let (feed_tx, feed_rx) = mpsc::channel::<Option<Producer<SectionStart>>>();
             let ctx = TaskCtx {
                 k,
                 plan: plan.clone(),
@@ -295,7 +295,7 @@ impl Setting<'_> {
     pub(super) fn watch_to_end(
         &self,
         started: Started,
-        watch: &mut impl FnMut(&Progress) -> Flow,
+        watch: &mut impl FnMut(&Progress) -> WatchFlow,
     ) -> Result<Ended, RunError> {
         let Started {
             handles,
@@ -338,7 +338,7 @@ impl Setting<'_> {
     pub(super) fn watch_tasks(
         &self,
         start: u64,
-        watch: &mut impl FnMut(&Progress) -> Flow,
+        watch: &mut impl FnMut(&Progress) -> WatchFlow,
     ) -> Option<String> {
         let n = self.plans.len();
         let mut stopped = None;
@@ -355,7 +355,7 @@ impl Setting<'_> {
                 elapsed,
                 finished: ended,
                 tasks: n,
-            }) == Flow::Stop
+            }) == WatchFlow::Stop
             {
                 stopped = Some("stopped on request".to_string());
             } else if let Some(limit) = self.scenario.duration_limit

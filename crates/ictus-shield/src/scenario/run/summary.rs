@@ -8,7 +8,7 @@ use crate::partition::Partition;
 use crate::scenario::spec::{GroupClass, Scenario};
 
 use super::result::{
-    CpuIdle, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, SamplerInfo, TaskResult,
+    CpuIdleTime, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, SamplerInfo, TaskResult,
 };
 use super::sampler::Sampled;
 use super::task::{Plan, Ready};
@@ -22,7 +22,7 @@ pub(super) fn cpu_idle(
     stat_start: &StatSnapshot,
     stat_end: &StatSnapshot,
     steal: &StealDelta,
-) -> Vec<CpuIdle> {
+) -> Vec<CpuIdleTime> {
     let tick_ns = |s: &StatSnapshot, ticks: u64| {
         ticks.saturating_mul(1_000_000_000) / s.ticks_per_second.max(1)
     };
@@ -35,7 +35,7 @@ pub(super) fn cpu_idle(
     in_play
         .cpus()
         .iter()
-        .map(|&cpu| CpuIdle {
+        .map(|&cpu| CpuIdleTime {
             cpu,
             rt: partition.is_rt(cpu),
             idle_until_first_end_ns: first_end

@@ -12,7 +12,7 @@ use ictus_os::sched;
 use ictus_os::{clock, thread_time};
 
 use crate::class::{self, Class, ClassError, Options};
-use crate::migrate::{Attempt, Migrator, Return};
+use crate::migrate::{Migrator, Return, SectionStart};
 use crate::partition::Partition;
 use crate::scenario::spec::{GroupClass, Scenario};
 
@@ -141,7 +141,7 @@ pub(super) struct TaskCtx {
     pub(super) ret: Return,
     pub(super) shared: Arc<Shared>,
     pub(super) ready: mpsc::Sender<Ready>,
-    pub(super) feed: mpsc::Receiver<Option<Producer<Attempt>>>,
+    pub(super) feed: mpsc::Receiver<Option<Producer<SectionStart>>>,
 }
 
 pub(super) fn task_main(ctx: TaskCtx) -> TaskEnd {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::scenario::spec::{Every, Group};
+use crate::scenario::spec::{Every, TaskGroup};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -7,8 +7,8 @@ use ictus_core::CpuSet;
 
 use crate::scenario::spec::{self, GroupClass, Scenario};
 
-use super::options::{BalancerMode, Flow, RunOptions};
-use super::result::{Bucket, MinAvgMax, RESULT_SCHEMA, ScenarioResult, Timeline};
+use super::options::{BalancerMode, RunOptions, WatchFlow};
+use super::result::{MinAvgMax, RESULT_SCHEMA, ScenarioResult, Timeline, TimelineBucket};
 use super::sampler::parse_stat;
 use super::task::{calibrate, one_loop};
 use super::timeline::coarsen;
@@ -29,7 +29,7 @@ fn min_avg_max_orders_its_figures() {
 
 #[test]
 fn coarsening_merges_neighbours_weighted_by_samples() {
-    let bucket = |start_ns, samples, v: f64| Bucket {
+    let bucket = |start_ns, samples, v: f64| TimelineBucket {
         start_ns,
         samples,
         running: vec![vec![v]],
@@ -70,7 +70,7 @@ fn a_small_run_reports_every_task_group_cpu_and_the_timeline() {
         sample_period: Duration::from_millis(1),
         timeline_bucket: Duration::from_millis(10),
         groups: vec![
-            Group {
+            TaskGroup {
                 name: "crunch".into(),
                 count: 2,
                 cpus: machine.clone(),
@@ -79,7 +79,7 @@ fn a_small_run_reports_every_task_group_cpu_and_the_timeline() {
                 sleep: None,
                 section: None,
             },
-            Group {
+            TaskGroup {
                 name: "sections".into(),
                 count: 2,
                 cpus: machine.clone(),
@@ -100,7 +100,7 @@ fn a_small_run_reports_every_task_group_cpu_and_the_timeline() {
         let mut calls = 0;
         let sut = run(&scenario, &RunOptions::new(mode), |_| {
             calls += 1;
-            Flow::Continue
+            WatchFlow::Continue
         })
         .unwrap();
         assert!(calls >= 1, "the watcher is called at least at the end");
@@ -177,7 +177,7 @@ fn a_stop_wakes_tasks_sleeping_or_busy_for_years_and_a_sampler_with_a_long_perio
         sample_period: DECADE,
         timeline_bucket: DECADE,
         groups: vec![
-            Group {
+            TaskGroup {
                 name: "sleepers".into(),
                 count: 2,
                 cpus: machine.clone(),
@@ -189,7 +189,7 @@ fn a_stop_wakes_tasks_sleeping_or_busy_for_years_and_a_sampler_with_a_long_perio
                 }),
                 section: None,
             },
-            Group {
+            TaskGroup {
                 name: "section".into(),
                 count: 1,
                 cpus: machine.clone(),
@@ -214,9 +214,9 @@ fn a_stop_wakes_tasks_sleeping_or_busy_for_years_and_a_sampler_with_a_long_perio
                 calls += 1;
                 // Let the tasks fall asleep first.
                 if calls > 4 {
-                    Flow::Stop
+                    WatchFlow::Stop
                 } else {
-                    Flow::Continue
+                    WatchFlow::Continue
                 }
             });
             let _ = tx.send(result);
@@ -249,7 +249,7 @@ fn a_stop_from_the_watcher_ends_the_run_incomplete() {
         duration_limit: None,
         sample_period: Duration::from_millis(1),
         timeline_bucket: Duration::from_millis(10),
-        groups: vec![Group {
+        groups: vec![TaskGroup {
             name: "forever".into(),
             count: 2,
             cpus: machine.clone(),
@@ -260,7 +260,7 @@ fn a_stop_from_the_watcher_ends_the_run_incomplete() {
         }],
     };
     let sut = run(&scenario, &RunOptions::new(BalancerMode::None), |_| {
-        Flow::Stop
+        WatchFlow::Stop
     })
     .unwrap();
     assert!(!sut.complete);

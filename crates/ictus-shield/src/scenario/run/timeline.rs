@@ -1,6 +1,6 @@
 //! The timeline: running tasks per CPU and group, summed into buckets, coarsened.
 
-use super::result::{Bucket, Timeline};
+use super::result::{Timeline, TimelineBucket};
 
 /// The timeline keeps at most this many buckets (neighbours are merged beyond).
 pub const MAX_BUCKETS: usize = 1000;
@@ -15,7 +15,7 @@ pub(super) struct TimelineSums {
     pub(super) samples: u32,
     /// The current bucket's index (its start over `bucket_ns`).
     pub(super) index: u64,
-    pub(super) buckets: Vec<Bucket>,
+    pub(super) buckets: Vec<TimelineBucket>,
 }
 
 impl TimelineSums {
@@ -53,7 +53,7 @@ impl TimelineSums {
     pub(super) fn flush(&mut self) {
         if self.samples > 0 {
             let samples = self.samples;
-            self.buckets.push(Bucket {
+            self.buckets.push(TimelineBucket {
                 start_ns: self.index * self.bucket_ns,
                 samples,
                 running: self
@@ -78,7 +78,7 @@ impl TimelineSums {
 pub fn coarsen(timeline: &mut Timeline, max: usize) {
     while timeline.buckets.len() > max.max(1) {
         let wide = timeline.bucket_ns * 2;
-        let mut merged: Vec<Bucket> = Vec::with_capacity(timeline.buckets.len() / 2 + 1);
+        let mut merged: Vec<TimelineBucket> = Vec::with_capacity(timeline.buckets.len() / 2 + 1);
         for b in timeline.buckets.drain(..) {
             let start = b.start_ns / wide * wide;
             match merged.last_mut() {
@@ -91,7 +91,7 @@ pub fn coarsen(timeline: &mut Timeline, max: usize) {
                     }
                     m.samples += b.samples;
                 }
-                _ => merged.push(Bucket {
+                _ => merged.push(TimelineBucket {
                     start_ns: start,
                     ..b
                 }),
