@@ -14,7 +14,7 @@ use comfy_table::CellAlignment;
 use ictus_probe::progress::Progress;
 use ictus_report::scenario as report;
 use ictus_shield::scenario::run::{GroupStats, ScenarioResult};
-use ictus_shield::scenario::{self, BalancerMode, RunOptions, Scenario, WatchFlow, spec};
+use ictus_shield::scenario::{self, BalancerMode, Scenario, ScenarioOptions, WatchFlow, spec};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{Failure, say};
@@ -73,10 +73,10 @@ pub(crate) fn run(args: &ScenarioArgs, progress: &Arc<Progress>) -> Result<(), F
         if progress.stop_requested() {
             break;
         }
-        let opts = RunOptions {
+        let opts = ScenarioOptions {
             source: Some(args.file.clone()),
             argv: std::env::args().collect(),
-            ..RunOptions::new(mode)
+            ..ScenarioOptions::new(mode)
         };
         let result = run_one(&scenario, &opts, progress, !args.json)?;
         let sub = if modes.len() > 1 {
@@ -154,7 +154,7 @@ fn new_dir(root: &Path, name: &str) -> PathBuf {
 /// Runs one placement with a progress line on stderr (when it is a terminal).
 fn run_one(
     scenario: &Scenario,
-    opts: &RunOptions,
+    opts: &ScenarioOptions,
     progress: &Progress,
     show: bool,
 ) -> Result<ScenarioResult, Failure> {
@@ -180,7 +180,7 @@ fn run_one(
     });
     bar.finish_and_clear();
     result.map_err(|e| match e {
-        scenario::RunError::Partition(_) => Failure::usage(e),
+        scenario::ScenarioError::Partition(_) => Failure::usage(e),
         other => Failure::from(other),
     })
 }

@@ -203,7 +203,7 @@ fn apply(args: &ApplyArgs) -> Result<(), Failure> {
         );
     }
     let throttle_off = plan.steps.iter().any(|s| {
-        matches!(s, ictus_shield::plan::Step::Write { path, value }
+        matches!(s, ictus_shield::plan::Change::Write { path, value }
             if path == Path::new(ictus_shield::snapshot::RT_RUNTIME) && value == "-1")
     });
     if throttle_off {

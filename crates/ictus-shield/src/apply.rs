@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ShieldError;
 use crate::journal::{self, Entry, Journal};
-use crate::plan::{self, Plan, Request, Skip, Step};
+use crate::plan::{self, Change, Plan, Request, Skip};
 use crate::snapshot::{self, CpusetRoot};
 use crate::watchdog;
 
@@ -224,24 +224,24 @@ fn run_steps(
             done,
         };
         match step {
-            Step::Write { path, value } => {
+            Change::Write { path, value } => {
                 write_step(applied, &mut journal, &created, path, value)?;
             }
-            Step::Mkdir { path } => {
+            Change::Mkdir { path } => {
                 mkdir_step(&mut journal, path)?;
                 created.push(path.clone());
             }
-            Step::MoveTask {
+            Change::MoveTask {
                 tid,
                 start_time,
                 from,
                 to,
             } => move_task_step(applied, &mut journal, *tid, *start_time, from, to)?,
-            Step::KeepAffinity { tid, start_time } => {
+            Change::KeepAffinity { tid, start_time } => {
                 keep_affinity_step(&mut journal, *tid, *start_time)?;
             }
-            Step::StopIrqbalance { pid } => stop_irqbalance_step(applied, &mut journal, *pid)?,
-            Step::StartWatchdog {
+            Change::StopIrqbalance { pid } => stop_irqbalance_step(applied, &mut journal, *pid)?,
+            Change::StartWatchdog {
                 limit_ms,
                 program,
                 args,

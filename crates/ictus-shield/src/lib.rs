@@ -40,4 +40,4 @@ pub mod watchdog;
 pub use apply::{Applied, ResetOutcome, apply, reset};
 pub use error::{DEFAULT_JOURNAL, ShieldError};
 pub use plan::{Request, WatchdogLaunch};
-pub use status::{Status, status};
+pub use status::{ShieldStatus, status};

@@ -69,7 +69,7 @@ pub const MIN_WATCHDOG_LIMIT: Duration = Duration::from_millis(10);
 /// One change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step {
+pub enum Change {
     /// Write `value` to a file (its prior value is journaled first).
     Write {
         /// The file.
@@ -137,7 +137,7 @@ pub struct Plan {
     /// cgroup version used: 1 or 2.
     pub cgroup_version: u8,
     /// The steps.
-    pub steps: Vec<Step>,
+    pub steps: Vec<Change>,
     /// What the plan leaves alone, known in advance.
     pub skipped: Vec<Skip>,
 }
@@ -198,11 +198,11 @@ pub fn plan(machine: &Machine, request: &Request) -> Result<Plan, ShieldError> {
     }
     if let Some(pid) = machine.irqbalance {
         // First, so it cannot undo the IRQ affinity while the rest is applied.
-        steps.insert(0, Step::StopIrqbalance { pid });
+        steps.insert(0, Change::StopIrqbalance { pid });
     }
     // Last: the watchdog, and only once it runs, the RT throttle off.
     if let Some(w) = &request.watchdog {
-        steps.push(Step::StartWatchdog {
+        steps.push(Change::StartWatchdog {
             limit_ms: w.limit.as_millis() as u64,
             program: w.program.clone(),
             args: w.args.clone(),
@@ -237,8 +237,8 @@ fn check_watchdog(request: &Request) -> Result<(), ShieldError> {
     Ok(())
 }
 
-fn write(path: PathBuf, value: String) -> Step {
-    Step::Write { path, value }
+fn write(path: PathBuf, value: String) -> Change {
+    Change::Write { path, value }
 }
 
 /// cgroup v1: the RT and NRT groups, the root's balancing off, and every thread of
@@ -248,13 +248,13 @@ fn v1_groups(
     root: &Path,
     rt: &CpuSet,
     nrt: &CpuSet,
-    steps: &mut Vec<Step>,
+    steps: &mut Vec<Change>,
     skipped: &mut Vec<Skip>,
 ) {
     let rt_dir = root.join(RT_GROUP);
     let nrt_dir = root.join(NRT_GROUP);
     for (dir, cpus, balance) in [(&rt_dir, rt, "0"), (&nrt_dir, nrt, "1")] {
-        steps.push(Step::Mkdir { path: dir.clone() });
+        steps.push(Change::Mkdir { path: dir.clone() });
         steps.push(write(dir.join("cpuset.cpus"), cpus.to_string()));
         steps.push(write(dir.join("cpuset.mems"), machine.mems.clone()));
         steps.push(write(dir.join("cpuset.cpu_exclusive"), "1".into()));
@@ -274,7 +274,7 @@ fn v1_groups(
     let to = nrt_dir.join("tasks");
     for task in machine.threads.iter().filter(|t| t.cpuset == "/") {
         if task.is_movable() {
-            steps.push(Step::MoveTask {
+            steps.push(Change::MoveTask {
                 tid: task.tid,
                 start_time: task.start_time,
                 from: from.clone(),
@@ -291,7 +291,7 @@ fn v1_groups(
 
 /// cgroup v2, before the IRQs: the cpuset controller for the root's children, and
 /// every movable thread's affinity journaled.
-fn v2_controller_and_affinities(machine: &Machine, root: &Path, steps: &mut Vec<Step>) {
+fn v2_controller_and_affinities(machine: &Machine, root: &Path, steps: &mut Vec<Change>) {
     let controls = machine
         .root_files
         .get("cgroup.subtree_control")
@@ -307,7 +307,7 @@ fn v2_controller_and_affinities(machine: &Machine, root: &Path, steps: &mut Vec<
     // all CPUs).
     for task in &machine.threads {
         if task.affinity.is_some() && task.is_movable() {
-            steps.push(Step::KeepAffinity {
+            steps.push(Change::KeepAffinity {
                 tid: task.tid,
                 start_time: task.start_time,
             });
@@ -317,7 +317,7 @@ fn v2_controller_and_affinities(machine: &Machine, root: &Path, steps: &mut Vec<
 
 /// Every IRQ to the NRT CPUs, or to the RT CPUs when the request names it; those
 /// already there are left alone.
-fn irq_steps(machine: &Machine, request: &Request, nrt: &CpuSet, steps: &mut Vec<Step>) {
+fn irq_steps(machine: &Machine, request: &Request, nrt: &CpuSet, steps: &mut Vec<Change>) {
     let rt = &request.rt_cpus;
     for irq in &machine.irqs {
         let target = if request.irq_for.contains(&irq.irq) {
@@ -336,7 +336,7 @@ fn irq_steps(machine: &Machine, request: &Request, nrt: &CpuSet, steps: &mut Vec
 
 /// The default IRQ affinity and the workqueue mask to the NRT CPUs, where present
 /// and not already so.
-fn mask_steps(machine: &Machine, nrt: &CpuSet, steps: &mut Vec<Step>) {
+fn mask_steps(machine: &Machine, nrt: &CpuSet, steps: &mut Vec<Change>) {
     for (current, path) in [
         (&machine.default_irq_affinity, DEFAULT_IRQ_AFFINITY),
         (&machine.workqueue_cpumask, WORKQUEUE_CPUMASK),
@@ -355,7 +355,7 @@ fn mask_steps(machine: &Machine, nrt: &CpuSet, steps: &mut Vec<Step>) {
 fn resume_qos_steps(
     machine: &Machine,
     rt: &CpuSet,
-    steps: &mut Vec<Step>,
+    steps: &mut Vec<Change>,
     skipped: &mut Vec<Skip>,
 ) {
     for &cpu in rt.cpus() {
@@ -383,8 +383,8 @@ fn resume_qos_steps(
 }
 
 /// cgroup v2: the RT group at `rt_dir`, made an isolated partition.
-fn v2_partition(machine: &Machine, rt_dir: &Path, rt: &CpuSet, steps: &mut Vec<Step>) {
-    steps.push(Step::Mkdir {
+fn v2_partition(machine: &Machine, rt_dir: &Path, rt: &CpuSet, steps: &mut Vec<Change>) {
+    steps.push(Change::Mkdir {
         path: rt_dir.to_path_buf(),
     });
     steps.push(write(rt_dir.join("cpuset.cpus"), rt.to_string()));
@@ -397,7 +397,7 @@ fn v2_partition(machine: &Machine, rt_dir: &Path, rt: &CpuSet, steps: &mut Vec<S
 }
 
 /// The RT throttle off, where the kernel has one and it is on.
-fn throttle_off(machine: &Machine, steps: &mut Vec<Step>, skipped: &mut Vec<Skip>) {
+fn throttle_off(machine: &Machine, steps: &mut Vec<Change>, skipped: &mut Vec<Skip>) {
     match machine.rt_runtime_us.as_deref() {
         Some("-1") => skipped.push(Skip {
             what: RT_RUNTIME.into(),
@@ -501,7 +501,7 @@ mod tests {
         plan.steps
             .iter()
             .filter_map(|s| match s {
-                Step::Write { path, value } => Some((path.display().to_string(), value.clone())),
+                Change::Write { path, value } => Some((path.display().to_string(), value.clone())),
                 _ => None,
             })
             .collect()
@@ -534,7 +534,7 @@ mod tests {
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::MoveTask { tid, to, .. } => {
+                Change::MoveTask { tid, to, .. } => {
                     assert_eq!(to, &PathBuf::from("/cs/ictus-nrt/tasks"));
                     Some(*tid)
                 }
@@ -562,7 +562,11 @@ mod tests {
     fn v2_makes_an_isolated_partition_and_moves_no_thread() {
         let sut = plan(&fake(CpusetRoot::V2("/cg".into())), &request("3", &[])).unwrap();
         assert_eq!(sut.cgroup_version, 2);
-        assert!(!sut.steps.iter().any(|s| matches!(s, Step::MoveTask { .. })));
+        assert!(
+            !sut.steps
+                .iter()
+                .any(|s| matches!(s, Change::MoveTask { .. }))
+        );
         let w = writes(&sut);
         assert_eq!(
             w[0],
@@ -575,17 +579,17 @@ mod tests {
         // Every movable thread has its affinity journaled, and the
         // partition comes after them and after the IRQs and masks, so reset removes it
         // first and then puts back what the kernel changed with it.
-        let at = |f: &dyn Fn(&Step) -> bool| sut.steps.iter().position(f).unwrap();
-        let partition = at(&|s| matches!(s, Step::Mkdir { .. }));
+        let at = |f: &dyn Fn(&Change) -> bool| sut.steps.iter().position(f).unwrap();
+        let partition = at(&|s| matches!(s, Change::Mkdir { .. }));
         let last_keep = sut
             .steps
             .iter()
-            .rposition(|s| matches!(s, Step::KeepAffinity { .. }))
+            .rposition(|s| matches!(s, Change::KeepAffinity { .. }))
             .expect("affinities journaled");
         let last_irq = sut
             .steps
             .iter()
-            .rposition(|s| matches!(s, Step::Write { path, .. } if path.starts_with("/proc/irq")))
+            .rposition(|s| matches!(s, Change::Write { path, .. } if path.starts_with("/proc/irq")))
             .unwrap();
         assert!(last_keep < partition && last_irq < partition);
     }
@@ -595,7 +599,7 @@ mod tests {
         let mut m = fake(CpusetRoot::V1("/cs".into()));
         m.irqbalance = Some(77);
         let sut = plan(&m, &request("3", &[])).unwrap();
-        assert_eq!(sut.steps[0], Step::StopIrqbalance { pid: 77 });
+        assert_eq!(sut.steps[0], Change::StopIrqbalance { pid: 77 });
     }
 
     #[test]
@@ -626,11 +630,11 @@ mod tests {
         let n = sut.steps.len();
         assert!(matches!(
             &sut.steps[n - 2],
-            Step::StartWatchdog { limit_ms: 1000, .. }
+            Change::StartWatchdog { limit_ms: 1000, .. }
         ));
         assert_eq!(
             sut.steps[n - 1],
-            Step::Write {
+            Change::Write {
                 path: RT_RUNTIME.into(),
                 value: "-1".into()
             }
@@ -700,22 +704,22 @@ mod tests {
         let qos = sut
             .steps
             .iter()
-            .position(|s| matches!(s, Step::Write { path, .. } if path == &resume_qos_path(3)))
+            .position(|s| matches!(s, Change::Write { path, .. } if path == &resume_qos_path(3)))
             .expect("CPU 3's resume latency QoS is held");
         let last_irq = sut
             .steps
             .iter()
-            .rposition(|s| matches!(s, Step::Write { path, .. } if path.starts_with("/proc/irq")))
+            .rposition(|s| matches!(s, Change::Write { path, .. } if path.starts_with("/proc/irq")))
             .unwrap();
         let partition = sut
             .steps
             .iter()
-            .position(|s| matches!(s, Step::Mkdir { .. }))
+            .position(|s| matches!(s, Change::Mkdir { .. }))
             .unwrap();
         let watchdog = sut
             .steps
             .iter()
-            .position(|s| matches!(s, Step::StartWatchdog { .. }))
+            .position(|s| matches!(s, Change::StartWatchdog { .. }))
             .unwrap();
         assert!(last_irq < qos && qos < partition && partition < watchdog);
     }

@@ -82,7 +82,7 @@ pub struct WatchdogStatus {
 
 /// The shield's state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Status {
+pub struct ShieldStatus {
     /// The journal consulted.
     pub journal: PathBuf,
     /// Whether a shield is applied (its journal exists).
@@ -207,7 +207,7 @@ fn watchdog_status(entries: &[Entry]) -> Option<WatchdogStatus> {
 }
 
 /// Reads the shield's state; counts interrupts over `window`.
-pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldError> {
+pub fn status(journal_path: &Path, window: Duration) -> Result<ShieldStatus, ShieldError> {
     let entries = journal::read(journal_path)?;
     let header = entries.as_ref().and_then(|e| {
         e.iter().find_map(|e| match e {
@@ -220,7 +220,7 @@ pub fn status(journal_path: &Path, window: Duration) -> Result<Status, ShieldErr
             _ => None,
         })
     });
-    let mut status = Status {
+    let mut status = ShieldStatus {
         journal: journal_path.to_path_buf(),
         applied: entries.is_some(),
         rt_cpus: header.as_ref().map(|h| h.0.clone()),

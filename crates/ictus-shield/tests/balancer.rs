@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ictus_core::CpuSet;
 use ictus_os::sched::{self, Policy};
 use ictus_os::{affinity_of, facts};
-use ictus_shield::balancer::{Balancer, Config, Role};
+use ictus_shield::balancer::{Balancer, Config, TaskRole};
 use ictus_shield::migrate::{Migrator, Return};
 use ictus_shield::partition;
 
@@ -59,7 +59,7 @@ fn the_balancer_places_real_threads_inside_their_allowed_cpus_and_gives_them_bac
             spin_until(&stop);
         }));
         let tid = rx.recv().unwrap();
-        drop(balancer.register(tid, Role::Normal, online.clone()));
+        drop(balancer.register(tid, TaskRole::Normal, online.clone()));
         normal_tids.push(tid);
     }
 
@@ -93,7 +93,7 @@ fn the_balancer_places_real_threads_inside_their_allowed_cpus_and_gives_them_bac
     };
     let (rt1_tid, fifo) = tid_rx.recv().unwrap();
     ring_tx
-        .send(balancer.register(rt1_tid, Role::Rt1, online.clone()))
+        .send(balancer.register(rt1_tid, TaskRole::Rt1, online.clone()))
         .unwrap();
 
     // A normal thread that exits early: the balancer drops it.
@@ -104,7 +104,7 @@ fn the_balancer_places_real_threads_inside_their_allowed_cpus_and_gives_them_bac
         let _ = go_rx.recv();
     });
     let short_tid = rx.recv().unwrap();
-    drop(balancer.register(short_tid, Role::Normal, online.clone()));
+    drop(balancer.register(short_tid, TaskRole::Normal, online.clone()));
 
     let normal_affinity_before: Vec<CpuSet> = normal_tids
         .iter()

@@ -23,7 +23,7 @@ use std::time::Duration;
 use ictus_os::process::ProcessId;
 use ictus_shield::apply::{apply_stopping_after, machine_shortfall};
 use ictus_shield::journal;
-use ictus_shield::plan::Step;
+use ictus_shield::plan::Change;
 use ictus_shield::snapshot::{self, RESUME_QOS_HELD, RT_RUNTIME, differences};
 use ictus_shield::{Request, ShieldError, WatchdogLaunch, reset};
 
@@ -102,7 +102,7 @@ fn reset_restores_the_machine_after_apply_stopped_at_every_point() {
         .as_ref()
         .is_some_and(|q| q.writable && q.value != RESUME_QOS_HELD);
     let qos_step = applied.plan.steps.iter().position(
-        |s| matches!(s, Step::Write { path, value } if *path == qos && value == RESUME_QOS_HELD),
+        |s| matches!(s, Change::Write { path, value } if *path == qos && value == RESUME_QOS_HELD),
     );
     assert_eq!(qos_step.is_some(), holds_qos, "{:?}", applied.plan.skipped);
     if holds_qos {

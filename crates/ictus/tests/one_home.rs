@@ -62,24 +62,8 @@ const DIFFERENT: &[(&str, &str)] = &[
         "core hub: the lock-free word layout of a port (loom-checked); exec hub: the named shared-memory port built on it",
     ),
     (
-        "Progress",
-        "probe: a probe's lock-free progress counters; shield scenario: where a scenario run stands",
-    ),
-    (
         "Refusal",
         "net guard: why something from another host was refused; probe record: a field a record's validation refused",
-    ),
-    (
-        "Role",
-        "exec: a run's role (the main host, or the node of host H); shield balancer: what a registered task is to the balancer (rt0, rt1 or normal: a class without its priority)",
-    ),
-    (
-        "RunError",
-        "exec: why an executive run failed; shield scenario: why a scenario could not run",
-    ),
-    (
-        "RunOptions",
-        "exec: how to run the executive; shield scenario: how to run a scenario",
     ),
     (
         "ScheduleError",
@@ -95,11 +79,7 @@ const DIFFERENT: &[(&str, &str)] = &[
     ),
     (
         "Status",
-        "exec control: where a subsystem is in its life; probe doctor: how a feature stands; shield: the shield's state",
-    ),
-    (
-        "Step",
-        "probe survey: one step of a survey; shield plan: one change of the shield",
+        "exec control: where a subsystem is in its life; probe doctor: how a feature stands",
     ),
     (
         "Verdict",

@@ -80,13 +80,13 @@
 //!   other. ARTiS had no such tasks: its RT1+ tasks were always real-time.
 //!
 //! ```
-//! use ictus_shield::balancer::{CpuState, Role, Snapshot, TaskState, push_one};
+//! use ictus_shield::balancer::{CpuState, TaskRole, Snapshot, TaskState, push_one};
 //! use ictus_shield::migrate::MigrationStats;
 //!
 //! // CPU 0 is NRT with two runnable normal tasks; CPU 1 is RT and idle.
 //! let task = |tid| TaskState {
 //!     tid,
-//!     role: Role::Normal,
+//!     role: TaskRole::Normal,
 //!     cpu: Some(0),
 //!     allowed: "0-1".parse().unwrap(),
 //!     realtime: false,
@@ -114,14 +114,14 @@
 //!
 //! ```no_run
 //! use ictus_core::CpuSet;
-//! use ictus_shield::balancer::{Balancer, Config, Role};
+//! use ictus_shield::balancer::{Balancer, Config, TaskRole};
 //! use ictus_shield::migrate::{Migrator, Return};
 //! use ictus_shield::partition;
 //! let online: CpuSet = "0-3".parse().unwrap();
 //! let partition = partition::logical("2-3".parse().unwrap(), &online).unwrap();
 //! let mut balancer = Balancer::new(partition.clone(), Config::default());
 //! let tid = ictus_os::sched::thread_id() as i32;
-//! let ring = balancer.register(tid, Role::Rt1, online.clone());
+//! let ring = balancer.register(tid, TaskRole::Rt1, online.clone());
 //! let mut migrator = Migrator::new(partition, Return::Stay).report_to(ring);
 //! let running = balancer.start().unwrap();
 //! // ... work, with `migrator.section()` around what endangers latency ...
@@ -139,7 +139,7 @@ mod prose;
 mod supervisor;
 
 pub use model::{
-    Config, DEFAULT_FIFO_PRIORITY, Decision, MIN_FREE_SHARE, RING_CAPACITY, Report, Role,
+    Config, DEFAULT_FIFO_PRIORITY, Decision, MIN_FREE_SHARE, RING_CAPACITY, Report, TaskRole,
 };
 pub use policy::{
     CpuState, Move, PassOutcome, Snapshot, TaskState, load, place_all, push_one, push_rt,

@@ -17,7 +17,7 @@ pub const MIN_FREE_SHARE: f64 = 0.01;
 /// What a registered task is to the balancer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub enum TaskRole {
     /// Bound to its CPU: never moved, but its CPU time counts as real-time load.
     Rt0,
     /// Real-time, movable: prefers RT CPUs.
@@ -26,18 +26,18 @@ pub enum Role {
     Normal,
 }
 
-impl Role {
+impl TaskRole {
     /// `rt0`, `rt1` or `normal`.
     pub fn name(self) -> &'static str {
         match self {
-            Role::Rt0 => "rt0",
-            Role::Rt1 => "rt1",
-            Role::Normal => "normal",
+            TaskRole::Rt0 => "rt0",
+            TaskRole::Rt1 => "rt1",
+            TaskRole::Normal => "normal",
         }
     }
 }
 
-impl fmt::Display for Role {
+impl fmt::Display for TaskRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }

@@ -6,7 +6,7 @@ use std::cmp::Ordering as CmpOrdering;
 use ictus_core::CpuSet;
 
 use super::prose::{return_reason, side, withheld_reason};
-use super::{MIN_FREE_SHARE, Role};
+use super::{MIN_FREE_SHARE, TaskRole};
 use crate::migrate::MigrationStats;
 
 // ---------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ pub struct TaskState {
     /// Its thread id.
     pub tid: i32,
     /// Its role.
-    pub role: Role,
+    pub role: TaskRole,
     /// The CPU it is on (`None`: unknown, or not a CPU of the partition).
     pub cpu: Option<usize>,
     /// The CPUs it may ever be placed on.
@@ -188,7 +188,7 @@ impl Snapshot {
 
     /// Whether task `t` may be pinned to `to`: the one check every pass goes through.
     fn admissible(&self, t: &TaskState, to: usize, horizon_ns: u64) -> Result<(), Block> {
-        if t.role == Role::Rt0 {
+        if t.role == TaskRole::Rt0 {
             return Err(Block::Fixed);
         }
         if !t.allowed.contains(to) || self.index_of(to).is_none() {
@@ -250,12 +250,17 @@ fn cmp_key(a: &(f64, f64, usize, usize), b: &(f64, f64, usize, usize)) -> CmpOrd
 pub fn place_all(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
     let mut out = PassOutcome::default();
     let movable = |t: &TaskState| {
-        t.role != Role::Rt0 && snapshot.cpus.iter().any(|c| t.allowed.contains(c.cpu))
+        t.role != TaskRole::Rt0 && snapshot.cpus.iter().any(|c| t.allowed.contains(c.cpu))
     };
     let mut order: Vec<usize> = (0..snapshot.tasks.len())
         .filter(|&i| movable(&snapshot.tasks[i]))
         .collect();
-    order.sort_by_key(|&i| (snapshot.tasks[i].role != Role::Rt1, snapshot.tasks[i].tid));
+    order.sort_by_key(|&i| {
+        (
+            snapshot.tasks[i].role != TaskRole::Rt1,
+            snapshot.tasks[i].tid,
+        )
+    });
     // Take the movable tasks off their CPUs: they are all being placed. Set aside with
     // no CPU, they count nowhere until placed, and then as runnable.
     let mut work = snapshot.clone();
@@ -306,7 +311,7 @@ fn place_first(
     out: &mut PassOutcome,
 ) -> Option<(usize, String)> {
     let t = work.tasks[i].clone();
-    let prefer_rt = t.role == Role::Rt1;
+    let prefer_rt = t.role == TaskRole::Rt1;
     let mut blocked = None;
     let candidates: Vec<usize> = (0..work.cpus.len())
         .filter(
@@ -411,7 +416,7 @@ pub fn push_rt(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
         let Some(from) = t.cpu.filter(|&c| snapshot.index_of(c).is_some()) else {
             continue;
         };
-        if t.role != Role::Rt1 || snapshot.is_rt(from) {
+        if t.role != TaskRole::Rt1 || snapshot.is_rt(from) {
             continue;
         }
         let rt_allowed: Vec<usize> = (0..snapshot.cpus.len())
@@ -468,7 +473,7 @@ pub fn push_rt(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
                     .filter(|&j| {
                         let u = &snapshot.tasks[j];
                         u.cpu == Some(cpu)
-                            && u.role == Role::Normal
+                            && u.role == TaskRole::Normal
                             && !u.realtime
                             && u.runnable == t.runnable
                             && snapshot.admissible(u, from, horizon_ns).is_ok()
@@ -532,7 +537,7 @@ pub fn push_one(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
                 .filter(|&i| {
                     let t = &snapshot.tasks[i];
                     t.cpu == Some(src.cpu)
-                        && t.role != Role::Rt0
+                        && t.role != TaskRole::Rt0
                         && !t.realtime
                         && t.runnable
                         && t.allowed.contains(dst.cpu)
@@ -541,7 +546,11 @@ pub fn push_one(snapshot: &mut Snapshot, horizon_ns: u64) -> PassOutcome {
             let now = snapshot.now_ns;
             candidates.sort_by_key(|&i| {
                 let t = &snapshot.tasks[i];
-                let first_role = if dst.rt { Role::Rt1 } else { Role::Normal };
+                let first_role = if dst.rt {
+                    TaskRole::Rt1
+                } else {
+                    TaskRole::Normal
+                };
                 let quiet = t
                     .stats
                     .predicted_next_ns()
@@ -614,7 +623,7 @@ mod tests {
             .collect()
     }
 
-    fn task(tid: i32, role: Role, on: usize, allowed: &str) -> TaskState {
+    fn task(tid: i32, role: TaskRole, on: usize, allowed: &str) -> TaskState {
         TaskState {
             tid,
             role,
@@ -670,7 +679,7 @@ mod tests {
         panic!("no fixed point after {limit} rounds: {s:#?}");
     }
 
-    fn count_on(s: &Snapshot, cpu: usize, role: Role) -> usize {
+    fn count_on(s: &Snapshot, cpu: usize, role: TaskRole) -> usize {
         s.tasks
             .iter()
             .filter(|t| t.cpu == Some(cpu) && t.role == role)
@@ -692,7 +701,7 @@ mod tests {
     fn three_busy_rt0() -> Vec<TaskState> {
         (1..4)
             .map(|c| {
-                let mut t = task(c as i32, Role::Rt0, c, &c.to_string());
+                let mut t = task(c as i32, TaskRole::Rt0, c, &c.to_string());
                 t.realtime = true;
                 t.rt_share = 0.9;
                 t
@@ -703,7 +712,7 @@ mod tests {
     /// Seed table 4's tasks of `role` on CPUs 0 and 1: 8 often migrating (tids 10 to
     /// 17: every 200 us, the last 50 us before `now`) and 8 rarely (tids 20 to 27:
     /// every 200 ms, the last 1 ms before).
-    fn often_and_rarely_migrating(role: Role, now: u64) -> Vec<TaskState> {
+    fn often_and_rarely_migrating(role: TaskRole, now: u64) -> Vec<TaskState> {
         let mut tasks = Vec::new();
         for k in 0..8 {
             let mut om = task(10 + k, role, (k % 2) as usize, "0-3");
@@ -738,30 +747,30 @@ mod tests {
     #[test]
     fn seed_figure_2_five_tasks_beside_a_three_quarter_rt_task_split_four_one() {
         // Seed 002 §3.2.2: 2 CPUs, an RT task using 3/4 of CPU 1, 5 Linux tasks.
-        let mut rt = task(1, Role::Rt0, 1, "1");
+        let mut rt = task(1, TaskRole::Rt0, 1, "1");
         rt.realtime = true;
         rt.rt_share = 0.75;
         let mut tasks = vec![rt];
-        tasks.extend((0..5).map(|k| task(10 + k, Role::Normal, (k % 2) as usize, "0-1")));
+        tasks.extend((0..5).map(|k| task(10 + k, TaskRole::Normal, (k % 2) as usize, "0-1")));
         let mut sut = snapshot(0, cpus("NR"), tasks);
         settle(&mut sut, 20);
-        assert_eq!(count_on(&sut, 0, Role::Normal), 4);
-        assert_eq!(count_on(&sut, 1, Role::Normal), 1);
+        assert_eq!(count_on(&sut, 0, TaskRole::Normal), 4);
+        assert_eq!(count_on(&sut, 1, TaskRole::Normal), 1);
     }
 
     #[test]
     fn seed_table_3_thirteen_normal_tasks_beside_three_busy_rt0_tasks_go_ten_one_one_one() {
         let mut tasks = three_busy_rt0();
         // Stock placement: the 13 normal tasks spread evenly, 4 3 3 3.
-        tasks.extend((0..13).map(|k| task(100 + k, Role::Normal, (k % 4) as usize, "0-3")));
+        tasks.extend((0..13).map(|k| task(100 + k, TaskRole::Normal, (k % 4) as usize, "0-3")));
         let mut sut = snapshot(0, cpus("NRRR"), tasks);
         let before: Vec<f64> = (0..4).map(|c| sut.load_of(c)).collect();
         assert!((before[1] - 30.0).abs() < 1e-6, "3 tasks at 10 % free");
         let pass = settle(&mut sut, 50);
-        assert_eq!(count_on(&sut, 0, Role::Normal), 10);
+        assert_eq!(count_on(&sut, 0, TaskRole::Normal), 10);
         for c in 1..4 {
-            assert_eq!(count_on(&sut, c, Role::Normal), 1, "CPU {c}");
-            assert_eq!(count_on(&sut, c, Role::Rt0), 1, "RT0 stays on CPU {c}");
+            assert_eq!(count_on(&sut, c, TaskRole::Normal), 1, "CPU {c}");
+            assert_eq!(count_on(&sut, c, TaskRole::Rt0), 1, "RT0 stays on CPU {c}");
         }
         assert!(
             pass.moves
@@ -781,17 +790,17 @@ mod tests {
     #[test]
     fn seed_table_3_from_the_placement_at_start_too() {
         let mut tasks = three_busy_rt0();
-        tasks.extend((0..13).map(|k| task(100 + k, Role::Normal, 1, "0-3")));
+        tasks.extend((0..13).map(|k| task(100 + k, TaskRole::Normal, 1, "0-3")));
         let mut sut = snapshot(0, cpus("NRRR"), tasks);
         let placed = place_all(&mut sut, HORIZON);
         assert_eq!(placed.moves.len(), 13, "every movable task is placed once");
         assert_eq!(
-            count_on(&sut, 0, Role::Normal),
+            count_on(&sut, 0, TaskRole::Normal),
             10,
             "the settled layout at once"
         );
         for c in 1..4 {
-            assert_eq!(count_on(&sut, c, Role::Normal), 1, "CPU {c}");
+            assert_eq!(count_on(&sut, c, TaskRole::Normal), 1, "CPU {c}");
         }
         let to_rt: Vec<&Move> = placed.moves.iter().filter(|m| m.to != 0).collect();
         assert_eq!(to_rt.len(), 3);
@@ -810,21 +819,29 @@ mod tests {
         for realtime in [true, false] {
             let mut tasks = Vec::new();
             for k in 0..8 {
-                let mut t = task(10 + k, Role::Rt1, (k % 4) as usize, "0-3");
+                let mut t = task(10 + k, TaskRole::Rt1, (k % 4) as usize, "0-3");
                 t.realtime = realtime;
                 t.rt_share = 0.5;
                 tasks.push(t);
-                tasks.push(task(20 + k, Role::Normal, (k % 4) as usize, "0-3"));
+                tasks.push(task(20 + k, TaskRole::Normal, (k % 4) as usize, "0-3"));
             }
             let mut sut = snapshot(0, cpus("NNRR"), tasks);
             settle(&mut sut, 50);
             for c in [0, 1] {
-                assert_eq!(count_on(&sut, c, Role::Rt1), 0, "realtime {realtime}");
-                assert_eq!(count_on(&sut, c, Role::Normal), 4, "realtime {realtime}");
+                assert_eq!(count_on(&sut, c, TaskRole::Rt1), 0, "realtime {realtime}");
+                assert_eq!(
+                    count_on(&sut, c, TaskRole::Normal),
+                    4,
+                    "realtime {realtime}"
+                );
             }
             for c in [2, 3] {
-                assert_eq!(count_on(&sut, c, Role::Rt1), 4, "realtime {realtime}");
-                assert_eq!(count_on(&sut, c, Role::Normal), 0, "realtime {realtime}");
+                assert_eq!(count_on(&sut, c, TaskRole::Rt1), 4, "realtime {realtime}");
+                assert_eq!(
+                    count_on(&sut, c, TaskRole::Normal),
+                    0,
+                    "realtime {realtime}"
+                );
             }
         }
     }
@@ -833,15 +850,15 @@ mod tests {
     fn seed_table_5_the_placement_at_start_sorts_the_roles() {
         let mut tasks = Vec::new();
         for k in 0..8 {
-            tasks.push(task(10 + k, Role::Rt1, 0, "0-3"));
-            tasks.push(task(20 + k, Role::Normal, 3, "0-3"));
+            tasks.push(task(10 + k, TaskRole::Rt1, 0, "0-3"));
+            tasks.push(task(20 + k, TaskRole::Normal, 3, "0-3"));
         }
         let mut sut = snapshot(0, cpus("NNRR"), tasks);
         let pass = place_all(&mut sut, HORIZON);
         assert_eq!(pass.moves.len(), 16);
         for (c, rt1, normal) in [(0, 0, 4), (1, 0, 4), (2, 4, 0), (3, 4, 0)] {
-            assert_eq!(count_on(&sut, c, Role::Rt1), rt1, "CPU {c}");
-            assert_eq!(count_on(&sut, c, Role::Normal), normal, "CPU {c}");
+            assert_eq!(count_on(&sut, c, TaskRole::Rt1), rt1, "CPU {c}");
+            assert_eq!(count_on(&sut, c, TaskRole::Normal), normal, "CPU {c}");
         }
         assert!(pass.moves.iter().all(|m| m.reason.starts_with("start: ")));
     }
@@ -849,7 +866,7 @@ mod tests {
     #[test]
     fn seed_table_4_often_migrating_rt1_tasks_are_withheld_rarely_migrating_ones_return() {
         let now = 10_000_000_000;
-        let tasks = often_and_rarely_migrating(Role::Rt1, now);
+        let tasks = often_and_rarely_migrating(TaskRole::Rt1, now);
         let mut sut = snapshot(now, cpus("NNRR"), tasks);
         let pass = push_rt(&mut sut, HORIZON);
         assert_eq!(pass.withheld, 8);
@@ -869,7 +886,7 @@ mod tests {
     #[test]
     fn seed_table_4_normal_tasks_the_push_favours_the_rarely_migrating_ones() {
         let now = 10_000_000_000;
-        let tasks = often_and_rarely_migrating(Role::Normal, now);
+        let tasks = often_and_rarely_migrating(TaskRole::Normal, now);
         let mut sut = snapshot(now, cpus("NNRR"), tasks);
         let pass = settle(&mut sut, 50);
         assert!(
@@ -885,9 +902,9 @@ mod tests {
     #[test]
     fn an_often_migrating_task_alone_is_withheld_even_from_an_idle_rt_cpu() {
         let now = 1_000_000_000;
-        let mut om = task(10, Role::Normal, 0, "0-1");
+        let mut om = task(10, TaskRole::Normal, 0, "0-1");
         om.stats = attempting(200_000, now, 50_000);
-        let mut other = task(11, Role::Normal, 0, "0");
+        let mut other = task(11, TaskRole::Normal, 0, "0");
         other.stats = MigrationStats::default();
         let mut sut = snapshot(now, cpus("NR"), vec![om, other]);
         let pass = push_one(&mut sut, HORIZON);
@@ -897,7 +914,7 @@ mod tests {
 
     #[test]
     fn a_task_inside_a_section_is_not_moved_onto_an_rt_cpu() {
-        let mut t = task(10, Role::Rt1, 0, "0-1");
+        let mut t = task(10, TaskRole::Rt1, 0, "0-1");
         t.in_section = true;
         let mut sut = snapshot(0, cpus("NR"), vec![t.clone()]);
         let pass = push_rt(&mut sut, HORIZON);
@@ -914,7 +931,9 @@ mod tests {
         // FIFO refused: 6 RT1 tasks run SCHED_OTHER and count in L. One RT CPU cannot
         // hold them all while 3 NRT CPUs idle.
         let cpus = cpus("NNNR");
-        let tasks = (0..6).map(|k| task(10 + k, Role::Rt1, 3, "0-3")).collect();
+        let tasks = (0..6)
+            .map(|k| task(10 + k, TaskRole::Rt1, 3, "0-3"))
+            .collect();
         let mut sut = snapshot(0, cpus.clone(), tasks);
         let pass = settle(&mut sut, 20);
         assert!(
@@ -922,7 +941,7 @@ mod tests {
             "off the RT CPU only"
         );
         assert_eq!(
-            count_on(&sut, 3, Role::Rt1),
+            count_on(&sut, 3, TaskRole::Rt1),
             2,
             "the RT CPU keeps its share"
         );
@@ -930,10 +949,12 @@ mod tests {
             assert!(sut.load_of(c) <= 2.0, "CPU {c}: {}", sut.load_of(c));
         }
         // The placement at start reaches the same layout, in one move per task.
-        let tasks = (0..6).map(|k| task(10 + k, Role::Rt1, 3, "0-3")).collect();
+        let tasks = (0..6)
+            .map(|k| task(10 + k, TaskRole::Rt1, 3, "0-3"))
+            .collect();
         let mut sut = snapshot(0, cpus, tasks);
         assert_eq!(place_all(&mut sut, HORIZON).moves.len(), 6);
-        assert_eq!(count_on(&sut, 3, Role::Rt1), 2);
+        assert_eq!(count_on(&sut, 3, TaskRole::Rt1), 2);
         assert!(settle(&mut sut, 5).moves.is_empty());
     }
 
@@ -944,7 +965,7 @@ mod tests {
         let cpus = cpus("NNNR");
         let tasks = (0..3)
             .map(|k| {
-                let mut t = task(10 + k, Role::Rt1, k as usize, "0-3");
+                let mut t = task(10 + k, TaskRole::Rt1, k as usize, "0-3");
                 t.runnable = false;
                 t
             })
@@ -961,7 +982,7 @@ mod tests {
         let cpus = cpus("NR");
         let tasks = (0..4)
             .map(|k| {
-                let mut t = task(10 + k, Role::Rt1, 0, "0-1");
+                let mut t = task(10 + k, TaskRole::Rt1, 0, "0-1");
                 t.realtime = true;
                 t.rt_share = 0.25;
                 t
@@ -970,15 +991,15 @@ mod tests {
         let mut sut = snapshot(0, cpus, tasks);
         let pass = settle(&mut sut, 10);
         assert_eq!(pass.moves.len(), 4);
-        assert_eq!(count_on(&sut, 1, Role::Rt1), 4);
+        assert_eq!(count_on(&sut, 1, TaskRole::Rt1), 4);
     }
 
     #[test]
     fn a_non_realtime_rt1_task_swaps_with_a_normal_task_on_an_rt_cpu() {
         let cpus = cpus("NR");
         let tasks = vec![
-            task(10, Role::Rt1, 0, "0-1"),
-            task(20, Role::Normal, 1, "0-1"),
+            task(10, TaskRole::Rt1, 0, "0-1"),
+            task(20, TaskRole::Normal, 1, "0-1"),
         ];
         let mut sut = snapshot(0, cpus, tasks);
         let pass = push_rt(&mut sut, HORIZON);
@@ -993,8 +1014,8 @@ mod tests {
     #[test]
     fn a_non_realtime_rt1_task_stays_off_a_busier_rt_cpu_without_a_partner() {
         let cpus = cpus("NR");
-        let mut tasks = vec![task(10, Role::Rt1, 0, "0-1")];
-        tasks.extend((0..2).map(|k| task(20 + k, Role::Rt1, 1, "0-1")));
+        let mut tasks = vec![task(10, TaskRole::Rt1, 0, "0-1")];
+        tasks.extend((0..2).map(|k| task(20 + k, TaskRole::Rt1, 1, "0-1")));
         let mut sut = snapshot(0, cpus, tasks);
         assert!(push_rt(&mut sut, HORIZON).moves.is_empty());
         assert!(settle(&mut sut, 5).moves.is_empty(), "2 vs 1 is balanced");
@@ -1002,12 +1023,12 @@ mod tests {
 
     #[test]
     fn rt0_tasks_never_move_and_count_as_rt_load() {
-        let mut rt0 = task(1, Role::Rt0, 1, "0-1");
+        let mut rt0 = task(1, TaskRole::Rt0, 1, "0-1");
         rt0.realtime = true;
         rt0.rt_share = 0.9;
-        let mut busy = task(2, Role::Rt0, 0, "0-1");
+        let mut busy = task(2, TaskRole::Rt0, 0, "0-1");
         busy.realtime = false;
-        let normals = (0..3).map(|k| task(10 + k, Role::Normal, 0, "0-1"));
+        let normals = (0..3).map(|k| task(10 + k, TaskRole::Normal, 0, "0-1"));
         let tasks = [rt0, busy].into_iter().chain(normals).collect();
         let mut sut = snapshot(0, cpus("NR"), tasks);
         let placed = place_all(&mut sut, HORIZON);
@@ -1027,10 +1048,10 @@ mod tests {
     fn a_task_is_never_placed_outside_its_allowed_cpus() {
         let cpus = cpus("NNR");
         let tasks = vec![
-            task(10, Role::Rt1, 0, "0-1"),
-            task(11, Role::Normal, 2, "2"),
-            task(12, Role::Normal, 0, "0"),
-            task(13, Role::Normal, 0, "0"),
+            task(10, TaskRole::Rt1, 0, "0-1"),
+            task(11, TaskRole::Normal, 2, "2"),
+            task(12, TaskRole::Normal, 0, "0"),
+            task(13, TaskRole::Normal, 0, "0"),
         ];
         let mut sut = snapshot(0, cpus, tasks);
         let placed = place_all(&mut sut, HORIZON);
@@ -1054,7 +1075,7 @@ mod tests {
     #[test]
     fn reasons_say_why_in_words() {
         let now = 1_000_000_000;
-        let mut t = task(10, Role::Rt1, 0, "0-3");
+        let mut t = task(10, TaskRole::Rt1, 0, "0-3");
         t.stats = attempting(50_000_000, now, 9_000_000);
         t.realtime = true;
         let cpus = vec![cpu(0, false), cpu(3, true)];
@@ -1075,7 +1096,7 @@ mod tests {
             0,
             vec![cpu(0, false), cpu(2, true)],
             (0..3)
-                .map(|k| task(10 + k, Role::Normal, 2, "0-2"))
+                .map(|k| task(10 + k, TaskRole::Normal, 2, "0-2"))
                 .collect(),
         );
         assert_eq!(
@@ -1096,7 +1117,11 @@ mod tests {
                 let rt_share = prop::collection::vec(0.0f64..1.0, ncpu);
                 let tasks = prop::collection::vec(
                     (
-                        prop_oneof![Just(Role::Rt0), Just(Role::Rt1), Just(Role::Normal)],
+                        prop_oneof![
+                            Just(TaskRole::Rt0),
+                            Just(TaskRole::Rt1),
+                            Just(TaskRole::Normal)
+                        ],
                         0..ncpu,
                         prop::collection::vec(any::<bool>(), ncpu),
                         any::<bool>(),
@@ -1163,7 +1188,7 @@ mod tests {
         for m in moves {
             let t = &before.tasks[m.task];
             prop_assert_eq!(t.tid, m.tid);
-            prop_assert!(t.role != Role::Rt0, "an RT0 task moved: {:?}", m);
+            prop_assert!(t.role != TaskRole::Rt0, "an RT0 task moved: {:?}", m);
             prop_assert!(t.allowed.contains(m.to), "outside allowed: {:?}", m);
             if before.is_rt(m.to) {
                 prop_assert!(!t.in_section, "onto an RT CPU inside a section: {:?}", m);
@@ -1197,7 +1222,7 @@ mod tests {
                 prop_assert!(step != 1 || pass.moves.len() <= 1);
             }
             for (a, b) in start.tasks.iter().zip(&sut.tasks) {
-                if a.role == Role::Rt0 {
+                if a.role == TaskRole::Rt0 {
                     prop_assert_eq!(a.cpu, b.cpu);
                 }
             }

@@ -9,7 +9,7 @@ use ictus_core::CpuSet;
 use ictus_core::sync::spsc::Consumer;
 use ictus_os::affinity_of;
 
-use super::Role;
+use super::TaskRole;
 use crate::migrate::{MigrationStats, SectionStart};
 
 /// `USER_HZ`: the tick of the CPU times in `/proc/TID/stat` on every Linux
@@ -64,7 +64,7 @@ pub(super) fn open_proc(tid: i32, name: &str) -> io::Result<File> {
 #[derive(Debug)]
 pub(super) struct Tracked {
     pub(super) tid: i32,
-    pub(super) role: Role,
+    pub(super) role: TaskRole,
     pub(super) allowed: CpuSet,
     pub(super) rx: Consumer<SectionStart>,
     /// `/proc/TID/task/TID/stat`, open for the whole run (see [`Tracked::read`]).
@@ -92,7 +92,7 @@ impl Tracked {
     /// A task just registered: nothing sampled, pinned or reported yet.
     pub(super) fn new(
         tid: i32,
-        role: Role,
+        role: TaskRole,
         allowed: CpuSet,
         rx: Consumer<SectionStart>,
         stat: File,
@@ -180,7 +180,7 @@ mod tests {
     fn tracked(tid: i32, rx: Consumer<SectionStart>) -> Tracked {
         Tracked::new(
             tid,
-            Role::Normal,
+            TaskRole::Normal,
             CpuSet::from_cpus([0]),
             rx,
             open_proc(tid, "stat").unwrap(),

@@ -19,7 +19,7 @@ use ictus_os::{affinity_of, clock, wait};
 use super::proc::{ESRCH, Tracked, open_proc};
 use super::prose::words;
 use super::{
-    Config, CpuState, Decision, PassOutcome, RING_CAPACITY, Report, Role, Snapshot, TaskState,
+    Config, CpuState, Decision, PassOutcome, RING_CAPACITY, Report, Snapshot, TaskRole, TaskState,
     load, place_all, push_one, push_rt,
 };
 use crate::migrate::SectionStart;
@@ -57,7 +57,7 @@ fn capped_with_carry(raw: f64, carry: &mut f64) -> f64 {
 #[derive(Debug)]
 struct Registration {
     tid: i32,
-    role: Role,
+    role: TaskRole,
     allowed: CpuSet,
     rx: Consumer<SectionStart>,
 }
@@ -90,7 +90,12 @@ impl Balancer {
 
     /// Registers thread `tid` with its role and the CPUs it may ever use. Returns the
     /// producer end of its ring: give it to the task's `Migrator::report_to`.
-    pub fn register(&mut self, tid: i32, role: Role, allowed: CpuSet) -> Producer<SectionStart> {
+    pub fn register(
+        &mut self,
+        tid: i32,
+        role: TaskRole,
+        allowed: CpuSet,
+    ) -> Producer<SectionStart> {
         let (tx, rx) = spsc::channel(RING_CAPACITY);
         self.tasks.push(Registration {
             tid,
@@ -195,7 +200,7 @@ impl Supervisor {
                         .copied()
                         .filter(|&c| all.contains(c)),
                 );
-                if allowed.is_empty() && r.role != Role::Rt0 {
+                if allowed.is_empty() && r.role != TaskRole::Rt0 {
                     report.notes.push(format!(
                         "task {}: its allowed CPUs ({}) hold no CPU of the partition ({all}): \
                          it is sampled but never moved",

@@ -11,9 +11,9 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, RunOptions};
+//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, ScenarioOptions};
 //! let s = scenario::spec::load(Path::new("examples/scenarios/table3-2cpu.toml"))?;
-//! let result = scenario::run(&s, &RunOptions::new(BalancerMode::Ictus), |p| {
+//! let result = scenario::run(&s, &ScenarioOptions::new(BalancerMode::Ictus), |p| {
 //!     eprintln!("{}/{} tasks done", p.finished, p.tasks);
 //!     WatchFlow::Continue
 //! })?;
@@ -25,7 +25,7 @@ pub mod run;
 pub mod spec;
 
 pub use run::{
-    BalancerMode, Progress, RESULT_SCHEMA, RESULT_VERSION, RunError, RunOptions, ScenarioResult,
-    WatchFlow, run,
+    BalancerMode, RESULT_SCHEMA, RESULT_VERSION, ScenarioError, ScenarioOptions, ScenarioProgress,
+    ScenarioResult, WatchFlow, run,
 };
 pub use spec::{Scenario, SpecError};

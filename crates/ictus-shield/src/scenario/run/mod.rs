@@ -15,9 +15,9 @@
 //! with a long period.
 //!
 //! ```no_run
-//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, RunOptions};
+//! use ictus_shield::scenario::{self, BalancerMode, WatchFlow, ScenarioOptions};
 //! let s = scenario::spec::load(std::path::Path::new("table5-2cpu.toml"))?;
-//! let r = scenario::run(&s, &RunOptions::new(BalancerMode::None), |_| WatchFlow::Continue)?;
+//! let r = scenario::run(&s, &ScenarioOptions::new(BalancerMode::None), |_| WatchFlow::Continue)?;
 //! for g in &r.groups {
 //!     println!("{}: {:?}", g.name, g.completion_ns);
 //! }
@@ -33,7 +33,7 @@ mod summary;
 mod task;
 mod timeline;
 
-pub use options::{BalancerMode, Progress, RunError, RunOptions, WatchFlow};
+pub use options::{BalancerMode, ScenarioError, ScenarioOptions, ScenarioProgress, WatchFlow};
 pub use result::{
     CpuIdleTime, CpuShare, GroupStats, MinAvgMax, PolicyOutcome, RESULT_SCHEMA, RESULT_VERSION,
     SamplerInfo, ScenarioResult, SectionCounts, TaskResult, Timeline, TimelineBucket,
@@ -59,9 +59,9 @@ use task::plans;
 /// with the progress, from the calling thread; [`WatchFlow::Stop`] stops the tasks.
 pub fn run(
     scenario: &Scenario,
-    opts: &RunOptions,
-    mut watch: impl FnMut(&Progress) -> WatchFlow,
-) -> Result<ScenarioResult, RunError> {
+    opts: &ScenarioOptions,
+    mut watch: impl FnMut(&ScenarioProgress) -> WatchFlow,
+) -> Result<ScenarioResult, ScenarioError> {
     let mut provenance = Provenance::capture(opts.argv.clone());
     let online = facts::online_cpus();
     let in_play = spec::machine_cpus();

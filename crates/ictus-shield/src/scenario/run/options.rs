@@ -40,7 +40,7 @@ impl fmt::Display for BalancerMode {
 
 /// How to run a scenario.
 #[derive(Debug, Clone)]
-pub struct RunOptions {
+pub struct ScenarioOptions {
     /// The placement.
     pub balancer: BalancerMode,
     /// The balancer's tuning (with [`BalancerMode::Ictus`]).
@@ -51,10 +51,10 @@ pub struct RunOptions {
     pub argv: Vec<String>,
 }
 
-impl RunOptions {
+impl ScenarioOptions {
     /// Default options with `balancer`.
-    pub fn new(balancer: BalancerMode) -> RunOptions {
-        RunOptions {
+    pub fn new(balancer: BalancerMode) -> ScenarioOptions {
+        ScenarioOptions {
             balancer,
             balancer_config: balancer::Config::default(),
             source: None,
@@ -65,7 +65,7 @@ impl RunOptions {
 
 /// Where a run stands, for a progress line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
+pub struct ScenarioProgress {
     /// Since the common start.
     pub elapsed: Duration,
     /// Tasks finished.
@@ -85,7 +85,7 @@ pub enum WatchFlow {
 
 /// Why a scenario could not run. Nothing is left running.
 #[derive(Debug, Error)]
-pub enum RunError {
+pub enum ScenarioError {
     /// The partition does not fit the CPUs this run may use.
     #[error("the scenario's partition: {0}")]
     Partition(#[from] ShieldError),

@@ -12,13 +12,13 @@ use ictus_os::clock;
 use ictus_os::procstat::{self, StatSnapshot};
 use ictus_os::sched::{self, Policy};
 
-use crate::balancer::{self, Balancer, Role};
+use crate::balancer::{self, Balancer, TaskRole};
 use crate::class::Class;
 use crate::migrate::{Return, SectionStart};
 use crate::partition::Partition;
 use crate::scenario::spec::{self, Scenario};
 
-use super::options::{BalancerMode, Progress, RunError, RunOptions, WatchFlow};
+use super::options::{BalancerMode, ScenarioError, ScenarioOptions, ScenarioProgress, WatchFlow};
 use super::result::TaskResult;
 use super::sampler::{Sampled, SamplerCtx, sampler_main};
 use super::shared::Shared;
@@ -35,7 +35,7 @@ pub(super) type Feed = mpsc::Sender<Option<Producer<SectionStart>>>;
 /// What every phase of a run reads.
 pub(super) struct Setting<'a> {
     pub(super) scenario: &'a Scenario,
-    pub(super) opts: &'a RunOptions,
+    pub(super) opts: &'a ScenarioOptions,
     pub(super) plans: &'a [Plan],
     pub(super) in_play: &'a CpuSet,
     pub(super) partition: &'a Partition,
@@ -76,7 +76,7 @@ pub(super) struct Ended {
 impl Setting<'_> {
     /// Starts one thread per plan and waits until each has set itself up. On a
     /// failure, the threads started are stopped.
-    pub(super) fn start_tasks(&self) -> Result<Tasks, RunError> {
+    pub(super) fn start_tasks(&self) -> Result<Tasks, ScenarioError> {
         let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
         let (handles, feeds, failure) = self.spawn_tasks(ready_tx);
         match self.gather_ready(&ready_rx, handles.len(), failure) {
@@ -98,7 +98,7 @@ impl Setting<'_> {
     pub(super) fn spawn_tasks(
         &self,
         ready_tx: mpsc::Sender<Ready>,
-    ) -> (Vec<JoinHandle<TaskEnd>>, Vec<Feed>, Option<RunError>) {
+    ) -> (Vec<JoinHandle<TaskEnd>>, Vec<Feed>, Option<ScenarioError>) {
         let n = self.plans.len();
         let mut feeds = Vec::with_capacity(n);
         let mut handles: Vec<JoinHandle<TaskEnd>> = Vec::with_capacity(n);
@@ -130,7 +130,7 @@ impl Setting<'_> {
                     handles.push(h);
                     feeds.push(feed_tx);
                 }
-                Err(e) => return (handles, feeds, Some(RunError::Spawn(e))),
+                Err(e) => return (handles, feeds, Some(ScenarioError::Spawn(e))),
             }
         }
         (handles, feeds, None)
@@ -143,8 +143,8 @@ impl Setting<'_> {
         &self,
         ready_rx: &mpsc::Receiver<Ready>,
         started: usize,
-        mut failure: Option<RunError>,
-    ) -> Result<Vec<Ready>, RunError> {
+        mut failure: Option<ScenarioError>,
+    ) -> Result<Vec<Ready>, ScenarioError> {
         let mut ready: Vec<Option<Ready>> = (0..self.plans.len()).map(|_| None).collect();
         for _ in 0..started {
             match ready_rx.recv() {
@@ -153,7 +153,7 @@ impl Setting<'_> {
                     if failure.is_none()
                         && let Some(what) = &r.error
                     {
-                        failure = Some(RunError::Task {
+                        failure = Some(ScenarioError::Task {
                             group: self.scenario.groups[self.plans[k].group].name.clone(),
                             index: self.plans[k].index,
                             what: what.clone(),
@@ -165,7 +165,7 @@ impl Setting<'_> {
             }
         }
         if failure.is_none() && ready.iter().any(Option::is_none) {
-            failure = Some(RunError::Task {
+            failure = Some(ScenarioError::Task {
                 group: "?".into(),
                 index: 0,
                 what: "a task thread ended during its setup".into(),
@@ -184,13 +184,13 @@ impl Setting<'_> {
         handles: Vec<JoinHandle<TaskEnd>>,
         feeds: &[Feed],
         ready: &[Ready],
-    ) -> Result<Started, RunError> {
+    ) -> Result<Started, ScenarioError> {
         let shared = self.shared;
         let running = match self.start_balancer(feeds, ready) {
             Ok(r) => r,
             Err(e) => {
                 abort_tasks(shared, &[], handles);
-                return Err(RunError::Balancer(e));
+                return Err(ScenarioError::Balancer(e));
             }
         };
         let sampler = match self.spawn_sampler(ready) {
@@ -200,7 +200,7 @@ impl Setting<'_> {
                 if let Some(r) = running {
                     let _ = r.stop();
                 }
-                return Err(RunError::Spawn(e));
+                return Err(ScenarioError::Spawn(e));
             }
         };
         let stat_start = match procstat::read() {
@@ -213,7 +213,7 @@ impl Setting<'_> {
                 if let Some(r) = running {
                     let _ = r.stop();
                 }
-                return Err(RunError::ProcStat(e));
+                return Err(ScenarioError::ProcStat(e));
             }
         };
         // The coordinator releases the tasks and watches them from the NRT CPUs, above them.
@@ -252,9 +252,9 @@ impl Setting<'_> {
                     Balancer::new(self.partition.clone(), self.opts.balancer_config.clone());
                 for (k, plan) in self.plans.iter().enumerate() {
                     let role = match plan.class {
-                        Class::Rt0 { .. } => Role::Rt0,
-                        Class::Rt1 { .. } => Role::Rt1,
-                        Class::Normal => Role::Normal,
+                        Class::Rt0 { .. } => TaskRole::Rt0,
+                        Class::Rt1 { .. } => TaskRole::Rt1,
+                        Class::Normal => TaskRole::Normal,
                     };
                     let producer = b.register(ready[k].tid, role, plan.affinity.clone());
                     let _ = feeds[k].send(Some(producer));
@@ -295,8 +295,8 @@ impl Setting<'_> {
     pub(super) fn watch_to_end(
         &self,
         started: Started,
-        watch: &mut impl FnMut(&Progress) -> WatchFlow,
-    ) -> Result<Ended, RunError> {
+        watch: &mut impl FnMut(&ScenarioProgress) -> WatchFlow,
+    ) -> Result<Ended, ScenarioError> {
         let Started {
             handles,
             sampler,
@@ -315,8 +315,8 @@ impl Setting<'_> {
         let sampled = sampler.join().unwrap_or_default();
         drop(coordinator);
         let balancer_report = running.map(|r| r.stop());
-        let stat_end = procstat::read().map_err(RunError::ProcStat)?;
-        watch(&Progress {
+        let stat_end = procstat::read().map_err(ScenarioError::ProcStat)?;
+        watch(&ScenarioProgress {
             elapsed: Duration::from_nanos(end.saturating_sub(start)),
             finished: ends.iter().filter(|e| e.finished).count(),
             tasks: self.plans.len(),
@@ -338,7 +338,7 @@ impl Setting<'_> {
     pub(super) fn watch_tasks(
         &self,
         start: u64,
-        watch: &mut impl FnMut(&Progress) -> WatchFlow,
+        watch: &mut impl FnMut(&ScenarioProgress) -> WatchFlow,
     ) -> Option<String> {
         let n = self.plans.len();
         let mut stopped = None;
@@ -351,7 +351,7 @@ impl Setting<'_> {
             if ended >= n {
                 break;
             }
-            if watch(&Progress {
+            if watch(&ScenarioProgress {
                 elapsed,
                 finished: ended,
                 tasks: n,

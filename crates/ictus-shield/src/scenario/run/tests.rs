@@ -7,7 +7,7 @@ use ictus_core::CpuSet;
 
 use crate::scenario::spec::{self, GroupClass, Scenario};
 
-use super::options::{BalancerMode, RunOptions, WatchFlow};
+use super::options::{BalancerMode, ScenarioOptions, WatchFlow};
 use super::result::{MinAvgMax, RESULT_SCHEMA, ScenarioResult, Timeline, TimelineBucket};
 use super::sampler::parse_stat;
 use super::task::{calibrate, one_loop};
@@ -98,7 +98,7 @@ fn a_small_run_reports_every_task_group_cpu_and_the_timeline() {
     };
     for mode in [BalancerMode::None, BalancerMode::Ictus] {
         let mut calls = 0;
-        let sut = run(&scenario, &RunOptions::new(mode), |_| {
+        let sut = run(&scenario, &ScenarioOptions::new(mode), |_| {
             calls += 1;
             WatchFlow::Continue
         })
@@ -210,7 +210,7 @@ fn a_stop_wakes_tasks_sleeping_or_busy_for_years_and_a_sampler_with_a_long_perio
         // the test instead of hanging it.
         std::thread::spawn(move || {
             let mut calls = 0;
-            let result = run(&s, &RunOptions::new(mode), |_| {
+            let result = run(&s, &ScenarioOptions::new(mode), |_| {
                 calls += 1;
                 // Let the tasks fall asleep first.
                 if calls > 4 {
@@ -259,7 +259,7 @@ fn a_stop_from_the_watcher_ends_the_run_incomplete() {
             section: None,
         }],
     };
-    let sut = run(&scenario, &RunOptions::new(BalancerMode::None), |_| {
+    let sut = run(&scenario, &ScenarioOptions::new(BalancerMode::None), |_| {
         WatchFlow::Stop
     })
     .unwrap();
