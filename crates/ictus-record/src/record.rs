@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use ictus_core::cpulist::MAX_CPU;
 use ictus_core::histogram::HistogramData;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Percentile, Summary};
-use ictus_os::json::{self, JsonError, JsonPath};
+use ictus_os::json::{self, JsonError, JsonPath, Located};
 use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 
@@ -284,61 +284,48 @@ pub enum RecordError {
     Input(#[from] ictus_os::fs::InputError),
     /// A field holds what no ictus writes: a figure not finite, negative or beyond
     /// 64 bits, an unknown probe, a version that is not a number, a CPU beyond
-    /// [`MAX_CPU`].
-    #[error("{path}:{line}:{column}: {field}: {message}")]
+    /// [`MAX_CPU`]. Its message starts with the field.
+    #[error("{at}")]
     Invalid {
-        /// The file.
-        path: String,
-        /// 1-based line of the value.
-        line: usize,
-        /// 1-based column of the value.
-        column: usize,
-        /// The field (`measurements[2].labels.frequency_hz`).
+        /// Where, and what (`measurements[2].labels.frequency_hz: ...`).
+        at: Located,
+        /// The field.
         field: JsonPath,
-        /// What was expected, and what was found.
-        message: String,
     },
     /// Not JSON, or not a RunRecord (a value of the wrong type is placed at its start,
     /// its path in the message).
-    #[error("{path}:{line}:{column}: {message}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// 1-based line of the error.
-        line: usize,
-        /// 1-based column of the error.
-        column: usize,
-        /// What was expected.
-        message: String,
-    },
+    #[error(transparent)]
+    Parse(Located),
     /// JSON of another schema (placed at its `schema`, or at the top when it has none).
-    #[error(
-        "{path}:{line}:{column}: not an ictus result record (schema '{found}', expected '{SCHEMA_NAME}')"
-    )]
+    #[error("{at}")]
     Schema {
-        /// The file.
-        path: String,
-        /// 1-based line of the `schema` value (or of the document).
-        line: usize,
-        /// 1-based column of it.
-        column: usize,
+        /// Where, and what.
+        at: Located,
         /// Its schema field.
         found: String,
     },
     /// A record of a schema version this ictus cannot read.
-    #[error(
-        "{path}:{line}:{column}: schema version {found} is not supported by this ictus (it reads version {SCHEMA_VERSION}); use the ictus version that wrote it"
-    )]
+    #[error("{at}")]
     Version {
-        /// The file.
-        path: String,
-        /// 1-based line of the `schema_version` value.
-        line: usize,
-        /// 1-based column of it.
-        column: usize,
+        /// Where (its `schema_version`), and what.
+        at: Located,
         /// Its version.
         found: u64,
     },
+}
+
+impl RecordError {
+    /// Where in the file, for an error about its content (none for one that kept the
+    /// file from being read).
+    pub fn place(&self) -> Option<ictus_os::json::Place> {
+        match self {
+            RecordError::Invalid { at, .. }
+            | RecordError::Parse(at)
+            | RecordError::Schema { at, .. }
+            | RecordError::Version { at, .. } => Some(at.place),
+            RecordError::Input(_) => None,
+        }
+    }
 }
 
 /// A field [`RunRecord::validate`] refused: where, and why.
@@ -368,22 +355,21 @@ impl RunRecord {
     /// [`RunRecord::load`], then [`RunRecord::validate`]. Every refusal carries the line
     /// and column of the value that is wrong.
     pub fn from_json(text: &str, name: &str) -> Result<RunRecord, RecordError> {
-        let parse_error = |e: JsonError| RecordError::Parse {
-            path: name.to_string(),
-            line: e.place.line,
-            column: e.place.column,
-            message: e.message,
-        };
+        let parse_error = |e: JsonError| RecordError::Parse(Located::json(name, e));
         let value: serde_json::Value = json::from_str(text).map_err(parse_error)?;
-        let at = |field: &JsonPath| json::place(text, field);
+        let at = |field: &JsonPath, message: String| {
+            Located::new(name, json::place(text, field), message)
+        };
         let schema_field = JsonPath::root().key("schema");
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA_NAME {
-            let p = at(&schema_field);
             return Err(RecordError::Schema {
-                path: name.to_string(),
-                line: p.line,
-                column: p.column,
+                at: at(
+                    &schema_field,
+                    format!(
+                        "not an ictus result record (schema '{schema}', expected '{SCHEMA_NAME}')"
+                    ),
+                ),
                 found: schema.to_string(),
             });
         }
@@ -391,38 +377,34 @@ impl RunRecord {
         let version = match value.get("schema_version") {
             Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
             other => {
-                let p = at(&version_field);
                 return Err(RecordError::Invalid {
-                    path: name.to_string(),
-                    line: p.line,
-                    column: p.column,
-                    field: version_field,
-                    message: format!(
-                        "expected the whole number {SCHEMA_VERSION}, found {}",
-                        json_kind(other)
+                    at: at(
+                        &version_field,
+                        format!(
+                            "{version_field}: expected the whole number {SCHEMA_VERSION}, found {}",
+                            json_kind(other)
+                        ),
                     ),
+                    field: version_field,
                 });
             }
         };
         if let Some(found) = version.filter(|&v| v != u64::from(SCHEMA_VERSION)) {
-            let p = at(&version_field);
             return Err(RecordError::Version {
-                path: name.to_string(),
-                line: p.line,
-                column: p.column,
+                at: at(
+                    &version_field,
+                    format!(
+                        "schema version {found} is not supported by this ictus (it reads version \
+                         {SCHEMA_VERSION}); use the ictus version that wrote it"
+                    ),
+                ),
                 found,
             });
         }
         let record: RunRecord = json::from_str(text).map_err(parse_error)?;
-        record.validate().map_err(|r| {
-            let p = at(&r.field);
-            RecordError::Invalid {
-                path: name.to_string(),
-                line: p.line,
-                column: p.column,
-                field: r.field,
-                message: r.message,
-            }
+        record.validate().map_err(|r| RecordError::Invalid {
+            at: at(&r.field, format!("{}: {}", r.field, r.message)),
+            field: r.field,
         })?;
         Ok(record)
     }
@@ -615,7 +597,10 @@ mod tests {
     fn truncated_json_names_the_file_line_and_column() {
         let (_d, path) = write("{\n  \"schema\": \"ictus.run-record\",\n  \"schema_ver");
         let err = RunRecord::load(&path).unwrap_err();
-        assert!(matches!(err, RecordError::Parse { line: 3, .. }), "{err}");
+        assert!(
+            matches!(&err, RecordError::Parse(at) if at.place.line == 3),
+            "{err}"
+        );
         assert!(err.to_string().contains("r.json:3:"), "{err}");
     }
 
@@ -667,13 +652,7 @@ mod tests {
 
     /// The line and column of a refusal of JSON text, if it has one.
     fn place_of(err: &RecordError) -> Option<(usize, usize)> {
-        match *err {
-            RecordError::Invalid { line, column, .. }
-            | RecordError::Parse { line, column, .. }
-            | RecordError::Schema { line, column, .. }
-            | RecordError::Version { line, column, .. } => Some((line, column)),
-            RecordError::Input(_) => None,
-        }
+        err.place().map(|p| (p.line, p.column))
     }
 
     /// The JSON value that starts at `line`:`column` of `text`.
@@ -856,8 +835,8 @@ mod tests {
 
         #[test]
         fn arbitrary_text_never_panics_and_parse_errors_have_a_place(text in ".{0,300}") {
-            if let Err(RecordError::Parse { line, column, .. }) = RunRecord::from_json(&text, "f") {
-                proptest::prop_assert!(line >= 1 && column >= 1);
+            if let Err(RecordError::Parse(at)) = RunRecord::from_json(&text, "f") {
+                proptest::prop_assert!(at.place.line >= 1 && at.place.column >= 1);
             }
         }
 

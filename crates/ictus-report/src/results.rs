@@ -539,15 +539,9 @@ mod tests {
 
     /// The place of a refusal of a file's content.
     fn place_of(err: &ReportError) -> Option<(usize, usize)> {
-        use ictus_probe::record::RecordError as R;
         match *err {
-            ReportError::Record(
-                R::Invalid { line, column, .. }
-                | R::Parse { line, column, .. }
-                | R::Schema { line, column, .. }
-                | R::Version { line, column, .. },
-            )
-            | ReportError::Json { line, column, .. }
+            ReportError::Record(ref r) => r.place().map(|p| (p.line, p.column)),
+            ReportError::Json { line, column, .. }
             | ReportError::Invalid { line, column, .. }
             | ReportError::Schema { line, column, .. }
             | ReportError::Version { line, column, .. } => Some((line, column)),
