@@ -17,8 +17,6 @@
 //! - [`trace`]: timelines in the Chrome/Perfetto trace-event format, streamed under a
 //!   byte cap.
 //! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
-//! - [`explain`]: why a deadline was missed: misses reported by real-time threads,
-//!   explained by a sampler off their CPUs from what the kernel counts.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
 //! - [`provenance`]: the tool, host and time header of every probe record and scenario
@@ -29,7 +27,6 @@
 pub mod affinity_of;
 pub mod buffer;
 pub mod clock;
-pub mod explain;
 pub mod facts;
 pub mod fs;
 pub mod handoff;

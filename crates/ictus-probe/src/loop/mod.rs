@@ -42,7 +42,7 @@ use ictus_core::{
     CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines, Release,
 };
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::{MissEvent, MissKind, MissReporter};
+use ictus_explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::fs::OutputError;
 use ictus_os::wait::{self, WaitMode};
 use thiserror::Error;
