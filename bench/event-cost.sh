@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The per-event costs the miss accounting uses where the kernel gives no time
-# (crates/ictus-os/src/explain/account.rs, EVENT_COST and FAULT_COST):
+# (crates/ictus-explain/src/account.rs, EVENT_COST and FAULT_COST):
 #
 #   gaps    a thread spinning on one CPU (SCHED_FIFO 10) reads CLOCK_MONOTONIC and
 #           keeps every gap over 1 us between two reads, while the CPU's interrupts

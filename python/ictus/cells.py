@@ -164,7 +164,7 @@ def decode_cdr(
             f"(little-endian CDR), got {bytes(message[:4]).hex()}"
         )
     body = bytes(message[4:])
-    # No padding after the last element (crates/ictus-exec/src/record.rs).
+    # No padding after the last element (CdrLayout, crates/ictus-capture/src/mcap.rs).
     if len(body) != size:
         raise ValueError(
             f"cell {cell['name']}: its layout makes a {size}-byte body, the message has "

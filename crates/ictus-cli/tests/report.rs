@@ -232,7 +232,7 @@ fn the_live_page_draws_the_runs_misses_by_cause_in_chromium() {
         .unwrap(),
     )
     .unwrap();
-    let causes = ictus_os::explain::TimeByCause::of(record.explanation.as_ref().unwrap());
+    let causes = ictus_explain::TimeByCause::of(record.explanation.as_ref().unwrap());
     let status = serde_json::json!({
         "name": "chart", "frame": 100, "state": "run", "phase": "running",
         "tick_ns": 1_000_000, "subsystems": [], "pending": [], "causes": causes,

@@ -155,7 +155,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(p) = &trace {
-        let cap = ictus_os::trace::DEFAULT_CAP_BYTES;
+        let cap = ictus_capture::timeline::DEFAULT_CAP_BYTES;
         match ictus_exec::tap::timeline::TraceSink::new(p.as_ref(), cap) {
             Ok(sink) => sinks.push(Box::new(sink)),
             Err(e) => return fail(&format!("--trace {p}: {e}")),

@@ -308,7 +308,7 @@ fn run_made(name: &str, maker: Maker) -> Result<ThreadOutcome, ChildError> {
         .run(maker, reporter, &mut give_up)
         .map_err(ChildError::Init)?
         .outcome;
-    outcome.explanation = explainer.map(ictus_os::explain::Explainer::finish);
+    outcome.explanation = explainer.map(ictus_explain::Explainer::finish);
     let json = serde_json::to_string(&outcome).unwrap_or_default();
     ictus_os::fs::write_atomic(&outcome_path, json).map_err(ChildError::Outcome)?;
     Ok(outcome)

@@ -24,7 +24,7 @@
 //! ```
 
 use ictus_core::{Clock, LatencyHistogram, MissCounter, MockClock, Nanos};
-use ictus_os::explain::{MissEvent, MissKind, MissReporter};
+use ictus_explain::{MissEvent, MissKind, MissReporter};
 
 use crate::tap::ring::FrameRecord;
 use ictus_os::wait::{self, WaitMode};
@@ -296,7 +296,7 @@ impl Runner<'_> {
     }
 
     /// [`run`](Self::run), reporting each miss to `reporter` (one push into its
-    /// ring per miss, no allocation; see [`ictus_os::explain`]): a release woken
+    /// ring per miss, no allocation; see [`ictus_explain`]): a release woken
     /// [`MissReporter::threshold`] or more late, or followed by skipped releases,
     /// and an **overrun**, a frame whose own execution (wake-up to outputs
     /// published) ran past its period (the budget), with its execution time.
@@ -1114,8 +1114,8 @@ mod tests {
         beat: &dyn Beat,
         sut: &mut dyn Driven,
         threshold: Nanos,
-    ) -> (Stats, ictus_os::explain::Explanation) {
-        use ictus_os::explain::{ExplainConfig, Explainer};
+    ) -> (Stats, ictus_explain::Explanation) {
+        use ictus_explain::{ExplainConfig, Explainer};
         let config = ExplainConfig::new(ictus_os::facts::online_cpus(), threshold);
         let (explainer, mut reporters) =
             Explainer::start(config, &["x".to_string()], Nanos::ZERO).unwrap();
@@ -1132,7 +1132,7 @@ mod tests {
 
     #[test]
     fn an_overrun_is_reported_with_its_execution_time_and_the_releases_it_skipped() {
-        use ictus_os::explain::Cause;
+        use ictus_explain::Cause;
         let clock = MockClock::new(Nanos::ZERO);
         let control = block(ms(1), ms(10), 30);
         // Frame 6 runs 2.5 ms of a 1 ms budget: the releases of 7 and 8 pass.

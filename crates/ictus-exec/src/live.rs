@@ -12,7 +12,7 @@
 //! ```
 
 use ictus_core::Nanos;
-use ictus_os::explain::{Breakdown, Explained, MissKind, TimeByCause};
+use ictus_explain::{Breakdown, Explained, MissKind, TimeByCause};
 use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, Status};
@@ -501,7 +501,7 @@ fn live_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ictus_os::explain::{Cause, CauseKind};
+    use ictus_explain::{Cause, CauseKind};
 
     fn miss(seq: u64, ns: u64) -> Explained {
         Explained {
@@ -513,11 +513,11 @@ mod tests {
             lateness_ns: ns,
             missed: 0,
             window_ns: 2 * ns,
-            causes: vec![ictus_os::explain::Timed {
+            causes: vec![ictus_explain::Timed {
                 cause: Cause::Steal { ns },
                 accounts_ns: ns,
                 share: 1.0,
-                source: ictus_os::explain::Source::ProcStatTicks,
+                source: ictus_explain::Source::ProcStatTicks,
             }],
             seen: Vec::new(),
             accounted_ns: ns,

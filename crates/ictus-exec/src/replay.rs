@@ -1,5 +1,5 @@
 //! Replay (issue 24): one subsystem run again against the inputs a recording
-//! ([`crate::tap::mcap`]) holds, frame by frame, its outputs compared with the
+//! ([`crate::tap::mcap`], read with [`ictus_capture::mcap::read`]) holds, frame by frame, its outputs compared with the
 //! recorded ones bit for bit.
 //!
 //! [`Recording::open`] reads the file's `ictus` metadata (the schedule's text,
@@ -28,8 +28,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ictus_capture::mcap::{CdrLayout, McapItem, Unreadable};
 use ictus_core::{CpuSet, Nanos};
-use mcap::records::Record;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -39,7 +39,7 @@ use crate::hub::Hubs;
 use crate::schedule::Schedule;
 use crate::state::States;
 use crate::subsystem::{Flow, Frame, Maker, Registry, element_count};
-use crate::tap::mcap::CdrLayout;
+use crate::tap::mcap::cdr_layout;
 
 /// The environment variable that puts a program in replay mode: the recording.
 pub const REPLAY_ENV: &str = "ICTUS_REPLAY";
@@ -293,28 +293,27 @@ impl Recording {
             source,
         })?;
         let path = path.to_path_buf();
-        if !bytes.starts_with(mcap::MAGIC) {
-            return Err(ReplayError::NotMcap { path });
-        }
         let truncated = |reason: String| ReplayError::Truncated {
             path: path.clone(),
             reason,
         };
-        if !bytes.ends_with(mcap::MAGIC) || bytes.len() < 2 * mcap::MAGIC.len() {
-            return Err(truncated("it does not end with MCAP's magic bytes".into()));
-        }
+        let items = match ictus_capture::mcap::read(&bytes) {
+            Ok(items) => items,
+            Err(Unreadable::NotMcap) => return Err(ReplayError::NotMcap { path }),
+            Err(Unreadable::Truncated(reason)) => return Err(truncated(reason)),
+        };
         let bad = |reason: String| ReplayError::NotARecording {
             path: path.clone(),
             reason,
         };
         let mut run = None;
         let mut end = None;
-        for record in
-            mcap::read::ChunkFlattener::new(&bytes).map_err(|e| truncated(e.to_string()))?
-        {
-            match record.map_err(|e| truncated(e.to_string()))? {
-                Record::Metadata(m) if m.name == "ictus" => run = Some(m.metadata),
-                Record::Metadata(m) if m.name == "ictus.end" => end = Some(m.metadata),
+        for item in items {
+            match item.map_err(&truncated)? {
+                McapItem::Metadata { name, metadata } if name == "ictus" => run = Some(metadata),
+                McapItem::Metadata { name, metadata } if name == "ictus.end" => {
+                    end = Some(metadata)
+                }
                 _ => {}
             }
         }
@@ -634,29 +633,35 @@ impl Recording {
         let input_prefix = format!("inputs/{name}/");
         let mut topics: HashMap<u16, Topic> = HashMap::new();
         let mut out = Messages::default();
-        let layouts: Vec<CdrLayout> = self.table.cells().iter().map(CdrLayout::of).collect();
+        let layouts: Vec<CdrLayout> = self.table.cells().iter().map(cdr_layout).collect();
         let cell_of = |topic: &str| self.table.cell_index(topic).ok();
         let frame_of =
             |log_time: u64| log_time.saturating_sub(self.epoch_unix) / self.tick.as_u64();
-        let stream =
-            mcap::read::ChunkFlattener::new(&self.bytes).map_err(|e| truncated(e.to_string()))?;
-        for record in stream {
-            match record.map_err(|e| truncated(e.to_string()))? {
-                Record::Channel(c) => {
-                    let topic = if c.topic == "frames" {
+        let items = ictus_capture::mcap::read(&self.bytes).map_err(|e| match e {
+            Unreadable::NotMcap => truncated("it is no longer MCAP".into()),
+            Unreadable::Truncated(reason) => truncated(reason),
+        })?;
+        for item in items {
+            match item.map_err(&truncated)? {
+                McapItem::Channel { id, topic: name } => {
+                    let topic = if name == "frames" {
                         Topic::Frames
-                    } else if let Some(cell) = c.topic.strip_prefix(&input_prefix).and_then(cell_of)
-                    {
+                    } else if let Some(cell) = name.strip_prefix(&input_prefix).and_then(cell_of) {
                         Topic::Input(cell)
-                    } else if let Some(cell) = c.topic.strip_prefix("cells/").and_then(cell_of) {
+                    } else if let Some(cell) = name.strip_prefix("cells/").and_then(cell_of) {
                         Topic::Output(cell)
                     } else {
                         Topic::Other
                     };
-                    topics.insert(c.id, topic);
+                    topics.insert(id, topic);
                 }
-                Record::Message { header, data } => match topics.get(&header.channel_id) {
-                    Some(Topic::Frames) if header.sequence as usize == slot => {
+                McapItem::Message {
+                    channel,
+                    sequence,
+                    log_time,
+                    data,
+                } => match topics.get(&channel) {
+                    Some(Topic::Frames) if sequence as usize == slot => {
                         let row: FrameRow = serde_json::from_slice(&data)
                             .map_err(|e| bad(format!("a `frames` message does not read: {e}")))?;
                         if row.slot == slot {
@@ -670,17 +675,16 @@ impl Recording {
                                 "an input of cell {cell} is not its CDR layout"
                             )));
                         }
-                        out.inputs.push((frame_of(header.log_time), cell, packed));
+                        out.inputs.push((frame_of(log_time), cell, packed));
                     }
-                    Some(&Topic::Output(cell)) if header.sequence as usize == slot => {
+                    Some(&Topic::Output(cell)) if sequence as usize == slot => {
                         let mut packed = vec![0; self.table.cells()[cell].bytes()];
                         if !layouts[cell].decode(&data, &mut packed) {
                             return Err(bad(format!(
                                 "a publication of cell {cell} is not its CDR layout"
                             )));
                         }
-                        out.outputs
-                            .insert((frame_of(header.log_time), cell), packed);
+                        out.outputs.insert((frame_of(log_time), cell), packed);
                     }
                     _ => {}
                 },

@@ -93,7 +93,7 @@ pub struct ThreadOutcome {
     /// The misses of a subsystem in a process of its own, explained by that
     /// process's sampler (the run takes them into [`RunReport::explanation`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub explanation: Option<ictus_os::explain::Explanation>,
+    pub explanation: Option<ictus_explain::Explanation>,
 }
 
 /// What a run's tap did (see [`crate::tap`]).
@@ -204,7 +204,7 @@ pub struct RunReport {
     /// threshold, skipped releases, overruns; a program's by its own sampler);
     /// absent with [`crate::run::RunOptions::explain`] off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub explanation: Option<ictus_os::explain::Explanation>,
+    pub explanation: Option<ictus_explain::Explanation>,
     /// What the run's tap handed its sinks and what they wrote (`--record`,
     /// `--trace`); absent when nothing was tapped.
     #[serde(default, skip_serializing_if = "Option::is_none")]

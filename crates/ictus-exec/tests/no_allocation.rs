@@ -14,7 +14,7 @@ use ictus_exec::stress::increment;
 use ictus_exec::subsystem::{
     Flow, Frame, Input, OnError, Output, Ports, RawPort, Registry, RegistryError, Subsystem,
 };
-use ictus_os::explain::{ExplainConfig, Explainer, MissKind, MissReporter};
+use ictus_explain::{ExplainConfig, Explainer, MissKind, MissReporter};
 use ictus_os::wait::WaitMode;
 
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).

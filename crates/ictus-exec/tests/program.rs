@@ -438,7 +438,7 @@ impl Subsystem for Sleeper {
 
 #[test]
 fn a_subsystem_that_overruns_on_purpose_has_its_overrun_explained_by_its_execution_time() {
-    use ictus_os::explain::{Cause, MissKind};
+    use ictus_explain::{Cause, MissKind};
     let s = Schedule::builder(&format!("prog-overrun-{}", std::process::id()))
         .tick(Nanos::from_millis(1))
         .major_frame(1)

@@ -63,7 +63,7 @@ pub enum OutputError {
 
 /// The directory an output file at `path` goes in (`.` for a bare file name), or why
 /// no file can go there: `path` is a directory, or its directory does not exist.
-pub(crate) fn output_directory(path: &Path) -> Result<PathBuf, OutputError> {
+pub fn output_directory(path: &Path) -> Result<PathBuf, OutputError> {
     if path.is_dir() {
         return Err(OutputError::IsDirectory {
             path: path.to_path_buf(),

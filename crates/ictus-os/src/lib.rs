@@ -8,28 +8,35 @@
 //! - [`handoff`]: futex, eventfd, pipe, message queue and `sched_yield`: how one thread
 //!   wakes another.
 //! - [`memory`]: memory locking and stack prefaulting.
+//! - [`buffer`]: page-aligned anonymous mappings with a chosen page size (base or
+//!   transparent huge pages), for the probes that measure memory.
 //! - [`shm`]: POSIX shared memory segments named by their owner, so that a crash
 //!   never leaves a stale one in the way.
 //! - [`thread_time`]: CPU time consumed by the calling thread.
+//! - [`process`]: a process's identity (pid and start time), whether it is alive,
+//!   signals, and a child that dies with the thread that started it.
+//! - [`tracefs`]: the kernel's tracing file system (ftrace), and the `timerlat`
+//!   tracer run with every setting it touches restored.
 //! - [`pm_qos`]: the CPU latency QoS (`/dev/cpu_dma_latency`), held for a run.
 //! - [`procstat`]: steal time and other counters from `/proc/stat`.
 //! - [`fs`]: output files written whole or not at all, and checked before a run.
-//! - [`trace`]: timelines in the Chrome/Perfetto trace-event format, streamed under a
-//!   byte cap.
 //! - [`json`]: the line and column of a value in a JSON input found wrong after parsing.
-//! - [`explain`]: why a deadline was missed: misses reported by real-time threads,
-//!   explained by a sampler off their CPUs from what the kernel counts.
 //! - [`facts`]: what the machine is (topology, kernel, preemption model, ...), read for
 //!   the audit and for the provenance of every record.
+//! - [`testing`]: test support: a test that cannot run here says so, and fixtures the
+//!   tests of several crates share.
 //! - [`provenance`]: the tool, host and time header of every probe record and scenario
 //!   result.
+//!
+//! What is built on these calls lives above: why a deadline was missed in
+//! `ictus-explain`, the files a run captures (MCAP recordings, trace-event timelines)
+//! in `ictus-capture`.
 //!
 //! Nothing here prints; everything returns data.
 
 pub mod affinity_of;
 pub mod buffer;
 pub mod clock;
-pub mod explain;
 pub mod facts;
 pub mod fs;
 pub mod handoff;
@@ -43,6 +50,5 @@ pub mod sched;
 pub mod shm;
 pub mod testing;
 pub mod thread_time;
-pub mod trace;
 pub mod tracefs;
 pub mod wait;

@@ -208,7 +208,7 @@ pub struct TraceArgs {
     /// The most bytes the trace file may take (e.g. 64MiB, 1G): past it events are
     /// counted, not written, and the file ends with a note saying how many.
     #[arg(long, value_name = "BYTES", requires = "trace", default_value = "256MiB",
-          value_parser = bytes_in(ictus_os::trace::MIN_CAP_BYTES as usize, MAX_TRACE_CAP))]
+          value_parser = bytes_in(ictus_capture::timeline::MIN_CAP_BYTES as usize, MAX_TRACE_CAP))]
     pub trace_cap: usize,
 }
 
@@ -218,12 +218,12 @@ pub const MAX_TRACE_CAP: usize = 64 << 30;
 
 impl TraceArgs {
     /// The trace asked for, checked writable (before anything runs).
-    pub fn spec(&self) -> Result<Option<ictus_os::trace::TraceSpec>, UsageError> {
+    pub fn spec(&self) -> Result<Option<ictus_capture::timeline::TraceSpec>, UsageError> {
         let Some(path) = &self.trace else {
             return Ok(None);
         };
         ictus_os::fs::check_writable(path).map_err(|e| UsageError::caused("--trace", e))?;
-        Ok(Some(ictus_os::trace::TraceSpec {
+        Ok(Some(ictus_capture::timeline::TraceSpec {
             path: path.clone(),
             cap_bytes: self.trace_cap as u64,
         }))

@@ -3,8 +3,8 @@
 use ictus_core::alloc_count::{self, Counting};
 
 use ictus_core::{LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
+use ictus_explain::{ExplainConfig, Explainer};
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::{ExplainConfig, Explainer};
 use ictus_os::wait::WaitMode;
 use ictus_probe::progress::Progress;
 use ictus_probe::timer::measure_grid;

@@ -79,7 +79,7 @@ pub struct RunRecord {
     /// Every miss of the run explained (late releases beyond the threshold, missed
     /// periods), where the probe watched for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub explanation: Option<ictus_os::explain::Explanation>,
+    pub explanation: Option<ictus_explain::Explanation>,
 }
 
 /// One point of a probe's sweep: its coordinates, its scalar figures, and its latency

@@ -16,8 +16,8 @@ use crate::record::WarningId;
 use std::collections::BTreeSet;
 
 use ictus_core::{CpuSet, Nanos};
+use ictus_explain::{ExplainConfig, Explainer, MissReporter};
 use ictus_os::clock::{self, monotonic_now};
-use ictus_os::explain::{ExplainConfig, Explainer, MissReporter};
 use ictus_os::pm_qos::{self, PmQos, PmQosHold};
 use ictus_os::procstat::{self, StatSnapshot};
 use ictus_os::sched::Policy;
@@ -117,7 +117,7 @@ impl Session {
                 reporters.into_iter().map(Some).collect()
             }
             Err(e) => {
-                self.warn(ictus_os::explain::unavailable(&e));
+                self.warn(ictus_explain::unavailable(&e));
                 none()
             }
         }

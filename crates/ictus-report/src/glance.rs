@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use ictus_core::Nanos;
 use ictus_core::time::DurationStyle;
-use ictus_os::explain::{ALL_KINDS, CauseKind, TimeByCause};
+use ictus_explain::{ALL_KINDS, CauseKind, TimeByCause};
 use ictus_os::pm_qos::PmQos;
 use ictus_probe::r#loop::view::Trial;
 

@@ -101,14 +101,14 @@ pub fn footer(record: &RunRecord) -> String {
 
 /// The "why the misses" section: the breakdown, then the first `listed` explained
 /// misses, then how the sampler ran.
-pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> String {
+pub fn why_the_misses(e: &ictus_explain::Explanation, listed: usize) -> String {
     let mut out = String::new();
     // Overruns are counted where the measuring loop has a budget (the executive's
     // subsystems), so they are named only where they occur.
     let overruns = e
         .events
         .iter()
-        .any(|ev| ev.kind == ictus_os::explain::MissKind::Overrun);
+        .any(|ev| ev.kind == ictus_explain::MissKind::Overrun);
     let _ = writeln!(
         out,
         "why the misses (releases {} or more late, missed periods{}): {}",
@@ -116,7 +116,7 @@ pub fn why_the_misses(e: &ictus_os::explain::Explanation, listed: usize) -> Stri
         if overruns { ", overruns" } else { "" },
         e.breakdown.summary()
     );
-    if let Some(a) = ictus_os::explain::advice(e) {
+    if let Some(a) = ictus_explain::advice(e) {
         let _ = writeln!(out, "  advice: {a}");
     }
     for ev in e.events.iter().take(listed) {
@@ -214,7 +214,7 @@ pub fn thin_note<'a>(results: impl IntoIterator<Item = &'a LatencyResult>) -> Op
 
 /// The sampler's budget and, when it slowed down to hold it, by how much and for how
 /// long (nothing for records without a budget).
-fn budget_words(s: &ictus_os::explain::SamplerReport) -> String {
+fn budget_words(s: &ictus_explain::SamplerReport) -> String {
     if s.budget <= 0.0 {
         return String::new();
     }

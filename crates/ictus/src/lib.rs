@@ -44,14 +44,19 @@
 //!   and its exact reset), the balancer, scenarios;
 //! - [`probe`]: the probes, the loads, the audit and the result record;
 //! - [`run_record`]: the record of a run of the executive, as `ictus run` writes it;
+//! - [`explain`]: why a deadline was missed (the miss reporter and its sampler);
+//! - [`capture`]: the files a run writes for other tools (MCAP recordings,
+//!   Chrome/Perfetto timelines);
 //! - [`os`]: the Linux calls (clocks, waits, scheduling, memory, shared memory);
 //! - [`core`]: the portable parts (time, histograms, the lock-free rings, the seqlock,
 //!   the spin barrier);
 //! - `net` (feature `net`): the executive across hosts, on Zenoh.
 #![forbid(unsafe_code)]
 
+pub use ictus_capture as capture;
 pub use ictus_core as core;
 pub use ictus_exec as exec;
+pub use ictus_explain as explain;
 #[cfg(feature = "net")]
 pub use ictus_net as net;
 pub use ictus_os as os;

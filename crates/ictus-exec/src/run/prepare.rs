@@ -177,7 +177,7 @@ pub(super) struct Staged<'a> {
     /// The coordinator's own affinity, given back at the end.
     pub(super) affinity_before: Option<CpuSet>,
     /// The last misses explained, for the live view (none when not explaining).
-    pub(super) recent_misses: Option<ictus_os::explain::RecentMisses>,
+    pub(super) recent_misses: Option<ictus_explain::RecentMisses>,
     /// The tap's rings and choices, when the run has sinks (`--record`, `--trace`).
     pub(super) tap: Option<TapSetup>,
 }

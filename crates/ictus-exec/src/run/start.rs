@@ -14,8 +14,8 @@ use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 use ictus_core::Nanos;
+use ictus_explain::MissReporter;
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::MissReporter;
 
 use super::children::{ChildProc, kill_all, wait_children};
 use super::clock::Clock;

@@ -4,7 +4,7 @@
 
 use ictus_class::{self as class, Class, ClassError, Options};
 use ictus_core::{CpuSet, Nanos};
-use ictus_os::explain::MissReporter;
+use ictus_explain::MissReporter;
 use ictus_os::sched;
 
 use crate::cell::Cells;

@@ -1,15 +1,15 @@
 //! What a run holds around its subsystems to measure them as the reference tools do
 //! and to say why a frame was missed: the CPU latency QoS (`/dev/cpu_dma_latency`,
 //! held for the whole run) and the sampler that explains the misses of this host's
-//! in-process subsystems ([`ictus_os::explain`]), off their CPUs; a program runs a
+//! in-process subsystems ([`ictus_explain`]), off their CPUs; a program runs a
 //! sampler of its own ([`explain_program`]) whose explanation the run takes in.
 
 use std::collections::BTreeMap;
 
 use ictus_class::Class;
 use ictus_core::{CpuSet, Nanos};
+use ictus_explain::{ExplainConfig, Explainer, HOST_BUDGET, MissReporter, RecentMisses};
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::{ExplainConfig, Explainer, HOST_BUDGET, MissReporter, RecentMisses};
 use ictus_os::pm_qos::{self, PmQosHold};
 
 use super::options::RunOptions;
@@ -61,7 +61,7 @@ impl Watch {
                 watch.explainer = Some(explainer);
                 reporters = slots.iter().copied().zip(r).collect();
             }
-            Err(e) => watch.warnings.push(ictus_os::explain::unavailable(&e)),
+            Err(e) => watch.warnings.push(ictus_explain::unavailable(&e)),
         }
         (watch, reporters)
     }

@@ -1,6 +1,7 @@
 //! The MCAP recording of a run (issue 24): [`McapSink`], a [`Sink`] that writes
 //! every tapped cell, frame and event to an MCAP file that Foxglove and the
-//! `mcap` Python package open, and that [`crate::replay`] reads back.
+//! `mcap` Python package open, and that [`crate::replay`] reads back. The file
+//! and its encodings are `ictus_capture::mcap`'s; this sink maps a run onto them.
 //!
 //! The file (docs/recording.md has the details):
 //!
@@ -18,23 +19,16 @@
 //!   recorded) and, at the end, `ictus.end` (the records dropped per slot).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use ictus_capture::mcap::{
+    CdrElement, CdrLayout, EVENT_SCHEMA, EventMessage, FORMAT, FRAME_SCHEMA, FrameMessage,
+    McapWriter, ros2msg_schema,
+};
 use ictus_core::Nanos;
-use mcap::records::{MessageHeader, Metadata};
-use mcap::{WriteOptions, Writer};
-use serde::Serialize;
 
 use crate::cell::{CellDecl, ElemType};
 use crate::tap::{CellRecord, Direction, EventRecord, FrameRecord, Sink, TapEnd, TapRun, Written};
-
-/// The version of the file's layout, in the `ictus` metadata's `format`.
-pub const FORMAT: &str = "1";
-
-/// The 4-byte CDR encapsulation header: little-endian plain CDR.
-pub const CDR_HEADER: [u8; 4] = [0, 1, 0, 0];
 
 /// The ros2msg name of an element type. `char` (a Unicode scalar value in 4
 /// bytes) is a `uint32`; `bool` is one byte.
@@ -54,136 +48,23 @@ pub fn ros2msg_type(ty: ElemType) -> &'static str {
     }
 }
 
-/// The ros2msg schema of a cell: one line per element, in order, `TYPE NAME` for
-/// a scalar and `TYPE[LEN] NAME` for an array (`int32[12] int12`).
+/// The ros2msg schema of a cell ([`ros2msg_schema`]): one line per element, in
+/// order, `TYPE NAME` for a scalar and `TYPE[LEN] NAME` for an array (`int32[12] int12`).
 pub fn schema_text(cell: &CellDecl) -> String {
-    let mut out = String::new();
-    for e in cell.elements() {
+    ros2msg_schema(cell.elements().iter().map(|e| {
         let shape = e.shape();
-        out.push_str(ros2msg_type(shape.ty));
-        if shape.len != 1 {
-            out.push_str(&format!("[{}]", shape.len));
-        }
-        out.push(' ');
-        out.push_str(e.name());
-        out.push('\n');
-    }
-    out
+        (ros2msg_type(shape.ty), shape.len, e.name())
+    }))
 }
 
-/// One element's bytes: where they lie in the packed cell and in the CDR
-/// message (counted from the message's first byte, header included).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CdrCopy {
-    /// First byte in the packed cell.
-    pub packed: usize,
-    /// First byte in the CDR message.
-    pub cdr: usize,
-    /// Bytes.
-    pub len: usize,
-}
-
-/// A cell's CDR layout: the packed table layout (offsets the running sum of the
-/// sizes) converted to CDR's, where each value is aligned to its own size
-/// counted from the byte after the encapsulation header, and fixed arrays carry
-/// no length. Computed once per cell; converting allocates nothing once the
-/// output buffer has grown.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CdrLayout {
-    copies: Vec<CdrCopy>,
-    size: usize,
-}
-
-impl CdrLayout {
-    /// The layout of `cell`.
-    pub fn of(cell: &CellDecl) -> CdrLayout {
-        let mut copies = Vec::with_capacity(cell.elements().len());
-        let mut body = 0usize;
-        for e in cell.elements() {
-            let shape = e.shape();
-            let align = shape.ty.size();
-            body = body.next_multiple_of(align);
-            let len = e.range().len();
-            copies.push(CdrCopy {
-                packed: e.offset(),
-                cdr: CDR_HEADER.len() + body,
-                len,
-            });
-            body += len;
-        }
-        CdrLayout {
-            copies,
-            size: CDR_HEADER.len() + body,
-        }
-    }
-
-    /// The copies, one per element, in order.
-    pub fn copies(&self) -> &[CdrCopy] {
-        &self.copies
-    }
-
-    /// Bytes of a message, header included.
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
-    /// Writes the CDR message of the packed cell `packed` into `out` (cleared
-    /// first; padding bytes are zeros).
-    pub fn encode(&self, packed: &[u8], out: &mut Vec<u8>) {
-        out.clear();
-        out.resize(self.size, 0);
-        out[..CDR_HEADER.len()].copy_from_slice(&CDR_HEADER);
-        for c in &self.copies {
-            out[c.cdr..c.cdr + c.len].copy_from_slice(&packed[c.packed..c.packed + c.len]);
-        }
-    }
-
-    /// Reads a CDR message back into the packed cell `packed`; `false` when the
-    /// message is not one of this layout (its size or its header).
-    pub fn decode(&self, cdr: &[u8], packed: &mut [u8]) -> bool {
-        if cdr.len() != self.size || cdr[..CDR_HEADER.len()] != CDR_HEADER {
-            return false;
-        }
-        for c in &self.copies {
-            packed[c.packed..c.packed + c.len].copy_from_slice(&cdr[c.cdr..c.cdr + c.len]);
-        }
-        true
-    }
-}
-
-/// The JSON Schema of the `frames` channel's messages.
-const FRAME_SCHEMA: &str = r#"{"type":"object","title":"ictus frame","properties":{"subsystem":{"type":"string"},"slot":{"type":"integer"},"frame":{"type":"integer"},"state":{"type":"string"},"deadline_ns":{"type":"integer","description":"release, ns since the run's epoch"},"woke_ns":{"type":"integer"},"agreed_ns":{"type":["integer","null"]},"end_ns":{"type":"integer"},"lateness_ns":{"type":"integer"},"exec_ns":{"type":"integer"},"budget_ns":{"type":"integer"},"overrun":{"type":"boolean"},"skipped":{"type":"integer"},"cpu":{"type":["integer","null"]},"error":{"type":"boolean"}}}"#;
-
-/// The JSON Schema of the `events` channel's messages.
-const EVENT_SCHEMA: &str = r#"{"type":"object","title":"ictus event","properties":{"kind":{"type":"string"},"frame":{"type":["integer","null"]},"subsystem":{"type":["string","null"]},"message":{"type":"string"}}}"#;
-
-/// One message of the `frames` channel.
-#[derive(Serialize)]
-struct FrameJson<'a> {
-    subsystem: &'a str,
-    slot: usize,
-    frame: u64,
-    state: &'a str,
-    deadline_ns: u64,
-    woke_ns: u64,
-    agreed_ns: Option<u64>,
-    end_ns: u64,
-    lateness_ns: u64,
-    exec_ns: u64,
-    budget_ns: u64,
-    overrun: bool,
-    skipped: u64,
-    cpu: Option<u32>,
-    error: bool,
-}
-
-/// One message of the `events` channel.
-#[derive(Serialize)]
-struct EventJson<'a> {
-    kind: &'a str,
-    frame: Option<u64>,
-    subsystem: Option<&'a str>,
-    message: &'a str,
+/// A cell's CDR layout ([`CdrLayout`]): each element aligned to the size of
+/// its values.
+pub fn cdr_layout(cell: &CellDecl) -> CdrLayout {
+    CdrLayout::new(cell.elements().iter().map(|e| CdrElement {
+        packed: e.offset(),
+        align: e.shape().ty.size(),
+        len: e.range().len(),
+    }))
 }
 
 /// A recorded cell: its channel, schema, layout, and the image its
@@ -224,12 +105,11 @@ impl Begun {
 }
 
 /// A [`Sink`] that writes an MCAP file (see the module's doc): chunked, zstd
-/// compressed, on the recorder thread; buffers are reused, so a record
-/// allocates nothing once every channel exists (the `mcap` writer's own chunk
-/// buffer grows to a chunk and stays).
+/// compressed, on the recorder thread ([`McapWriter`]); buffers are reused, so a
+/// record allocates nothing once every channel exists.
 pub struct McapSink {
     path: PathBuf,
-    writer: Option<Writer<BufWriter<File>>>,
+    writer: Option<McapWriter>,
     begun: Option<Begun>,
     /// The CDR message being written.
     cdr: Vec<u8>,
@@ -249,42 +129,11 @@ impl std::fmt::Debug for McapSink {
     }
 }
 
-fn io(e: mcap::McapError) -> std::io::Error {
-    std::io::Error::other(e)
-}
-
-/// Writes `data` on `channel`, logged and published at `time`, with `sequence`.
-fn put(
-    writer: &mut Writer<BufWriter<File>>,
-    channel: u16,
-    sequence: u32,
-    time: u64,
-    data: &[u8],
-) -> std::io::Result<()> {
-    let header = MessageHeader {
-        channel_id: channel,
-        sequence,
-        log_time: time,
-        publish_time: time,
-    };
-    writer.write_to_known_channel(&header, data).map_err(io)
-}
-
 impl McapSink {
     /// Creates (or truncates) `path` and starts the file: a path that cannot be
     /// written is refused here, before the run starts.
     pub fn create(path: &Path) -> std::io::Result<McapSink> {
-        let file = File::create(path)?;
-        let writer = WriteOptions::new()
-            .compression(Some(mcap::Compression::Zstd))
-            // Compressed on the recorder thread itself (the crate's default
-            // starts a zstd worker per physical CPU): one thread off the
-            // real-time CPUs does all of the recording's work.
-            .compression_threads(0)
-            .profile("")
-            .library(concat!("ictus ", env!("CARGO_PKG_VERSION")))
-            .create(BufWriter::with_capacity(1 << 20, file))
-            .map_err(io)?;
+        let writer = McapWriter::create(path)?;
         Ok(McapSink {
             path: path.to_path_buf(),
             writer: Some(writer),
@@ -301,7 +150,7 @@ impl McapSink {
         &self.path
     }
 
-    fn parts(&mut self) -> std::io::Result<(&mut Writer<BufWriter<File>>, &mut Begun)> {
+    fn parts(&mut self) -> std::io::Result<(&mut McapWriter, &mut Begun)> {
         match (self.writer.as_mut(), self.begun.as_mut()) {
             (Some(w), Some(b)) => Ok((w, b)),
             _ => Err(std::io::Error::other(
@@ -364,29 +213,19 @@ impl Sink for McapSink {
         let Some(writer) = self.writer.as_mut() else {
             return Err(std::io::Error::other("the recording already ended"));
         };
-        writer
-            .write_metadata(&Metadata {
-                name: "ictus".into(),
-                metadata: run_metadata(run)?,
-            })
-            .map_err(io)?;
-        let no_meta = BTreeMap::new();
+        writer.metadata("ictus", run_metadata(run)?)?;
         let mut cells = Vec::with_capacity(run.table.cells().len());
         for (i, cell) in run.table.cells().iter().enumerate() {
             if !run.cells.get(i).copied().unwrap_or(false) {
                 cells.push(None);
                 continue;
             }
-            let schema = writer
-                .add_schema(
-                    &format!("ictus/{}", cell.name()),
-                    "ros2msg",
-                    schema_text(cell).as_bytes(),
-                )
-                .map_err(io)?;
-            let channel = writer
-                .add_channel(schema, &format!("cells/{}", cell.name()), "cdr", &no_meta)
-                .map_err(io)?;
+            let schema = writer.schema(
+                &format!("ictus/{}", cell.name()),
+                "ros2msg",
+                schema_text(cell).as_bytes(),
+            )?;
+            let channel = writer.channel(schema, &format!("cells/{}", cell.name()), "cdr")?;
             let writers = cell
                 .elements()
                 .iter()
@@ -399,23 +238,15 @@ impl Sink for McapSink {
             cells.push(Some(Recorded {
                 schema,
                 channel,
-                layout: CdrLayout::of(cell),
+                layout: cdr_layout(cell),
                 image: vec![0; cell.bytes()],
                 writers,
             }));
         }
-        let frames_schema = writer
-            .add_schema("ictus/frame", "jsonschema", FRAME_SCHEMA.as_bytes())
-            .map_err(io)?;
-        let frames = writer
-            .add_channel(frames_schema, "frames", "json", &no_meta)
-            .map_err(io)?;
-        let events_schema = writer
-            .add_schema("ictus/event", "jsonschema", EVENT_SCHEMA.as_bytes())
-            .map_err(io)?;
-        let events = writer
-            .add_channel(events_schema, "events", "json", &no_meta)
-            .map_err(io)?;
+        let frames_schema = writer.schema("ictus/frame", "jsonschema", FRAME_SCHEMA.as_bytes())?;
+        let frames = writer.channel(frames_schema, "frames", "json")?;
+        let events_schema = writer.schema("ictus/event", "jsonschema", EVENT_SCHEMA.as_bytes())?;
+        let events = writer.channel(events_schema, "events", "json")?;
         self.begun = Some(Begun {
             epoch: run.epoch,
             epoch_unix: run.epoch_unix.as_u64(),
@@ -448,7 +279,7 @@ impl Sink for McapSink {
         json.clear();
         serde_json::to_writer(
             &mut json,
-            &FrameJson {
+            &FrameMessage {
                 subsystem: b.names.get(record.slot).map_or("", String::as_str),
                 slot: record.slot,
                 frame: record.frame,
@@ -471,7 +302,7 @@ impl Sink for McapSink {
         )
         .map_err(std::io::Error::other)?;
         let time = b.unix(record.frame);
-        let result = put(writer, b.frames, record.slot as u32, time, &json);
+        let result = writer.message(b.frames, record.slot as u32, time, &json);
         self.messages += u64::from(result.is_ok());
         self.json = json;
         result
@@ -514,22 +345,14 @@ impl Sink for McapSink {
                                 b.names.get(record.slot).map_or("?", String::as_str),
                                 b.cell_names[record.cell]
                             );
-                            let c = writer
-                                .add_channel(cell.schema, &topic, "cdr", &BTreeMap::new())
-                                .map_err(io)?;
+                            let c = writer.channel(cell.schema, &topic, "cdr")?;
                             b.inputs.insert((record.slot, record.cell), c);
                             c
                         }
                     }
                 }
             };
-            put(
-                writer,
-                channel,
-                record.slot as u32,
-                b.unix(record.frame),
-                &cdr,
-            )
+            writer.message(channel, record.slot as u32, b.unix(record.frame), &cdr)
         })();
         self.cdr = cdr;
         self.messages += u64::from(result.is_ok());
@@ -542,7 +365,7 @@ impl Sink for McapSink {
         json.clear();
         serde_json::to_writer(
             &mut json,
-            &EventJson {
+            &EventMessage {
                 kind: event.kind,
                 frame: event.frame,
                 subsystem: event.slot.and_then(|s| b.names.get(s)).map(String::as_str),
@@ -554,7 +377,7 @@ impl Sink for McapSink {
             .epoch_unix
             .saturating_add(event.time.saturating_sub(b.epoch).as_u64());
         let sequence = event.slot.map_or(u32::MAX, |s| s as u32);
-        let result = put(writer, b.events, sequence, time, &json);
+        let result = writer.message(b.events, sequence, time, &json);
         self.messages += u64::from(result.is_ok());
         self.json = json;
         result
@@ -575,14 +398,8 @@ impl Sink for McapSink {
             serde_json::to_string(&dropped).map_err(std::io::Error::other)?,
         );
         m.insert("records".into(), end.records.to_string());
-        writer
-            .write_metadata(&Metadata {
-                name: "ictus.end".into(),
-                metadata: m,
-            })
-            .map_err(io)?;
-        writer.finish().map_err(io)?;
-        writer.into_inner().flush()?;
+        writer.metadata("ictus.end", m)?;
+        writer.finish()?;
         self.finished = Some(std::fs::metadata(&self.path)?.len());
         Ok(())
     }
@@ -628,40 +445,18 @@ mod tests {
     }
 
     #[test]
-    fn cdr_aligns_each_value_to_its_size_after_the_header() {
-        let t = table();
-        let layout = CdrLayout::of(&t.cells()[0]);
-        // Packed: flag 0, int 1..5, short5 5..15, double 15..23, char4 23..27, letter 27..31.
-        // CDR body (after the 4-byte header): flag 0, int 4..8, short5 8..18,
-        // double 24..32, char4 32..36, letter 36..40.
-        let at: Vec<(usize, usize, usize)> = layout
-            .copies()
-            .iter()
-            .map(|c| (c.packed, c.cdr - 4, c.len))
-            .collect();
-        assert_eq!(
-            at,
-            vec![
-                (0, 0, 1),
-                (1, 4, 4),
-                (5, 8, 10),
-                (15, 24, 8),
-                (23, 32, 4),
-                (27, 36, 4)
-            ]
-        );
-        assert_eq!(layout.size(), 44);
-        let packed: Vec<u8> = (1..=31).collect();
-        let mut cdr = Vec::new();
-        layout.encode(&packed, &mut cdr);
-        assert_eq!(&cdr[..4], &CDR_HEADER);
-        assert_eq!(cdr[4], 1);
-        assert_eq!(&cdr[5..8], &[0, 0, 0], "padding is zeros");
-        assert_eq!(&cdr[8..12], &[2, 3, 4, 5]);
-        assert_eq!(&cdr[28..36], &packed[15..23]);
-        let mut back = vec![0; 31];
-        assert!(layout.decode(&cdr, &mut back));
-        assert_eq!(back, packed);
-        assert!(!layout.decode(&cdr[..40], &mut back), "a short message");
+    fn a_cell_s_cdr_layout_takes_each_element_s_packed_place_and_value_size() {
+        // Packed: flag 0, int 1..5, short5 5..15, double 15..23, char4 23..27,
+        // letter 27..31; a `char` is 4 bytes.
+        let elements = [
+            (0, 1, 1),
+            (1, 4, 4),
+            (5, 2, 10),
+            (15, 8, 8),
+            (23, 1, 4),
+            (27, 4, 4),
+        ]
+        .map(|(packed, align, len)| CdrElement { packed, align, len });
+        assert_eq!(cdr_layout(&table().cells()[0]), CdrLayout::new(elements));
     }
 }

@@ -1,6 +1,8 @@
 //! The tap: what a run's subsystems did, frame by frame, carried off their
 //! real-time threads to the sinks that write it out (issue 24): the MCAP
-//! recording ([`mcap`]), the Chrome/Perfetto timeline ([`timeline`]).
+//! recording ([`mcap`], the `mcap` feature), the Chrome/Perfetto timeline
+//! ([`timeline`]). Each sink maps a run onto a writer of `ictus-capture`, which
+//! knows the files.
 //!
 //! Each subsystem thread (or program) pushes, with no allocation and no system
 //! call, into a bounded ring of its own ([`ring`]): the inputs it pulled when

@@ -1,5 +1,5 @@
 //! A run's timeline (`ictus run --trace FILE.json`): a [`Sink`] of the tap that
-//! writes the Chrome/Perfetto trace-event format ([`ictus_os::trace`]), for
+//! writes the Chrome/Perfetto trace-event format ([`ictus_capture::timeline`]), for
 //! `ui.perfetto.dev` or `chrome://tracing`, offline.
 //!
 //! Two groups of tracks ("processes" in the format):
@@ -22,15 +22,15 @@
 //! Cells are not traced: the timeline is timing; their values are the recording's
 //! (`--record`).
 //!
-//! The file is capped ([`ictus_os::trace::DEFAULT_CAP_BYTES`] unless told): past
+//! The file is capped ([`ictus_capture::timeline::DEFAULT_CAP_BYTES`] unless told): past
 //! the cap events are counted, not written, and a last note says how many.
 //! Once ended, the sink says what the file holds ([`Sink::written`], in the run's
 //! report).
 
 use std::path::{Path, PathBuf};
 
+use ictus_capture::timeline::{Scope, TraceSummary, TraceWriter, Track};
 use ictus_os::fs::OutputError;
-use ictus_os::trace::{Scope, TraceSummary, TraceWriter, Track};
 use serde::Serialize;
 
 use crate::tap::{CellRecord, EventRecord, FrameRecord, Sink, TapEnd, TapRun, Written};
@@ -438,7 +438,7 @@ cpu = 1
 
     #[test]
     fn every_subsystem_and_cpu_has_a_named_track() {
-        let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
+        let (json, _) = traced(ictus_capture::timeline::DEFAULT_CAP_BYTES, 5);
         assert_eq!(named(&json, 1, 1), Some("A"));
         assert_eq!(named(&json, 1, 2), Some("B"));
         assert_eq!(named(&json, 2, 1000), Some("CPU 0"));
@@ -454,7 +454,7 @@ cpu = 1
 
     #[test]
     fn each_frame_is_one_execution_on_its_subsystem_and_its_cpu() {
-        let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
+        let (json, _) = traced(ictus_capture::timeline::DEFAULT_CAP_BYTES, 5);
         for (slot, name) in [(0u64, "A"), (1, "B")] {
             for (pid, tid) in [(1u64, 1 + slot), (2, 1000 + slot)] {
                 let frames: Vec<u64> = events(&json)
@@ -486,7 +486,7 @@ cpu = 1
 
     #[test]
     fn only_a_synchronous_group_has_rendezvous() {
-        let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
+        let (json, _) = traced(ictus_capture::timeline::DEFAULT_CAP_BYTES, 5);
         let tids: Vec<u64> = events(&json)
             .iter()
             .filter(|e| e["name"] == RENDEZVOUS)
@@ -501,7 +501,7 @@ cpu = 1
 
     #[test]
     fn overruns_misses_and_events_are_instants_with_their_figures() {
-        let (json, _) = traced(ictus_os::trace::DEFAULT_CAP_BYTES, 5);
+        let (json, _) = traced(ictus_capture::timeline::DEFAULT_CAP_BYTES, 5);
         let find = |name: &str| {
             let found: Vec<&Value> = events(&json).iter().filter(|e| e["name"] == name).collect();
             assert_eq!(found.len(), 1, "{name}");
@@ -523,7 +523,7 @@ cpu = 1
 
     #[test]
     fn the_cap_is_respected_and_said() {
-        let cap = ictus_os::trace::MIN_CAP_BYTES;
+        let cap = ictus_capture::timeline::MIN_CAP_BYTES;
         let (json, summary) = traced(cap, 2_000);
         assert!(summary.bytes <= cap);
         assert!(summary.capped());

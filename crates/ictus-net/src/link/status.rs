@@ -134,7 +134,7 @@ pub(super) fn new_since<'a>(
 pub(super) fn miss_words(m: &ictus_exec::live::LiveMiss) -> String {
     let late = Nanos::new(m.lateness_ns);
     let what = match m.kind {
-        ictus_os::explain::MissKind::Overrun => {
+        ictus_explain::MissKind::Overrun => {
             format!(
                 "{} overran at frame {}, {late} past the next release",
                 m.subsystem, m.frame

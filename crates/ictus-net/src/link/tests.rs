@@ -60,7 +60,7 @@ fn the_attachment_reads_back_and_another_size_is_none() {
 #[test]
 fn a_nodes_new_explained_misses_are_those_after_the_last_handed_over_in_words() {
     use ictus_exec::live::LiveMiss;
-    use ictus_os::explain::MissKind;
+    use ictus_explain::MissKind;
     let miss = |frame: u64, kind: MissKind| LiveMiss {
         subsystem: "B".into(),
         frame,

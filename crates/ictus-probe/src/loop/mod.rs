@@ -41,8 +41,8 @@ use ictus_core::mass::{Model, Params, Part};
 use ictus_core::{
     CpuSet, LatencyHistogram, MissCounter, Nanos, Percentile, PeriodicDeadlines, Release,
 };
+use ictus_explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::{MissEvent, MissKind, MissReporter};
 use ictus_os::fs::OutputError;
 use ictus_os::wait::{self, WaitMode};
 use thiserror::Error;
@@ -876,9 +876,9 @@ mod tests {
     use super::*;
     use crate::setup::SchedSpec;
     use crate::view::tests::reads_back;
+    use ictus_capture::timeline::TraceSpec;
     use ictus_os::facts;
     use ictus_os::sched::Policy;
-    use ictus_os::trace::TraceSpec;
 
     fn quick(threads: usize) -> LoopParams {
         LoopParams {
@@ -928,7 +928,7 @@ mod tests {
         let mut p = quick(threads);
         p.trace = Some(TraceSpec {
             path: dir.path().join("trace.json"),
-            cap_bytes: ictus_os::trace::DEFAULT_CAP_BYTES,
+            cap_bytes: ictus_capture::timeline::DEFAULT_CAP_BYTES,
         });
         (p, dir)
     }

@@ -1,10 +1,10 @@
 //! What a loop run is asked for: its parameters and limits, and the helpers that
 //! read them (the period of a frequency, a frequency in words).
 
+use ictus_capture::timeline::TraceSpec;
 use ictus_core::Nanos;
 use ictus_os::facts;
 use ictus_os::sched::Policy;
-use ictus_os::trace::TraceSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::setup::SchedSpec;

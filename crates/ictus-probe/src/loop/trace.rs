@@ -1,6 +1,6 @@
 //! `ictus probe loop --trace FILE.json`: each step's phases on a timeline, one
 //! track per loop thread (and so per CPU), in the Chrome/Perfetto trace-event
-//! format ([`ictus_os::trace`]).
+//! format ([`ictus_capture::timeline`]).
 //!
 //! The measuring threads never allocate or write for it: each stamps its phases
 //! into a buffer of `Marks` allocated before its hot loop, sized by the room
@@ -21,11 +21,11 @@
 
 use std::path::PathBuf;
 
+use ictus_capture::timeline::{NoArgs, Scope, TraceSpec, TraceWriter, Track};
 use ictus_core::Nanos;
 use ictus_core::warning::Warning;
 use ictus_os::clock::monotonic_now;
 use ictus_os::fs::OutputError;
-use ictus_os::trace::{NoArgs, Scope, TraceSpec, TraceWriter, Track};
 use serde::Serialize;
 
 use super::params::{LoopParams, khz, period_of};

@@ -27,8 +27,8 @@ use std::sync::{Condvar, Mutex};
 use std::thread;
 
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos, PeriodicDeadlines};
+use ictus_explain::MissReporter;
 use ictus_os::clock::monotonic_now;
-use ictus_os::explain::MissReporter;
 use ictus_os::pm_qos::PmQos;
 use ictus_os::sched::Policy;
 use ictus_os::wait::{self, WaitMode};

@@ -876,9 +876,7 @@ mod tests {
 
     #[test]
     fn the_qos_in_force_and_the_misses_explained_reach_the_record_and_its_footer() {
-        use ictus_os::explain::{
-            Breakdown, Cause, Explained, Explanation, MissKind, SamplerReport,
-        };
+        use ictus_explain::{Breakdown, Cause, Explained, Explanation, MissKind, SamplerReport};
         use ictus_os::pm_qos::{PmQos, PmQosState};
         let miss = Explained {
             thread: "p".into(),

@@ -370,7 +370,7 @@ pub struct Explanation {
     pub threshold_ns: u64,
     /// The misses by dominant cause.
     pub breakdown: Breakdown,
-    /// Each explained miss, the first [`ExplainConfig::keep`](crate::explain::ExplainConfig::keep) in full.
+    /// Each explained miss, the first [`ExplainConfig::keep`](crate::ExplainConfig::keep) in full.
     pub events: Vec<Explained>,
     /// Explained misses beyond those kept (in the breakdown, not listed).
     pub events_not_kept: u64,

@@ -29,7 +29,12 @@
 //! named as the reason; the others are listed as seen. The judging is a pure function
 //! ([`judge`], in `account`, where the accounting is tabled) tested on invented
 //! windows.
+//!
+//! A room of its own above `ictus-os` (the Linux layer, whose readers of the kernel's
+//! counters, scheduling calls and clocks it uses), below the probes and the executive
+//! that report misses to it: it holds no system call and no `unsafe` of its own.
 
+#![forbid(unsafe_code)]
 #![allow(
     clippy::disallowed_types,
     reason = "the explainer's target (tid, CPU) and drop count: single words one thread publishes and the sampler reads; no protocol for loom to explore"
@@ -323,7 +328,7 @@ mod tests {
         sut.attach();
         assert_eq!(
             watched.watch.tid.load(Ordering::Acquire),
-            crate::sched::thread_id()
+            ictus_os::sched::thread_id()
         );
     }
 }

@@ -64,14 +64,14 @@ pub(super) fn accounting_sources(
     tick_ns: u64,
 ) -> Vec<String> {
     let tick = Nanos::new(tick_ns);
-    let cost = crate::explain::EVENT_COST;
+    let cost = crate::EVENT_COST;
     vec![
         format!(
             "time by cause: the thread's run time and run delay from schedstat (ns); other \
              threads' run time on its CPU from the scans around the miss (ns, bounded by the \
              run delay); steal from /proc/stat (ticks of {tick}, a tick less counted); page \
              faults at {} each (measured, an estimate)",
-            crate::explain::FAULT_COST
+            crate::FAULT_COST
         ),
         match irq_time {
             Some(true) => format!(
@@ -111,7 +111,7 @@ pub(super) fn accounting_sources(
 
 /// Which tracer the figures could have come from: none here unless tracefs has
 /// timerlat, and the sampler reads none (every figure is from the counters).
-pub(super) fn tracer_source(tracefs: Option<&crate::tracefs::Tracefs>) -> String {
+pub(super) fn tracer_source(tracefs: Option<&ictus_os::tracefs::Tracefs>) -> String {
     match tracefs {
         Some(t) if t.has_tracer("timerlat") => format!(
             "the kernel has the timerlat tracer ({}): not read by this sampler, every figure \

@@ -85,14 +85,14 @@ impl MissReporter {
     /// Called by the watched thread once it is placed (pinned, policy set): records
     /// its thread id and CPU for the sampler. Not on the hot path.
     pub fn attach(&self) {
-        let cpu = crate::sched::current_cpu().map_or(-1, |c| c as i64);
+        let cpu = ictus_os::sched::current_cpu().map_or(-1, |c| c as i64);
         // Relaxed: the sampler only reads these to choose which files to open; a late
         // view only delays that, and the Release store of tid below publishes cpu.
         self.watch.cpu.store(cpu, Ordering::Relaxed);
         // Release: pairs with the Acquire load of tid in the sampler's attach check.
         self.watch
             .tid
-            .store(crate::sched::thread_id(), Ordering::Release);
+            .store(ictus_os::sched::thread_id(), Ordering::Release);
     }
 
     /// The lateness from which a release is reported (`Late`).

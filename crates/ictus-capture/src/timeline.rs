@@ -4,7 +4,7 @@
 //! The file is streamed: each event is written through a buffered writer as it
 //! comes, never held in memory, into a temporary file beside the target that is
 //! renamed over it by [`TraceWriter::finish`] (like every output of ictus, see
-//! [`crate::fs`]: whole or not at all). Its shape:
+//! [`ictus_os::fs`]: whole or not at all). Its shape:
 //!
 //! ```text
 //! {"displayTimeUnit":"ns","traceEvents":[
@@ -27,7 +27,7 @@
 //!
 //! ```
 //! use ictus_core::Nanos;
-//! use ictus_os::trace::{NoArgs, Scope, TraceWriter, Track};
+//! use ictus_capture::timeline::{NoArgs, Scope, TraceWriter, Track};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("trace.json");
 //! let epoch = Nanos::from_secs(100);
@@ -51,7 +51,7 @@ use ictus_core::Nanos;
 use ictus_core::warning::{Warning, WarningId};
 use serde::{Deserialize, Serialize};
 
-use crate::fs::OutputError;
+use ictus_os::fs::OutputError;
 
 /// The cap of a trace file unless told otherwise: 256 MiB (Perfetto's UI opens a
 /// JSON trace of this size; larger ones need its trace processor).
@@ -207,7 +207,7 @@ impl TraceWriter {
             path: path.to_path_buf(),
             source,
         };
-        let dir = crate::fs::output_directory(path)?;
+        let dir = ictus_os::fs::output_directory(path)?;
         let tmp = tempfile::Builder::new()
             .prefix(".ictus-")
             .suffix(".tmp")

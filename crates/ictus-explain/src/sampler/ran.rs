@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use ictus_core::Nanos;
 
-use crate::explain::cause::TaskRan;
+use crate::cause::TaskRan;
 
 /// Of the threads (but `skip`) that ran on `cpu` between two scans, the one that
 /// held it: one whose scheduling class outranks the watched thread's (`own`, from

@@ -320,7 +320,7 @@ fn interrupts(line: Option<&str>, cpu: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::{MissKind, SamplerReport, WindowDeltas, judge};
+    use crate::{MissKind, SamplerReport, WindowDeltas, judge};
 
     fn miss(w: WindowDeltas) -> Explained {
         let j = judge(&w);
@@ -446,7 +446,7 @@ mod tests {
     fn advice_names_the_interrupt_line_and_how_to_steer_it() {
         let e = explanation(vec![miss(WindowDeltas {
             interrupts: vec![("36:virtio1-req.0".into(), 40)],
-            irq_time: Some(crate::explain::IrqTime {
+            irq_time: Some(crate::IrqTime {
                 irq_ns: 400_000,
                 softirq_ns: 0,
             }),

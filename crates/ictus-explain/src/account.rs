@@ -407,7 +407,7 @@ fn sorted(v: &[(String, u64)]) -> Vec<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::CauseKind;
+    use crate::CauseKind;
     use proptest::prelude::*;
 
     fn window(lateness_us: u64) -> WindowDeltas {

@@ -23,12 +23,12 @@ use super::{
     Breakdown, Explained, Explanation, IdleWindow, IrqTime, MissEvent, MissKind, MissReporter,
     SamplerReport, TaskRan, WatchedThread, WindowDeltas, judge, pair,
 };
-use crate::clock::monotonic_now;
-use crate::procstat::TaskStat;
 use files::{
     Reread, accounting_sources, deltas, faults, idle_states, per_cpu_table, rt_budget, sum_of,
     tracer_source,
 };
+use ictus_os::clock::monotonic_now;
+use ictus_os::procstat::TaskStat;
 use ran::{Scan, Seen, class_rank, preemptor, ran_on};
 
 /// How the sampler runs.
@@ -70,7 +70,7 @@ pub struct ExplainConfig {
     /// one CPU (0: no bound). Above it, it reads and scans less often (up to 16 times
     /// its period and scan spacing), and the record says by how much and for how
     /// long. A run with programs gives each process's sampler its part of the host's
-    /// [`HOST_BUDGET`](crate::explain::HOST_BUDGET).
+    /// [`HOST_BUDGET`](crate::HOST_BUDGET).
     pub budget: f64,
 }
 
@@ -147,9 +147,9 @@ impl Explainer {
         // Read here, before the sampler runs: the kernel's config is a gzip to inflate
         // (milliseconds in a debug build), and the first reading should not wait.
         let host = Host {
-            irq_time_accounting: crate::facts::kernel_config()
+            irq_time_accounting: ictus_os::facts::kernel_config()
                 .map(|c| c.enabled("CONFIG_IRQ_TIME_ACCOUNTING")),
-            hypervisor: crate::facts::virtualization(),
+            hypervisor: ictus_os::facts::virtualization(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT)));
@@ -429,7 +429,7 @@ impl Sampler {
     }
 
     fn run(mut self, stop: &AtomicBool) -> Explanation {
-        self.own_tid = crate::sched::thread_id();
+        self.own_tid = ictus_os::sched::thread_id();
         self.started = monotonic_now();
         for w in &self.watched {
             let _ = w.watch.sampler.set(std::thread::current());
@@ -446,7 +446,7 @@ impl Sampler {
         // stop waits as long. Entering SCHED_IDLE needs no privilege; should it fail,
         // the sampler runs as before.
         if self.config.yield_cpu {
-            let _ = crate::sched::set_policy(crate::sched::Policy::Idle);
+            let _ = ictus_os::sched::set_policy(ictus_os::sched::Policy::Idle);
         }
         self.describe_sources();
         let base = self.config.period.max(Nanos::from_micros(100));
@@ -515,7 +515,7 @@ impl Sampler {
 
     /// Off the watched CPUs when others are online; said in the report either way.
     fn place(&mut self) {
-        let online = crate::facts::online_cpus();
+        let online = ictus_os::facts::online_cpus();
         let others: Vec<usize> = online
             .cpus()
             .iter()
@@ -528,7 +528,7 @@ impl Sampler {
             report.shares_watched_cpu = true;
         } else {
             let set = CpuSet::from_cpus(others);
-            report.shares_watched_cpu = crate::sched::set_affinity(&set).is_err();
+            report.shares_watched_cpu = ictus_os::sched::set_affinity(&set).is_err();
             report.cpus = set.to_string();
         }
     }
@@ -546,7 +546,7 @@ impl Sampler {
             self.irq_time_accounting,
             self.idle.iter().any(|f| !f.is_empty()),
             self.hypervisor.as_deref(),
-            1_000_000_000 / crate::procstat::user_hz().max(1),
+            1_000_000_000 / ictus_os::procstat::user_hz().max(1),
         ));
         match self.rt_budget {
             Some((rt, period)) => s.push(format!(
@@ -556,7 +556,7 @@ impl Sampler {
             )),
             None => s.push("RT throttling off (sched_rt_runtime_us -1 or unreadable)".into()),
         }
-        s.push(tracer_source(crate::tracefs::find().as_ref()));
+        s.push(tracer_source(ictus_os::tracefs::find().as_ref()));
     }
 
     fn attach_new(&mut self) {
@@ -931,7 +931,7 @@ impl Sampler {
                 true,
             ),
         };
-        let tick_ns = 1_000_000_000 / crate::procstat::user_hz().max(1);
+        let tick_ns = 1_000_000_000 / ictus_os::procstat::user_hz().max(1);
         let mut w = WindowDeltas {
             lateness: e.lateness,
             tick_ns,
@@ -1258,7 +1258,7 @@ mod tests {
     #[test]
     fn a_reported_miss_wakes_the_sampler_before_its_period_ends() {
         let _serial = serial();
-        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        let cpu = ictus_os::sched::current_cpu().unwrap_or(0);
         // A period far longer than the test: only the report can wake it.
         let config = ExplainConfig {
             period: Nanos::from_secs(600),
@@ -1298,7 +1298,7 @@ mod tests {
     #[test]
     fn a_sampler_explains_a_reported_miss_and_stops() {
         let _serial = serial();
-        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        let cpu = ictus_os::sched::current_cpu().unwrap_or(0);
         let config = ExplainConfig {
             period: Nanos::from_millis(1),
             scan_every: Nanos::from_millis(20),
@@ -1343,16 +1343,16 @@ mod tests {
     #[test]
     fn a_thread_that_shared_the_cpu_in_the_window_is_timed_by_the_readings_not_the_scans() {
         let _serial = serial();
-        let cpu = crate::sched::current_cpu().unwrap_or(0);
+        let cpu = ictus_os::sched::current_cpu().unwrap_or(0);
         let here = CpuSet::from_cpus([cpu]);
-        crate::sched::set_affinity(&here).unwrap();
+        ictus_os::sched::set_affinity(&here).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let burner = {
             let (stop, here) = (stop.clone(), here.clone());
             std::thread::Builder::new()
                 .name("burner".into())
                 .spawn(move || {
-                    crate::sched::set_affinity(&here).unwrap();
+                    ictus_os::sched::set_affinity(&here).unwrap();
                     // Acquire: pairs with the Release store below.
                     while !stop.load(Ordering::Acquire) {
                         std::hint::spin_loop();
