@@ -1,8 +1,8 @@
 //! The verdict at a glance: per configuration of the verdict's probe (the loop),
 //! whether it held, its misses, its worst step, the cause that cost most and its
-//! misses as time by cause ([`TimeByCause`]), with the advice that follows. The HTML
-//! report draws it as a chart (one stacked bar per configuration, [`svg`]); Markdown
-//! and the terminal get it as a compact table ([`rows`]).
+//! misses as time by cause ([`TimeByCause`]), with the advice that follows, as the
+//! document's glance ([`model`]): a compact table (Markdown, the terminal) and a chart
+//! (HTML: one stacked bar per configuration, [`svg`]).
 
 use std::fmt::Write as _;
 
@@ -12,6 +12,7 @@ use ictus_os::explain::{ALL_KINDS, CauseKind, TimeByCause};
 use ictus_os::pm_qos::PmQos;
 use ictus_probe::r#loop::view::Trial;
 
+use crate::doc::{self, Grid};
 use crate::format::escape;
 use crate::probes::ProbeReport;
 use crate::results::{Results, Run};
@@ -177,7 +178,7 @@ pub(crate) fn glances(r: &Results) -> Vec<Glance> {
 }
 
 /// The compact table's columns (Markdown and terminal).
-pub(crate) const HEADER: [&str; 7] = [
+const HEADER: [&str; 7] = [
     "configuration",
     "held",
     "misses",
@@ -187,55 +188,51 @@ pub(crate) const HEADER: [&str; 7] = [
     "counters account for",
 ];
 
-/// The compact table's rows, `None` without a configuration to show.
-pub(crate) fn rows(r: &Results) -> Option<Vec<Vec<String>>> {
+/// What the chart shows (under it).
+const CAPTION: &str = "Each configuration of the loop: held or not, its misses, its worst \
+    step and the cause that cost most; the bar is its misses' lateness by the cause that \
+    accounts for it (hover for the time), the share the counters on this machine account \
+    for beside it.";
+
+/// The verdict at a glance: per configuration of the loop, whether it held, its misses,
+/// its worst step, the cause that cost most, its misses as time by cause and the share
+/// the counters account for, as a table and as a chart; then the advice that follows
+/// from each configuration's costliest cause. `None` without a configuration.
+pub(crate) fn model(r: &Results) -> Option<doc::Glance> {
     let g = glances(r);
-    (!g.is_empty()).then(|| {
-        g.iter()
-            .map(|g| {
-                vec![
-                    g.place.clone(),
-                    if g.held() { "yes" } else { "no" }.into(),
-                    g.misses_words(),
-                    g.worst_words(),
-                    g.cost_most(),
-                    g.by_cause_words(),
-                    g.accounted_words(),
-                ]
-            })
-            .collect()
-    })
-}
-
-/// The advice per configuration that missed: `(place, advice)`.
-pub(crate) fn advice(r: &Results) -> Vec<(String, String)> {
-    glances(r)
-        .into_iter()
-        .filter_map(|g| {
-            let a = g.chart.as_ref()?.advice.clone()?;
-            Some((g.place, a))
+    if g.is_empty() {
+        return None;
+    }
+    let rows = g
+        .iter()
+        .map(|g| {
+            vec![
+                g.place.clone(),
+                if g.held() { "yes" } else { "no" }.into(),
+                g.misses_words(),
+                g.worst_words(),
+                g.cost_most(),
+                g.by_cause_words(),
+                g.accounted_words(),
+            ]
         })
-        .collect()
-}
-
-/// The verdict at a glance, for a terminal (`ictus survey`'s end): per configuration of the loop, whether it
-/// held, its misses, its worst step, the cause that cost most, its misses as time by
-/// cause and the share the counters account for; then the advice that follows from
-/// each configuration's costliest cause. `None` without a configuration.
-pub fn terminal(r: &Results) -> Option<String> {
-    let rows = rows(r)?;
-    let mut t = crate::terminal::table();
-    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(120);
-    t.set_header(HEADER);
-    for row in rows {
-        t.add_row(row);
-    }
-    let mut out = format!("{t}\n");
-    for (place, a) in advice(r) {
-        let _ = writeln!(out, "advice ({place}): {a}");
-    }
-    Some(out)
+        .collect();
+    Some(doc::Glance {
+        table: Grid {
+            header: HEADER.map(String::from).to_vec(),
+            numeric: vec![false, false, true, true, false, false, false],
+            rows,
+        },
+        svg: svg(&g),
+        caption: CAPTION.into(),
+        advice: g
+            .iter()
+            .filter_map(|g| {
+                let a = g.chart.as_ref()?.advice.clone()?;
+                Some((g.place.clone(), a))
+            })
+            .collect(),
+    })
 }
 
 /// The colour of a cause kind in every chart (the live page's too: keep
@@ -268,12 +265,8 @@ const BAR_W: u32 = 640;
 /// The chart: one row per configuration (held or not, misses, worst step, the
 /// cause that cost most), a bar of its misses' lateness by cause (each bar its own
 /// 100 %, its total and the share the counters account for beside it), and a
-/// legend naming the causes drawn. `None` without a configuration.
-pub(crate) fn svg(r: &Results) -> Option<String> {
-    let glances = glances(r);
-    if glances.is_empty() {
-        return None;
-    }
+/// legend naming the causes drawn.
+fn svg(glances: &[Glance]) -> String {
     let mut kinds: Vec<Option<CauseKind>> = Vec::new();
     let mut rest = false;
     let mut body = String::new();
@@ -401,7 +394,7 @@ pub(crate) fn svg(r: &Results) -> Option<String> {
     }
     legend.push_str("</g>");
     let height = legend_y + if entries.is_empty() { 0 } else { 22 };
-    Some(format!(
+    format!(
         "<svg class=\"glance\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" style=\"max-width: 100%; height: auto\" font-family=\"system-ui, sans-serif\"><title>Each configuration's misses as time by cause</title>{body}{legend}</svg>"
-    ))
+    )
 }
