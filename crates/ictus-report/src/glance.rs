@@ -254,6 +254,86 @@ pub(crate) fn colour(kind: Option<CauseKind>) -> &'static str {
     }
 }
 
+/// A segment of a bar as an SVG rectangle at `x`, `bar_y`, with its cause, its share
+/// and (on hover) its time.
+fn segment(s: &Segment, by_time: bool, x: f64, bar_y: u32) -> String {
+    let fill = if s.rest { REST_COLOUR } else { colour(s.kind) };
+    let what = if by_time {
+        format!(
+            "{}: {} ({:.0} % of the lateness{})",
+            s.phrase,
+            time(s.value),
+            100.0 * s.share,
+            if s.capped {
+                ", drawn to the bar's end"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{}: {} misses", s.phrase, s.value)
+    };
+    format!(
+        "<rect class=\"cause\" data-cause=\"{}\" data-share=\"{:.4}\" x=\"{x:.1}\" y=\"{bar_y}\" width=\"{:.1}\" height=\"20\" fill=\"{fill}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",
+        escape(&s.phrase),
+        s.share,
+        s.width,
+        escape(&what)
+    )
+}
+
+/// The chart's legend at `legend_y`: every cause drawn (`kinds`, in the order of
+/// ALL_KINDS), the rest where one was drawn, and the configurations whose causes
+/// overlap (`overlaps`); with the chart's height below it.
+fn legend(
+    legend_y: u32,
+    kinds: &[Option<CauseKind>],
+    rest: bool,
+    overlaps: &[String],
+) -> (String, u32) {
+    let mut entries: Vec<(&str, &str)> = ALL_KINDS
+        .iter()
+        .filter(|k| kinds.contains(&Some(**k)))
+        .map(|k| (k.label(), colour(Some(*k))))
+        .collect();
+    if kinds.contains(&None) {
+        entries.push(("not read by the sampler", colour(None)));
+    }
+    if rest {
+        entries.push((REST, REST_COLOUR));
+    }
+    let mut legend = String::from("<g class=\"legend\">");
+    let mut x = BAR_X;
+    for (label, fill) in &entries {
+        let _ = write!(
+            legend,
+            "<g class=\"key\"><rect x=\"{x}\" y=\"{legend_y}\" width=\"12\" height=\"12\" fill=\"{fill}\" stroke=\"#a0aec0\" stroke-width=\"0.5\"/><text x=\"{}\" y=\"{}\" font-size=\"13\">{}</text></g>",
+            x + 16,
+            legend_y + 11,
+            escape(label)
+        );
+        x += 16 + 8 * label.chars().count() as u32 + 18;
+    }
+    let mut height = legend_y + if entries.is_empty() { 0 } else { 22 };
+    // Causes overlap where one miss has several: their times then sum to more than
+    // the lateness, and the bars stop at its end.
+    if !overlaps.is_empty() {
+        let _ = write!(
+            legend,
+            "<text class=\"overlap\" x=\"{BAR_X}\" y=\"{}\" font-size=\"13\" fill=\"#4a5568\">{}</text>",
+            height + 11,
+            escape(&format!(
+                "Causes overlap (one miss can have several): their times sum to {} of the \
+                 lateness; each bar stops at its end.",
+                overlaps.join(", ")
+            ))
+        );
+        height += 20;
+    }
+    legend.push_str("</g>");
+    (legend, height)
+}
+
 /// One segment of a configuration's bar.
 #[derive(Clone, Debug, PartialEq)]
 struct Segment {
@@ -394,30 +474,7 @@ fn svg(glances: &[Glance]) -> String {
             Some((b, c)) => {
                 let mut x = BAR_X as f64;
                 for s in &b.segments {
-                    let fill = if s.rest { REST_COLOUR } else { colour(s.kind) };
-                    let what = if b.by_time {
-                        format!(
-                            "{}: {} ({:.0} % of the lateness{})",
-                            s.phrase,
-                            time(s.value),
-                            100.0 * s.share,
-                            if s.capped {
-                                ", drawn to the bar's end"
-                            } else {
-                                ""
-                            }
-                        )
-                    } else {
-                        format!("{}: {} misses", s.phrase, s.value)
-                    };
-                    let _ = write!(
-                        body,
-                        "<rect class=\"cause\" data-cause=\"{}\" data-share=\"{:.4}\" x=\"{x:.1}\" y=\"{bar_y}\" width=\"{:.1}\" height=\"20\" fill=\"{fill}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",
-                        escape(&s.phrase),
-                        s.share,
-                        s.width,
-                        escape(&what)
-                    );
+                    body.push_str(&segment(s, b.by_time, x, bar_y));
                     x += s.width;
                     if s.rest {
                         rest = true;
@@ -452,48 +509,7 @@ fn svg(glances: &[Glance]) -> String {
             escape(&beside)
         );
     }
-    // The legend: every cause drawn, in the order of ALL_KINDS.
-    let legend_y = 8 + glances.len() as u32 * ROW + 6;
-    let mut entries: Vec<(&str, &str)> = ALL_KINDS
-        .iter()
-        .filter(|k| kinds.contains(&Some(**k)))
-        .map(|k| (k.label(), colour(Some(*k))))
-        .collect();
-    if kinds.contains(&None) {
-        entries.push(("not read by the sampler", colour(None)));
-    }
-    if rest {
-        entries.push((REST, REST_COLOUR));
-    }
-    let mut legend = String::from("<g class=\"legend\">");
-    let mut x = BAR_X;
-    for (label, fill) in &entries {
-        let _ = write!(
-            legend,
-            "<g class=\"key\"><rect x=\"{x}\" y=\"{legend_y}\" width=\"12\" height=\"12\" fill=\"{fill}\" stroke=\"#a0aec0\" stroke-width=\"0.5\"/><text x=\"{}\" y=\"{}\" font-size=\"13\">{}</text></g>",
-            x + 16,
-            legend_y + 11,
-            escape(label)
-        );
-        x += 16 + 8 * label.chars().count() as u32 + 18;
-    }
-    let mut height = legend_y + if entries.is_empty() { 0 } else { 22 };
-    // Causes overlap where one miss has several: their times then sum to more than
-    // the lateness, and the bars stop at its end.
-    if !overlaps.is_empty() {
-        let _ = write!(
-            legend,
-            "<text class=\"overlap\" x=\"{BAR_X}\" y=\"{}\" font-size=\"13\" fill=\"#4a5568\">{}</text>",
-            height + 11,
-            escape(&format!(
-                "Causes overlap (one miss can have several): their times sum to {} of the \
-                 lateness; each bar stops at its end.",
-                overlaps.join(", ")
-            ))
-        );
-        height += 20;
-    }
-    legend.push_str("</g>");
+    let (legend, height) = legend(8 + glances.len() as u32 * ROW + 6, &kinds, rest, &overlaps);
     format!(
         "<svg class=\"glance\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" style=\"max-width: 100%; height: auto\" font-family=\"system-ui, sans-serif\"><title>Each configuration's misses as time by cause</title>{body}{legend}</svg>"
     )
