@@ -5,12 +5,13 @@
 //! out and know nothing else of the crate: what they write is decided here, how it
 //! looks there.
 //!
-//! Text in a block may hold Markdown backticks (`` `code` ``), which HTML turns into
-//! `<code>` where the block says so; it holds no other markup.
+//! Text in a block may hold Markdown's inline marks: backticks (`` `code` ``), which
+//! HTML turns into `<code>` in captions, notes, cells and paragraphs, and the
+//! scenario's `**bold**`, which only Markdown sets (no scenario is laid out as HTML).
 
-/// A backend: how it lays out each kind of block, each appended to `out`. Every
-/// backend says how it lays out every kind (the compiler holds it to that); the order
-/// and the walk are [`Layout::body`]'s.
+/// A page backend (Markdown, HTML): how it lays out each kind of block, each appended
+/// to `out`. Each says how it lays out every kind (the compiler holds it to that); the
+/// order and the walk are [`Layout::body`]'s. The terminal lays out the glance only.
 pub(crate) trait Layout {
     /// [`Block::Title`].
     fn title(out: &mut String, text: &str);
