@@ -5,29 +5,30 @@ use std::fmt::Write as _;
 
 use ictus_probe::registry::RUN_RECORD;
 
+use crate::content::{front, verdict_line};
+use crate::doc::{Block, Body, Document, Entry, Grid, Section};
 use crate::format;
-use crate::markdown::{front, md_table};
 use crate::probes::{self, ProbeReport};
 use crate::results::Results;
-use crate::tables::{Grid, Table};
+use crate::tables::Table;
 
 /// The note under a table where a ratio compares thin tails.
 pub const THIN_COMPARE_NOTE: &str = "† at least one side of this ratio is a tail percentile that rests on too few samples (p99.999 needs 100,000): the tails of short runs do not compare like with like.";
 
 /// One table across runs.
-pub(crate) struct Side {
-    pub(crate) id: &'static str,
-    pub(crate) title: String,
-    pub(crate) seed: &'static str,
-    pub(crate) keys: Vec<String>,
+struct Side {
+    id: &'static str,
+    title: String,
+    seed: &'static str,
+    keys: Vec<String>,
     /// Keys (with the figure's name last), then one text per run.
-    pub(crate) rows: Vec<(Vec<String>, Vec<String>)>,
-    pub(crate) notes: Vec<String>,
+    rows: Vec<(Vec<String>, Vec<String>)>,
+    notes: Vec<String>,
 }
 
 impl Side {
     /// The key columns, then one number column per run, headed `headers`.
-    pub(crate) fn grid(&self, headers: &[String]) -> Grid {
+    fn grid(&self, headers: &[String]) -> Grid {
         Grid {
             header: self
                 .keys
@@ -51,26 +52,26 @@ impl Side {
 }
 
 /// The header of the runs table that opens a comparison.
-pub(crate) const RUNS_HEADER: [&str; 4] = ["run", "source", "host", "verdict"];
+const RUNS_HEADER: [&str; 4] = ["run", "source", "host", "verdict"];
 
-/// What both renderings of a comparison lay out.
-pub(crate) struct Comparison {
+/// What a comparison says, before it becomes a document.
+struct Comparison {
     /// The reference run's index (one out of range means the first).
-    pub(crate) reference: usize,
+    reference: usize,
     /// One column header per run, the reference marked.
-    pub(crate) headers: Vec<String>,
+    headers: Vec<String>,
     /// The runs table, one row per run under [`RUNS_HEADER`].
-    pub(crate) runs: Vec<Vec<String>>,
+    runs: Vec<Vec<String>>,
     /// Each table across the runs.
-    pub(crate) sides: Vec<Side>,
+    sides: Vec<Side>,
     /// Said when the runs measured at different CPU latency QoS settings: their
     /// latencies then differ by the idle states, not the machines.
-    pub(crate) settings_note: Option<String>,
+    settings_note: Option<String>,
 }
 
 impl Comparison {
     /// `runs` side by side, with ratios against `reference`.
-    pub(crate) fn new(runs: &[Results], reference: usize) -> Self {
+    fn new(runs: &[Results], reference: usize) -> Self {
         let reference = if reference < runs.len() { reference } else { 0 };
         let headers = run_headers(runs, reference);
         let rows = runs
@@ -78,13 +79,14 @@ impl Comparison {
             .zip(&headers)
             .map(|(r, h)| {
                 let f = front(r);
+                let (verdict, _) = verdict_line(r);
                 vec![
                     h.clone(),
                     r.source.display().to_string(),
                     f.host.first().cloned().unwrap_or_default(),
                     match &f.incomplete {
-                        Some(i) => format!("{i} {}", f.verdict),
-                        None => f.verdict,
+                        Some(i) => format!("{i} {verdict}"),
+                        None => verdict,
                     },
                 ]
             })
@@ -278,46 +280,43 @@ fn side(tables: &[&Table], reference: usize) -> Side {
     s
 }
 
-/// The comparison in Markdown: one column per run, ratios against `reference` (an
-/// index into `runs`; out of range means the first).
-pub fn compare_markdown(runs: &[Results], reference: usize) -> String {
+/// `runs` side by side as a document: one column per run, ratios against `reference`
+/// (an index into `runs`; out of range means the first), and each table's plots
+/// across the runs where its probe draws them.
+pub(crate) fn document(runs: &[Results], reference: usize) -> Document {
     let c = Comparison::new(runs, reference);
-    let mut out = String::new();
-    let _ = writeln!(out, "# ictus compare: {} runs\n", runs.len());
-    let _ = writeln!(
-        out,
-        "Ratios in parentheses are against run {} (value / reference value).\n",
-        c.reference + 1
-    );
-    md_table(
-        &mut out,
-        &RUNS_HEADER.map(String::from),
-        &[false; 4],
-        &c.runs,
-    );
-    out.push('\n');
+    let title = format!("ictus compare: {} runs", runs.len());
+    let mut blocks = vec![
+        Block::Title(title.clone()),
+        Block::Byline(format!(
+            "Ratios in parentheses are against run {} (value / reference value).",
+            c.reference + 1
+        )),
+        Block::Table(Grid::text(&RUNS_HEADER, c.runs.clone())),
+    ];
     if let Some(note) = &c.settings_note {
-        let _ = writeln!(out, "> **{note}**\n");
+        blocks.push(Block::Alert(note.clone()));
     }
     for (n, s) in c.sides.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "## {}. {} ({}) <a id=\"{}\"></a>\n",
-            n + 1,
-            s.title,
-            s.seed,
-            s.id
-        );
-        if s.rows.is_empty() {
-            let _ = writeln!(out, "Not measured in any of the runs.\n");
-            continue;
-        }
-        let grid = s.grid(&c.headers);
-        md_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
-        for note in &s.notes {
-            let _ = writeln!(out, "\n- {note}");
-        }
-        out.push('\n');
+        let entry = Entry {
+            number: n + 1,
+            id: s.id,
+            title: s.title.clone(),
+            seed: s.seed,
+        };
+        let body = if s.rows.is_empty() {
+            Body::Unmeasured("Not measured in any of the runs.".into())
+        } else {
+            Body::Table {
+                caption: None,
+                grid: s.grid(&c.headers),
+                notes: s.notes.clone(),
+                loose_notes: true,
+                figures: ProbeReport::of_table(s.id)
+                    .and_then(|p| (p.compare_plots)(runs, &c.headers)),
+            }
+        };
+        blocks.push(Block::Section(Section { entry, body }));
     }
-    out
+    Document { title, blocks }
 }

@@ -59,6 +59,15 @@ pub(crate) fn ratio(r: f64) -> String {
     format!("×{}", sig3(r))
 }
 
+/// The sentence with its first letter a capital.
+pub(crate) fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 /// Escapes text for HTML.
 pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")

@@ -1,15 +1,12 @@
-//! The HTML report: the Markdown report's content with inline SVG plots, in one
-//! self-contained file (no script, no network).
+//! The HTML backend: lays out a [`Document`] as one self-contained page (no script,
+//! no network), the figures as inline SVG.
 
 use std::fmt::Write as _;
 
-use crate::compare::{Comparison, RUNS_HEADER};
-use crate::format::escape;
-use crate::markdown::{capitalise, front, warning_list};
-use crate::plots::Plot;
-use crate::probes::ProbeReport;
-use crate::results::{Results, STEP_HEADER, WHY_HEADER, WHY_NOTE, step_rows, why_rows};
-use crate::tables::Table;
+use crate::doc::{
+    Appendix, Body, Contents, Document, Front, Grid, Layout, Plot, Section, Verdict, Warning,
+};
+use crate::format::{capitalise, escape};
 
 /// `code` spans from Markdown backticks, on escaped text.
 fn inline(s: &str) -> String {
@@ -59,7 +56,7 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
-fn figure(out: &mut String, svg: Option<String>, caption: &str) {
+fn figure(out: &mut String, svg: Option<&str>, caption: &str) {
     if let Some(svg) = svg {
         let _ = writeln!(
             out,
@@ -69,17 +66,17 @@ fn figure(out: &mut String, svg: Option<String>, caption: &str) {
     }
 }
 
-/// A table; `num[i]` right-aligns column `i` (numbers).
-fn html_table(out: &mut String, header: &[String], num: &[bool], rows: &[Vec<String>]) {
+/// A table; `g.numeric[i]` right-aligns column `i` (numbers).
+fn html_table(out: &mut String, g: &Grid) {
     out.push_str("<table>\n<tr>");
-    for h in header {
+    for h in &g.header {
         let _ = write!(out, "<th>{}</th>", escape(h));
     }
     out.push_str("</tr>\n");
-    for row in rows {
+    for row in &g.rows {
         out.push_str("<tr>");
         for (i, c) in row.iter().enumerate() {
-            let class = if num.get(i).copied().unwrap_or(false) {
+            let class = if g.numeric.get(i).copied().unwrap_or(false) {
                 "num"
             } else {
                 "key"
@@ -91,224 +88,213 @@ fn html_table(out: &mut String, header: &[String], num: &[bool], rows: &[Vec<Str
     out.push_str("</table>\n");
 }
 
-fn render_table(out: &mut String, n: usize, t: &Table) {
-    let _ = writeln!(out, "<h2 id=\"{}\">{n}. {}</h2>", t.id, escape(&t.title));
-    let _ = writeln!(out, "<p class=\"seed\">{}</p>", escape(&capitalise(t.seed)));
-    if let Some(why) = &t.absent {
-        let _ = writeln!(out, "<p>{}</p>", inline(&capitalise(why)));
-        return;
+/// `doc` as an HTML page.
+pub(crate) fn layout(doc: &Document) -> String {
+    page(&doc.title, &Html::body(doc))
+}
+
+/// The HTML backend.
+struct Html;
+
+impl Layout for Html {
+    fn title(out: &mut String, text: &str) {
+        let _ = writeln!(out, "<h1>{}</h1>", escape(text));
     }
-    let _ = writeln!(out, "<p>{}</p>", inline(&t.caption));
-    let grid = t.grid();
-    html_table(out, &grid.header, &grid.numeric, &grid.rows);
-    if !t.notes.is_empty() {
-        out.push_str("<ul class=\"notes\">");
-        for note in &t.notes {
-            let _ = write!(out, "<li>{}</li>", inline(note));
+
+    fn heading(out: &mut String, text: &str) {
+        let _ = writeln!(out, "<h2>{}</h2>", escape(text));
+    }
+
+    fn paragraph(out: &mut String, text: &str) {
+        let _ = writeln!(out, "<p>{}</p>", inline(text));
+    }
+
+    fn byline(out: &mut String, text: &str) {
+        let _ = writeln!(out, "<p class=\"host\">{}</p>", escape(text));
+    }
+
+    fn lines(out: &mut String, lines: &[String]) {
+        let lines: Vec<String> = lines.iter().map(|l| inline(l)).collect();
+        let _ = writeln!(out, "<p>{}</p>", lines.join("<br>"));
+    }
+
+    fn alert(out: &mut String, text: &str) {
+        let _ = writeln!(out, "<p class=\"incomplete\"><b>{}</b></p>", escape(text));
+    }
+
+    fn list(out: &mut String, items: &[String], _blank_after: bool) {
+        out.push_str("<ul>");
+        for i in items {
+            let _ = write!(out, "<li>{}</li>", inline(i));
         }
         out.push_str("</ul>\n");
     }
-}
 
-fn front_html(out: &mut String, r: &Results) {
-    let f = front(r);
-    let _ = writeln!(out, "<h1>{}</h1>", escape(&f.title));
-    if let Some(i) = &f.incomplete {
-        let _ = writeln!(out, "<p class=\"incomplete\">{}</p>", escape(i));
+    fn table(out: &mut String, grid: &Grid) {
+        html_table(out, grid);
     }
-    for h in &f.host {
-        let _ = writeln!(out, "<p class=\"host\">{}</p>", escape(h));
-    }
-    let _ = writeln!(
-        out,
-        "<p class=\"host\">Source: <code>{}</code></p>",
-        escape(&r.source.display().to_string())
-    );
-    let holds = r
-        .manifest
-        .as_ref()
-        .and_then(|m| m.verdict.as_ref())
-        .is_some_and(|v| v.holds);
-    let _ = writeln!(
-        out,
-        "<h2 id=\"verdict\">Verdict</h2>\n<div class=\"verdict{}\">",
-        if holds { "" } else { " fails" },
-    );
-    // At a glance first: each configuration held or not, with its misses by cause.
-    if let Some(svg) = crate::glance::svg(r) {
+
+    fn image(out: &mut String, alt: &str, src: &str) {
         let _ = writeln!(
             out,
-            "<figure class=\"glance\">{svg}<figcaption>Each configuration of the loop: held or \
-             not, its misses, its worst step and the cause that cost most; the bar is its \
-             misses' lateness by the cause that accounts for it (hover for the time), the \
-             share the counters on this machine account for beside it.</figcaption></figure>"
+            "<p><img src=\"{}\" alt=\"{}\"></p>",
+            escape(src),
+            escape(alt)
         );
     }
-    let _ = writeln!(out, "<p class=\"line\">{}</p>", escape(&f.verdict));
-    if !f.evidence.is_empty() {
-        out.push_str("<ul>");
-        for e in &f.evidence {
-            let _ = write!(out, "<li>{}</li>", escape(e));
-        }
-        out.push_str("</ul>");
-    }
-    let advice = crate::glance::advice(r);
-    if !advice.is_empty() {
-        out.push_str("<p class=\"advice\"><b>What to do:</b></p><ul class=\"advice\">");
-        for (place, a) in &advice {
-            let _ = write!(out, "<li><i>{}</i>: {}</li>", escape(place), inline(a));
-        }
-        out.push_str("</ul>");
-    }
-    if let Some(a) = &f.audit {
-        let _ = write!(out, "<p>{}</p>", escape(a));
-    }
-    out.push_str("</div>\n");
-}
 
-/// The whole HTML report.
-pub fn html(r: &Results) -> String {
-    let tables = crate::probes::tables(r);
-    let mut out = String::new();
-    front_html(&mut out, r);
-    out.push_str("<h2>Contents</h2>\n<nav><ol>");
-    for t in &tables {
-        let _ = write!(
+    fn front(out: &mut String, f: &Front) {
+        let _ = writeln!(out, "<h1>{}</h1>", escape(&f.title));
+        if let Some(i) = &f.incomplete {
+            let _ = writeln!(out, "<p class=\"incomplete\">{}</p>", escape(i));
+        }
+        for h in &f.host {
+            let _ = writeln!(out, "<p class=\"host\">{}</p>", escape(h));
+        }
+        let _ = writeln!(
             out,
-            "<li><a href=\"#{}\">{}</a> ({})</li>",
-            t.id,
-            escape(&t.title),
-            escape(t.seed)
+            "<p class=\"host\">Source: <code>{}</code></p>",
+            escape(&f.source)
         );
     }
-    out.push_str("</ol><p>");
-    if why_rows(r).is_some() {
-        out.push_str("<a href=\"#why\">Why the misses</a> · ");
-    }
-    out.push_str("<a href=\"#warnings\">Warnings</a>");
-    if r.manifest.is_some() {
-        out.push_str(" · <a href=\"#steps\">Steps of the survey</a>");
-    }
-    out.push_str("</p></nav>\n");
-    for (i, t) in tables.iter().enumerate() {
-        render_table(&mut out, i + 1, t);
-        if t.absent.is_none() {
-            out.push_str("<div class=\"plots\">\n");
-            plots_for(&mut out, r, t.id);
-            out.push_str("</div>\n");
-        }
-    }
-    why(&mut out, r);
-    warnings(&mut out, r);
-    steps(&mut out, r);
-    page(&front(r).title, &out)
-}
 
-/// The plots of a probe's section, as figures and notes.
-fn plot_list(out: &mut String, list: Vec<Plot>) {
-    for p in list {
-        match p {
-            Plot::Figure { svg, caption } => figure(out, svg, &caption),
-            Plot::Note(text) => {
-                let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&text));
+    fn verdict(out: &mut String, v: &Verdict) {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"verdict\">Verdict</h2>\n<div class=\"verdict{}\">",
+            if v.holds { "" } else { " fails" },
+        );
+        // At a glance first: each configuration held or not, with its misses by cause.
+        if let Some(g) = &v.glance {
+            let _ = writeln!(
+                out,
+                "<figure class=\"glance\">{}<figcaption>{}</figcaption></figure>",
+                g.svg,
+                escape(&g.caption)
+            );
+        }
+        let _ = writeln!(out, "<p class=\"line\">{}</p>", escape(&v.line));
+        if !v.evidence.is_empty() {
+            out.push_str("<ul>");
+            for e in &v.evidence {
+                let _ = write!(out, "<li>{}</li>", escape(e));
             }
+            out.push_str("</ul>");
         }
-    }
-}
-
-/// The plots under the table `id`: its probe's, or none.
-fn plots_for(out: &mut String, r: &Results, id: &str) {
-    if let Some(p) = ProbeReport::of_table(id) {
-        plot_list(out, (p.plots)(r));
-    }
-}
-
-fn warnings(out: &mut String, r: &Results) {
-    let _ = writeln!(out, "<h2 id=\"warnings\">Warnings</h2>");
-    let list = warning_list(r);
-    if list.is_empty() {
-        out.push_str("<p>None of the records carries a warning.</p>\n");
-        return;
-    }
-    out.push_str("<ul>");
-    for (id, message, advice, steps) in list {
-        let _ = write!(
-            out,
-            "<li><b>{}</b> ({}): {}",
-            escape(&id),
-            escape(&steps.join(", ")),
-            escape(&message)
-        );
-        if let Some(a) = advice {
-            let _ = write!(out, " <i>Advice:</i> {}", escape(&a));
+        let advice = v.glance.as_ref().map_or(&[][..], |g| &g.advice[..]);
+        if !advice.is_empty() {
+            out.push_str("<p class=\"advice\"><b>What to do:</b></p><ul class=\"advice\">");
+            for (place, a) in advice {
+                let _ = write!(out, "<li><i>{}</i>: {}</li>", escape(place), inline(a));
+            }
+            out.push_str("</ul>");
         }
-        out.push_str("</li>");
+        if let Some(a) = &v.audit {
+            let _ = write!(out, "<p>{}</p>", escape(a));
+        }
+        out.push_str("</div>\n");
     }
-    out.push_str("</ul>\n");
-}
 
-fn why(out: &mut String, r: &Results) {
-    let Some(rows) = why_rows(r) else {
-        return;
-    };
-    let _ = writeln!(out, "<h2 id=\"why\">Why the misses</h2>");
-    let _ = writeln!(out, "<p>{}</p>", escape(WHY_NOTE));
-    html_table(out, &WHY_HEADER.map(String::from), &[], &rows);
-}
-
-fn steps(out: &mut String, r: &Results) {
-    let Some(rows) = step_rows(r) else {
-        return;
-    };
-    let _ = writeln!(out, "<h2 id=\"steps\">Steps of the survey</h2>");
-    html_table(out, &STEP_HEADER.map(String::from), &[], &rows);
-}
-
-/// The comparison as HTML: the same tables as [`crate::compare_markdown`], and the
-/// wake-up latency tails of every run overlaid per configuration.
-pub fn compare_html(runs: &[Results], reference: usize) -> String {
-    let c = Comparison::new(runs, reference);
-    let headers = &c.headers;
-    let mut out = String::new();
-    let _ = writeln!(out, "<h1>ictus compare: {} runs</h1>", runs.len());
-    let _ = writeln!(
-        out,
-        "<p class=\"host\">Ratios in parentheses are against run {} (value / reference value).</p>",
-        c.reference + 1
-    );
-    html_table(&mut out, &RUNS_HEADER.map(String::from), &[], &c.runs);
-    if let Some(note) = &c.settings_note {
-        let _ = writeln!(out, "<p class=\"incomplete\"><b>{}</b></p>", escape(note));
+    fn contents(out: &mut String, c: &Contents) {
+        out.push_str("<h2>Contents</h2>\n<nav><ol>");
+        for e in &c.entries {
+            let _ = write!(
+                out,
+                "<li><a href=\"#{}\">{}</a> ({})</li>",
+                e.id,
+                escape(&e.title),
+                escape(e.seed)
+            );
+        }
+        out.push_str("</ol><p>");
+        let more: Vec<String> = c
+            .more
+            .iter()
+            .map(|(id, title)| format!("<a href=\"#{id}\">{}</a>", escape(title)))
+            .collect();
+        out.push_str(&more.join(" · "));
+        out.push_str("</p></nav>\n");
     }
-    for (n, s) in c.sides.iter().enumerate() {
+
+    fn section(out: &mut String, s: &Section) {
+        let e = &s.entry;
         let _ = writeln!(
             out,
             "<h2 id=\"{}\">{}. {}</h2>",
-            s.id,
-            n + 1,
-            escape(&s.title)
+            e.id,
+            e.number,
+            escape(&e.title)
         );
-        let _ = writeln!(out, "<p class=\"seed\">{}</p>", escape(&capitalise(s.seed)));
-        if s.rows.is_empty() {
-            out.push_str("<p>Not measured in any of the runs.</p>\n");
-            continue;
-        }
-        let grid = s.grid(headers);
-        html_table(&mut out, &grid.header, &grid.numeric, &grid.rows);
-        if !s.notes.is_empty() {
-            out.push_str("<ul class=\"notes\">");
-            for note in &s.notes {
-                let _ = write!(out, "<li>{}</li>", inline(note));
+        let _ = writeln!(out, "<p class=\"seed\">{}</p>", escape(&capitalise(e.seed)));
+        match &s.body {
+            Body::Absent(why) => {
+                let _ = writeln!(out, "<p>{}</p>", inline(&capitalise(why)));
             }
-            out.push_str("</ul>\n");
-        }
-        if let Some(list) =
-            ProbeReport::of_table(s.id).and_then(|p| (p.compare_plots)(runs, headers))
-        {
-            out.push_str("<div class=\"plots\">\n");
-            plot_list(&mut out, list);
-            out.push_str("</div>\n");
+            Body::Unmeasured(text) => {
+                let _ = writeln!(out, "<p>{}</p>", inline(text));
+            }
+            Body::Table {
+                caption,
+                grid,
+                notes,
+                loose_notes: _,
+                figures,
+            } => {
+                if let Some(c) = caption {
+                    let _ = writeln!(out, "<p>{}</p>", inline(c));
+                }
+                html_table(out, grid);
+                if !notes.is_empty() {
+                    out.push_str("<ul class=\"notes\">");
+                    for note in notes {
+                        let _ = write!(out, "<li>{}</li>", inline(note));
+                    }
+                    out.push_str("</ul>\n");
+                }
+                if let Some(list) = figures {
+                    out.push_str("<div class=\"plots\">\n");
+                    for p in list {
+                        match p {
+                            Plot::Figure { svg, caption } => figure(out, svg.as_deref(), caption),
+                            Plot::Note(text) => {
+                                let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(text));
+                            }
+                        }
+                    }
+                    out.push_str("</div>\n");
+                }
+            }
         }
     }
-    page(&format!("ictus compare: {} runs", runs.len()), &out)
+
+    fn appendix(out: &mut String, a: &Appendix) {
+        let _ = writeln!(out, "<h2 id=\"{}\">{}</h2>", a.id, escape(a.title));
+        if let Some(note) = a.note {
+            let _ = writeln!(out, "<p>{}</p>", escape(note));
+        }
+        html_table(out, &a.grid);
+    }
+
+    fn warnings(out: &mut String, list: &[Warning]) {
+        let _ = writeln!(out, "<h2 id=\"warnings\">Warnings</h2>");
+        if list.is_empty() {
+            out.push_str("<p>None of the records carries a warning.</p>\n");
+            return;
+        }
+        out.push_str("<ul>");
+        for w in list {
+            let _ = write!(
+                out,
+                "<li><b>{}</b> ({}): {}",
+                escape(&w.id),
+                escape(&w.steps.join(", ")),
+                escape(&w.message)
+            );
+            if let Some(a) = &w.advice {
+                let _ = write!(out, " <i>Advice:</i> {}", escape(a));
+            }
+            out.push_str("</li>");
+        }
+        out.push_str("</ul>\n");
+    }
 }

@@ -11,29 +11,8 @@ use plotters::prelude::*;
 use crate::format;
 use crate::results::Run;
 
-/// One item of a probe's plots section: a figure (an SVG, `None` when there was
-/// nothing to draw, and its caption), or a note said in place of a figure.
-pub(crate) enum Plot {
-    /// A plot and its caption (Markdown backticks allowed).
-    Figure {
-        /// The drawing, or `None`: then nothing is shown.
-        svg: Option<String>,
-        /// What it shows.
-        caption: String,
-    },
-    /// A sentence in place of a plot.
-    Note(String),
-}
-
-impl Plot {
-    /// A figure of `svg` captioned `caption`.
-    pub(crate) fn figure(svg: Option<String>, caption: impl Into<String>) -> Self {
-        Plot::Figure {
-            svg,
-            caption: caption.into(),
-        }
-    }
-}
+/// One item of a probe's plots section (the document's).
+pub(crate) use crate::doc::Plot;
 
 /// The merged latency histogram of `run`, when it has one with buckets.
 pub(crate) fn merged(run: &Run) -> Option<&HistogramData> {

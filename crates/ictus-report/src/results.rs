@@ -159,6 +159,45 @@ pub(crate) fn short_time(t: &str) -> String {
     t.chars().take(16).collect()
 }
 
+/// The two lines a report prints of a record's provenance: the host (name, kernel and
+/// preemption model, CPUs, virtualisation), then when and with which ictus it was
+/// measured, left open so that a caller may add to it before the closing period.
+pub(crate) fn provenance_lines(p: &Provenance) -> [String; 2] {
+    let preempt = format!(
+        "preemption {}{}",
+        p.preemption.model,
+        if p.preemption.dynamic {
+            " (dynamic)"
+        } else {
+            ""
+        }
+    );
+    let machine = format!(
+        "{} · Linux {} ({preempt}) · {}, {} CPUs{} · {}",
+        p.hostname,
+        p.kernel_release,
+        p.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        p.cpu_count,
+        match p.smt {
+            Some(true) => ", SMT on",
+            Some(false) => ", SMT off",
+            None => "",
+        },
+        p.virtualization
+            .as_deref()
+            .map_or("bare metal".to_string(), |v| format!(
+                "virtual machine: {v}"
+            )),
+    );
+    let when = format!(
+        "Measured {} to {} UTC with ictus {}",
+        short_time(&p.start_time),
+        p.end_time.as_deref().map_or("?".to_string(), short_time),
+        p.tool_version
+    );
+    [machine, when]
+}
+
 /// Why a step has no record: `skipped: shield not available`.
 pub(crate) fn step_reason(s: &Step) -> String {
     let why = s.reason.as_deref().unwrap_or("no reason given");

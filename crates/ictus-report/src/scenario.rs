@@ -14,7 +14,6 @@
 //! ```
 
 use std::error::Error;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use ictus_shield::balancer::{Decision, Report};
@@ -23,10 +22,10 @@ use ictus_shield::scenario::{RESULT_SCHEMA, RESULT_VERSION};
 use plotters::prelude::*;
 
 use crate::ReportError;
+use crate::doc::{Block, Document, Grid};
 use crate::format::sig3;
-use crate::markdown::{md_table, provenance_lines};
 use crate::plots::{self, colour};
-use crate::results::{check_schema, check_version, parse_json};
+use crate::results::{check_schema, check_version, parse_json, provenance_lines};
 
 /// The result's file name in a scenario's output directory.
 pub const RESULT_FILE: &str = "result.json";
@@ -144,7 +143,12 @@ pub fn write_files(dir: &Path, r: &ScenarioResult) -> Result<[PathBuf; 3], Repor
 /// The report of one run: the seed's table for it, the groups, the CPUs, every task,
 /// the timeline (linked as `timeline`, when given), the balancer's account, warnings.
 pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
-    let mut out = String::new();
+    crate::markdown::layout(&document(r, timeline))
+}
+
+/// The report of one run as a document (see [`markdown`]).
+fn document(r: &ScenarioResult, timeline: Option<&str>) -> Document {
+    let mut out = Vec::new();
     let cpus = cpu_list(r);
     heading(&mut out, r);
     summary(&mut out, r, &cpus);
@@ -159,45 +163,46 @@ pub fn markdown(r: &ScenarioResult, timeline: Option<&str>) -> String {
         balancer(&mut out, b);
     }
     if !r.warnings.is_empty() {
-        let _ = writeln!(out, "## Warnings\n");
-        for w in &r.warnings {
-            let _ = writeln!(out, "- {w}");
-        }
-        out.push('\n');
+        out.push(Block::Heading("Warnings".into()));
+        out.push(Block::List {
+            items: r.warnings.iter().map(ToString::to_string).collect(),
+            blank_after: true,
+        });
     }
-    out
+    let s = &r.scenario;
+    Document {
+        title: format!("Scenario {} under balancer {}", s.name, r.balancer),
+        blocks: out,
+    }
 }
 
 /// The title, the description, the provenance as the probe reports print it (a result
 /// written before results carried one: its host, kernel and ictus version), the run in
 /// one paragraph, and INCOMPLETE when it was.
-fn heading(out: &mut String, r: &ScenarioResult) {
+fn heading(out: &mut Vec<Block>, r: &ScenarioResult) {
     let s = &r.scenario;
-    let _ = writeln!(
-        out,
-        "# Scenario `{}` under balancer `{}`\n",
+    out.push(Block::Title(format!(
+        "Scenario `{}` under balancer `{}`",
         s.name, r.balancer
-    );
+    )));
     if !s.description.trim().is_empty() {
-        let _ = writeln!(out, "{}\n", s.description.trim());
+        out.push(Block::Paragraph(s.description.trim().to_string()));
     }
     match &r.provenance {
         Some(p) => {
             let [machine, when] = provenance_lines(p);
-            let _ = writeln!(out, "{machine}  \n{when}.\n");
+            out.push(Block::Lines(vec![machine, format!("{when}.")]));
         }
         None => {
-            let _ = writeln!(
-                out,
-                "Host `{}`, kernel `{}`, ictus {}.\n",
+            out.push(Block::Paragraph(format!(
+                "Host `{}`, kernel `{}`, ictus {}.",
                 r.hostname, r.kernel, r.tool_version
-            );
+            )));
         }
     }
-    let _ = writeln!(
-        out,
+    out.push(Block::Paragraph(format!(
         "CPUs in play {} as {} (RT CPUs {}, NRT CPUs {}). \
-         {} tasks in {} group(s); one loop = {} ns (calibrated). Wall time {} s{}.\n",
+         {} tasks in {} group(s); one loop = {} ns (calibrated). Wall time {} s{}.",
         r.cpus_in_play,
         roles(r),
         r.partition.rt,
@@ -209,15 +214,17 @@ fn heading(out: &mut String, r: &ScenarioResult) {
         r.source
             .as_deref()
             .map_or_else(String::new, |p| format!("; scenario file `{p}`"))
-    );
+    )));
     if let Some(why) = &r.stopped {
-        let _ = writeln!(out, "**INCOMPLETE**: {why}; the figures cover what ran.\n");
+        out.push(Block::Paragraph(format!(
+            "**INCOMPLETE**: {why}; the figures cover what ran."
+        )));
     }
 }
 
 /// The seed's Tables 3 to 5 for this run: one row per figure, the CPUs in one column.
-fn summary(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
-    let _ = writeln!(out, "## Summary (as seed 002 Tables 3 to 5)\n");
+fn summary(out: &mut Vec<Block>, r: &ScenarioResult, cpus: &[usize]) {
+    out.push(Block::Heading("Summary (as seed 002 Tables 3 to 5)".into()));
     let mut rows = vec![
         vec![
             "CPU idle time until the first task ended (ms)".to_string(),
@@ -246,26 +253,24 @@ fn summary(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
             avg(g.involuntary_ctxt_switches),
         ]);
     }
-    md_table(
-        out,
-        &[String::new(), format!("CPUs {} ({})", join(cpus), roles(r))],
-        &[false, true],
-        &rows,
-    );
-    let _ = writeln!(
-        out,
-        "\nCompletion time is minimum / average / maximum; shares are of the samples that saw a \
-         task of the group running (state R) on each CPU; context switches are the mean per task.\n"
-    );
+    out.push(Block::Table(Grid {
+        header: [String::new(), format!("CPUs {} ({})", join(cpus), roles(r))].to_vec(),
+        numeric: [false, true].to_vec(),
+        rows,
+    }));
+    out.push(Block::Paragraph(
+        "Completion time is minimum / average / maximum; shares are of the samples that saw a \
+         task of the group running (state R) on each CPU; context switches are the mean per task."
+            .into(),
+    ));
 }
 
 /// One row per group.
-fn groups(out: &mut String, r: &ScenarioResult) {
-    let _ = writeln!(out, "## Groups\n");
+fn groups(out: &mut Vec<Block>, r: &ScenarioResult) {
+    out.push(Block::Heading("Groups".into()));
     let rows: Vec<Vec<String>> = r.groups.iter().map(group_row).collect();
-    md_table(
-        out,
-        &[
+    out.push(Block::Table(Grid {
+        header: [
             "group",
             "class",
             "tasks (finished)",
@@ -276,16 +281,16 @@ fn groups(out: &mut String, r: &ScenarioResult) {
             "migrations min / avg / max",
             "sections avg (moved)",
         ]
-        .map(String::from),
-        &[false, false, true, true, true, true, true, true, true],
-        &rows,
-    );
-    out.push('\n');
+        .map(String::from)
+        .to_vec(),
+        numeric: [false, false, true, true, true, true, true, true, true].to_vec(),
+        rows,
+    }));
 }
 
 /// One row per CPU: its role, idle and steal time.
-fn cpus_idle(out: &mut String, r: &ScenarioResult) {
-    let _ = writeln!(out, "## CPUs\n");
+fn cpus_idle(out: &mut Vec<Block>, r: &ScenarioResult) {
+    out.push(Block::Heading("CPUs".into()));
     let rows: Vec<Vec<String>> = r
         .cpus
         .iter()
@@ -300,37 +305,35 @@ fn cpus_idle(out: &mut String, r: &ScenarioResult) {
             ]
         })
         .collect();
-    md_table(
-        out,
-        &[
+    out.push(Block::Table(Grid {
+        header: [
             "CPU",
             "role",
             "idle until the first end (ms)",
             "idle over the run (ms)",
             "steal (ms)",
         ]
-        .map(String::from),
-        &[true, false, true, true, true],
-        &rows,
-    );
-    let _ = writeln!(
-        out,
-        "\nIdle time is `/proc/stat` idle plus iowait, in clock ticks ({}).\n",
+        .map(String::from)
+        .to_vec(),
+        numeric: [true, false, true, true, true].to_vec(),
+        rows,
+    }));
+    out.push(Block::Paragraph(format!(
+        "Idle time is `/proc/stat` idle plus iowait, in clock ticks ({}).",
         r.first_end_ns.map_or_else(
             || "no task finished".to_string(),
             |t| format!("the first task finished at {} s", secs(t as f64))
         )
-    );
+    )));
 }
 
 /// How the timeline was sampled, and the picture (`timeline`) when there is one.
-fn timeline_section(out: &mut String, r: &ScenarioResult, timeline: Option<&str>) {
-    let _ = writeln!(out, "## Timeline\n");
-    let _ = writeln!(
-        out,
+fn timeline_section(out: &mut Vec<Block>, r: &ScenarioResult, timeline: Option<&str>) {
+    out.push(Block::Heading("Timeline".into()));
+    out.push(Block::Paragraph(format!(
         "Mean running tasks (state R) of each group on each CPU, in buckets of {} ms, \
          sampled every {} ms by a thread running {} on CPUs {} ({} samples, {} periods missed, \
-         {} ms of CPU time).\n",
+         {} ms of CPU time).",
         sig3(r.timeline.bucket_ns as f64 / 1e6),
         sig3(r.sampler.period_ns as f64 / 1e6),
         r.sampler.policy,
@@ -338,15 +341,18 @@ fn timeline_section(out: &mut String, r: &ScenarioResult, timeline: Option<&str>
         r.sampler.samples,
         r.sampler.missed,
         millis(r.sampler.cpu_time_ns as f64)
-    );
+    )));
     if let Some(file) = timeline {
-        let _ = writeln!(out, "![running tasks per CPU over time]({file})\n");
+        out.push(Block::Image {
+            alt: "running tasks per CPU over time".into(),
+            src: file.into(),
+        });
     }
 }
 
 /// One row per task.
-fn tasks(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
-    let _ = writeln!(out, "## Tasks\n");
+fn tasks(out: &mut Vec<Block>, r: &ScenarioResult, cpus: &[usize]) {
+    out.push(Block::Heading("Tasks".into()));
     let rows: Vec<Vec<String>> = r
         .tasks
         .iter()
@@ -373,9 +379,8 @@ fn tasks(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
             ]
         })
         .collect();
-    md_table(
-        out,
-        &[
+    out.push(Block::Table(Grid {
+        header: [
             "task".to_string(),
             "tid".to_string(),
             "policy".to_string(),
@@ -387,18 +392,19 @@ fn tasks(out: &mut String, r: &ScenarioResult, cpus: &[usize]) {
             "involuntary".to_string(),
             "migrations".to_string(),
             "sections (moved)".to_string(),
-        ],
-        &[
+        ]
+        .to_vec(),
+        numeric: [
             false, true, false, false, true, true, true, true, true, true, true,
-        ],
-        &rows,
-    );
-    out.push('\n');
+        ]
+        .to_vec(),
+        rows,
+    }));
 }
 
 /// What each group asked for and obtained.
-fn policies(out: &mut String, r: &ScenarioResult) {
-    let _ = writeln!(out, "## Policies\n");
+fn policies(out: &mut Vec<Block>, r: &ScenarioResult) {
+    out.push(Block::Heading("Policies".into()));
     let rows: Vec<Vec<String>> = r
         .policies
         .iter()
@@ -412,53 +418,50 @@ fn policies(out: &mut String, r: &ScenarioResult) {
             ]
         })
         .collect();
-    md_table(
-        out,
-        &[
+    out.push(Block::Table(Grid {
+        header: [
             "group",
             "asked",
             "obtained",
             "refused tasks",
             "the kernel's reason",
         ]
-        .map(String::from),
-        &[false, false, false, true, false],
-        &rows,
-    );
-    out.push('\n');
+        .map(String::from)
+        .to_vec(),
+        numeric: [false, false, false, true, false].to_vec(),
+        rows,
+    }));
 }
 
 /// The balancer's account: its counters, the real-time shares at the end, its notes
 /// and its first decisions.
-fn balancer(out: &mut String, b: &Report) {
-    let _ = writeln!(out, "## Balancer\n");
-    let _ = writeln!(
-        out,
+fn balancer(out: &mut Vec<Block>, b: &Report) {
+    out.push(Block::Heading("Balancer".into()));
+    out.push(Block::Paragraph(format!(
         "{} decision(s) over {} pass(es) and {} sample(s); {} move(s) back to an RT CPU withheld \
-         (anti ping-pong); {} migration attempt(s) received; {} move(s) refused by the kernel.\n",
+         (anti ping-pong); {} migration attempt(s) received; {} move(s) refused by the kernel.",
         b.decisions.len(),
         b.passes,
         b.samples,
         b.withheld,
         b.attempts_received,
         b.refused
-    );
+    )));
     if !b.rt_share.is_empty() {
-        let _ = writeln!(
-            out,
-            "Real-time share at the end: {}.\n",
+        out.push(Block::Paragraph(format!(
+            "Real-time share at the end: {}.",
             b.rt_share
                 .iter()
                 .map(|(c, s)| format!("CPU {c} {:.1} %", s * 100.0))
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
-    }
-    for note in &b.notes {
-        let _ = writeln!(out, "- {note}");
+        )));
     }
     if !b.notes.is_empty() {
-        out.push('\n');
+        out.push(Block::List {
+            items: b.notes.clone(),
+            blank_after: true,
+        });
     }
     if !b.decisions.is_empty() {
         decisions(out, &b.decisions);
@@ -466,7 +469,7 @@ fn balancer(out: &mut String, b: &Report) {
 }
 
 /// The first decisions of the balancer; all of them are in the result file.
-fn decisions(out: &mut String, decisions: &[Decision]) {
+fn decisions(out: &mut Vec<Block>, decisions: &[Decision]) {
     const SHOWN: usize = 20;
     let rows: Vec<Vec<String>> = decisions
         .iter()
@@ -481,20 +484,19 @@ fn decisions(out: &mut String, decisions: &[Decision]) {
             ]
         })
         .collect();
-    md_table(
-        out,
-        &["at (ms)", "tid", "from", "to", "why"].map(String::from),
-        &[true, true, true, true, false],
-        &rows,
-    );
+    out.push(Block::Table(Grid {
+        header: ["at (ms)", "tid", "from", "to", "why"]
+            .map(String::from)
+            .to_vec(),
+        numeric: [true, true, true, true, false].to_vec(),
+        rows,
+    }));
     if decisions.len() > SHOWN {
-        let _ = writeln!(
-            out,
-            "\n(the first {SHOWN} of {}; all are in `result.json`)",
+        out.push(Block::Paragraph(format!(
+            "(the first {SHOWN} of {}; all are in `result.json`)",
             decisions.len()
-        );
+        )));
     }
-    out.push('\n');
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -544,10 +546,17 @@ fn group_row(g: &GroupStats) -> Vec<String> {
 /// Runs of one scenario side by side (`none` against `ictus`), in the seed's layout:
 /// one column per run, per-CPU figures space separated in CPU order.
 pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
-    let mut out = String::new();
-    let Some(first) = runs.first() else {
-        return "No scenario results to compare.\n".to_string();
-    };
+    match compare_document(runs) {
+        Some(doc) => crate::markdown::layout(&doc),
+        None => "No scenario results to compare.\n".to_string(),
+    }
+}
+
+/// Runs of one scenario side by side as a document (see [`compare_markdown`]), `None`
+/// without a run.
+fn compare_document(runs: &[ScenarioResult]) -> Option<Document> {
+    let mut out = Vec::new();
+    let first = runs.first()?;
     compare_heading(&mut out, first, runs);
     let labels: Vec<String> = runs
         .iter()
@@ -565,52 +574,66 @@ pub fn compare_markdown(runs: &[ScenarioResult]) -> String {
     let right: Vec<bool> = std::iter::once(false)
         .chain(runs.iter().map(|_| true))
         .collect();
-    md_table(&mut out, &header, &right, &rows);
-    out.push('\n');
-    let _ = writeln!(
-        out,
+    out.push(Block::Table(Grid {
+        header: header.to_vec(),
+        numeric: right.to_vec(),
+        rows,
+    }));
+    out.push(Block::Paragraph(
         "Completion time is minimum / average / maximum. As seed 002 notes for Table 3, a high \
-         average with a low spread means equity; only the maximum measures computing power.\n"
-    );
+         average with a low spread means equity; only the maximum measures computing power."
+            .into(),
+    ));
+    let mut items = Vec::new();
     for r in runs {
         if let Some(why) = &r.stopped {
-            let _ = writeln!(out, "- balancer `{}`: INCOMPLETE, {why}", r.balancer);
+            items.push(format!("balancer `{}`: INCOMPLETE, {why}", r.balancer));
         }
         for w in &r.warnings {
-            let _ = writeln!(out, "- balancer `{}`: {w}", r.balancer);
+            items.push(format!("balancer `{}`: {w}", r.balancer));
         }
     }
-    out
+    if !items.is_empty() {
+        // The page ends with the list.
+        out.push(Block::List {
+            items,
+            blank_after: false,
+        });
+    }
+    let title = match out.first() {
+        Some(Block::Title(t)) => t.clone(),
+        _ => String::new(),
+    };
+    Some(Document { title, blocks: out })
 }
 
 /// The title (the scenario of the `first` run and the placements), its description,
 /// a note when the runs are not of one scenario, and the host.
-fn compare_heading(out: &mut String, first: &ScenarioResult, runs: &[ScenarioResult]) {
-    let _ = writeln!(
-        out,
-        "# Scenario `{}`: {}\n",
+fn compare_heading(out: &mut Vec<Block>, first: &ScenarioResult, runs: &[ScenarioResult]) {
+    out.push(Block::Title(format!(
+        "Scenario `{}`: {}",
         first.scenario.name,
         runs.iter()
             .map(|r| r.balancer.name())
             .collect::<Vec<_>>()
             .join(" vs ")
-    );
+    )));
     if !first.scenario.description.trim().is_empty() {
-        let _ = writeln!(out, "{}\n", first.scenario.description.trim());
+        out.push(Block::Paragraph(
+            first.scenario.description.trim().to_string(),
+        ));
     }
     if runs.iter().any(|r| r.scenario != first.scenario) {
-        let _ = writeln!(
-            out,
-            "**Note**: these runs are not of the same scenario; compare with care.\n"
-        );
+        out.push(Block::Paragraph(
+            "**Note**: these runs are not of the same scenario; compare with care.".into(),
+        ));
     }
-    let _ = writeln!(
-        out,
-        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.\n",
+    out.push(Block::Paragraph(format!(
+        "Host `{}`; CPUs {} as {}. Per-CPU figures are in CPU order.",
         first.hostname,
         join(&cpu_list(first)),
         roles(first)
-    );
+    )));
 }
 
 /// The groups of all `runs`, in order of first appearance.

@@ -17,6 +17,7 @@ use ictus_probe::doctor::{CheckId, Status};
 use ictus_probe::record::LatencyResult;
 use ictus_probe::registry::ProbeId;
 
+use crate::doc::Grid;
 use crate::format;
 use crate::results::{Config, Results, Run};
 
@@ -66,14 +67,6 @@ impl Column {
             compared: false,
         }
     }
-}
-
-/// A table as the Markdown and HTML renderers write it: the header row, which
-/// columns hold numbers (right-aligned), and the rows, all as text.
-pub(crate) struct Grid {
-    pub(crate) header: Vec<String>,
-    pub(crate) numeric: Vec<bool>,
-    pub(crate) rows: Vec<Vec<String>>,
 }
 
 impl Table {

@@ -1,12 +1,31 @@
 //! The terminal backend: the tables, headline and footer every probe's human view is
-//! built from (comfy-table, horizontal rules only, numbers right-aligned). It knows no
-//! probe: each probe's view lives in its file under [`crate::probes`].
+//! built from (comfy-table, horizontal rules only, numbers right-aligned), and the
+//! document's glance laid out for a terminal. It knows no probe: each probe's view
+//! lives in its file under [`crate::probes`].
 
 use std::fmt::Write as _;
 
-use comfy_table::{Cell, CellAlignment, Table, presets};
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
 use ictus_core::{Nanos, Percentile};
 use ictus_probe::record::{LatencyResult, RunRecord};
+
+use crate::doc::Glance;
+
+/// The glance as a table 120 columns wide at most, then the advice, a line each.
+pub(crate) fn glance(g: &Glance) -> String {
+    let mut t = table();
+    t.set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(120);
+    t.set_header(&g.table.header);
+    for row in &g.table.rows {
+        t.add_row(row);
+    }
+    let mut out = format!("{t}\n");
+    for (place, a) in &g.advice {
+        let _ = writeln!(out, "advice ({place}): {a}");
+    }
+    out
+}
 
 /// What most human views begin with: the record's headline on a line of its own, when
 /// it has one.

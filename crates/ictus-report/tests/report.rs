@@ -433,6 +433,47 @@ fn markdown_report_of_a_survey_with_explained_misses() {
     insta::assert_snapshot!("survey_explained", portable(&markdown(&sut)));
 }
 
+/// The glance's bars agree with their labels (issue 32's chart): each cause's segment
+/// is its time as a share of the configuration's lateness, the number its label and
+/// the table say, and a bar's segments never run past its end.
+#[test]
+fn the_glance_bars_are_shares_of_the_lateness() {
+    let page = html(&load(&fixture("survey-explained")).unwrap());
+    let attr = |tag: &str, name: &str| -> f64 {
+        let at = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        tag[at..].split('"').next().unwrap().parse().unwrap()
+    };
+    let mut bars = 0;
+    for config in page.split("<g class=\"config\"").skip(1) {
+        let bar = config.split("</g>").next().unwrap();
+        let (bar_x, bar_w) = {
+            let frame = &bar[bar.find("<rect ").unwrap()..];
+            (attr(frame, "x"), attr(frame, "width"))
+        };
+        let mut end = bar_x;
+        for seg in bar.split("<rect class=\"cause\"").skip(1) {
+            let (x, w, share) = (attr(seg, "x"), attr(seg, "width"), attr(seg, "data-share"));
+            assert!((x - end).abs() < 0.11, "segments follow each other: {seg}");
+            end = x + w;
+            let title = &seg[seg.find("<title>").unwrap()..];
+            let pct = format!("({:.0} % of the lateness", share * 100.0);
+            assert!(
+                title.contains(&pct),
+                "the label says the share drawn: {title}"
+            );
+            if !title.contains("drawn to the bar's end") {
+                assert!((w - share * bar_w).abs() < 0.11, "{seg}");
+            }
+        }
+        assert!(
+            end <= bar_x + bar_w + 0.11,
+            "a bar runs past its end: {bar}"
+        );
+        bars += 1;
+    }
+    assert_eq!(bars, 4);
+}
+
 /// The verdict leads with each configuration at a glance (held or not, misses, worst
 /// step, the cause that cost most, time by cause), the prose after it, then the
 /// advice that follows from each costliest cause.
