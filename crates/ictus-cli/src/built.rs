@@ -27,13 +27,6 @@ pub(crate) fn without(feature: &str, asked: &str) -> Failure {
     Failure::usage(anyhow::anyhow!(missing(feature, asked)))
 }
 
-/// Without the page no token is ever used (`--ui` and `--metrics` are refused), so
-/// none is checked.
-#[cfg(not(feature = "page"))]
-pub(crate) fn check_token(_token: &str) -> Result<(), String> {
-    Ok(())
-}
-
 /// What `ictus run` and `ictus node` need of the hosts, without them: a schedule
 /// with a host table, or the flags of trust, are refused.
 #[cfg(not(feature = "hosts"))]
@@ -56,13 +49,13 @@ pub(crate) mod hosts {
         trust: &TrustArgs,
     ) -> Result<Option<Security>, Failure> {
         if !schedule.hosts.is_empty() {
-            return Err(super::without(
+            return Err(crate::built::without(
                 "hosts",
                 &format!("{} (its [[host]] table)", schedule.path.display()),
             ));
         }
         if trust.keys.is_some() || trust.shared_keys || trust.insecure {
-            return Err(super::without(
+            return Err(crate::built::without(
                 "hosts",
                 "--keys, --shared-keys and --insecure",
             ));
@@ -96,7 +89,7 @@ pub(crate) mod keys {
 
     /// Refused.
     pub(crate) fn run(_args: &KeysArgs) -> Result<(), Failure> {
-        Err(super::without("hosts", "ictus keys"))
+        Err(crate::built::without("hosts", "ictus keys"))
     }
 }
 
@@ -115,7 +108,7 @@ pub(crate) mod replay {
 
     /// Refused.
     pub(crate) fn run(_args: &ReplayArgs) -> Result<(), Failure> {
-        Err(super::without("record", "ictus replay"))
+        Err(crate::built::without("record", "ictus replay"))
     }
 
     /// No sink without `--record`; with it, refused.
@@ -124,7 +117,7 @@ pub(crate) mod replay {
     ) -> Result<Vec<Box<dyn ictus_exec::tap::Sink>>, Failure> {
         match path {
             None => Ok(Vec::new()),
-            Some(_) => Err(super::without("record", "--record")),
+            Some(_) => Err(crate::built::without("record", "--record")),
         }
     }
 }
@@ -149,10 +142,10 @@ pub(crate) mod page {
             ask: &PageAsk,
         ) -> Result<Pages, Failure> {
             if ask.ui.is_some() {
-                return Err(super::without("page", "--ui"));
+                return Err(crate::built::without("page", "--ui"));
             }
             if ask.metrics.is_some() {
-                return Err(super::without("page", "--metrics"));
+                return Err(crate::built::without("page", "--metrics"));
             }
             Ok(Pages)
         }

@@ -517,7 +517,7 @@ fn svg(glances: &[Glance]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ictus_os::explain::CauseTime;
+    use ictus_explain::CauseTime;
 
     use super::*;
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use ictus_core::Nanos;
 use ictus_os::pm_qos::PmQos;
 
-use super::{Class, LoadCase, Manifest, Step, StepStatus, Verdict};
+use super::manifest::{Class, LoadCase, Manifest, Step, StepStatus, Verdict};
 use crate::r#loop::view::Trial;
 use crate::record::RunRecord;
 use crate::registry::ProbeId;
