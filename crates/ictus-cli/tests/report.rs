@@ -264,6 +264,7 @@ fn the_live_page_draws_the_runs_misses_by_cause_in_chromium() {
         .eval(
             "({ box: document.getElementById('causechart').getBoundingClientRect().width, \
                rects: [...document.querySelectorAll('#causechart rect.cause')].map(r => r.dataset.cause), \
+               widths: [...document.querySelectorAll('#causechart rect.cause')].map(r => [+r.getAttribute('width'), +r.dataset.share]), \
                legend: [...document.querySelectorAll('#causelegend .key')].map(k => k.textContent), \
                sum: document.getElementById('causesum').textContent, \
                advice: document.getElementById('causeadvice').textContent })",
@@ -284,6 +285,18 @@ fn the_live_page_draws_the_runs_misses_by_cause_in_chromium() {
         serde_json::json!(["preempted", "host stall", "too small to name"]),
         "{drawn}"
     );
+    // Each segment is its cause's share of the lateness (as its title says), never
+    // past the bar's end.
+    let mut end = 0.0;
+    for w in drawn["widths"].as_array().unwrap() {
+        let (width, share) = (w[0].as_f64().unwrap(), w[1].as_f64().unwrap());
+        assert!(
+            (width - (1000.0 * share).min(1000.0 - end)).abs() < 0.11,
+            "a segment not its share of the lateness: {drawn}"
+        );
+        end += width;
+    }
+    assert!(end <= 1000.05, "the segments pass the bar's end: {drawn}");
     let sum = drawn["sum"].as_str().unwrap();
     assert!(sum.starts_with("20 misses"), "{sum}");
     assert!(sum.contains("counters here account for 70 %"), "{sum}");

@@ -212,6 +212,15 @@ pub struct Located<E> {
 }
 
 impl<E> Located<E> {
+    /// `what` at `place` of `file`.
+    pub fn new(file: impl Into<String>, place: Place, what: E) -> Located<E> {
+        Located {
+            file: file.into(),
+            place,
+            what,
+        }
+    }
+
     /// `what` at byte `offset` of `text`, the content of `file`.
     pub fn at(file: impl Into<String>, text: &str, offset: usize, what: E) -> Located<E> {
         Located {
@@ -219,6 +228,14 @@ impl<E> Located<E> {
             place: crate::json::place_of_offset(text, offset),
             what,
         }
+    }
+}
+
+impl Located<String> {
+    /// A JSON reader's error about `file` ([`JsonError`](crate::json::JsonError)),
+    /// placed as every input error is.
+    pub fn json(file: impl Into<String>, e: crate::json::JsonError) -> Located<String> {
+        Located::new(file, e.place, e.message)
     }
 }
 

@@ -46,36 +46,6 @@ impl fmt::Display for Place {
     }
 }
 
-/// Something wrong at a place of a file, said `path:line:column: message` as every
-/// reader of ictus's inputs says it (the schedule's TOML as the records' JSON): the
-/// error the JSON readers (records, the report's inputs, cyclictest's) carry.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("{path}:{place}: {message}")]
-pub struct Located {
-    /// The file (as named to the reader).
-    pub path: String,
-    /// Where in it.
-    pub place: Place,
-    /// What was expected, and what was found.
-    pub message: String,
-}
-
-impl Located {
-    /// `message` about `place` of the file `path`.
-    pub fn new(path: impl Into<String>, place: Place, message: impl Into<String>) -> Self {
-        Located {
-            path: path.into(),
-            place,
-            message: message.into(),
-        }
-    }
-
-    /// A [`JsonError`] about the file `path`.
-    pub fn json(path: impl Into<String>, e: JsonError) -> Self {
-        Located::new(path, e.place, e.message)
-    }
-}
-
 /// One step into a JSON value: a key of an object or an index of an array.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Segment {

@@ -21,7 +21,8 @@ use std::collections::BTreeMap;
 use ictus_core::cpulist::MAX_CPU;
 use ictus_core::histogram::HistogramData;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Percentile, Summary};
-use ictus_os::json::{self, JsonError, JsonPath, Located};
+use ictus_os::fs::Located;
+use ictus_os::json::{self, JsonError, JsonPath};
 use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 
@@ -288,19 +289,19 @@ pub enum RecordError {
     #[error("{at}")]
     Invalid {
         /// Where, and what (`measurements[2].labels.frequency_hz: ...`).
-        at: Located,
+        at: Located<String>,
         /// The field.
         field: JsonPath,
     },
     /// Not JSON, or not a RunRecord (a value of the wrong type is placed at its start,
     /// its path in the message).
     #[error(transparent)]
-    Parse(Located),
+    Parse(Located<String>),
     /// JSON of another schema (placed at its `schema`, or at the top when it has none).
     #[error("{at}")]
     Schema {
         /// Where, and what.
-        at: Located,
+        at: Located<String>,
         /// Its schema field.
         found: String,
     },
@@ -308,7 +309,7 @@ pub enum RecordError {
     #[error("{at}")]
     Version {
         /// Where (its `schema_version`), and what.
-        at: Located,
+        at: Located<String>,
         /// Its version.
         found: u64,
     },
