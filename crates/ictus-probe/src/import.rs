@@ -20,7 +20,7 @@ use ictus_core::cpulist::MAX_CPU;
 use ictus_core::histogram::HIGHEST_NS;
 use ictus_core::{CpuSet, LatencyHistogram, MissCounter, Nanos};
 use ictus_os::facts::{PreemptModel, Preemption};
-use ictus_os::fs::{InputError, InputKind};
+use ictus_os::fs::{InputError, InputKind, Located};
 use ictus_os::json::{self, JsonError, JsonPath, Place};
 use ictus_os::sched::Policy;
 use serde::Deserialize;
@@ -45,45 +45,32 @@ pub enum ImportError {
     Input(#[from] InputError),
     /// Not JSON, or a value of the wrong type (a negative, fractional or quoted count),
     /// placed at its start.
-    #[error("{path}:{line}:{column}: {message}")]
-    Json {
-        /// The file.
-        path: String,
-        /// Line.
-        line: usize,
-        /// Column.
-        column: usize,
-        /// What was wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    Json(Located<String>),
     /// JSON, but not what cyclictest writes: placed at the value of the wrong kind, or
-    /// at the object that lacks a key.
-    #[error("{path}:{line}:{column}: not a cyclictest --json file: {what}")]
-    Shape {
-        /// The file.
-        path: String,
-        /// Line.
-        line: usize,
-        /// Column.
-        column: usize,
-        /// What was expected and missing.
-        what: String,
-    },
+    /// at the object that lacks a key ("not a cyclictest --json file: ...").
+    #[error(transparent)]
+    Shape(Located<String>),
     /// A value ictus cannot represent without a false figure, or a key that is not a
-    /// plain number.
-    #[error("{path}:{line}:{column}: {at}: {message}")]
+    /// plain number: placed, its message starting with `at`.
+    #[error("{refused}")]
     Value {
-        /// The file.
-        path: String,
-        /// Line.
-        line: usize,
-        /// Column.
-        column: usize,
+        /// Where, and what.
+        refused: Located<String>,
         /// Where in the JSON (`thread.0.avg`, `cmdline`).
         at: JsonPath,
-        /// What was expected, and what was found.
-        message: String,
     },
+}
+
+impl ImportError {
+    /// Where in the file, for an error about its content.
+    pub fn place(&self) -> Option<Place> {
+        match self {
+            ImportError::Json(l) | ImportError::Shape(l) => Some(l.place),
+            ImportError::Value { refused, .. } => Some(refused.place),
+            ImportError::Input(_) => None,
+        }
+    }
 }
 
 /// Reads a `cyclictest --json` file (run with `-h N`) as a timer record.
@@ -95,12 +82,7 @@ pub fn cyclictest(path: &Path) -> Result<RunRecord, ImportError> {
 
 /// A JSON error as [`ImportError::Json`], its place kept.
 fn json_error(name: &str, e: JsonError) -> ImportError {
-    ImportError::Json {
-        path: name.to_string(),
-        line: e.place.line,
-        column: e.place.column,
-        message: e.message,
-    }
+    ImportError::Json(Located::json(name, e))
 }
 
 /// The text of a `cyclictest --json` file as a timer record; `name` names it in errors.
@@ -123,13 +105,11 @@ struct Source<'a> {
 impl Source<'_> {
     /// `what` is missing or wrong at `at` (the object lacking a key is placed).
     fn shape(&self, at: &JsonPath, what: &str) -> ImportError {
-        let p = json::place(self.text, at);
-        ImportError::Shape {
-            path: self.name.to_string(),
-            line: p.line,
-            column: p.column,
-            what: what.to_string(),
-        }
+        ImportError::Shape(Located::new(
+            self.name,
+            json::place(self.text, at),
+            format!("not a cyclictest --json file: {what}"),
+        ))
     }
     /// The value at `at` is refused.
     fn value(&self, at: JsonPath, message: String) -> ImportError {
@@ -141,11 +121,8 @@ impl Source<'_> {
     }
     fn refuse(&self, p: Place, at: JsonPath, message: String) -> ImportError {
         ImportError::Value {
-            path: self.name.to_string(),
-            line: p.line,
-            column: p.column,
+            refused: Located::new(self.name, p, format!("{at}: {message}")),
             at,
-            message,
         }
     }
 }
@@ -688,9 +665,7 @@ mod tests {
         for bad in ["-1", "1.5", "\"7\"", "1e3", "null"] {
             let text = file_with(&format!("{{\"5\": {bad}}}"), "");
             match cyclictest_text(&text, "ct.json") {
-                Err(ImportError::Json {
-                    line: 5, column, ..
-                }) => assert!(column > 20),
+                Err(ImportError::Json(l)) if l.place.line == 5 => assert!(l.place.column > 20),
                 other => panic!("{bad}: {other:?}"),
             }
         }
@@ -707,11 +682,7 @@ mod tests {
         let key = file_with(r#"{"x": 1}"#, "");
         assert!(matches!(
             cyclictest_text(&key, "ct.json"),
-            Err(ImportError::Value {
-                line: 5,
-                column: 21,
-                ..
-            })
+            Err(ImportError::Value { refused, .. }) if refused.place == Place { line: 5, column: 21 }
         ));
         let sum = file_with(
             r#"{"1": 18446744073709551615, "2": 18446744073709551615}"#,
@@ -732,14 +703,14 @@ mod tests {
         let err = cyclictest_text(&cpu, "ct.json").unwrap_err();
         // Placed at the value, not where serde noticed (the end of its object).
         assert!(
-            matches!(&err, ImportError::Json { line: 6, column: 27, message, .. }
-                if message.contains("thread.0.cpu: expected a CPU number") && message.contains("99999999999")),
+            matches!(&err, ImportError::Json(l) if l.place == Place { line: 6, column: 27 }
+                && l.what.contains("thread.0.cpu: expected a CPU number") && l.what.contains("99999999999")),
             "{err:?}"
         );
         let cmdline = file_with(r#"{"1": 1}"#, "").replace("-D 10", "-D 18446744073709551615");
         let err = cyclictest_text(&cmdline, "ct.json").unwrap_err();
         assert!(
-            matches!(&err, ImportError::Value { at, line: 2, column: 15, .. } if at.to_string() == r#""cmdline:""#),
+            matches!(&err, ImportError::Value { at, refused } if refused.place == Place { line: 2, column: 15 } && at.to_string() == r#""cmdline:""#),
             "{err}"
         );
         assert!(
@@ -765,12 +736,7 @@ mod tests {
 
     /// The place of a refusal of JSON text.
     fn place_of(err: &ImportError) -> Option<(usize, usize)> {
-        match *err {
-            ImportError::Json { line, column, .. }
-            | ImportError::Shape { line, column, .. }
-            | ImportError::Value { line, column, .. } => Some((line, column)),
-            ImportError::Input(_) => None,
-        }
+        err.place().map(|p| (p.line, p.column))
     }
 
     #[test]
@@ -782,11 +748,7 @@ mod tests {
             assert!(
                 matches!(
                     &err,
-                    ImportError::Value {
-                        line: 5,
-                        column: 21,
-                        ..
-                    }
+                    ImportError::Value { refused, .. } if refused.place == Place { line: 5, column: 21 }
                 ),
                 "{bad}: {err}"
             );
@@ -796,11 +758,7 @@ mod tests {
             assert!(
                 matches!(
                     &err,
-                    ImportError::Value {
-                        line: 4,
-                        column: 5,
-                        ..
-                    }
+                    ImportError::Value { refused, .. } if refused.place == Place { line: 4, column: 5 }
                 ),
                 "{bad}: {err}"
             );
@@ -819,7 +777,7 @@ mod tests {
             let text = file_with(r#"{"1": 1}"#, &format!(", \"max\": {bad}"));
             let err = cyclictest_text(&text, "ct.json").unwrap_err();
             assert!(
-                matches!(&err, ImportError::Json { line: 6, column: 27, message, .. } if message.starts_with("thread.0.max: ")),
+                matches!(&err, ImportError::Json(l) if l.place == Place { line: 6, column: 27 } && l.what.starts_with("thread.0.max: ")),
                 "{bad}: {err}"
             );
         }
@@ -828,11 +786,7 @@ mod tests {
         assert!(
             matches!(
                 &err,
-                ImportError::Json {
-                    line: 6,
-                    column: 27,
-                    ..
-                }
+                ImportError::Json(l) if l.place == Place { line: 6, column: 27 }
             ),
             "{err}"
         );
@@ -889,8 +843,8 @@ mod tests {
 
         #[test]
         fn arbitrary_text_never_panics_and_syntax_errors_have_a_place(text in ".{0,200}") {
-            if let Err(ImportError::Json { line, column, .. }) = cyclictest_text(&text, "f") {
-                proptest::prop_assert!(line >= 1 && column >= 1);
+            if let Err(ImportError::Json(l)) = cyclictest_text(&text, "f") {
+                proptest::prop_assert!(l.place.line >= 1 && l.place.column >= 1);
             }
         }
 
