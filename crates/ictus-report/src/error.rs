@@ -13,19 +13,14 @@ pub enum ReportError {
     /// UTF-8.
     #[error(transparent)]
     Input(#[from] ictus_os::fs::InputError),
-    /// A field of `survey.json` of the wrong type.
-    #[error("{path}:{line}:{column}: {field}: {message}")]
+    /// A field of `survey.json` of the wrong type: placed, its message starting with
+    /// the field.
+    #[error("{at}")]
     Invalid {
-        /// The file.
-        path: String,
-        /// 1-based line of the value.
-        line: usize,
-        /// 1-based column of the value.
-        column: usize,
+        /// Where, and what.
+        at: ictus_os::fs::Located<String>,
         /// The field.
         field: ictus_os::json::JsonPath,
-        /// What was expected, and what was found.
-        message: String,
     },
     /// A directory could not be read.
     #[error("{path}: cannot read")]
@@ -38,27 +33,14 @@ pub enum ReportError {
     },
     /// `survey.json`, `doctor.json` or a scenario's `result.json` is not valid JSON of
     /// its kind: a syntax error, or a value of the wrong type placed at its start.
-    #[error("{path}:{line}:{column}: {message}")]
-    Json {
-        /// The file.
-        path: String,
-        /// 1-based line of the error.
-        line: usize,
-        /// 1-based column of the error.
-        column: usize,
-        /// What was expected.
-        message: String,
-    },
+    #[error(transparent)]
+    Json(ictus_os::fs::Located<String>),
     /// `survey.json` (or a scenario's `result.json`) of another schema, placed at its
     /// `schema` (or at the top when it has none).
-    #[error("{path}:{line}:{column}: schema '{found}', expected '{expected}'")]
+    #[error("{at}")]
     Schema {
-        /// The file.
-        path: String,
-        /// 1-based line of the `schema` value.
-        line: usize,
-        /// 1-based column of it.
-        column: usize,
+        /// Where, and what.
+        at: ictus_os::fs::Located<String>,
         /// Its schema field.
         found: String,
         /// The schema expected.
@@ -66,16 +48,10 @@ pub enum ReportError {
     },
     /// `survey.json` (or a scenario's `result.json`) of a version this ictus cannot
     /// read, placed at the version.
-    #[error(
-        "{path}:{line}:{column}: version {found} is not supported by this ictus (it reads version {supported}); use the ictus version that wrote it"
-    )]
+    #[error("{at}")]
     Version {
-        /// The file.
-        path: String,
-        /// 1-based line of the version value.
-        line: usize,
-        /// 1-based column of it.
-        column: usize,
+        /// Where, and what.
+        at: ictus_os::fs::Located<String>,
         /// Its version.
         found: u64,
         /// The version this ictus reads.
@@ -98,4 +74,18 @@ pub enum ReportError {
         /// What serde said.
         message: String,
     },
+}
+
+impl ReportError {
+    /// Where in the file, for an error about its content.
+    pub fn place(&self) -> Option<ictus_os::json::Place> {
+        match self {
+            ReportError::Record(r) => r.place(),
+            ReportError::Json(at)
+            | ReportError::Invalid { at, .. }
+            | ReportError::Schema { at, .. }
+            | ReportError::Version { at, .. } => Some(at.place),
+            _ => None,
+        }
+    }
 }

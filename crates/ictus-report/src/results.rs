@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use ictus_core::Nanos;
 use ictus_core::time::DurationStyle;
-use ictus_os::fs::InputKind;
+use ictus_os::fs::{InputKind, Located};
 use ictus_os::json::{self, JsonPath};
 use ictus_os::sched::Policy;
 use ictus_probe::doctor::Audit;
@@ -336,18 +336,15 @@ fn load_manifest(path: &Path) -> Result<Manifest, ReportError> {
     check_schema(&text, &name, &value, "schema", MANIFEST_SCHEMA)?;
     let Some(version) = value.get("schema_version").and_then(|v| v.as_u64()) else {
         let field = JsonPath::root().key("schema_version");
-        let place = json::place(&text, &field);
+        let message = format!(
+            "{field}: expected the whole number {MANIFEST_VERSION}, found {}",
+            value
+                .get("schema_version")
+                .map_or("nothing".to_string(), |v| v.to_string())
+        );
         return Err(ReportError::Invalid {
-            path: name,
-            line: place.line,
-            column: place.column,
+            at: Located::new(name, json::place(&text, &field), message),
             field,
-            message: format!(
-                "expected the whole number {MANIFEST_VERSION}, found {}",
-                value
-                    .get("schema_version")
-                    .map_or("nothing".to_string(), |v| v.to_string())
-            ),
         });
     };
     check_version(&text, &name, "schema_version", version, MANIFEST_VERSION)?;
@@ -366,11 +363,15 @@ pub(crate) fn check_version(
     if found == u64::from(supported) {
         return Ok(());
     }
-    let place = json::place(text, &JsonPath::root().key(key));
     Err(ReportError::Version {
-        path: name.to_string(),
-        line: place.line,
-        column: place.column,
+        at: Located::new(
+            name,
+            json::place(text, &JsonPath::root().key(key)),
+            format!(
+                "version {found} is not supported by this ictus (it reads version \
+                 {supported}); use the ictus version that wrote it"
+            ),
+        ),
         found,
         supported,
     })
@@ -389,11 +390,12 @@ pub(crate) fn check_schema(
     if found == expected {
         return Ok(());
     }
-    let place = json::place(text, &JsonPath::root().key(key));
     Err(ReportError::Schema {
-        path: name.to_string(),
-        line: place.line,
-        column: place.column,
+        at: Located::new(
+            name,
+            json::place(text, &JsonPath::root().key(key)),
+            format!("schema '{found}', expected '{expected}'"),
+        ),
         found: found.to_string(),
         expected,
     })
@@ -410,12 +412,7 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     text: &str,
     name: &str,
 ) -> Result<T, ReportError> {
-    json::from_str(text).map_err(|e| ReportError::Json {
-        path: name.to_string(),
-        line: e.place.line,
-        column: e.place.column,
-        message: e.message,
-    })
+    json::from_str(text).map_err(|e| ReportError::Json(Located::json(name, e)))
 }
 
 /// The header of the table of survey steps.
@@ -578,14 +575,7 @@ mod tests {
 
     /// The place of a refusal of a file's content.
     fn place_of(err: &ReportError) -> Option<(usize, usize)> {
-        match *err {
-            ReportError::Record(ref r) => r.place().map(|p| (p.line, p.column)),
-            ReportError::Json { line, column, .. }
-            | ReportError::Invalid { line, column, .. }
-            | ReportError::Schema { line, column, .. }
-            | ReportError::Version { line, column, .. } => Some((line, column)),
-            _ => None,
-        }
+        err.place().map(|p| (p.line, p.column))
     }
 
     /// The JSON value that starts at `line`:`column` of `text`.

@@ -246,7 +246,7 @@ fn a_broken_manifest_or_audit_is_refused_naming_the_file() {
         r#"{"schema": "ictus.survey", "schema_version": 1, "complete": tr"#,
     );
     let e = load(dir.path()).unwrap_err();
-    assert!(matches!(e, ReportError::Json { .. }), "{e}");
+    assert!(matches!(e, ReportError::Json(_)), "{e}");
     assert!(e.to_string().contains("survey.json:1:"), "{e}");
 
     let dir = copy("survey-b");

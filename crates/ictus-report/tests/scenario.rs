@@ -347,7 +347,7 @@ fn a_foreign_or_broken_result_is_refused_naming_the_file() {
     ));
     std::fs::write(&path, "{\n  \"schema\": ").unwrap();
     match read_result(&path) {
-        Err(ReportError::Json { line, .. }) => assert_eq!(line, 2),
+        Err(ReportError::Json(at)) => assert_eq!(at.place.line, 2),
         other => panic!("expected a JSON error, got {other:?}"),
     }
     let mut v = serde_json::to_value(fixture(BalancerMode::None)).unwrap();
