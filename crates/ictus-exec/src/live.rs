@@ -511,7 +511,6 @@ mod tests {
             seq,
             at_ns: seq * 1_000_000,
             lateness_ns: ns,
-            missed: 0,
             window_ns: 2 * ns,
             causes: vec![ictus_explain::Timed {
                 cause: Cause::Steal { ns },
@@ -519,13 +518,10 @@ mod tests {
                 share: 1.0,
                 source: ictus_explain::Source::ProcStatTicks,
             }],
-            seen: Vec::new(),
             accounted_ns: ns,
             accounted_share: 1.0,
             causes_sum_ns: ns,
-            run_ns: 0,
-            run_delay_ns: 0,
-            unread: false,
+            ..Explained::default()
         }
     }
 

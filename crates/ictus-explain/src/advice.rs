@@ -332,16 +332,14 @@ mod tests {
             seq: 7,
             at_ns: 1_000_000,
             lateness_ns,
-            missed: 0,
             window_ns: 4_000_000,
             accounted_share: j.accounted_ns as f64 / lateness_ns.max(1) as f64,
             accounted_ns: j.accounted_ns,
             causes_sum_ns: j.sum_ns,
             causes: j.causes,
             seen: j.seen,
-            run_ns: 0,
             run_delay_ns: w.run_delay_ns,
-            unread: false,
+            ..Explained::default()
         }
     }
 

@@ -10,7 +10,7 @@ use super::cause::{CauseKind, Source, Timed};
 use super::miss::MissKind;
 
 /// One explained miss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Explained {
     /// The watched thread (`timer-0`, a subsystem's name...).
     pub thread: String,

@@ -88,16 +88,9 @@ mod tests {
             seq: 7,
             at_ns: 1_000_000,
             lateness_ns: 2_000_000,
-            missed: 0,
             window_ns: 4_000_000,
             causes,
-            seen: Vec::new(),
-            accounted_ns: 0,
-            accounted_share: 0.0,
-            causes_sum_ns: 0,
-            run_ns: 0,
-            run_delay_ns: 0,
-            unread: false,
+            ..Explained::default()
         }
     }
 

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// What kind of miss an event is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MissKind {
-    /// Released later than the threshold.
+    /// Released later than the threshold (the most common kind, and the default).
+    #[default]
     Late,
     /// One or more periods missed entirely.
     Missed,

@@ -894,13 +894,7 @@ mod tests {
                 }
                 .into(),
             ],
-            seen: Vec::new(),
-            accounted_ns: 0,
-            accounted_share: 0.0,
-            causes_sum_ns: 0,
-            run_ns: 0,
-            run_delay_ns: 0,
-            unread: false,
+            ..Explained::default()
         };
         let mut breakdown = Breakdown::default();
         breakdown.add(&miss);
