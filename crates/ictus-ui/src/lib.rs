@@ -147,6 +147,22 @@ pub struct UiOptions {
 }
 
 impl UiOptions {
+    /// The page on a free loopback port, its commands to `control`, with the tokens
+    /// the server makes itself, its threads wherever this one runs.
+    pub fn loopback(control: impl Into<PathBuf>) -> UiOptions {
+        UiOptions {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            control: control.into(),
+            token: None,
+            read_token: None,
+            open_loopback: false,
+            cpus: None,
+            page: true,
+        }
+    }
+}
+
+impl UiOptions {
     /// The option of `ictus run` that asks for this server.
     fn flag(&self) -> &'static str {
         if self.page { "--ui" } else { "--metrics" }

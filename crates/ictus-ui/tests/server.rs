@@ -61,13 +61,8 @@ fn status(frame: u64, window: u64) -> LiveStatus {
 /// makes itself (`open_loopback`: commands from loopback take none).
 fn on_loopback(control: impl Into<std::path::PathBuf>, open_loopback: bool) -> Ui {
     Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: control.into(),
-        token: None,
-        read_token: None,
         open_loopback,
-        cpus: None,
-        page: true,
+        ..UiOptions::loopback(control)
     })
     .unwrap()
 }
@@ -77,12 +72,9 @@ fn beyond_loopback_a_wrong_or_missing_token_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ui = Ui::start(UiOptions {
         addr: "0.0.0.0:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
         token: Some("0123456789abcdef0123".into()),
         read_token: Some("readonly-0123456789ab".into()),
-        open_loopback: false,
-        cpus: None,
-        page: true,
+        ..UiOptions::loopback(dir.path().join("none.sock"))
     })
     .unwrap();
     let addr = SocketAddr::from(([127, 0, 0, 1], ui.addr().port()));

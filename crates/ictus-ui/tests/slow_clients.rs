@@ -91,16 +91,7 @@ fn three_hundred_slow_clients_neither_hold_the_page_nor_add_threads_and_are_clos
 {
     let before = threads();
     let dir = tempfile::tempdir().unwrap();
-    let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
-        token: None,
-        read_token: None,
-        open_loopback: false,
-        cpus: None,
-        page: true,
-    })
-    .unwrap();
+    let ui = Ui::start(UiOptions::loopback(dir.path().join("none.sock"))).unwrap();
     ui.publish(&status());
     let with_server = threads();
     let addr = ui.addr();

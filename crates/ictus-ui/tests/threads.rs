@@ -35,13 +35,9 @@ fn server_threads_cpus() -> Vec<(String, String)> {
 fn the_servers_threads_run_on_the_cpus_asked_command_thread_included() {
     let dir = tempfile::tempdir().unwrap();
     let ui = Ui::start(UiOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        control: dir.path().join("none.sock"),
-        token: None,
-        read_token: None,
         open_loopback: true,
         cpus: Some(ictus_core::CpuSet::from_cpus([0])),
-        page: true,
+        ..UiOptions::loopback(dir.path().join("none.sock"))
     })
     .unwrap();
     // A command makes the thread of blocking calls.
