@@ -200,6 +200,7 @@ mod tests {
         "--test",
         "--bin",
         "--features",
+        "--no-default-features",
         "--laptop",
         "--json=FILE",
         "--stat",
