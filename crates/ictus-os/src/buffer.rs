@@ -1,5 +1,5 @@
 //! [`Buffer`]: a page-aligned anonymous memory mapping with a chosen page size, for
-//! probes that measure memory itself (`memlat`).
+//! probes that measure memory itself (memory latency).
 //!
 //! The mapping is zero-filled by the kernel, so it is valid as bytes or as 64-bit
 //! words from the start; pages are faulted in on first touch (write it once before
@@ -211,7 +211,7 @@ impl Drop for Buffer {
 
 /// The sum of `count` 64-bit reads (unaligned where the offsets say so) at byte
 /// offsets `start`, `start + stride`, ... of `bytes`: the strided-read kernel of
-/// `memlat`, one load, one add and one compare per access (the bounds are checked once).
+/// the memory-latency probe, one load, one add and one compare per access (the bounds are checked once).
 ///
 /// # Panics
 ///
@@ -294,7 +294,7 @@ pub enum LinkError {
     ZeroStep,
 }
 
-/// A buffer of pointers to follow: the dependent-load kernel of `memlat`.
+/// A buffer of pointers to follow: the dependent-load kernel of the memory-latency probe.
 ///
 /// Made from a [`Buffer`] whose words at indices `0, step, 2 * step, ...` hold the
 /// index of another such word (the probe writes a random cycle there); every link is

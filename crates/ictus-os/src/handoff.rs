@@ -1,5 +1,5 @@
 //! The kernel primitives one thread uses to wake another: futex wait and wake,
-//! eventfd, pipes, POSIX message queues, and `sched_yield`. The `pingpong` probe
+//! eventfd, pipes, POSIX message queues, and `sched_yield`. The hand-off probe
 //! measures hand-offs through each of them.
 //!
 //! The futex calls come in two kinds: [`Futex`] (process-private, its own word)

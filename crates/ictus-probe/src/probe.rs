@@ -21,7 +21,7 @@ use crate::registry::ProbeId;
 /// A probe, ready to run: its parameters.
 pub trait Probe: std::fmt::Debug + Send + Sync {
     /// Which probe it is; its name is what records and the command line say
-    /// (`timer`, `pingpong`, ...).
+    /// (`timer`, ...).
     fn name(&self) -> ProbeId;
     /// Runs it: `argv` goes into the record's provenance; `progress` counts its work
     /// and stops it early.

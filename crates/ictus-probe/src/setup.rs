@@ -16,12 +16,13 @@ use ictus_core::CpuSet;
 use ictus_os::memory;
 use ictus_os::sched::{self, Policy, SchedError};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 use crate::record::{ThreadConfig, Warning};
 
 /// How long a probe measures (a run, or each of its points, after the warm-up): for
-/// a wall-clock time, or a number of its rounds (the timer's periods, pingpong's
-/// round trips, throughput's messages).
+/// a wall-clock time, or a number of its rounds (the timer's periods, the hand-off
+/// probe's round trips, throughput's messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Length {
@@ -31,8 +32,8 @@ pub enum Length {
     Count(u64),
 }
 
-/// One value of a probe's option, or every value in turn (pingpong's `--primitive
-/// all`, `--placement both`).
+/// One value of a probe's option, or every value in turn (`--primitive all`,
+/// `--placement both`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice<T> {
     /// This value only.
@@ -230,5 +231,44 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+}
+
+/// Where a probe's two threads run (the hand-off and the throughput probes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Both on the first CPU of the set (seed 004's SP).
+    SameCpu,
+    /// On the first two CPUs of the set (seed 004's MP).
+    CrossCpu,
+}
+
+impl Placement {
+    /// Both placements, in the order `both` runs them.
+    pub const ALL: [Placement; 2] = [Placement::SameCpu, Placement::CrossCpu];
+
+    /// The name on the command line and in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::SameCpu => "same-cpu",
+            Placement::CrossCpu => "cross-cpu",
+        }
+    }
+
+    /// The CPUs of the two threads taken from `cpus`: both on the first, or on the
+    /// first two (the set must be long enough: the probes' `validate` checks it).
+    pub fn cpus(self, cpus: &CpuSet) -> (usize, usize) {
+        let cpus = cpus.cpus();
+        match self {
+            Placement::SameCpu => (cpus[0], cpus[0]),
+            Placement::CrossCpu => (cpus[0], cpus[1]),
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

@@ -320,7 +320,7 @@ fn load_of(r: &RunRecord) -> LoadCase {
     let mut kinds: Vec<LoadKind> = r.environment.loads.iter().map(|l| l.kind).collect();
     kinds.sort();
     kinds.dedup();
-    // A probe may load the CPUs it measures itself (pingpong's --cpu-load).
+    // A probe may load the CPUs it measures itself (a probe's --cpu-load).
     let own = ictus_probe::own_load::own_load(r);
     match kinds.as_slice() {
         [] => own.map_or(LoadCase::Idle, LoadCase::One),

@@ -25,7 +25,7 @@ use crate::results::{Config, Results, Run};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Table {
     /// Stable id, also the HTML anchor: `features`, or the name of the probe whose
-    /// table it is (`timer`, `memlat`, ...).
+    /// table it is (`timer`, ...).
     pub id: &'static str,
     /// The title: `Latency by configuration and load`.
     pub title: String,

@@ -1,4 +1,4 @@
-//! `ictus probe memlat` on the command line: its options, their parameters, and the
+//! The memory-latency probe on the command line: its options, their parameters, and the
 //! work a progress bar counts.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! What a memlat run is asked for: the working sets, strides, threads and pages, and
+//! What a memory-latency run is asked for: the working sets, strides, threads and pages, and
 //! how they are checked and recorded.
 
 use ictus_core::{CpuSet, Nanos};
@@ -80,7 +80,7 @@ impl PageSize {
     }
 }
 
-/// The memlat probe's parameters.
+/// The memory-latency probe's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MemlatParams {
     /// Working sets in bytes (each at least [`MIN_SIZE`], a multiple of [`LINE_BYTES`]).

@@ -78,7 +78,10 @@ pub(super) fn sweep(
         for (index, &cpu) in params.sched.cpus.cpus().iter().take(k).enumerate() {
             let (shared, gate) = (&shared, &gate);
             let spawned = thread::Builder::new()
-                .name(format!("ictus-memlat-{index}"))
+                .name(format!(
+                    "ictus-{}-{index}",
+                    crate::registry::ProbeId::Memlat.name()
+                ))
                 .stack_size(2 * memory::PREFAULT_STACK_BYTES)
                 .spawn_scoped(scope, move || {
                     measure(shared, gate, index, params.sched.pin.then_some(cpu))

@@ -15,6 +15,18 @@ use super::params::{
 use super::units::{format_bytes, parse_byte_list, parse_bytes};
 use super::walk::{WORDS_PER_LINE, build_cycle, read_strided, write_strided};
 use super::*;
+
+#[test]
+fn its_parameters_read_back_with_their_policy() {
+    let fifo = ictus_os::sched::Policy::Fifo { priority: 42 };
+    let mut m = MemlatParams::default();
+    m.sched.policy = fifo;
+    crate::view::tests::params_read_back(
+        crate::registry::ProbeId::Memlat.name(),
+        &ParamsRecord::from(&m),
+        fifo,
+    );
+}
 use crate::setup::PlacementError;
 use crate::view::tests::reads_back;
 

@@ -1,4 +1,4 @@
-//! The `memlat` probe's measurements: the access points (the chase and the strided
+//! The memory-latency probe's measurements: the access points (the chase and the strided
 //! reads and writes) by working set, stride and thread count, the caches the kernel
 //! reports, and the knees of the chase curve.
 

@@ -1,4 +1,4 @@
-//! `ictus probe pingpong` on the command line: its options, their parameters, and
+//! The hand-off probe on the command line: its options, their parameters, and
 //! the work a progress bar counts.
 
 use std::time::Duration;
@@ -47,9 +47,10 @@ impl ProbeCommand for Args {
     fn params(&self) -> Result<PingpongParams, ArgsError<PingpongError>> {
         let sched = sched_spec(&self.sched, Nanos::from_millis(1))?;
         if !sched.pin {
-            return Err(UsageError::new(
-                "pingpong always pins its two threads (--placement says where): drop --no-pin",
-            )
+            return Err(UsageError::new(format!(
+                "{} always pins its two threads (--placement says where): drop --no-pin",
+                super::PROBE.name()
+            ))
             .into());
         }
         let primitives = self.primitive.values(&Primitive::ALL);

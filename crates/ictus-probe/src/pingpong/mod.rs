@@ -71,10 +71,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use self::view::{Handoff, HandoffLabels, HandoffMetrics};
-pub use self::view::{MEASUREMENT, Placement, Primitive};
+pub use self::view::{MEASUREMENT, Primitive};
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, RunRecord, ThreadConfig, ThreadResult, Warning};
 use crate::session::Session;
+pub use crate::setup::Placement;
 use crate::setup::{self, Length, SchedSpec};
 
 /// Which probe this is (its name, as in records and on the command line, is the
@@ -917,6 +918,18 @@ pub(crate) use self::run as run_probe;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn its_parameters_read_back_with_their_policy() {
+        let fifo = ictus_os::sched::Policy::Fifo { priority: 42 };
+        let mut p = PingpongParams::default();
+        p.sched.policy = fifo;
+        crate::view::tests::params_read_back(
+            crate::registry::ProbeId::Pingpong.name(),
+            &ParamsRecord::from(&p),
+            fifo,
+        );
+    }
     use crate::setup::PlacementError;
     use crate::view::tests::reads_back;
 

@@ -1,11 +1,11 @@
-//! The `pingpong` probe's measurement: one hand-off point per primitive and
+//! The hand-off probe's measurement: one hand-off point per primitive and
 //! placement.
 
 use std::fmt;
 
-use ictus_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
+use crate::setup::Placement;
 use crate::view::Kind;
 
 /// The name of every point's measurement in `record.measurements`.
@@ -62,45 +62,6 @@ impl Primitive {
 }
 
 impl fmt::Display for Primitive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Where the two threads run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    /// Both on the first CPU of the set (seed 004's SP).
-    SameCpu,
-    /// On the first two CPUs of the set (seed 004's MP).
-    CrossCpu,
-}
-
-impl Placement {
-    /// Both placements, in the order `both` runs them.
-    pub const ALL: [Placement; 2] = [Placement::SameCpu, Placement::CrossCpu];
-
-    /// The name on the command line and in records.
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::SameCpu => "same-cpu",
-            Placement::CrossCpu => "cross-cpu",
-        }
-    }
-
-    /// The CPUs of the two threads taken from `cpus`: both on the first, or on the
-    /// first two (the set must be long enough: the probes' `validate` checks it).
-    pub fn cpus(self, cpus: &CpuSet) -> (usize, usize) {
-        let cpus = cpus.cpus();
-        match self {
-            Placement::SameCpu => (cpus[0], cpus[0]),
-            Placement::CrossCpu => (cpus[0], cpus[1]),
-        }
-    }
-}
-
-impl fmt::Display for Placement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }

@@ -324,9 +324,9 @@ impl Planner<'_> {
                 } else {
                     self.push(class, load.clone(), Arc::new(t), estimate, None);
                 }
-                let mut placements = vec![pingpong::Placement::SameCpu];
+                let mut placements = vec![crate::setup::Placement::SameCpu];
                 if cpus.len() >= 2 {
-                    placements.push(pingpong::Placement::CrossCpu);
+                    placements.push(crate::setup::Placement::CrossCpu);
                 }
                 let point = Nanos::from_millis(500 * k / 10);
                 let p = pingpong::PingpongParams {
@@ -414,7 +414,10 @@ impl Planner<'_> {
         let t = throughput::ThroughputParams {
             sched: sched(Class::NormalUnpinned, &cpus, true),
             transports: throughput::Transport::ALL.to_vec(),
-            placements: vec![pingpong::Placement::CrossCpu, pingpong::Placement::SameCpu],
+            placements: vec![
+                crate::setup::Placement::CrossCpu,
+                crate::setup::Placement::SameCpu,
+            ],
             mode: throughput::Mode::Sync,
             sizes: vec![0, 64, 1024, 4096, 32768],
             length: Length::Duration(Nanos::from_millis((20 * k / 10).max(1))),

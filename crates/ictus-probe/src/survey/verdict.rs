@@ -295,11 +295,17 @@ pub fn verdict(manifest: &Manifest, dir: &Path) -> Option<Verdict> {
             .iter()
             .filter(|r| r.misses > 0.0)
             .map(|r| {
+                // In a list of its own commas, the QoS-off twin's mark in brackets.
+                let qos = qos_note(r.step).trim_start_matches(", ");
                 format!(
                     "{} under {}{}",
                     r.step.class.name(),
                     r.step.load.name(),
-                    qos_note(r.step)
+                    if qos.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({qos})")
+                    }
                 )
             })
             .collect();

@@ -10,7 +10,7 @@ use std::thread;
 use ictus_core::Nanos;
 use ictus_core::sync::spsc::{self, bytes};
 
-use crate::pingpong::Placement;
+use crate::setup::Placement;
 
 use super::params::{HEADER_BYTES, Mode, SPINS_BEFORE_YIELD, STREAM_BUFFER_BYTES, Transport};
 use super::wire::pattern_byte;

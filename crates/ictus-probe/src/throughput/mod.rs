@@ -107,7 +107,7 @@ pub use params::{
 };
 pub use wire::checksum;
 
-pub use crate::pingpong::Placement;
+pub use crate::setup::Placement;
 
 use ictus_core::Nanos;
 use ictus_os::facts;

@@ -11,7 +11,7 @@ use ictus_os::sched::Policy;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::pingpong::Placement;
+use crate::setup::Placement;
 use crate::setup::{self, SchedSpec};
 
 /// The name of every transfer point's measurement in `record.measurements`.

@@ -13,10 +13,10 @@ use ictus_os::sched::Policy;
 use super::view::{
     Targets, TargetsLabels, TargetsMetrics, Transfer, TransferLabels, TransferMetrics,
 };
-use crate::pingpong::Placement;
 use crate::progress::Progress;
 use crate::record::{LatencyResult, Measurement, ThreadConfig, Warning};
 use crate::setup;
+use crate::setup::Placement;
 
 use super::link::{LineBuf, Plan, ReceiverOutcome, SenderOutcome, link};
 use super::params::{HEADER_BYTES, Mode, ThroughputError, ThroughputParams, Transport};

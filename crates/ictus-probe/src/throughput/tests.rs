@@ -6,10 +6,10 @@ use ictus_os::facts;
 use ictus_os::sched::Policy;
 
 use super::view::{Memcpy, Targets, Transfer};
-use crate::pingpong::Placement;
 use crate::progress::Progress;
 use crate::record::Measurement;
 use crate::rendezvous::view::CachelineRoundTrip;
+use crate::setup::Placement;
 use crate::setup::SchedSpec;
 
 use super::link::{Plan, ReceiverOutcome, SenderOutcome, link};

@@ -163,7 +163,7 @@ impl RunRecord {
     }
 
     /// The scheduling policy the parameters asked for, wherever the probe keeps it:
-    /// at the top (`timer`, `pingpong`, `memlat`, `throughput`, imported records) or
+    /// at the top (the timer's, the probes' of one measurement per point, imported records) or
     /// in its `SchedSpec` (`jitter`, `loop`, `compute`, `rendezvous`).
     pub fn policy_requested(&self) -> Option<Policy> {
         /// The two places; the probes' own parameter types are tested to agree.
