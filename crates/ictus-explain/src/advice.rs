@@ -349,21 +349,19 @@ mod tests {
             breakdown.add(m);
         }
         Explanation {
-            clock_start_ns: 0,
             threshold_ns: 100_000,
             breakdown,
             events: misses,
-            events_not_kept: 0,
             sampler: SamplerReport {
                 period_ns: 1_000_000,
                 samples: 10,
                 cpus: "0".into(),
-                shares_watched_cpu: false,
                 reading_mean_ns: 100,
                 reading_max_ns: 200,
                 task_scans: 1,
                 ..SamplerReport::default()
             },
+            ..Explanation::default()
         }
     }
 

@@ -360,7 +360,7 @@ impl SamplerReport {
 }
 
 /// Every miss of a run explained: the record's `explanation`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
     /// The `CLOCK_MONOTONIC` reading from which the misses' `at_ns` count, to set them
     /// beside other logs of the same machine (0 in records written before it was kept).

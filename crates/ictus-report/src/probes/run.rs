@@ -905,21 +905,19 @@ mod tests {
             refused: None,
         });
         report.explanation = Some(Explanation {
-            clock_start_ns: 0,
             threshold_ns: 1_000_000,
             breakdown,
             events: vec![miss],
-            events_not_kept: 0,
             sampler: SamplerReport {
                 period_ns: 1_000_000,
                 samples: 10,
                 cpus: "0".into(),
-                shares_watched_cpu: false,
                 reading_mean_ns: 1,
                 reading_max_ns: 2,
                 task_scans: 1,
                 ..SamplerReport::default()
             },
+            ..Explanation::default()
         });
         let sut = ictus_exec::run_record::example::record(&report);
         assert_eq!(sut.obtained.pm_qos, report.pm_qos);
