@@ -307,12 +307,13 @@ impl Slot {
     fn take(ctx: &Ctx, ip: IpAddr) -> Option<Slot> {
         let key = source(ip);
         let mut counts = ctx.per_address.0.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(key).or_insert(0);
-        if *count >= MAX_PER_ADDRESS {
+        // An address is in the map only while it holds a connection: a refusal adds
+        // nothing, so addresses refused at the cap cannot grow it.
+        if counts.get(&key).is_some_and(|&c| c >= MAX_PER_ADDRESS) {
             return None;
         }
         let permit = Arc::clone(&ctx.permits).try_acquire_owned().ok()?;
-        *count += 1;
+        *counts.entry(key).or_insert(0) += 1;
         Some(Slot {
             _permit: permit,
             key,
@@ -671,5 +672,18 @@ mod tests {
             head.contains(&format!("Content-Length: {}", body.len())),
             "{head}"
         );
+    }
+
+    #[test]
+    fn an_address_counts_as_itself_an_ipv6_one_by_its_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source(ip("10.0.0.7")), ip("10.0.0.7"));
+        assert_eq!(source(ip("::ffff:10.0.0.7")), ip("10.0.0.7"));
+        assert_eq!(source(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            source(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            source(ip("2001:db8:1:2::9"))
+        );
+        assert_ne!(source(ip("2001:db8:1:3::1")), source(ip("2001:db8:1:2::1")));
     }
 }
