@@ -135,19 +135,24 @@ pub(crate) mod page {
     pub(crate) struct Pages;
 
     impl Pages {
-        /// Refuses `--ui` and `--metrics`.
-        pub(crate) fn start(
-            _schedule: &Schedule,
-            _here: usize,
-            ask: &PageAsk,
-        ) -> Result<Pages, Failure> {
+        /// Refuses `--ui` and `--metrics`, before anything starts.
+        pub(crate) fn check(ask: &PageAsk) -> Result<(), Failure> {
             if ask.ui.is_some() {
                 return Err(crate::built::without("page", "--ui"));
             }
             if ask.metrics.is_some() {
                 return Err(crate::built::without("page", "--metrics"));
             }
-            Ok(Pages)
+            Ok(())
+        }
+
+        /// Refuses `--ui` and `--metrics`.
+        pub(crate) fn start(
+            _schedule: &Schedule,
+            _here: usize,
+            ask: &PageAsk,
+        ) -> Result<Pages, Failure> {
+            Pages::check(ask).map(|()| Pages)
         }
 
         /// None runs.

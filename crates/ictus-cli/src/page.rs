@@ -29,6 +29,12 @@ impl Pages {
         })
     }
 
+    /// What `ask` asks that this build cannot do, before anything starts: nothing,
+    /// as it has the page (`built` refuses it in a build without).
+    pub(crate) fn check(_ask: &PageAsk) -> Result<(), Failure> {
+        Ok(())
+    }
+
     /// Whether any server runs.
     pub(crate) fn any(&self) -> bool {
         self.page.is_some() || self.metrics.is_some()

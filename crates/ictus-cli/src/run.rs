@@ -164,6 +164,9 @@ fn execute(mut schedule: Schedule, how: &How<'_>, progress: &Arc<Progress>) -> R
     let mut sinks = Vec::new();
     let trace = trace_sink(&how.common.trace, &mut sinks)?;
     sinks.extend(record_sink(how.common.watch.record.as_deref())?);
+    // A page this build cannot serve is refused before the link to the other hosts
+    // opens: bad input changes nothing.
+    Pages::check(&how.page)?;
     let mut session = Session::begin(std::env::args().collect(), false);
     // Joining keeps this thread off the real-time CPUs (its link's threads inherit
     // that); it gets its own affinity back once the run is over.
