@@ -320,7 +320,7 @@ fn interrupts(line: Option<&str>, cpu: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MissKind, SamplerReport, WindowDeltas, judge};
+    use crate::{MissKind, WindowDeltas, judge};
 
     fn miss(w: WindowDeltas) -> Explained {
         let j = judge(&w);
@@ -344,25 +344,7 @@ mod tests {
     }
 
     fn explanation(misses: Vec<Explained>) -> Explanation {
-        let mut breakdown = Breakdown::default();
-        for m in &misses {
-            breakdown.add(m);
-        }
-        Explanation {
-            threshold_ns: 100_000,
-            breakdown,
-            events: misses,
-            sampler: SamplerReport {
-                period_ns: 1_000_000,
-                samples: 10,
-                cpus: "0".into(),
-                reading_mean_ns: 100,
-                reading_max_ns: 200,
-                task_scans: 1,
-                ..SamplerReport::default()
-            },
-            ..Explanation::default()
-        }
+        crate::explained::explanation_of(100_000, misses)
     }
 
     fn window(lateness_us: u64, vm: bool) -> WindowDeltas {

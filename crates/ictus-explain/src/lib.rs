@@ -122,23 +122,7 @@ mod tests {
             window_ns: 2_000,
             ..explained(causes)
         };
-        let mut breakdown = Breakdown::default();
-        breakdown.add(&e);
-        Explanation {
-            threshold_ns: 1_000,
-            breakdown,
-            events: vec![e],
-            sampler: SamplerReport {
-                period_ns: 1_000_000,
-                samples: 10,
-                cpus: "0".into(),
-                reading_mean_ns: 100,
-                reading_max_ns: 200,
-                task_scans: 1,
-                ..SamplerReport::default()
-            },
-            ..Explanation::default()
-        }
+        crate::explained::explanation_of(1_000, vec![e])
     }
 
     #[test]
