@@ -21,7 +21,8 @@ enum KeysCommand {
     /// Make a run's CA and a certificate and key per host (and per reader) in DIR,
     /// with a bundle per host and reader to copy to it: DIR/bundles/hosts/H (the
     /// CA's certificate, H's certificate and key, the readers' certificates) and
-    /// DIR/bundles/readers/R; the whole of DIR (every key, the CA's in DIR/ca/) stays
+    /// DIR/bundles/readers/R (R's certificate and key, the CA's and the hosts'
+    /// certificates); the whole of DIR (every key, the CA's in DIR/ca/) stays
     /// where it was made. Files 0600, folders 0700; never over existing keys.
     New(NewArgs),
     /// Make a host's (or reader's) key and certificate anew in DIR (made by `keys

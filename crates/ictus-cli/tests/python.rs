@@ -237,3 +237,55 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
     );
     assert!(shm_left(&name).is_empty(), "{:?}", shm_left(&name));
 }
+
+/// Issue 31: a reader trusts only the run's hosts. Zenoh's TLS layer in the Python
+/// binding also takes servers that Mozilla's public roots sign (not configurable);
+/// `ictus.live.connect`'s access rules deny every message to and from a peer whose
+/// certificate names none of the hosts. A server with a certificate the run's CA
+/// signed for a reader (accepted by TLS as a public CA's would be, and a real attack
+/// of its own: a stolen reader key posing as a host to the other readers) serves a
+/// layout: the reader, from its own bundle, takes nothing from it, and takes the same
+/// layout from the same server under a host's certificate.
+#[test]
+fn a_python_reader_takes_nothing_from_a_peer_that_is_not_a_host() {
+    const TEST: &str = "a_python_reader_takes_nothing_from_a_peer_that_is_not_a_host";
+    let Some(python) = python() else {
+        ictus_os::testing::skipped(
+            TEST,
+            "no Python with eclipse-zenoh (set ICTUS_PYTHON, or make target/py-zenoh as .ci/run does)",
+        );
+        return;
+    };
+    let (dir, name) = scratch_run("impostor");
+    let keys = dir.path().join("keys");
+    common::succeeds(
+        common::ictus_in(dir.path())
+            .args(["keys", "new"])
+            .arg(&keys)
+            .args(["--hosts", "h1,h2", "--readers", "python,intruder"]),
+    );
+    let bundle = keys.join("bundles/readers/python");
+    // The reader's bundle names the hosts (their certificates), never their keys.
+    for h in ["h1", "h2"] {
+        assert!(bundle.join(format!("hosts/{h}.pem")).is_file(), "{h}");
+        assert!(!bundle.join(format!("hosts/{h}.key")).exists(), "{h}");
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/impostor.py");
+    let out = finish(
+        start_python(
+            &python,
+            &[
+                script.to_str().unwrap(),
+                keys.to_str().unwrap(),
+                bundle.to_str().unwrap(),
+                &name,
+            ],
+        ),
+        Duration::from_secs(60),
+    );
+    let seen = json_of("the impostor script", &out, "");
+    assert_eq!(
+        seen,
+        serde_json::json!({"not-a-host": "nothing", "h1": "layout"})
+    );
+}

@@ -15,7 +15,8 @@
 //! DIR/bundles/hosts/H/  what host H needs and nothing more, to copy to it as it is:
 //!                       ca.pem, hosts/H.pem, hosts/H.key, readers/*.pem (the readers
 //!                       it lets in, without their keys)
-//! DIR/bundles/readers/R/  what reader R needs: ca.pem, readers/R.pem, readers/R.key
+//! DIR/bundles/readers/R/  what reader R needs: ca.pem, readers/R.pem, readers/R.key,
+//!                       hosts/*.pem (the hosts it takes data from, without their keys)
 //! DIR/names             after `renew --retire` only: the certificates' names in
 //!                       force (also in every bundle), see [`renew`]
 //! ```
@@ -307,6 +308,20 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
     for h in &hosts {
         let bundle = PathBuf::from("bundles/hosts").join(&h.name);
         for (p, pem) in &reader_certs {
+            files.push((bundle.join(p), pem.clone()));
+        }
+    }
+    // Each reader's bundle names the run's hosts: their certificates, never keys. A
+    // reader takes data only from a peer whose certificate carries one of their names
+    // (python/ictus/live), whatever else its TLS layer trusts.
+    let host_certs: Vec<(PathBuf, String)> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with("hosts") && p.extension().is_some_and(|e| e == "pem"))
+        .cloned()
+        .collect();
+    for r in &readers {
+        let bundle = PathBuf::from("bundles/readers").join(&r.name);
+        for (p, pem) in &host_certs {
             files.push((bundle.join(p), pem.clone()));
         }
     }
@@ -746,7 +761,18 @@ mod tests {
         );
         assert_eq!(
             files(&sut.readers[0].bundle),
-            ["ca.pem", "readers/python.key", "readers/python.pem"]
+            [
+                "ca.pem",
+                "hosts/h1.pem",
+                "hosts/h2.pem",
+                "readers/python.key",
+                "readers/python.pem"
+            ]
+        );
+        // A reader's bundle holds no host's key, only what names the hosts.
+        assert_eq!(
+            fs::read(sut.readers[0].bundle.join("hosts/h2.pem")).unwrap(),
+            fs::read(&sut.hosts[1].cert).unwrap()
         );
         // The same files as the whole directory's.
         assert_eq!(

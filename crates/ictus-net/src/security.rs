@@ -44,6 +44,24 @@
 //! by their certificate's name (the access rules), so a host's name is not checked
 //! against the address it was reached on (Zenoh's `verify_name_on_connect` is off:
 //! the schedule gives addresses, the certificates names).
+//!
+//! **Only the run's CA.** Zenoh's QUIC and TLS links load Mozilla's public roots
+//! (`webpki_roots::TLS_SERVER_ROOTS`) into every connecting side's trust store and
+//! then add the configured CA; its configuration cannot turn that off, so a host
+//! connecting out would take a server whose certificate any public CA signed. The
+//! workspace puts an empty list in their place (`[patch.crates-io]`,
+//! vendor/webpki-roots), checked when this crate compiles: a build without that
+//! patch fails here rather than trust the web's CAs. Such a server would be denied
+//! everything by the access rules anyway (no subject has its name: a host's name is
+//! a single DNS label, which no public CA certifies); the patch makes the TLS layer
+//! itself refuse it.
+
+// The public roots Zenoh's links load besides the run's CA: none, or no build.
+const _: () = assert!(
+    webpki_roots::TLS_SERVER_ROOTS.is_empty(),
+    "Zenoh's links would trust the web's public CAs besides the run's: build with the \
+     workspace's [patch.crates-io] webpki-roots = {{ path = \"vendor/webpki-roots\" }}"
+);
 
 use std::path::{Path, PathBuf};
 

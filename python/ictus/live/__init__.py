@@ -57,6 +57,8 @@ __all__ = [
     "decode_elements",
     "merge_publication",
     "check_layout",
+    "host_names",
+    "access_rules",
     "connect",
     "Run",
 ]
@@ -224,6 +226,86 @@ def _file(path: Path, what: str, keys: Path, reader: str) -> str:
     return str(path.resolve())
 
 
+#: Every message Zenoh's access control knows: a reader's session allows them all
+#: with the run's hosts (what a reader may do is the hosts' rules to judge) and none
+#: with any other peer.
+_ACL_MESSAGES = [
+    "put",
+    "delete",
+    "declare_subscriber",
+    "query",
+    "declare_queryable",
+    "reply",
+    "liveliness_token",
+    "declare_liveliness_subscriber",
+    "liveliness_query",
+]
+
+
+def _names(keys: Path) -> Dict[str, str]:
+    """The ``names`` file of a keys folder (``ictus keys renew --retire`` writes it):
+    holder to the common name in force; empty without one."""
+    path = keys / "names"
+    if not path.is_file():
+        return {}
+    names = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        words = line.split()
+        if len(words) != 2:
+            raise ValueError(
+                f"{path}:{n}:1: expected `HOLDER NAME` (written by `ictus keys renew --retire`)"
+            )
+        names[words[0]] = words[1]
+    return names
+
+
+def host_names(keys: Union[str, Path], reader: str = "READER") -> List[str]:
+    """The common names the run's hosts' certificates carry, from keys folder
+    ``keys``: a host per ``hosts/H.pem`` (a reader's bundle holds them, without
+    keys), renamed by its ``names`` file where a certificate was retired.
+    :class:`FileNotFoundError` without any."""
+    keys = Path(keys)
+    folder = keys / "hosts"
+    hosts = sorted(p.stem for p in folder.glob("*.pem")) if folder.is_dir() else []
+    if not hosts:
+        raise FileNotFoundError(
+            f"{folder}: no host certificates: a reader takes data only from the run's "
+            f"hosts, named by their certificates (copy the reader's bundle "
+            f"bundles/readers/{reader}/ that `ictus keys new` made, which holds them)"
+        )
+    names = _names(keys)
+    return [names.get(h, h) for h in hosts]
+
+
+def access_rules(hosts: Sequence[str]) -> Dict[str, Any]:
+    """Zenoh's access control for a reader's session: default deny, everything
+    allowed with a peer whose certificate carries one of ``hosts`` (common names).
+
+    Zenoh's TLS layer trusts Mozilla's public roots besides the configured CA
+    (zenoh-link-commons 1.10: not configurable), so a server with a certificate from
+    a public CA would complete the handshake; these rules then deny it every message
+    both ways, since its name is none of the run's hosts' (a host's name is a single
+    DNS label or ``H.N`` after a retirement: names no public CA certifies)."""
+    return {
+        "enabled": True,
+        "default_permission": "deny",
+        "rules": [
+            {
+                "id": "with-hosts",
+                "messages": _ACL_MESSAGES,
+                "flows": ["ingress", "egress"],
+                "permission": "allow",
+                "key_exprs": ["ictus/**"],
+            }
+        ],
+        "subjects": [{"id": "hosts", "cert_common_names": list(hosts)}],
+        "policies": [{"id": "hosts", "rules": ["with-hosts"], "subjects": ["hosts"]}],
+    }
+
+
 def connect(
     endpoint: Union[str, Sequence[str]],
     keys: Union[str, Path],
@@ -233,12 +315,15 @@ def connect(
     """Opens a Zenoh session to a run's host as reader ``reader``.
 
     ``endpoint`` is a host's ``quic/ADDRESS:PORT`` from the schedule's host table (or
-    a list of them: the first that answers is used; ``quic/ADDRESS:PORT`` for hosts
-    that listen on QUIC, which takes the same TLS settings); ``keys`` the run's keys
-    directory, of which only ``ca.pem`` and ``readers/READER.pem|.key`` are read.
+    a list of them: the first that answers is used); ``keys`` the reader's bundle
+    (``bundles/readers/READER/`` of ``ictus keys new``) or the run's keys folder, of
+    which only ``ca.pem``, ``readers/READER.pem|.key``, the hosts' certificates
+    ``hosts/*.pem`` (their names) and ``names`` are read.
     The session is a Zenoh client of that host (which forwards what the other hosts
     publish), over TLS with mutual authentication; the host's name is not checked
-    against its address (hosts are reached by address, certificates name hosts).
+    against its address (hosts are reached by address, certificates name hosts), but
+    every message to or from a peer whose certificate names none of the run's hosts
+    is denied (:func:`access_rules`).
     Tries for ``timeout`` seconds. Close it with ``session.close()``.
     """
     zenoh = need("zenoh")  # Only here: the decoders need no Zenoh.
@@ -251,6 +336,7 @@ def connect(
     ca = _file(keys / "ca.pem", "CA certificate", keys, reader)
     cert = _file(keys / "readers" / f"{reader}.pem", "reader certificate", keys, reader)
     key = _file(keys / "readers" / f"{reader}.key", "reader key", keys, reader)
+    hosts = host_names(keys, reader)
     config = zenoh.Config()
     settings = {
         "mode": "client",
@@ -263,6 +349,7 @@ def connect(
         "transport/link/tls/connect_private_key": key,
         "transport/link/tls/enable_mtls": True,
         "transport/link/tls/verify_name_on_connect": False,
+        "access_control": access_rules(hosts),
     }
     for path, value in settings.items():
         config.insert_json5(path, json.dumps(value))
