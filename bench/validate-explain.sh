@@ -8,6 +8,8 @@
 #   throttle   a busy SCHED_FIFO 50 spinner on the measured CPU (RT throttling)
 #   irq        direct disk writes, their interrupt on the measured CPU
 #              (--explain-threshold 50us: an interrupt delays by tens of us, not a period)
+#   irq-away   the same writes, their interrupt on another CPU: the control, whose
+#              misses are the writes' other costs (on a VM the host serving them)
 #   none       nothing injected (what the machine does by itself)
 #
 #   bench/validate-explain.sh                      # 8 s per cause
@@ -24,7 +26,7 @@ need chrt "chrt (util-linux) is needed to run the injected loads at SCHED_FIFO."
 
 ictus_binary
 export ICTUS
-export DURATION=${DURATION:-8} CAUSES=${CAUSES:-"none burner throttle irq"}
+export DURATION=${DURATION:-8} CAUSES=${CAUSES:-"none burner throttle irq irq-away"}
 export OUT_DIR=${OUT_DIR:-$root/target/validate-explain-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 exec python3 "$here/validate_explain.py"
