@@ -6,6 +6,8 @@
 #
 #   burner     a SCHED_FIFO 99 process burning 5 ms every 500 ms on the measured CPU
 #   throttle   a busy SCHED_FIFO 50 spinner on the measured CPU (RT throttling)
+#   faults     a SCHED_FIFO 99 process on the measured CPU touching 2,000 fresh pages
+#              (a minor fault each, about 5 ms) every 500 ms: another process's faults
 #   irq        direct disk writes, their interrupt on the measured CPU
 #              (--explain-threshold 50us: an interrupt delays by tens of us, not a period)
 #   irq-away   the same writes, their interrupt on another CPU: the control, whose
@@ -26,7 +28,7 @@ need chrt "chrt (util-linux) is needed to run the injected loads at SCHED_FIFO."
 
 ictus_binary
 export ICTUS
-export DURATION=${DURATION:-8} CAUSES=${CAUSES:-"none burner throttle irq irq-away"}
+export DURATION=${DURATION:-8} CAUSES=${CAUSES:-"none burner throttle faults irq irq-away"}
 export OUT_DIR=${OUT_DIR:-$root/target/validate-explain-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 exec python3 "$here/validate_explain.py"
