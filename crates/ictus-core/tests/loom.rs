@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 
-use ictus_core::sync::hub::{Event, Port, Ring, Semaphore, SpinPark};
+use ictus_core::sync::hub::{EventWords, PortWords, Ring, SemaphoreWords, SpinPark};
 use ictus_core::sync::seqlock::{Seqlock, SeqlockView, region_words};
 use ictus_core::sync::{AtomicU32, AtomicU64, SpinBarrier, spsc};
 use loom::model;
@@ -323,19 +323,19 @@ fn words32(n: usize) -> Arc<Vec<AtomicU32>> {
 #[test]
 fn semaphore_tokens_cross_threads_with_what_was_written_before() {
     model(|| {
-        let words = words32(Semaphore::WORDS);
+        let words = words32(SemaphoreWords::WORDS);
         let data = Arc::new(AtomicUsize::new(0));
         let giver = {
             let (words, data) = (words.clone(), data.clone());
             thread::spawn(move || {
                 // Relaxed: the semaphore must order it.
                 data.store(42, Ordering::Relaxed);
-                let sut = Semaphore::new(&words);
+                let sut = SemaphoreWords::new(&words);
                 sut.give(&SpinPark);
                 sut.give(&SpinPark);
             })
         };
-        let sut = Semaphore::new(&words);
+        let sut = SemaphoreWords::new(&words);
         assert!(sut.take(&SpinPark, None));
         // Relaxed: ordered by the give/take pair.
         assert_eq!(data.load(Ordering::Relaxed), 42);
@@ -350,12 +350,12 @@ fn semaphore_tokens_cross_threads_with_what_was_written_before() {
 #[test]
 fn an_event_raise_releases_one_wait() {
     model(|| {
-        let words = words32(Event::WORDS);
+        let words = words32(EventWords::WORDS);
         let raiser = {
             let words = words.clone();
-            thread::spawn(move || Event::new(&words).raise(&SpinPark))
+            thread::spawn(move || EventWords::new(&words).raise(&SpinPark))
         };
-        let sut = Event::new(&words);
+        let sut = EventWords::new(&words);
         assert!(sut.wait(&SpinPark, None));
         raiser.join().unwrap();
         assert!(!sut.try_wait());
@@ -368,13 +368,13 @@ fn an_event_raise_releases_one_wait() {
 #[test]
 fn port_messages_arrive_whole_and_the_sender_waits_for_each() {
     bounded(3, || {
-        let words = words32(Port::words_for(8));
+        let words = words32(PortWords::words_for(8));
         // Sends completed so far.
         let sent = Arc::new(AtomicUsize::new(0));
         let sender = {
             let (words, sent) = (words.clone(), sent.clone());
             thread::spawn(move || {
-                let sut = Port::new(&words, 8);
+                let sut = PortWords::new(&words, 8);
                 for i in 1..=2u8 {
                     sut.send(&[i; 8], &SpinPark);
                     // Relaxed: published to the receiver by the next send's FULL.
@@ -382,7 +382,7 @@ fn port_messages_arrive_whole_and_the_sender_waits_for_each() {
                 }
             })
         };
-        let sut = Port::new(&words, 8);
+        let sut = PortWords::new(&words, 8);
         let mut out = [0; 8];
         for i in 1..=2u8 {
             assert!(sut.receive(&mut out, &SpinPark, None));
@@ -435,13 +435,13 @@ fn fifo_ring_messages_cross_in_order() {
 #[test]
 fn port_claim_unclaim_taken_keeps_the_sender_waiting_until_taken() {
     bounded(3, || {
-        let words = words32(Port::words_for(8));
+        let words = words32(PortWords::words_for(8));
         // 1 once the relay has marked the message taken.
         let marked = Arc::new(AtomicUsize::new(0));
         let relay = {
             let (words, marked) = (words.clone(), marked.clone());
             thread::spawn(move || {
-                let sut = Port::new(&words, 8);
+                let sut = PortWords::new(&words, 8);
                 let mut out = [0; 8];
                 assert!(sut.claim(&mut out, &SpinPark, None));
                 assert_eq!(out, [7; 8]);
@@ -453,7 +453,7 @@ fn port_claim_unclaim_taken_keeps_the_sender_waiting_until_taken() {
                 sut.taken(&SpinPark);
             })
         };
-        let sut = Port::new(&words, 8);
+        let sut = PortWords::new(&words, 8);
         assert!(sut.offer(&[7; 8], &SpinPark, None));
         assert!(sut.collect(&SpinPark, None));
         // Relaxed: `collect` acquired the relay's TAKEN, which came after.

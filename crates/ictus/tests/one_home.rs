@@ -34,10 +34,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "exec program: an element declared in code (name, shape); exec cell table: an element laid out (with its offset)",
     ),
     (
-        "Event",
-        "core hub: the lock-free word layout of an event (loom-checked); exec hub: the named shared-memory event built on it",
-    ),
-    (
         "Kind",
         "probe memlat: what a point measures; probe view: the trait of a record view's kind",
     ),
@@ -58,10 +54,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "probe memlat: one point of a sweep; probe view: a typed view of a record's point",
     ),
     (
-        "Port",
-        "core hub: the lock-free word layout of a port (loom-checked); exec hub: the named shared-memory port built on it",
-    ),
-    (
         "Refusal",
         "net guard: why something from another host was refused; probe record: a field a record's validation refused",
     ),
@@ -72,10 +64,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     (
         "Segment",
         "os json: one step of a JSON path; os shm: a mapped shared memory segment",
-    ),
-    (
-        "Semaphore",
-        "core hub: the lock-free word layout of a semaphore (loom-checked); exec hub: the named shared-memory semaphore built on it",
     ),
     (
         "Status",

@@ -19,18 +19,18 @@
 //!
 //! Layouts (in words of the region handed in):
 //!
-//! - [`Semaphore`]: `[count, sleepers]`.
-//! - [`Event`]: `[raised, sleepers]`.
-//! - [`Port`]: `[state, sleepers, message...]`.
+//! - [`SemaphoreWords`]: `[count, sleepers]`.
+//! - [`EventWords`]: `[raised, sleepers]`.
+//! - [`PortWords`]: `[state, sleepers, message...]`.
 //! - [`Ring`]: head and the consumer's sleepers in the first 128 bytes, tail
 //!   and the producer's sleepers in the next 128, then the slots.
 //!
 //! ```
 //! use ictus_core::sync::AtomicU32;
-//! use ictus_core::sync::hub::{Semaphore, SpinPark};
+//! use ictus_core::sync::hub::{SemaphoreWords, SpinPark};
 //!
 //! let words = [AtomicU32::new(0), AtomicU32::new(0)];
-//! let sut = Semaphore::new(&words);
+//! let sut = SemaphoreWords::new(&words);
 //! assert!(!sut.try_take());
 //! sut.give(&SpinPark);
 //! assert_eq!(sut.count(), 1);
@@ -241,14 +241,14 @@ fn take_words<'a>(region: &'a [AtomicU32], n: usize, what: &str) -> &'a [AtomicU
 }
 
 /// A counting semaphore: `give` adds a token, `take` waits for one and
-/// removes it. Region: `[count, sleepers]` ([`Semaphore::WORDS`]).
+/// removes it. Region: `[count, sleepers]` ([`SemaphoreWords::WORDS`]).
 #[derive(Clone, Copy)]
-pub struct Semaphore<'a> {
+pub struct SemaphoreWords<'a> {
     count: &'a AtomicU32,
     sleepers: &'a AtomicU32,
 }
 
-impl<'a> Semaphore<'a> {
+impl<'a> SemaphoreWords<'a> {
     /// Words of a semaphore's region.
     pub const WORDS: usize = 2;
 
@@ -260,7 +260,7 @@ impl<'a> Semaphore<'a> {
     /// If the region is shorter.
     pub fn new(region: &'a [AtomicU32]) -> Self {
         let w = take_words(region, Self::WORDS, "semaphore");
-        Semaphore {
+        SemaphoreWords {
             count: &w[0],
             sleepers: &w[1],
         }
@@ -317,9 +317,9 @@ impl<'a> Semaphore<'a> {
     }
 }
 
-impl fmt::Debug for Semaphore<'_> {
+impl fmt::Debug for SemaphoreWords<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
+        f.debug_struct("SemaphoreWords")
             .field("count", &self.count())
             .finish()
     }
@@ -327,14 +327,14 @@ impl fmt::Debug for Semaphore<'_> {
 
 /// A binary event (seed 004): `raise` sets it, `wait` waits until it is set
 /// and clears it, so each raise releases one waiter; raising a raised event
-/// changes nothing. Region: `[raised, sleepers]` ([`Event::WORDS`]).
+/// changes nothing. Region: `[raised, sleepers]` ([`EventWords::WORDS`]).
 #[derive(Clone, Copy)]
-pub struct Event<'a> {
+pub struct EventWords<'a> {
     raised: &'a AtomicU32,
     sleepers: &'a AtomicU32,
 }
 
-impl<'a> Event<'a> {
+impl<'a> EventWords<'a> {
     /// Words of an event's region.
     pub const WORDS: usize = 2;
 
@@ -346,7 +346,7 @@ impl<'a> Event<'a> {
     /// If the region is shorter.
     pub fn new(region: &'a [AtomicU32]) -> Self {
         let w = take_words(region, Self::WORDS, "event");
-        Event {
+        EventWords {
             raised: &w[0],
             sleepers: &w[1],
         }
@@ -388,15 +388,15 @@ impl<'a> Event<'a> {
     }
 }
 
-impl fmt::Debug for Event<'_> {
+impl fmt::Debug for EventWords<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Event")
+        f.debug_struct("EventWords")
             .field("raised", &self.is_raised())
             .finish()
     }
 }
 
-/// Port states (the `state` word).
+/// A port's states (the `state` word).
 mod port_state {
     /// Free for a sender.
     pub(super) const EMPTY: u32 = 0;
@@ -416,16 +416,16 @@ mod port_state {
 /// comes in two halves (`offer` then `collect`; `claim` then `taken` or
 /// `unclaim`), so that a relay can carry the hand-over to another host and
 /// the sender still returns only once the real receiver has its copy. Region:
-/// `[state, sleepers, message words...]` ([`Port::words_for`]).
+/// `[state, sleepers, message words...]` ([`PortWords::words_for`]).
 #[derive(Clone, Copy)]
-pub struct Port<'a> {
+pub struct PortWords<'a> {
     state: &'a AtomicU32,
     sleepers: &'a AtomicU32,
     message: &'a [AtomicU32],
     bytes: usize,
 }
 
-impl<'a> Port<'a> {
+impl<'a> PortWords<'a> {
     /// Words of the region of a port for messages of `bytes` bytes.
     pub const fn words_for(bytes: usize) -> usize {
         2 + words_for_bytes(bytes)
@@ -439,7 +439,7 @@ impl<'a> Port<'a> {
     /// If the region is shorter than [`words_for(bytes)`](Self::words_for).
     pub fn new(region: &'a [AtomicU32], bytes: usize) -> Self {
         let w = take_words(region, Self::words_for(bytes), "port");
-        Port {
+        PortWords {
             state: &w[0],
             sleepers: &w[1],
             message: &w[2..],
@@ -639,9 +639,9 @@ impl<'a> Port<'a> {
     }
 }
 
-impl fmt::Debug for Port<'_> {
+impl fmt::Debug for PortWords<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Port")
+        f.debug_struct("PortWords")
             .field("message_bytes", &self.bytes)
             // Relaxed: a snapshot to look at.
             .field("state", &self.state.load(Ordering::Relaxed))
@@ -971,8 +971,8 @@ mod tests {
 
     #[test]
     fn a_semaphore_counts_tokens() {
-        let words = region(Semaphore::WORDS);
-        let sut = Semaphore::new(&words);
+        let words = region(SemaphoreWords::WORDS);
+        let sut = SemaphoreWords::new(&words);
         sut.init(2);
         assert!(sut.try_take());
         assert!(sut.take(&SpinPark, None));
@@ -988,8 +988,8 @@ mod tests {
 
     #[test]
     fn an_event_releases_one_wait_per_raise() {
-        let words = region(Event::WORDS);
-        let sut = Event::new(&words);
+        let words = region(EventWords::WORDS);
+        let sut = EventWords::new(&words);
         assert!(!sut.try_wait());
         sut.raise(&SpinPark);
         sut.raise(&SpinPark);
@@ -1003,18 +1003,18 @@ mod tests {
     #[test]
     fn a_semaphore_loop_between_two_threads_passes_every_token() {
         const ROUNDS: u32 = if cfg!(miri) { 20 } else { 2_000 };
-        let words = region(2 * Semaphore::WORDS);
+        let words = region(2 * SemaphoreWords::WORDS);
         let other = Arc::clone(&words);
         let peer = std::thread::spawn(move || {
-            let (ping, pong) = other.split_at(Semaphore::WORDS);
-            let (ping, pong) = (Semaphore::new(ping), Semaphore::new(pong));
+            let (ping, pong) = other.split_at(SemaphoreWords::WORDS);
+            let (ping, pong) = (SemaphoreWords::new(ping), SemaphoreWords::new(pong));
             for _ in 0..ROUNDS {
                 assert!(ping.take(&YieldPark, None));
                 pong.give(&YieldPark);
             }
         });
-        let (ping, pong) = words.split_at(Semaphore::WORDS);
-        let (ping, pong) = (Semaphore::new(ping), Semaphore::new(pong));
+        let (ping, pong) = words.split_at(SemaphoreWords::WORDS);
+        let (ping, pong) = (SemaphoreWords::new(ping), SemaphoreWords::new(pong));
         for _ in 0..ROUNDS {
             ping.give(&YieldPark);
             assert!(pong.take(&YieldPark, None));
@@ -1026,15 +1026,15 @@ mod tests {
     #[test]
     fn a_port_hands_each_message_to_one_receiver_and_waits_for_it() {
         const MESSAGES: u8 = if cfg!(miri) { 10 } else { 200 };
-        let words = region(Port::words_for(7));
+        let words = region(PortWords::words_for(7));
         let other = Arc::clone(&words);
         let sender = std::thread::spawn(move || {
-            let sut = Port::new(&other, 7);
+            let sut = PortWords::new(&other, 7);
             for i in 0..MESSAGES {
                 sut.send(&[i; 7], &YieldPark);
             }
         });
-        let sut = Port::new(&words, 7);
+        let sut = PortWords::new(&words, 7);
         let mut out = [0; 7];
         for i in 0..MESSAGES {
             assert!(sut.receive(&mut out, &YieldPark, None));

@@ -189,12 +189,12 @@ impl HubDecl {
     /// 32-bit words of the kind's own state.
     pub(super) fn kind_words(&self) -> usize {
         match self.kind {
-            HubKind::Semaphore { .. } => words::Semaphore::WORDS,
-            HubKind::Event => words::Event::WORDS,
+            HubKind::Semaphore { .. } => words::SemaphoreWords::WORDS,
+            HubKind::Event => words::EventWords::WORDS,
             // Two ports: the hub's own (on a proxy: the outbound one, what this
             // host's senders offer), and a proxy's inbound one (what the home
             // hands this host's receivers).
-            HubKind::Port { message } => 2 * words::Port::words_for(message_bytes(message)),
+            HubKind::Port { message } => 2 * words::PortWords::words_for(message_bytes(message)),
             HubKind::Fifo { message, capacity } => {
                 FIFO_RING + Ring::words_for(capacity, message_bytes(message))
             }

@@ -173,8 +173,8 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    pub(super) fn words(&self) -> words::Semaphore<'_> {
-        words::Semaphore::new(self.h.words())
+    pub(super) fn words(&self) -> words::SemaphoreWords<'_> {
+        words::SemaphoreWords::new(self.h.words())
     }
 
     /// Adds a token, waking a waiter; `false` when nothing was added: the
@@ -234,8 +234,8 @@ pub struct Event {
 }
 
 impl Event {
-    pub(super) fn words(&self) -> words::Event<'_> {
-        words::Event::new(self.h.words())
+    pub(super) fn words(&self) -> words::EventWords<'_> {
+        words::EventWords::new(self.h.words())
     }
 
     /// Raises the event, waking a waiter (on a proxy whose home left:
@@ -301,14 +301,14 @@ pub struct Port<T> {
 
 impl<T: Element> Port<T> {
     /// The port this host's receivers use (on a proxy: the inbound one).
-    pub(super) fn inbound(&self) -> words::Port<'_> {
+    pub(super) fn inbound(&self) -> words::PortWords<'_> {
         port_inbound(&self.h, T::SIZE)
     }
 
     /// Sends `message` and waits until a receiver has copied it.
     pub fn send(&mut self, message: &T) -> Result<(), HubError> {
         message.encode(&mut self.scratch);
-        let port = words::Port::new(self.h.words(), T::SIZE);
+        let port = words::PortWords::new(self.h.words(), T::SIZE);
         if !self.h.is_proxy() {
             port.send(&self.scratch, self.h.park());
             return Ok(());
@@ -378,12 +378,12 @@ impl<T: Element> Port<T> {
 
 /// The port a hub's receivers use: on a proxy the inbound one (after the
 /// outbound one), else the hub's own.
-pub(super) fn port_inbound(h: &Handle, bytes: usize) -> words::Port<'_> {
+pub(super) fn port_inbound(h: &Handle, bytes: usize) -> words::PortWords<'_> {
     let words = h.words();
     if h.is_proxy() {
-        words::Port::new(&words[words::Port::words_for(bytes)..], bytes)
+        words::PortWords::new(&words[words::PortWords::words_for(bytes)..], bytes)
     } else {
-        words::Port::new(words, bytes)
+        words::PortWords::new(words, bytes)
     }
 }
 
@@ -620,8 +620,8 @@ impl Resource {
     }
 
     /// The event the relay raises when the home granted the lock here.
-    pub(super) fn granted(&self) -> words::Event<'_> {
-        words::Event::new(&self.h.header()[P_GRANTED..])
+    pub(super) fn granted(&self) -> words::EventWords<'_> {
+        words::EventWords::new(&self.h.header()[P_GRANTED..])
     }
 
     /// Locks, sleeping while another thread holds it; a waiting thread of

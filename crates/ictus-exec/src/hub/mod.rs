@@ -73,7 +73,7 @@
 //!   it on the real port, and only when the real receiver, on any host, has
 //!   copied it is it marked taken here: `send` returns then. A remote receive
 //!   asks the home, which claims a message on the real port (claim and copy,
-//!   [`ictus_core::sync::hub::Port::claim`]), sends it into this host's
+//!   [`ictus_core::sync::hub::PortWords::claim`]), sends it into this host's
 //!   inbound port, and marks it taken only when this host's receiver copied
 //!   it (or offers it again if this host left). A message delivered after its
 //!   receiver gave up waits here for its next receive, and holds the port.

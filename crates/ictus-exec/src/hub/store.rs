@@ -56,7 +56,7 @@ pub(super) fn init(
         if let HubKind::Semaphore { initial } = d.kind
             && !proxy
         {
-            words::Semaphore::new(own).init(initial);
+            words::SemaphoreWords::new(own).init(initial);
         }
     }
 }
@@ -434,8 +434,8 @@ impl Hubs {
     }
 
     /// The relay's doorbell.
-    pub(super) fn bell(&self) -> words::Event<'_> {
-        words::Event::new(&self.inner.words()[..TABLE_WORDS])
+    pub(super) fn bell(&self) -> words::EventWords<'_> {
+        words::EventWords::new(&self.inner.words()[..TABLE_WORDS])
     }
 }
 

@@ -510,7 +510,9 @@ impl HubNode {
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: a give needs no waiting.
                 (HubKind::Semaphore { .. }, HubOp::Give(n)) => give(&h, *n),
-                (HubKind::Event, HubOp::Give(_)) => words::Event::new(h.words()).raise(h.park()),
+                (HubKind::Event, HubOp::Give(_)) => {
+                    words::EventWords::new(h.words()).raise(h.park())
+                }
                 _ => {
                     if let Some(Some(server)) = s.servers.get(i) {
                         server.send(Cmd::Op(from, msg.op));
@@ -522,9 +524,11 @@ impl HubNode {
             match (s.hubs.decls()[i].kind(), &msg.op) {
                 // Applied at once: the waiter wakes without the relay.
                 (HubKind::Semaphore { .. }, HubOp::Grant(n)) => give(&h, *n),
-                (HubKind::Event, HubOp::Grant(_)) => words::Event::new(h.words()).raise(h.park()),
+                (HubKind::Event, HubOp::Grant(_)) => {
+                    words::EventWords::new(h.words()).raise(h.park())
+                }
                 (HubKind::Resource, HubOp::Grant(_)) => {
-                    words::Event::new(&h.header()[P_GRANTED..]).raise(h.park());
+                    words::EventWords::new(&h.header()[P_GRANTED..]).raise(h.park());
                 }
                 _ => {
                     lock(&s.inbox).push_back(msg);
@@ -796,13 +800,15 @@ fn relay(s: &Shared) {
                     let bytes = message_bytes(message);
                     buf.resize(bytes, 0);
                     let st = &mut state[i];
-                    let outbound = words::Port::new(h.words(), bytes);
+                    let outbound = words::PortWords::new(h.words(), bytes);
                     if !st.port_out && outbound.try_claim(&mut buf) {
                         st.port_out = true;
                         s.send(home, i, HubOp::Push(buf.clone()));
                     }
-                    let inbound =
-                        words::Port::new(&h.words()[words::Port::words_for(bytes)..], bytes);
+                    let inbound = words::PortWords::new(
+                        &h.words()[words::PortWords::words_for(bytes)..],
+                        bytes,
+                    );
                     if st.port_in && inbound.collect(park, Some(Instant::now())) {
                         st.port_in = false;
                         s.send(home, i, HubOp::Taken);
@@ -853,11 +859,12 @@ fn proxy_answer(s: &Shared, i: usize, st: &mut ProxyState, op: HubOp) {
         }
         (HubKind::Port { message }, HubOp::Ack(_)) if st.port_out => {
             st.port_out = false;
-            words::Port::new(h.words(), message_bytes(message)).taken(park);
+            words::PortWords::new(h.words(), message_bytes(message)).taken(park);
         }
         (HubKind::Port { message }, HubOp::Deliver(m)) => {
             let bytes = message_bytes(message);
-            let inbound = words::Port::new(&h.words()[words::Port::words_for(bytes)..], bytes);
+            let inbound =
+                words::PortWords::new(&h.words()[words::PortWords::words_for(bytes)..], bytes);
             if !st.port_in && st.port_pending.is_empty() {
                 st.port_in = inbound.offer(&m, park, Some(Instant::now()));
                 if !st.port_in {
@@ -991,9 +998,9 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
             if let Some(to) = queue.pop_front() {
                 s.send(to, i, HubOp::Grant(1));
             } else if is_event {
-                words::Event::new(h.words()).raise(h.park());
+                words::EventWords::new(h.words()).raise(h.park());
             } else {
-                words::Semaphore::new(h.words()).give(h.park());
+                words::SemaphoreWords::new(h.words()).give(h.park());
             }
         }
         if queue.is_empty() {
@@ -1002,16 +1009,16 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         }
         let park = server.park(seen);
         token = if is_event {
-            words::Event::new(h.words()).wait(&park, None)
+            words::EventWords::new(h.words()).wait(&park, None)
         } else {
-            words::Semaphore::new(h.words()).take(&park, None)
+            words::SemaphoreWords::new(h.words()).take(&park, None)
         };
     }
 }
 
 /// Gives `n` to semaphore `h`, waking its waiters.
 fn give(h: &super::Handle, n: u32) {
-    let sem = words::Semaphore::new(h.words());
+    let sem = words::SemaphoreWords::new(h.words());
     for _ in 0..n {
         sem.give(h.park());
     }
@@ -1219,7 +1226,7 @@ impl FifoHome<'_> {
 /// taken once their receiver has copied (or offered again if it left).
 fn serve_port(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>, bytes: usize) {
     let h = s.hubs.handle(i, s.hubs.decls()[i].name());
-    let port = words::Port::new(h.words(), bytes);
+    let port = words::PortWords::new(h.words(), bytes);
     let park = h.park();
     let mut outbound: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
     let mut offered: Option<usize> = None;
