@@ -19,9 +19,9 @@ use thiserror::Error;
 
 use crate::time::Nanos;
 
-/// Why a schedule cannot be built.
+/// Why [`PeriodicDeadlines`] cannot be made.
 #[derive(Debug, Error, PartialEq, Eq)]
-pub enum ScheduleError {
+pub enum DeadlinesError {
     /// A period of zero has no next deadline.
     #[error("the period must be greater than zero")]
     ZeroPeriod,
@@ -51,9 +51,9 @@ pub struct PeriodicDeadlines {
 
 impl PeriodicDeadlines {
     /// A grid starting at `start`; `limit` is the number of releases, `None` for no end.
-    pub fn new(start: Nanos, period: Nanos, limit: Option<u64>) -> Result<Self, ScheduleError> {
+    pub fn new(start: Nanos, period: Nanos, limit: Option<u64>) -> Result<Self, DeadlinesError> {
         if period == Nanos::ZERO {
-            return Err(ScheduleError::ZeroPeriod);
+            return Err(DeadlinesError::ZeroPeriod);
         }
         Ok(PeriodicDeadlines {
             start,
@@ -147,7 +147,7 @@ mod tests {
     fn zero_period_is_refused() {
         assert_eq!(
             PeriodicDeadlines::new(Nanos::ZERO, Nanos::ZERO, None).unwrap_err(),
-            ScheduleError::ZeroPeriod
+            DeadlinesError::ZeroPeriod
         );
     }
 

@@ -58,10 +58,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "net guard: why something from another host was refused; probe record: a field a record's validation refused",
     ),
     (
-        "ScheduleError",
-        "core: a periodic schedule's arithmetic (zero period); exec: a schedule file refused",
-    ),
-    (
         "Segment",
         "os json: one step of a JSON path; os shm: a mapped shared memory segment",
     ),
