@@ -30,10 +30,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "report: a cell of the survey matrix; shield watchdog and balancer: each one's own tuning",
     ),
     (
-        "ElementDecl",
-        "exec program: an element declared in code (name, shape); exec cell table: an element laid out (with its offset)",
-    ),
-    (
         "Kind",
         "probe memlat: what a point measures; probe view: the trait of a record view's kind",
     ),

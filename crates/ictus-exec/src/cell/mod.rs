@@ -107,7 +107,7 @@ pub use file::{CellFileError, CellSpec, ElementSpec};
 pub use foreign::ForeignWrites;
 pub use storage::{Cells, ElementRef};
 pub use table::{
-    CellDecl, CellTable, ElementDecl, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,
+    CellDecl, CellTable, ElementLayout, ElementLocation, MAX_ARRAY_LEN, MAX_CELL_BYTES, MAX_CELLS,
     MAX_ELEMENTS, MAX_ELEMENTS_PER_CELL, MAX_TABLE_BYTES,
 };
 pub use values::CellValues;

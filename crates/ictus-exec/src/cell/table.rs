@@ -1,5 +1,5 @@
 //! The cell table model: [`CellTable`] with its [`CellDecl`]s and
-//! [`ElementDecl`]s, the limits, the rules every table is checked against
+//! [`ElementLayout`]s, the limits, the rules every table is checked against
 //! ([`Layout`]), lookups by name, and the declaration form stored in shared
 //! memory.
 
@@ -160,7 +160,7 @@ impl Layout {
                 v.insert((index, cell.elements.len()));
             }
         }
-        cell.elements.push(ElementDecl {
+        cell.elements.push(ElementLayout {
             name: name.to_owned(),
             shape,
             offset: cell.bytes,
@@ -202,13 +202,13 @@ impl Layout {
 
 /// One element of a cell: its name, shape and byte offset in the cell.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ElementDecl {
+pub struct ElementLayout {
     pub(super) name: String,
     pub(super) shape: ElemShape,
     pub(super) offset: usize,
 }
 
-impl ElementDecl {
+impl ElementLayout {
     /// The element's name within its cell.
     pub fn name(&self) -> &str {
         &self.name
@@ -234,7 +234,7 @@ impl ElementDecl {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CellDecl {
     pub(super) name: String,
-    pub(super) elements: Vec<ElementDecl>,
+    pub(super) elements: Vec<ElementLayout>,
     pub(super) bytes: usize,
 }
 
@@ -245,12 +245,12 @@ impl CellDecl {
     }
 
     /// Its elements, in declaration (and byte) order.
-    pub fn elements(&self) -> &[ElementDecl] {
+    pub fn elements(&self) -> &[ElementLayout] {
         &self.elements
     }
 
     /// The element named `name`.
-    pub fn element(&self, name: &str) -> Option<&ElementDecl> {
+    pub fn element(&self, name: &str) -> Option<&ElementLayout> {
         self.elements.iter().find(|e| e.name == name)
     }
 
