@@ -48,7 +48,7 @@ impl fmt::Display for Place {
 
 /// One step into a JSON value: a key of an object or an index of an array.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Segment {
+pub enum PathStep {
     /// The value of `key` in an object.
     Key(String),
     /// Element `index` (0-based) of an array.
@@ -59,7 +59,7 @@ pub enum Segment {
 /// `measurements[2].labels.frequency_hz` (a key that is not a plain word is quoted:
 /// `labels."a.b"`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JsonPath(Vec<Segment>);
+pub struct JsonPath(Vec<PathStep>);
 
 impl JsonPath {
     /// The whole document.
@@ -69,17 +69,17 @@ impl JsonPath {
     /// The value of `key` in the object at this path.
     pub fn key(&self, key: impl Into<String>) -> Self {
         let mut p = self.clone();
-        p.0.push(Segment::Key(key.into()));
+        p.0.push(PathStep::Key(key.into()));
         p
     }
     /// Element `index` of the array at this path.
     pub fn index(&self, index: usize) -> Self {
         let mut p = self.clone();
-        p.0.push(Segment::Index(index));
+        p.0.push(PathStep::Index(index));
         p
     }
     /// The steps, from the top.
-    pub fn segments(&self) -> &[Segment] {
+    pub fn segments(&self) -> &[PathStep] {
         &self.0
     }
     /// Whether this is the whole document.
@@ -119,8 +119,8 @@ impl fmt::Display for JsonPath {
         }
         for (i, s) in self.0.iter().enumerate() {
             match s {
-                Segment::Index(n) => write!(f, "[{n}]")?,
-                Segment::Key(k) => {
+                PathStep::Index(n) => write!(f, "[{n}]")?,
+                PathStep::Key(k) => {
                     if i > 0 {
                         f.write_str(".")?;
                     }
@@ -244,13 +244,13 @@ fn find(text: &str, path: &JsonPath) -> Found {
     for segment in path.segments() {
         let next = match (segment, value) {
             // The last of duplicate keys: the one serde_json keeps.
-            (Segment::Key(k), Value::Object(o)) => o
+            (PathStep::Key(k), Value::Object(o)) => o
                 .properties
                 .iter()
                 .rev()
                 .find(|p| name(&p.name) == k)
                 .map(|p| (&p.value, Some(p.name.start()))),
-            (Segment::Index(i), Value::Array(a)) => a.elements.get(*i).map(|v| (v, None)),
+            (PathStep::Index(i), Value::Array(a)) => a.elements.get(*i).map(|v| (v, None)),
             _ => None,
         };
         match next {

@@ -826,8 +826,8 @@ mod tests {
                 if let RecordError::Invalid { field, .. } = &err {
                     let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
                     let pointer: String = field.segments().iter().map(|s| match s {
-                        ictus_os::json::Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
-                        ictus_os::json::Segment::Index(i) => format!("/{i}"),
+                        ictus_os::json::PathStep::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                        ictus_os::json::PathStep::Index(i) => format!("/{i}"),
                     }).collect();
                     proptest::prop_assert_eq!(found.as_ref(), whole.pointer(&pointer), "{}", err);
                 }

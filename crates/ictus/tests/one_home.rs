@@ -54,10 +54,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "net guard: why something from another host was refused; probe record: a field a record's validation refused",
     ),
     (
-        "Segment",
-        "os json: one step of a JSON path; os shm: a mapped shared memory segment",
-    ),
-    (
         "Status",
         "exec control: where a subsystem is in its life; probe doctor: how a feature stands",
     ),
