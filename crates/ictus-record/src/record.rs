@@ -331,16 +331,16 @@ impl RecordError {
 
 /// A field [`RunRecord::validate`] refused: where, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct FieldRefusal {
     /// The field (`measurements[2].latency.summary.mean_ns`).
     pub field: JsonPath,
     /// What was expected, and what was found.
     pub message: String,
 }
 
-impl Refusal {
+impl FieldRefusal {
     fn new(field: JsonPath, message: String) -> Self {
-        Refusal { field, message }
+        FieldRefusal { field, message }
     }
 }
 
@@ -413,10 +413,10 @@ impl RunRecord {
     /// Checks what serde cannot: a known probe, every figure finite, not negative and
     /// within 64 bits ([`MAX_FIGURE`]), every CPU number at most [`MAX_CPU`] and the CPU
     /// count at most one more. On refusal, the field and what was wrong.
-    pub fn validate(&self) -> Result<(), Refusal> {
+    pub fn validate(&self) -> Result<(), FieldRefusal> {
         let top = JsonPath::root();
         if !KNOWN_PROBES.contains(&self.probe.as_str()) {
-            return Err(Refusal::new(
+            return Err(FieldRefusal::new(
                 top.key("probe"),
                 format!(
                     "expected one of {}, found '{}'",
@@ -427,7 +427,7 @@ impl RunRecord {
         }
         let provenance = top.key("provenance");
         if self.provenance.cpu_count > MAX_CPU + 1 {
-            return Err(Refusal::new(
+            return Err(FieldRefusal::new(
                 provenance.key("cpu_count"),
                 format!(
                     "expected a CPU count from 0 to {}, found {}",
@@ -466,7 +466,7 @@ impl RunRecord {
         if let Some(s) = &self.environment.steal {
             let steal = environment.key("steal");
             if !(0.0..=1.0).contains(&s.share) {
-                return Err(Refusal::new(
+                return Err(FieldRefusal::new(
                     steal.key("share"),
                     format!("expected a share from 0 to 1, found {}", s.share),
                 ));
@@ -492,11 +492,11 @@ impl RunRecord {
 }
 
 /// A CPU number: at most [`MAX_CPU`].
-fn cpu_number(field: JsonPath, cpu: usize) -> Result<(), Refusal> {
+fn cpu_number(field: JsonPath, cpu: usize) -> Result<(), FieldRefusal> {
     if cpu <= MAX_CPU {
         Ok(())
     } else {
-        Err(Refusal::new(
+        Err(FieldRefusal::new(
             field,
             format!("expected a CPU number from 0 to {MAX_CPU}, found {cpu}"),
         ))
@@ -504,11 +504,11 @@ fn cpu_number(field: JsonPath, cpu: usize) -> Result<(), Refusal> {
 }
 
 /// A figure: finite, not negative, within [`MAX_FIGURE`].
-fn figure(field: JsonPath, v: f64) -> Result<(), Refusal> {
+fn figure(field: JsonPath, v: f64) -> Result<(), FieldRefusal> {
     if v.is_finite() && (0.0..=MAX_FIGURE).contains(&v) {
         Ok(())
     } else {
-        Err(Refusal::new(
+        Err(FieldRefusal::new(
             field,
             format!(
                 "expected a figure from 0 to {MAX_FIGURE:e}, found {}",
@@ -524,7 +524,7 @@ fn figure(field: JsonPath, v: f64) -> Result<(), Refusal> {
 }
 
 /// A latency's floating figures, and its extremes in order.
-fn latency(field: JsonPath, l: &LatencyResult) -> Result<(), Refusal> {
+fn latency(field: JsonPath, l: &LatencyResult) -> Result<(), FieldRefusal> {
     let s = field.key("summary");
     if let Some(m) = l.summary.mean_ns {
         figure(s.key("mean_ns"), m)?;
@@ -535,7 +535,7 @@ fn latency(field: JsonPath, l: &LatencyResult) -> Result<(), Refusal> {
     if let (Some(min), Some(max)) = (l.summary.min_ns, l.summary.max_ns)
         && min > max
     {
-        return Err(Refusal::new(
+        return Err(FieldRefusal::new(
             s.key("min_ns"),
             format!("expected at most max_ns ({max}), found {min}"),
         ));

@@ -50,10 +50,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "probe memlat: one point of a sweep; probe view: a typed view of a record's point",
     ),
     (
-        "Refusal",
-        "net guard: why something from another host was refused; probe record: a field a record's validation refused",
-    ),
-    (
         "Status",
         "exec control: where a subsystem is in its life; probe doctor: how a feature stands",
     ),
