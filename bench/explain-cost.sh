@@ -47,18 +47,7 @@ EOF
   for k in $(seq 0 $((n - 1))); do
     next=$(((k + 1) % n))
     printf '[[cell]]\nname = "S%d"\nelements = [{ name = "int", type = "i32" }]\n\n' "$k" >>"$dir/cells.toml"
-    cat >>"$dir/schedule.toml" <<EOF
-
-[[subsystem]]
-name = "s$k"
-start = 0
-period = 1
-cpu = 1
-class = "rt1"
-priority = 80
-builtin = "increment"
-config = { from = "S$k", to = "S$next" }
-EOF
+    increment_subsystem "s$k" 0 1 "S$k" "S$next" >>"$dir/schedule.toml"
   done
 }
 

@@ -7,6 +7,9 @@
 #                       of this tree
 #   hosts_schedule TEST FILE [NAME]
 #                       writes seed 003's stress ring across three hosts
+#   increment_subsystem NAME START PERIOD FROM TO [HOST]
+#                       prints a [[subsystem]] table (after a blank line): the
+#                       increment builtin from cell FROM to cell TO, FIFO 80 on CPU 1
 #   end_all PID...      waits up to 30 s for each process, then ends it
 #   stress_copy DIR WAIT NAME
 #                       writes the stress example to DIR (its cells and a schedule
@@ -72,20 +75,24 @@ EOF
   local name start from to h
   for spec in "A 0 A B $ha" "B 1 B C $hb" "C 2 C A $hc"; do
     read -r name start from to h <<<"$spec"
-    cat >>"$file" <<EOF
+    increment_subsystem "$name" "$start" 3 "$from" "$to" "$h" >>"$file"
+  done
+}
 
-[[subsystem]]
-name = "$name"
-host = "$h"
-start = $start
-period = 3
+# A one-integer subsystem of a ring: the increment builtin from cell $4 to cell $5,
+# every $3 frames from frame $2, FIFO 80 on CPU 1 (on host $6, if given).
+increment_subsystem() {
+  printf '\n[[subsystem]]\nname = "%s"\n' "$1"
+  if [ -n "${6:-}" ]; then printf 'host = "%s"\n' "$6"; fi
+  cat <<EOF
+start = $2
+period = $3
 cpu = 1
 class = "rt1"
 priority = 80
 builtin = "increment"
-config = { from = "$from", to = "$to" }
+config = { from = "$4", to = "$5" }
 EOF
-  done
 }
 
 # One run of a test at a tick: nodes on hosts 2 and 3, the main coordinator on 1.

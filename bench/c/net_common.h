@@ -1,6 +1,7 @@
 /* What the bare network references of bench/ share (udp_pingpong.c, net_throughput.c):
- * the clock, a sort order, and their checked command-line numbers and addresses. Each
- * program defines PROG, its name for messages, before including it. */
+ * the clock, a sort order, their checked command-line numbers and addresses, and the
+ * server half of their command line. Each program defines PROG, its name for messages,
+ * before including it. */
 #ifndef ICTUS_BENCH_NET_COMMON_H
 #define ICTUS_BENCH_NET_COMMON_H
 
@@ -46,6 +47,19 @@ static struct sockaddr_in address(const char *addr, const char *port) {
         fprintf(stderr, PROG ": address '%s': expected an IPv4 address\n", addr);
         exit(2);
     }
+    return a;
+}
+
+/* The command line's ADDR PORT (argv[2] and argv[3]) as an address, for a client. For
+ * `server ADDR PORT [SECONDS]` it serves there with `serve` for SECONDS (60 by default)
+ * and exits with its status; with fewer words it calls `usage`. */
+static struct sockaddr_in address_or_serve(int argc, char **argv,
+                                           int (*serve)(struct sockaddr_in, long),
+                                           void (*usage)(void)) {
+    if (argc < 4) usage();
+    struct sockaddr_in a = address(argv[2], argv[3]);
+    if (strcmp(argv[1], "server") == 0 && (argc == 4 || argc == 5))
+        exit(serve(a, argc == 5 ? number(argv[4], 1, 86400, "seconds") : 60));
     return a;
 }
 

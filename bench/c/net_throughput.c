@@ -341,10 +341,7 @@ static int udp_client(struct sockaddr_in a, int mode, long size, long count) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) usage();
-    struct sockaddr_in a = address(argv[2], argv[3]);
-    if (strcmp(argv[1], "server") == 0 && (argc == 4 || argc == 5))
-        return server(a, argc == 5 ? number(argv[4], 1, 86400, "seconds") : 60);
+    struct sockaddr_in a = address_or_serve(argc, argv, server, usage);
     if (strcmp(argv[1], "client") == 0 && argc == 5 && strcmp(argv[4], "stop") == 0)
         return tcp_client(a, STOP, 1, 0);
     if (strcmp(argv[1], "client") == 0 && argc == 7) {

@@ -152,10 +152,7 @@ static int client(struct sockaddr_in a, long count, long size, long interval_us)
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) usage();
-    struct sockaddr_in a = address(argv[2], argv[3]);
-    if (strcmp(argv[1], "server") == 0 && (argc == 4 || argc == 5))
-        return server(a, argc == 5 ? number(argv[4], 1, 86400, "seconds") : 60);
+    struct sockaddr_in a = address_or_serve(argc, argv, server, usage);
     if (strcmp(argv[1], "client") == 0 && (argc == 6 || argc == 7))
         return client(a, number(argv[4], 1, 100000000, "count"),
                       number(argv[5], 1, MAX_SIZE, "size"),

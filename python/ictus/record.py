@@ -67,6 +67,18 @@ class RecordError(ValueError):
     file and what was wrong."""
 
 
+def check_schema_version(
+    d: Mapping[str, Any], where: str, version: int, error: type, hint: str = ""
+) -> None:
+    """Raises ``error`` naming ``where`` unless ``d`` (a record or a manifest) is of
+    ``schema_version`` ``version``; ``hint`` follows the message."""
+    if d.get("schema_version") != version:
+        raise error(
+            f"{where}: schema_version {d.get('schema_version')!r}; this package reads "
+            f"version {version}{hint}"
+        )
+
+
 def _known(cls: Any, d: Mapping[str, Any]) -> Dict[str, Any]:
     """The entries of ``d`` that are fields of dataclass ``cls``."""
     names = cls.__dataclass_fields__.keys()
@@ -334,11 +346,9 @@ class Record:
                 f"{where}: schema {d.get('schema')!r}, expected {SCHEMA!r} "
                 "(an `ictus probe ... -o` or `ictus run ... -o` file)"
             )
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise RecordError(
-                f"{where}: schema_version {d.get('schema_version')!r}; this package reads "
-                f"version {SCHEMA_VERSION} (a newer ictus needs a newer package)"
-            )
+        check_schema_version(
+            d, where, SCHEMA_VERSION, RecordError, " (a newer ictus needs a newer package)"
+        )
         try:
             explanation = d.get("explanation")
             merged = d.get("merged")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ._need import need
-from .record import Provenance, Record, RecordError, load_record
+from .record import Provenance, Record, RecordError, check_schema_version, load_record
 
 __all__ = [
     "MANIFEST_FILE",
@@ -154,11 +154,7 @@ class Manifest:
         if not isinstance(d, dict) or d.get("schema") != MANIFEST_SCHEMA:
             found = d.get("schema") if isinstance(d, dict) else type(d).__name__
             raise SurveyError(f"{where}: schema {found!r}, expected {MANIFEST_SCHEMA!r}")
-        if d.get("schema_version") != MANIFEST_VERSION:
-            raise SurveyError(
-                f"{where}: schema_version {d.get('schema_version')!r}; this package reads "
-                f"version {MANIFEST_VERSION}"
-            )
+        check_schema_version(d, where, MANIFEST_VERSION, SurveyError)
         try:
             verdict = d.get("verdict")
             return cls(

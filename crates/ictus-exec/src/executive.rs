@@ -356,15 +356,15 @@ impl Runner<'_> {
             ports.pull();
             let mut ack = None;
             let flow = {
-                let mut f = Frame::new(
-                    frame,
+                let mut f = Frame {
+                    number: frame,
                     state,
-                    deadline.saturating_sub(epoch),
+                    time: deadline.saturating_sub(epoch),
                     period,
                     ports,
-                    &mut ack,
-                    self.group,
-                );
+                    ack: &mut ack,
+                    group: self.group,
+                };
                 subsystem.run_frame(&mut f)
             };
             ports.push();

@@ -485,15 +485,15 @@ impl Recording {
             ports.pull();
             let mut ack = None;
             let flow = {
-                let mut f = Frame::new(
-                    row.frame,
+                let mut f = Frame {
+                    number: row.frame,
                     state,
-                    Nanos::new(row.deadline_ns),
+                    time: Nanos::new(row.deadline_ns),
                     period,
-                    &mut ports,
-                    &mut ack,
-                    None,
-                );
+                    ports: &mut ports,
+                    ack: &mut ack,
+                    group: None,
+                };
                 driven.run_frame(&mut f)
             };
             ports.push();

@@ -1069,13 +1069,20 @@ impl SetupClient {
 /// One frame of one subsystem: its number, state and time, and access to the
 /// subsystem's inputs and outputs.
 pub struct Frame<'a> {
-    number: u64,
-    state: StateId,
-    time: Nanos,
-    period: Nanos,
-    ports: &'a mut Ports,
-    ack: &'a mut Option<StateId>,
-    group: Option<&'a Group>,
+    /// Minor frames since the epoch.
+    pub(crate) number: u64,
+    /// The state the frame runs in.
+    pub(crate) state: StateId,
+    /// Its release time since the run's epoch.
+    pub(crate) time: Nanos,
+    /// The subsystem's period.
+    pub(crate) period: Nanos,
+    /// The subsystem's inputs and outputs.
+    pub(crate) ports: &'a mut Ports,
+    /// Where the subsystem acknowledges a state change.
+    pub(crate) ack: &'a mut Option<StateId>,
+    /// Its synchronous group, if any.
+    pub(crate) group: Option<&'a Group>,
 }
 
 impl fmt::Debug for Frame<'_> {
@@ -1089,26 +1096,6 @@ impl fmt::Debug for Frame<'_> {
 }
 
 impl<'a> Frame<'a> {
-    pub(crate) fn new(
-        number: u64,
-        state: StateId,
-        time: Nanos,
-        period: Nanos,
-        ports: &'a mut Ports,
-        ack: &'a mut Option<StateId>,
-        group: Option<&'a Group>,
-    ) -> Frame<'a> {
-        Frame {
-            number,
-            state,
-            time,
-            period,
-            ports,
-            ack,
-            group,
-        }
-    }
-
     /// The frame number (minor frames since the epoch).
     #[inline]
     pub fn number(&self) -> u64 {
@@ -1330,15 +1317,15 @@ mod tests {
         ports.pull();
         rpm.write(&1_200); // after the copy-in: not seen by this frame
         let mut ack = None;
-        let mut sut = Frame::new(
-            7,
-            StateId::RUN,
-            Nanos::new(7_000),
-            Nanos::new(1_000),
-            &mut ports,
-            &mut ack,
-            None,
-        );
+        let mut sut = Frame {
+            number: 7,
+            state: StateId::RUN,
+            time: Nanos::new(7_000),
+            period: Nanos::new(1_000),
+            ports: &mut ports,
+            ack: &mut ack,
+            group: None,
+        };
         assert_eq!(sut.get(&rpm_in), 900);
         sut.set(&gear, 3);
         sut.set(&velocity, [2.0; 64]);

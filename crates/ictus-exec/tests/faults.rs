@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{no_segments_of, options, schedule_file, subsystem, warning, watchdog};
+use common::{no_segments_of, options, schedule_file, schedule_text, subsystem, warning, watchdog};
 use ictus_exec::report::WarningId;
 use ictus_exec::run;
 use ictus_exec::schedule::{Schedule, SubsystemSpec};
@@ -24,13 +24,11 @@ fn stall_schedule(dir: &Path, name: &str) -> Schedule {
         .last()
         .copied()
         .unwrap();
-    let text = format!(
-        r#"name = "{name}"
-tick = "1ms"
-major_frame = 2
-initial_state = "run"
-
-[[cell]]
+    let text = schedule_text(
+        name,
+        2,
+        &format!(
+            r#"[[cell]]
 name = "X"
 elements = [ {{ name = "n", type = "i32" }}, {{ name = "pad", type = "f64", len = 32 }} ]
 
@@ -58,6 +56,7 @@ priority = 80
 builtin = "increment"
 config = {{ from = "X", to = "Y" }}
 "#
+        ),
     );
     schedule_file(dir, "stall.toml", &text)
 }
@@ -130,13 +129,11 @@ fn a_group_member_that_panics_ends_its_partner_and_the_run_reports_it() {
     assert!(cpus.len() >= 2, "a synchronous group needs two CPUs");
     let dir = tempfile::tempdir().unwrap();
     let name = format!("t-group-{}", std::process::id());
-    let text = format!(
-        r#"name = "{name}"
-tick = "1ms"
-major_frame = 1
-initial_state = "run"
-
-[[subsystem]]
+    let text = schedule_text(
+        &name,
+        1,
+        &format!(
+            r#"[[subsystem]]
 name = "steady"
 cpu = {a}
 class = "normal"
@@ -148,8 +145,9 @@ cpu = {b}
 class = "normal"
 group = "pair"
 "#,
-        a = cpus[0],
-        b = cpus[1]
+            a = cpus[0],
+            b = cpus[1]
+        ),
     );
     let s = schedule_file(dir.path(), "group.toml", &text);
     let mut factory = |spec: &SubsystemSpec| -> Result<Maker, String> {
@@ -195,21 +193,18 @@ fn a_program_s_run_error_reaches_the_report_and_stops_only_that_program() {
     watchdog(Duration::from_secs(60), "erring program test");
     let dir = tempfile::tempdir().unwrap();
     let name = format!("t-erring-{}", std::process::id());
-    let text = format!(
-        r#"name = "{name}"
-tick = "1ms"
-major_frame = 1
-initial_state = "run"
-
-[[subsystem]]
+    let text = schedule_text(
+        &name,
+        1,
+        r#"[[subsystem]]
 name = "E"
 process = "erring"
-config = {{ fail_from = 10 }}
+config = { fail_from = 10 }
 
 [[subsystem]]
 name = "I"
 builtin = "idle"
-"#
+"#,
     );
     let s = schedule_file(dir.path(), "erring.toml", &text);
     let r = run::run(

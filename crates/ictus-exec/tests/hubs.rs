@@ -12,7 +12,7 @@ mod hub_echo;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{options, schedule_file, segments_of, subsystem};
+use common::{options, schedule_file, schedule_text, segments_of, subsystem};
 use hub_echo::{Echo, OFFSET};
 use ictus_exec::hub::{FifoReceiver, FifoSender, Semaphore};
 use ictus_exec::program::Executive;
@@ -64,13 +64,11 @@ impl Subsystem for Source {
 }
 
 fn schedule(dir: &Path, name: &str, echo_process: &str) -> Schedule {
-    let text = format!(
-        r#"name = "{name}"
-tick = "1ms"
-major_frame = 2
-initial_state = "run"
-
-[[subsystem]]
+    let text = schedule_text(
+        name,
+        2,
+        &format!(
+            r#"[[subsystem]]
 name = "source"
 start = 0
 period = 2
@@ -97,6 +95,7 @@ capacity = 64
 name = "echoed"
 kind = "semaphore"
 "#
+        ),
     );
     schedule_file(dir, "schedule.toml", &text)
 }

@@ -320,40 +320,15 @@ fn interrupts(line: Option<&str>, cpu: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MissKind, WindowDeltas, judge};
+    use crate::WindowDeltas;
+    use crate::fixtures::window;
 
     fn miss(w: WindowDeltas) -> Explained {
-        let j = judge(&w);
-        let lateness_ns = w.lateness.as_u64();
-        Explained {
-            thread: "loop-0".into(),
-            cpu: Some(1),
-            kind: MissKind::Late,
-            seq: 7,
-            at_ns: 1_000_000,
-            lateness_ns,
-            window_ns: 4_000_000,
-            accounted_share: j.accounted_ns as f64 / lateness_ns.max(1) as f64,
-            accounted_ns: j.accounted_ns,
-            causes_sum_ns: j.sum_ns,
-            causes: j.causes,
-            seen: j.seen,
-            run_delay_ns: w.run_delay_ns,
-            ..Explained::default()
-        }
+        crate::fixtures::judged_miss("loop-0", &w)
     }
 
     fn explanation(misses: Vec<Explained>) -> Explanation {
-        crate::explained::explanation_of(100_000, misses)
-    }
-
-    fn window(lateness_us: u64, vm: bool) -> WindowDeltas {
-        WindowDeltas {
-            lateness: Nanos::from_micros(lateness_us),
-            tick_ns: 10_000_000,
-            hypervisor: vm.then(|| "KVM (Firecracker)".to_string()),
-            ..WindowDeltas::default()
-        }
+        crate::fixtures::explanation_of(100_000, misses)
     }
 
     fn preempted_by(comm: &str, policy: &str, lateness_us: u64) -> Explained {

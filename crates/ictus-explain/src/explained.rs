@@ -359,31 +359,6 @@ impl SamplerReport {
     }
 }
 
-/// The tests' explanation of `misses` at `threshold_ns`, its breakdown added up, from
-/// a sampler of ten readings.
-#[cfg(test)]
-pub(crate) fn explanation_of(threshold_ns: u64, misses: Vec<Explained>) -> Explanation {
-    let mut breakdown = Breakdown::default();
-    for m in &misses {
-        breakdown.add(m);
-    }
-    Explanation {
-        threshold_ns,
-        breakdown,
-        events: misses,
-        sampler: SamplerReport {
-            period_ns: 1_000_000,
-            samples: 10,
-            cpus: "0".into(),
-            reading_mean_ns: 100,
-            reading_max_ns: 200,
-            task_scans: 1,
-            ..SamplerReport::default()
-        },
-        ..Explanation::default()
-    }
-}
-
 /// Every miss of a run explained: the record's `explanation`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {

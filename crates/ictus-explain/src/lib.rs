@@ -44,6 +44,8 @@ mod account;
 mod advice;
 mod cause;
 mod explained;
+#[cfg(test)]
+mod fixtures;
 mod miss;
 mod sampler;
 
@@ -64,43 +66,18 @@ mod tests {
 
     use ictus_core::Nanos;
 
-    /// A miss `lateness_us` late, judged from `w` as the sampler does.
+    /// A miss of `timer-0`, judged from `w` as the sampler does.
     fn judged(w: WindowDeltas) -> Explained {
-        let j = judge(&w);
-        let lateness_ns = w.lateness.as_u64();
-        Explained {
-            accounted_share: j.accounted_ns as f64 / lateness_ns.max(1) as f64,
-            accounted_ns: j.accounted_ns,
-            causes_sum_ns: j.sum_ns,
-            causes: j.causes,
-            seen: j.seen,
-            run_delay_ns: w.run_delay_ns,
-            lateness_ns,
-            ..explained(Vec::new())
-        }
+        crate::fixtures::judged_miss("timer-0", &w)
     }
 
+    /// A miss of `timer-0` 2 ms late with `causes`.
     fn explained(causes: Vec<Timed>) -> Explained {
-        Explained {
-            thread: "timer-0".into(),
-            cpu: Some(1),
-            kind: MissKind::Late,
-            seq: 7,
-            at_ns: 1_000_000,
-            lateness_ns: 2_000_000,
-            window_ns: 4_000_000,
-            causes,
-            ..Explained::default()
-        }
+        crate::fixtures::miss_of("timer-0", 2_000_000, causes)
     }
 
     fn on_a_vm(lateness_us: u64) -> WindowDeltas {
-        WindowDeltas {
-            lateness: Nanos::from_micros(lateness_us),
-            tick_ns: 10_000_000,
-            hypervisor: Some("KVM (Firecracker)".into()),
-            ..WindowDeltas::default()
-        }
+        crate::fixtures::window(lateness_us, true)
     }
 
     fn kworker(ran_ns: u64) -> TaskRan {
@@ -122,7 +99,7 @@ mod tests {
             window_ns: 2_000,
             ..explained(causes)
         };
-        crate::explained::explanation_of(1_000, vec![e])
+        crate::fixtures::explanation_of(1_000, vec![e])
     }
 
     #[test]

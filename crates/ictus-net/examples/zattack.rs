@@ -195,13 +195,5 @@ fn attack(
 
 /// A publication of host index `host` with `value` at byte 0 (docs/wire.md).
 fn forged(host: u16, value: i64) -> Vec<u8> {
-    let mut b = Vec::with_capacity(36);
-    b.extend_from_slice(&host.to_le_bytes());
-    b.extend_from_slice(&0i64.to_le_bytes());
-    b.extend_from_slice(&1u64.to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&8u32.to_le_bytes());
-    b.extend_from_slice(&value.to_le_bytes());
-    b
+    ictus_net::link::publication_bytes(host, 0, 1, &[(0, &value.to_le_bytes())])
 }

@@ -318,10 +318,14 @@ mod tests {
         .unwrap()
     }
 
-    fn line<'a>(text: &'a str, start: &str) -> &'a str {
-        text.lines()
-            .find(|l| l.starts_with(start))
-            .unwrap_or_else(|| panic!("no line starting {start:?} in\n{text}"))
+    /// Asserts that `text` has a line starting with each of `starts`.
+    fn lines(text: &str, starts: &[&str]) {
+        for start in starts {
+            assert!(
+                text.lines().any(|l| l.starts_with(start)),
+                "no line starting {start:?} in\n{text}"
+            );
+        }
     }
 
     #[test]
@@ -350,78 +354,51 @@ mod tests {
             ("ictus_host_tick_lateness_seconds", "gauge"),
             ("ictus_link_cell_latency_seconds", "gauge"),
         ] {
-            line(&text, &format!("# TYPE {family} {kind}"));
-            line(&text, &format!("# HELP {family} "));
+            lines(
+                &text,
+                &[
+                    &format!("# TYPE {family} {kind}"),
+                    &format!("# HELP {family} "),
+                ],
+            );
         }
-        line(&text, "# UNIT ictus_release_lateness_seconds seconds");
-        line(&text, r#"ictus_frame{run="stress"} 10"#);
-        line(
-            &text,
-            r#"ictus_frames_total{run="stress",subsystem="ctrl"} 10"#,
-        );
-        line(
-            &text,
-            r#"ictus_overruns_total{run="stress",subsystem="ctrl"} 2"#,
-        );
-        line(
-            &text,
-            r#"ictus_errors_total{run="stress",subsystem="ctrl"} 1"#,
-        );
-        line(
-            &text,
-            r#"ictus_lost_frames_total{run="stress",subsystem="ctrl"} 0"#,
-        );
-        line(
-            &text,
-            r#"ictus_cell_age_seconds{run="stress",cell="pos"} 0.0015"#,
-        );
         assert!(
             !text.contains(r#"ictus_cell_age_seconds{cell="never""#),
             "{text}"
         );
-        line(
+        lines(
             &text,
-            r#"ictus_host_up{run="stress",host="a",role="main"} 1"#,
-        );
-        line(
-            &text,
-            r#"ictus_host_up{run="stress",host="b",role="node"} 0"#,
-        );
-        line(
-            &text,
-            r#"ictus_host_ticks_missing_total{run="stress",host="b"} 1"#,
-        );
-        line(
-            &text,
-            r#"ictus_host_tick_lateness_seconds{run="stress",host="b",stat="recent"} 0.00005"#,
-        );
-        line(
-            &text,
-            r#"ictus_link_cell_latency_seconds{run="stress",host="b",stat="p99"} 0.00012"#,
+            &[
+                "# UNIT ictus_release_lateness_seconds seconds",
+                r#"ictus_frame{run="stress"} 10"#,
+                r#"ictus_frames_total{run="stress",subsystem="ctrl"} 10"#,
+                r#"ictus_overruns_total{run="stress",subsystem="ctrl"} 2"#,
+                r#"ictus_errors_total{run="stress",subsystem="ctrl"} 1"#,
+                r#"ictus_lost_frames_total{run="stress",subsystem="ctrl"} 0"#,
+                r#"ictus_cell_age_seconds{run="stress",cell="pos"} 0.0015"#,
+                r#"ictus_host_up{run="stress",host="a",role="main"} 1"#,
+                r#"ictus_host_up{run="stress",host="b",role="node"} 0"#,
+                r#"ictus_host_ticks_missing_total{run="stress",host="b"} 1"#,
+                r#"ictus_host_tick_lateness_seconds{run="stress",host="b",stat="recent"} 0.00005"#,
+                r#"ictus_link_cell_latency_seconds{run="stress",host="b",stat="p99"} 0.00012"#,
+            ],
         );
         // 40 us of lateness falls in the 50 us bucket, not the 20 us one; 250 us of
         // execution in the 500 us one.
         let lateness = r#"ictus_release_lateness_seconds_bucket{run="stress",le="#;
-        line(
+        let execution = r#"ictus_execution_time_seconds_bucket{run="stress",le="#;
+        lines(
             &text,
-            &format!(r#"{lateness}"0.00002",subsystem="ctrl"}} 0"#),
+            &[
+                &format!(r#"{lateness}"0.00002",subsystem="ctrl"}} 0"#),
+                &format!(r#"{lateness}"0.00005",subsystem="ctrl"}} 1"#),
+                &format!(r#"{lateness}"+Inf",subsystem="ctrl"}} 1"#),
+                &format!(r#"{execution}"0.0002",subsystem="ctrl"}} 0"#),
+                &format!(r#"{execution}"0.0005",subsystem="ctrl"}} 1"#),
+            ],
         );
-        line(
-            &text,
-            &format!(r#"{lateness}"0.00005",subsystem="ctrl"}} 1"#),
-        );
-        line(&text, &format!(r#"{lateness}"+Inf",subsystem="ctrl"}} 1"#));
         let buckets = text.lines().filter(|l| l.starts_with(lateness)).count();
         assert_eq!(buckets, BUCKETS.len() + 1, "{text}");
-        let execution = r#"ictus_execution_time_seconds_bucket{run="stress",le="#;
-        line(
-            &text,
-            &format!(r#"{execution}"0.0002",subsystem="ctrl"}} 0"#),
-        );
-        line(
-            &text,
-            &format!(r#"{execution}"0.0005",subsystem="ctrl"}} 1"#),
-        );
     }
 
     #[test]
@@ -432,17 +409,13 @@ mod tests {
         m.update(&status(10, 3));
         m.update(&status(25, 4));
         let text = m.encode();
-        line(
+        lines(
             &text,
-            r#"ictus_release_lateness_seconds_count{run="stress",subsystem="ctrl"} 2"#,
-        );
-        line(
-            &text,
-            r#"ictus_execution_time_seconds_count{run="stress",subsystem="ctrl"} 2"#,
-        );
-        line(
-            &text,
-            r#"ictus_frames_total{run="stress",subsystem="ctrl"} 25"#,
+            &[
+                r#"ictus_release_lateness_seconds_count{run="stress",subsystem="ctrl"} 2"#,
+                r#"ictus_execution_time_seconds_count{run="stress",subsystem="ctrl"} 2"#,
+                r#"ictus_frames_total{run="stress",subsystem="ctrl"} 25"#,
+            ],
         );
     }
 

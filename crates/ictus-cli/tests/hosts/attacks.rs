@@ -61,18 +61,9 @@ pub(super) fn attacker_session(ring: &Hosts, who: Attacker) -> Option<ictus_net:
     ictus_net::open_secure(&endpoints, &credentials, None).ok()
 }
 
-/// A publication of `host`'s (index) with `value` at byte 0 of a cell (the wire
-/// format of docs/wire.md).
+/// A publication of `host`'s (index) with `value` at byte 0 of a cell.
 fn forged_cell(host: u16, value: i64) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&host.to_le_bytes());
-    b.extend_from_slice(&0i64.to_le_bytes());
-    b.extend_from_slice(&1u64.to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&8u32.to_le_bytes());
-    b.extend_from_slice(&value.to_le_bytes());
-    b
+    ictus_net::link::publication_bytes(host, 0, 1, &[(0, &value.to_le_bytes())])
 }
 
 /// The attacks, for `for_how_long`: forged cells (element 0 of A, B and C

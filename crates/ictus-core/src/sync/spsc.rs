@@ -36,6 +36,7 @@
 //! ```
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
 use super::CachePadded;
@@ -104,8 +105,7 @@ impl Indices {
     fn quiescent_positions(&self) -> (usize, usize) {
         // Relaxed (both): only called from `Drop` of the last owner; the `Arc`
         // release/acquire on the reference count already ordered the final stores
-        // of head (ConsumerCursor::release) and tail (ProducerCursor::publish)
-        // before this point.
+        // of head and tail (each end's Cursor::hand_over) before this point.
         (
             self.head.load(Ordering::Relaxed),
             self.tail.load(Ordering::Relaxed),
@@ -150,117 +150,131 @@ fn occupied_slots(head: usize, tail: usize, capacity: usize) -> impl Iterator<It
     })
 }
 
-/// The producer's private view of the indices.
-#[derive(Debug)]
-struct ProducerCursor {
-    /// Our own position; equal to the shared `tail` after every publish.
-    tail: usize,
-    /// Last value of `head` we loaded; the consumer may be ahead of it.
-    cached_head: usize,
-    capacity: usize,
+/// Which end of the ring a [`Cursor`] is: the shared position it stores, the one it
+/// watches, and when it has a slot to go to.
+trait End {
+    /// The shared position this end stores: the producer's `tail`, the consumer's
+    /// `head`.
+    fn own(shared: &Indices) -> &AtomicUsize;
+    /// The shared position the other end stores.
+    fn other(shared: &Indices) -> &AtomicUsize;
+    /// Whether, with this end at `own` and the other at `other`, this end has a slot
+    /// to go to: a free one for the producer (the ring is not full), a published one
+    /// for the consumer (it is not empty).
+    fn has_slot(own: usize, other: usize, capacity: usize) -> bool;
+    /// Positions `head` and `tail`, from this end's `own` and the other's `other`.
+    fn head_tail(own: usize, other: usize) -> (usize, usize);
 }
 
-impl ProducerCursor {
+/// The producer's end: stores `tail`, goes to free slots.
+#[derive(Debug)]
+enum Write {}
+
+impl End for Write {
+    #[inline(always)]
+    fn own(shared: &Indices) -> &AtomicUsize {
+        &shared.tail
+    }
+    #[inline(always)]
+    fn other(shared: &Indices) -> &AtomicUsize {
+        &shared.head
+    }
+    #[inline(always)]
+    fn has_slot(tail: usize, head: usize, capacity: usize) -> bool {
+        distance(head, tail, capacity) != capacity
+    }
+    #[inline(always)]
+    fn head_tail(tail: usize, head: usize) -> (usize, usize) {
+        (head, tail)
+    }
+}
+
+/// The consumer's end: stores `head`, goes to published slots.
+#[derive(Debug)]
+enum Read {}
+
+impl End for Read {
+    #[inline(always)]
+    fn own(shared: &Indices) -> &AtomicUsize {
+        &shared.head
+    }
+    #[inline(always)]
+    fn other(shared: &Indices) -> &AtomicUsize {
+        &shared.tail
+    }
+    #[inline(always)]
+    fn has_slot(head: usize, tail: usize, _capacity: usize) -> bool {
+        tail != head
+    }
+    #[inline(always)]
+    fn head_tail(head: usize, tail: usize) -> (usize, usize) {
+        (head, tail)
+    }
+}
+
+/// One end's private view of the indices (`E` says which end): its own position
+/// and a cached copy of the other end's.
+#[derive(Debug)]
+struct Cursor<E> {
+    /// Our own position; equal to the shared one we store after every hand-over.
+    own: usize,
+    /// Last value of the other end's position we loaded; the other end may be
+    /// ahead of it.
+    cached_other: usize,
+    capacity: usize,
+    end: PhantomData<E>,
+}
+
+impl<E: End> Cursor<E> {
     fn new(capacity: usize) -> Self {
-        ProducerCursor {
-            tail: 0,
-            cached_head: 0,
+        Cursor {
+            own: 0,
+            cached_other: 0,
             capacity,
+            end: PhantomData,
         }
     }
 
-    /// The free slot that the next item goes to, or `None` when the ring is full.
+    /// The slot this end goes to next: the free slot the next item goes to
+    /// (producer) or the oldest published one (consumer); `None` when the ring is
+    /// full (producer) or empty (consumer).
     ///
-    /// A returned slot is the producer's alone until [`ProducerCursor::publish`]:
-    /// the consumer has released it (or never held it) and will not read it
-    /// before `tail` moves past it.
+    /// A returned slot is this end's alone until [`Cursor::hand_over`]: the other
+    /// end has handed it over (the consumer released it or never held it; the
+    /// producer published it) and will not touch it before our position moves past
+    /// it.
     #[inline]
-    fn reserve(&mut self, shared: &Indices) -> Option<usize> {
-        if distance(self.cached_head, self.tail, self.capacity) == self.capacity {
-            // Acquire: pairs with the Release store of head in
-            // ConsumerCursor::release, so the consumer's last read of each slot it
-            // freed happens before we overwrite that slot.
-            self.cached_head = shared.head.load(Ordering::Acquire);
-            if distance(self.cached_head, self.tail, self.capacity) == self.capacity {
+    fn next_slot(&mut self, shared: &Indices) -> Option<usize> {
+        if !E::has_slot(self.own, self.cached_other, self.capacity) {
+            // Acquire: pairs with the Release store in the other end's `hand_over`,
+            // so what it did to the slot (the producer's write, the consumer's last
+            // read) happens before what we do to it.
+            self.cached_other = E::other(shared).load(Ordering::Acquire);
+            if !E::has_slot(self.own, self.cached_other, self.capacity) {
                 return None;
             }
         }
-        Some(slot_of(self.tail, self.capacity))
+        Some(slot_of(self.own, self.capacity))
     }
 
-    /// Hands the slot returned by the last `reserve` to the consumer.
+    /// Hands the slot returned by the last `next_slot` to the other end.
     #[inline]
-    fn publish(&mut self, shared: &Indices) {
-        self.tail = advance(self.tail, self.capacity);
-        // Release: pairs with the Acquire load of tail in ConsumerCursor::peek,
-        // so our writes to the slot happen before the consumer reads it.
-        shared.tail.store(self.tail, Ordering::Release);
+    fn hand_over(&mut self, shared: &Indices) {
+        self.own = advance(self.own, self.capacity);
+        // Release: pairs with the Acquire load in the other end's `next_slot`, so
+        // what we did to the slot happens before the other end touches it.
+        E::own(shared).store(self.own, Ordering::Release);
     }
 
-    /// Items in the ring; the consumer may take some at any moment, so this is
-    /// an upper bound by the time the caller sees it.
+    /// Items in the ring; the other end may change them at any moment, so this is
+    /// an upper bound (producer) or a lower bound (consumer) by the time the caller
+    /// sees it.
     fn len(&self, shared: &Indices) -> usize {
         // Relaxed: a snapshot for counting only; no slot is touched on its
         // strength, so it pairs with nothing.
-        let head = shared.head.load(Ordering::Relaxed);
-        distance(head, self.tail, self.capacity)
-    }
-}
-
-/// The consumer's private view of the indices.
-#[derive(Debug)]
-struct ConsumerCursor {
-    /// Our own position; equal to the shared `head` after every release.
-    head: usize,
-    /// Last value of `tail` we loaded; the producer may be ahead of it.
-    cached_tail: usize,
-    capacity: usize,
-}
-
-impl ConsumerCursor {
-    fn new(capacity: usize) -> Self {
-        ConsumerCursor {
-            head: 0,
-            cached_tail: 0,
-            capacity,
-        }
-    }
-
-    /// The oldest published slot, or `None` when the ring is empty.
-    ///
-    /// A returned slot is the consumer's alone until [`ConsumerCursor::release`]:
-    /// the producer has published it and will not write it before `head` moves
-    /// past it.
-    #[inline]
-    fn peek(&mut self, shared: &Indices) -> Option<usize> {
-        if self.cached_tail == self.head {
-            // Acquire: pairs with the Release store of tail in
-            // ProducerCursor::publish, so the producer's writes to the slot happen
-            // before we read it.
-            self.cached_tail = shared.tail.load(Ordering::Acquire);
-            if self.cached_tail == self.head {
-                return None;
-            }
-        }
-        Some(slot_of(self.head, self.capacity))
-    }
-
-    /// Gives the slot returned by the last `peek` back to the producer.
-    #[inline]
-    fn release(&mut self, shared: &Indices) {
-        self.head = advance(self.head, self.capacity);
-        // Release: pairs with the Acquire load of head in ProducerCursor::reserve,
-        // so our reads of the slot happen before the producer overwrites it.
-        shared.head.store(self.head, Ordering::Release);
-    }
-
-    /// Items in the ring; the producer may add some at any moment, so this is
-    /// a lower bound by the time the caller sees it.
-    fn len(&self, shared: &Indices) -> usize {
-        // Relaxed: a snapshot for counting only; no slot is touched on its
-        // strength, so it pairs with nothing.
-        let tail = shared.tail.load(Ordering::Relaxed);
-        distance(self.head, tail, self.capacity)
+        let other = E::other(shared).load(Ordering::Relaxed);
+        let (head, tail) = E::head_tail(self.own, other);
+        distance(head, tail, self.capacity)
     }
 }
 
@@ -310,11 +324,11 @@ pub fn channel<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     (
         Producer {
             ring: Arc::clone(&ring),
-            cursor: ProducerCursor::new(capacity),
+            cursor: Cursor::new(capacity),
         },
         Consumer {
             ring,
-            cursor: ConsumerCursor::new(capacity),
+            cursor: Cursor::new(capacity),
         },
     )
 }
@@ -322,7 +336,7 @@ pub fn channel<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
 /// The writing end of a ring made by [`channel`].
 pub struct Producer<T> {
     ring: Arc<Ring<T>>,
-    cursor: ProducerCursor,
+    cursor: Cursor<Write>,
 }
 
 // SAFETY: a `Producer` is the only handle that writes slots or `tail`, and it is
@@ -330,7 +344,7 @@ pub struct Producer<T> {
 // values it writes are dropped or read on whichever thread holds the `Consumer`
 // (or drops the last handle), hence `T: Send`. No `&T` is ever shared between the
 // ends, so `T: Sync` is not needed. Slot accesses on the two threads are ordered by
-// the head/tail Release/Acquire pairs in `ProducerCursor` and `ConsumerCursor`.
+// the head/tail Release/Acquire pairs of the two ends' `Cursor`s.
 unsafe impl<T: Send> Send for Producer<T> {}
 
 impl<T> Producer<T> {
@@ -339,17 +353,17 @@ impl<T> Producer<T> {
     /// Never blocks and never allocates.
     #[inline]
     pub fn push(&mut self, value: T) -> Result<(), Full<T>> {
-        let Some(slot) = self.cursor.reserve(&self.ring.indices) else {
+        let Some(slot) = self.cursor.next_slot(&self.ring.indices) else {
             return Err(Full(value));
         };
         self.ring.slots[slot].with_mut(|p| {
-            // SAFETY: `reserve` gave us this slot: the consumer released it (our
+            // SAFETY: `next_slot` gave us this slot: the consumer released it (our
             // Acquire load of head saw that) and will not read it before we publish,
             // so the write races with nothing. The slot holds no value (a pop moved
             // it out, or it was never written), so nothing is leaked.
             unsafe { p.write(MaybeUninit::new(value)) }
         });
-        self.cursor.publish(&self.ring.indices);
+        self.cursor.hand_over(&self.ring.indices);
         Ok(())
     }
 
@@ -381,7 +395,7 @@ impl<T> fmt::Debug for Producer<T> {
 /// The reading end of a ring made by [`channel`].
 pub struct Consumer<T> {
     ring: Arc<Ring<T>>,
-    cursor: ConsumerCursor,
+    cursor: Cursor<Read>,
 }
 
 // SAFETY: a `Consumer` is the only handle that reads slots or stores `head`, and it
@@ -397,15 +411,15 @@ impl<T> Consumer<T> {
     /// Never blocks and never allocates.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        let slot = self.cursor.peek(&self.ring.indices)?;
+        let slot = self.cursor.next_slot(&self.ring.indices)?;
         let value = self.ring.slots[slot].with(|p| {
-            // SAFETY: `peek` gave us this slot: the producer published it (our
+            // SAFETY: `next_slot` gave us this slot: the producer published it (our
             // Acquire load of tail saw that), so it holds an initialised value that
             // the producer will not touch again before we release it. We move the
             // value out and release the slot at once, so it is never read twice.
             unsafe { p.read().assume_init() }
         });
-        self.cursor.release(&self.ring.indices);
+        self.cursor.hand_over(&self.ring.indices);
         Some(value)
     }
 

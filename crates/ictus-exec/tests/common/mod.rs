@@ -15,6 +15,14 @@ use ictus_exec::report::{RunReport, SubsystemReport, WarningId};
 use ictus_exec::run::RunOptions;
 use ictus_exec::schedule::Schedule;
 
+/// A schedule's text: run `name` with a 1 ms tick, `major_frame` ticks to a major
+/// frame and the initial state `run`, then `tables` (its cells, subsystems, hubs).
+pub(crate) fn schedule_text(name: &str, major_frame: u64, tables: &str) -> String {
+    format!(
+        "name = \"{name}\"\ntick = \"1ms\"\nmajor_frame = {major_frame}\ninitial_state = \"run\"\n\n{tables}"
+    )
+}
+
 /// Writes `text` as `file` in `dir` and reads it back as a schedule, on this
 /// machine's CPUs.
 pub(crate) fn schedule_file(dir: &Path, file: &str, text: &str) -> Schedule {

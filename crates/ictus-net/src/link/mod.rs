@@ -132,7 +132,7 @@ use status::{
 };
 pub(crate) use wire::Publication;
 use wire::read_claims;
-pub use wire::{WIRE_VERSION, layout_json, message_bound};
+pub use wire::{WIRE_VERSION, layout_json, message_bound, publication_bytes};
 
 /// Exchanges of the clock measurement; the one with the shortest round trip counts.
 const CLOCK_SAMPLES: usize = 16;

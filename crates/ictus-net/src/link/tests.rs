@@ -25,6 +25,20 @@ fn a_publication_reads_back_and_anything_cut_or_longer_is_refused() {
 }
 
 #[test]
+fn a_publication_s_bytes_are_laid_out_as_docs_wire_md_says() {
+    let bytes = publication_bytes(2, -1, 7, &[(16, &[0xaa, 0xbb])]);
+    let mut expected = Vec::new();
+    expected.extend_from_slice(&2u16.to_le_bytes()); // host
+    expected.extend_from_slice(&(-1i64).to_le_bytes()); // clock offset
+    expected.extend_from_slice(&7u64.to_le_bytes()); // stamp
+    expected.extend_from_slice(&1u16.to_le_bytes()); // ranges
+    expected.extend_from_slice(&16u32.to_le_bytes()); // the range's offset in the cell
+    expected.extend_from_slice(&2u32.to_le_bytes()); // its length
+    expected.extend_from_slice(&[0xaa, 0xbb]);
+    assert_eq!(bytes, expected);
+}
+
+#[test]
 fn a_stage_figure_per_stage_measured_in_the_order_a_publication_passes_them() {
     let mut sut = Stages::new();
     sut.record(LinkStage::Copy, Nanos::new(5));

@@ -84,6 +84,22 @@ impl<'a> Publication<'a> {
     }
 }
 
+/// The bytes of a cell publication (docs/wire.md): host `host`'s elements `ranges`
+/// (each its byte offset in the cell and its bytes), stamped `stamp` on the host's
+/// clock, `offset` from the main host's. What a host publishes, for tools and tests
+/// that speak the wire format without a link (an attacker's forgeries, for one).
+pub fn publication_bytes(host: u16, offset: i64, stamp: u64, ranges: &[(usize, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Publication {
+        host,
+        offset,
+        stamp,
+        ranges: ranges.to_vec(),
+    }
+    .encode(&mut out);
+    out
+}
+
 /// A host's claims as served on `claims/H` (cell name to byte ranges), checked
 /// against the table: per cell, its ranges.
 pub(super) fn read_claims(bytes: &[u8], cells: &Cells) -> Result<Claims, String> {

@@ -23,17 +23,10 @@ const ID: ProbeId = ProbeId::Compute;
 
 /// The report of `compute`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 3,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
-    latency: false,
     compare_note: Some(
         "Time reduction against the reference, as seed 000 Table 7 gives it: 1 − the ratio of the time per step.",
     ),
-    verdict: false,
+    ..ProbeReport::new(ID, render, 3, |r| vec![seed_table(r)], figures)
 };
 
 /// Time per step against model size, then the split with its speed-up.

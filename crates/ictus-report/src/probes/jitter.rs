@@ -23,15 +23,8 @@ const ID: ProbeId = ProbeId::Jitter;
 
 /// The report of `jitter`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 5,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
     latency: true,
-    compare_note: None,
-    verdict: false,
+    ..ProbeReport::new(ID, render, 5, |r| vec![seed_table(r)], figures)
 };
 
 /// Seed 002 Table 2's columns per thread, then the duration distribution.

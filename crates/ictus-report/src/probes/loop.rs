@@ -24,15 +24,9 @@ const ID: ProbeId = ProbeId::Loop;
 
 /// The report of `loop`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 8,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
     latency: true,
-    compare_note: None,
     verdict: true,
+    ..ProbeReport::new(ID, render, 8, |r| vec![seed_table(r)], figures)
 };
 
 /// The verdict first, then one row per trial.

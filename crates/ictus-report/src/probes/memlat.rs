@@ -26,17 +26,8 @@ use crate::{format, terminal};
 const ID: ProbeId = ProbeId::Memlat;
 
 /// The report of `memlat`.
-pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 1,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
-    latency: false,
-    compare_note: None,
-    verdict: false,
-};
+pub(crate) const REPORT: ProbeReport =
+    ProbeReport::new(ID, render, 1, |r| vec![seed_table(r)], figures);
 
 /// A strided point with fewer accesses than this per pass is marked in the view.
 const SHORT_PASS: usize = 8;

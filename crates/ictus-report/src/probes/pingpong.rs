@@ -23,15 +23,8 @@ const ID: ProbeId = ProbeId::Pingpong;
 
 /// The report of `pingpong`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 6,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
     latency: true,
-    compare_note: None,
-    verdict: false,
+    ..ProbeReport::new(ID, render, 6, |r| vec![seed_table(r)], figures)
 };
 
 /// Microseconds with 0.1 us resolution from a nanosecond figure, or `-`.

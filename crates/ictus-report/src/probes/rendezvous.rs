@@ -21,15 +21,8 @@ const ID: ProbeId = ProbeId::Rendezvous;
 
 /// The report of `rendezvous`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 2,
-    tables: |r| vec![seed_table(r)],
-    plots: |_| Vec::new(),
-    compare_plots: |_, _| None,
     latency: true,
-    compare_note: None,
-    verdict: false,
+    ..ProbeReport::new(ID, render, 2, |r| vec![seed_table(r)], |_| Vec::new())
 };
 
 /// `v` with `decimals` decimals, or `-` when it was not measured.

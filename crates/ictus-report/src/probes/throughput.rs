@@ -22,17 +22,8 @@ use crate::{format, terminal};
 const ID: ProbeId = ProbeId::Throughput;
 
 /// The report of `throughput`.
-pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 7,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
-    compare_plots: |_, _| None,
-    latency: false,
-    compare_note: None,
-    verdict: false,
-};
+pub(crate) const REPORT: ProbeReport =
+    ProbeReport::new(ID, render, 7, |r| vec![seed_table(r)], figures);
 
 /// Microseconds with 0.01 us resolution from a nanosecond figure, or `-`.
 fn micros(ns: Option<f64>) -> String {

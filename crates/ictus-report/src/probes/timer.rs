@@ -24,15 +24,9 @@ const ID: ProbeId = ProbeId::Timer;
 
 /// The report of `timer`.
 pub(crate) const REPORT: ProbeReport = ProbeReport {
-    id: ID,
-    terminal: render,
-    table_order: 4,
-    tables: |r| vec![seed_table(r)],
-    plots: figures,
     compare_plots,
     latency: true,
-    compare_note: None,
-    verdict: false,
+    ..ProbeReport::new(ID, render, 4, |r| vec![seed_table(r)], figures)
 };
 
 /// The human view: configuration, one row per thread and the merged row.

@@ -689,18 +689,18 @@ impl Shared {
         }
     }
 
-    /// Whether host `from` may have `n` more demands waiting in `queue` (at most
-    /// [`MAX_COUNT`] in all); refused and reported when not.
-    fn may_wait(&self, queue: &VecDeque<usize>, from: usize, n: u32) -> bool {
+    /// Queues host `from`'s `n` demands at the end of `queue`, where it may have at
+    /// most [`MAX_COUNT`] waiting in all; more are refused and reported, none queued.
+    fn queue_demand(&self, queue: &mut VecDeque<usize>, from: usize, n: u32) {
         let waiting = queue.iter().filter(|&&q| q == from).count();
-        let ok = waiting + n as usize <= MAX_COUNT as usize;
-        if !ok {
+        if waiting + n as usize <= MAX_COUNT as usize {
+            queue.extend((0..n).map(|_| from));
+        } else {
             self.refuse(
                 from,
                 format!("a Demand of {n} with {waiting} waiting (at most {MAX_COUNT})"),
             );
         }
-        ok
     }
 
     fn report(&self, r: HubReport) {
@@ -987,9 +987,7 @@ fn serve_tokens(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         let seen = server.seen();
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&queue, from, n) => {
-                    queue.extend((0..n).map(|_| from));
-                }
+                Cmd::Op(from, HubOp::Demand(n)) => s.queue_demand(&mut queue, from, n),
                 Cmd::Left(host) => queue.retain(|&q| q != host),
                 Cmd::Op(..) => {}
             }
@@ -1246,9 +1244,7 @@ fn serve_port(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>, bytes: 
                         outbound.push_back((from, m));
                     }
                 }
-                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&demands, from, n) => {
-                    demands.extend((0..n).map(|_| from));
-                }
+                Cmd::Op(from, HubOp::Demand(n)) => s.queue_demand(&mut demands, from, n),
                 Cmd::Op(from, HubOp::Taken) if claimed == Some(from) => {
                     port.taken(park);
                     claimed = None;
@@ -1339,9 +1335,7 @@ fn serve_resource(s: &Shared, server: &Server, i: usize, rx: &Receiver<Cmd>) {
         let seen = server.seen();
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Op(from, HubOp::Demand(n)) if s.may_wait(&queue, from, n) => {
-                    queue.extend((0..n).map(|_| from));
-                }
+                Cmd::Op(from, HubOp::Demand(n)) => s.queue_demand(&mut queue, from, n),
                 // One release per grant: a host holds the resource once at a
                 // time (its own lock orders its threads).
                 Cmd::Op(from, HubOp::Release(_)) if holder == Some(from) => {
