@@ -14,7 +14,7 @@ use std::thread;
 use ictus_core::{LatencyHistogram, Nanos};
 use ictus_probe::progress::Progress;
 use ictus_probe::setup::Length;
-use ictus_probe::throughput::{self, Mode, Placement, Plan, Transport};
+use ictus_probe::throughput::{self, Pacing, Placement, Plan, Transport};
 
 /// Counts what watched code allocates (see `ictus_core::alloc_count`).
 #[global_allocator]
@@ -24,7 +24,7 @@ static GLOBAL: Counting = Counting;
 fn throughput_loops_allocate_nothing_on_any_transport_in_either_mode() {
     const MESSAGES: u64 = 2_000;
     for transport in Transport::ALL {
-        for mode in [Mode::Sync, Mode::Stream] {
+        for mode in [Pacing::Sync, Pacing::Stream] {
             for payload in [0, 64, 4096] {
                 let at = format!("{transport} {mode} {payload} B");
                 // Waiting as on one CPU: the unpinned threads may share one.

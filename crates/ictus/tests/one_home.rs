@@ -30,24 +30,12 @@ const DIFFERENT: &[(&str, &str)] = &[
         "report: a cell of the survey matrix; shield watchdog and balancer: each one's own tuning",
     ),
     (
-        "Kind",
-        "probe memlat: what a point measures; probe view: the trait of a record view's kind",
-    ),
-    (
-        "Mode",
-        "probe memlat: which measurements run; probe throughput: whether the sender waits",
-    ),
-    (
         "ParamsRecord",
         "each probe's own parameters as recorded: one per probe, each of its own shape",
     ),
     (
         "Plan",
         "probe throughput: a sender's warm-up and length; shield plan: the shield's changes in order",
-    ),
-    (
-        "Point",
-        "probe memlat: one point of a sweep; probe view: a typed view of a record's point",
     ),
     (
         "Status",

@@ -8,7 +8,7 @@ use crate::record::{Measurement, ThreadConfig};
 use crate::view::{AllOr, Empty};
 
 use super::knees::{KernelCache, Knee};
-use super::params::{Kind, LINE_BYTES, PageSize, Point};
+use super::params::{AccessKind, LINE_BYTES, PageSize, SweepPoint};
 use super::sweep::{Outcome, PointResult};
 use super::units::format_bytes;
 
@@ -32,7 +32,7 @@ pub(super) fn min_max(v: &[f64]) -> (f64, f64) {
 /// The measurements of one point run by `k` threads: the aggregate (label
 /// `thread: "all"`; for one thread, that thread) and, with several, one per thread.
 pub(super) fn point_measurements(
-    point: &Point,
+    point: &SweepPoint,
     k: usize,
     configs: &[ThreadConfig],
     per_thread: &[&PointResult],
@@ -42,7 +42,7 @@ pub(super) fn point_measurements(
         working_set_bytes: point.size,
         threads: k,
         thread,
-        stride_bytes: (point.kind != Kind::Chase).then_some(point.stride),
+        stride_bytes: (point.kind != AccessKind::Chase).then_some(point.stride),
         cpu,
     };
     let reps = per_thread.iter().map(|r| r.ns.len()).min().unwrap_or(0);
@@ -87,14 +87,14 @@ pub(super) fn point_measurements(
 /// access, `per_s` accesses per second).
 pub(super) fn figures(
     labels: AccessLabels,
-    point: &Point,
+    point: &SweepPoint,
     ns: &[f64],
     per_s: f64,
     huge_page_share: Option<f64>,
 ) -> Measurement {
     let (lo, hi) = min_max(ns);
     match point.kind {
-        Kind::Chase => crate::view::Point::<Chase>::new(
+        AccessKind::Chase => crate::view::Point::<Chase>::new(
             labels,
             ChaseMetrics {
                 ns_per_load: median(ns),
@@ -105,7 +105,7 @@ pub(super) fn figures(
             },
         )
         .measurement(),
-        Kind::Read | Kind::Write => crate::view::Point::<Strided>::new(
+        AccessKind::Read | AccessKind::Write => crate::view::Point::<Strided>::new(
             labels,
             StridedMetrics {
                 ns_per_access: median(ns),
@@ -121,7 +121,7 @@ pub(super) fn figures(
 }
 
 /// The mean huge-page share of the buffers of 4 MiB and more (None when there are none).
-pub(super) fn huge_share_of_large_sets(outcomes: &[Outcome], points: &[Point]) -> Option<f64> {
+pub(super) fn huge_share_of_large_sets(outcomes: &[Outcome], points: &[SweepPoint]) -> Option<f64> {
     let shares: Vec<f64> = outcomes
         .iter()
         .flat_map(|o| o.results.iter().zip(points))

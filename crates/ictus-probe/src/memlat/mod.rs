@@ -75,8 +75,8 @@ pub use knees::{
     match_caches,
 };
 pub use params::{
-    Kind, LINE_BYTES, MAX_REPEAT, MAX_SIZE, MAX_STRIDE, MIN_SIZE, MemlatError, MemlatParams, Mode,
-    PageSize, ParamsRecord, Point, WARM_CAP_BYTES, default_sizes, validate,
+    AccessKind, LINE_BYTES, MAX_REPEAT, MAX_SIZE, MAX_STRIDE, MIN_SIZE, MemlatError, MemlatParams,
+    Mode, PageSize, ParamsRecord, SweepPoint, WARM_CAP_BYTES, default_sizes, validate,
 };
 pub use units::{format_bytes, parse_byte_list, parse_bytes};
 pub use walk::{SplitMix64, build_cycle, read_strided, write_strided};

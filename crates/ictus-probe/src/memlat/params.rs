@@ -136,20 +136,20 @@ impl MemlatParams {
 
     /// The points of one sweep, in the order they run: by working set, then chase,
     /// strided reads, strided writes.
-    pub fn points(&self) -> Vec<Point> {
+    pub fn points(&self) -> Vec<SweepPoint> {
         let mut points = Vec::new();
         for &size in &self.sizes {
             if self.mode.chase() {
-                points.push(Point {
-                    kind: Kind::Chase,
+                points.push(SweepPoint {
+                    kind: AccessKind::Chase,
                     size,
                     stride: LINE_BYTES,
                 });
             }
             if self.mode.strided() {
-                for kind in [Kind::Read, Kind::Write] {
+                for kind in [AccessKind::Read, AccessKind::Write] {
                     for &stride in &self.strides {
-                        points.push(Point { kind, size, stride });
+                        points.push(SweepPoint { kind, size, stride });
                     }
                 }
             }
@@ -160,7 +160,7 @@ impl MemlatParams {
 
 /// What a point measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum AccessKind {
     /// The dependent pointer chase.
     Chase,
     /// Strided 64-bit reads.
@@ -169,22 +169,22 @@ pub enum Kind {
     Write,
 }
 
-impl Kind {
+impl AccessKind {
     /// The measurement name: `chase`, `strided-read`, `strided-write`.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Chase => CHASE,
-            Kind::Read => STRIDED_READ,
-            Kind::Write => STRIDED_WRITE,
+            AccessKind::Chase => CHASE,
+            AccessKind::Read => STRIDED_READ,
+            AccessKind::Write => STRIDED_WRITE,
         }
     }
 }
 
 /// One point of a sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Point {
+pub struct SweepPoint {
     /// What it measures.
-    pub kind: Kind,
+    pub kind: AccessKind,
     /// Working set in bytes.
     pub size: usize,
     /// Distance between accesses in bytes ([`LINE_BYTES`] for the chase).

@@ -20,7 +20,9 @@ use crate::progress::Progress;
 use crate::record::{ThreadConfig, Warning};
 use crate::setup;
 
-use super::params::{Kind, LINE_BYTES, MemlatError, MemlatParams, PageSize, Point, WARM_CAP_BYTES};
+use super::params::{
+    AccessKind, LINE_BYTES, MemlatError, MemlatParams, PageSize, SweepPoint, WARM_CAP_BYTES,
+};
 use super::walk::{
     CHASE_CHUNK, STRIDED_CHUNK, WORDS_PER_LINE, build_cycle, read_strided, write_strided,
 };
@@ -47,7 +49,7 @@ pub(super) struct Outcome {
 /// What the threads of one sweep share.
 pub(super) struct Shared<'a> {
     pub(super) params: &'a MemlatParams,
-    pub(super) points: &'a [Point],
+    pub(super) points: &'a [SweepPoint],
     pub(super) progress: &'a Progress,
     pub(super) barrier: Barrier,
     /// Whether the next point runs: written by thread 0 before the point's first
@@ -60,7 +62,7 @@ pub(super) struct Shared<'a> {
 /// Runs every point with `k` threads at once.
 pub(super) fn sweep(
     params: &MemlatParams,
-    points: &[Point],
+    points: &[SweepPoint],
     k: usize,
     progress: &Progress,
 ) -> Result<Vec<Outcome>, MemlatError> {
@@ -221,10 +223,10 @@ pub(super) enum Prepared {
 }
 
 impl Prepared {
-    pub(super) fn new(point: &Point, pages: PageSize, seed: u64) -> Result<Self, BufferError> {
+    pub(super) fn new(point: &SweepPoint, pages: PageSize, seed: u64) -> Result<Self, BufferError> {
         let mut buffer = Buffer::new(point.size, pages.os())?;
         let mut sut = match point.kind {
-            Kind::Chase => {
+            AccessKind::Chase => {
                 // Writes one word per line: every page is faulted in.
                 build_cycle(buffer.words_mut(), seed);
                 Prepared::Chase(
@@ -232,11 +234,11 @@ impl Prepared {
                         .expect("a Sattolo cycle links line starts only"),
                 )
             }
-            Kind::Read | Kind::Write => {
+            AccessKind::Read | AccessKind::Write => {
                 buffer.bytes_mut().fill(0x5a);
                 Prepared::Strided {
                     buffer,
-                    write: point.kind == Kind::Write,
+                    write: point.kind == AccessKind::Write,
                     stride: point.stride,
                     at: 0,
                 }
@@ -244,7 +246,7 @@ impl Prepared {
         };
         let pass = point.size.min(WARM_CAP_BYTES);
         let warm = match point.kind {
-            Kind::Chase => (pass / LINE_BYTES) as u64,
+            AccessKind::Chase => (pass / LINE_BYTES) as u64,
             _ => (pass.saturating_sub(8) / point.stride) as u64 + 1,
         };
         sut.accesses(warm);

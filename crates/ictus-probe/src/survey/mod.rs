@@ -418,7 +418,7 @@ impl Planner<'_> {
                 crate::setup::Placement::CrossCpu,
                 crate::setup::Placement::SameCpu,
             ],
-            mode: throughput::Mode::Sync,
+            mode: throughput::Pacing::Sync,
             sizes: vec![0, 64, 1024, 4096, 32768],
             length: Length::Duration(Nanos::from_millis((20 * k / 10).max(1))),
             warmup: Nanos::from_millis(5),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ictus_core::Nanos;
 
-use super::{MAX_PAYLOAD_BYTES, Mode, Placement, ThroughputError, ThroughputParams, Transport};
+use super::{MAX_PAYLOAD_BYTES, Pacing, Placement, ThroughputError, ThroughputParams, Transport};
 use crate::cli::{
     ArgsError, MAX_COUNT, OutputArgs, ProbeCommand, RunFn, SchedArgs, any_duration, bytes_in,
     positive_duration, sched_spec, times,
@@ -31,7 +31,7 @@ pub struct Args {
     /// Whether the sender waits for each message to be taken (sync) or only when
     /// the transport is full (stream).
     #[arg(long, value_enum, default_value = "sync")]
-    pub mode: Mode,
+    pub mode: Pacing,
     /// Largest payload of the sweep 0, 1, 2, 4 ... (bytes; K, KiB, M, MiB accepted).
     #[arg(long, default_value = "32768", value_parser = parse_bytes)]
     pub max_payload: usize,

@@ -12,7 +12,7 @@ use ictus_core::sync::spsc::{self, bytes};
 
 use crate::setup::Placement;
 
-use super::params::{HEADER_BYTES, Mode, SPINS_BEFORE_YIELD, STREAM_BUFFER_BYTES, Transport};
+use super::params::{HEADER_BYTES, Pacing, SPINS_BEFORE_YIELD, STREAM_BUFFER_BYTES, Transport};
 use super::wire::pattern_byte;
 
 /// How a ring side waits for the other.
@@ -187,7 +187,7 @@ pub struct ReceiverOutcome {
 /// The sending end of a transport made by [`link`].
 pub struct Sender {
     pub(super) port: SendPort,
-    pub(super) mode: Mode,
+    pub(super) mode: Pacing,
     pub(super) backoff: Backoff,
     pub(super) payload: usize,
     /// The outgoing message: header, then the payload (fixed pattern, sequence
@@ -198,7 +198,7 @@ pub struct Sender {
 /// The receiving end of a transport made by [`link`].
 pub struct Receiver {
     pub(super) port: ReceivePort,
-    pub(super) mode: Mode,
+    pub(super) mode: Pacing,
     pub(super) backoff: Backoff,
     pub(super) payload: usize,
     /// Where `pipe` and `unix` messages are read to.
@@ -209,7 +209,7 @@ pub struct Receiver {
 pub(super) fn debug_end(
     f: &mut fmt::Formatter<'_>,
     name: &str,
-    mode: Mode,
+    mode: Pacing,
     payload: usize,
 ) -> fmt::Result {
     f.debug_struct(name)
@@ -236,17 +236,17 @@ impl fmt::Debug for Receiver {
 /// across CPUs, spinning briefly then yielding on one.
 pub fn link(
     transport: Transport,
-    mode: Mode,
+    mode: Pacing,
     payload: usize,
     placement: Placement,
 ) -> io::Result<(Sender, Receiver)> {
     let len = HEADER_BYTES + payload;
     // Stream: about STREAM_BUFFER_BYTES in flight; sync: one message at a time.
     let depth = match mode {
-        Mode::Sync => 1,
-        Mode::Stream => (STREAM_BUFFER_BYTES / len.next_multiple_of(64)).clamp(4, 256),
+        Pacing::Sync => 1,
+        Pacing::Stream => (STREAM_BUFFER_BYTES / len.next_multiple_of(64)).clamp(4, 256),
     };
-    let sync = mode == Mode::Sync;
+    let sync = mode == Pacing::Sync;
     let (send, receive) = match transport {
         Transport::Spsc => {
             let (ring, ring_rx) = bytes::channel(len, depth);

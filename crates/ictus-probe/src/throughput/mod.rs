@@ -101,7 +101,7 @@ pub use link::{Plan, Receiver, ReceiverOutcome, Sender, SenderOutcome, link};
 #[cfg(feature = "cli")]
 pub use params::placement_parser;
 pub use params::{
-    BATCH_CHUNK, BATCH_SHARE, HEADER_BYTES, MAX_PAYLOAD_BYTES, MEASUREMENT, Mode, ParamsRecord,
+    BATCH_CHUNK, BATCH_SHARE, HEADER_BYTES, MAX_PAYLOAD_BYTES, MEASUREMENT, Pacing, ParamsRecord,
     SPINS_BEFORE_YIELD, STREAM_BUFFER_BYTES, ThroughputError, ThroughputParams, Transport,
     sizes_up_to, validate,
 };

@@ -94,7 +94,7 @@ impl fmt::Display for Transport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-pub enum Mode {
+pub enum Pacing {
     /// Seed 004's port semantics: each message is acknowledged before the next is
     /// sent.
     #[cfg_attr(
@@ -106,17 +106,17 @@ pub enum Mode {
     Stream,
 }
 
-impl Mode {
+impl Pacing {
     /// The name on the command line and in records.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Sync => "sync",
-            Mode::Stream => "stream",
+            Pacing::Sync => "sync",
+            Pacing::Stream => "stream",
         }
     }
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for Pacing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -153,7 +153,7 @@ pub struct ThroughputParams {
     /// The placements to measure each transport in.
     pub placements: Vec<Placement>,
     /// Sync (acknowledged) or stream.
-    pub mode: Mode,
+    pub mode: Pacing,
     /// Payload sizes in bytes, in the order measured.
     pub sizes: Vec<usize>,
     /// How long each point measures.
@@ -172,7 +172,7 @@ impl Default for ThroughputParams {
             sched: SchedSpec::pinned(facts::online_cpus(), Policy::Fifo { priority: 95 }),
             transports: Transport::ALL.to_vec(),
             placements: Placement::ALL.to_vec(),
-            mode: Mode::Sync,
+            mode: Pacing::Sync,
             sizes: sizes_up_to(32 * 1024),
             length: Length::Duration(Nanos::from_millis(100)),
             warmup: Nanos::from_millis(10),
@@ -338,7 +338,7 @@ pub struct ParamsRecord {
     /// The placements asked for.
     pub placements: Vec<Placement>,
     /// Acknowledged messages or a stream.
-    pub mode: Mode,
+    pub mode: Pacing,
     /// The payloads swept.
     pub payload_bytes: Vec<usize>,
     /// How long each point measured, when asked for as a time.

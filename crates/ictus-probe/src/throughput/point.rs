@@ -19,7 +19,7 @@ use crate::setup;
 use crate::setup::Placement;
 
 use super::link::{LineBuf, Plan, ReceiverOutcome, SenderOutcome, link};
-use super::params::{HEADER_BYTES, Mode, ThroughputError, ThroughputParams, Transport};
+use super::params::{HEADER_BYTES, Pacing, ThroughputError, ThroughputParams, Transport};
 use super::wire::pattern_byte;
 
 /// Copies `n` bytes between two preallocated buffers on `cpu` for about `time`;
@@ -95,7 +95,7 @@ pub(super) fn targets(
     // latency target is judged in sync mode only, on half the mean round trip of
     // the untimed batch (no clock read inside it, like the bare round trip it is
     // compared with).
-    let sync = |v: Option<f64>| v.filter(|_| params.mode == Mode::Sync);
+    let sync = |v: Option<f64>| v.filter(|_| params.mode == Pacing::Sync);
     if let (Some(one_way), Some(half)) = (
         sync(smallest.metrics.one_way_half_round_trip_ns),
         half_round_trip_ns,
@@ -224,7 +224,7 @@ impl TransferPoint {
             one_way_max_ns: ns(one_way.max_ns),
             ..TransferMetrics::default()
         };
-        if params.mode == Mode::Sync {
+        if params.mode == Pacing::Sync {
             let rt = self.round_trip.summary();
             metrics.round_trip_mean_ns = rt.mean_ns;
             metrics.round_trip_p50_ns = ns(rt.percentile(Percentile::P50));

@@ -6,7 +6,7 @@ use ictus_core::{LatencyHistogram, Nanos};
 use ictus_os::clock::monotonic_now;
 
 use super::link::{ReceivePort, Receiver, ReceiverOutcome};
-use super::params::{HEADER_BYTES, Mode};
+use super::params::{HEADER_BYTES, Pacing};
 use super::wire::{checksum, header, split};
 
 impl Receiver {
@@ -88,7 +88,7 @@ impl Receiver {
     /// sync mode acknowledges message `count`.
     #[inline]
     pub(super) fn done(&mut self, count: u64) -> io::Result<()> {
-        let sync = self.mode == Mode::Sync;
+        let sync = self.mode == Pacing::Sync;
         match &mut self.port {
             // The slot went back to the sender in `receive`.
             ReceivePort::Spsc(_) => Ok(()),

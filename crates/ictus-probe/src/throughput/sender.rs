@@ -10,7 +10,7 @@ use ictus_os::clock::monotonic_now;
 use crate::progress::Progress;
 
 use super::link::{Parcel, Plan, SendPort, Sender, SenderOutcome};
-use super::params::{BATCH_CHUNK, BATCH_SHARE, HEADER_BYTES, Mode};
+use super::params::{BATCH_CHUNK, BATCH_SHARE, HEADER_BYTES, Pacing};
 use super::wire::{checksum, head_sum, header};
 
 impl Sender {
@@ -39,7 +39,7 @@ impl Sender {
             this.msg[HEADER_BYTES..HEADER_BYTES + h].copy_from_slice(&seq.to_le_bytes()[..h]);
             this.send(header)?;
             checksum = checksum.wrapping_add(base).wrapping_add(head_sum(seq, n));
-            if this.mode == Mode::Sync {
+            if this.mode == Pacing::Sync {
                 this.wait_ack(seq)?;
             }
             Ok(())
@@ -55,7 +55,7 @@ impl Sender {
             out.messages += 1;
         }
         // Sync mode: the untimed batch, clock read once per BATCH_CHUNK messages.
-        if self.mode == Mode::Sync {
+        if self.mode == Pacing::Sync {
             let (count, time) = match plan.length {
                 Length::Count(k) => (k, Nanos::MAX),
                 Length::Duration(d) => (u64::MAX, Nanos::new(d.as_u64() / BATCH_SHARE)),
@@ -91,7 +91,7 @@ impl Sender {
                 break;
             }
             exchange(self, t0.as_u64() & header::STAMP)?;
-            if self.mode == Mode::Sync {
+            if self.mode == Pacing::Sync {
                 round_trip.record(monotonic_now().saturating_sub(t0));
             }
             out.messages += 1;

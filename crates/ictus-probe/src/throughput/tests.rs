@@ -14,7 +14,7 @@ use crate::setup::SchedSpec;
 
 use super::link::{Plan, ReceiverOutcome, SenderOutcome, link};
 use super::params::{
-    HEADER_BYTES, MAX_PAYLOAD_BYTES, MEASUREMENT, Mode, ThroughputError, ThroughputParams,
+    HEADER_BYTES, MAX_PAYLOAD_BYTES, MEASUREMENT, Pacing, ThroughputError, ThroughputParams,
     Transport, sizes_up_to, validate,
 };
 use super::wire::{checksum, head_sum, pattern_byte};
@@ -29,7 +29,7 @@ fn two_cpus() -> bool {
 /// threads (waiting as on one CPU, so a shared CPU cannot stall them).
 fn transfer(
     transport: Transport,
-    mode: Mode,
+    mode: Pacing,
     n: usize,
     messages: u64,
 ) -> (SenderOutcome, ReceiverOutcome) {
@@ -48,7 +48,7 @@ fn transfer(
     let sent = tx
         .send_messages(&plan, &mut round_trip, &Progress::new())
         .unwrap();
-    let expected_rt = if mode == Mode::Sync { messages } else { 0 };
+    let expected_rt = if mode == Pacing::Sync { messages } else { 0 };
     assert_eq!(round_trip.count(), expected_rt);
     (sent, receiver.join().unwrap())
 }
@@ -56,7 +56,7 @@ fn transfer(
 #[test]
 fn every_transport_moves_messages_of_every_size_intact() {
     for transport in Transport::ALL {
-        for mode in [Mode::Sync, Mode::Stream] {
+        for mode in [Pacing::Sync, Pacing::Stream] {
             for n in [0, 1, 7, 8, 9, 64, 100, 4096, 40_000] {
                 let (sent, received) = transfer(transport, mode, n, 300);
                 let at = format!("{transport} {mode} {n} B");
@@ -66,7 +66,7 @@ fn every_transport_moves_messages_of_every_size_intact() {
                 assert_eq!(received.measured, 300, "{at}");
                 assert_eq!(sent.checksum, received.checksum, "{at}");
                 assert!(received.first_stamp <= received.last_arrival, "{at}");
-                let batch = if mode == Mode::Sync { 300 } else { 0 };
+                let batch = if mode == Pacing::Sync { 300 } else { 0 };
                 assert_eq!(sent.batch_messages, batch, "{at}");
                 assert_eq!(received.batch_messages, batch, "{at}");
             }
@@ -165,7 +165,7 @@ fn the_record_has_one_point_per_transport_placement_and_size() {
         assert!(p.metrics.round_trip_p50_ns.is_some());
         assert_eq!(p.metrics.batch_messages, Some(50.0), "{:?}", m.labels);
         assert!(p.metrics.one_way_half_round_trip_ns.unwrap() > 0.0);
-        assert_eq!(p.labels.mode, Mode::Sync);
+        assert_eq!(p.labels.mode, Pacing::Sync);
         assert_eq!(m.labels["mode"], "sync");
     }
     let memcpy = sut.measurements.iter().filter(|m| m.is::<Memcpy>());

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{MEASUREMENT, Mode, Placement, Transport};
+use super::{MEASUREMENT, Pacing, Placement, Transport};
 use crate::view::Kind;
 
 /// A transfer point (`transfer`): its latency is the one-way time.
@@ -27,7 +27,7 @@ pub struct TransferLabels {
     /// Bytes per message.
     pub payload_bytes: usize,
     /// Acknowledged messages or a stream.
-    pub mode: Mode,
+    pub mode: Pacing,
     /// The CPUs of the sender and the receiver.
     pub cpus: [usize; 2],
     /// The policy the threads ran with (`fifo 95`).
@@ -113,7 +113,7 @@ impl Kind for Targets {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TargetsLabels {
     /// The mode of the run.
-    pub mode: Mode,
+    pub mode: Pacing,
     /// The payload of the one-way target (the smallest).
     pub one_way_payload_bytes: u64,
     /// The payload of the bandwidth target (the largest).
@@ -162,7 +162,7 @@ mod tests {
                 transport: Transport::Spsc,
                 placement: Placement::CrossCpu,
                 payload_bytes: 64,
-                mode: Mode::Sync,
+                mode: Pacing::Sync,
                 cpus: [0, 1],
                 policy: "fifo 95".into(),
             },
@@ -228,7 +228,7 @@ mod tests {
         round_trip(&memcpy, "memcpy");
         let targets = Point::<Targets>::new(
             TargetsLabels {
-                mode: Mode::Stream,
+                mode: Pacing::Stream,
                 one_way_payload_bytes: 0,
                 bandwidth_payload_bytes: 4096,
             },

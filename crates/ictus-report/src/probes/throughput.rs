@@ -9,7 +9,7 @@ use ictus_probe::record::{Measurement, RunRecord};
 use ictus_probe::registry::ProbeId;
 use ictus_probe::rendezvous::view::CachelineRoundTrip;
 use ictus_probe::throughput::view::{Memcpy, Targets, Transfer};
-use ictus_probe::throughput::{Mode, Placement, Transport};
+use ictus_probe::throughput::{Pacing, Placement, Transport};
 use ictus_probe::view::Point;
 
 use crate::plots::{self, Axes, Plot};
@@ -74,9 +74,9 @@ fn render(record: &RunRecord) -> String {
             out,
             "\n{transport}, {placement} (CPUs {}), {} mode; latencies in microseconds:",
             cpus.as_deref().unwrap_or("?"),
-            mode.map_or("?", Mode::name)
+            mode.map_or("?", Pacing::name)
         );
-        let sync = mode == Some(Mode::Sync);
+        let sync = mode == Some(Pacing::Sync);
         let mut table = terminal::table();
         let mut header = vec![
             "payload",
@@ -207,8 +207,8 @@ fn seed_table(r: &Results) -> Table {
     }
     t.caption = format!(
         "Payload bytes per second from one thread to another by payload size, as seed 004's port test ({} mode: {}), with a plain memcpy on one CPU as the bound; {}.",
-        mode.map_or("sync", Mode::name),
-        if mode == Some(Mode::Stream) {
+        mode.map_or("sync", Pacing::name),
+        if mode == Some(Pacing::Stream) {
             "the sender waits only when the transport is full"
         } else {
             "each message is acknowledged before the next is sent"
