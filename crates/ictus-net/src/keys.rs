@@ -299,32 +299,11 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
         .iter()
         .map(|r| issue(r, "readers", format!("{READER_PREFIX}{r}"), false))
         .collect::<Result<Vec<_>, _>>()?;
-    // Each host's bundle lets in the run's readers: their certificates, never keys.
-    let reader_certs: Vec<(PathBuf, String)> = files
-        .iter()
-        .filter(|(p, _)| p.starts_with("readers") && p.extension().is_some_and(|e| e == "pem"))
-        .cloned()
-        .collect();
-    for h in &hosts {
-        let bundle = PathBuf::from("bundles/hosts").join(&h.name);
-        for (p, pem) in &reader_certs {
-            files.push((bundle.join(p), pem.clone()));
-        }
-    }
-    // Each reader's bundle names the run's hosts: their certificates, never keys. A
-    // reader takes data only from a peer whose certificate carries one of their names
+    // Each host's bundle lets in the run's readers; each reader's bundle names the
+    // run's hosts, whose certificates' names are the only peers it takes data from
     // (python/ictus/live), whatever else its TLS layer trusts.
-    let host_certs: Vec<(PathBuf, String)> = files
-        .iter()
-        .filter(|(p, _)| p.starts_with("hosts") && p.extension().is_some_and(|e| e == "pem"))
-        .cloned()
-        .collect();
-    for r in &readers {
-        let bundle = PathBuf::from("bundles/readers").join(&r.name);
-        for (p, pem) in &host_certs {
-            files.push((bundle.join(p), pem.clone()));
-        }
-    }
+    share_certificates(&mut files, "readers", "hosts", &hosts);
+    share_certificates(&mut files, "hosts", "readers", &readers);
 
     write_whole(&req.dir, &files)?;
     Ok(Made {
@@ -333,6 +312,25 @@ pub fn new(req: &KeysRequest) -> Result<Made, KeysError> {
         hosts,
         readers,
     })
+}
+
+/// Copies every certificate of folder `from` (`hosts` or `readers`) in `files`, never
+/// a key, into the bundle of each of `holders` (of folder `to`).
+fn share_certificates(
+    files: &mut Vec<(PathBuf, String)>,
+    from: &str,
+    to: &str,
+    holders: &[Issued],
+) {
+    let certs: Vec<(PathBuf, String)> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with(from) && p.extension().is_some_and(|e| e == "pem"))
+        .cloned()
+        .collect();
+    for h in holders {
+        let bundle = PathBuf::from("bundles").join(to).join(&h.name);
+        files.extend(certs.iter().map(|(p, pem)| (bundle.join(p), pem.clone())));
+    }
 }
 
 /// A new key and a certificate for `name` (common name `cn`, its DNS name when
