@@ -197,6 +197,28 @@ def row(cause, made, needle, breakdown, note=""):
           f"{note} |", flush=True)
 
 
+def burst_case(tag, code):
+    """Runs `code` at FIFO 99 on the measured CPU (it prints each burst's start and end,
+    CLOCK_MONOTONIC ns, and maybe more) while the timer runs: the misses whose window
+    overlaps a burst, the explanation, and the bursts."""
+    bursts_path = f"{OUT}/{tag}-bursts.txt"
+    with open(bursts_path, "w") as log:
+        p = spawn(99, code.format(secs=DURATION + 2), stdout=log)
+        try:
+            time.sleep(0.3)
+            rec = timer(tag)
+        finally:
+            end(p)
+    with open(bursts_path) as f:
+        bursts = [tuple(map(int, l.split())) for l in f if l.strip()]
+    e = rec.get("explanation") or {}
+    t0 = e.get("clock_start_ns", 0)
+    made = [ev for ev in e.get("events", [])
+            if any(b[0] <= t0 + ev["at_ns"] + ev["lateness_ns"] and b[1] >= t0 + ev["at_ns"]
+                   for b in bursts)]
+    return made, e, bursts
+
+
 def main():
     print(f"# Injected causes named: `ictus probe timer` on CPU {CPU}, FIFO 95, 1 ms, "
           f"{DURATION} s per cause, CPU latency QoS held\n")
@@ -211,41 +233,13 @@ def main():
             row("none", e.get("events", []), None, b,
                 f"what the machine does by itself; {b.get('events', 0)} misses in all")
         elif cause == "burner":
-            bursts_path = f"{OUT}/burner-bursts.txt"
-            with open(bursts_path, "w") as log:
-                p = spawn(99, BURNER.format(secs=DURATION + 2), stdout=log)
-                try:
-                    time.sleep(0.3)
-                    rec = timer("burner")
-                finally:
-                    end(p)
-            with open(bursts_path) as f:
-                bursts = [tuple(map(int, l.split())) for l in f if l.strip()]
-            e = rec.get("explanation") or {}
-            t0 = e.get("clock_start_ns", 0)
-            made = [ev for ev in e.get("events", [])
-                    if any(s0 <= t0 + ev["at_ns"] + ev["lateness_ns"] and s1 >= t0 + ev["at_ns"]
-                           for s0, s1 in bursts)]
+            made, e, bursts = burst_case("burner", BURNER)
             row("FIFO 99 burner, 5 ms every 500 ms", made, '"comm": "python3"',
                 e.get("breakdown", {}),
                 f"misses whose window overlaps one of its {len(bursts)} bursts")
         elif cause == "faults":
-            bursts_path = f"{OUT}/fault-bursts.txt"
-            with open(bursts_path, "w") as log:
-                p = spawn(99, FAULTER.format(secs=DURATION + 2), stdout=log)
-                try:
-                    time.sleep(0.3)
-                    rec = timer("faults")
-                finally:
-                    end(p)
-            with open(bursts_path) as f:
-                bursts = [tuple(map(int, l.split())) for l in f if l.strip()]
-            e = rec.get("explanation") or {}
-            t0 = e.get("clock_start_ns", 0)
-            made = [ev for ev in e.get("events", [])
-                    if any(s0 <= t0 + ev["at_ns"] + ev["lateness_ns"] and s1 >= t0 + ev["at_ns"]
-                           for s0, s1, _ in bursts)]
-            faults = sorted(n for _, _, n in bursts)
+            made, e, bursts = burst_case("faults", FAULTER)
+            faults = sorted(int(b[2]) for b in bursts)
             row("another process's page faults (FIFO 99, 2,000 pages a burst, every 500 ms)",
                 made, '"comm": "python3"', e.get("breakdown", {}),
                 f"misses whose window overlaps one of its {len(bursts)} bursts "
