@@ -273,8 +273,10 @@ def host_names(keys: Union[str, Path], reader: str = "READER") -> List[str]:
     if not hosts:
         raise FileNotFoundError(
             f"{folder}: no host certificates: a reader takes data only from the run's "
-            f"hosts, named by their certificates (copy the reader's bundle "
-            f"bundles/readers/{reader}/ that `ictus keys new` made, which holds them)"
+            f"hosts, named by their certificates (the reader's bundle "
+            f"bundles/readers/{reader}/ of `ictus keys new` holds them; for a bundle "
+            f"made before it did, copy the keys folder's hosts/*.pem, never a .key, "
+            f"into {folder})"
         )
     names = _names(keys)
     return [names.get(h, h) for h in hosts]
