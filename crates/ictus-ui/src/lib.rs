@@ -18,7 +18,8 @@
 //! [`MAX_CONNECTIONS`] at once and [`MAX_PER_ADDRESS`] from one address (one more is
 //! answered 503 and closed), its requests
 //! done within [`REQUEST_TIMEOUT`] of the accept (heads read, answered and written)
-//! or closed, a head of [`MAX_HEAD`] bytes at most, a websocket's message
+//! or closed, a head of [`MAX_HEAD`] bytes at most, read whole within
+//! [`HEAD_TIMEOUT`], a websocket's message
 //! written within [`IO_TIMEOUT`]. Held connections that send a byte now and then
 //! neither hold the page nor add threads (tests/slow_clients.rs holds 300).
 //!
@@ -69,7 +70,9 @@
 pub mod metrics;
 mod server;
 
-pub use server::{IO_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, MAX_PER_ADDRESS, REQUEST_TIMEOUT};
+pub use server::{
+    HEAD_TIMEOUT, IO_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, MAX_PER_ADDRESS, REQUEST_TIMEOUT,
+};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;

@@ -15,7 +15,11 @@
 //!   answer, holds a slot for that long at most. The bound is the connection's: a
 //!   kept-alive connection's later requests fit in the same time, and an idle one
 //!   is closed at its end (a browser opens another).
-//! - A request's head is at most [`MAX_HEAD`] bytes.
+//! - A request's head is at most [`MAX_HEAD`] bytes and must be read whole within
+//!   [`HEAD_TIMEOUT`] of its first being waited for: a client that dribbles one is
+//!   closed after that, well before the whole-request bound, so a crowd of them
+//!   (from more addresses than the per-address cap stops) holds the page's slots
+//!   for seconds, not for the whole bound.
 //! - A websocket's message must be written within [`IO_TIMEOUT`], or it is closed.
 //! - Threads: the one that runs the runtime, plus one for a command to the run's
 //!   control socket (a blocking call), made when needed; both made on a thread
@@ -56,6 +60,9 @@ pub const MAX_PER_ADDRESS: usize = 32;
 /// How long a whole request may take from its connection's accept: its head read,
 /// handled and the answer written. Past it the connection is closed.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request's head may take to arrive whole (a browser sends it at once).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a websocket's message may take to be written (a page that stops
 /// reading is closed after it).
@@ -363,6 +370,8 @@ async fn connection(stream: tokio::net::TcpStream, ctx: Arc<Ctx>, slot: Arc<Slot
     });
     let connection = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
     let _ = tokio::time::timeout(REQUEST_TIMEOUT, connection).await;

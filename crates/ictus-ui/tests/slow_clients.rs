@@ -1,7 +1,7 @@
 //! Slow clients (issue 31, item 3: doors that cannot be held). 300 connections that
 //! each dribble a request's head a byte at a time are all held, the page and
 //! `/metrics` still answer within a second, the server makes no thread for them, and
-//! each is closed once its request passes the whole-request bound.
+//! each is closed once its head passes its bound (HEAD_TIMEOUT, before the whole-request one).
 //!
 //! One test in this file, so that the process's threads are this test's and the
 //! server's alone. `ICTUS_UI_FIGURES=1` writes what it measured to stdout.
@@ -157,7 +157,7 @@ fn three_hundred_slow_clients_neither_hold_the_page_nor_add_threads_and_are_clos
         "{SLOW} slow clients: {during} threads, {with_server} before them (the dribbler is one)"
     );
 
-    // Each slow request is closed once it passes the whole-request bound, with no
+    // Each slow request is closed once its head passes its bound, with no
     // answer (a head that never ends is not answered).
     let (lasted, slow) = dribbler.join().unwrap();
     let open = slow.iter().filter(|s| !s.closed).count();
