@@ -201,6 +201,7 @@ mod tests {
         "--bin",
         "--features",
         "--no-default-features",
+        "--nocapture",
         "--laptop",
         "--json=FILE",
         "--stat",
