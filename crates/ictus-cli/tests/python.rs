@@ -28,6 +28,18 @@ fn python() -> Option<PathBuf> {
     common::python_with("ICTUS_PYTHON", "target/py-zenoh/bin/python", "zenoh")
 }
 
+/// [`python`], or test `test` said skipped (and `None`).
+fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let python = python();
+    if python.is_none() {
+        ictus_os::testing::skipped(
+            test,
+            "no Python with eclipse-zenoh (set ICTUS_PYTHON, or make target/py-zenoh as .ci/run does)",
+        );
+    }
+    python
+}
+
 /// `python ARGS` with `python/` on its path, stdout and stderr piped.
 fn start_python(python: &Path, args: &[&str]) -> Child {
     Command::new(python)
@@ -54,11 +66,7 @@ fn int(v: &Value, what: &str) -> i64 {
 
 #[test]
 fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
-    let Some(python) = python() else {
-        ictus_os::testing::skipped(
-            TEST,
-            "no Python with eclipse-zenoh (set ICTUS_PYTHON, or make target/py-zenoh as .ci/run does)",
-        );
+    let Some(python) = python_or_skip(TEST) else {
         return;
     };
     let (dir, name) = scratch_run("python");
@@ -249,11 +257,7 @@ fn a_python_reader_reads_the_ring_by_name_and_cannot_write() {
 #[test]
 fn a_python_reader_takes_nothing_from_a_peer_that_is_not_a_host() {
     const TEST: &str = "a_python_reader_takes_nothing_from_a_peer_that_is_not_a_host";
-    let Some(python) = python() else {
-        ictus_os::testing::skipped(
-            TEST,
-            "no Python with eclipse-zenoh (set ICTUS_PYTHON, or make target/py-zenoh as .ci/run does)",
-        );
+    let Some(python) = python_or_skip(TEST) else {
         return;
     };
     let (dir, name) = scratch_run("impostor");
